@@ -1,0 +1,51 @@
+// `subs apply` without [remote]: the target is the local db, and making it match the file means
+// deleting the credentials the file no longer allows (product.md, "Commands").
+import type { Config } from "../config/types.ts";
+import type { Reporter } from "../report.ts";
+import { openEnvironmentStore } from "../store/environment.ts";
+
+export type LocalChange = {
+  id: string;
+  action: "remove";
+  reason: "not_declared" | "url_changed" | "now_static";
+};
+
+export type LocalApplyResult = {
+  dryRun: boolean;
+  changes: LocalChange[];
+  /** Ids whose stored credential stays. */
+  unchanged: string[];
+};
+
+export async function applyLocal(options: { config: Config; dryRun: boolean; reporter: Reporter }): Promise<LocalApplyResult> {
+  const { config, dryRun } = options;
+  const opened = await openEnvironmentStore(config, { create: false, purge: false, reporter: options.reporter });
+  if (!opened) return { dryRun, changes: [], unchanged: [] };
+  const { store } = opened;
+  try {
+    const plan = () => {
+      const declared = new Map(config.connections.map((c) => [c.id, c]));
+      const changes: LocalChange[] = [];
+      const unchanged: string[] = [];
+      for (const row of store.listCredentials()) {
+        const connection = declared.get(row.id);
+        if (!connection) changes.push({ id: row.id, action: "remove", reason: "not_declared" });
+        // A credential is bound to the url it was issued for; it is never sent to another.
+        else if (connection.url !== row.url) changes.push({ id: row.id, action: "remove", reason: "url_changed" });
+        else if (connection.auth) changes.push({ id: row.id, action: "remove", reason: "now_static" });
+        else unchanged.push(row.id);
+      }
+      return { changes, unchanged };
+    };
+    if (dryRun) return { dryRun, ...plan() };
+    // Plan and delete under one write lock, so what we report is exactly what we deleted.
+    const result = store.exclusive(() => {
+      const planned = plan();
+      store.deleteCredentials(planned.changes.map((c) => c.id));
+      return planned;
+    });
+    return { dryRun, ...result };
+  } finally {
+    store.close();
+  }
+}

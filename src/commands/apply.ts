@@ -1,0 +1,45 @@
+import { applyLocal, type LocalChange } from "../apply/local.ts";
+import path from "node:path";
+import { loadConfig } from "../config/load.ts";
+import { usage } from "../errors.ts";
+import type { Context } from "../context.ts";
+import { writeJson } from "../output/json.ts";
+import { stderrReporter } from "../output/reporter.ts";
+import { styleFor } from "../output/style.ts";
+
+export type ApplyOptions = { config?: string; json: boolean; dryRun: boolean };
+
+const REASONS: Record<LocalChange["reason"], string> = {
+  not_declared: "no longer declared",
+  url_changed: "url changed since login",
+  now_static: "now uses a static token (auth)",
+};
+
+export async function applyCommand(ctx: Context, options: ApplyOptions): Promise<void> {
+  const config = loadConfig({ configPath: options.config, env: ctx.env, cwd: ctx.cwd });
+  const reporter = stderrReporter(ctx);
+  if (config.remote) {
+    throw usage("subs apply with [remote] is not implemented yet (issue 4)");
+  }
+  const result = await applyLocal({ config, dryRun: options.dryRun, reporter });
+  if (options.json) {
+    writeJson(ctx.stdout, {
+      target: "local",
+      db: config.dbPath,
+      dry_run: result.dryRun,
+      changes: result.changes.map((c) => ({ id: c.id, action: c.action, reason: c.reason })),
+      unchanged: result.unchanged,
+    });
+    return;
+  }
+  const style = styleFor(ctx.color);
+  const verb = result.dryRun ? "Would delete" : "Deleted";
+  for (const change of result.changes) {
+    ctx.stdout.write(`${style.red("-")} ${change.id}: ${verb.toLowerCase()} its credential (${REASONS[change.reason]})\n`);
+  }
+  const summary =
+    result.changes.length === 0
+      ? `Nothing to do: the local db matches ${config.displayPath}.`
+      : `${verb} ${result.changes.length} credential${result.changes.length > 1 ? "s" : ""} in ${path.relative(ctx.cwd, config.dbPath) || config.dbPath}${result.dryRun ? " (dry run: nothing changed)" : ""}.`;
+  ctx.stderr.write(`${summary}\n`);
+}

@@ -1,0 +1,79 @@
+import { loadConfig } from "../config/load.ts";
+import type { Context } from "../context.ts";
+import { writeJson } from "../output/json.ts";
+import { stderrReporter } from "../output/reporter.ts";
+import { styleFor } from "../output/style.ts";
+import { renderTable } from "../output/table.ts";
+import { isoOrNull, shortDuration } from "../output/time.ts";
+import { listLocalConnections } from "../status/list.ts";
+import type { ConnectionStatus } from "../status/status.ts";
+
+export type McpListOptions = { config?: string; json: boolean };
+
+/** The `--json` contract of `subs mcp list` (README, "JSON output"). Never holds a secret. */
+export type ConnectionJson = {
+  id: string;
+  url: string;
+  auth: "oauth" | "static";
+  status: ConnectionStatus["status"];
+  usable: boolean;
+  issuer: string | null;
+  scopes: string[];
+  expires_at: string | null;
+  refreshable: boolean;
+  token_env: string | null;
+  logged_in_url: string | null;
+  agents: string[];
+};
+
+export function connectionJson(s: ConnectionStatus): ConnectionJson {
+  return {
+    id: s.id,
+    url: s.url,
+    auth: s.auth,
+    status: s.status,
+    usable: s.usable,
+    issuer: s.issuer,
+    scopes: s.scopes,
+    expires_at: isoOrNull(s.expiresAt),
+    refreshable: s.refreshable,
+    token_env: s.tokenEnv,
+    logged_in_url: s.loggedInUrl,
+    agents: s.agents,
+  };
+}
+
+export async function mcpListCommand(ctx: Context, options: McpListOptions): Promise<void> {
+  const config = loadConfig({ configPath: options.config, env: ctx.env, cwd: ctx.cwd });
+  const now = ctx.now();
+  const statuses = await listLocalConnections({ config, env: ctx.env, now, reporter: stderrReporter(ctx) });
+  if (options.json) {
+    writeJson(ctx.stdout, statuses.map(connectionJson));
+    return;
+  }
+  if (statuses.length === 0) {
+    ctx.stderr.write(`No connections declared in ${config.displayPath}. Add one:\n\n  [mcp.sentry]\n  url = "https://mcp.sentry.dev/mcp"\n`);
+    return;
+  }
+  const style = styleFor(ctx.color);
+  const rows = statuses.map((s) => [s.id, s.url, s.auth, describeStatus(s, now, style), s.agents.join(", ") || "-"]);
+  ctx.stdout.write(renderTable(["ID", "URL", "AUTH", "STATUS", "AGENTS"], rows, { tty: ctx.stdoutIsTTY, style: style.bold }));
+}
+
+export function describeStatus(s: ConnectionStatus, now: number, style: ReturnType<typeof styleFor>): string {
+  switch (s.status) {
+    case "authorized": {
+      if (s.expiresAt === null) return style.green("authorized");
+      if (s.expiresAt <= now) return style.green(`authorized (expired ${shortDuration(now - s.expiresAt)} ago, refreshes on use)`);
+      return style.green(`authorized (expires in ${shortDuration(s.expiresAt - now)}${s.refreshable ? ", refreshable" : ""})`);
+    }
+    case "needs_login":
+      return style.yellow(s.expiresAt !== null ? `needs login (expired) · subs mcp login ${s.id}` : `needs login · subs mcp login ${s.id}`);
+    case "url_changed":
+      return style.yellow(`url changed since login · subs mcp login ${s.id}`);
+    case "env_set":
+      return style.green(`$${s.tokenEnv} set`);
+    case "env_unset":
+      return style.red(`$${s.tokenEnv} unset`);
+  }
+}

@@ -1,0 +1,26 @@
+import { existsSync } from "node:fs";
+import path from "node:path";
+import { usage } from "../errors.ts";
+
+export const CONFIG_FILE_NAME = "substructure.toml";
+
+/** `--config PATH`, else `$SUBS_CONFIG`, else the nearest substructure.toml upward (product.md). */
+export function findConfigPath(options: { explicit?: string | undefined; env: Readonly<Record<string, string | undefined>>; cwd: string }): string {
+  const named = options.explicit ?? (options.env.SUBS_CONFIG || undefined);
+  if (named !== undefined) {
+    const resolved = path.resolve(options.cwd, named);
+    if (!existsSync(resolved)) {
+      const source = options.explicit !== undefined ? "--config" : "$SUBS_CONFIG";
+      throw usage(`${named}: no such file (from ${source})`, { hint: "check the path, or create the file from substructure.toml.example" });
+    }
+    return resolved;
+  }
+  for (let dir = path.resolve(options.cwd); ; dir = path.dirname(dir)) {
+    const candidate = path.join(dir, CONFIG_FILE_NAME);
+    if (existsSync(candidate)) return candidate;
+    if (path.dirname(dir) === dir) break;
+  }
+  throw usage(`no ${CONFIG_FILE_NAME} in ${options.cwd} or any parent directory`, {
+    hint: "create one (see substructure.toml.example), or pass --config PATH",
+  });
+}

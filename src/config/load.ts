@@ -1,0 +1,255 @@
+import { readFileSync } from "node:fs";
+import path from "node:path";
+import { parse, TomlError } from "smol-toml";
+import type { z } from "zod";
+import { ConfigError, usage, type Diagnostic } from "../errors.ts";
+import { findConfigPath } from "./find.ts";
+import { indexPositions, type KeyPath, type PositionIndex } from "./positions.ts";
+import { FileSchema, type FileShape } from "./schema.ts";
+import type { AgentConfig, Config, ConnectionConfig } from "./types.ts";
+
+/**
+ * Keys that would hold a secret in the file. Secrets are only ever named by an environment
+ * variable (`*_env`), so the file can be committed (connectors.md: "A `token` written in the
+ * file is a parse error").
+ */
+const SECRET_KEYS: Record<string, string> = {
+  token: "token_env",
+  client_secret: "client_secret_env",
+  access_token: "token_env",
+  refresh_token: "token_env",
+  password: "token_env",
+  secret: "token_env",
+  api_key: "token_env",
+};
+
+const KNOWN_KEYS: Array<[pattern: (p: KeyPath) => boolean, keys: string[]]> = [
+  [(p) => p.length === 0, ["db", "remote", "mcp", "agent"]],
+  [(p) => p.length === 1 && p[0] === "remote", ["url", "token_env"]],
+  [(p) => p.length === 2 && p[0] === "mcp", ["url", "auth", "oauth", "prefix_tools"]],
+  [(p) => p.length === 3 && p[0] === "mcp" && p[2] === "auth", ["token_env"]],
+  [(p) => p.length === 3 && p[0] === "mcp" && p[2] === "oauth", ["client_id", "client_secret_env", "client_metadata_url", "scopes"]],
+  [(p) => p.length === 2 && p[0] === "agent", ["mcp", "tools", "agents"]],
+  [(p) => p.length === 4 && p[0] === "agent" && p[2] === "mcp", ["id", "tools"]],
+  [(p) => p.length === 5 && p[0] === "agent" && p[4] === "tools", ["include", "exclude", "read_only", "non_destructive", "idempotent"]],
+];
+
+export type LoadOptions = {
+  /** --config */
+  configPath?: string | undefined;
+  env: Readonly<Record<string, string | undefined>>;
+  cwd: string;
+};
+
+export function loadConfig(options: LoadOptions): Config {
+  const file = findConfigPath({ explicit: options.configPath, env: options.env, cwd: options.cwd });
+  let source: string;
+  try {
+    source = readFileSync(file, "utf8");
+  } catch (error) {
+    throw usage(`cannot read ${file}: ${(error as NodeJS.ErrnoException).code ?? "error"}`);
+  }
+  return parseConfig(source, { path: file, cwd: options.cwd });
+}
+
+/** Parses and validates a substructure.toml; every problem is reported at once as file:line:col. */
+export function parseConfig(source: string, where: { path: string; cwd: string }): Config {
+  const relative = path.relative(where.cwd, where.path);
+  const displayPath = relative && !relative.startsWith("..") && relative.length < where.path.length ? relative : where.path;
+  const diagnostic = (line: number, col: number, message: string, hint?: string): Diagnostic =>
+    hint === undefined ? { file: displayPath, line, col, message } : { file: displayPath, line, col, message, hint };
+
+  let raw: unknown;
+  try {
+    raw = parse(source);
+  } catch (error) {
+    if (error instanceof TomlError) {
+      const reason = (error.message.split("\n")[0] ?? "").replace(/^Invalid TOML document:\s*/, "");
+      throw new ConfigError([diagnostic(error.line, error.column, `invalid TOML: ${reason}`)]);
+    }
+    throw error;
+  }
+
+  let positions: PositionIndex | undefined;
+  const locate = (keyPath: KeyPath) => (positions ??= indexPositions(source)).locate(keyPath);
+  const at = (keyPath: KeyPath, message: string, hint?: string) => {
+    const { line, col } = locate(keyPath);
+    return diagnostic(line, col, message, hint);
+  };
+
+  const diagnostics: Diagnostic[] = [];
+  const secretPaths = findSecretKeys(raw);
+  for (const keyPath of secretPaths) {
+    const key = String(keyPath[keyPath.length - 1]);
+    diagnostics.push(
+      at(keyPath, `\`${key}\` would put a secret in the file`, `name an environment variable instead, e.g. ${SECRET_KEYS[key]} = "MY_${key.toUpperCase()}"`),
+    );
+  }
+
+  const parsed = FileSchema.safeParse(raw);
+  if (!parsed.success) {
+    for (const issue of parsed.error.issues) diagnostics.push(...issueDiagnostics(issue, at, secretPaths));
+  } else {
+    diagnostics.push(...crossReferenceDiagnostics(parsed.data, at));
+  }
+
+  if (diagnostics.length > 0) {
+    diagnostics.sort((a, b) => a.line - b.line || a.col - b.col);
+    throw new ConfigError(diagnostics);
+  }
+  const data = parsed.data!;
+  const dir = path.dirname(where.path);
+  const connections: ConnectionConfig[] = Object.entries(data.mcp).map(([id, c]) => ({
+    id,
+    url: c.url,
+    prefixTools: c.prefix_tools,
+    ...(c.auth ? { auth: { tokenEnv: c.auth.token_env } } : {}),
+    ...(c.oauth
+      ? {
+          oauth: {
+            ...(c.oauth.client_id !== undefined ? { clientId: c.oauth.client_id } : {}),
+            ...(c.oauth.client_secret_env !== undefined ? { clientSecretEnv: c.oauth.client_secret_env } : {}),
+            ...(c.oauth.client_metadata_url !== undefined ? { clientMetadataUrl: c.oauth.client_metadata_url } : {}),
+            ...(c.oauth.scopes !== undefined ? { scopes: c.oauth.scopes } : {}),
+          },
+        }
+      : {}),
+  }));
+  const agents: AgentConfig[] = Object.entries(data.agent).map(([name, a]) => ({
+    name,
+    mcp: a.mcp.map((entry) => (entry.tools ? { id: entry.id, tools: entry.tools } : { id: entry.id })),
+    tools: a.tools,
+    agents: a.agents,
+  }));
+  return {
+    path: where.path,
+    displayPath,
+    dbPath: path.resolve(dir, data.db),
+    ...(data.remote ? { remote: { url: data.remote.url, tokenEnv: data.remote.token_env } } : {}),
+    connections,
+    agents,
+    locate,
+  };
+}
+
+function findSecretKeys(value: unknown, at: (string | number)[] = [], found: (string | number)[][] = []) {
+  if (Array.isArray(value)) value.forEach((v, n) => findSecretKeys(v, [...at, n], found));
+  else if (value !== null && typeof value === "object" && !(value instanceof Date)) {
+    for (const [key, v] of Object.entries(value)) {
+      if (Object.hasOwn(SECRET_KEYS, key)) found.push([...at, key]);
+      findSecretKeys(v, [...at, key], found);
+    }
+  }
+  return found;
+}
+
+const describePath = (keyPath: KeyPath) => {
+  const parts = keyPath.filter((p): p is string => typeof p === "string");
+  if (parts.length === 0) return "the top level";
+  return `[${parts.join(".")}]`;
+};
+
+function issueDiagnostics(
+  issue: z.core.$ZodIssue,
+  at: (keyPath: KeyPath, message: string, hint?: string) => Diagnostic,
+  secretPaths: (string | number)[][],
+): Diagnostic[] {
+  const keyPath = issue.path as (string | number)[];
+  const name = keyPath.length > 0 ? `\`${String(keyPath[keyPath.length - 1])}\`` : "the file";
+  switch (issue.code) {
+    case "unrecognized_keys":
+      return issue.keys
+        .filter((key) => !secretPaths.some((p) => p.length === keyPath.length + 1 && p[keyPath.length] === key && keyPath.every((k, n) => p[n] === k)))
+        .map((key) => {
+          const known = KNOWN_KEYS.find(([matches]) => matches(keyPath))?.[1] ?? [];
+          const suggestion = closest(key, known);
+          return at(
+            [...keyPath, key],
+            `unknown key \`${key}\` in ${describePath(keyPath)}`,
+            suggestion ? `did you mean \`${suggestion}\`?` : known.length ? `expected one of: ${known.join(", ")}` : undefined,
+          );
+        });
+    case "invalid_key": {
+      const inner = issue.issues[0];
+      return [at(keyPath, `${describePath(keyPath)}: ${inner?.message ?? "invalid name"}`)];
+    }
+    case "invalid_type": {
+      if (issue.message.endsWith("received undefined")) {
+        return [at(keyPath.slice(0, -1), `${describePath(keyPath.slice(0, -1))} is missing ${name}`)];
+      }
+      if (keyPath[0] === "agent" && keyPath[2] === "mcp" && typeof keyPath[3] === "number" && keyPath.length === 4) {
+        return [at(keyPath, `each entry of \`mcp\` must be a connection id or { id = "...", tools = { ... } }`)];
+      }
+      const expected = issue.expected === "object" ? "a table" : issue.expected === "array" ? "an array" : `a ${issue.expected}`;
+      return [at(keyPath, `${name} must be ${expected}`)];
+    }
+    default:
+      return [at(keyPath, `${name} ${issue.message}`)];
+  }
+}
+
+function crossReferenceDiagnostics(data: FileShape, at: (keyPath: KeyPath, message: string, hint?: string) => Diagnostic): Diagnostic[] {
+  const out: Diagnostic[] = [];
+  const connectionIds = Object.keys(data.mcp);
+  const agentNames = Object.keys(data.agent);
+  for (const [id, c] of Object.entries(data.mcp)) {
+    if (c.auth && c.oauth) {
+      out.push(at(["mcp", id, "oauth"], `[mcp.${id}] has both \`auth\` and \`oauth\``, "a connection uses a static token (auth) or OAuth, not both"));
+    }
+    if (c.oauth?.client_secret_env && !c.oauth.client_id) {
+      out.push(at(["mcp", id, "oauth", "client_secret_env"], "`client_secret_env` needs `client_id` (the pre-registered client it belongs to)"));
+    }
+    if (c.oauth?.client_id && c.oauth.client_metadata_url) {
+      out.push(at(["mcp", id, "oauth", "client_metadata_url"], "`client_id` and `client_metadata_url` are two ways to name the client; keep one"));
+    }
+  }
+  for (const [name, agent] of Object.entries(data.agent)) {
+    const seen = new Set<string>();
+    agent.mcp.forEach((entry, n) => {
+      if (!connectionIds.includes(entry.id)) {
+        const suggestion = closest(entry.id, connectionIds);
+        out.push(
+          at(["agent", name, "mcp", n], `agent \`${name}\` names connection \`${entry.id}\`, which is not declared`, suggestion ? `did you mean \`${suggestion}\`?` : `declare it with [mcp.${entry.id}]`),
+        );
+      } else if (seen.has(entry.id)) {
+        out.push(at(["agent", name, "mcp", n], `agent \`${name}\` names connection \`${entry.id}\` twice`, "merge the two entries into one"));
+      }
+      seen.add(entry.id);
+    });
+    agent.agents.forEach((sub, n) => {
+      if (sub === name) out.push(at(["agent", name, "agents", n], `agent \`${name}\` names itself as a sub-agent`));
+      else if (!agentNames.includes(sub)) {
+        const suggestion = closest(sub, agentNames);
+        out.push(at(["agent", name, "agents", n], `agent \`${name}\` names sub-agent \`${sub}\`, which is not declared`, suggestion ? `did you mean \`${suggestion}\`?` : `declare it with [agent.${sub}]`));
+      }
+    });
+  }
+  return out;
+}
+
+/** The known word within edit distance 2 of `word`, for "did you mean". */
+export function closest(word: string, candidates: readonly string[]): string | undefined {
+  let best: string | undefined;
+  let bestDistance = 3;
+  for (const candidate of candidates) {
+    const d = editDistance(word, candidate);
+    if (d < bestDistance) {
+      best = candidate;
+      bestDistance = d;
+    }
+  }
+  return best;
+}
+
+function editDistance(a: string, b: string): number {
+  if (Math.abs(a.length - b.length) > 2) return 3;
+  let prev = Array.from({ length: b.length + 1 }, (_, j) => j);
+  for (let i = 1; i <= a.length; i++) {
+    const row = [i];
+    for (let j = 1; j <= b.length; j++) {
+      row[j] = Math.min(prev[j]! + 1, row[j - 1]! + 1, prev[j - 1]! + (a[i - 1] === b[j - 1] ? 0 : 1));
+    }
+    prev = row;
+  }
+  return prev[b.length]!;
+}

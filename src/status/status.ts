@@ -1,0 +1,86 @@
+// Each connection's state, from the file, the environment and the db only: `subs mcp list`
+// never touches the network, so 200 connections cost what 10 do (product.md, "Commands").
+import type { Config, ConnectionConfig } from "../config/types.ts";
+import type { CredentialRow } from "../store/schema.ts";
+
+export type AuthKind = "oauth" | "static";
+
+export type LocalStatus =
+  /** A credential bound to this id and url that is valid now or can be refreshed. */
+  | "authorized"
+  /** No credential, or an expired one without a refresh token. */
+  | "needs_login"
+  /** The credential was issued for another url; it is never sent to the new one. */
+  | "url_changed"
+  /** Static credential: the variable is set. */
+  | "env_set"
+  /** Static credential: the variable is not set. */
+  | "env_unset";
+
+export type ConnectionStatus = {
+  id: string;
+  url: string;
+  auth: AuthKind;
+  status: LocalStatus;
+  usable: boolean;
+  issuer: string | null;
+  scopes: string[];
+  /** Absolute expiry of the access token (ms since epoch), when the server gave one. */
+  expiresAt: number | null;
+  refreshable: boolean;
+  tokenEnv: string | null;
+  /** The url the stored credential was issued for, when it differs from the file's. */
+  loggedInUrl: string | null;
+  agents: string[];
+};
+
+export function authKind(connection: ConnectionConfig): AuthKind {
+  return connection.auth ? "static" : "oauth";
+}
+
+export function localStatuses(
+  config: Config,
+  credentials: ReadonlyMap<string, CredentialRow>,
+  env: Readonly<Record<string, string | undefined>>,
+  now: number,
+): ConnectionStatus[] {
+  const agentsByConnection = new Map<string, string[]>();
+  for (const agent of config.agents) {
+    for (const entry of agent.mcp) {
+      const list = agentsByConnection.get(entry.id) ?? [];
+      list.push(agent.name);
+      agentsByConnection.set(entry.id, list);
+    }
+  }
+  return config.connections.map((connection) => {
+    const base = {
+      id: connection.id,
+      url: connection.url,
+      auth: authKind(connection),
+      agents: agentsByConnection.get(connection.id) ?? [],
+      issuer: null,
+      scopes: [],
+      expiresAt: null,
+      refreshable: false,
+      tokenEnv: null,
+      loggedInUrl: null,
+    };
+    if (connection.auth) {
+      const set = Boolean(env[connection.auth.tokenEnv]);
+      return { ...base, tokenEnv: connection.auth.tokenEnv, status: set ? "env_set" : "env_unset", usable: set };
+    }
+    const row = credentials.get(connection.id);
+    if (!row) return { ...base, status: "needs_login", usable: false };
+    const held = {
+      ...base,
+      issuer: row.issuer,
+      scopes: row.scopes ? row.scopes.split(" ") : [],
+      expiresAt: row.expires_at,
+      refreshable: row.refresh_token !== null,
+    };
+    if (row.url !== connection.url) return { ...held, status: "url_changed", usable: false, loggedInUrl: row.url };
+    const expired = row.expires_at !== null && row.expires_at <= now;
+    if (expired && row.refresh_token === null) return { ...held, status: "needs_login", usable: false };
+    return { ...held, status: "authorized", usable: true };
+  });
+}

@@ -1,0 +1,47 @@
+import type { Config } from "../config/types.ts";
+import type { Reporter } from "../report.ts";
+import { unignoredDbWarning } from "./gitignore.ts";
+import type { CredentialRow } from "./schema.ts";
+import { openStore, type Store } from "./store.ts";
+
+export type EnvironmentStore = {
+  store: Store;
+  /** Credentials deleted on open because their ids are no longer declared. */
+  purged: CredentialRow[];
+};
+
+/**
+ * Opens the environment's db for a command. Deleting a `[mcp.<id>]` section disconnects it, so
+ * every open deletes credentials of ids the file no longer declares and says so (issue 2).
+ * Returns undefined when there is no db and `create` is false.
+ */
+export async function openEnvironmentStore(
+  config: Config,
+  options: { create: boolean; purge?: boolean; reporter: Reporter },
+): Promise<EnvironmentStore | undefined> {
+  const opened = await openStore({ dbPath: config.dbPath, create: options.create });
+  if (!opened) return undefined;
+  if (opened.created) {
+    const warning = unignoredDbWarning(config.dbPath);
+    if (warning) options.reporter.warn(warning);
+  }
+  const purged = options.purge === false ? [] : purgeUndeclared(opened.store, config);
+  if (purged.length > 0) {
+    const ids = purged.map((row) => row.id).join(", ");
+    options.reporter.info(`Deleted the stored credential${purged.length > 1 ? "s" : ""} of ${ids}: no longer declared in ${config.displayPath}`);
+  }
+  return { store: opened.store, purged };
+}
+
+export function undeclaredCredentials(rows: readonly CredentialRow[], config: Config): CredentialRow[] {
+  const declared = new Set(config.connections.map((c) => c.id));
+  return rows.filter((row) => !declared.has(row.id));
+}
+
+function purgeUndeclared(store: Store, config: Config): CredentialRow[] {
+  return store.exclusive(() => {
+    const gone = undeclaredCredentials(store.listCredentials(), config);
+    store.deleteCredentials(gone.map((row) => row.id));
+    return gone;
+  });
+}

@@ -1,0 +1,192 @@
+import { closeSync, existsSync, mkdirSync, openSync } from "node:fs";
+import path from "node:path";
+import type BetterSqlite3 from "better-sqlite3";
+import { failed } from "../errors.ts";
+import { ClientRowSchema, CredentialRowSchema, MIGRATIONS, StoredClientSchema, type ClientRow, type CredentialRow, type StoredClient } from "./schema.ts";
+
+/** Long enough to outwait a running engine's write, short enough to fail clearly (issue 7). */
+export const BUSY_TIMEOUT_MS = 5000;
+
+export type OpenOptions = {
+  dbPath: string;
+  /** Create the db when it does not exist (commands that only read pass false). */
+  create: boolean;
+};
+
+export type Opened = { store: Store; created: boolean };
+
+/**
+ * Opens the environment's db. Returns undefined when it does not exist and `create` is false:
+ * reading commands never create a file as a side effect.
+ */
+export async function openStore(options: OpenOptions): Promise<Opened | undefined> {
+  const { dbPath } = options;
+  const exists = existsSync(dbPath);
+  if (!exists && !options.create) return undefined;
+  if (!exists) {
+    mkdirSync(path.dirname(dbPath), { recursive: true, mode: 0o700 });
+    // Create the file ourselves so it is 0600 from its first byte; SQLite gives its -wal and -shm
+    // files the database file's mode.
+    closeSync(openSync(dbPath, "wx", 0o600));
+  }
+  const { default: Database } = await import("better-sqlite3");
+  let db: BetterSqlite3.Database;
+  try {
+    db = new Database(dbPath, { timeout: BUSY_TIMEOUT_MS });
+    db.pragma("journal_mode = WAL");
+    migrate(db);
+  } catch (error) {
+    throw dbError(dbPath, error);
+  }
+  return { store: new Store(db, dbPath), created: !exists };
+}
+
+function migrate(db: BetterSqlite3.Database) {
+  db.exec("CREATE TABLE IF NOT EXISTS subs_schema (version INTEGER NOT NULL)");
+  const row = db.prepare("SELECT version FROM subs_schema").get() as { version: unknown } | undefined;
+  const version = row === undefined ? 0 : row.version;
+  if (typeof version !== "number" || !Number.isInteger(version) || version < 0) {
+    throw new Error("subs_schema holds no valid version");
+  }
+  if (version > MIGRATIONS.length) {
+    throw failed(`the db was written by a newer subs (schema ${version}; this one knows ${MIGRATIONS.length})`, {
+      hint: "upgrade subs",
+    });
+  }
+  if (version === MIGRATIONS.length) return;
+  // BEGIN IMMEDIATE: two processes migrating at once serialize here, and the second sees the
+  // version the first wrote.
+  db.transaction(() => {
+    const current = (db.prepare("SELECT version FROM subs_schema").get() as { version: number } | undefined)?.version ?? 0;
+    for (let v = current; v < MIGRATIONS.length; v++) db.exec(MIGRATIONS[v]!);
+    db.prepare("DELETE FROM subs_schema").run();
+    db.prepare("INSERT INTO subs_schema (version) VALUES (?)").run(MIGRATIONS.length);
+  }).immediate();
+}
+
+export function dbError(dbPath: string, error: unknown) {
+  if (error instanceof Error && error.name === "SubsError") return error;
+  const code = (error as { code?: string }).code ?? "";
+  const name = path.basename(dbPath);
+  if (code === "SQLITE_BUSY" || code === "SQLITE_LOCKED")
+    return failed(`${name} is locked by another process`, { hint: "wait for the other subs or engine process, then retry", cause: error });
+  if (code === "SQLITE_NOTADB" || code === "SQLITE_CORRUPT")
+    return failed(`${name} is not a valid database (${code})`, { hint: `move ${dbPath} aside and log in again`, cause: error });
+  if (code === "SQLITE_READONLY" || code === "SQLITE_CANTOPEN" || code === "SQLITE_PERM")
+    return failed(`${name} cannot be written (${code})`, { hint: `check the permissions of ${dbPath}`, cause: error });
+  if (code === "SQLITE_FULL" || code === "SQLITE_IOERR" || code.startsWith("SQLITE_IOERR"))
+    return failed(`${name}: disk full or I/O error (${code}); nothing was saved`, { cause: error });
+  const message = error instanceof Error ? error.message : String(error);
+  return failed(`${name}: ${message}`, { cause: error });
+}
+
+export class Store {
+  constructor(
+    private readonly db: BetterSqlite3.Database,
+    readonly path: string,
+  ) {}
+
+  private run<T>(fn: () => T): T {
+    try {
+      return fn();
+    } catch (error) {
+      throw dbError(this.path, error);
+    }
+  }
+
+  private credential(row: unknown): CredentialRow {
+    const parsed = CredentialRowSchema.safeParse(row);
+    if (!parsed.success) {
+      const id = (row as { id?: unknown })?.id;
+      throw failed(`${path.basename(this.path)}: the stored credential for ${typeof id === "string" ? `'${id}'` : "a connection"} is corrupt`, {
+        hint: typeof id === "string" ? `run \`subs mcp login ${id}\` to replace it` : `move ${this.path} aside and log in again`,
+      });
+    }
+    return parsed.data;
+  }
+
+  listCredentials(): CredentialRow[] {
+    return this.run(() => this.db.prepare("SELECT * FROM subs_credentials ORDER BY id").all()).map((row) => this.credential(row));
+  }
+
+  getCredential(id: string): CredentialRow | undefined {
+    const row = this.run(() => this.db.prepare("SELECT * FROM subs_credentials WHERE id = ?").get(id));
+    return row === undefined ? undefined : this.credential(row);
+  }
+
+  putCredential(row: CredentialRow): void {
+    const valid = CredentialRowSchema.parse(row);
+    this.run(() =>
+      this.db
+        .prepare(
+          `INSERT INTO subs_credentials (id, url, issuer, resource, client_json, access_token, token_type, refresh_token, expires_at, scopes, created_at, updated_at)
+           VALUES (@id, @url, @issuer, @resource, @client_json, @access_token, @token_type, @refresh_token, @expires_at, @scopes, @created_at, @updated_at)
+           ON CONFLICT (id) DO UPDATE SET url = excluded.url, issuer = excluded.issuer, resource = excluded.resource,
+             client_json = excluded.client_json, access_token = excluded.access_token, token_type = excluded.token_type,
+             refresh_token = excluded.refresh_token, expires_at = excluded.expires_at, scopes = excluded.scopes,
+             updated_at = excluded.updated_at`,
+        )
+        .run(valid),
+    );
+  }
+
+  deleteCredentials(ids: readonly string[]): void {
+    if (ids.length === 0) return;
+    this.run(() => {
+      const del = this.db.prepare("DELETE FROM subs_credentials WHERE id = ?");
+      this.db.transaction(() => ids.forEach((id) => del.run(id))).immediate();
+    });
+  }
+
+  getClient(issuer: string): StoredClient | undefined {
+    const row = this.run(() => this.db.prepare("SELECT * FROM subs_clients WHERE issuer = ?").get(issuer));
+    if (row === undefined) return undefined;
+    return parseClient(ClientRowSchema.parse(row), this.path);
+  }
+
+  putClient(issuer: string, client: StoredClient, now: number): void {
+    this.run(() =>
+      this.db
+        .prepare("INSERT INTO subs_clients (issuer, client_json, created_at) VALUES (?, ?, ?) ON CONFLICT (issuer) DO UPDATE SET client_json = excluded.client_json, created_at = excluded.created_at")
+        .run(issuer, JSON.stringify(StoredClientSchema.parse(client)), now),
+    );
+  }
+
+  /**
+   * Runs `fn` in a BEGIN IMMEDIATE transaction: the write lock is taken before `fn` reads, so
+   * two processes refreshing one rotating refresh token serialize, and the second re-reads the
+   * row the first wrote (issue 3).
+   */
+  exclusive<T>(fn: () => T): T {
+    return this.run(() => this.db.transaction(fn).immediate());
+  }
+
+  /**
+   * Like exclusive(), for work that awaits (a token refresh over the network): BEGIN IMMEDIATE
+   * holds the write lock across the await, so other processes wait on the busy timeout and then
+   * read what this one wrote.
+   */
+  async withWriteLock<T>(fn: () => Promise<T>): Promise<T> {
+    this.run(() => this.db.exec("BEGIN IMMEDIATE"));
+    try {
+      const result = await fn();
+      this.run(() => this.db.exec("COMMIT"));
+      return result;
+    } catch (error) {
+      if (this.db.inTransaction) this.db.exec("ROLLBACK");
+      throw error;
+    }
+  }
+
+  close(): void {
+    this.db.close();
+  }
+}
+
+export function parseClient(row: ClientRow | { client_json: string }, dbPath: string): StoredClient {
+  try {
+    return StoredClientSchema.parse(JSON.parse(row.client_json));
+  } catch {
+    throw failed(`${path.basename(dbPath)}: a stored OAuth client registration is corrupt`, { hint: `move ${dbPath} aside and log in again` });
+  }
+}
