@@ -1,15 +1,16 @@
 // Bundles src/ into dist/ with esbuild. Code splitting keeps every dynamic import() a separate
 // chunk, so a command loads only what it uses (the MCP SDK only when it talks MCP; issue 6).
 import { build } from "esbuild";
-import { rmSync } from "node:fs";
+import { renameSync, rmSync } from "node:fs";
 import { fileURLToPath } from "node:url";
 
 const root = fileURLToPath(new URL("..", import.meta.url));
-rmSync(`${root}/dist`, { recursive: true, force: true });
+// Build beside dist/ and swap it in, so a CLI started meanwhile never sees half a build.
+const staging = `${root}/dist.staging-${process.pid}`;
 await build({
   absWorkingDir: root,
   entryPoints: ["src/main.ts"],
-  outdir: "dist",
+  outdir: staging,
   bundle: true,
   splitting: true,
   format: "esm",
@@ -24,3 +25,5 @@ await build({
   minify: false,
   logLevel: "warning",
 });
+rmSync(`${root}/dist`, { recursive: true, force: true });
+renameSync(staging, `${root}/dist`);

@@ -1,0 +1,55 @@
+// Connects to an MCP server as a client. Streamable HTTP first; servers of the 2024-11-05
+// revision only speak HTTP+SSE, so a 4xx on the first POST falls back to SSE (MCP spec,
+// "Transports: Backwards compatibility"). Imported lazily: the SDK is heavy (issue 6).
+import { Client } from "@modelcontextprotocol/sdk/client/index.js";
+import type { OAuthClientProvider } from "@modelcontextprotocol/sdk/client/auth.js";
+import { SSEClientTransport } from "@modelcontextprotocol/sdk/client/sse.js";
+import { StreamableHTTPClientTransport, StreamableHTTPError } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
+import type { Tool } from "@modelcontextprotocol/sdk/types.js";
+import { VERSION } from "../version.ts";
+
+export type { Tool };
+
+export type McpConnectOptions = {
+  url: string;
+  fetch: typeof globalThis.fetch;
+  /** OAuth: the SDK asks it for tokens and refreshes through it. */
+  authProvider?: OAuthClientProvider;
+  /** Static credential: sent as-is (e.g. `Authorization: Bearer $GITHUB_TOKEN`). */
+  headers?: Record<string, string>;
+  signal?: AbortSignal;
+};
+
+export async function connectMcp(options: McpConnectOptions): Promise<Client> {
+  const url = new URL(options.url);
+  const requestInit: RequestInit = options.headers ? { headers: options.headers } : {};
+  const common = {
+    fetch: options.fetch,
+    requestInit,
+    ...(options.authProvider ? { authProvider: options.authProvider } : {}),
+  };
+  const client = new Client({ name: "subs", version: VERSION });
+  try {
+    await client.connect(new StreamableHTTPClientTransport(url, common), options.signal ? { signal: options.signal } : undefined);
+    return client;
+  } catch (error) {
+    const status = error instanceof StreamableHTTPError ? error.code : undefined;
+    if (status === undefined || status < 400 || status >= 500 || status === 401 || status === 403) throw error;
+  }
+  const sseClient = new Client({ name: "subs", version: VERSION });
+  await sseClient.connect(new SSEClientTransport(url, common), options.signal ? { signal: options.signal } : undefined);
+  return sseClient;
+}
+
+/** Every tool the server offers, following `nextCursor` pages. */
+export async function listAllTools(client: Client, options: { signal?: AbortSignal } = {}): Promise<Tool[]> {
+  const tools: Tool[] = [];
+  let cursor: string | undefined;
+  for (let page = 0; page < 1000; page++) {
+    const result = await client.listTools(cursor === undefined ? {} : { cursor }, options.signal ? { signal: options.signal } : undefined);
+    tools.push(...result.tools);
+    cursor = result.nextCursor;
+    if (!cursor) break;
+  }
+  return tools;
+}
