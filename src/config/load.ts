@@ -5,7 +5,7 @@ import type { z } from "zod";
 import { ConfigError, usage, type Diagnostic } from "../errors.ts";
 import { findConfigPath } from "./find.ts";
 import { indexPositions, type KeyPath, type PositionIndex } from "./positions.ts";
-import { FileSchema, type FileShape } from "./schema.ts";
+import { FileSchema } from "./schema.ts";
 import type { AgentConfig, Config, ConnectionConfig } from "./types.ts";
 
 /**
@@ -89,9 +89,8 @@ export function parseConfig(source: string, where: { path: string; cwd: string }
   const parsed = FileSchema.safeParse(raw);
   if (!parsed.success) {
     for (const issue of parsed.error.issues) diagnostics.push(...issueDiagnostics(issue, at, secretPaths));
-  } else {
-    diagnostics.push(...crossReferenceDiagnostics(parsed.data, at));
   }
+  diagnostics.push(...crossReferenceDiagnostics(raw, at));
 
   if (diagnostics.length > 0) {
     diagnostics.sort((a, b) => a.line - b.line || a.col - b.col);
@@ -144,9 +143,8 @@ function findSecretKeys(value: unknown, at: (string | number)[] = [], found: (st
 }
 
 const describePath = (keyPath: KeyPath) => {
-  const parts = keyPath.filter((p): p is string => typeof p === "string");
-  if (parts.length === 0) return "the top level";
-  return `[${parts.join(".")}]`;
+  if (keyPath.length === 0) return "the top level";
+  return `[${keyPath.map((p, n) => (typeof p === "number" ? `[${p}]` : n === 0 ? p : `.${p}`)).join("")}]`;
 };
 
 function issueDiagnostics(
@@ -175,7 +173,11 @@ function issueDiagnostics(
     }
     case "invalid_type": {
       if (issue.message.endsWith("received undefined")) {
-        return [at(keyPath.slice(0, -1), `${describePath(keyPath.slice(0, -1))} is missing ${name}`)];
+        const table = keyPath.slice(0, -1);
+        // `auth = { token = "…" }` is already reported as a secret, with token_env as the fix.
+        const holdsSecret = secretPaths.some((p) => p.length === keyPath.length && table.every((k, n) => p[n] === k));
+        if (holdsSecret) return [];
+        return [at(table, `${describePath(table)} is missing ${name}`)];
       }
       if (keyPath[0] === "agent" && keyPath[2] === "mcp" && typeof keyPath[3] === "number" && keyPath.length === 4) {
         return [at(keyPath, `each entry of \`mcp\` must be a connection id or { id = "...", tools = { ... } }`)];
@@ -188,35 +190,50 @@ function issueDiagnostics(
   }
 }
 
-function crossReferenceDiagnostics(data: FileShape, at: (keyPath: KeyPath, message: string, hint?: string) => Diagnostic): Diagnostic[] {
+const isTable = (v: unknown): v is Record<string, unknown> => v !== null && typeof v === "object" && !Array.isArray(v) && !(v instanceof Date);
+
+/**
+ * Rules between sections. Runs on the raw parsed file, defensively, so these errors are reported
+ * in the same run as schema errors ("all reported at once").
+ */
+function crossReferenceDiagnostics(raw: unknown, at: (keyPath: KeyPath, message: string, hint?: string) => Diagnostic): Diagnostic[] {
   const out: Diagnostic[] = [];
-  const connectionIds = Object.keys(data.mcp);
-  const agentNames = Object.keys(data.agent);
-  for (const [id, c] of Object.entries(data.mcp)) {
-    if (c.auth && c.oauth) {
+  if (!isTable(raw)) return out;
+  const mcp = isTable(raw.mcp) ? raw.mcp : {};
+  const agent = isTable(raw.agent) ? raw.agent : {};
+  const connectionIds = Object.keys(mcp);
+  const agentNames = Object.keys(agent);
+  for (const [id, c] of Object.entries(mcp)) {
+    if (!isTable(c)) continue;
+    const oauth = isTable(c.oauth) ? c.oauth : undefined;
+    if (c.auth !== undefined && oauth) {
       out.push(at(["mcp", id, "oauth"], `[mcp.${id}] has both \`auth\` and \`oauth\``, "a connection uses a static token (auth) or OAuth, not both"));
     }
-    if (c.oauth?.client_secret_env && !c.oauth.client_id) {
+    if (oauth?.client_secret_env !== undefined && oauth.client_id === undefined) {
       out.push(at(["mcp", id, "oauth", "client_secret_env"], "`client_secret_env` needs `client_id` (the pre-registered client it belongs to)"));
     }
-    if (c.oauth?.client_id && c.oauth.client_metadata_url) {
+    if (oauth?.client_id !== undefined && oauth.client_metadata_url !== undefined) {
       out.push(at(["mcp", id, "oauth", "client_metadata_url"], "`client_id` and `client_metadata_url` are two ways to name the client; keep one"));
     }
   }
-  for (const [name, agent] of Object.entries(data.agent)) {
+  for (const [name, a] of Object.entries(agent)) {
+    if (!isTable(a)) continue;
     const seen = new Set<string>();
-    agent.mcp.forEach((entry, n) => {
-      if (!connectionIds.includes(entry.id)) {
-        const suggestion = closest(entry.id, connectionIds);
+    (Array.isArray(a.mcp) ? a.mcp : []).forEach((entry: unknown, n: number) => {
+      const id = typeof entry === "string" ? entry : isTable(entry) && typeof entry.id === "string" ? entry.id : undefined;
+      if (id === undefined) return;
+      if (!connectionIds.includes(id)) {
+        const suggestion = closest(id, connectionIds);
         out.push(
-          at(["agent", name, "mcp", n], `agent \`${name}\` names connection \`${entry.id}\`, which is not declared`, suggestion ? `did you mean \`${suggestion}\`?` : `declare it with [mcp.${entry.id}]`),
+          at(["agent", name, "mcp", n], `agent \`${name}\` names connection \`${id}\`, which is not declared`, suggestion ? `did you mean \`${suggestion}\`?` : `declare it with [mcp.${id}]`),
         );
-      } else if (seen.has(entry.id)) {
-        out.push(at(["agent", name, "mcp", n], `agent \`${name}\` names connection \`${entry.id}\` twice`, "merge the two entries into one"));
+      } else if (seen.has(id)) {
+        out.push(at(["agent", name, "mcp", n], `agent \`${name}\` names connection \`${id}\` twice`, "merge the two entries into one"));
       }
-      seen.add(entry.id);
+      seen.add(id);
     });
-    agent.agents.forEach((sub, n) => {
+    (Array.isArray(a.agents) ? a.agents : []).forEach((sub: unknown, n: number) => {
+      if (typeof sub !== "string") return;
       if (sub === name) out.push(at(["agent", name, "agents", n], `agent \`${name}\` names itself as a sub-agent`));
       else if (!agentNames.includes(sub)) {
         const suggestion = closest(sub, agentNames);

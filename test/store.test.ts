@@ -1,0 +1,112 @@
+import assert from "node:assert/strict";
+import { spawnSync } from "node:child_process";
+import { existsSync, mkdtempSync, statSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import path from "node:path";
+import { test } from "node:test";
+import Database from "better-sqlite3";
+import { parseConfig } from "../src/config/load.ts";
+import { exitCodeFor, SubsError } from "../src/errors.ts";
+import { openEnvironmentStore } from "../src/store/environment.ts";
+import { MIGRATIONS } from "../src/store/schema.ts";
+import { openStore } from "../src/store/store.ts";
+import { seedCredentials } from "./support/credentials.ts";
+
+const tempDir = () => mkdtempSync(path.join(tmpdir(), "subs-store-"));
+const mode = (file: string) => statSync(file).mode & 0o777;
+
+test("a new db is 0600, in WAL mode, with its schema version; its WAL files are 0600 too", async () => {
+  const dbPath = path.join(tempDir(), "nested", "substructure.db");
+  await seedCredentials(dbPath, [{ id: "sentry", url: "https://mcp.sentry.dev/mcp" }]);
+  assert.equal(mode(dbPath), 0o600);
+  const db = new Database(dbPath);
+  assert.equal(db.pragma("journal_mode", { simple: true }), "wal");
+  assert.equal((db.prepare("SELECT version FROM subs_schema").get() as { version: number }).version, MIGRATIONS.length);
+  for (const suffix of ["-wal", "-shm"]) if (existsSync(dbPath + suffix)) assert.equal(mode(dbPath + suffix), 0o600, suffix);
+  db.close();
+});
+
+test("reading commands never create a db", async () => {
+  const dbPath = path.join(tempDir(), "substructure.db");
+  assert.equal(await openStore({ dbPath, create: false }), undefined);
+  assert.equal(existsSync(dbPath), false);
+});
+
+test("subs keeps to its own tables: the engine's tables survive and migrations run once", async () => {
+  const dbPath = path.join(tempDir(), "substructure.db");
+  const engine = new Database(dbPath);
+  engine.exec("CREATE TABLE sessions (id TEXT); INSERT INTO sessions VALUES ('s1')");
+  engine.close();
+  await seedCredentials(dbPath, [{ id: "a", url: "https://a.example/mcp" }]);
+  const again = await openStore({ dbPath, create: false });
+  assert.ok(again);
+  assert.equal(again.store.listCredentials().length, 1);
+  again.store.close();
+  const db = new Database(dbPath);
+  assert.deepEqual(db.prepare("SELECT id FROM sessions").all(), [{ id: "s1" }]);
+  const tables = (db.prepare("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name").all() as { name: string }[]).map((t) => t.name);
+  assert.deepEqual(tables, ["sessions", "subs_clients", "subs_credentials", "subs_schema"]);
+  db.close();
+});
+
+test("a corrupt row is an error naming the connection, not 'logged out'", async () => {
+  const dbPath = path.join(tempDir(), "substructure.db");
+  await seedCredentials(dbPath, [{ id: "sentry", url: "https://mcp.sentry.dev/mcp" }]);
+  const db = new Database(dbPath);
+  db.prepare("UPDATE subs_credentials SET access_token = '' WHERE id = 'sentry'").run();
+  db.close();
+  const opened = await openStore({ dbPath, create: false });
+  assert.throws(
+    () => opened!.store.listCredentials(),
+    (error: unknown) => error instanceof SubsError && exitCodeFor(error) === 1 && /'sentry' is corrupt/.test(error.message) && /subs mcp login sentry/.test(error.hint ?? ""),
+  );
+  opened!.store.close();
+});
+
+test("a file that is not a database fails clearly", async () => {
+  const dbPath = path.join(tempDir(), "substructure.db");
+  writeFileSync(dbPath, "this is not sqlite at all, just text ".repeat(200));
+  await assert.rejects(openStore({ dbPath, create: false }), (error: unknown) => error instanceof SubsError && /not a valid database/.test(error.message));
+});
+
+test("a db from a newer subs is refused, not downgraded", async () => {
+  const dbPath = path.join(tempDir(), "substructure.db");
+  await seedCredentials(dbPath, []);
+  const db = new Database(dbPath);
+  db.prepare("UPDATE subs_schema SET version = 99").run();
+  db.close();
+  await assert.rejects(openStore({ dbPath, create: false }), /newer subs/);
+});
+
+test("opening for a command deletes credentials of ids the file no longer declares, and says so", async () => {
+  const dir = tempDir();
+  const config = parseConfig('[mcp.kept]\nurl = "https://kept.example/mcp"\n', { path: path.join(dir, "substructure.toml"), cwd: dir });
+  await seedCredentials(config.dbPath, [
+    { id: "kept", url: "https://kept.example/mcp" },
+    { id: "gone", url: "https://gone.example/mcp" },
+  ]);
+  const notices: string[] = [];
+  const opened = await openEnvironmentStore(config, { create: false, reporter: { info: (m) => notices.push(m), warn: (m) => notices.push(m) } });
+  assert.deepEqual(opened!.purged.map((r) => r.id), ["gone"]);
+  assert.deepEqual(opened!.store.listCredentials().map((r) => r.id), ["kept"]);
+  opened!.store.close();
+  assert.deepEqual(notices, ["Deleted the stored credential of gone: no longer declared in substructure.toml"]);
+});
+
+test("creating a db in a git work tree that does not ignore it warns; an ignored one does not", async () => {
+  const repo = tempDir();
+  spawnSync("git", ["init", "-q"], { cwd: repo });
+  const config = parseConfig('[mcp.a]\nurl = "https://a.example/mcp"\n', { path: path.join(repo, "substructure.toml"), cwd: repo });
+  const warnings: string[] = [];
+  const reporter = { info() {}, warn: (m: string) => warnings.push(m) };
+  (await openEnvironmentStore(config, { create: true, reporter }))!.store.close();
+  assert.deepEqual(warnings, ["substructure.db holds credentials and is not ignored by git: add `*.db*` to .gitignore"]);
+
+  const ignoredRepo = tempDir();
+  spawnSync("git", ["init", "-q"], { cwd: ignoredRepo });
+  writeFileSync(path.join(ignoredRepo, ".gitignore"), "*.db*\n");
+  const ignoredConfig = parseConfig('[mcp.a]\nurl = "https://a.example/mcp"\n', { path: path.join(ignoredRepo, "substructure.toml"), cwd: ignoredRepo });
+  warnings.length = 0;
+  (await openEnvironmentStore(ignoredConfig, { create: true, reporter }))!.store.close();
+  assert.deepEqual(warnings, []);
+});
