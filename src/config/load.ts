@@ -154,7 +154,9 @@ function issueDiagnostics(
   raw: unknown,
 ): Diagnostic[] {
   const keyPath = issue.path as (string | number)[];
-  const name = keyPath.length > 0 ? `\`${String(keyPath[keyPath.length - 1])}\`` : "the file";
+  const last = keyPath[keyPath.length - 1];
+  const name =
+    last === undefined ? "the file" : typeof last === "number" ? `entry ${last + 1} of \`${String(keyPath[keyPath.length - 2])}\`` : `\`${last}\``;
   switch (issue.code) {
     case "unrecognized_keys":
       return issue.keys
