@@ -82,6 +82,14 @@ function buildProgram(ctx: Context, setJson: (json: boolean) => void): Command {
       await applyCommand(ctx, { ...pick(opts, "config"), json: Boolean(opts.json), dryRun: Boolean(opts.dryRun) });
     });
 
+  commandWithDefaults(program, "schema")
+    .description("Print the JSON Schema of substructure.toml (for editors such as Taplo / Even Better TOML).")
+    .addHelpText("after", examples(["subs schema > substructure.schema.json"]))
+    .action(async () => {
+      const { schemaCommand } = await import("./commands/schema.ts");
+      await schemaCommand(ctx);
+    });
+
   return program;
 }
 
