@@ -59,6 +59,9 @@ export async function freshCredential(options: { ctx: RefreshContext; store: Sto
     // Re-read under the lock: another process may have refreshed while this one waited.
     const current = storedCredential(store, connection);
     if (isFresh(current, ctx.now())) return { row: current };
+    // Another process refreshed meanwhile: use its token while it is valid at all, even when the
+    // server issues lifetimes shorter than the refresh margin (else each waiter would refresh again).
+    if (current.access_token !== row.access_token && (current.expires_at === null || current.expires_at > ctx.now())) return { row: current };
     if (current.refresh_token === null) return { rejected: "the access token expired and the server issued no refresh token" };
     const metadata = await authorizationServerMetadata(current.issuer, { fetch: ctx.fetch, requirePkce: false });
     let tokens: OAuthTokens;
