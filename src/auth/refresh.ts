@@ -42,7 +42,13 @@ export function credentialClient(row: CredentialRow, storePath: string): Credent
   }
 }
 
-const isFresh = (row: CredentialRow, now: number) => row.expires_at === null || row.expires_at - REFRESH_MARGIN_MS > now;
+/** Fresh: not expired and not within the margin of it. The margin is a minute, or half the
+ * token's lifetime when that is shorter, so a 30-second token is not refreshed at once. */
+export function isFresh(row: CredentialRow, now: number): boolean {
+  if (row.expires_at === null) return true;
+  const lifetime = Math.max(0, row.expires_at - row.updated_at);
+  return row.expires_at - Math.min(REFRESH_MARGIN_MS, lifetime / 2) > now;
+}
 
 /**
  * The credential to send now: fresh as stored, or refreshed (once, across processes). A refresh
