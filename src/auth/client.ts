@@ -63,7 +63,9 @@ export async function chooseClient(options: {
     return { client: { client_id: oauth.clientMetadataUrl, kind: "metadata_document" }, reused: false };
   }
   const stored = store.getClient(issuer);
-  if (stored) return { client: { ...stored, kind: "dynamic" }, reused: true };
+  // RFC 7591 §3.2.1: a client secret may expire (0 means never); then register anew.
+  const expired = stored?.client_secret_expires_at !== undefined && stored.client_secret_expires_at !== 0 && stored.client_secret_expires_at * 1000 <= options.now;
+  if (stored && !expired) return { client: { ...stored, kind: "dynamic" }, reused: true };
   if (!metadata.registration_endpoint) {
     throw failed(`${connection.id}: the authorization server ${issuer} offers no way for subs to register (no Client ID Metadata Document support, no dynamic registration)`, {
       hint: `register an OAuth client with it and set oauth = { client_id = "…" } in [mcp.${connection.id}]`,

@@ -106,6 +106,12 @@ export function mcpError(connection: ConnectionConfig, error: unknown, challenge
     return needsLogin(connection.id, "the server rejected the stored credential");
   }
   if (status === 403 && challenge?.status === 403 && challenge.error === "insufficient_scope") {
+    if (connection.auth) {
+      return failed(`${connection.id}: the token in $${connection.auth.tokenEnv} lacks a scope the server needs${challenge.scope ? ` (${challenge.scope})` : ""}`, {
+        code: "insufficient_scope",
+        hint: "use a token with those permissions",
+      });
+    }
     return new InsufficientScopeError(connection.id, challenge.scope);
   }
   return connectionError(connection, error);

@@ -422,6 +422,37 @@ test("purge: subs apply deletes an undeclared credential and revokes it", async 
   }
 });
 
+test("login: a server with neither resource nor authorization server metadata is a clear failure", async () => {
+  const env = await environment({ protect: { metadataAt: "none", metadataInChallenge: false } });
+  try {
+    const login = await env.subs(["mcp", "login", "demo"]);
+    assert.equal(login.code, 1);
+    assert.match(login.stderr, /publishes no authorization server metadata/);
+  } finally {
+    await env.close();
+  }
+});
+
+test("static token: sent as a bearer token; one the server rejects is exit 1, never a login", async () => {
+  const env = await environment({ toml: (url) => `[mcp.oauth]\nurl = "${url}"\n\n[mcp.gh]\nurl = "${url}"\nauth = { token_env = "GH_TOKEN" }\n` });
+  try {
+    assert.equal((await env.subs(["mcp", "login", "oauth"])).code, 0);
+    const token = credential(env, "oauth")!.access_token;
+    const ok = await env.subs(["mcp", "call", "gh", "echo"], { env: { GH_TOKEN: token } });
+    assert.equal(ok.code, 0, ok.stderr);
+    assert.equal(env.mcp.authorizations.at(-1), `Bearer ${token}`);
+    const bad = await env.subs(["mcp", "tools", "gh"], { env: { GH_TOKEN: "not-a-token" } });
+    assert.equal(bad.code, 1);
+    assert.match(bad.stderr, /rejected the token in \$GH_TOKEN/);
+    assert.doesNotMatch(bad.stderr, /not-a-token/);
+    const unset = await env.subs(["mcp", "tools", "gh"]);
+    assert.equal(unset.code, 4);
+    assert.equal(env.as.counters.authorizations, 1);
+  } finally {
+    await env.close();
+  }
+});
+
 test("mcp tools/call: not logged in is exit 4; bad --args is exit 2", async () => {
   const env = await environment();
   try {
