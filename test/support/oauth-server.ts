@@ -43,8 +43,9 @@ export type AuthServerOptions = {
   tokenEndpointAuthMethods?: string[];
   /** Accept https client_ids as Client ID Metadata Documents (and advertise it). */
   clientIdMetadataDocuments?: boolean;
-  /** Clients registered out of band (oauth.client_id in the file). */
-  preRegistered?: Array<{ client_id: string; client_secret?: string }>;
+  /** Clients registered out of band (oauth.client_id in the file). Redirect URIs default to
+   * http://127.0.0.1/callback (any port, RFC 8252 §7.3); other paths/hosts must match exactly. */
+  preRegistered?: Array<{ client_id: string; client_secret?: string; redirect_uris?: string[] }>;
   /** Offer RFC 7591 registration (default true). */
   dynamicRegistration?: boolean;
   /** Offer RFC 7009 revocation (default true). */
@@ -106,7 +107,7 @@ export async function startAuthServer(initial: AuthServerOptions = {}): Promise<
   const options: AuthServerOptions = { ...initial };
   const clients = new Map<string, OAuthClientInformationFull>();
   for (const c of options.preRegistered ?? []) {
-    clients.set(c.client_id, { client_id: c.client_id, ...(c.client_secret ? { client_secret: c.client_secret } : {}), redirect_uris: ["http://127.0.0.1/callback"] });
+    clients.set(c.client_id, { client_id: c.client_id, ...(c.client_secret ? { client_secret: c.client_secret } : {}), redirect_uris: c.redirect_uris ?? ["http://127.0.0.1/callback"] });
   }
   const codes = new Map<string, CodeRecord>();
   const accessTokens = new Map<string, TokenRecord>();
