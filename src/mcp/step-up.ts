@@ -23,14 +23,21 @@ export type StepUpOptions = {
 
 export async function withConnection<T>(options: StepUpOptions, work: (client: Client, signal: AbortSignal) => Promise<T>): Promise<T> {
   const { ctx, config, connection, reporter } = options;
+  let rejectedAt: number | undefined;
   for (let attempt = 0; ; attempt++) {
     let last: AuthChallenge | undefined;
     let client: Client | undefined;
     try {
-      client = await openConnection({ ctx, config, connection, signal: ctx.signal, reporter, onChallenge: (c) => (last = c) });
+      client = await openConnection({ ctx, config, connection, signal: ctx.signal, reporter, onChallenge: (c) => (last = c), ...(rejectedAt !== undefined ? { tokenRejectedAt: rejectedAt } : {}) });
       return await work(client, ctx.signal);
     } catch (error) {
       const problem = mcpError(connection, error, last);
+      // A 401 after connecting (the token died mid-command): one refresh and one retry.
+      // (openConnection already retried a 401 while connecting.)
+      if (problem.code === "token_rejected" && client !== undefined && rejectedAt === undefined && !connection.auth) {
+        rejectedAt = ctx.now();
+        continue;
+      }
       if (!(problem instanceof InsufficientScopeError) || connection.auth) throw problem;
       if (attempt >= MAX_STEP_UPS) {
         throw failed(`${connection.id}: the server still refuses for lack of scope after re-authorization${problem.scope ? ` (needs: ${problem.scope})` : ""}`, {

@@ -369,6 +369,53 @@ test("tokens: refreshed before use when within a minute of expiry; a rejected re
   }
 });
 
+test("tokens: a 401 to a token the store thinks valid is answered by one refresh and one retry; a second 401 needs login", async () => {
+  const env = await environment();
+  try {
+    assert.equal((await env.subs(["mcp", "login", "demo"])).code, 0);
+    env.as.forgetAccessTokens();
+    const tools = await env.subs(["mcp", "tools", "demo"]);
+    assert.equal(tools.code, 0, tools.stderr);
+    assert.equal(env.as.counters.refreshes, 1);
+    assert.equal(env.mcp.authorizations.at(-1), `Bearer ${credential(env, "demo")!.access_token}`);
+
+    env.as.set({ acceptAccessTokens: false });
+    const call = await env.subs(["mcp", "call", "demo", "echo", "--json"]);
+    assert.equal(call.code, 4);
+    assert.equal(JSON.parse(call.stdout).error.code, "token_rejected");
+    assert.match(call.stderr, /run `subs mcp login demo`/);
+    assert.equal(env.as.counters.refreshes, 2, "one refresh per command, no loop");
+    assert.equal(env.as.counters.authorizations, 1);
+    assert.deepEqual(leakedTokens(env), []);
+  } finally {
+    await env.close();
+  }
+});
+
+test("tokens: a 401 in the middle of a command (after connecting) is answered by one refresh and a retry", async () => {
+  let rejectNextCall = false;
+  const env = await environment({
+    gate: (_req, res, body) => {
+      if (rejectNextCall && (body as { method?: string })?.method === "tools/call") {
+        rejectNextCall = false;
+        res.writeHead(401, { "www-authenticate": 'Bearer error="invalid_token"', "content-type": "application/json" }).end("{}");
+        return true;
+      }
+      return false;
+    },
+  });
+  try {
+    assert.equal((await env.subs(["mcp", "login", "demo"])).code, 0);
+    rejectNextCall = true;
+    const call = await env.subs(["mcp", "call", "demo", "echo", "--args", '{"k":2}']);
+    assert.equal(call.code, 0, call.stderr);
+    assert.equal(call.stdout, 'echo:{"k":2}\n');
+    assert.equal(env.as.counters.refreshes, 1);
+  } finally {
+    await env.close();
+  }
+});
+
 test("step-up: a 403 insufficient_scope re-authorizes once for the union of scopes, then stops", async () => {
   const env = await environment({ protect: { requiredScopes: ["files:read"], toolScopes: { echo: ["files:write"], search: ["admin"] } }, as: { grantableScopes: ["files:read", "files:write"] } });
   try {

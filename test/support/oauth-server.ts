@@ -56,6 +56,8 @@ export type AuthServerOptions = {
   refreshTokens?: boolean;
   /** Delay before answering a refresh (widens the window for refresh-race tests). */
   refreshDelayMs?: number;
+  /** false: the verifier rejects every access token (a resource server that stopped trusting them). */
+  acceptAccessTokens?: boolean;
 };
 
 export type AuthorizationRecord = {
@@ -95,6 +97,8 @@ export type RunningAuthServer = {
   issuedTokens(): string[];
   /** Revokes every refresh token, as an administrator or the user would. */
   revokeAllRefreshTokens(): void;
+  /** Forgets every access token (a restarted server): they answer 401 before their expiry. */
+  forgetAccessTokens(): void;
   /** Changes knobs while running (e.g. stop advertising S256). */
   set(options: Partial<AuthServerOptions>): void;
   close(): Promise<void>;
@@ -209,7 +213,7 @@ export async function startAuthServer(initial: AuthServerOptions = {}): Promise<
     },
     async verifyAccessToken(token): Promise<AuthInfo> {
       const record = accessTokens.get(token);
-      if (!record) throw new InvalidTokenError("unknown or revoked access token");
+      if (!record || options.acceptAccessTokens === false) throw new InvalidTokenError("unknown or revoked access token");
       return { token, clientId: record.client_id, scopes: record.scopes, expiresAt: record.expiresAt, ...(record.resource ? { resource: new URL(record.resource) } : {}) };
     },
     async revokeToken(_client, request: OAuthTokenRevocationRequest) {
@@ -272,6 +276,7 @@ export async function startAuthServer(initial: AuthServerOptions = {}): Promise<
     verifier: { verifyAccessToken: (token) => provider.verifyAccessToken(token) },
     issuedTokens: () => [...issued],
     revokeAllRefreshTokens: () => refreshTokens.clear(),
+    forgetAccessTokens: () => accessTokens.clear(),
     set: (changes) => Object.assign(options, changes),
     close: () =>
       new Promise<void>((resolve) => {
