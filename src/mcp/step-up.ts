@@ -24,7 +24,8 @@ export type StepUpOptions = {
 export async function withConnection<T>(options: StepUpOptions, work: (client: Client, signal: AbortSignal) => Promise<T>): Promise<T> {
   const { ctx, config, connection, reporter } = options;
   let rejectedAt: number | undefined;
-  for (let attempt = 0; ; attempt++) {
+  let stepUps = 0;
+  for (;;) {
     let last: AuthChallenge | undefined;
     let client: Client | undefined;
     try {
@@ -39,12 +40,13 @@ export async function withConnection<T>(options: StepUpOptions, work: (client: C
         continue;
       }
       if (!(problem instanceof InsufficientScopeError) || connection.auth) throw problem;
-      if (attempt >= MAX_STEP_UPS) {
+      if (stepUps >= MAX_STEP_UPS) {
         throw failed(`${connection.id}: the server still refuses for lack of scope after re-authorization${problem.scope ? ` (needs: ${problem.scope})` : ""}`, {
           code: "insufficient_scope",
           hint: "the account may not be allowed these permissions; ask the server's operator",
         });
       }
+      stepUps++;
       await stepUp(options, problem.scope);
     } finally {
       await client?.close().catch(() => {});
