@@ -21,7 +21,7 @@ export function declaredConnection(config: Config, id: string): ConnectionConfig
 }
 
 export function localOnly(config: Config, command: string): void {
-  if (config.remote) throw usage(`subs ${command} with [remote] is not implemented yet (issue 5)`);
+  if (config.remote) throw usage(`subs ${command} with [remote] is not implemented yet: the deployment holds the credential`);
 }
 
 /** Short words for a tool's MCP annotations (hints from the server, not guarantees). */
