@@ -77,6 +77,7 @@ export async function openConnection(options: OpenConnectionOptions): Promise<Cl
     if (problem.code !== "token_rejected" || options.tokenRejectedAt !== undefined) throw problem;
     rejectedAt = ctx.now();
   }
+  await assertSameAuthorizationServer(options, last);
   last = undefined;
   headers.authorization = `Bearer ${await oauthAccessToken(options, rejectedAt)}`;
   try {
@@ -97,6 +98,47 @@ async function oauthAccessToken(options: OpenConnectionOptions, rejectedAt?: num
     return row.access_token;
   } finally {
     opened.store.close();
+  }
+}
+
+/**
+ * After a 401: a credential belongs to the authorization server that issued it (MCP
+ * authorization, "Authorization Server Binding"). When the server's resource metadata now names
+ * another one, nothing is refreshed or sent to either: exit 4, and a new login registers with the
+ * new server.
+ */
+export async function assertSameAuthorizationServer(options: Pick<OpenConnectionOptions, "ctx" | "config" | "connection">, challenge: AuthChallenge | undefined): Promise<void> {
+  const { ctx, config, connection } = options;
+  const { openStore } = await import("../store/store.ts");
+  const opened = await openStore({ dbPath: config.dbPath, create: false });
+  let issuer: string | undefined;
+  try {
+    issuer = opened?.store.getCredential(connection.id)?.issuer;
+  } finally {
+    opened?.store.close();
+  }
+  if (!issuer) return;
+  const now = await authorizationServerNow(ctx.fetch, connection, challenge);
+  if (now && !(await import("../auth/discovery.ts")).sameIssuer(now, issuer)) {
+    throw new SubsError("needs_login", `${connection.id}: the server now uses another authorization server (${now}); the stored credential belongs to ${issuer}`, {
+      hint: `run \`subs mcp login ${connection.id}\``,
+      code: "issuer_changed",
+    });
+  }
+}
+
+/** The authorization server the MCP server's resource metadata names now, or undefined when unknown. */
+async function authorizationServerNow(fetch: typeof globalThis.fetch, connection: ConnectionConfig, challenge: AuthChallenge | undefined): Promise<string | undefined> {
+  const { discoverOAuthProtectedResourceMetadata } = await import("@modelcontextprotocol/sdk/client/auth.js");
+  try {
+    let metadataUrl: URL | undefined;
+    try {
+      if (challenge?.resourceMetadataUrl) metadataUrl = new URL(challenge.resourceMetadataUrl);
+    } catch {}
+    const metadata = await discoverOAuthProtectedResourceMetadata(connection.url, metadataUrl ? { resourceMetadataUrl: metadataUrl } : {}, fetch);
+    return metadata.authorization_servers?.[0];
+  } catch {
+    return undefined;
   }
 }
 

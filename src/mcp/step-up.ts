@@ -7,7 +7,7 @@ import type { Config, ConnectionConfig } from "../config/types.ts";
 import type { Context } from "../context.ts";
 import { failed } from "../errors.ts";
 import type { Reporter } from "../report.ts";
-import { InsufficientScopeError, mcpError, openConnection, type AuthChallenge } from "./open.ts";
+import { assertSameAuthorizationServer, InsufficientScopeError, mcpError, openConnection, type AuthChallenge } from "./open.ts";
 
 /** Re-authorizations per command (the spec asks for a retry limit). */
 export const MAX_STEP_UPS = 1;
@@ -37,6 +37,7 @@ export async function withConnection<T>(options: StepUpOptions, work: (client: C
       // (openConnection already retried a 401 while connecting.)
       if (problem.code === "token_rejected" && client !== undefined && rejectedAt === undefined && !connection.auth) {
         rejectedAt = ctx.now();
+        await assertSameAuthorizationServer({ ctx, config, connection }, last);
         continue;
       }
       if (!(problem instanceof InsufficientScopeError) || connection.auth) throw problem;

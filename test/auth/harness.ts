@@ -13,6 +13,8 @@ export type Env = {
   dir: string;
   as: RunningAuthServer;
   mcp: RunningMcpServer;
+  /** The MCP server's protection; change it while the server runs (e.g. another authServer). */
+  protect: ProtectOptions;
   /** Runs subs in-process with a consenting browser (override with `openBrowser`). */
   subs: (argv: string[], extra?: { env?: Record<string, string>; openBrowser?: (url: string) => Promise<void> }) => Promise<RunResult>;
   write: (toml: string) => void;
@@ -32,7 +34,8 @@ export async function environment(
 ): Promise<Env> {
   const dir = mkdtempSync(path.join(tmpdir(), "subs-login-"));
   const as = await startAuthServer(options.as ?? {});
-  const mcp = await startMcpServer({ tools: TOOLS, oauth: { authServer: as, ...options.protect }, ...(options.gate ? { gate: options.gate } : {}) });
+  const protect: ProtectOptions = { authServer: as, ...options.protect };
+  const mcp = await startMcpServer({ tools: TOOLS, oauth: protect, ...(options.gate ? { gate: options.gate } : {}) });
   const outputs: string[] = [];
   const write = (toml: string) => writeFileSync(path.join(dir, "substructure.toml"), toml);
   write(options.toml ? options.toml(mcp.url) : `[mcp.demo]\nurl = "${mcp.url}"\n`);
@@ -41,6 +44,7 @@ export async function environment(
     dir,
     as,
     mcp,
+    protect,
     outputs,
     write,
     subs: async (argv, extra = {}) => {

@@ -7,6 +7,7 @@ import { test } from "node:test";
 import { run } from "../../src/cli.ts";
 import { followAuthorization } from "../support/browser.ts";
 import { startMcpServer } from "../support/mcp-server.ts";
+import { startAuthServer } from "../support/oauth-server.ts";
 import { testContext } from "../support/cli.ts";
 import { credential, environment, leakedTokens, TOOLS } from "./harness.ts";
 
@@ -412,6 +413,57 @@ test("tokens: a 401 in the middle of a command (after connecting) is answered by
     assert.equal(call.stdout, 'echo:{"k":2}\n');
     assert.equal(env.as.counters.refreshes, 1);
   } finally {
+    await env.close();
+  }
+});
+
+test("tokens: when the server moves to another authorization server, the old credential goes nowhere and login re-registers there", async () => {
+  const env = await environment();
+  const next = await startAuthServer();
+  try {
+    assert.equal((await env.subs(["mcp", "login", "demo"])).code, 0);
+    const oldClient = env.as.authorizations[0]!.client_id;
+    env.protect.authServer = next;
+    const tools = await env.subs(["mcp", "tools", "demo", "--json"]);
+    assert.equal(tools.code, 4);
+    assert.equal(JSON.parse(tools.stdout).error.code, "issuer_changed");
+    assert.match(tools.stderr, /now uses another authorization server/);
+    assert.equal(env.as.counters.refreshes, 0, "nothing refreshed at the old server");
+    assert.equal(next.counters.refreshes + next.counters.rejectedRefreshes, 0);
+
+    const login = await env.subs(["mcp", "login", "demo"]);
+    assert.equal(login.code, 0, login.stderr);
+    assert.equal(next.counters.registrations, 1, "registered anew with the new server");
+    assert.notEqual(next.authorizations[0]?.client_id, oldClient);
+    assert.equal(credential(env, "demo")?.issuer, next.issuer);
+    assert.equal((await env.subs(["mcp", "tools", "demo"])).code, 0);
+  } finally {
+    await next.close();
+    await env.close();
+  }
+});
+
+test("tokens: a 401 mid-command from a server that moved to another authorization server is not answered with a refresh", async () => {
+  let reject = false;
+  const env = await environment({
+    gate: (_req, res, body) => {
+      if (!reject || (body as { method?: string })?.method !== "tools/call") return false;
+      res.writeHead(401, { "www-authenticate": 'Bearer error="invalid_token"', "content-type": "application/json" }).end("{}");
+      return true;
+    },
+  });
+  const next = await startAuthServer();
+  try {
+    assert.equal((await env.subs(["mcp", "login", "demo"])).code, 0);
+    // The resource metadata names the new server; the old tokens still open the connection.
+    env.protect.authServer = { issuer: next.issuer, verifier: env.as.verifier };
+    reject = true;
+    const call = await env.subs(["mcp", "call", "demo", "echo", "--json"]);
+    assert.equal(call.code, 4);
+    assert.equal(JSON.parse(call.stdout).error.code, "issuer_changed");
+    assert.equal(env.as.counters.refreshes, 0);
+  } finally {
+    await next.close();
     await env.close();
   }
 });
