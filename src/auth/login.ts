@@ -96,6 +96,7 @@ async function loginFlow(options: LoginOptions): Promise<LoginResult> {
       issuer,
       metadata,
       redirectUri: loopback.redirectUri,
+      fixedPort: options.port !== undefined,
       scope,
       store,
       env: ctx.env,

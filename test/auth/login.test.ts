@@ -179,13 +179,16 @@ test("login: --port uses that port; a busy one is a usage error", async () => {
   await new Promise<void>((resolve) => blocker.listen(0, "127.0.0.1", resolve));
   const busy = (blocker.address() as { port: number }).port;
   try {
+    assert.equal((await env.subs(["mcp", "login", "demo"])).code, 0, "registered with a port the system chose");
     const login = await env.subs(["mcp", "login", "demo", "--port", String(busy)]);
     assert.equal(login.code, 2);
     assert.match(login.stderr, new RegExp(`port ${busy} on 127\\.0\\.0\\.1 is in use`));
     await new Promise<void>((resolve) => blocker.close(() => resolve()));
     const again = await env.subs(["mcp", "login", "demo", "--port", String(busy)]);
     assert.equal(again.code, 0, again.stderr);
-    assert.equal(env.as.authorizations[0]?.redirect_uri, `http://127.0.0.1:${busy}/callback`);
+    assert.equal(env.as.authorizations.at(-1)?.redirect_uri, `http://127.0.0.1:${busy}/callback`);
+    assert.equal(env.as.counters.registrations, 2, "a registration for another port is replaced under --port");
+    assert.deepEqual(env.as.registrationRequests.at(-1)?.redirect_uris, [`http://127.0.0.1:${busy}/callback`]);
     assert.equal((await env.subs(["mcp", "login", "demo", "--port", "http"])).code, 2);
   } finally {
     if (blocker.listening) blocker.close();
