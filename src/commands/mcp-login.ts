@@ -62,7 +62,14 @@ export async function mcpLoginCommand(ctx: Context, options: McpLoginOptions): P
         continue;
       }
       const { login } = await import("../auth/login.ts");
-      const previous = opened!.store.getCredential(connection.id);
+      // A corrupt stored row must not stand in the way of the login that replaces it.
+      const previous = (() => {
+        try {
+          return opened!.store.getCredential(connection.id);
+        } catch {
+          return undefined;
+        }
+      })();
       const result = await login({
         ctx,
         connection,
