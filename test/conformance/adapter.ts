@@ -21,8 +21,13 @@ const ID = "conformance";
  */
 const CIMD_URL = "https://conformance-test.local/client-metadata.json";
 const CLIENT_SECRET_ENV = "CONFORMANCE_CLIENT_SECRET";
-/** Each subs step must end well inside the harness's per-scenario timeout (scripts/conformance.mjs). */
-const STEP_TIMEOUT_MS = 25_000;
+/**
+ * The whole adapter ends inside the harness's per-scenario timeout (90 s, scripts/conformance.mjs):
+ * on timeout the harness kills only the shell it started us with, so a late adapter would be left
+ * running. Each subs step gets what remains of the budget, at most STEP_TIMEOUT_MS.
+ */
+const BUDGET_MS = 80_000;
+const STEP_TIMEOUT_MS = 30_000;
 
 const PreRegistrationContext = z.object({ client_id: z.string().min(1), client_secret: z.string().min(1) });
 
@@ -57,6 +62,7 @@ export function toolNames(stdout: string): string[] {
 }
 
 export async function runAdapter(serverUrl: string, scenario: string, contextJson: string | undefined): Promise<AdapterReport> {
+  const deadline = Date.now() + BUDGET_MS;
   const dir = mkdtempSync(path.join(tmpdir(), "subs-conformance-"));
   const steps: AdapterStep[] = [];
   const report = (exitCode: number): AdapterReport => ({ scenario, serverUrl, exitCode, steps });
@@ -69,14 +75,14 @@ export async function runAdapter(serverUrl: string, scenario: string, contextJso
     writeFileSync(browser, `#!/bin/sh\nexec ${shellQuote(process.execPath)} ${shellQuote(BROWSER_SCRIPT)} "$@"\n`, { mode: 0o755 });
     const childEnv = { ...env, BROWSER: browser, NO_COLOR: "1" };
     const step = async (argv: string[]): Promise<RunResult> => {
-      const result = await runCli([...argv, "--config", config], { cwd: dir, env: childEnv, timeoutMs: STEP_TIMEOUT_MS });
+      const result = await runCli([...argv, "--config", config], { cwd: dir, env: childEnv, timeoutMs: Math.max(1, Math.min(STEP_TIMEOUT_MS, deadline - Date.now())) });
       steps.push({ argv, ...result });
       process.stdout.write(`$ subs ${argv.join(" ")}\n${result.stdout}`);
       process.stderr.write(`$ subs ${argv.join(" ")} (exit ${result.code})\n${result.stderr}`);
       return result;
     };
 
-    const login = await step(["mcp", "login", ID, "--timeout", "20"]);
+    const login = await step(["mcp", "login", ID, "--timeout", "25"]);
     if (login.code !== 0) return report(login.code);
     const tools = await step(["mcp", "tools", ID, "--json"]);
     if (tools.code !== 0) return report(tools.code);
