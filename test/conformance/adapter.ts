@@ -9,6 +9,7 @@ import { tmpdir } from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { z } from "zod";
+import { browserCommand } from "../support/browser.ts";
 import { runCli, type RunResult } from "../support/cli.ts";
 
 /** The connection id the adapter declares; any valid id would do. */
@@ -33,8 +34,6 @@ const PreRegistrationContext = z.object({ client_id: z.string().min(1), client_s
 
 export type AdapterStep = { argv: string[]; code: number; stdout: string; stderr: string };
 export type AdapterReport = { scenario: string; serverUrl: string; exitCode: number; steps: AdapterStep[] };
-
-const BROWSER_SCRIPT = fileURLToPath(new URL("./browser.mjs", import.meta.url));
 
 function tomlString(value: string): string {
   return JSON.stringify(value); // a JSON string is a valid TOML basic string for these values
@@ -70,10 +69,9 @@ export async function runAdapter(serverUrl: string, scenario: string, contextJso
     const { toml, env } = configFor(serverUrl, scenario, contextJson);
     const config = path.join(dir, "substructure.toml");
     writeFileSync(config, toml);
-    // $BROWSER is split on whitespace by subs; a wrapper script keeps paths with spaces working.
-    const browser = path.join(dir, "browser.sh");
-    writeFileSync(browser, `#!/bin/sh\nexec ${shellQuote(process.execPath)} ${shellQuote(BROWSER_SCRIPT)} "$@"\n`, { mode: 0o755 });
-    const childEnv = { ...env, BROWSER: browser, NO_COLOR: "1" };
+    // The tests' consenting browser: follows the authorization server's redirect (the harness's
+    // authorization endpoint consents at once) to subs's loopback callback.
+    const childEnv = { ...env, BROWSER: browserCommand(), NO_COLOR: "1" };
     const step = async (argv: string[]): Promise<RunResult> => {
       const result = await runCli([...argv, "--config", config], { cwd: dir, env: childEnv, timeoutMs: Math.max(1, Math.min(STEP_TIMEOUT_MS, deadline - Date.now())) });
       steps.push({ argv, ...result });
@@ -99,10 +97,6 @@ export async function runAdapter(serverUrl: string, scenario: string, contextJso
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }
-}
-
-function shellQuote(s: string): string {
-  return `'${s.replaceAll("'", `'\\''`)}'`;
 }
 
 const isMain = process.argv[1] && path.resolve(process.argv[1]) === fileURLToPath(import.meta.url);

@@ -1,8 +1,4 @@
 import assert from "node:assert/strict";
-import { spawn } from "node:child_process";
-import { createServer } from "node:http";
-import type { AddressInfo } from "node:net";
-import { fileURLToPath } from "node:url";
 import { describe, it } from "node:test";
 import { configFor, toolNames } from "./adapter.ts";
 import { judge, type Check, type ScenarioRun } from "./results.ts";
@@ -81,28 +77,5 @@ describe("the conformance adapter", () => {
     assert.deepEqual(toolNames('[{"name":"test-tool","annotations":{}}]'), ["test-tool"]);
     assert.deepEqual(toolNames('{"id":"c","tools":[{"name":"a"},{"name":"b"}]}'), ["a", "b"]);
     assert.throws(() => toolNames('{"nope":1}'));
-  });
-
-  it("has a $BROWSER that follows the authorization server's redirects to the loopback callback", async () => {
-    const seen: string[] = [];
-    const server = createServer((req, res) => {
-      seen.push(req.url ?? "");
-      if (req.url?.startsWith("/authorize")) res.writeHead(302, { location: "/step" }).end();
-      else if (req.url === "/step") res.writeHead(303, { location: `http://127.0.0.1:${port}/callback?code=c&state=s` }).end();
-      else res.writeHead(200, { "content-type": "text/html" }).end("You can close this window.");
-    });
-    await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
-    const port = (server.address() as AddressInfo).port;
-    try {
-      const browser = fileURLToPath(new URL("./browser.mjs", import.meta.url));
-      const code = await new Promise<number | null>((resolve) => {
-        const child = spawn(process.execPath, [browser, `http://127.0.0.1:${port}/authorize?x=1`], { stdio: "ignore" });
-        child.on("close", resolve);
-      });
-      assert.equal(code, 0);
-      assert.deepEqual(seen, ["/authorize?x=1", "/step", "/callback?code=c&state=s"]);
-    } finally {
-      await new Promise((resolve) => server.close(resolve));
-    }
   });
 });
