@@ -1,7 +1,8 @@
 import assert from "node:assert/strict";
+import { readFileSync } from "node:fs";
 import { describe, it } from "node:test";
 import { configFor, toolNames } from "./adapter.ts";
-import { judge, type Check, type ScenarioRun } from "./results.ts";
+import { ExpectedFailures, judge, type Check, type ScenarioRun } from "./results.ts";
 
 const check = (status: Check["status"], id = "x"): Check => ({ id, name: id, description: `${id} said ${status}`, status });
 const adapter = (exitCode: number) => ({ scenario: "s", exitCode, steps: [{ argv: ["mcp", "login", "conformance"], code: exitCode, stderr: "boom\n" }] });
@@ -53,6 +54,15 @@ describe("judging a conformance run", () => {
     assert.equal(stale.ok, false);
     assert.equal(stale.verdicts[1]!.verdict, "unexpectedly passed");
     assert.match(stale.summary, /1 unexpectedly passed/);
+  });
+});
+
+describe("the expected-failures file", () => {
+  it("may list only extension scenarios, each with a reason", () => {
+    const file = JSON.parse(readFileSync(new URL("../../tools/conformance/expected-failures.json", import.meta.url), "utf8"));
+    assert.doesNotThrow(() => ExpectedFailures.parse(file));
+    assert.throws(() => ExpectedFailures.parse({ client: { "auth/metadata-default": "not yet" } }), /only extension scenarios/);
+    assert.throws(() => ExpectedFailures.parse({ client: { "auth/client-credentials-jwt": "" } }));
   });
 });
 
