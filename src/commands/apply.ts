@@ -21,7 +21,7 @@ export async function applyCommand(ctx: Context, options: ApplyOptions): Promise
   if (config.remote) {
     throw usage("subs apply with [remote] is not implemented yet (issue 4)");
   }
-  const result = await applyLocal({ config, dryRun: options.dryRun, reporter });
+  const result = await applyLocal({ config, dryRun: options.dryRun, reporter, revoke: ctx });
   if (options.json) {
     writeJson(ctx.stdout, {
       target: "local",

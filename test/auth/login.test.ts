@@ -260,6 +260,7 @@ test("login: after the url changes, the old credential is never sent and the id 
     const [status] = JSON.parse((await env.subs(["mcp", "list", "--json"])).stdout);
     assert.equal(status.status, "url_changed");
     assert.equal((await env.subs(["mcp", "login", "demo"])).code, 0);
+    assert.equal(env.as.counters.revocations, 2, "the credential for the old url was revoked");
     assert.equal((await env.subs(["mcp", "tools", "demo"])).code, 0);
     assert.equal(other.authorizations.length > 0, true);
   } finally {
@@ -399,6 +400,26 @@ test("purge: a deleted section's credential is deleted and revoked at the author
     assert.equal(credential(env, "gone"), undefined);
     assert.equal(env.as.counters.revocations, 2, "refresh and access token");
     await assert.rejects(env.as.verifier.verifyAccessToken(gone.access_token));
+  } finally {
+    await env.close();
+  }
+});
+
+test("purge: mcp list never touches the network, so it leaves the credential; subs apply deletes and revokes it", async () => {
+  const env = await environment({ toml: (url) => `[mcp.keep]\nurl = "${url}"\n\n[mcp.gone]\nurl = "${url}"\n` });
+  try {
+    assert.equal((await env.subs(["mcp", "login", "keep", "gone"])).code, 0);
+    env.write(`[mcp.keep]\nurl = "${env.mcp.url}"\n`);
+    const list = await env.subs(["mcp", "list", "--json"]);
+    assert.deepEqual(JSON.parse(list.stdout).map((s: { id: string }) => s.id), ["keep"]);
+    assert.equal(env.as.counters.revocations, 0);
+    const apply = await env.subs(["apply"]);
+    assert.equal(apply.code, 0, apply.stderr);
+    assert.match(apply.stdout, /gone: deleted its credential/);
+    assert.match(apply.stderr, /Revoked the credential of gone/);
+    assert.equal(env.as.counters.revocations, 2);
+    assert.equal(credential(env, "gone"), undefined);
+    assert.ok(credential(env, "keep"));
   } finally {
     await env.close();
   }
