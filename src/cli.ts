@@ -2,7 +2,7 @@
 // command module only when it runs (DEVELOPERS.md, "Load lazily").
 import { Command, CommanderError, Option } from "commander";
 import type { Context } from "./context.ts";
-import { ConfigError, SubsError, exitCodeFor, formatDiagnostic } from "./errors.ts";
+import { ConfigError, SubsError, exitCodeFor, formatDiagnostic, usage } from "./errors.ts";
 import { styleFor } from "./output/style.ts";
 import { VERSION } from "./version.ts";
 
@@ -14,7 +14,12 @@ const jsonOption = () => new Option("--json", "print JSON (a documented, stable 
 export async function run(argv: readonly string[], ctx: Context): Promise<number> {
   let exitCode = 0;
   let jsonRequested = false;
-  const program = buildProgram(ctx, (json) => (jsonRequested = json));
+  // A command that printed its whole result may still end non-zero (e.g. `agent tools` with a
+  // connection unavailable); it reports that code here instead of throwing after its output.
+  const program = buildProgram(ctx, {
+    setJson: (json) => (jsonRequested = json),
+    setExitCode: (code) => (exitCode = code),
+  });
   try {
     await program.parseAsync(argv as string[], { from: "user" });
   } catch (error) {
@@ -32,7 +37,9 @@ export async function run(argv: readonly string[], ctx: Context): Promise<number
   return exitCode;
 }
 
-function buildProgram(ctx: Context, setJson: (json: boolean) => void): Command {
+type ProgramHooks = { setJson: (json: boolean) => void; setExitCode: (code: number) => void };
+
+function buildProgram(ctx: Context, { setJson, setExitCode }: ProgramHooks): Command {
   const program = new Command("subs")
     .description("Connect AI agents to MCP servers declared in substructure.toml.")
     .version(VERSION, "-V, --version", "print the version")
@@ -46,7 +53,13 @@ function buildProgram(ctx: Context, setJson: (json: boolean) => void): Command {
     })
     .addHelpText(
       "after",
-      examples(["subs mcp login sentry", "subs mcp list", "subs mcp list --json | jq '.[] | select(.usable | not) | .id'", "subs apply --dry-run"]),
+      examples([
+        "subs mcp login sentry",
+        "subs mcp list",
+        "subs mcp list --json | jq '.[] | select(.usable | not) | .id'",
+        "subs agent tools triage",
+        "subs apply --dry-run",
+      ]),
     );
   const commandWithDefaults = (parent: Command, name: string) => {
     const command = parent.command(name).helpOption("-h, --help", "show help").exitOverride().configureOutput({
@@ -80,6 +93,48 @@ function buildProgram(ctx: Context, setJson: (json: boolean) => void): Command {
       setJson(Boolean(opts.json));
       const { applyCommand } = await import("./commands/apply.ts");
       await applyCommand(ctx, { ...pick(opts, "config"), json: Boolean(opts.json), dryRun: Boolean(opts.dryRun) });
+    });
+
+  const agent = commandWithDefaults(program, "agent").description("Declared agents: what each one's model can call.");
+
+  commandWithDefaults(agent, "list")
+    .description("List every declared agent: its connections (and their filters), declared tools and sub-agents. Reads only the file.")
+    .addOption(configOption())
+    .addOption(jsonOption())
+    .addHelpText("after", examples(["subs agent list", "subs agent list --json | jq '.[].name'"]))
+    .action(async (opts: { config?: string; json?: boolean }) => {
+      setJson(Boolean(opts.json));
+      const { agentListCommand } = await import("./commands/agent-list.ts");
+      await agentListCommand(ctx, { ...pick(opts, "config"), json: Boolean(opts.json) });
+    });
+
+  commandWithDefaults(agent, "tools")
+    .description(
+      "Show exactly what an agent's model sees: each connection's tools fetched once (in parallel), filtered (capability keys, then include, then exclude), " +
+        "named (id__tool unless prefix_tools = false), collisions resolved; dropped names, filtered tools and unavailable connections go to stderr. " +
+        "Exit 0 when every connection answered, 4 when the only failures need a login, 1 otherwise (the list is printed in every case).",
+    )
+    .argument("<name>", "the agent, as in [agent.<name>]")
+    .addOption(configOption())
+    .addOption(jsonOption())
+    .addOption(new Option("--timeout <seconds>", "give each connection this long to list its tools").default("10"))
+    .option("-v, --verbose", "list every tool the agent's filter removed, with the reason")
+    .addHelpText(
+      "after",
+      examples([
+        "subs agent tools triage",
+        "subs agent tools triage -v          # also every filtered tool and why",
+        "subs agent tools triage --json | jq -r '.tools[].name'",
+        "subs agent tools triage --json | jq '.dropped[] | {name, reason}'",
+        "subs agent tools triage --timeout 30",
+      ]),
+    )
+    .action(async (name: string, opts: { config?: string; json?: boolean; timeout: string; verbose?: boolean }) => {
+      setJson(Boolean(opts.json));
+      const timeoutSeconds = Number(opts.timeout);
+      if (!Number.isFinite(timeoutSeconds) || timeoutSeconds <= 0) throw usage(`--timeout must be a positive number of seconds, not \`${opts.timeout}\``);
+      const { agentToolsCommand } = await import("./commands/agent-tools.ts");
+      setExitCode(await agentToolsCommand(ctx, { agent: name, ...pick(opts, "config"), json: Boolean(opts.json), timeoutSeconds, verbose: Boolean(opts.verbose) }));
     });
 
   return program;

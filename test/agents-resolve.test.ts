@@ -463,9 +463,9 @@ describe("resolve details", () => {
     assert.deepEqual(
       r.dropped.map(describeDropped),
       [
-        "`search` (a's `search`) dropped: the sub-agent `search` keeps its name",
-        "`find` (a's `find`) dropped: b's `find` has the same name, and both lose it",
-        "`find` (b's `find`) dropped: a's `find` has the same name, and both lose it",
+        "a's `search` would be `search`; the sub-agent `search` keeps its name",
+        "a's `find` would be `find`; b's `find` has the same name, and both lose it",
+        "b's `find` would be `find`; a's `find` has the same name, and both lose it",
       ],
     );
     const many = resolve({ agent: { mcp: ["big"] }, connections: { big: { tools: Array.from({ length: 41 }, (_, n) => tool(`t${n}`)) } } }, "triage");

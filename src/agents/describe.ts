@@ -14,13 +14,15 @@ export function describeClaimant(c: Claimant): string {
 }
 
 export function describeDropped(d: DroppedTool): string {
-  const others = d.with.map(describeClaimant).join(", ");
+  const subject = `${d.connection}'s \`${d.tool}\` would be \`${d.name}\``;
   switch (d.reason) {
     case "declared_tool":
-    case "sub_agent":
-      return `\`${d.name}\` (${d.connection}'s \`${d.tool}\`) dropped: ${describeClaimant(d.with[0]!)} keeps its name${d.with.length > 1 ? ` (also claimed by ${d.with.slice(1).map(describeClaimant).join(", ")})` : ""}`;
+    case "sub_agent": {
+      const others = d.with.slice(1).map(describeClaimant);
+      return `${subject}; ${describeClaimant(d.with[0]!)} keeps its name${others.length ? ` (also claimed by ${others.join(", ")})` : ""}`;
+    }
     case "connector_tool":
-      return `\`${d.name}\` (${d.connection}'s \`${d.tool}\`) dropped: ${others} has the same name, and both lose it`;
+      return `${subject}; ${d.with.map(describeClaimant).join(", ")} ${d.with.length === 1 ? "has the same name, and both lose it" : "have the same name, and all lose it"}`;
   }
 }
 

@@ -14,6 +14,8 @@ export type ToolSource = {
    * and hint are shown as they are. Must stop its network work when `signal` aborts.
    */
   listTools(connection: ConnectionConfig, signal: AbortSignal): Promise<readonly ConnectorTool[]>;
+  /** Loads what listTools needs (e.g. the MCP SDK) before any timeout starts: a timeout is the server's time. */
+  ready?(): Promise<void>;
 };
 
 export type FetchToolsOptions = {
@@ -27,6 +29,7 @@ export type FetchToolsOptions = {
 
 export async function fetchConnectionTools(options: FetchToolsOptions): Promise<Map<string, FetchOutcome>> {
   const unique = [...new Map(options.connections.map((c) => [c.id, c])).values()];
+  if (unique.length > 0) await options.source.ready?.();
   const settled = await Promise.allSettled(unique.map((connection) => fetchOne(connection, options)));
   if (options.signal.aborted) throw interrupted();
   const outcomes = new Map<string, FetchOutcome>();
@@ -38,13 +41,16 @@ export async function fetchConnectionTools(options: FetchToolsOptions): Promise<
 }
 
 async function fetchOne(connection: ConnectionConfig, options: FetchToolsOptions): Promise<FetchOutcome> {
-  const timeout = AbortSignal.timeout(options.timeoutMs);
-  const signal = AbortSignal.any([options.signal, timeout]);
+  // Our own timer, not AbortSignal.timeout(): that one is unref'd, so a wait on nothing but the
+  // timeout would let the process exit before it fires.
+  const timeout = new AbortController();
+  const timer = setTimeout(() => timeout.abort(new Error("timed out")), options.timeoutMs);
+  const signal = AbortSignal.any([options.signal, timeout.signal]);
   try {
     const tools = await untilAborted(options.source.listTools(connection, signal), signal);
     return { ok: true, tools };
   } catch (error) {
-    if (timeout.aborted && !options.signal.aborted) {
+    if (timeout.signal.aborted && !options.signal.aborted) {
       const seconds = options.timeoutMs / 1000;
       return {
         ok: false,
@@ -57,6 +63,8 @@ async function fetchOne(connection: ConnectionConfig, options: FetchToolsOptions
       };
     }
     return { ok: false, error: describeFailure(connection, error) };
+  } finally {
+    clearTimeout(timer);
   }
 }
 

@@ -5,10 +5,12 @@ import type { Context } from "../context.ts";
 import type { ToolSource } from "./fetch.ts";
 
 export function localToolSource(ctx: Pick<Context, "env" | "fetch" | "now">, config: Config): ToolSource {
+  const load = () => Promise.all([import("../mcp/open.ts"), import("../mcp/connect.ts")]);
   return {
     target: "local",
+    ready: async () => void (await load()),
     async listTools(connection, signal) {
-      const [{ openConnection }, { listAllTools }] = await Promise.all([import("../mcp/open.ts"), import("../mcp/connect.ts")]);
+      const [{ openConnection }, { listAllTools }] = await load();
       // Every HTTP request of this connection carries the timeout/Ctrl-C signal, so an abort
       // also ends requests the SDK started without one (its connect and SSE fallback).
       const fetchUntilAborted: typeof globalThis.fetch = (input, init) =>
