@@ -22,6 +22,7 @@ describe("subs agent tools (end to end)", () => {
   let big: RunningMcpServer;
   let slow: RunningMcpServer;
   let downUrl: string;
+  let slowAsked: () => void = () => {};
 
   before(async () => {
     dir = mkdtempSync(path.join(tmpdir(), "subs-agent-tools-"));
@@ -41,7 +42,14 @@ describe("subs agent tools (end to end)", () => {
     });
     big = await startMcpServer({ name: "big", tools: Array.from({ length: 41 }, (_, n) => annotatedTool(`tool_${n}`)) });
     // Never answers (and holds no timer, so nothing outlives the test once the server closes).
-    slow = await startMcpServer({ name: "slow", gate: () => new Promise<boolean>(() => {}), tools: [annotatedTool("late")] });
+    slow = await startMcpServer({
+      name: "slow",
+      gate: () => {
+        slowAsked();
+        return new Promise<boolean>(() => {});
+      },
+      tools: [annotatedTool("late")],
+    });
     const down = await startMcpServer({ tools: [] });
     downUrl = down.url;
     await down.close(); // a closed port: connection refused
@@ -237,6 +245,18 @@ mcp = ["locked"]
     assert.deepEqual(out.unavailable, [
       { connection: "slow", code: "timeout", message: "slow: no tool list within 2s", hint: "check the server, or wait longer with --timeout SECONDS" },
     ]);
+  });
+
+  it("Ctrl-C while a server keeps the command waiting: interrupted, exit 130, nothing on stdout", async () => {
+    const asked = new Promise<void>((resolve) => (slowAsked = resolve));
+    const r = await runCli(["agent", "tools", "waiting", "--json", "--timeout", "60"], {
+      cwd: dir,
+      onSpawn: (child) => void asked.then(() => child.kill("SIGINT")),
+    });
+    slowAsked = () => {};
+    assert.equal(r.code, 130, r.stderr);
+    assert.match(r.stderr, /Interrupted\./);
+    assert.equal(r.stdout, "");
   });
 
   it("a connection whose only problem is a missing credential: reported with its hint, exit 4", async () => {

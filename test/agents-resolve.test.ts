@@ -16,6 +16,7 @@ import type { AgentConfig, AgentMcpEntry } from "../src/config/types.ts";
 
 const tool = (name: string, annotations?: ToolAnnotations): ConnectorTool => ({ name, ...(annotations ? { annotations } : {}) });
 const tools = (...names: string[]) => names.map((n) => tool(n));
+const READ_ONLY: ToolAnnotations = { readOnlyHint: true };
 
 type ConnectionFixture = { prefixTools?: boolean; tools?: ConnectorTool[]; fails?: { code: string; needsLogin?: boolean } };
 
@@ -417,6 +418,24 @@ describe("resolve details", () => {
       { connection: "s", tool: "bare", step: "non_destructive", annotation: "destructiveHint", value: null },
     ]);
     assert.equal(describeFiltered(r.filtered[1]!), "non_destructive: no destructiveHint annotation (a tool without one fails the key)");
+  });
+
+  it("a null annotation (as the deployment's JSON may carry it) fails the key like an absent one", () => {
+    const r = resolve({
+      agent: { mcp: [{ id: "s", tools: { read_only: true } }] },
+      connections: { s: { tools: [{ name: "nulls", annotations: null }, { name: "hint_null", annotations: { readOnlyHint: null } }, tool("ok", READ_ONLY)] } },
+    });
+    assert.deepEqual(
+      r.tools.map((t) => t.name),
+      ["s__ok"],
+    );
+    assert.deepEqual(
+      r.filtered.map((f) => [f.tool, "value" in f ? f.value : "?"]),
+      [
+        ["nulls", null],
+        ["hint_null", null],
+      ],
+    );
   });
 
   it("exclude names the glob that removed the tool; include lists the globs it missed", () => {

@@ -4,21 +4,26 @@
 import picomatch from "picomatch";
 import type { AgentConfig, ConnectionConfig, McpToolsFilter } from "../config/types.ts";
 
-/** The MCP annotations the capability keys read (MCP spec, "Tools: Tool annotations"). */
+/**
+ * The MCP annotations the capability keys read (MCP spec, "Tools: Tool annotations"). `null` is
+ * accepted because the deployment's JSON may carry it (src/remote/protocol.ts); like an absent
+ * hint, it fails the key.
+ */
 export type ToolAnnotations = {
-  title?: string;
-  readOnlyHint?: boolean;
-  destructiveHint?: boolean;
-  idempotentHint?: boolean;
-  openWorldHint?: boolean;
+  title?: string | null;
+  readOnlyHint?: boolean | null;
+  destructiveHint?: boolean | null;
+  idempotentHint?: boolean | null;
+  openWorldHint?: boolean | null;
 };
 
 /** One tool as a connection lists it (the MCP `Tool`, or the deployment's copy of it). */
 export type ConnectorTool = {
   name: string;
-  description?: string;
+  title?: string | null;
+  description?: string | null;
   inputSchema?: unknown;
-  annotations?: ToolAnnotations;
+  annotations?: ToolAnnotations | null;
 };
 
 /** Why a connection's tools are missing: its fetch failed, so a turn runs without them. */
