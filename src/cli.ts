@@ -98,6 +98,7 @@ function buildProgram(ctx: Context, { setJson, setExitCode }: ProgramHooks): Com
   const agent = commandWithDefaults(program, "agent").description("Declared agents: what each one's model can call.");
 
   commandWithDefaults(agent, "list")
+    .summary("List every declared agent with its connections, filters, tools and sub-agents.")
     .description("List every declared agent: its connections (and their filters), declared tools and sub-agents. Reads only the file.")
     .addOption(configOption())
     .addOption(jsonOption())
@@ -109,6 +110,7 @@ function buildProgram(ctx: Context, { setJson, setExitCode }: ProgramHooks): Com
     });
 
   commandWithDefaults(agent, "tools")
+    .summary("Show exactly what an agent's model sees: names, dropped names, unavailable connections.")
     .description(
       "Show exactly what an agent's model sees: each connection's tools fetched once (in parallel), filtered (capability keys, then include, then exclude), " +
         "named (id__tool unless prefix_tools = false), collisions resolved; dropped names, filtered tools and unavailable connections go to stderr. " +
@@ -117,7 +119,7 @@ function buildProgram(ctx: Context, { setJson, setExitCode }: ProgramHooks): Com
     .argument("<name>", "the agent, as in [agent.<name>]")
     .addOption(configOption())
     .addOption(jsonOption())
-    .addOption(new Option("--timeout <seconds>", "give each connection this long to list its tools").default("10"))
+    .addOption(new Option("--timeout <seconds>", "give each connection this long to list its tools").default("10", "10"))
     .option("-v, --verbose", "list every tool the agent's filter removed, with the reason")
     .addHelpText(
       "after",

@@ -136,6 +136,27 @@ describe("fetchConnectionTools", () => {
 });
 
 describe("remoteToolSource", () => {
+  it("a failing deployment check ends the whole fetch with its error; no connection is asked", async () => {
+    const asked: string[] = [];
+    const rejected = new SubsError("failed", "the deployment rejected the credential in $SUBSTRUCTURE_TOKEN");
+    const pending = fetchConnectionTools({
+      connections: [connection("a"), connection("b")],
+      source: remoteToolSource({
+        check: async () => {
+          throw rejected;
+        },
+        listTools: async (id) => {
+          asked.push(id);
+          return [];
+        },
+      }),
+      timeoutMs: 5_000,
+      signal: never,
+    });
+    await assert.rejects(pending, (error: unknown) => error === rejected);
+    assert.deepEqual(asked, []);
+  });
+
   it("asks the deployment for the connection's id, passing the fetch's signal", async () => {
     const asked: Array<[string, AbortSignal]> = [];
     const remote = remoteToolSource({

@@ -14,7 +14,11 @@ export type ToolSource = {
    * and hint are shown as they are. Must stop its network work when `signal` aborts.
    */
   listTools(connection: ConnectionConfig, signal: AbortSignal): Promise<readonly ConnectorTool[]>;
-  /** Loads what listTools needs (e.g. the MCP SDK) before any timeout starts: a timeout is the server's time. */
+  /**
+   * Runs once before any list is fetched and before any timeout starts (a timeout is the server's
+   * time): loads what listTools needs, e.g. the MCP SDK, or checks the deployment answers. Its
+   * rejection ends the whole fetch: it is not about one connection.
+   */
   ready?(): Promise<void>;
 };
 

@@ -24,6 +24,7 @@ export type AgentToolsOptions = {
 /** Exit codes (docs/commands-agent.md): 0 every connection answered; 4 the only failures need a login; 1 otherwise. */
 export async function agentToolsCommand(ctx: Context, options: AgentToolsOptions): Promise<number> {
   const config = loadConfig({ configPath: options.config, env: ctx.env, cwd: ctx.cwd });
+  const source = await toolSourceFor(ctx, config);
   const agentConfig = config.agents.find((a) => a.name === options.agent);
   if (ctx.stderrIsTTY && !options.json && agentConfig && agentConfig.mcp.length > 0) {
     const n = agentConfig.mcp.length;
@@ -32,7 +33,7 @@ export async function agentToolsCommand(ctx: Context, options: AgentToolsOptions
   const result = await inspectAgentTools({
     config,
     agent: options.agent,
-    source: toolSourceFor(ctx, config),
+    source,
     timeoutMs: options.timeoutSeconds * 1000,
     signal: ctx.signal,
   });
@@ -43,9 +44,10 @@ export async function agentToolsCommand(ctx: Context, options: AgentToolsOptions
 }
 
 /** Where the tool lists come from: the servers themselves, or with [remote] the deployment. */
-function toolSourceFor(ctx: Context, config: Config): ToolSource {
+async function toolSourceFor(ctx: Context, config: Config): Promise<ToolSource> {
   if (config.remote) {
-    // Wired to the deployment client (src/remote/) with remoteToolSource() when it lands (issue 4).
+    // To be wired to the deployment client (src/remote/, issue 4) when it is merged: a
+    // remoteToolSource({ check, listTools }) over DeploymentClient (see docs/commands-agent.md).
     throw usage("subs agent tools with [remote] is not implemented yet: it needs the deployment client (issue 4)");
   }
   return localToolSource(ctx, config);
