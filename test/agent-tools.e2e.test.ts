@@ -13,6 +13,9 @@ import { runCli } from "./support/cli.ts";
 import { annotatedTool, startMcpServer, type RunningMcpServer } from "./support/mcp-server.ts";
 
 const READ = { readOnlyHint: true };
+// A static credential for every test server (they accept any): the connections then need no
+// stored OAuth login, and the secret can be checked never to reach the output.
+const MCP_TOKEN = "mcp-static-SECRET-value";
 
 describe("subs agent tools (end to end)", () => {
   let dir: string;
@@ -58,23 +61,29 @@ describe("subs agent tools (end to end)", () => {
       `
 [mcp.alpha]
 url = "${alpha.url}"
+auth = { token_env = "MCP_TOKEN" }
 prefix_tools = false
 
 [mcp.beta]
 url = "${beta.url}"
+auth = { token_env = "MCP_TOKEN" }
 prefix_tools = false
 
 [mcp.sentry]
 url = "${sentry.url}"
+auth = { token_env = "MCP_TOKEN" }
 
 [mcp.down]
 url = "${downUrl}"
+auth = { token_env = "MCP_TOKEN" }
 
 [mcp.big]
 url = "${big.url}"
+auth = { token_env = "MCP_TOKEN" }
 
 [mcp.slow]
 url = "${slow.url}"
+auth = { token_env = "MCP_TOKEN" }
 
 [mcp.locked]
 url = "${sentry.url}"
@@ -108,11 +117,17 @@ mcp = ["locked"]
     rmSync(dir, { recursive: true, force: true });
   });
 
+  const run = (argv: string[], options: Omit<Parameters<typeof runCli>[1], "cwd"> = {}) =>
+    runCli(argv, { ...options, cwd: dir, env: { MCP_TOKEN, ...options.env } }).then((r) => {
+      assert.ok(!r.stdout.includes(MCP_TOKEN) && !r.stderr.includes(MCP_TOKEN), "the token reached the output");
+      return r;
+    });
+
   const listCalls = (server: RunningMcpServer) => server.requests.filter((m) => m === "tools/list").length;
 
   it("triage --json: filtered, named, collisions dropped, the down server reported; exit 1", async () => {
     const before = { alpha: listCalls(alpha), beta: listCalls(beta), sentry: listCalls(sentry) };
-    const r = await runCli(["agent", "tools", "triage", "--json"], { cwd: dir });
+    const r = await run(["agent", "tools", "triage", "--json"]);
     assert.equal(r.code, 1, r.stderr);
     const out = JSON.parse(r.stdout) as AgentToolsJson;
     assert.equal(out.agent, "triage");
@@ -168,7 +183,7 @@ mcp = ["locked"]
   });
 
   it("triage, human: names on stdout (tab-separated when piped), dropped and unavailable on stderr", async () => {
-    const r = await runCli(["agent", "tools", "triage", "-v"], { cwd: dir });
+    const r = await run(["agent", "tools", "triage", "-v"]);
     assert.equal(r.code, 1);
     assert.deepEqual(r.stdout.trimEnd().split("\n"), [
       "summarize\t(declared)\t-",
@@ -188,7 +203,7 @@ mcp = ["locked"]
   });
 
   it("the filter belongs to the agent: support sees every sentry tool, prefixed; exit 0", async () => {
-    const r = await runCli(["agent", "tools", "support", "--json"], { cwd: dir });
+    const r = await run(["agent", "tools", "support", "--json"]);
     assert.equal(r.code, 0, r.stderr);
     const out = JSON.parse(r.stdout) as AgentToolsJson;
     assert.deepEqual(
@@ -199,7 +214,7 @@ mcp = ["locked"]
   });
 
   it("non_destructive and idempotent read destructiveHint and idempotentHint; unannotated tools fail them", async () => {
-    const r = await runCli(["agent", "tools", "careful", "--json"], { cwd: dir });
+    const r = await run(["agent", "tools", "careful", "--json"]);
     assert.equal(r.code, 0, r.stderr);
     const out = JSON.parse(r.stdout) as AgentToolsJson;
     assert.deepEqual(
@@ -226,16 +241,16 @@ mcp = ["locked"]
   });
 
   it("more than 40 tools: a warning on stderr suggesting a filter or a sub-agent; exit 0", async () => {
-    const r = await runCli(["agent", "tools", "many"], { cwd: dir });
+    const r = await run(["agent", "tools", "many"]);
     assert.equal(r.code, 0, r.stderr);
     assert.equal(r.stdout.trimEnd().split("\n").length, 41);
     assert.match(r.stderr, /warning: agent `many` gives its model 41 tools .*above about 40 a model chooses badly.*filter.*sub-agent/s);
-    const json = JSON.parse((await runCli(["agent", "tools", "many", "--json"], { cwd: dir })).stdout) as AgentToolsJson;
+    const json = JSON.parse((await run(["agent", "tools", "many", "--json"])).stdout) as AgentToolsJson;
     assert.deepEqual(json.warnings.map((w) => [w.code, w.count, w.limit]), [["too_many_tools", 41, 40]]);
   });
 
   it("a server that does not answer within --timeout is left out; the others are listed", async () => {
-    const r = await runCli(["agent", "tools", "waiting", "--json", "--timeout", "2"], { cwd: dir });
+    const r = await run(["agent", "tools", "waiting", "--json", "--timeout", "2"]);
     assert.equal(r.code, 1, r.stderr);
     const out = JSON.parse(r.stdout) as AgentToolsJson;
     assert.deepEqual(
@@ -249,8 +264,7 @@ mcp = ["locked"]
 
   it("Ctrl-C while a server keeps the command waiting: interrupted, exit 130, nothing on stdout", async () => {
     const asked = new Promise<void>((resolve) => (slowAsked = resolve));
-    const r = await runCli(["agent", "tools", "waiting", "--json", "--timeout", "60"], {
-      cwd: dir,
+    const r = await run(["agent", "tools", "waiting", "--json", "--timeout", "60"], {
       onSpawn: (child) => void asked.then(() => child.kill("SIGINT")),
     });
     slowAsked = () => {};
@@ -260,21 +274,21 @@ mcp = ["locked"]
   });
 
   it("a connection whose only problem is a missing credential: reported with its hint, exit 4", async () => {
-    const r = await runCli(["agent", "tools", "locked", "--json"], { cwd: dir });
+    const r = await run(["agent", "tools", "locked", "--json"]);
     assert.equal(r.code, 4, r.stderr);
     const out = JSON.parse(r.stdout) as AgentToolsJson;
     assert.deepEqual(out.tools, []);
     assert.equal(out.unavailable[0]?.code, "token_env_unset");
     assert.match(out.unavailable[0]!.hint!, /LOCKED_TOKEN/);
     // The same server with the variable set answers.
-    const ok = await runCli(["agent", "tools", "locked", "--json"], { cwd: dir, env: { LOCKED_TOKEN: "t0k3n-value" } });
+    const ok = await run(["agent", "tools", "locked", "--json"], { env: { LOCKED_TOKEN: "t0k3n-value" } });
     assert.equal(ok.code, 0, ok.stderr);
     assert.equal((JSON.parse(ok.stdout) as AgentToolsJson).count, 7);
     assert.ok(!ok.stdout.includes("t0k3n-value") && !ok.stderr.includes("t0k3n-value"));
   });
 
   it("an unknown agent is a usage error with a suggestion (exit 2)", async () => {
-    const r = await runCli(["agent", "tools", "triag"], { cwd: dir });
+    const r = await run(["agent", "tools", "triag"]);
     assert.equal(r.code, 2);
     assert.equal(r.stdout, "");
     assert.match(r.stderr, /no agent `triag` in substructure.toml/);
@@ -282,14 +296,14 @@ mcp = ["locked"]
   });
 
   it("a bad --timeout is a usage error (exit 2)", async () => {
-    const r = await runCli(["agent", "tools", "triage", "--timeout", "soon"], { cwd: dir });
+    const r = await run(["agent", "tools", "triage", "--timeout", "soon"]);
     assert.equal(r.code, 2);
     assert.match(r.stderr, /--timeout must be a positive number of seconds/);
   });
 
   it("subs agent list --json: every agent with its connections, filters, tools and sub-agents, without touching the network", async () => {
     const before = listCalls(sentry);
-    const r = await runCli(["agent", "list", "--json"], { cwd: dir });
+    const r = await run(["agent", "list", "--json"]);
     assert.equal(r.code, 0, r.stderr);
     const out = JSON.parse(r.stdout) as AgentJson[];
     assert.deepEqual(
@@ -311,7 +325,7 @@ mcp = ["locked"]
   });
 
   it("subs agent list: one line per agent", async () => {
-    const r = await runCli(["agent", "list"], { cwd: dir });
+    const r = await run(["agent", "list"]);
     assert.equal(r.code, 0, r.stderr);
     const lines = r.stdout.trimEnd().split("\n");
     assert.equal(lines.length, 6);
