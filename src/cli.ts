@@ -16,7 +16,12 @@ export async function run(argv: readonly string[], given: Context): Promise<numb
   let jsonRequested = false;
   // A copy, so --debug can wrap its fetch for this run only.
   const ctx: Context = { ...given };
-  const program = buildProgram(ctx, (json) => (jsonRequested = json));
+  // A command that printed its whole result may still end non-zero (e.g. `agent tools` with a
+  // connection unavailable); it reports that code here instead of throwing after its output.
+  const program = buildProgram(ctx, {
+    setJson: (json) => (jsonRequested = json),
+    setExitCode: (code) => (exitCode = code),
+  });
   if (argv[0] === "__complete") {
     const { complete } = await import("./completion/complete.ts");
     for (const candidate of complete(program, argv.slice(1), ctx)) ctx.stdout.write(`${candidate}\n`);
@@ -45,7 +50,9 @@ export async function run(argv: readonly string[], given: Context): Promise<numb
   return exitCode;
 }
 
-function buildProgram(ctx: Context, setJson: (json: boolean) => void): Command {
+type ProgramHooks = { setJson: (json: boolean) => void; setExitCode: (code: number) => void };
+
+function buildProgram(ctx: Context, { setJson, setExitCode }: ProgramHooks): Command {
   const program = new Command("subs")
     .description("Connect AI agents to MCP servers declared in substructure.toml.")
     .version(VERSION, "-V, --version", "print the version")
@@ -60,7 +67,13 @@ function buildProgram(ctx: Context, setJson: (json: boolean) => void): Command {
     })
     .addHelpText(
       "after",
-      examples(["subs mcp login sentry", "subs mcp list", "subs mcp list --json | jq '.[] | select(.usable | not) | .id'", "subs apply --dry-run"]),
+      examples([
+        "subs mcp login sentry",
+        "subs mcp list",
+        "subs mcp list --json | jq '.[] | select(.usable | not) | .id'",
+        "subs agent tools triage",
+        "subs apply --dry-run",
+      ]),
     );
   const commandWithDefaults = (parent: Command, name: string) => {
     const command = parent.command(name).helpOption("-h, --help", "show help").exitOverride().configureOutput({
@@ -186,6 +199,50 @@ function buildProgram(ctx: Context, setJson: (json: boolean) => void): Command {
     .action(async () => {
       const { schemaCommand } = await import("./commands/schema.ts");
       await schemaCommand(ctx);
+    });
+
+  const agent = commandWithDefaults(program, "agent").description("Declared agents: what each one's model can call.");
+
+  commandWithDefaults(agent, "list")
+    .summary("List every declared agent with its connections, filters, tools and sub-agents.")
+    .description("List every declared agent: its connections (and their filters), declared tools and sub-agents. Reads only the file.")
+    .addOption(configOption())
+    .addOption(jsonOption())
+    .addHelpText("after", examples(["subs agent list", "subs agent list --json | jq '.[].name'"]))
+    .action(async (opts: { config?: string; json?: boolean }) => {
+      setJson(Boolean(opts.json));
+      const { agentListCommand } = await import("./commands/agent-list.ts");
+      await agentListCommand(ctx, { ...pick(opts, "config"), json: Boolean(opts.json) });
+    });
+
+  commandWithDefaults(agent, "tools")
+    .summary("Show exactly what an agent's model sees: names, dropped names, unavailable connections.")
+    .description(
+      "Show exactly what an agent's model sees: each connection's tools fetched once (in parallel), filtered (capability keys, then include, then exclude), " +
+        "named (id__tool unless prefix_tools = false), collisions resolved; dropped names, filtered tools and unavailable connections go to stderr. " +
+        "Exit 0 when every connection answered, 4 when the only failures need a login, 1 otherwise (the list is printed in every case).",
+    )
+    .argument("<name>", "the agent, as in [agent.<name>]")
+    .addOption(configOption())
+    .addOption(jsonOption())
+    .addOption(new Option("--timeout <seconds>", "give each connection this long to list its tools").default("10", "10"))
+    .option("-v, --verbose", "list every tool the agent's filter removed, with the reason")
+    .addHelpText(
+      "after",
+      examples([
+        "subs agent tools triage",
+        "subs agent tools triage -v          # also every filtered tool and why",
+        "subs agent tools triage --json | jq -r '.tools[].name'",
+        "subs agent tools triage --json | jq '.dropped[] | {name, reason}'",
+        "subs agent tools triage --timeout 30",
+      ]),
+    )
+    .action(async (name: string, opts: { config?: string; json?: boolean; timeout: string; verbose?: boolean }) => {
+      setJson(Boolean(opts.json));
+      const timeoutSeconds = Number(opts.timeout);
+      if (!Number.isFinite(timeoutSeconds) || timeoutSeconds <= 0) throw usage(`--timeout must be a positive number of seconds, not \`${opts.timeout}\``);
+      const { agentToolsCommand } = await import("./commands/agent-tools.ts");
+      setExitCode(await agentToolsCommand(ctx, { agent: name, ...pick(opts, "config"), json: Boolean(opts.json), timeoutSeconds, verbose: Boolean(opts.verbose) }));
     });
 
   return program;

@@ -1,0 +1,26 @@
+// Tool lists straight from the MCP servers, with the credential the file says each uses
+// (src/mcp/open.ts). The MCP SDK loads only when a list is fetched (issue 6).
+import type { Config } from "../config/types.ts";
+import type { Context } from "../context.ts";
+import type { ToolSource } from "./fetch.ts";
+
+export function localToolSource(ctx: Pick<Context, "env" | "fetch" | "now">, config: Config): ToolSource {
+  const load = () => Promise.all([import("../mcp/open.ts"), import("../mcp/connect.ts")]);
+  return {
+    target: "local",
+    ready: async () => void (await load()),
+    async listTools(connection, signal) {
+      const [{ openConnection }, { listAllTools }] = await load();
+      // Every HTTP request of this connection carries the timeout/Ctrl-C signal, so an abort
+      // also ends requests the SDK started without one (its connect and SSE fallback).
+      const fetchUntilAborted: typeof globalThis.fetch = (input, init) =>
+        ctx.fetch(input, { ...init, signal: init?.signal ? AbortSignal.any([init.signal, signal]) : signal });
+      const client = await openConnection({ ctx: { ...ctx, fetch: fetchUntilAborted }, config, connection, signal });
+      try {
+        return await listAllTools(client, { signal });
+      } finally {
+        await client.close().catch(() => {});
+      }
+    },
+  };
+}

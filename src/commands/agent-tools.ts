@@ -1,0 +1,179 @@
+import { describeDropped, describeFiltered, describeWarning } from "../agents/describe.ts";
+import type { ToolSource } from "../agents/fetch.ts";
+import { inspectAgentTools, type Inspection } from "../agents/inspect.ts";
+import { localToolSource } from "../agents/local-source.ts";
+import type { Claimant, FilteredTool, ModelTool, Warning } from "../agents/resolve.ts";
+import { loadConfig } from "../config/load.ts";
+import type { Config } from "../config/types.ts";
+import type { Context } from "../context.ts";
+import { usage } from "../errors.ts";
+import { writeJson } from "../output/json.ts";
+import { styleFor } from "../output/style.ts";
+import { renderTable } from "../output/table.ts";
+
+export type AgentToolsOptions = {
+  agent: string;
+  config?: string;
+  json: boolean;
+  /** Per connection. */
+  timeoutSeconds: number;
+  /** List every filtered tool, not only a count per connection. */
+  verbose: boolean;
+};
+
+/** Exit codes (docs/commands-agent.md): 0 every connection answered; 4 the only failures need a login; 1 otherwise. */
+export async function agentToolsCommand(ctx: Context, options: AgentToolsOptions): Promise<number> {
+  const config = loadConfig({ configPath: options.config, env: ctx.env, cwd: ctx.cwd });
+  const source = await toolSourceFor(ctx, config);
+  const agentConfig = config.agents.find((a) => a.name === options.agent);
+  if (ctx.stderrIsTTY && !options.json && agentConfig && agentConfig.mcp.length > 0) {
+    const n = agentConfig.mcp.length;
+    ctx.stderr.write(`Fetching tools from ${n} connection${n === 1 ? "" : "s"}…\n`);
+  }
+  const result = await inspectAgentTools({
+    config,
+    agent: options.agent,
+    source,
+    timeoutMs: options.timeoutSeconds * 1000,
+    signal: ctx.signal,
+  });
+  if (options.json) writeJson(ctx.stdout, agentToolsJson(result));
+  else renderHuman(ctx, result, options.verbose);
+  if (result.unavailable.length === 0) return 0;
+  return result.unavailable.every((u) => u.needsLogin) ? 4 : 1;
+}
+
+/** Where the tool lists come from: the servers themselves, or with [remote] the deployment. */
+async function toolSourceFor(ctx: Context, config: Config): Promise<ToolSource> {
+  if (config.remote) {
+    // To be wired to the deployment client (src/remote/, issue 4) when it is merged: a
+    // remoteToolSource({ check, listTools }) over DeploymentClient (see docs/commands-agent.md).
+    throw usage("subs agent tools with [remote] is not implemented yet: it needs the deployment client (issue 4)");
+  }
+  return localToolSource(ctx, config);
+}
+
+/** The `--json` contract of `subs agent tools` (docs/commands-agent.md). */
+export type AgentToolsJson = {
+  agent: string;
+  target: "local" | "remote";
+  count: number;
+  tools: Array<{
+    name: string;
+    kind: ModelTool["kind"];
+    connection: string | null;
+    tool: string | null;
+    description: string | null;
+    annotations: Record<string, unknown> | null;
+    input_schema: unknown;
+  }>;
+  filtered: Array<{
+    connection: string;
+    tool: string;
+    step: FilteredTool["step"];
+    annotation: string | null;
+    value: boolean | null;
+    patterns: string[] | null;
+    pattern: string | null;
+    message: string;
+  }>;
+  dropped: Array<{ name: string; connection: string; tool: string; reason: string; with: ClaimantJson[]; message: string }>;
+  unavailable: Array<{ connection: string; code: string; message: string; hint: string | null }>;
+  warnings: Array<{ code: Warning["code"]; message: string; connection: string | null; [detail: string]: unknown }>;
+};
+
+type ClaimantJson = { kind: Claimant["kind"]; name: string | null; connection: string | null; tool: string | null };
+
+const claimantJson = (c: Claimant): ClaimantJson =>
+  c.kind === "connector" ? { kind: c.kind, name: null, connection: c.connection, tool: c.tool } : { kind: c.kind, name: c.name, connection: null, tool: null };
+
+export function agentToolsJson(r: Inspection): AgentToolsJson {
+  return {
+    agent: r.agent,
+    target: r.target,
+    count: r.tools.length,
+    tools: r.tools.map((t) =>
+      t.kind === "connector"
+        ? {
+            name: t.name,
+            kind: t.kind,
+            connection: t.connection,
+            tool: t.tool.name,
+            description: t.tool.description ?? null,
+            annotations: t.tool.annotations ?? null,
+            input_schema: t.tool.inputSchema ?? null,
+          }
+        : { name: t.name, kind: t.kind, connection: null, tool: null, description: null, annotations: null, input_schema: null },
+    ),
+    filtered: r.filtered.map((f) => ({
+      connection: f.connection,
+      tool: f.tool,
+      step: f.step,
+      annotation: "annotation" in f ? f.annotation : null,
+      value: "value" in f ? f.value : null,
+      patterns: "patterns" in f ? f.patterns : null,
+      pattern: "pattern" in f ? f.pattern : null,
+      message: describeFiltered(f),
+    })),
+    dropped: r.dropped.map((d) => ({ name: d.name, connection: d.connection, tool: d.tool, reason: d.reason, with: d.with.map(claimantJson), message: describeDropped(d) })),
+    unavailable: r.unavailable.map((u) => ({ connection: u.connection, code: u.code, message: u.message, hint: u.hint ?? null })),
+    warnings: r.warnings.map((w) => warningJson(w, r.agent)),
+  };
+}
+
+function warningJson(w: Warning, agent: string): AgentToolsJson["warnings"][number] {
+  const message = describeWarning(w, agent);
+  switch (w.code) {
+    case "too_many_tools":
+      return { code: w.code, message, connection: null, count: w.count, from_connections: w.fromConnections, limit: w.limit };
+    case "filter_keeps_nothing":
+      return { code: w.code, message, connection: w.connection, offered: w.offered };
+    case "glob_matches_nothing":
+      return { code: w.code, message, connection: w.connection, key: w.key, pattern: w.pattern };
+    case "name_declared_twice":
+      return { code: w.code, message, connection: null, name: w.name, as: w.as };
+  }
+}
+
+function renderHuman(ctx: Context, r: Inspection, verbose: boolean): void {
+  const style = styleFor(ctx.color);
+  const err = styleFor(ctx.stderrColor);
+  const source = (t: ModelTool) => (t.kind === "connector" ? t.connection : t.kind === "declared" ? "(declared)" : "(sub-agent)");
+  const rows = r.tools.map((t) => [t.name, source(t), t.kind === "connector" ? t.tool.name : "-"]);
+  if (rows.length > 0) ctx.stdout.write(renderTable(["NAME", "FROM", "TOOL ON CONNECTION"], rows, { tty: ctx.stdoutIsTTY, style: style.bold }));
+
+  for (const u of r.unavailable) {
+    ctx.stderr.write(`${err.yellow("unavailable:")} ${u.message}; the model runs without ${u.connection}'s tools\n`);
+    if (u.hint) ctx.stderr.write(`  ${err.dim("hint:")} ${u.hint}\n`);
+  }
+  for (const d of r.dropped) ctx.stderr.write(`${err.yellow("dropped:")} ${describeDropped(d)}\n`);
+
+  const byConnection = new Map<string, FilteredTool[]>();
+  for (const f of r.filtered) byConnection.set(f.connection, [...(byConnection.get(f.connection) ?? []), f]);
+  for (const [connection, removed] of byConnection) {
+    if (verbose) {
+      for (const f of removed) ctx.stderr.write(`${err.dim("filtered:")} ${connection}'s \`${f.tool}\`: ${describeFiltered(f)}\n`);
+      continue;
+    }
+    const counts = new Map<string, number>();
+    for (const f of removed) {
+      const label = f.step === "exclude" ? `exclude ${f.pattern}` : f.step;
+      counts.set(label, (counts.get(label) ?? 0) + 1);
+    }
+    const detail = [...counts].map(([label, n]) => `${label}: ${n}`).join(", ");
+    ctx.stderr.write(`${err.dim("filtered:")} ${connection}: ${removed.length} tool${removed.length === 1 ? "" : "s"} removed by the agent's filter (${detail}); -v lists them\n`);
+  }
+  for (const w of r.warnings) ctx.stderr.write(`${err.yellow("warning:")} ${describeWarning(w, r.agent)}\n`);
+
+  const fromConnections = r.tools.filter((t) => t.kind === "connector");
+  const declared = r.tools.filter((t) => t.kind === "declared").length;
+  const subAgents = r.tools.filter((t) => t.kind === "sub_agent").length;
+  const connections = new Set(fromConnections.map((t) => (t.kind === "connector" ? t.connection : ""))).size;
+  const parts = [
+    `${fromConnections.length} from ${connections} connection${connections === 1 ? "" : "s"}`,
+    ...(declared ? [`${declared} declared`] : []),
+    ...(subAgents ? [`${subAgents} sub-agent${subAgents === 1 ? "" : "s"}`] : []),
+  ];
+  ctx.stderr.write(`Agent \`${r.agent}\`: its model sees ${r.tools.length} tool${r.tools.length === 1 ? "" : "s"} (${parts.join(", ")})${r.target === "remote" ? ", as the deployment lists them" : ""}.\n`);
+}
+
