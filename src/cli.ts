@@ -2,7 +2,7 @@
 // command module only when it runs (DEVELOPERS.md, "Load lazily").
 import { Command, CommanderError, Option } from "commander";
 import type { Context } from "./context.ts";
-import { ConfigError, SubsError, exitCodeFor, formatDiagnostic } from "./errors.ts";
+import { ConfigError, SubsError, exitCodeFor, formatDiagnostic, usage } from "./errors.ts";
 import { styleFor } from "./output/style.ts";
 import { VERSION } from "./version.ts";
 
@@ -70,6 +70,74 @@ function buildProgram(ctx: Context, setJson: (json: boolean) => void): Command {
       await mcpListCommand(ctx, { ...pick(opts, "config"), json: Boolean(opts.json) });
     });
 
+  commandWithDefaults(mcp, "login")
+    .description(
+      "Authorize connections: OAuth in a browser (the credential goes into the local db). A connection with a static token (auth.token_env) needs no login.",
+    )
+    .argument("[id...]", "connection ids from substructure.toml")
+    .addOption(configOption())
+    .addOption(jsonOption())
+    .option("--all", "every OAuth connection that lacks a usable credential")
+    .option("--no-browser", "print the URL instead of opening a browser (on a terminal, also accept the redirected URL pasted back)")
+    .option("--port <n>", "a fixed loopback port for the redirect (default: chosen by the system)")
+    .option("--timeout <seconds>", "how long to wait for consent", "300")
+    .addHelpText(
+      "after",
+      examples(["subs mcp login sentry", "subs mcp login sentry linear", "subs mcp login --all", "subs mcp login sentry --no-browser   # over SSH", "subs mcp login linear --port 8765"]),
+    )
+    .action(async (ids: string[], opts: { config?: string; json?: boolean; all?: boolean; browser: boolean; port?: string; timeout: string }) => {
+      setJson(Boolean(opts.json));
+      const { mcpLoginCommand } = await import("./commands/mcp-login.ts");
+      const port = opts.port === undefined ? undefined : parsePort(opts.port);
+      await mcpLoginCommand(ctx, {
+        ...pick(opts, "config"),
+        ids,
+        all: Boolean(opts.all),
+        ...(port !== undefined ? { port } : {}),
+        browser: opts.browser,
+        timeoutSeconds: parseSeconds(opts.timeout),
+        json: Boolean(opts.json),
+      });
+    });
+
+  commandWithDefaults(mcp, "tools")
+    .description("Connect to a connection's server with its credential and list its tools with their annotations.")
+    .argument("<id>", "connection id")
+    .addOption(configOption())
+    .addOption(jsonOption())
+    .option("--no-browser", "if the server asks for more scopes, print the URL instead of opening a browser")
+    .option("--timeout <seconds>", "how long a re-authorization waits for consent", "300")
+    .addHelpText("after", examples(["subs mcp tools sentry", "subs mcp tools sentry --json | jq '.tools[].name'"]))
+    .action(async (id: string, opts: { config?: string; json?: boolean; browser: boolean; timeout: string }) => {
+      setJson(Boolean(opts.json));
+      const { mcpToolsCommand } = await import("./commands/mcp-tools.ts");
+      await mcpToolsCommand(ctx, { ...pick(opts, "config"), id, json: Boolean(opts.json), browser: opts.browser, timeoutSeconds: parseSeconds(opts.timeout) });
+    });
+
+  commandWithDefaults(mcp, "call")
+    .description("Call one tool on a connection and print its result.")
+    .argument("<id>", "connection id")
+    .argument("<tool>", "the tool's name on the connection (not the prefixed name)")
+    .addOption(configOption())
+    .addOption(jsonOption())
+    .option("--args <json>", "the tool's arguments, a JSON object")
+    .option("--no-browser", "if the server asks for more scopes, print the URL instead of opening a browser")
+    .option("--timeout <seconds>", "how long a re-authorization waits for consent", "300")
+    .addHelpText("after", examples([`subs mcp call sentry search_issues --args '{"query": "is:unresolved"}'`, "subs mcp call sentry whoami --json"]))
+    .action(async (id: string, tool: string, opts: { config?: string; json?: boolean; args?: string; browser: boolean; timeout: string }) => {
+      setJson(Boolean(opts.json));
+      const { mcpCallCommand } = await import("./commands/mcp-call.ts");
+      await mcpCallCommand(ctx, {
+        ...pick(opts, "config"),
+        ...pick(opts, "args"),
+        id,
+        tool,
+        json: Boolean(opts.json),
+        browser: opts.browser,
+        timeoutSeconds: parseSeconds(opts.timeout),
+      });
+    });
+
   commandWithDefaults(program, "apply")
     .description("Make the target match the file: the deployment named by [remote], else the local db (deletes credentials of connections no longer declared).")
     .addOption(configOption())
@@ -83,6 +151,18 @@ function buildProgram(ctx: Context, setJson: (json: boolean) => void): Command {
     });
 
   return program;
+}
+
+function parsePort(value: string): number {
+  const port = Number(value);
+  if (!/^\d+$/.test(value) || !Number.isInteger(port) || port < 1 || port > 65535) throw usage(`--port must be a port number (1-65535), not ${JSON.stringify(value)}`);
+  return port;
+}
+
+function parseSeconds(value: string): number {
+  const seconds = Number(value);
+  if (!/^\d+(\.\d+)?$/.test(value) || !(seconds > 0)) throw usage(`--timeout must be a positive number of seconds, not ${JSON.stringify(value)}`);
+  return seconds;
 }
 
 /** Copies a key only when set, so options objects never carry `undefined` for absent flags. */
@@ -109,7 +189,8 @@ function renderError(ctx: Context, error: unknown, json: boolean): void {
     ctx.stderr.write(`${style.red("error:")} unexpected: ${message}\n`);
     if (ctx.env.SUBS_DEBUG && error instanceof Error && error.stack) ctx.stderr.write(`${error.stack}\n`);
   }
-  if (json) {
+  // A tool's own error result is already on stdout as the --json document (isError: true).
+  if (json && !(error instanceof SubsError && error.code === "tool_error")) {
     const body =
       error instanceof ConfigError
         ? { code: error.code ?? "invalid_config", message: error.message, diagnostics: error.diagnostics }

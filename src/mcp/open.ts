@@ -1,10 +1,13 @@
 // Opens an MCP client for one declared connection with the credential the file says it uses:
-// a static token from `$token_env`, or the OAuth credential stored for this id (issue 3).
+// a static token from `$token_env`, or the OAuth credential stored for this id, refreshed first
+// when it is about to expire (issue 3). A stored credential is only ever sent to the url it was
+// issued for.
 import type { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { UnauthorizedError } from "@modelcontextprotocol/sdk/client/auth.js";
 import type { Config, ConnectionConfig } from "../config/types.ts";
 import type { Context } from "../context.ts";
 import { failed, needsLogin, SubsError } from "../errors.ts";
+import { silentReporter, type Reporter } from "../report.ts";
 import { connectMcp } from "./connect.ts";
 
 export type OpenConnectionOptions = {
@@ -12,7 +15,25 @@ export type OpenConnectionOptions = {
   config: Config;
   connection: ConnectionConfig;
   signal?: AbortSignal;
+  /** Notices (e.g. credentials of deleted sections revoked); silent when absent. */
+  reporter?: Reporter;
+  /** Called with every 401/403 answer's WWW-Authenticate challenge (step-up needs its scope). */
+  onChallenge?: (challenge: AuthChallenge) => void;
 };
+
+export type AuthChallenge = { status: 401 | 403; error?: string; scope?: string; resourceMetadataUrl?: string };
+
+/** A 403 `insufficient_scope` from the MCP server (RFC 6750 §3.1): the token lacks `scope`. */
+export class InsufficientScopeError extends SubsError {
+  readonly scope: string | undefined;
+  constructor(id: string, scope: string | undefined) {
+    super("failed", `${id}: the server needs more permissions${scope ? ` (scope: ${scope})` : ""}`, {
+      hint: `run \`subs mcp login ${id}\` and grant them`,
+      code: "insufficient_scope",
+    });
+    this.scope = scope;
+  }
+}
 
 export async function openConnection(options: OpenConnectionOptions): Promise<Client> {
   const { ctx, connection } = options;
@@ -26,20 +47,76 @@ export async function openConnection(options: OpenConnectionOptions): Promise<Cl
       });
     }
     headers.authorization = `Bearer ${token}`;
+  } else {
+    headers.authorization = `Bearer ${await oauthAccessToken(options)}`;
   }
+  let last: AuthChallenge | undefined;
+  const fetch = challengeRecorder(ctx.fetch, (challenge) => {
+    last = challenge;
+    options.onChallenge?.(challenge);
+  });
   try {
-    return await connectMcp({ url: connection.url, fetch: ctx.fetch, headers, ...(options.signal ? { signal: options.signal } : {}) });
+    return await connectMcp({ url: connection.url, fetch, headers, ...(options.signal ? { signal: options.signal } : {}) });
   } catch (error) {
-    if (error instanceof UnauthorizedError || (error as { code?: unknown }).code === 401) {
-      if (connection.auth) throw failed(`${connection.id}: the server rejected the token in $${connection.auth.tokenEnv}`, { hint: "check the token's value and scopes" });
-      throw needsLogin(connection.id, "the server requires authorization");
-    }
-    throw connectionError(connection, error);
+    throw mcpError(connection, error, last);
   }
+}
+
+/** The stored OAuth access token of `connection`, refreshed when it is about to expire. */
+async function oauthAccessToken(options: OpenConnectionOptions): Promise<string> {
+  const { ctx, config, connection } = options;
+  const [{ openStoreRevokingPurged }, { freshCredential }] = await Promise.all([import("../auth/revoke.ts"), import("../auth/refresh.ts")]);
+  const opened = await openStoreRevokingPurged(config, { ctx, create: false, reporter: options.reporter ?? silentReporter });
+  if (!opened) throw needsLogin(connection.id, "not logged in");
+  try {
+    const row = await freshCredential({ ctx, store: opened.store, connection });
+    return row.access_token;
+  } finally {
+    opened.store.close();
+  }
+}
+
+/** Wraps fetch to report every 401/403 challenge from the server (the SDK's errors drop the header). */
+export function challengeRecorder(fetch: typeof globalThis.fetch, record: (challenge: AuthChallenge) => void): typeof globalThis.fetch {
+  return async (input, init) => {
+    const response = await fetch(input, init);
+    if (response.status === 401 || response.status === 403) {
+      const header = response.headers.get("www-authenticate") ?? "";
+      const field = (name: string) => new RegExp(`${name}=(?:"([^"]*)"|([^\\s,]+))`).exec(header)?.slice(1).find((v) => v !== undefined);
+      const error = field("error");
+      const scope = field("scope");
+      const resourceMetadataUrl = field("resource_metadata");
+      record({
+        status: response.status,
+        ...(error ? { error } : {}),
+        ...(scope ? { scope } : {}),
+        ...(resourceMetadataUrl ? { resourceMetadataUrl } : {}),
+      });
+    }
+    return response;
+  };
+}
+
+/** An error from talking MCP to `connection` as the user should see it. */
+export function mcpError(connection: ConnectionConfig, error: unknown, challenge: AuthChallenge | undefined): SubsError {
+  if (error instanceof SubsError) return error;
+  const status = (error as { code?: unknown }).code;
+  if (error instanceof UnauthorizedError || status === 401 || (challenge?.status === 401 && status === undefined)) {
+    if (connection.auth) return failed(`${connection.id}: the server rejected the token in $${connection.auth.tokenEnv}`, { hint: "check the token's value and scopes" });
+    return needsLogin(connection.id, "the server rejected the stored credential");
+  }
+  if (status === 403 && challenge?.status === 403 && challenge.error === "insufficient_scope") {
+    return new InsufficientScopeError(connection.id, challenge.scope);
+  }
+  return connectionError(connection, error);
 }
 
 export function connectionError(connection: ConnectionConfig, error: unknown): SubsError {
   if (error instanceof SubsError) return error;
-  const reason = error instanceof Error ? error.message : String(error);
-  return failed(`${connection.id}: cannot reach ${new URL(connection.url).origin} (${reason})`, { cause: error });
+  const reason = (error instanceof Error ? error.message : String(error)).slice(0, 300);
+  const origin = new URL(connection.url).origin;
+  const status = (error as { code?: unknown }).code;
+  if (error instanceof Error && error.name === "McpError") return failed(`${connection.id}: the server answered with an error (${reason})`, { cause: error });
+  if (typeof status === "number" && status >= 400) return failed(`${connection.id}: ${origin} answered HTTP ${status} (${reason})`, { cause: error });
+  return failed(`${connection.id}: cannot reach ${origin} (${reason})`, { cause: error });
 }

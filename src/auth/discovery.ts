@@ -1,0 +1,206 @@
+// Finds the authorization server of an MCP server and checks its metadata before anything is sent
+// to it (MCP authorization 2026-07-28, "Authorization Server Discovery"; RFC 9728; RFC 8414).
+// The SDK's discovery functions do the fetching; the checks it does not make are made here:
+// issuer equality (RFC 8414 §3.3), S256 listed, https endpoints off loopback.
+import {
+  discoverAuthorizationServerMetadata,
+  discoverOAuthProtectedResourceMetadata,
+  extractWWWAuthenticateParams,
+} from "@modelcontextprotocol/sdk/client/auth.js";
+import { checkResourceAllowed } from "@modelcontextprotocol/sdk/shared/auth-utils.js";
+import { LATEST_PROTOCOL_VERSION } from "@modelcontextprotocol/sdk/types.js";
+import type { AuthorizationServerMetadata, OAuthProtectedResourceMetadata } from "@modelcontextprotocol/sdk/shared/auth.js";
+import { isLoopbackHost } from "../config/schema.ts";
+import { failed, refused } from "../errors.ts";
+import { VERSION } from "../version.ts";
+
+export type Challenge = {
+  /** `resource_metadata` from WWW-Authenticate (RFC 9728 §5.1). */
+  resourceMetadataUrl?: URL;
+  /** `scope` from WWW-Authenticate (RFC 6750 §3): authoritative for the current operation. */
+  scope?: string;
+  error?: string;
+};
+
+export type Discovery = {
+  /** The authorization server's issuer identifier, exactly as its validated metadata states it. */
+  issuer: string;
+  metadata: AuthorizationServerMetadata;
+  resourceMetadata: OAuthProtectedResourceMetadata | undefined;
+  /** The RFC 8707 resource indicator sent in authorization and token requests. */
+  resource: string;
+  /** What the unauthenticated probe's 401 said (scope guidance, metadata location). */
+  challenge: Challenge;
+};
+
+type Fetch = typeof globalThis.fetch;
+
+/** Parses a WWW-Authenticate header of a 401/403 answer. */
+export function parseChallenge(response: Response): Challenge {
+  const params = extractWWWAuthenticateParams(response);
+  return {
+    ...(params.resourceMetadataUrl ? { resourceMetadataUrl: params.resourceMetadataUrl } : {}),
+    ...(params.scope ? { scope: params.scope } : {}),
+    ...(params.error ? { error: params.error } : {}),
+  };
+}
+
+/**
+ * An unauthenticated MCP request, as the spec's flow begins: its 401 names the protected resource
+ * metadata and the scopes the server wants. Any other answer leaves discovery to well-known URLs.
+ */
+async function probe(serverUrl: string, fetch: Fetch, signal: AbortSignal | undefined): Promise<Challenge> {
+  try {
+    const response = await fetch(serverUrl, {
+      method: "POST",
+      headers: {
+        "content-type": "application/json",
+        accept: "application/json, text/event-stream",
+        "mcp-protocol-version": LATEST_PROTOCOL_VERSION,
+      },
+      body: JSON.stringify({
+        jsonrpc: "2.0",
+        id: 1,
+        method: "initialize",
+        params: { protocolVersion: LATEST_PROTOCOL_VERSION, capabilities: {}, clientInfo: { name: "subs", version: VERSION } },
+      }),
+      redirect: "manual",
+      ...(signal ? { signal } : {}),
+    });
+    await response.body?.cancel().catch(() => {});
+    return response.status === 401 ? parseChallenge(response) : {};
+  } catch (error) {
+    if (signal?.aborted) throw error;
+    throw failed(`cannot reach ${new URL(serverUrl).origin} (${reason(error)})`, { cause: error });
+  }
+}
+
+/** Authorization and token endpoints must be https, except on loopback (product.md). */
+export function endpointProblem(name: string, value: string | undefined): string | undefined {
+  if (value === undefined) return undefined;
+  let url: URL;
+  try {
+    url = new URL(value);
+  } catch {
+    return `its ${name} is not a valid URL`;
+  }
+  if (url.protocol === "https:") return undefined;
+  if (url.protocol === "http:" && isLoopbackHost(url.hostname)) return undefined;
+  return `its ${name} (${url.origin}) is not https`;
+}
+
+/** RFC 8414 §3.3: the metadata's issuer is identical to the issuer it was fetched for. A pathless
+ * issuer may be written with or without its "/" (URL parsers add it), nothing else differs. */
+export function sameIssuer(expected: string, stated: string): boolean {
+  if (expected === stated) return true;
+  const bare = (s: string) => {
+    try {
+      const u = new URL(s);
+      return u.pathname === "/" && !u.search && s.endsWith("/") ? s.slice(0, -1) : s;
+    } catch {
+      return s;
+    }
+  };
+  return bare(expected) === bare(stated);
+}
+
+/**
+ * The authorization server metadata for `issuer`, with every check subs relies on. Used at login
+ * and again before a refresh or revocation, so a moved or changed server is noticed.
+ */
+export async function authorizationServerMetadata(issuer: string, options: { fetch: Fetch; requirePkce?: boolean }): Promise<AuthorizationServerMetadata> {
+  let metadata: AuthorizationServerMetadata | undefined;
+  try {
+    metadata = await discoverAuthorizationServerMetadata(issuer, { fetchFn: options.fetch });
+  } catch (error) {
+    throw failed(`cannot read the authorization server metadata of ${issuer} (${reason(error)})`, { cause: error });
+  }
+  if (!metadata) {
+    throw failed(`${issuer} publishes no authorization server metadata (RFC 8414 or OpenID discovery)`, {
+      hint: "the server does not follow the MCP authorization spec; ask its operator",
+    });
+  }
+  if (!sameIssuer(issuer, metadata.issuer)) {
+    throw refused(`the authorization server metadata fetched for ${issuer} names another issuer (${metadata.issuer}); refusing it (RFC 8414 §3.3)`, {
+      code: "issuer_mismatch",
+    });
+  }
+  const problems = [
+    endpointProblem("authorization endpoint", metadata.authorization_endpoint),
+    endpointProblem("token endpoint", metadata.token_endpoint),
+    endpointProblem("registration endpoint", metadata.registration_endpoint),
+    endpointProblem("revocation endpoint", revocationEndpoint(metadata)),
+  ].filter((p): p is string => p !== undefined);
+  if (problems.length > 0) {
+    throw refused(`refusing the authorization server ${metadata.issuer}: ${problems.join("; ")}`, {
+      hint: "authorization and token endpoints must use https (plain http only on 127.0.0.1/localhost)",
+      code: "insecure_endpoint",
+    });
+  }
+  if (options.requirePkce !== false && !(metadata.code_challenge_methods_supported ?? []).includes("S256")) {
+    // MCP authorization: a server whose metadata does not list S256 cannot be verified to
+    // support PKCE, and the client must refuse to proceed.
+    throw refused(`the authorization server ${metadata.issuer} does not list PKCE S256 in code_challenge_methods_supported; refusing to authorize`, {
+      code: "pkce_unsupported",
+    });
+  }
+  if (!metadata.response_types_supported.includes("code")) {
+    throw refused(`the authorization server ${metadata.issuer} does not support the authorization code flow`, { code: "code_flow_unsupported" });
+  }
+  return metadata;
+}
+
+/** OpenID discovery metadata may carry it too (loose object); RFC 7009 via RFC 8414 §2. */
+export function revocationEndpoint(metadata: AuthorizationServerMetadata): string | undefined {
+  const value = (metadata as { revocation_endpoint?: unknown }).revocation_endpoint;
+  return typeof value === "string" ? value : undefined;
+}
+
+/** The canonical URI of the MCP server (RFC 8707 §2): the configured URL without a fragment. */
+export function canonicalResource(serverUrl: string): string {
+  const hash = serverUrl.indexOf("#");
+  return hash === -1 ? serverUrl : serverUrl.slice(0, hash);
+}
+
+export async function discover(options: { serverUrl: string; fetch: Fetch; signal?: AbortSignal }): Promise<Discovery> {
+  const { serverUrl, fetch } = options;
+  const challenge = await probe(serverUrl, fetch, options.signal);
+  let resourceMetadata: OAuthProtectedResourceMetadata | undefined;
+  try {
+    // From the 401's resource_metadata, else the path-aware well-known URL, then the root one.
+    resourceMetadata = await discoverOAuthProtectedResourceMetadata(
+      serverUrl,
+      challenge.resourceMetadataUrl ? { resourceMetadataUrl: challenge.resourceMetadataUrl } : {},
+      fetch,
+    );
+  } catch (error) {
+    if (!/does not implement OAuth 2.0 Protected Resource Metadata/.test(reason(error))) {
+      throw failed(`cannot read the protected resource metadata of ${new URL(serverUrl).origin} (${reason(error)})`, { cause: error });
+    }
+  }
+  let resource = canonicalResource(serverUrl);
+  let authorizationServer: string;
+  if (resourceMetadata) {
+    // RFC 9728 §3.3: the metadata must describe this resource, or an attacker's metadata could
+    // obtain tokens for another one.
+    if (!checkResourceAllowed({ requestedResource: resource, configuredResource: resourceMetadata.resource })) {
+      throw refused(`the protected resource metadata of ${serverUrl} describes another resource (${resourceMetadata.resource})`, { code: "resource_mismatch" });
+    }
+    resource = resourceMetadata.resource;
+    const first = resourceMetadata.authorization_servers?.[0];
+    if (!first) throw failed(`the protected resource metadata of ${serverUrl} names no authorization server`);
+    authorizationServer = first;
+  } else {
+    // Servers of the 2025-03-26 revision publish no resource metadata: their origin is the
+    // authorization server.
+    authorizationServer = new URL("/", serverUrl).href;
+  }
+  const metadata = await authorizationServerMetadata(authorizationServer, { fetch });
+  return { issuer: metadata.issuer, metadata, resourceMetadata, resource, challenge };
+}
+
+export function reason(error: unknown): string {
+  const message = error instanceof Error ? error.message : String(error);
+  const cause = error instanceof Error && error.cause instanceof Error ? `: ${error.cause.message}` : "";
+  return (message + cause).slice(0, 300);
+}

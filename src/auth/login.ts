@@ -1,0 +1,222 @@
+// `subs mcp login <id>` for a local OAuth connection: the MCP authorization flow as an OAuth 2.1
+// public native client (product.md, "The MCP authorization flow (local)"). The SDK builds the
+// PKCE authorization URL and makes the token request; this module adds what its `auth()` lacks:
+// `state` and `iss` checks, a refusal when S256 is not listed, `resource` always, issuer-bound
+// storage and an absolute expiry.
+import { randomBytes } from "node:crypto";
+import { exchangeAuthorization, startAuthorization } from "@modelcontextprotocol/sdk/client/auth.js";
+import type { OAuthTokens } from "@modelcontextprotocol/sdk/shared/auth.js";
+import type { ConnectionConfig } from "../config/types.ts";
+import type { Context } from "../context.ts";
+import { failed, interrupted, SubsError } from "../errors.ts";
+import type { Reporter } from "../report.ts";
+import type { Store } from "../store/store.ts";
+import { chooseClient, presentedClient, type ClientKind } from "./client.ts";
+import { discover, type Discovery } from "./discovery.ts";
+import { oauthProblem } from "./errors.ts";
+import { pastedResponse, startLoopback, type ResponseCheck } from "./loopback.ts";
+
+export type LoginContext = Pick<Context, "env" | "fetch" | "now" | "openBrowser" | "signal" | "stdin" | "stdinIsTTY">;
+
+export type LoginOptions = {
+  ctx: LoginContext;
+  connection: ConnectionConfig;
+  store: Store;
+  reporter: Reporter;
+  /** --port: a fixed loopback port. */
+  port?: number;
+  /** --timeout, in milliseconds. */
+  timeoutMs: number;
+  /** false under --no-browser: print the URL only (and accept a pasted redirect on a terminal). */
+  openBrowser: boolean;
+  /** Step-up (403 insufficient_scope): exactly these scopes, already the union of old and new. */
+  scopes?: string[];
+};
+
+export type LoginResult = {
+  id: string;
+  issuer: string;
+  scopes: string[];
+  expiresAt: number | null;
+  refreshable: boolean;
+  client: ClientKind;
+};
+
+/** Combines a signal with the context's Ctrl-C signal, so network calls stop on interrupt. */
+export function fetchWithSignal(fetch: typeof globalThis.fetch, signal: AbortSignal): typeof globalThis.fetch {
+  return (input, init) => fetch(input, { ...init, signal: init?.signal ? AbortSignal.any([init.signal, signal]) : signal });
+}
+
+const split = (scope: string | undefined) => (scope ?? "").split(" ").filter(Boolean);
+
+/**
+ * The scope to request (MCP authorization, "Scope Selection Strategy"): the 401's `scope`, else
+ * the resource's `scopes_supported`, else none; `oauth.scopes` from the file are added; and
+ * `offline_access` (a refresh token) only when the authorization server lists it.
+ */
+export function selectScopes(discovery: Discovery, connection: ConnectionConfig, stepUp: string[] | undefined): string[] {
+  const base = stepUp ?? [...(discovery.challenge.scope ? split(discovery.challenge.scope) : (discovery.resourceMetadata?.scopes_supported ?? []))];
+  const scopes = new Set([...base, ...(connection.oauth?.scopes ?? [])]);
+  const serverLists = discovery.metadata.scopes_supported ?? [];
+  if (serverLists.includes("offline_access")) scopes.add("offline_access");
+  else scopes.delete("offline_access");
+  return [...scopes];
+}
+
+/** RFC 9207 §2.4, as the MCP authorization spec's table states it; exact string comparison. */
+export function issProblem(params: URLSearchParams, issuer: string, advertised: boolean): string | undefined {
+  const iss = params.get("iss");
+  if (iss === null) return advertised ? "the authorization response has no `iss` although the server advertises it (RFC 9207); refusing it" : undefined;
+  return iss === issuer ? undefined : "the authorization response came from another issuer than the one the request was sent to (RFC 9207 mix-up protection); refusing it";
+}
+
+export async function login(options: LoginOptions): Promise<LoginResult> {
+  const { ctx, connection, store, reporter } = options;
+  if (ctx.signal.aborted) throw interrupted();
+  const fetch = fetchWithSignal(ctx.fetch, ctx.signal);
+  const discovery = await discover({ serverUrl: connection.url, fetch, signal: ctx.signal });
+  const { issuer, metadata, resource } = discovery;
+  const scopes = selectScopes(discovery, connection, options.scopes);
+  const scope = scopes.length > 0 ? scopes.join(" ") : undefined;
+
+  const loopback = await startLoopback(options.port === undefined ? {} : { port: options.port });
+  try {
+    const { client } = await chooseClient({
+      connection,
+      issuer,
+      metadata,
+      redirectUri: loopback.redirectUri,
+      scope,
+      store,
+      env: ctx.env,
+      fetch,
+      now: ctx.now(),
+    });
+    const state = randomBytes(32).toString("base64url");
+    const { authorizationUrl, codeVerifier } = await startAuthorization(issuer, {
+      metadata,
+      clientInformation: client,
+      redirectUrl: loopback.redirectUri,
+      ...(scope ? { scope } : {}),
+      state,
+      // RFC 8707: sent whether or not the server publishes resource metadata (the SDK omits it then).
+      resource,
+    });
+
+    const advertised = (metadata as { authorization_response_iss_parameter_supported?: unknown }).authorization_response_iss_parameter_supported === true;
+    const check: ResponseCheck = (params) => {
+      // state first: a response for another request is not looked at further (RFC 6749 §10.12).
+      const got = params.get("state");
+      if (got === null) return "the authorization response carries no `state`; refusing it";
+      if (got !== state) return "the authorization response's `state` does not match this login; refusing it";
+      return issProblem(params, issuer, advertised);
+    };
+
+    const url = authorizationUrl.href;
+    if (options.openBrowser) {
+      reporter.info(`Opening the browser to authorize ${connection.id} at ${new URL(url).origin} …`);
+      reporter.info(`If it does not open, visit:\n  ${url}`);
+      try {
+        await ctx.openBrowser(url);
+      } catch (error) {
+        reporter.warn(`could not open a browser (${error instanceof Error ? error.message : String(error)}); open the URL above yourself`);
+      }
+    } else {
+      reporter.info(`Open this URL in a browser to authorize ${connection.id}:\n  ${url}`);
+      if (ctx.stdinIsTTY && ctx.stdin) reporter.info("If the browser cannot reach this machine, paste the address it was redirected to here and press Enter.");
+    }
+    reporter.info(`Waiting for consent (Ctrl-C to cancel, times out in ${Math.round(options.timeoutMs / 1000)}s) …`);
+
+    const params = await waitForResponse({ ctx, check, loopback: loopback.response(check), timeoutMs: options.timeoutMs, paste: !options.openBrowser });
+    const error = params.get("error");
+    if (error !== null) {
+      const description = params.get("error_description");
+      throw failed(`${connection.id}: authorization was not granted (${error}${description ? `: ${description.slice(0, 200)}` : ""})`, {
+        code: error === "access_denied" ? "access_denied" : "authorization_failed",
+      });
+    }
+    const code = params.get("code");
+    if (!code) throw failed(`${connection.id}: the authorization response carries no code`, { code: "invalid_authorization_response" });
+
+    let tokens: OAuthTokens;
+    try {
+      tokens = await exchangeAuthorization(issuer, {
+        metadata,
+        clientInformation: presentedClient(client, connection, ctx.env),
+        authorizationCode: code,
+        codeVerifier,
+        redirectUri: loopback.redirectUri,
+        resource,
+        fetchFn: fetch,
+      });
+    } catch (error) {
+      if (ctx.signal.aborted) throw interrupted();
+      throw failed(`${connection.id}: the token request to ${issuer} failed (${oauthProblem(error)})`, { cause: error, code: "token_request_failed" });
+    }
+    if (tokens.token_type.toLowerCase() !== "bearer") {
+      throw failed(`${connection.id}: the authorization server issued a ${tokens.token_type} token; subs sends only bearer tokens`);
+    }
+    const now = ctx.now();
+    const granted = tokens.scope !== undefined ? split(tokens.scope) : scopes;
+    const expiresAt = tokens.expires_in !== undefined ? now + Math.round(tokens.expires_in * 1000) : null;
+    // One upsert: the row is either the old credential or the whole new one, never half of each.
+    store.exclusive(() =>
+      store.putCredential({
+        id: connection.id,
+        url: connection.url,
+        issuer,
+        resource,
+        // A pre-registered client's secret is not in `client`: it stays in its environment variable.
+        client_json: JSON.stringify(client),
+        access_token: tokens.access_token,
+        token_type: tokens.token_type,
+        refresh_token: tokens.refresh_token ?? null,
+        expires_at: expiresAt,
+        scopes: granted.join(" "),
+        created_at: now,
+        updated_at: now,
+      }),
+    );
+    return { id: connection.id, issuer, scopes: granted, expiresAt, refreshable: tokens.refresh_token !== undefined, client: client.kind ?? "dynamic" };
+  } finally {
+    await loopback.close();
+  }
+}
+
+async function waitForResponse(options: {
+  ctx: LoginContext;
+  check: ResponseCheck;
+  loopback: Promise<URLSearchParams>;
+  timeoutMs: number;
+  paste: boolean;
+}): Promise<URLSearchParams> {
+  const { ctx } = options;
+  const stop = new AbortController();
+  const waits: Promise<URLSearchParams>[] = [options.loopback];
+  if (options.paste && ctx.stdinIsTTY && ctx.stdin) waits.push(pastedResponse(ctx.stdin, options.check, stop.signal));
+  // The losers of the race may still settle; their outcome is deliberately ignored.
+  for (const wait of waits) wait.catch(() => {});
+  let timer: NodeJS.Timeout | undefined;
+  let onAbort: (() => void) | undefined;
+  waits.push(
+    new Promise<never>((_, reject) => {
+      timer = setTimeout(
+        () => reject(failed(`timed out after ${Math.round(options.timeoutMs / 1000)}s waiting for consent in the browser`, { hint: "run the command again, or raise --timeout", code: "timeout" })),
+        options.timeoutMs,
+      );
+      onAbort = () => reject(interrupted());
+      if (ctx.signal.aborted) onAbort();
+      else ctx.signal.addEventListener("abort", onAbort, { once: true });
+    }),
+  );
+  try {
+    return await Promise.race(waits);
+  } catch (error) {
+    if (ctx.signal.aborted && !(error instanceof SubsError && error.kind === "interrupted")) throw interrupted();
+    throw error;
+  } finally {
+    clearTimeout(timer);
+    if (onAbort) ctx.signal.removeEventListener("abort", onAbort);
+    stop.abort();
+  }
+}

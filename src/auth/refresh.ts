@@ -1,0 +1,97 @@
+// A usable access token for a connection: the stored one, refreshed first when it has expired or
+// expires within a minute. Refresh tokens may rotate (OAuth 2.1 §4.3.1), so when several subs
+// processes race, exactly one refreshes: BEGIN IMMEDIATE takes the db's write lock before the row
+// is re-read, the others wait on the busy timeout and then find the new token (issue 3).
+import { refreshAuthorization } from "@modelcontextprotocol/sdk/client/auth.js";
+import type { OAuthTokens } from "@modelcontextprotocol/sdk/shared/auth.js";
+import type { ConnectionConfig } from "../config/types.ts";
+import type { Context } from "../context.ts";
+import { failed, needsLogin, SubsError } from "../errors.ts";
+import type { CredentialRow } from "../store/schema.ts";
+import { StoredClientSchema } from "../store/schema.ts";
+import type { Store } from "../store/store.ts";
+import { presentedClient, type CredentialClient } from "./client.ts";
+import { authorizationServerMetadata } from "./discovery.ts";
+import { grantRejected, oauthProblem } from "./errors.ts";
+
+/** Refresh this long before the expiry, so a token never expires in flight. */
+export const REFRESH_MARGIN_MS = 60_000;
+
+export type RefreshContext = Pick<Context, "env" | "fetch" | "now">;
+
+export function urlChanged(id: string): SubsError {
+  return new SubsError("needs_login", `${id}: url changed since login; the stored credential is never sent to the new url`, {
+    hint: `run \`subs mcp login ${id}\``,
+    code: "url_changed",
+  });
+}
+
+/** The stored credential of `connection`, checked against the file: bound to this id and url. */
+export function storedCredential(store: Store, connection: ConnectionConfig): CredentialRow {
+  const row = store.getCredential(connection.id);
+  if (!row) throw needsLogin(connection.id, "not logged in");
+  if (row.url !== connection.url) throw urlChanged(connection.id);
+  return row;
+}
+
+export function credentialClient(row: CredentialRow, storePath: string): CredentialClient {
+  try {
+    return StoredClientSchema.parse(JSON.parse(row.client_json)) as CredentialClient;
+  } catch {
+    throw failed(`the stored OAuth client of '${row.id}' in ${storePath} is corrupt`, { hint: `run \`subs mcp login ${row.id}\` to replace it` });
+  }
+}
+
+const isFresh = (row: CredentialRow, now: number) => row.expires_at === null || row.expires_at - REFRESH_MARGIN_MS > now;
+
+/**
+ * The credential to send now: fresh as stored, or refreshed (once, across processes). A refresh
+ * the server rejects deletes the dead credential and ends in "run `subs mcp login <id>`" (exit 4);
+ * nothing retries it.
+ */
+export async function freshCredential(options: { ctx: RefreshContext; store: Store; connection: ConnectionConfig }): Promise<CredentialRow> {
+  const { ctx, store, connection } = options;
+  const row = storedCredential(store, connection);
+  if (isFresh(row, ctx.now())) return row;
+  if (row.refresh_token === null) throw needsLogin(connection.id, "the access token expired and the server issued no refresh token");
+
+  const outcome = await store.withWriteLock(async (): Promise<{ row: CredentialRow } | { rejected: string }> => {
+    // Re-read under the lock: another process may have refreshed while this one waited.
+    const current = storedCredential(store, connection);
+    if (isFresh(current, ctx.now())) return { row: current };
+    if (current.refresh_token === null) return { rejected: "the access token expired and the server issued no refresh token" };
+    const metadata = await authorizationServerMetadata(current.issuer, { fetch: ctx.fetch, requirePkce: false });
+    let tokens: OAuthTokens;
+    try {
+      tokens = await refreshAuthorization(current.issuer, {
+        metadata,
+        clientInformation: presentedClient(credentialClient(current, store.path), connection, ctx.env),
+        refreshToken: current.refresh_token,
+        ...(current.resource !== null ? { resource: current.resource } : {}),
+        fetchFn: ctx.fetch,
+      });
+    } catch (error) {
+      if (grantRejected(error)) {
+        // The grant is dead; keeping it would only make every later command fail the same way.
+        store.deleteCredentials([current.id]);
+        return { rejected: `the authorization server rejected the refresh token (${oauthProblem(error)})` };
+      }
+      throw failed(`${connection.id}: refreshing the access token at ${current.issuer} failed (${oauthProblem(error)})`, { cause: error, code: "refresh_failed" });
+    }
+    const now = ctx.now();
+    const next: CredentialRow = {
+      ...current,
+      access_token: tokens.access_token,
+      token_type: tokens.token_type,
+      // The SDK keeps the old refresh token when the server sends none (no rotation).
+      refresh_token: tokens.refresh_token ?? current.refresh_token,
+      expires_at: tokens.expires_in !== undefined ? now + Math.round(tokens.expires_in * 1000) : null,
+      scopes: tokens.scope !== undefined ? tokens.scope : current.scopes,
+      updated_at: now,
+    };
+    store.putCredential(next);
+    return { row: next };
+  });
+  if ("rejected" in outcome) throw needsLogin(connection.id, outcome.rejected);
+  return outcome.row;
+}

@@ -1,0 +1,71 @@
+// Deleting a `[mcp.<id>]` section disconnects it: the credential is deleted from the db and, when
+// the authorization server offers it, revoked there (RFC 7009; product.md, "The file"). Revocation
+// is best effort and bounded in time: a slow or absent server never holds a command up for long.
+import { selectClientAuthMethod } from "@modelcontextprotocol/sdk/client/auth.js";
+import type { Config } from "../config/types.ts";
+import type { Context } from "../context.ts";
+import type { Reporter } from "../report.ts";
+import { openEnvironmentStore, type EnvironmentStore } from "../store/environment.ts";
+import type { CredentialRow } from "../store/schema.ts";
+import { authorizationServerMetadata, revocationEndpoint } from "./discovery.ts";
+import { credentialClient } from "./refresh.ts";
+
+export const REVOCATION_TIMEOUT_MS = 3000;
+
+type RevokeContext = Pick<Context, "env" | "fetch">;
+
+/** Revokes each row's refresh and access token; returns the ids revoked. Never throws. */
+export async function revokeCredentials(rows: readonly CredentialRow[], options: { ctx: RevokeContext; reporter: Reporter; storePath: string; timeoutMs?: number }): Promise<string[]> {
+  if (rows.length === 0) return [];
+  const signal = AbortSignal.timeout(options.timeoutMs ?? REVOCATION_TIMEOUT_MS);
+  const fetch: typeof globalThis.fetch = (input, init) => options.ctx.fetch(input, { ...init, signal });
+  const results = await Promise.all(
+    rows.map(async (row) => {
+      try {
+        const metadata = await authorizationServerMetadata(row.issuer, { fetch, requirePkce: false });
+        const endpoint = revocationEndpoint(metadata);
+        if (!endpoint) return undefined;
+        const client = credentialClient(row, options.storePath);
+        const secretEnv = typeof client.client_secret_env === "string" ? client.client_secret_env : undefined;
+        const secret = client.client_secret ?? (secretEnv ? options.ctx.env[secretEnv] : undefined);
+        const presented = secret ? { ...client, client_secret: secret } : { ...client, client_secret: undefined };
+        const tokens: Array<[string, string]> = [];
+        if (row.refresh_token) tokens.push([row.refresh_token, "refresh_token"]);
+        tokens.push([row.access_token, "access_token"]);
+        let ok = true;
+        for (const [token, hint] of tokens) {
+          const headers = new Headers({ "content-type": "application/x-www-form-urlencoded", accept: "application/json" });
+          const body = new URLSearchParams({ token, token_type_hint: hint });
+          const method = selectClientAuthMethod(presented, metadata.token_endpoint_auth_methods_supported ?? []);
+          if (method === "client_secret_basic" && presented.client_secret) {
+            headers.set("authorization", `Basic ${Buffer.from(`${encodeURIComponent(presented.client_id)}:${encodeURIComponent(presented.client_secret)}`).toString("base64")}`);
+          } else {
+            body.set("client_id", presented.client_id);
+            if (presented.client_secret) body.set("client_secret", presented.client_secret);
+          }
+          const response = await fetch(endpoint, { method: "POST", headers, body, redirect: "error" });
+          await response.body?.cancel().catch(() => {});
+          ok &&= response.ok;
+        }
+        return ok ? row.id : undefined;
+      } catch {
+        return undefined;
+      }
+    }),
+  );
+  const revoked = results.filter((id): id is string => id !== undefined);
+  if (revoked.length > 0) options.reporter.info(`Revoked the credential${revoked.length > 1 ? "s" : ""} of ${revoked.join(", ")} at the authorization server.`);
+  return revoked;
+}
+
+/**
+ * Opens the environment's db for a command that talks to servers anyway: credentials of ids the
+ * file no longer declares are deleted (openEnvironmentStore) and then revoked.
+ */
+export async function openStoreRevokingPurged(config: Config, options: { ctx: RevokeContext; create: boolean; reporter: Reporter }): Promise<EnvironmentStore | undefined> {
+  const opened = await openEnvironmentStore(config, { create: options.create, reporter: options.reporter });
+  if (opened && opened.purged.length > 0) {
+    await revokeCredentials(opened.purged, { ctx: options.ctx, reporter: options.reporter, storePath: opened.store.path });
+  }
+  return opened;
+}

@@ -1,0 +1,149 @@
+import type { Config, ConnectionConfig } from "../config/types.ts";
+import { closest, loadConfig } from "../config/load.ts";
+import type { Context } from "../context.ts";
+import { refused, usage } from "../errors.ts";
+import { writeJson } from "../output/json.ts";
+import { stderrReporter } from "../output/reporter.ts";
+import { styleFor } from "../output/style.ts";
+import { isoOrNull, shortDuration } from "../output/time.ts";
+import type { Reporter } from "../report.ts";
+import { localStatuses } from "../status/status.ts";
+
+export type McpLoginOptions = {
+  config?: string;
+  ids: string[];
+  all: boolean;
+  port?: number;
+  /** false under --no-browser */
+  browser: boolean;
+  timeoutSeconds: number;
+  json: boolean;
+};
+
+/** The `--json` contract of `subs mcp login` (README, "subs mcp login"). Never holds a secret. */
+export type LoginJson = {
+  id: string;
+  result: "authorized" | "static";
+  issuer: string | null;
+  scopes: string[];
+  expires_at: string | null;
+  refreshable: boolean;
+  /** How many tools the server offers with the new credential; null when listing them failed. */
+  tools: number | null;
+  token_env: string | null;
+  token_env_set: boolean | null;
+};
+
+export async function mcpLoginCommand(ctx: Context, options: McpLoginOptions): Promise<void> {
+  const config = loadConfig({ configPath: options.config, env: ctx.env, cwd: ctx.cwd });
+  const reporter = stderrReporter(ctx);
+  if (config.remote) {
+    const local = config.connections.filter((c) => c.auth || c.oauth?.clientSecretEnv);
+    if (local.length > 0) {
+      throw refused(`with [remote], ${local.map((c) => `[mcp.${c.id}]`).join(", ")} carr${local.length > 1 ? "y" : "ies"} a local credential (auth or oauth.client_secret_env)`, {
+        hint: "remove `auth` and authorize on the deployment instead",
+      });
+    }
+    throw usage("subs mcp login with [remote] is not implemented yet (issue 4)");
+  }
+  const targets = await chooseTargets(config, options, ctx);
+  const style = styleFor(ctx.color);
+  const results: LoginJson[] = [];
+  const oauthTargets = targets.filter((c) => !c.auth);
+  const { openStoreRevokingPurged } = await import("../auth/revoke.ts");
+  const opened = oauthTargets.length > 0 ? await openStoreRevokingPurged(config, { ctx, create: true, reporter }) : undefined;
+  try {
+    for (const connection of targets) {
+      if (connection.auth) {
+        const set = Boolean(ctx.env[connection.auth.tokenEnv]);
+        reporter.info(`${connection.id} uses a static token from $${connection.auth.tokenEnv}: there is nothing to log in.`);
+        if (!set) reporter.warn(`$${connection.auth.tokenEnv} is not set; ${connection.id} cannot be used until it is`);
+        results.push({ id: connection.id, result: "static", issuer: null, scopes: [], expires_at: null, refreshable: false, tools: null, token_env: connection.auth.tokenEnv, token_env_set: set });
+        continue;
+      }
+      const { login } = await import("../auth/login.ts");
+      const result = await login({
+        ctx,
+        connection,
+        store: opened!.store,
+        reporter,
+        ...(options.port !== undefined ? { port: options.port } : {}),
+        timeoutMs: options.timeoutSeconds * 1000,
+        openBrowser: options.browser,
+      });
+      const tools = await countTools(ctx, config, connection, reporter);
+      const json: LoginJson = {
+        id: result.id,
+        result: "authorized",
+        issuer: result.issuer,
+        scopes: result.scopes,
+        expires_at: isoOrNull(result.expiresAt),
+        refreshable: result.refreshable,
+        tools,
+        token_env: null,
+        token_env_set: null,
+      };
+      results.push(json);
+      if (!options.json) {
+        const expiry =
+          result.expiresAt === null ? "does not expire" : `expires in ${shortDuration(result.expiresAt - ctx.now())}${result.refreshable ? ", refreshable" : ", not refreshable"}`;
+        ctx.stdout.write(
+          `${style.green("✓")} ${result.id}: authorized by ${result.issuer}\n` +
+            `  scopes: ${result.scopes.length > 0 ? result.scopes.join(" ") : "(none requested)"}\n` +
+            `  ${expiry}\n` +
+            (tools === null ? "" : `  ${tools} tool${tools === 1 ? "" : "s"} offered\n`),
+        );
+      }
+    }
+  } finally {
+    opened?.store.close();
+  }
+  if (options.json) writeJson(ctx.stdout, results);
+}
+
+async function chooseTargets(config: Config, options: McpLoginOptions, ctx: Context): Promise<ConnectionConfig[]> {
+  if (options.all && options.ids.length > 0) throw usage("give connection ids or --all, not both");
+  if (options.all) {
+    const { openStore } = await import("../store/store.ts");
+    const opened = await openStore({ dbPath: config.dbPath, create: false });
+    let rows: import("../store/schema.ts").CredentialRow[] = [];
+    try {
+      rows = opened ? opened.store.listCredentials() : [];
+    } finally {
+      opened?.store.close();
+    }
+    const statuses = localStatuses(config, new Map(rows.map((r) => [r.id, r])), ctx.env, ctx.now());
+    const lacking = new Set(statuses.filter((s) => s.auth === "oauth" && !s.usable).map((s) => s.id));
+    const targets = config.connections.filter((c) => lacking.has(c.id));
+    if (targets.length === 0) ctx.stderr.write("Every OAuth connection already has a usable credential; nothing to do.\n");
+    return targets;
+  }
+  if (options.ids.length === 0) throw usage("name the connection to log in to, e.g. `subs mcp login sentry`, or pass --all");
+  const byId = new Map(config.connections.map((c) => [c.id, c]));
+  const unknown = options.ids.filter((id) => !byId.has(id));
+  if (unknown.length > 0) {
+    const suggestion = unknown.length === 1 ? closest(unknown[0]!, [...byId.keys()]) : undefined;
+    throw usage(`${unknown.map((id) => `\`${id}\``).join(", ")} ${unknown.length > 1 ? "are" : "is"} not declared in ${config.displayPath}`, {
+      hint: suggestion ? `did you mean \`${suggestion}\`?` : byId.size > 0 ? `declared: ${[...byId.keys()].join(", ")}` : `declare it with [mcp.${unknown[0]}]`,
+    });
+  }
+  return [...new Set(options.ids)].map((id) => byId.get(id)!);
+}
+
+/** Tools the server offers with the new credential; a failure here does not undo the login. */
+async function countTools(ctx: Context, config: Config, connection: ConnectionConfig, reporter: Reporter): Promise<number | null> {
+  const [{ openConnection }, { listAllTools }] = await Promise.all([import("../mcp/open.ts"), import("../mcp/connect.ts")]);
+  const signal = AbortSignal.any([ctx.signal, AbortSignal.timeout(15_000)]);
+  try {
+    const client = await openConnection({ ctx, config, connection, signal });
+    try {
+      return (await listAllTools(client, { signal })).length;
+    } finally {
+      await client.close().catch(() => {});
+    }
+  } catch (error) {
+    if (ctx.signal.aborted) throw error;
+    reporter.warn(`logged in, but listing ${connection.id}'s tools failed: ${error instanceof Error ? error.message : String(error)}`);
+    return null;
+  }
+}

@@ -1,0 +1,67 @@
+import { loadConfig } from "../config/load.ts";
+import type { Config, ConnectionConfig } from "../config/types.ts";
+import type { Context } from "../context.ts";
+import { usage } from "../errors.ts";
+import { writeJson } from "../output/json.ts";
+import { stderrReporter } from "../output/reporter.ts";
+import { styleFor } from "../output/style.ts";
+import { renderTable } from "../output/table.ts";
+import { closest } from "../config/load.ts";
+
+export type McpToolsOptions = { config?: string; id: string; json: boolean; timeoutSeconds: number; browser: boolean };
+
+/** The connection `id` names, or a usage error with a suggestion. */
+export function declaredConnection(config: Config, id: string): ConnectionConfig {
+  const connection = config.connections.find((c) => c.id === id);
+  if (connection) return connection;
+  const ids = config.connections.map((c) => c.id);
+  const suggestion = closest(id, ids);
+  throw usage(`\`${id}\` is not declared in ${config.displayPath}`, {
+    hint: suggestion ? `did you mean \`${suggestion}\`?` : ids.length > 0 ? `declared: ${ids.join(", ")}` : `declare it with [mcp.${id}]`,
+  });
+}
+
+export function localOnly(config: Config, command: string): void {
+  if (config.remote) throw usage(`subs ${command} with [remote] is not implemented yet (issue 5)`);
+}
+
+/** Short words for a tool's MCP annotations (hints from the server, not guarantees). */
+export function annotationWords(annotations: Record<string, unknown> | undefined): string[] {
+  if (!annotations) return [];
+  const words: string[] = [];
+  if (annotations.readOnlyHint === true) words.push("read-only");
+  if (annotations.destructiveHint === true) words.push("destructive");
+  if (annotations.destructiveHint === false && annotations.readOnlyHint !== true) words.push("non-destructive");
+  if (annotations.idempotentHint === true) words.push("idempotent");
+  if (annotations.openWorldHint === true) words.push("open-world");
+  return words;
+}
+
+export async function mcpToolsCommand(ctx: Context, options: McpToolsOptions): Promise<void> {
+  const config = loadConfig({ configPath: options.config, env: ctx.env, cwd: ctx.cwd });
+  localOnly(config, "mcp tools");
+  const connection = declaredConnection(config, options.id);
+  const [{ withConnection }, { listAllTools }] = await Promise.all([import("../mcp/step-up.ts"), import("../mcp/connect.ts")]);
+  const reporter = stderrReporter(ctx);
+  const tools = await withConnection(
+    { ctx, config, connection, reporter, login: { timeoutMs: options.timeoutSeconds * 1000, openBrowser: options.browser } },
+    (client, signal) => listAllTools(client, { signal }),
+  );
+  if (options.json) {
+    writeJson(ctx.stdout, { id: connection.id, tools });
+    return;
+  }
+  if (tools.length === 0) {
+    ctx.stderr.write(`${connection.id} offers no tools.\n`);
+    return;
+  }
+  const style = styleFor(ctx.color);
+  const rows = tools.map((t) => [t.name, annotationWords(t.annotations as Record<string, unknown> | undefined).join(", ") || "-", firstLine(t.description ?? t.title ?? "")]);
+  ctx.stdout.write(renderTable(["NAME", "ANNOTATIONS", "DESCRIPTION"], rows, { tty: ctx.stdoutIsTTY, style: style.bold }));
+  if (ctx.stdoutIsTTY) ctx.stderr.write(`${tools.length} tool${tools.length === 1 ? "" : "s"} on ${connection.id}.\n`);
+}
+
+function firstLine(text: string): string {
+  const line = text.split("\n")[0]?.trim() ?? "";
+  return line.length > 100 ? `${line.slice(0, 99)}…` : line;
+}
