@@ -33,7 +33,7 @@ export async function applyRemote(ctx: Context, config: Config, options: ApplyRe
     onStep: (o) => {
       if (options.json) return;
       const mark = o.outcome === "applied" ? errStyle.green("✓") : errStyle.red("✗");
-      ctx.stderr.write(`${mark} ${describeStepDone(o.step)}${o.outcome === "failed" ? ` — ${errorMessage(o.error)}` : ""}\n`);
+      ctx.stderr.write(`${mark} ${o.outcome === "failed" ? `could not ${describeStep(o.step)}: ${errorMessage(o.error)}` : describeStepDone(o.step)}\n`);
     },
   });
   const failures = outcomes.filter((o) => o.outcome === "failed");

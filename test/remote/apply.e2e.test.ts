@@ -228,3 +228,37 @@ describe("subs apply when the deployment fails", () => {
     assert.equal(deployment.requests.filter((r) => r === "GET /v1/mcp").length, 4);
   });
 });
+
+describe("answers that break the protocol", () => {
+  let deployment: RunningDeployment;
+  beforeEach(async () => {
+    deployment = await startDeployment({ token: TOKEN });
+  });
+  afterEach(() => deployment.close());
+
+  test("a body that does not match the protocol is an error, not an empty deployment", async () => {
+    const p = project(deployment, FILE);
+    deployment.fault({ method: "GET", path: "/v1/mcp", kind: "body", body: { connections: [{ id: "x", url: 7 }] }, times: 1 });
+    const result = await p.apply();
+    assert.equal(result.code, 1);
+    assert.match(result.stderr, /answered GET \/v1\/mcp with an unexpected body \(connections\.0\.url:/);
+    assert.deepEqual(deployment.requests.filter((r) => !r.startsWith("GET")), []);
+  });
+
+  test("a poll_url on another origin is refused: the API token is never sent there", async () => {
+    const dir = mkdtempSync(path.join(tmpdir(), "subs-remote-"));
+    dirs.push(dir);
+    writeFileSync(path.join(dir, "substructure.toml"), `[remote]\nurl = "${deployment.url}"\n\n[mcp.a]\nurl = "https://a.example/mcp"\n`);
+    deployment.fault({
+      method: "POST",
+      path: "/v1/mcp/a/authorizations",
+      kind: "body",
+      status: 201,
+      body: { authorization_url: "https://as.example/authorize", poll_url: "https://evil.example/poll", interval: 1, expires_in: 60 },
+    });
+    const result = await runCli(["mcp", "login", "a", "--no-browser"], { cwd: dir, env: { SUBSTRUCTURE_TOKEN: TOKEN } });
+    assert.equal(result.code, 1);
+    assert.match(result.stderr, /poll_url on another origin \(https:\/\/evil\.example\)/);
+    assert.doesNotMatch(result.stderr, /as\.example\/authorize/, "nothing is opened or printed for a refused answer");
+  });
+});

@@ -7,7 +7,7 @@ import type { Server as HttpServer } from "node:http";
 import type { AddressInfo } from "node:net";
 import express, { type NextFunction, type Request, type Response } from "express";
 import { z } from "zod";
-import { auth, type OAuthClientProvider } from "@modelcontextprotocol/sdk/client/auth.js";
+import { auth, UnauthorizedError, type OAuthClientProvider } from "@modelcontextprotocol/sdk/client/auth.js";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import type { OAuthClientInformationMixed, OAuthClientMetadata, OAuthTokens } from "@modelcontextprotocol/sdk/shared/auth.js";
@@ -21,9 +21,11 @@ export type Fault = {
    * drop: close the connection before doing anything.
    * drop_after: do the work, then close the connection instead of answering (a lost answer).
    * delay: wait `ms`, then answer normally.
+   * body: answer `status` (default 200) with `body`, changing nothing (a broken deployment).
    */
-  kind: "status" | "drop" | "drop_after" | "delay";
+  kind: "status" | "drop" | "drop_after" | "delay" | "body";
   status?: number;
+  body?: unknown;
   ms?: number;
   /** How many matching requests it affects (default 1). */
   times?: number;
@@ -231,6 +233,10 @@ export async function startDeployment(options: DeploymentOptions): Promise<Runni
       res.status(status).json({ error: status === 429 ? "rate_limited" : status === 503 ? "unavailable" : "internal_error", message: "injected fault" });
       return;
     }
+    if (fault.kind === "body") {
+      res.status(fault.status ?? 200).json(fault.body);
+      return;
+    }
     if (fault.kind === "delay") await new Promise((r) => setTimeout(r, fault.ms ?? 100));
     if (fault.kind === "drop_after") res.locals.dropAfter = true;
     next();
@@ -250,11 +256,16 @@ export async function startDeployment(options: DeploymentOptions): Promise<Runni
     const id = String(req.params.id);
     if (!ID.test(id) || id.includes("__")) return fail(res, 400, "invalid_request", "invalid connection id");
     const body = req.body as Record<string, unknown> | undefined;
-    if (body && typeof body === "object" && ("auth" in body || (body.oauth && typeof body.oauth === "object" && "client_secret_env" in body.oauth))) {
+    const oauth = body && typeof body === "object" && body.oauth && typeof body.oauth === "object" ? (body.oauth as object) : undefined;
+    if (body && typeof body === "object" && ("auth" in body || (oauth && ("client_secret_env" in oauth || "client_secret" in oauth)))) {
       return fail(res, 400, "local_only_field", "`auth` and `oauth.client_secret_env` name variables on the client's machine; authorize on the deployment instead");
     }
     const parsed = ConnectionBodySchema.safeParse(body);
     if (!parsed.success) return fail(res, 400, "invalid_request", parsed.error.issues[0]?.message ?? "invalid body");
+    const target = new URL(parsed.data.url);
+    if (target.protocol === "http:" && !["127.0.0.1", "localhost", "[::1]"].includes(target.hostname)) {
+      return fail(res, 400, "invalid_request", "url must be https (plain http only to a loopback host)");
+    }
     if (options.catalog && !options.catalog.includes(parsed.data.url)) {
       return fail(res, 403, "url_not_in_catalog", `${parsed.data.url} is not in this deployment's catalog`, { catalog: options.catalog });
     }
@@ -318,9 +329,20 @@ export async function startDeployment(options: DeploymentOptions): Promise<Runni
       await client.connect(
         new StreamableHTTPClientTransport(new URL(connection.url), { requestInit: { headers: { authorization: `Bearer ${credential.tokens.access_token}` } } }),
       );
-      const { tools } = await client.listTools();
+      const tools = [];
+      let cursor: string | undefined;
+      do {
+        const page = await client.listTools(cursor ? { cursor } : {});
+        tools.push(...page.tools);
+        cursor = page.nextCursor;
+      } while (cursor);
       send(res, 200, { tools });
     } catch (error) {
+      // The server no longer accepts the token (and this fixture does not refresh): drop it.
+      if (error instanceof UnauthorizedError || (error as { code?: unknown }).code === 401) {
+        credentials.delete(connection.id);
+        return fail(res, 409, "not_authorized", `${connection.url} rejected the credential`);
+      }
       fail(res, 502, "upstream_error", `${connection.url}: ${error instanceof Error ? error.message : String(error)}`);
     } finally {
       await client.close().catch(() => {});
