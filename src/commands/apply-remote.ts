@@ -1,5 +1,5 @@
 // `subs apply` with [remote]: validate everything, read the deployment, print the plan, carry it
-// out, print the result (issue 4). `--json` output is documented in docs/remote-commands.md.
+// out, print the result (issue 4). `--json` output is documented in README.md, "With `[remote]`".
 import type { Config } from "../config/types.ts";
 import { assertNoLocalOnlyAuth } from "../config/remote-rules.ts";
 import type { Context } from "../context.ts";
@@ -127,7 +127,7 @@ function stepRef(step: PlanStep) {
 const errorMessage = (error: unknown) => (error instanceof Error ? error.message : String(error));
 const errorCode = (error: unknown) => (error instanceof SubsError ? (error.code ?? error.kind) : "unexpected");
 
-/** The `subs apply --json` document for [remote] (docs/remote-commands.md). */
+/** The `subs apply --json` document for [remote] (README.md, "With `[remote]`"). */
 function planJson(plan: RemotePlan, url: string, options: { dryRun: boolean; outcomes: StepOutcome[] }) {
   const applied = new Set(options.outcomes.filter((o) => o.outcome === "applied").map((o) => o.step));
   return {

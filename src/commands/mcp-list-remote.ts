@@ -1,5 +1,5 @@
 // `subs mcp list` with [remote] (issue 4): one GET to the deployment, merged with the file.
-// `--json` is documented in docs/remote-commands.md; it never holds a secret.
+// `--json` is documented in README.md, "With `[remote]`"; it never holds a secret.
 import type { Config } from "../config/types.ts";
 import type { Context } from "../context.ts";
 import { writeJson } from "../output/json.ts";

@@ -23,7 +23,7 @@ export type McpLoginRemoteOptions = {
   port?: number;
 };
 
-/** One element of the `subs mcp login --json` array under [remote] (docs/remote-commands.md). */
+/** One element of the `subs mcp login --json` array under [remote] (README.md, "With `[remote]`"). */
 export type RemoteLoginJson = {
   id: string;
   result: "authorized";
