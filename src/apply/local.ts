@@ -1,7 +1,9 @@
 // `subs apply` without [remote]: the target is the local db, and making it match the file means
 // deleting the credentials the file no longer allows (product.md, "Commands").
 import type { Config } from "../config/types.ts";
+import type { Context } from "../context.ts";
 import type { Reporter } from "../report.ts";
+import type { CredentialRow } from "../store/schema.ts";
 import { openEnvironmentStore } from "../store/environment.ts";
 
 export type LocalChange = {
@@ -17,7 +19,13 @@ export type LocalApplyResult = {
   unchanged: string[];
 };
 
-export async function applyLocal(options: { config: Config; dryRun: boolean; reporter: Reporter }): Promise<LocalApplyResult> {
+export async function applyLocal(options: {
+  config: Config;
+  dryRun: boolean;
+  reporter: Reporter;
+  /** When given, deleted credentials are also revoked at their authorization server (best effort, bounded). */
+  revoke?: Pick<Context, "env" | "fetch">;
+}): Promise<LocalApplyResult> {
   const { config, dryRun } = options;
   const opened = await openEnvironmentStore(config, { create: false, purge: false, reporter: options.reporter });
   if (!opened) return { dryRun, changes: [], unchanged: [] };
@@ -39,11 +47,18 @@ export async function applyLocal(options: { config: Config; dryRun: boolean; rep
     };
     if (dryRun) return { dryRun, ...plan() };
     // Plan and delete under one write lock, so what we report is exactly what we deleted.
+    let deleted: CredentialRow[] = [];
     const result = store.exclusive(() => {
       const planned = plan();
-      store.deleteCredentials(planned.changes.map((c) => c.id));
+      const ids = new Set(planned.changes.map((c) => c.id));
+      deleted = store.listCredentials().filter((row) => ids.has(row.id));
+      store.deleteCredentials([...ids]);
       return planned;
     });
+    if (options.revoke && deleted.length > 0) {
+      const { revokeCredentials } = await import("../auth/revoke.ts");
+      await revokeCredentials(deleted, { ctx: options.revoke, reporter: options.reporter, storePath: store.path });
+    }
     return { dryRun, ...result };
   } finally {
     store.close();

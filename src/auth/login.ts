@@ -112,6 +112,9 @@ export async function login(options: LoginOptions): Promise<LoginResult> {
       return issProblem(params, issuer, advertised);
     };
 
+    // Listen for the response before the browser can possibly deliver it.
+    const fromLoopback = loopback.response(check);
+    fromLoopback.catch(() => {});
     const url = authorizationUrl.href;
     if (options.openBrowser) {
       reporter.info(`Opening the browser to authorize ${connection.id} at ${new URL(url).origin} …`);
@@ -127,7 +130,7 @@ export async function login(options: LoginOptions): Promise<LoginResult> {
     }
     reporter.info(`Waiting for consent (Ctrl-C to cancel, times out in ${Math.round(options.timeoutMs / 1000)}s) …`);
 
-    const params = await waitForResponse({ ctx, check, loopback: loopback.response(check), timeoutMs: options.timeoutMs, paste: !options.openBrowser });
+    const params = await waitForResponse({ ctx, check, loopback: fromLoopback, timeoutMs: options.timeoutMs, paste: !options.openBrowser });
     const error = params.get("error");
     if (error !== null) {
       const description = params.get("error_description");

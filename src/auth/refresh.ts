@@ -42,7 +42,13 @@ export function credentialClient(row: CredentialRow, storePath: string): Credent
   }
 }
 
-const isFresh = (row: CredentialRow, now: number) => row.expires_at === null || row.expires_at - REFRESH_MARGIN_MS > now;
+/** Fresh: not expired and not within the margin of it. The margin is a minute, or half the
+ * token's lifetime when that is shorter, so a 30-second token is not refreshed at once. */
+export function isFresh(row: CredentialRow, now: number): boolean {
+  if (row.expires_at === null) return true;
+  const lifetime = Math.max(0, row.expires_at - row.updated_at);
+  return row.expires_at - Math.min(REFRESH_MARGIN_MS, lifetime / 2) > now;
+}
 
 /**
  * The credential to send now: fresh as stored, or refreshed (once, across processes). A refresh
@@ -59,6 +65,9 @@ export async function freshCredential(options: { ctx: RefreshContext; store: Sto
     // Re-read under the lock: another process may have refreshed while this one waited.
     const current = storedCredential(store, connection);
     if (isFresh(current, ctx.now())) return { row: current };
+    // Another process refreshed meanwhile: use its token while it is valid at all, even when the
+    // server issues lifetimes shorter than the refresh margin (else each waiter would refresh again).
+    if (current.access_token !== row.access_token && (current.expires_at === null || current.expires_at > ctx.now())) return { row: current };
     if (current.refresh_token === null) return { rejected: "the access token expired and the server issued no refresh token" };
     const metadata = await authorizationServerMetadata(current.issuer, { fetch: ctx.fetch, requirePkce: false });
     let tokens: OAuthTokens;

@@ -21,7 +21,7 @@ export async function applyCommand(ctx: Context, options: ApplyOptions): Promise
     const { applyRemote } = await import("./apply-remote.ts");
     return applyRemote(ctx, config, { json: options.json, dryRun: options.dryRun });
   }
-  const result = await applyLocal({ config, dryRun: options.dryRun, reporter });
+  const result = await applyLocal({ config, dryRun: options.dryRun, reporter, revoke: ctx });
   if (options.json) {
     writeJson(ctx.stdout, {
       target: "local",

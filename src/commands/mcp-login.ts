@@ -57,6 +57,7 @@ export async function mcpLoginCommand(ctx: Context, options: McpLoginOptions): P
         continue;
       }
       const { login } = await import("../auth/login.ts");
+      const previous = opened!.store.getCredential(connection.id);
       const result = await login({
         ctx,
         connection,
@@ -66,6 +67,11 @@ export async function mcpLoginCommand(ctx: Context, options: McpLoginOptions): P
         timeoutMs: options.timeoutSeconds * 1000,
         openBrowser: options.browser,
       });
+      if (previous && previous.url !== connection.url) {
+        // The credential for the old url is replaced; it is not left valid at its server.
+        const { revokeCredentials } = await import("../auth/revoke.ts");
+        await revokeCredentials([previous], { ctx, reporter, storePath: opened!.store.path });
+      }
       const tools = await countTools(ctx, config, connection, reporter);
       const json: LoginJson = {
         id: result.id,

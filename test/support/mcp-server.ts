@@ -5,6 +5,10 @@ import type { AddressInfo } from "node:net";
 import { Server } from "@modelcontextprotocol/sdk/server/index.js";
 import { StreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/streamableHttp.js";
 import { CallToolRequestSchema, ListToolsRequestSchema, type Tool } from "@modelcontextprotocol/sdk/types.js";
+import express from "express";
+import { requireBearerAuth } from "@modelcontextprotocol/sdk/server/auth/middleware/bearerAuth.js";
+import { metadataHandler } from "@modelcontextprotocol/sdk/server/auth/handlers/metadata.js";
+import type { OAuthTokenVerifier } from "@modelcontextprotocol/sdk/server/auth/provider.js";
 
 export type TestTool = Tool & {
   /** What a call returns as text; default echoes the arguments. */
@@ -19,23 +23,59 @@ export type McpServerOptions = {
    * Runs before the MCP handler; return true when it has answered the request itself
    * (e.g. a 401 from bearer middleware).
    */
-  gate?: (req: IncomingMessage, res: ServerResponse) => boolean | Promise<boolean>;
+  gate?: (req: IncomingMessage, res: ServerResponse, body: unknown) => boolean | Promise<boolean>;
   name?: string;
+  /** Protect the server with OAuth bearer tokens from a test authorization server (oauth-server.ts). */
+  oauth?: ProtectOptions;
+};
+
+export type ProtectOptions = {
+  /** The authorization server: its issuer goes into the resource metadata, its verifier checks tokens. */
+  authServer: { issuer: string; verifier: OAuthTokenVerifier };
+  /** Scopes every request needs; a 401 names them in WWW-Authenticate `scope` (default none). */
+  requiredScopes?: string[];
+  /** Extra scopes per tool: tools/call without them answers 403 insufficient_scope (step-up). */
+  toolScopes?: Record<string, string[]>;
+  /** PRM `scopes_supported`. */
+  scopesSupported?: string[];
+  /** Where the protected resource metadata is served (default "path": RFC 9728 path-aware URL). */
+  metadataAt?: "path" | "root" | "none";
+  /** Name the metadata in the 401's WWW-Authenticate (default true). */
+  metadataInChallenge?: boolean;
+  /** The `resource` the metadata states (default: the server's URL). */
+  resource?: string;
 };
 
 export type RunningMcpServer = {
   url: string;
   /** Requests seen, by JSON-RPC method. */
   requests: string[];
+  /** Authorization headers of the MCP requests that reached the handler. */
+  authorizations: string[];
   close(): Promise<void>;
 };
 
 export async function startMcpServer(options: McpServerOptions): Promise<RunningMcpServer> {
   const requests: string[] = [];
+  const authorizations: string[] = [];
+  let protect: ((req: IncomingMessage, res: ServerResponse, body: unknown) => Promise<boolean>) | undefined;
   const http: HttpServer = createServer(async (req, res) => {
     try {
       if (options.delayMs) await new Promise((r) => setTimeout(r, options.delayMs));
-      if (options.gate && (await options.gate(req, res))) return;
+      let body: unknown;
+      if (req.method === "POST") {
+        const chunks: Buffer[] = [];
+        for await (const chunk of req) chunks.push(chunk as Buffer);
+        const text = Buffer.concat(chunks).toString("utf8");
+        try {
+          body = text ? JSON.parse(text) : undefined;
+        } catch {
+          res.writeHead(400).end("invalid JSON");
+          return;
+        }
+      }
+      if (options.gate && (await options.gate(req, res, body))) return;
+      if (protect && (await protect(req, res, body))) return;
       if (!req.url?.startsWith("/mcp")) {
         res.writeHead(404).end();
         return;
@@ -44,10 +84,8 @@ export async function startMcpServer(options: McpServerOptions): Promise<Running
         res.writeHead(405, { allow: "POST" }).end();
         return;
       }
-      const chunks: Buffer[] = [];
-      for await (const chunk of req) chunks.push(chunk as Buffer);
-      const body = JSON.parse(Buffer.concat(chunks).toString("utf8"));
       for (const message of Array.isArray(body) ? body : [body]) if (message?.method) requests.push(message.method);
+      if (req.headers.authorization) authorizations.push(req.headers.authorization);
 
       const server = new Server({ name: options.name ?? "test-mcp", version: "1.0.0" }, { capabilities: { tools: {} } });
       server.setRequestHandler(ListToolsRequestSchema, async () => ({
@@ -72,9 +110,12 @@ export async function startMcpServer(options: McpServerOptions): Promise<Running
   });
   await new Promise<void>((resolve) => http.listen(0, "127.0.0.1", resolve));
   const { port } = http.address() as AddressInfo;
+  const url = `http://127.0.0.1:${port}/mcp`;
+  if (options.oauth) protect = oauthGate(url, options.oauth);
   return {
-    url: `http://127.0.0.1:${port}/mcp`,
+    url,
     requests,
+    authorizations,
     close: () =>
       new Promise<void>((resolve) => {
         http.closeAllConnections();
@@ -90,3 +131,40 @@ export const annotatedTool = (name: string, annotations: Tool["annotations"] = u
   inputSchema: { type: "object", properties: {} },
   ...(annotations ? { annotations } : {}),
 });
+
+/**
+ * The resource-server side of MCP authorization from the SDK's pieces: protected resource
+ * metadata (RFC 9728) and bearer-token middleware, run as an express app in front of the handler.
+ * Resolves true when it answered the request itself (metadata, 401, 403).
+ */
+function oauthGate(url: string, protect: ProtectOptions) {
+  const origin = new URL(url).origin;
+  const path = new URL(url).pathname;
+  const metadataPath = protect.metadataAt === "root" ? "/.well-known/oauth-protected-resource" : `/.well-known/oauth-protected-resource${path}`;
+  const metadataUrl = `${origin}${metadataPath}`;
+  const app = express();
+  if (protect.metadataAt !== "none") {
+    app.use(
+      metadataPath,
+      metadataHandler({
+        resource: protect.resource ?? url,
+        authorization_servers: [protect.authServer.issuer],
+        ...(protect.scopesSupported ? { scopes_supported: protect.scopesSupported } : {}),
+      }),
+    );
+  }
+  const challengeUrl = protect.metadataInChallenge === false ? undefined : metadataUrl;
+  app.use(path, requireBearerAuth({ verifier: protect.authServer.verifier, requiredScopes: protect.requiredScopes ?? [], ...(challengeUrl ? { resourceMetadataUrl: challengeUrl } : {}) }));
+  app.use(path, (req, res, next) => {
+    const body = (req as { body?: { method?: string; params?: { name?: string } } }).body;
+    const needed = body?.method === "tools/call" ? protect.toolScopes?.[body.params?.name ?? ""] : undefined;
+    if (!needed) return next();
+    return requireBearerAuth({ verifier: protect.authServer.verifier, requiredScopes: needed, ...(challengeUrl ? { resourceMetadataUrl: challengeUrl } : {}) })(req, res, next);
+  });
+  return (req: IncomingMessage, res: ServerResponse, body: unknown) =>
+    new Promise<boolean>((resolve) => {
+      (req as { body?: unknown }).body = body;
+      res.once("finish", () => resolve(true));
+      app(req as express.Request, res as express.Response, () => resolve(false));
+    });
+}

@@ -1,0 +1,88 @@
+// End to end: the real CLI as child processes, $BROWSER set to a script that consents, as the
+// conformance adapter and a person at a terminal run it (issue 3).
+import assert from "node:assert/strict";
+import { existsSync, readFileSync, statSync } from "node:fs";
+import path from "node:path";
+import { test } from "node:test";
+import { runCli, type RunResult } from "../support/cli.ts";
+import { browserCommand } from "../support/browser.ts";
+import { credential, environment, leakedTokens } from "./harness.ts";
+
+test("cli: login with $BROWSER, then tools and call; the db is 0600 and no token is ever printed", async () => {
+  const env = await environment({ protect: { requiredScopes: ["files:read"] } });
+  try {
+    const cli = async (argv: string[]) => {
+      const result = await runCli(argv, { cwd: env.dir, env: { BROWSER: browserCommand() } });
+      env.outputs.push(result.stdout, result.stderr);
+      return result;
+    };
+    const login = await cli(["mcp", "login", "demo"]);
+    assert.equal(login.code, 0, login.stderr);
+    assert.match(login.stdout, /demo: authorized/);
+    for (const suffix of ["", "-wal", "-shm"]) {
+      const file = path.join(env.dir, `substructure.db${suffix}`);
+      if (suffix === "" || existsSync(file)) assert.equal(statSync(file).mode & 0o777, 0o600, `substructure.db${suffix}`);
+    }
+    const outputs: RunResult[] = [
+      await cli(["mcp", "login", "demo", "--json"]),
+      await cli(["mcp", "tools", "demo"]),
+      await cli(["mcp", "tools", "demo", "--json"]),
+      await cli(["mcp", "call", "demo", "echo", "--args", '{"x":1}']),
+      await cli(["mcp", "call", "demo", "echo", "--json"]),
+      await cli(["mcp", "list"]),
+      await cli(["mcp", "list", "--json"]),
+    ];
+    for (const r of outputs) assert.equal(r.code, 0, r.stderr);
+    assert.equal(outputs[3]!.stdout, 'echo:{"x":1}\n');
+    assert.ok(env.as.issuedTokens().length >= 4);
+    assert.deepEqual(leakedTokens(env), []);
+  } finally {
+    await env.close();
+  }
+});
+
+test("cli: several processes racing to refresh a rotating refresh token refresh it exactly once", async () => {
+  const env = await environment({ as: { refreshDelayMs: 200 } });
+  try {
+    const login = await runCli(["mcp", "login", "demo"], { cwd: env.dir, env: { BROWSER: browserCommand() } });
+    assert.equal(login.code, 0, login.stderr);
+    env.db().prepare("UPDATE subs_credentials SET expires_at = ?").run(Date.now() - 1000);
+    const results = await Promise.all(Array.from({ length: 4 }, () => runCli(["mcp", "tools", "demo", "--json"], { cwd: env.dir })));
+    for (const r of results) assert.equal(r.code, 0, r.stderr);
+    assert.equal(env.as.counters.refreshes, 1);
+    assert.equal(env.as.counters.rejectedRefreshes, 0);
+    const row = credential(env, "demo")!;
+    assert.ok(row.expires_at! > Date.now());
+    assert.ok(env.mcp.authorizations.slice(-4).every((h) => h === `Bearer ${row.access_token}`), "every process used the one refreshed token");
+  } finally {
+    await env.close();
+  }
+});
+
+test("cli: Ctrl-C while waiting for consent exits 130, closes the port and stores nothing", async () => {
+  const env = await environment();
+  const log = path.join(env.dir, "browser.log");
+  try {
+    const result = await runCli(["mcp", "login", "demo"], {
+      cwd: env.dir,
+      env: { BROWSER: browserCommand(), SUBS_TEST_BROWSER: "ignore", SUBS_TEST_BROWSER_LOG: log },
+      onSpawn: (child) => {
+        let stderr = "";
+        child.stderr?.on("data", (d) => {
+          stderr += d;
+          if (stderr.includes("Waiting for consent")) child.kill("SIGINT");
+        });
+      },
+    });
+    assert.equal(result.code, 130, result.stderr);
+    assert.match(result.stderr, /Interrupted/);
+    assert.equal(credential(env, "demo"), undefined);
+    const url = /(http:\/\/\S+\/authorize\?\S+)/.exec(result.stderr)?.[1];
+    assert.ok(url);
+    const redirect = new URL(new URL(url).searchParams.get("redirect_uri")!);
+    await assert.rejects(fetch(redirect), "the loopback port is closed");
+    if (existsSync(log)) assert.match(readFileSync(log, "utf8"), /\/authorize\?/);
+  } finally {
+    await env.close();
+  }
+});

@@ -1,0 +1,281 @@
+// A real OAuth 2.1 authorization server on loopback for tests, built from the SDK's server pieces
+// (its authorize, token, registration and revocation handlers) around an in-memory provider.
+// Consent is automatic: the authorization endpoint redirects straight back with a code, as a
+// person clicking "Allow" would. Knobs make it misbehave in the ways a client must notice.
+import { randomBytes } from "node:crypto";
+import type { Server as HttpServer } from "node:http";
+import type { AddressInfo } from "node:net";
+import express, { type Response } from "express";
+import { authorizationHandler } from "@modelcontextprotocol/sdk/server/auth/handlers/authorize.js";
+import { clientRegistrationHandler } from "@modelcontextprotocol/sdk/server/auth/handlers/register.js";
+import { revocationHandler } from "@modelcontextprotocol/sdk/server/auth/handlers/revoke.js";
+import { tokenHandler } from "@modelcontextprotocol/sdk/server/auth/handlers/token.js";
+import { metadataHandler } from "@modelcontextprotocol/sdk/server/auth/handlers/metadata.js";
+import { InvalidGrantError, InvalidTargetError, InvalidTokenError } from "@modelcontextprotocol/sdk/server/auth/errors.js";
+import type { OAuthRegisteredClientsStore } from "@modelcontextprotocol/sdk/server/auth/clients.js";
+import type { AuthorizationParams, OAuthServerProvider, OAuthTokenVerifier } from "@modelcontextprotocol/sdk/server/auth/provider.js";
+import type { AuthInfo } from "@modelcontextprotocol/sdk/server/auth/types.js";
+import type { OAuthClientInformationFull, OAuthTokenRevocationRequest, OAuthTokens } from "@modelcontextprotocol/sdk/shared/auth.js";
+
+export type AuthServerOptions = {
+  /** The issuer's path, e.g. "/tenant1" (default none: the issuer is "http://127.0.0.1:PORT/"). */
+  issuerPath?: string;
+  /** The `issuer` the metadata states (default: the real one). Another value: an issuer mismatch. */
+  metadataIssuer?: string;
+  /** Where the metadata is served: RFC 8414 (default) or OpenID discovery only. */
+  discovery?: "oauth" | "openid";
+  /** code_challenge_methods_supported (default ["S256"]); null leaves the field out. */
+  codeChallengeMethods?: string[] | null;
+  /** The authorization endpoint the metadata states (default: the real one), e.g. a plain-http non-loopback URL. */
+  authorizationEndpoint?: string;
+  /** `iss` in authorization responses (RFC 9207): the issuer (default), another value, or none. */
+  iss?: "correct" | "wrong" | "absent";
+  /** authorization_response_iss_parameter_supported (default: true unless iss is "absent"). */
+  advertiseIss?: boolean;
+  /** `state` in authorization responses: echoed (default), altered, or left out. */
+  state?: "echo" | "wrong" | "absent";
+  /** Consent: the person allows (default) or denies. */
+  consent?: "allow" | "deny";
+  scopesSupported?: string[];
+  /** Scopes this server will ever grant (default: whatever is requested). */
+  grantableScopes?: string[];
+  /** token_endpoint_auth_methods_supported (default ["client_secret_post", "none"]). */
+  tokenEndpointAuthMethods?: string[];
+  /** Accept https client_ids as Client ID Metadata Documents (and advertise it). */
+  clientIdMetadataDocuments?: boolean;
+  /** Clients registered out of band (oauth.client_id in the file). */
+  preRegistered?: Array<{ client_id: string; client_secret?: string }>;
+  /** Offer RFC 7591 registration (default true). */
+  dynamicRegistration?: boolean;
+  /** Offer RFC 7009 revocation (default true). */
+  revocation?: boolean;
+  /** Access token lifetime in seconds (default 3600). */
+  accessTokenTtlSeconds?: number;
+  /** Issue refresh tokens (default true); they rotate on every use. */
+  refreshTokens?: boolean;
+  /** Delay before answering a refresh (widens the window for refresh-race tests). */
+  refreshDelayMs?: number;
+};
+
+export type AuthorizationRecord = {
+  client_id: string;
+  redirect_uri: string;
+  scopes: string[];
+  resource: string | undefined;
+  state: string | undefined;
+};
+
+export type AuthServerCounters = {
+  authorizations: number;
+  codeExchanges: number;
+  /** Successful refresh_token grants. */
+  refreshes: number;
+  /** refresh_token grants refused as invalid_grant (unknown, used or revoked token). */
+  rejectedRefreshes: number;
+  registrations: number;
+  revocations: number;
+};
+
+export type RunningAuthServer = {
+  /** The issuer identifier (what PRM's authorization_servers names). */
+  issuer: string;
+  /** The server's origin, e.g. http://127.0.0.1:PORT */
+  url: string;
+  counters: AuthServerCounters;
+  /** Every authorization request, in order. */
+  authorizations: AuthorizationRecord[];
+  /** Every dynamic registration request body as sent (before the SDK's schema strips it). */
+  registrationRequests: Array<Record<string, unknown>>;
+  /** Token requests' `resource` values, in order. */
+  tokenResources: Array<string | undefined>;
+  /** Verifies access tokens for a protected MCP server (SDK OAuthTokenVerifier). */
+  verifier: OAuthTokenVerifier;
+  /** Every access and refresh token ever issued (to assert none leaks into output). */
+  issuedTokens(): string[];
+  /** Revokes every refresh token, as an administrator or the user would. */
+  revokeAllRefreshTokens(): void;
+  /** Changes knobs while running (e.g. stop advertising S256). */
+  set(options: Partial<AuthServerOptions>): void;
+  close(): Promise<void>;
+};
+
+type CodeRecord = { client_id: string; challenge: string; redirect_uri: string; scopes: string[]; resource: string | undefined };
+type TokenRecord = { client_id: string; scopes: string[]; resource: string | undefined; expiresAt: number };
+
+export async function startAuthServer(initial: AuthServerOptions = {}): Promise<RunningAuthServer> {
+  const options: AuthServerOptions = { ...initial };
+  const clients = new Map<string, OAuthClientInformationFull>();
+  for (const c of options.preRegistered ?? []) {
+    clients.set(c.client_id, { client_id: c.client_id, ...(c.client_secret ? { client_secret: c.client_secret } : {}), redirect_uris: ["http://127.0.0.1/callback"] });
+  }
+  const codes = new Map<string, CodeRecord>();
+  const accessTokens = new Map<string, TokenRecord>();
+  const refreshTokens = new Map<string, TokenRecord>();
+  const issued: string[] = [];
+  const counters: AuthServerCounters = { authorizations: 0, codeExchanges: 0, refreshes: 0, rejectedRefreshes: 0, registrations: 0, revocations: 0 };
+  const authorizations: AuthorizationRecord[] = [];
+  const registrationRequests: Array<Record<string, unknown>> = [];
+  const tokenResources: Array<string | undefined> = [];
+  let issuer = "";
+
+  const clientsStore: OAuthRegisteredClientsStore = {
+    getClient(clientId) {
+      const known = clients.get(clientId);
+      if (known) return known;
+      if (options.clientIdMetadataDocuments && clientId.startsWith("https://")) {
+        // A real server fetches the document; a test on loopback cannot serve https, so the
+        // document is taken as valid with a loopback redirect (any port, RFC 8252 §7.3).
+        return { client_id: clientId, redirect_uris: ["http://127.0.0.1/callback"], token_endpoint_auth_method: "none" };
+      }
+      return undefined;
+    },
+    registerClient(client) {
+      const full = { ...client, client_id: `dyn-${randomBytes(8).toString("hex")}`, client_id_issued_at: Math.floor(Date.now() / 1000) } as OAuthClientInformationFull;
+      clients.set(full.client_id, full);
+      counters.registrations++;
+      return full;
+    },
+  };
+
+  const issue = (record: Omit<TokenRecord, "expiresAt">): OAuthTokens => {
+    const ttl = options.accessTokenTtlSeconds ?? 3600;
+    const access = `at-${randomBytes(16).toString("hex")}`;
+    accessTokens.set(access, { ...record, expiresAt: Math.floor(Date.now() / 1000) + ttl });
+    issued.push(access);
+    const tokens: OAuthTokens = { access_token: access, token_type: "Bearer", expires_in: ttl, scope: record.scopes.join(" ") };
+    if (options.refreshTokens !== false) {
+      const refresh = `rt-${randomBytes(16).toString("hex")}`;
+      refreshTokens.set(refresh, { ...record, expiresAt: Number.MAX_SAFE_INTEGER });
+      issued.push(refresh);
+      tokens.refresh_token = refresh;
+    }
+    return tokens;
+  };
+
+  const provider: OAuthServerProvider = {
+    get clientsStore() {
+      return clientsStore;
+    },
+    async authorize(client: OAuthClientInformationFull, params: AuthorizationParams, res: Response) {
+      counters.authorizations++;
+      const resource = params.resource?.href;
+      authorizations.push({ client_id: client.client_id, redirect_uri: params.redirectUri, scopes: params.scopes ?? [], resource, state: params.state });
+      const target = new URL(params.redirectUri);
+      if (options.consent === "deny") {
+        target.searchParams.set("error", "access_denied");
+        target.searchParams.set("error_description", "The user denied the request");
+      } else {
+        const code = `code-${randomBytes(12).toString("hex")}`;
+        const requested = params.scopes ?? [];
+        const scopes = options.grantableScopes ? requested.filter((s) => options.grantableScopes!.includes(s)) : requested;
+        codes.set(code, { client_id: client.client_id, challenge: params.codeChallenge, redirect_uri: params.redirectUri, scopes, resource });
+        target.searchParams.set("code", code);
+      }
+      const state = options.state ?? "echo";
+      if (state === "echo" && params.state !== undefined) target.searchParams.set("state", params.state);
+      if (state === "wrong") target.searchParams.set("state", "not-the-state-that-was-sent");
+      const iss = options.iss ?? "correct";
+      if (iss === "correct") target.searchParams.set("iss", issuer);
+      if (iss === "wrong") target.searchParams.set("iss", "https://attacker.example/");
+      res.redirect(302, target.href);
+    },
+    async challengeForAuthorizationCode(_client, code) {
+      const record = codes.get(code);
+      if (!record) throw new InvalidGrantError("unknown authorization code");
+      return record.challenge;
+    },
+    async exchangeAuthorizationCode(client, code, _verifier, redirectUri, resource) {
+      const record = codes.get(code);
+      codes.delete(code); // one use (OAuth 2.1 §4.1.3)
+      if (!record || record.client_id !== client.client_id) throw new InvalidGrantError("invalid authorization code");
+      if (redirectUri !== record.redirect_uri) throw new InvalidGrantError("redirect_uri does not match the authorization request");
+      tokenResources.push(resource?.href);
+      if (record.resource !== resource?.href) throw new InvalidTargetError("resource does not match the authorization request");
+      counters.codeExchanges++;
+      return issue({ client_id: client.client_id, scopes: record.scopes, resource: record.resource });
+    },
+    async exchangeRefreshToken(client, refreshToken, _scopes, resource) {
+      if (options.refreshDelayMs) await new Promise((r) => setTimeout(r, options.refreshDelayMs));
+      const record = refreshTokens.get(refreshToken);
+      if (!record || record.client_id !== client.client_id) {
+        counters.rejectedRefreshes++;
+        throw new InvalidGrantError("refresh token is invalid, used or revoked");
+      }
+      tokenResources.push(resource?.href);
+      refreshTokens.delete(refreshToken); // rotation: a refresh token works once
+      counters.refreshes++;
+      return issue({ client_id: client.client_id, scopes: record.scopes, resource: record.resource });
+    },
+    async verifyAccessToken(token): Promise<AuthInfo> {
+      const record = accessTokens.get(token);
+      if (!record) throw new InvalidTokenError("unknown or revoked access token");
+      return { token, clientId: record.client_id, scopes: record.scopes, expiresAt: record.expiresAt, ...(record.resource ? { resource: new URL(record.resource) } : {}) };
+    },
+    async revokeToken(_client, request: OAuthTokenRevocationRequest) {
+      counters.revocations++;
+      refreshTokens.delete(request.token);
+      accessTokens.delete(request.token);
+    },
+  };
+
+  const app = express();
+  app.use("/authorize", authorizationHandler({ provider, rateLimit: false }));
+  app.use("/token", tokenHandler({ provider, rateLimit: false }));
+  app.use("/register", (req, res, next) => {
+    if (options.dynamicRegistration === false) return void res.status(404).end();
+    express.json()(req, res, () => {
+      if (req.body && typeof req.body === "object") registrationRequests.push({ ...req.body });
+      next();
+    });
+  });
+  app.use("/register", clientRegistrationHandler({ clientsStore, rateLimit: false, clientSecretExpirySeconds: 0 }));
+  app.use("/revoke", (req, res, next) => (options.revocation === false ? void res.status(404).end() : next()));
+  app.use("/revoke", revocationHandler({ provider, rateLimit: false }));
+  const metadata = () => {
+    const origin = new URL(issuer).origin;
+    return {
+      issuer: options.metadataIssuer ?? issuer,
+      authorization_endpoint: options.authorizationEndpoint ?? `${origin}/authorize`,
+      token_endpoint: `${origin}/token`,
+      ...(options.dynamicRegistration === false ? {} : { registration_endpoint: `${origin}/register` }),
+      ...(options.revocation === false ? {} : { revocation_endpoint: `${origin}/revoke`, revocation_endpoint_auth_methods_supported: ["client_secret_post", "none"] }),
+      response_types_supported: ["code"],
+      grant_types_supported: ["authorization_code", "refresh_token"],
+      token_endpoint_auth_methods_supported: options.tokenEndpointAuthMethods ?? ["client_secret_post", "none"],
+      ...(options.codeChallengeMethods === null ? {} : { code_challenge_methods_supported: options.codeChallengeMethods ?? ["S256"] }),
+      ...(options.scopesSupported ? { scopes_supported: options.scopesSupported } : {}),
+      ...(options.clientIdMetadataDocuments ? { client_id_metadata_document_supported: true } : {}),
+      authorization_response_iss_parameter_supported: options.advertiseIss ?? (options.iss ?? "correct") !== "absent",
+      ...(options.discovery === "openid" ? { jwks_uri: `${origin}/jwks`, subject_types_supported: ["public"], id_token_signing_alg_values_supported: ["RS256"] } : {}),
+    };
+  };
+  // Served from the live options, so set() changes what the next discovery sees.
+  const path = (options.issuerPath ?? "").replace(/\/$/, "");
+  app.use(options.discovery === "openid" ? `/.well-known/openid-configuration${path}` : `/.well-known/oauth-authorization-server${path}`, (req, res, next) =>
+    metadataHandler(metadata())(req, res, next),
+  );
+
+  const http: HttpServer = await new Promise((resolve) => {
+    const server = app.listen(0, "127.0.0.1", () => resolve(server));
+  });
+  const { port } = http.address() as AddressInfo;
+  const origin = `http://127.0.0.1:${port}`;
+  issuer = path ? `${origin}${path}` : `${origin}/`;
+  return {
+    issuer,
+    url: origin,
+    counters,
+    authorizations,
+    registrationRequests,
+    tokenResources,
+    verifier: { verifyAccessToken: (token) => provider.verifyAccessToken(token) },
+    issuedTokens: () => [...issued],
+    revokeAllRefreshTokens: () => refreshTokens.clear(),
+    set: (changes) => Object.assign(options, changes),
+    close: () =>
+      new Promise<void>((resolve) => {
+        http.closeAllConnections();
+        http.close(() => resolve());
+      }),
+  };
+}
