@@ -5,28 +5,32 @@ import assert from "node:assert/strict";
 import { existsSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
-import { fileURLToPath } from "node:url";
 import { after, before, describe, test } from "node:test";
-import { annotatedTool } from "../support/mcp-server.ts";
+import { browserCommand } from "../support/browser.ts";
 import { runCli } from "../support/cli.ts";
 import { startDeployment, type RunningDeployment } from "../support/deployment/server.ts";
-import { startProtectedMcp, type ProtectedMcp } from "../support/deployment/oauth-resource.ts";
+import { annotatedTool, startMcpServer, type RunningMcpServer } from "../support/mcp-server.ts";
+import { startAuthServer, type RunningAuthServer } from "../support/oauth-server.ts";
 
 const TOKEN = "deploy-api-token-SECRET";
-const BROWSER_SCRIPT = fileURLToPath(new URL("../support/deployment/browser.mjs", import.meta.url));
-const BROWSER = `${process.execPath} ${BROWSER_SCRIPT}`;
 
-let mcp: ProtectedMcp;
+let authServer: RunningAuthServer;
+let mcp: RunningMcpServer;
 let deployment: RunningDeployment;
 const dirs: string[] = [];
 
 before(async () => {
-  mcp = await startProtectedMcp({ tools: [annotatedTool("search_issues", { readOnlyHint: true }), annotatedTool("delete_issue", { destructiveHint: true })] });
+  authServer = await startAuthServer();
+  mcp = await startMcpServer({
+    tools: [annotatedTool("search_issues", { readOnlyHint: true }), annotatedTool("delete_issue", { destructiveHint: true })],
+    oauth: { authServer },
+  });
   deployment = await startDeployment({ token: TOKEN, pollInterval: 0.05 });
 });
 after(async () => {
   await deployment.close();
   await mcp.close();
+  await authServer.close();
   dirs.forEach((d) => rmSync(d, { recursive: true, force: true }));
 });
 
@@ -36,7 +40,7 @@ function project(body: string) {
   writeFileSync(path.join(dir, "substructure.toml"), `[remote]\nurl = "${deployment.url}"\n\n${body}`);
   const log = path.join(dir, "browser.log");
   const run = (args: string[], env: Record<string, string> = {}) =>
-    runCli(args, { cwd: dir, env: { SUBSTRUCTURE_TOKEN: TOKEN, BROWSER, BROWSER_LOG: log, ...env } });
+    runCli(args, { cwd: dir, env: { SUBSTRUCTURE_TOKEN: TOKEN, BROWSER: browserCommand(), SUBS_TEST_BROWSER_LOG: log, ...env } });
   return { dir, run, log };
 }
 
@@ -55,14 +59,16 @@ describe("subs mcp login with [remote]", () => {
     assert.equal(result.code, 0, result.stderr);
     assert.match(result.stdout, /✓ tracker: authorized on http:\/\/127\.0\.0\.1/);
     assert.match(result.stderr, /Opened a browser to authorize tracker/);
-    // The browser went to the authorization server, then to the deployment's own redirect URI.
-    const visited = readFileSync(p.log, "utf8");
-    assert.ok(visited.includes(new URL(mcp.issuer).origin), visited);
-    assert.ok(visited.includes(`${deployment.url}/oauth/callback?`), visited);
+    // The browser was sent to the authorization server, with the deployment's own redirect URI.
+    const visited = new URL(readFileSync(p.log, "utf8").trim());
+    assert.equal(visited.origin, authServer.url);
+    assert.equal(visited.searchParams.get("redirect_uri"), `${deployment.url}/oauth/callback`);
+    assert.equal(visited.searchParams.get("code_challenge_method"), "S256");
+    assert.equal(visited.searchParams.get("resource"), mcp.url);
 
     assert.equal(deployment.credentials.get("tracker")?.url, mcp.url);
     assert.equal(deployment.credentials.has("tracker2"), false, "a credential belongs to its id alone");
-    const secrets = mcp.issuedSecrets();
+    const secrets = authServer.issuedTokens();
     assert.ok(secrets.length >= 2);
     assert.equal(existsSync(path.join(p.dir, "substructure.db")), false, "nothing is stored locally");
 
@@ -87,7 +93,7 @@ describe("subs mcp login with [remote]", () => {
     const p = project(`[mcp.nobrowser]\nurl = "${mcp.url}"\n`);
     const result = await p.run(["mcp", "login", "nobrowser", "--no-browser", "--timeout", "1"]);
     assert.equal(result.code, 1);
-    assert.match(result.stderr, new RegExp(`visit:\\n  ${new URL(mcp.issuer).origin}/authorize\\?`));
+    assert.match(result.stderr, new RegExp(`visit:\\n  ${authServer.url}/authorize\\?`));
     assert.match(result.stderr, /no consent within 1s \(--timeout\)/);
     assert.equal(existsSync(p.log), false, "no browser was started");
     assert.equal(result.stdout, "");
@@ -95,14 +101,14 @@ describe("subs mcp login with [remote]", () => {
 
   test("a refused consent ends with failed and exit 1", async () => {
     const p = project(`[mcp.denied]\nurl = "${mcp.url}"\n`);
-    mcp.denyWith("access_denied");
+    authServer.set({ consent: "deny" });
     try {
       const result = await p.run(["mcp", "login", "denied", "--json", "--timeout", "20"]);
       assert.equal(result.code, 1, result.stderr);
       assert.match(result.stderr, /authorization failed on the deployment \(access_denied/);
       assert.equal(JSON.parse(result.stdout).error.code, "access_denied");
     } finally {
-      mcp.denyWith(undefined);
+      authServer.set({ consent: "allow" });
     }
     assert.equal(deployment.credentials.has("denied"), false);
   });
