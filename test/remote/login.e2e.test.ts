@@ -147,6 +147,31 @@ describe("subs mcp login with [remote]", () => {
   });
 });
 
+describe("credentials made by remote login, after the file changes", () => {
+  test("a changed url drops the credential and a removed section deletes it; both are revoked", async () => {
+    const p = project(`[mcp.moves]\nurl = "${mcp.url}"\n\n[mcp.goes]\nurl = "${mcp.url}"\n`);
+    const login = await p.run(["mcp", "login", "moves", "goes", "--timeout", "20"]);
+    assert.equal(login.code, 0, login.stderr);
+    assert.ok(deployment.credentials.has("moves") && deployment.credentials.has("goes"));
+    const revokedBefore = authServer.counters.revocations;
+
+    writeFileSync(path.join(p.dir, "substructure.toml"), `[remote]\nurl = "${deployment.url}"\n\n[mcp.moves]\nurl = "${mcp.url}?v=2"\n`);
+    const apply = await p.run(["apply"]);
+    assert.equal(apply.code, 0, apply.stderr);
+    assert.match(apply.stdout, /~ moves .*credential dropped: url changed/);
+    assert.match(apply.stdout, /- goes .*credential dropped: declaration removed/);
+    assert.equal(deployment.credentials.has("moves"), false);
+    assert.equal(deployment.credentials.has("goes"), false);
+    assert.equal(deployment.connections.has("goes"), false);
+    assert.ok(authServer.counters.revocations >= revokedBefore + 2, "the deployment revoked both at the authorization server");
+
+    const list = JSON.parse((await p.run(["mcp", "list", "--json"])).stdout);
+    assert.deepEqual(list.map((c: { id: string; status: string }) => [c.id, c.status]).filter(([id]: [string]) => id === "moves"), [["moves", "needs_login"]]);
+    const tools = await p.run(["mcp", "tools", "moves"]);
+    assert.equal(tools.code, 4, tools.stderr);
+  });
+});
+
 describe("subs mcp list with [remote]", () => {
   test("shows drift both ways and a changed url", async () => {
     const p = project(`[mcp.kept]\nurl = "${mcp.url}"\n\n[mcp.moving]\nurl = "${mcp.url}"\n\n[mcp.gone]\nurl = "${mcp.url}"\n`);

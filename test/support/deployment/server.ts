@@ -7,7 +7,7 @@ import type { Server as HttpServer } from "node:http";
 import type { AddressInfo } from "node:net";
 import express, { type NextFunction, type Request, type Response } from "express";
 import { z } from "zod";
-import { auth, UnauthorizedError, type OAuthClientProvider } from "@modelcontextprotocol/sdk/client/auth.js";
+import { auth, discoverOAuthServerInfo, UnauthorizedError, type OAuthClientProvider } from "@modelcontextprotocol/sdk/client/auth.js";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import type { OAuthClientInformationMixed, OAuthClientMetadata, OAuthTokens } from "@modelcontextprotocol/sdk/shared/auth.js";
@@ -31,7 +31,16 @@ export type Fault = {
   times?: number;
 };
 
-export type Credential = { url: string; tokens: OAuthTokens; authorizedAt: number; expiresAt: number | null };
+export type Credential = {
+  url: string;
+  tokens: OAuthTokens;
+  authorizedAt: number;
+  expiresAt: number | null;
+  /** The issuer that issued it, its RFC 7009 revocation endpoint, and the client it was issued to. */
+  issuer?: string;
+  revocationEndpoint?: string;
+  clientId?: string;
+};
 
 type Declared = { id: string; url: string; prefix_tools: boolean; oauth?: { client_id?: string; client_metadata_url?: string; scopes?: string[] } };
 type Agent = { name: string; mcp: Array<{ id: string; tools?: Record<string, unknown> }>; tools: string[]; agents: string[] };
@@ -133,9 +142,20 @@ export async function startDeployment(options: DeploymentOptions): Promise<Runni
     };
   };
 
-  /** A credential belongs to its id and url: drop it, and end any consent still in progress. */
-  const dropCredential = (id: string, reason: string) => {
+  /**
+   * A credential belongs to its id and url: drop it, revoke it at its authorization server when
+   * that offers revocation (a failure does not stop the drop), and end any consent in progress.
+   */
+  const dropCredential = async (id: string, reason: string) => {
+    const credential = credentials.get(id);
     credentials.delete(id);
+    if (credential?.revocationEndpoint) {
+      for (const [token, hint] of [[credential.tokens.refresh_token, "refresh_token"], [credential.tokens.access_token, "access_token"]] as const) {
+        if (!token) continue;
+        const form = new URLSearchParams({ token, token_type_hint: hint, ...(credential.clientId ? { client_id: credential.clientId } : {}) });
+        await fetch(credential.revocationEndpoint, { method: "POST", body: form, signal: AbortSignal.timeout(5000) }).catch(() => {});
+      }
+    }
     for (const a of authorizations.values()) {
       if (a.connectionId === id && a.status === "pending") Object.assign(a, { status: "failed", error: "connection_changed", message: reason });
     }
@@ -202,7 +222,19 @@ export async function startDeployment(options: DeploymentOptions): Promise<Runni
       );
       if (result !== "AUTHORIZED" || !tokens) throw new Error("no tokens");
       const now = Date.now();
-      credentials.set(connection.id, { url: connection.url, tokens, authorizedAt: now, expiresAt: tokens.expires_in ? now + tokens.expires_in * 1000 : null });
+      const info = await discoverOAuthServerInfo(connection.url).catch(() => undefined);
+      // RFC 8414 metadata; the OpenID variant of the type has no revocation_endpoint.
+      const revocationEndpoint = (info?.authorizationServerMetadata as { revocation_endpoint?: string } | undefined)?.revocation_endpoint;
+      const client = connection.oauth?.client_id ? { client_id: connection.oauth.client_id } : registrations.get(connection.url);
+      credentials.set(connection.id, {
+        url: connection.url,
+        tokens,
+        authorizedAt: now,
+        expiresAt: tokens.expires_in ? now + tokens.expires_in * 1000 : null,
+        ...(info?.authorizationServerMetadata?.issuer ? { issuer: info.authorizationServerMetadata.issuer } : {}),
+        ...(revocationEndpoint ? { revocationEndpoint } : {}),
+        ...(client ? { clientId: client.client_id } : {}),
+      });
       a.status = "authorized";
       res.status(200).type("text/plain").send("Authorized. You can close this window.");
     } catch (error) {
@@ -252,7 +284,7 @@ export async function startDeployment(options: DeploymentOptions): Promise<Runni
 
   v1.get("/mcp", (_req, res) => send(res, 200, { connections: [...connections.values()].map(connectionJson) }));
 
-  v1.put("/mcp/:id", (req, res) => {
+  v1.put("/mcp/:id", async (req, res) => {
     const id = String(req.params.id);
     if (!ID.test(id) || id.includes("__")) return fail(res, 400, "invalid_request", "invalid connection id");
     const body = req.body as Record<string, unknown> | undefined;
@@ -270,19 +302,19 @@ export async function startDeployment(options: DeploymentOptions): Promise<Runni
       return fail(res, 403, "url_not_in_catalog", `${parsed.data.url} is not in this deployment's catalog`, { catalog: options.catalog });
     }
     const existing = connections.get(id);
-    if (existing && existing.url !== parsed.data.url) dropCredential(id, "the connection's url changed");
+    if (existing && existing.url !== parsed.data.url) await dropCredential(id, "the connection's url changed");
     const declared: Declared = { id, url: parsed.data.url, prefix_tools: parsed.data.prefix_tools, ...(parsed.data.oauth ? { oauth: parsed.data.oauth } : {}) };
     connections.set(id, declared);
     send(res, existing ? 200 : 201, connectionJson(declared));
   });
 
-  v1.delete("/mcp/:id", (req, res) => {
+  v1.delete("/mcp/:id", async (req, res) => {
     const id = String(req.params.id);
     const users = [...agents.values()].filter((a) => a.mcp.some((e) => e.id === id)).map((a) => a.name);
     if (users.length) return fail(res, 409, "connection_in_use", `agents ${users.join(", ")} name ${id}`);
     if (!connections.has(id)) return fail(res, 404, "not_found", `no connection ${id}`);
     connections.delete(id);
-    dropCredential(id, "the connection was deleted");
+    await dropCredential(id, "the connection was deleted");
     send(res, 204);
   });
 
