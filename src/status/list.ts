@@ -11,10 +11,7 @@ export async function listLocalConnections(options: {
   now: number;
   reporter: Reporter;
 }): Promise<ConnectionStatus[]> {
-  // No purge here: a deleted section's credential must also be revoked, which takes the network,
-  // and list never touches it. The next command that talks to servers (login, tools, call,
-  // apply) deletes and revokes it; until then list does not show it (it shows declared ids only).
-  const opened = await openEnvironmentStore(options.config, { create: false, purge: false, reporter: options.reporter });
+  const opened = await openEnvironmentStore(options.config, { create: false, reporter: options.reporter });
   let rows: CredentialRow[] = [];
   if (opened) {
     try {
