@@ -94,20 +94,3 @@ export const ErrorBodySchema = z.object({
   catalog: z.array(z.string()).optional(),
 });
 export type ErrorBody = z.output<typeof ErrorBodySchema>;
-
-/** Error codes a deployment answers with (docs/deployment-protocol.md, "Errors"). */
-export const ERROR_CODES = {
-  invalidRequest: "invalid_request",
-  localOnlyField: "local_only_field",
-  unauthorized: "unauthorized",
-  forbidden: "forbidden",
-  urlNotInCatalog: "url_not_in_catalog",
-  notFound: "not_found",
-  unknownConnection: "unknown_connection",
-  connectionInUse: "connection_in_use",
-  notAuthorized: "not_authorized",
-  upstreamError: "upstream_error",
-  rateLimited: "rate_limited",
-  internalError: "internal_error",
-  unavailable: "unavailable",
-} as const;

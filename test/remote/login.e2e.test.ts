@@ -99,6 +99,25 @@ describe("subs mcp login with [remote]", () => {
     assert.equal(result.stdout, "");
   });
 
+  test("Ctrl-C while waiting for consent exits 130 and stores nothing", async () => {
+    const p = project(`[mcp.interrupted]\nurl = "${mcp.url}"\n`);
+    const result = await runCli(["mcp", "login", "interrupted", "--no-browser"], {
+      cwd: p.dir,
+      env: { SUBSTRUCTURE_TOKEN: TOKEN },
+      onSpawn: (child) => {
+        let seen = "";
+        child.stderr?.on("data", (d) => {
+          seen += d;
+          if (seen.includes("visit:")) child.kill("SIGINT");
+        });
+      },
+    });
+    assert.equal(result.code, 130, result.stderr);
+    assert.match(result.stderr, /Interrupted/);
+    assert.equal(deployment.credentials.has("interrupted"), false);
+    assert.equal(existsSync(path.join(p.dir, "substructure.db")), false);
+  });
+
   test("a refused consent ends with failed and exit 1", async () => {
     const p = project(`[mcp.denied]\nurl = "${mcp.url}"\n`);
     authServer.set({ consent: "deny" });
