@@ -11,10 +11,23 @@ const examples = (lines: string[]) => `\nExamples:\n${lines.map((l) => `  $ ${l}
 const configOption = () => new Option("--config <path>", "use this substructure.toml (default: $SUBS_CONFIG, else the nearest one upward)");
 const jsonOption = () => new Option("--json", "print JSON (a documented, stable shape) on stdout");
 
-export async function run(argv: readonly string[], ctx: Context): Promise<number> {
+export async function run(argv: readonly string[], given: Context): Promise<number> {
   let exitCode = 0;
   let jsonRequested = false;
+  // A copy, so --debug can wrap its fetch for this run only.
+  const ctx: Context = { ...given };
   const program = buildProgram(ctx, (json) => (jsonRequested = json));
+  if (argv[0] === "__complete") {
+    const { complete } = await import("./completion/complete.ts");
+    for (const candidate of complete(program, argv.slice(1), ctx)) ctx.stdout.write(`${candidate}\n`);
+    return 0;
+  }
+  program.hook("preAction", async () => {
+    if (program.opts().debug || ["1", "true"].includes(ctx.env.SUBS_DEBUG ?? "")) {
+      const { debugFetch } = await import("./output/debug-fetch.ts");
+      ctx.fetch = debugFetch(given.fetch, ctx.stderr, ctx.now);
+    }
+  });
   try {
     await program.parseAsync(argv as string[], { from: "user" });
   } catch (error) {
@@ -36,6 +49,7 @@ function buildProgram(ctx: Context, setJson: (json: boolean) => void): Command {
   const program = new Command("subs")
     .description("Connect AI agents to MCP servers declared in substructure.toml.")
     .version(VERSION, "-V, --version", "print the version")
+    .option("--debug", "print every HTTP exchange on stderr, credentials redacted (also SUBS_DEBUG=1)")
     .helpOption("-h, --help", "show help")
     .showSuggestionAfterError(true)
     .exitOverride()
@@ -148,6 +162,30 @@ function buildProgram(ctx: Context, setJson: (json: boolean) => void): Command {
       setJson(Boolean(opts.json));
       const { applyCommand } = await import("./commands/apply.ts");
       await applyCommand(ctx, { ...pick(opts, "config"), json: Boolean(opts.json), dryRun: Boolean(opts.dryRun) });
+    });
+
+  commandWithDefaults(program, "completion")
+    .description("Print a shell completion script: commands, flags, connection ids and agent names.")
+    .argument("<shell>", "bash, zsh or fish")
+    .addHelpText(
+      "after",
+      examples([
+        "subs completion bash > ~/.local/share/bash-completion/completions/subs",
+        "subs completion zsh > \"${fpath[1]}/_subs\"",
+        "subs completion fish > ~/.config/fish/completions/subs.fish",
+      ]),
+    )
+    .action(async (shell: string) => {
+      const { completionCommand } = await import("./commands/completion.ts");
+      await completionCommand(ctx, { shell });
+    });
+
+  commandWithDefaults(program, "schema")
+    .description("Print the JSON Schema of substructure.toml (for editors such as Taplo / Even Better TOML).")
+    .addHelpText("after", examples(["subs schema > substructure.schema.json"]))
+    .action(async () => {
+      const { schemaCommand } = await import("./commands/schema.ts");
+      await schemaCommand(ctx);
     });
 
   return program;

@@ -5,6 +5,15 @@
 export type Reporter = {
   info(message: string): void;
   warn(message: string): void;
+  /** A wait the user should see (consent, polling, fetching); ends with succeed or fail. */
+  progress(text: string): Progress;
 };
 
-export const silentReporter: Reporter = { info() {}, warn() {} };
+export type Progress = {
+  update(text: string): void;
+  succeed(text: string): void;
+  fail(text: string): void;
+};
+
+const silentProgress: Progress = { update() {}, succeed() {}, fail() {} };
+export const silentReporter: Reporter = { info() {}, warn() {}, progress: () => silentProgress };

@@ -7,6 +7,7 @@ import { test } from "node:test";
 import Database from "better-sqlite3";
 import { parseConfig } from "../src/config/load.ts";
 import { exitCodeFor, SubsError } from "../src/errors.ts";
+import { silentReporter } from "../src/report.ts";
 import { openEnvironmentStore } from "../src/store/environment.ts";
 import { MIGRATIONS } from "../src/store/schema.ts";
 import { openStore } from "../src/store/store.ts";
@@ -86,7 +87,7 @@ test("opening for a command deletes credentials of ids the file no longer declar
     { id: "gone", url: "https://gone.example/mcp" },
   ]);
   const notices: string[] = [];
-  const opened = await openEnvironmentStore(config, { create: false, reporter: { info: (m) => notices.push(m), warn: (m) => notices.push(m) } });
+  const opened = await openEnvironmentStore(config, { create: false, reporter: { ...silentReporter, info: (m) => notices.push(m), warn: (m) => notices.push(m) } });
   assert.deepEqual(opened!.purged.map((r) => r.id), ["gone"]);
   assert.deepEqual(opened!.store.listCredentials().map((r) => r.id), ["kept"]);
   opened!.store.close();
@@ -98,7 +99,7 @@ test("creating a db in a git work tree that does not ignore it warns; an ignored
   spawnSync("git", ["init", "-q"], { cwd: repo });
   const config = parseConfig('[mcp.a]\nurl = "https://a.example/mcp"\n', { path: path.join(repo, "substructure.toml"), cwd: repo });
   const warnings: string[] = [];
-  const reporter = { info() {}, warn: (m: string) => warnings.push(m) };
+  const reporter = { ...silentReporter, warn: (m: string) => warnings.push(m) };
   (await openEnvironmentStore(config, { create: true, reporter }))!.store.close();
   assert.deepEqual(warnings, ["substructure.db holds credentials and is not ignored by git: add `*.db*` to .gitignore"]);
 

@@ -9,6 +9,7 @@ import { writeJson } from "../output/json.ts";
 import { stderrReporter } from "../output/reporter.ts";
 import { styleFor } from "../output/style.ts";
 import { shortDuration } from "../output/time.ts";
+import type { Progress } from "../report.ts";
 import { DeploymentClient } from "../remote/client.ts";
 import { loginOnDeployment } from "../remote/login.ts";
 
@@ -57,7 +58,7 @@ export async function mcpLoginRemote(ctx: Context, config: Config, options: McpL
   const style = styleFor(ctx.stderrColor);
   const results: RemoteLoginJson[] = [];
   for (const connection of targets) {
-    const progress = progressLine(ctx, connection.id);
+    let progress: Progress | undefined;
     let remote;
     try {
       remote = await loginOnDeployment({
@@ -72,11 +73,17 @@ export async function mcpLoginRemote(ctx: Context, config: Config, options: McpL
             else if (error) ctx.stderr.write(`${style.yellow("warning:")} could not open a browser (${error instanceof Error ? error.message : String(error)}). Visit:\n  ${url}\n`);
             else ctx.stderr.write(`To authorize ${connection.id} on ${client.base.origin}, visit:\n  ${url}\n`);
           },
-          onWaiting: progress.update,
+          onWaiting: (elapsedMs, remainingMs) => {
+            const text = `waiting for consent on the deployment for ${connection.id} (gives up in ${shortDuration(remainingMs)})`;
+            if (progress) progress.update(text);
+            else progress = reporter.progress(text);
+          },
         },
       });
-    } finally {
-      progress.done();
+      progress?.succeed(`${connection.id}: consent received`);
+    } catch (error) {
+      progress?.fail(`${connection.id}: stopped waiting`);
+      throw error;
     }
     const expiresAt = remote.expires_at ? Date.parse(remote.expires_at) : null;
     results.push({
@@ -109,28 +116,4 @@ function chooseIds(config: Config, options: McpLoginRemoteOptions): ConnectionCo
     });
   }
   return [...new Set(options.ids)].map((id) => byId.get(id)!);
-}
-
-const SPINNER = ["⠋", "⠙", "⠹", "⠸", "⠼", "⠴", "⠦", "⠧", "⠇", "⠏"];
-
-/** On a terminal, one animated line; otherwise a line when waiting starts and every 30s. */
-function progressLine(ctx: Context, id: string) {
-  let frame = 0;
-  let lastLine = -Infinity;
-  let shown = false;
-  return {
-    update(elapsedMs: number, remainingMs: number) {
-      const text = `waiting for consent on the deployment for ${id}… ${shortDuration(elapsedMs)} (gives up in ${shortDuration(remainingMs)})`;
-      if (ctx.stderrIsTTY) {
-        ctx.stderr.write(`\r\x1b[2K${SPINNER[frame++ % SPINNER.length]} ${text}`);
-        shown = true;
-      } else if (elapsedMs - lastLine >= 30_000) {
-        ctx.stderr.write(`${text}\n`);
-        lastLine = elapsedMs;
-      }
-    },
-    done() {
-      if (shown) ctx.stderr.write("\r\x1b[2K");
-    },
-  };
 }

@@ -1,7 +1,7 @@
 import { readFileSync } from "node:fs";
 import path from "node:path";
 import { parse, TomlError } from "smol-toml";
-import type { z } from "zod";
+import type * as z from "zod/mini";
 import { ConfigError, usage, type Diagnostic } from "../errors.ts";
 import { findConfigPath } from "./find.ts";
 import { indexPositions, type KeyPath, type PositionIndex } from "./positions.ts";
@@ -86,9 +86,9 @@ export function parseConfig(source: string, where: { path: string; cwd: string }
     );
   }
 
-  const parsed = FileSchema.safeParse(raw);
+  const parsed = FileSchema.safeParse(expandShorthands(raw));
   if (!parsed.success) {
-    for (const issue of parsed.error.issues) diagnostics.push(...issueDiagnostics(issue, at, secretPaths));
+    for (const issue of parsed.error.issues) diagnostics.push(...issueDiagnostics(issue, at, secretPaths, raw));
   }
   diagnostics.push(...crossReferenceDiagnostics(raw, at));
 
@@ -151,9 +151,12 @@ function issueDiagnostics(
   issue: z.core.$ZodIssue,
   at: (keyPath: KeyPath, message: string, hint?: string) => Diagnostic,
   secretPaths: (string | number)[][],
+  raw: unknown,
 ): Diagnostic[] {
   const keyPath = issue.path as (string | number)[];
-  const name = keyPath.length > 0 ? `\`${String(keyPath[keyPath.length - 1])}\`` : "the file";
+  const last = keyPath[keyPath.length - 1];
+  const name =
+    last === undefined ? "the file" : typeof last === "number" ? `entry ${last + 1} of \`${String(keyPath[keyPath.length - 2])}\`` : `\`${last}\``;
   switch (issue.code) {
     case "unrecognized_keys":
       return issue.keys
@@ -172,7 +175,7 @@ function issueDiagnostics(
       return [at(keyPath, `${describePath(keyPath)}: ${inner?.message ?? "invalid name"}`)];
     }
     case "invalid_type": {
-      if (issue.message.endsWith("received undefined")) {
+      if (valueAt(raw, keyPath) === undefined) {
         const table = keyPath.slice(0, -1);
         // `auth = { token = "…" }` is already reported as a secret, with token_env as the fix.
         const holdsSecret = secretPaths.some((p) => p.length === keyPath.length && table.every((k, n) => p[n] === k));
@@ -185,9 +188,31 @@ function issueDiagnostics(
       const expected = issue.expected === "object" ? "a table" : issue.expected === "array" ? "an array" : `a ${issue.expected}`;
       return [at(keyPath, `${name} must be ${expected}`)];
     }
+    case "too_small":
+      return [at(keyPath, `${name} must not be empty`)];
     default:
-      return [at(keyPath, `${name} ${issue.message}`)];
+      // Our own checks carry a message written for users; zod/mini's generic ones do not.
+      return [at(keyPath, issue.message && issue.message !== "Invalid input" ? `${name} ${issue.message}` : `${name} is not valid here`)];
   }
+}
+
+function valueAt(value: unknown, keyPath: KeyPath): unknown {
+  let current = value;
+  for (const key of keyPath) {
+    if (current === null || typeof current !== "object") return undefined;
+    current = (current as Record<string | number, unknown>)[key];
+  }
+  return current;
+}
+
+/** `mcp = ["sentry"]` means `mcp = [{ id = "sentry" }]`; the schema sees only the long form. */
+function expandShorthands(raw: unknown): unknown {
+  if (!isTable(raw) || !isTable(raw.agent)) return raw;
+  const agent: Record<string, unknown> = {};
+  for (const [name, a] of Object.entries(raw.agent)) {
+    agent[name] = isTable(a) && Array.isArray(a.mcp) ? { ...a, mcp: a.mcp.map((e: unknown) => (typeof e === "string" ? { id: e } : e)) } : a;
+  }
+  return { ...raw, agent };
 }
 
 const isTable = (v: unknown): v is Record<string, unknown> => v !== null && typeof v === "object" && !Array.isArray(v) && !(v instanceof Date);

@@ -1,22 +1,22 @@
 // The one schema of substructure.toml (product.md, "The file"). Cross-references between
-// sections (agents naming connections) are checked in validate.ts, where every section is known.
-import { z } from "zod";
+// sections (agents naming connections) are checked in load.ts, where every section is known.
+// zod/mini: the same validation as classic zod for a fraction of its start-up cost, and every
+// command loads this file (issue 6).
+import * as z from "zod/mini";
 
 export const ID_PATTERN = /^[a-z0-9_-]+$/;
 export const ENV_NAME_PATTERN = /^[A-Za-z_][A-Za-z0-9_]*$/;
 
 const id = (what: string) =>
-  z
-    .string()
-    .regex(ID_PATTERN, { error: `${what} may contain only lowercase letters, digits, '-' and '_'` })
-    .refine((s) => !s.includes("__"), {
-      // "__" separates the connection id from the tool name the model sees (id__tool).
-      error: `${what} must not contain "__" (it separates the id from the tool name, as in sentry__search)`,
-    });
+  z.string().check(
+    z.regex(ID_PATTERN, { error: `${what} may contain only lowercase letters, digits, '-' and '_'` }),
+    // "__" separates the connection id from the tool name the model sees (id__tool).
+    z.refine((s: string) => !s.includes("__"), { error: `${what} must not contain "__" (it separates the id from the tool name, as in sentry__search)` }),
+  );
 
-const envName = z.string().regex(ENV_NAME_PATTERN, {
-  error: "must name an environment variable (letters, digits and '_', not starting with a digit)",
-});
+const envName = z.string().check(
+  z.regex(ENV_NAME_PATTERN, { error: "must name an environment variable (letters, digits and '_', not starting with a digit)" }),
+);
 
 const LOOPBACK_HOSTS = new Set(["localhost", "127.0.0.1", "[::1]", "::1"]);
 export function isLoopbackHost(hostname: string): boolean {
@@ -39,55 +39,59 @@ export function urlProblem(value: string, { httpsOnly = false } = {}): string | 
 }
 
 const httpUrl = (opts: { httpsOnly?: boolean } = {}) =>
-  z.string().superRefine((value, ctx) => {
-    const problem = urlProblem(value, opts);
-    if (problem) ctx.addIssue({ code: "custom", message: problem });
-  });
+  z.string().check(
+    z.superRefine((value: string, ctx) => {
+      const problem = urlProblem(value, opts);
+      if (problem) ctx.issues.push({ code: "custom", message: problem, input: value });
+    }),
+  );
+
+const nonEmpty = () => z.string().check(z.minLength(1));
 
 export const McpToolsFilterSchema = z.strictObject({
-  include: z.array(z.string().min(1)).optional(),
-  exclude: z.array(z.string().min(1)).optional(),
-  read_only: z.boolean().optional(),
-  non_destructive: z.boolean().optional(),
-  idempotent: z.boolean().optional(),
+  include: z.optional(z.array(nonEmpty())),
+  exclude: z.optional(z.array(nonEmpty())),
+  read_only: z.optional(z.boolean()),
+  non_destructive: z.optional(z.boolean()),
+  idempotent: z.optional(z.boolean()),
 });
+
+// RFC 6749 §3.3: scope-token = 1*( %x21 / %x23-5B / %x5D-7E )
+const scope = z.string().check(z.regex(/^[\x21\x23-\x5B\x5D-\x7E]+$/, { error: "is not a valid OAuth scope" }));
 
 export const ConnectionSchema = z.strictObject({
   url: httpUrl(),
-  auth: z.strictObject({ token_env: envName }).optional(),
-  oauth: z
-    .strictObject({
-      client_id: z.string().min(1).optional(),
-      client_secret_env: envName.optional(),
-      client_metadata_url: httpUrl({ httpsOnly: true }).optional(),
-      scopes: z.array(z.string().regex(/^[\x21\x23-\x5B\x5D-\x7E]+$/, { error: "is not a valid OAuth scope" })).optional(),
-    })
-    .optional(),
-  prefix_tools: z.boolean().default(true),
+  auth: z.optional(z.strictObject({ token_env: envName })),
+  oauth: z.optional(
+    z.strictObject({
+      client_id: z.optional(nonEmpty()),
+      client_secret_env: z.optional(envName),
+      client_metadata_url: z.optional(httpUrl({ httpsOnly: true })),
+      scopes: z.optional(z.array(scope)),
+    }),
+  ),
+  prefix_tools: z._default(z.boolean(), true),
 });
 
-// `mcp = ["sentry"]` is shorthand for `mcp = [{ id = "sentry" }]`: every tool of the connection.
-const AgentMcpEntrySchema = z.preprocess(
-  (entry) => (typeof entry === "string" ? { id: entry } : entry),
-  z.strictObject({ id: z.string(), tools: McpToolsFilterSchema.optional() }),
-);
+/** `mcp = ["sentry"]` is shorthand for `mcp = [{ id = "sentry" }]`; load.ts expands it first. */
+const AgentMcpEntrySchema = z.strictObject({ id: z.string(), tools: z.optional(McpToolsFilterSchema) });
 
 export const AgentSchema = z.strictObject({
-  mcp: z.array(AgentMcpEntrySchema).default([]),
-  tools: z.array(z.string().min(1)).default([]),
-  agents: z.array(z.string()).default([]),
+  mcp: z._default(z.array(AgentMcpEntrySchema), []),
+  tools: z._default(z.array(nonEmpty()), []),
+  agents: z._default(z.array(z.string()), []),
 });
 
 export const RemoteSchema = z.strictObject({
   url: httpUrl(),
-  token_env: envName.default("SUBSTRUCTURE_TOKEN"),
+  token_env: z._default(envName, "SUBSTRUCTURE_TOKEN"),
 });
 
 export const FileSchema = z.strictObject({
-  db: z.string().min(1).default("substructure.db"),
-  remote: RemoteSchema.optional(),
-  mcp: z.record(id("a connection id"), ConnectionSchema).default({}),
-  agent: z.record(id("an agent name"), AgentSchema).default({}),
+  db: z._default(nonEmpty(), "substructure.db"),
+  remote: z.optional(RemoteSchema),
+  mcp: z._default(z.record(id("a connection id"), ConnectionSchema), {}),
+  agent: z._default(z.record(id("an agent name"), AgentSchema), {}),
 });
 
 export type FileShape = z.output<typeof FileSchema>;

@@ -1,41 +1,41 @@
 // Rows read back from the db are validated like any other input: a corrupt row is an error the
 // user must see, never a silent "logged out" (DEVELOPERS.md, "How the code should look" 5).
-import { z } from "zod";
+import * as z from "zod/mini";
+
+const text = (min = 1) => z.string().check(z.minLength(min));
 
 export const CredentialRowSchema = z.object({
-  id: z.string().min(1),
-  url: z.string().min(1),
-  issuer: z.string().min(1),
-  resource: z.string().nullable(),
-  client_json: z.string().min(2),
-  access_token: z.string().min(1),
-  token_type: z.string().min(1),
-  refresh_token: z.string().nullable(),
-  expires_at: z.number().int().nullable(),
+  id: text(),
+  url: text(),
+  issuer: text(),
+  resource: z.nullable(z.string()),
+  client_json: text(2),
+  access_token: text(),
+  token_type: text(),
+  refresh_token: z.nullable(text()),
+  expires_at: z.nullable(z.int()),
   scopes: z.string(),
-  created_at: z.number().int(),
-  updated_at: z.number().int(),
+  created_at: z.int(),
+  updated_at: z.int(),
 });
 export type CredentialRow = z.output<typeof CredentialRowSchema>;
 
 export const ClientRowSchema = z.object({
-  issuer: z.string().min(1),
-  client_json: z.string().min(2),
-  created_at: z.number().int(),
+  issuer: text(),
+  client_json: text(2),
+  created_at: z.int(),
 });
 export type ClientRow = z.output<typeof ClientRowSchema>;
 
 /** What the store keeps of an OAuth client (RFC 7591 client information, as registered or configured). */
-export const StoredClientSchema = z
-  .object({
-    client_id: z.string().min(1),
-    client_secret: z.string().optional(),
-    client_id_issued_at: z.number().optional(),
-    client_secret_expires_at: z.number().optional(),
-    redirect_uris: z.array(z.string()).optional(),
-    token_endpoint_auth_method: z.string().optional(),
-  })
-  .passthrough();
+export const StoredClientSchema = z.looseObject({
+  client_id: text(),
+  client_secret: z.optional(z.string()),
+  client_id_issued_at: z.optional(z.number()),
+  client_secret_expires_at: z.optional(z.number()),
+  redirect_uris: z.optional(z.array(z.string())),
+  token_endpoint_auth_method: z.optional(z.string()),
+});
 export type StoredClient = z.output<typeof StoredClientSchema>;
 
 /** Migrations, in order; entry N takes the schema from version N to N+1. Tables are prefixed

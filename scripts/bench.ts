@@ -1,0 +1,122 @@
+// `npm run bench` (issue 6): start-up and parallelism of subs, as ratios measured in one run on
+// this machine, so they compare across machines. Prints a table and writes bench-results/bench.json.
+import { spawnSync, spawn } from "node:child_process";
+import { mkdirSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import path from "node:path";
+import { ensureBuilt, BIN, REPO } from "../test/support/cli.ts";
+import { seedCredentials } from "../test/support/credentials.ts";
+import { annotatedTool, startMcpServer } from "../test/support/mcp-server.ts";
+
+const RUNS = Number(process.env.BENCH_RUNS ?? 15);
+const median = (xs: number[]) => {
+  const s = [...xs].sort((a, b) => a - b);
+  return s.length % 2 ? s[(s.length - 1) / 2]! : (s[s.length / 2 - 1]! + s[s.length / 2]!) / 2;
+};
+
+function timeOnce(argv: string[], cwd: string): number {
+  const start = process.hrtime.bigint();
+  const result = spawnSync(process.execPath, argv, { cwd, stdio: ["ignore", "ignore", "pipe"], env: { PATH: process.env.PATH } });
+  const ms = Number(process.hrtime.bigint() - start) / 1e6;
+  if (result.status !== 0) throw new Error(`${argv.join(" ")} exited ${result.status}: ${result.stderr}`);
+  return ms;
+}
+
+/** Medians of `RUNS` runs each, interleaved so that load on the machine affects all alike. */
+function measure(cases: Record<string, { argv: string[]; cwd: string }>): Record<string, number> {
+  const times: Record<string, number[]> = Object.fromEntries(Object.keys(cases).map((k) => [k, []]));
+  for (const c of Object.values(cases)) timeOnce(c.argv, c.cwd); // warm the file cache
+  for (let i = 0; i < RUNS; i++) for (const [name, c] of Object.entries(cases)) times[name]!.push(timeOnce(c.argv, c.cwd));
+  return Object.fromEntries(Object.entries(times).map(([k, v]) => [k, median(v)]));
+}
+
+async function environment(connections: number): Promise<string> {
+  const dir = mkdtempSync(path.join(tmpdir(), `subs-bench-${connections}-`));
+  const lines: string[] = [];
+  for (let i = 0; i < connections; i++) lines.push(`[mcp.c${i}]\nurl = "https://s${i}.example.com/mcp"\n`);
+  lines.push(`[agent.all]\nmcp = [${Array.from({ length: Math.min(connections, 50) }, (_, i) => `"c${i}"`).join(", ")}]\n`);
+  writeFileSync(path.join(dir, "substructure.toml"), lines.join("\n"));
+  await seedCredentials(
+    path.join(dir, "substructure.db"),
+    Array.from({ length: connections }, (_, i) => ({ id: `c${i}`, url: `https://s${i}.example.com/mcp` })),
+  );
+  return dir;
+}
+
+function peakRssKiB(argv: string[], cwd: string): number {
+  const file = path.join(cwd, "rss.txt");
+  const result = spawnSync(process.execPath, ["--import", path.join(REPO, "scripts", "bench-rss.mjs"), ...argv], {
+    cwd,
+    stdio: "ignore",
+    env: { PATH: process.env.PATH, SUBS_BENCH_RSS_FILE: file },
+  });
+  if (result.status !== 0) throw new Error(`${argv.join(" ")} exited ${result.status}`);
+  return Number(readFileSync(file, "utf8"));
+}
+
+/** `subs agent tools` over N servers that each answer every request after `delayMs`. */
+async function agentToolsWall(servers: number, delayMs: number): Promise<{ one: number; all: number }> {
+  const running = await Promise.all(Array.from({ length: servers }, () => startMcpServer({ tools: [annotatedTool("search", { readOnlyHint: true })], delayMs })));
+  const dir = mkdtempSync(path.join(tmpdir(), "subs-bench-agent-"));
+  const toml = running.map((s, i) => `[mcp.s${i}]\nurl = "${s.url}"\n`).join("\n") + `\n[agent.one]\nmcp = ["s0"]\n\n[agent.all]\nmcp = [${running.map((_, i) => `"s${i}"`).join(", ")}]\n`;
+  writeFileSync(path.join(dir, "substructure.toml"), toml);
+  // The servers live in this process: run the CLI asynchronously so they can answer.
+  const timeAsync = (argv: string[]) =>
+    new Promise<number>((resolve, reject) => {
+      const start = process.hrtime.bigint();
+      const child = spawn(process.execPath, argv, { cwd: dir, stdio: ["ignore", "ignore", "pipe"], env: { PATH: process.env.PATH } });
+      let stderr = "";
+      child.stderr.on("data", (d) => (stderr += d));
+      child.on("close", (code) => (code === 0 ? resolve(Number(process.hrtime.bigint() - start) / 1e6) : reject(new Error(`agent tools exited ${code}: ${stderr}`))));
+    });
+  const one: number[] = [];
+  const all: number[] = [];
+  const runs = Math.max(3, Math.floor(RUNS / 3));
+  for (let i = 0; i < runs; i++) {
+    one.push(await timeAsync([BIN, "agent", "tools", "one", "--json"]));
+    all.push(await timeAsync([BIN, "agent", "tools", "all", "--json"]));
+  }
+  await Promise.all(running.map((s) => s.close()));
+  return { one: median(one), all: median(all) };
+}
+
+ensureBuilt();
+const env10 = await environment(10);
+const env200 = await environment(200);
+const env1000 = await environment(1000);
+const floor = "node -e 0";
+const ms = measure({
+  [floor]: { argv: ["-e", "0"], cwd: env10 },
+  "subs --version": { argv: [BIN, "--version"], cwd: env10 },
+  "subs mcp list --json (10)": { argv: [BIN, "mcp", "list", "--json"], cwd: env10 },
+  "subs mcp list --json (200)": { argv: [BIN, "mcp", "list", "--json"], cwd: env200 },
+  "subs mcp list --json (1000)": { argv: [BIN, "mcp", "list", "--json"], cwd: env1000 },
+  "subs apply --dry-run (200)": { argv: [BIN, "apply", "--dry-run"], cwd: env200 },
+});
+const targets: Record<string, number> = {
+  "subs --version": 1.2,
+  "subs mcp list --json (200)": 1.5,
+  "subs mcp list --json (1000)": 2,
+};
+const rows: Array<{ name: string; ms: number; ratio: number; against: string; target: number | null }> = Object.entries(ms).map(([name, t]) => ({
+  name,
+  ms: t,
+  ratio: t / ms[floor]!,
+  against: floor,
+  target: targets[name] ?? null,
+}));
+const agent = await agentToolsWall(20, 200);
+rows.push({ name: "subs agent tools: 20 servers at 200 ms", ms: agent.all, ratio: agent.all / agent.one, against: "the same with 1 server", target: 2 });
+const rssKiB = peakRssKiB([BIN, "mcp", "list", "--json"], env1000);
+
+const pad = (s: string, n: number) => s.padEnd(n);
+console.log(`${pad("case", 42)} ${pad("median ms", 10)} ${pad("ratio", 7)} ${pad("target", 7)} against`);
+for (const r of rows) {
+  const verdict = r.target === null ? "" : r.ratio <= r.target ? " ok" : " MISSED";
+  console.log(`${pad(r.name, 42)} ${pad(r.ms.toFixed(1), 10)} ${pad(r.ratio.toFixed(2), 7)} ${pad(r.target === null ? "-" : `≤${r.target}`, 7)} ${r.against}${verdict}`);
+}
+console.log(`peak RSS of subs mcp list --json (1000): ${(rssKiB / 1024).toFixed(1)} MiB`);
+mkdirSync(path.join(REPO, "bench-results"), { recursive: true });
+const out = path.join(REPO, "bench-results", "bench.json");
+writeFileSync(out, JSON.stringify({ date: new Date().toISOString(), node: process.version, runs: RUNS, results: rows, peak_rss_kib_mcp_list_1000: rssKiB }, null, 2) + "\n");
+console.log(`written: ${path.relative(process.cwd(), out)}`);

@@ -1,0 +1,80 @@
+// `--debug` / SUBS_DEBUG=1: every HTTP exchange on stderr, with credentials redacted (issue 8).
+// Redaction is by name, on every layer a secret can travel in: headers, query strings, form and
+// JSON bodies. What is not recognised as safe-to-show is shortened, never printed whole.
+import type { Output } from "../context.ts";
+
+const SECRET_NAMES = /^(authorization|proxy-authorization|cookie|set-cookie|x-api-key|api[-_]?key|access_token|refresh_token|id_token|token|client_secret|code|code_verifier|password|secret|assertion|client_assertion|subject_token|actor_token|device_code)$/i;
+
+export const REDACTED = "[redacted]";
+
+function redactParams(params: URLSearchParams): string {
+  const out = new URLSearchParams();
+  for (const [k, v] of params) out.append(k, SECRET_NAMES.test(k) ? REDACTED : v);
+  return out.toString();
+}
+
+export function redactUrl(raw: string): string {
+  try {
+    const url = new URL(raw);
+    if (url.username || url.password) {
+      url.username = "";
+      url.password = "";
+    }
+    const query = redactParams(url.searchParams);
+    return `${url.origin}${url.pathname}${query ? `?${query.replaceAll("%5Bredacted%5D", REDACTED)}` : ""}`;
+  } catch {
+    return "[unparsable url]";
+  }
+}
+
+function redactJson(value: unknown): unknown {
+  if (Array.isArray(value)) return value.map(redactJson);
+  if (value && typeof value === "object") {
+    return Object.fromEntries(Object.entries(value).map(([k, v]) => [k, SECRET_NAMES.test(k) ? REDACTED : redactJson(v)]));
+  }
+  return value;
+}
+
+export function redactBody(text: string, contentType: string | null): string {
+  const limit = 2000;
+  const clip = (s: string) => (s.length > limit ? `${s.slice(0, limit)}… (${s.length} chars)` : s);
+  if (!text) return "";
+  if (contentType?.includes("application/x-www-form-urlencoded")) return clip(redactParams(new URLSearchParams(text)).replaceAll("%5Bredacted%5D", REDACTED));
+  try {
+    return clip(JSON.stringify(redactJson(JSON.parse(text))));
+  } catch {
+    // Not JSON (an HTML page, an SSE stream): its size only; it may embed anything.
+    return `(${text.length} chars of ${contentType ?? "unknown content"})`;
+  }
+}
+
+function headerLines(headers: Headers): string {
+  const lines: string[] = [];
+  headers.forEach((value, name) => lines.push(`  ${name}: ${SECRET_NAMES.test(name) ? REDACTED : value}`));
+  return lines.join("\n");
+}
+
+export function debugFetch(inner: typeof globalThis.fetch, stderr: Output, now: () => number): typeof globalThis.fetch {
+  let sequence = 0;
+  return async (input, init) => {
+    const n = ++sequence;
+    const request = new Request(input, init);
+    const started = now();
+    const requestBody = init?.body !== undefined && typeof init.body === "string" ? init.body : init?.body instanceof URLSearchParams ? init.body.toString() : "";
+    stderr.write(
+      `[debug] #${n} → ${request.method} ${redactUrl(request.url)}\n${headerLines(request.headers)}${requestBody ? `\n  body: ${redactBody(requestBody, request.headers.get("content-type"))}` : ""}\n`,
+    );
+    try {
+      const response = await inner(input, init);
+      const type = response.headers.get("content-type");
+      let body = "";
+      // Event streams stay open; reading them here would hang the exchange.
+      if (!type?.includes("text/event-stream")) body = redactBody(await response.clone().text(), type);
+      stderr.write(`[debug] #${n} ← ${response.status} ${response.statusText} (${now() - started} ms)\n${headerLines(response.headers)}${body ? `\n  body: ${body}` : ""}\n`);
+      return response;
+    } catch (error) {
+      stderr.write(`[debug] #${n} ✗ ${error instanceof Error ? error.message : String(error)} (${now() - started} ms)\n`);
+      throw error;
+    }
+  };
+}

@@ -1,0 +1,37 @@
+// Progress on stderr (issue 8): a spinner with the elapsed time on a terminal; plain lines when
+// stderr is piped or in CI, so logs stay readable and carry no control characters.
+import yoctoSpinner from "yocto-spinner";
+import type { Context } from "../context.ts";
+import type { Progress } from "../report.ts";
+import { shortDuration } from "./time.ts";
+
+export function startProgress(ctx: Pick<Context, "stderr" | "stderrIsTTY" | "stderrColor" | "env" | "now">, text: string): Progress {
+  const started = ctx.now();
+  const animate = ctx.stderrIsTTY && !ctx.env.CI;
+  if (!animate) {
+    ctx.stderr.write(`${text}\n`);
+    return {
+      update: () => {},
+      succeed: (final) => ctx.stderr.write(`${final}\n`),
+      fail: (final) => ctx.stderr.write(`${final}\n`),
+    };
+  }
+  let current = text;
+  const label = () => `${current} ${shortDuration(ctx.now() - started)}`;
+  // handleSignals: false — Ctrl-C belongs to the command, which closes what it opened first.
+  const spinner = yoctoSpinner({ text: label(), stream: ctx.stderr as NodeJS.WriteStream, handleSignals: false, ...(ctx.stderrColor ? { color: "cyan" as const } : {}) }).start();
+  const tick = setInterval(() => (spinner.text = label()), 1000);
+  tick.unref();
+  const end = (method: "success" | "error", final: string) => {
+    clearInterval(tick);
+    spinner[method](`${final} (${shortDuration(ctx.now() - started)})`);
+  };
+  return {
+    update: (next) => {
+      current = next;
+      spinner.text = label();
+    },
+    succeed: (final) => end("success", final),
+    fail: (final) => end("error", final),
+  };
+}

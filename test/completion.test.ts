@@ -1,0 +1,54 @@
+// Issue 8: `subs completion bash` completes commands, flags, and ids from the file, in a real bash.
+import assert from "node:assert/strict";
+import { spawnSync } from "node:child_process";
+import { mkdirSync, mkdtempSync, symlinkSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import path from "node:path";
+import { test } from "node:test";
+import { BIN, ensureBuilt, runInProcess } from "./support/cli.ts";
+
+function bashComplete(dir: string, line: string): string[] {
+  ensureBuilt();
+  const binDir = path.join(dir, "bin");
+  mkdirSync(binDir, { recursive: true });
+  try {
+    symlinkSync(BIN, path.join(binDir, "subs"));
+  } catch {}
+  const script = spawnSync(process.execPath, [BIN, "completion", "bash"], { encoding: "utf8" }).stdout;
+  writeFileSync(path.join(dir, "subs.bash"), script);
+  // Split the line as readline would, then ask the completion function, as bash does on TAB.
+  const program = `
+    source ./subs.bash
+    COMP_LINE=${JSON.stringify(line)}
+    read -ra COMP_WORDS <<< "$COMP_LINE"
+    [[ "$COMP_LINE" == *" " ]] && COMP_WORDS+=("")
+    COMP_CWORD=$(( \${#COMP_WORDS[@]} - 1 ))
+    _subs_complete
+    printf '%s\\n' "\${COMPREPLY[@]}"
+  `;
+  const result = spawnSync("bash", ["-c", program], { cwd: dir, encoding: "utf8", env: { PATH: `${binDir}:${process.env.PATH}`, HOME: dir } });
+  assert.equal(result.status, 0, result.stderr);
+  return result.stdout.split("\n").filter(Boolean);
+}
+
+test("bash: commands, subcommands, flags and shells", () => {
+  const dir = mkdtempSync(path.join(tmpdir(), "subs-complete-"));
+  writeFileSync(path.join(dir, "substructure.toml"), '[mcp.sentry]\nurl = "https://s.example/mcp"\n');
+  assert.ok(bashComplete(dir, "subs ").includes("mcp"));
+  assert.ok(bashComplete(dir, "subs ").includes("apply"));
+  assert.deepEqual(bashComplete(dir, "subs mcp li"), ["list"]);
+  assert.deepEqual(bashComplete(dir, "subs apply --d"), ["--debug", "--dry-run"]);
+  assert.deepEqual(bashComplete(dir, "subs completion "), ["bash", "fish", "zsh"]);
+});
+
+test("zsh and fish scripts call back into subs; an unknown shell is a usage error", async () => {
+  const dir = mkdtempSync(path.join(tmpdir(), "subs-complete-"));
+  for (const shell of ["zsh", "fish"]) {
+    const result = await runInProcess(["completion", shell], { cwd: dir });
+    assert.equal(result.code, 0);
+    assert.match(result.stdout, /subs __complete/);
+  }
+  const bad = await runInProcess(["completion", "tcsh"], { cwd: dir });
+  assert.equal(bad.code, 2);
+  assert.match(bad.stderr, /no completion for shell 'tcsh'/);
+});

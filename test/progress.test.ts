@@ -1,0 +1,36 @@
+// Issue 8: a spinner only on a terminal, never when piped or in CI.
+import assert from "node:assert/strict";
+import { PassThrough } from "node:stream";
+import { test } from "node:test";
+import { startProgress } from "../src/output/progress.ts";
+
+function capture(isTTY: boolean) {
+  const stream = Object.assign(new PassThrough(), { isTTY, columns: 80, cursorTo() {}, clearLine() {}, moveCursor() {} });
+  let text = "";
+  stream.on("data", (d) => (text += d));
+  return { stream, text: () => text };
+}
+
+test("piped or in CI: plain lines, no control characters", async () => {
+  for (const [isTTY, env] of [[false, {}], [true, { CI: "true" }]] as const) {
+    const out = capture(isTTY);
+    let t = 0;
+    const progress = startProgress({ stderr: out.stream, stderrIsTTY: isTTY, stderrColor: false, env, now: () => (t += 1000) }, "Waiting for consent");
+    progress.update("still waiting");
+    progress.succeed("Authorized");
+    await new Promise((r) => setImmediate(r));
+    assert.equal(out.text(), "Waiting for consent\nAuthorized\n");
+  }
+});
+
+test("on a terminal: an animated line with the elapsed time, ending in the final text", async () => {
+  const out = capture(true);
+  let t = 0;
+  const progress = startProgress({ stderr: out.stream, stderrIsTTY: true, stderrColor: false, env: {}, now: () => (t += 1500) }, "Waiting for consent");
+  await new Promise((r) => setTimeout(r, 250));
+  progress.succeed("Authorized");
+  await new Promise((r) => setImmediate(r));
+  assert.match(out.text(), /Waiting for consent \d+s/);
+  assert.match(out.text(), /Authorized \(\d+s\)/);
+  assert.match(out.text(), /\x1b\[/, "a terminal gets cursor control");
+});
