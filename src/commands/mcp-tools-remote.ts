@@ -2,13 +2,11 @@
 // endpoint; the credential never leaves the deployment (issue 4).
 import type { Config } from "../config/types.ts";
 import type { Context } from "../context.ts";
-import { SubsError } from "../errors.ts";
 import { writeJson } from "../output/json.ts";
 import { stderrReporter } from "../output/reporter.ts";
 import { styleFor } from "../output/style.ts";
 import { renderTable } from "../output/table.ts";
-import { DeploymentClient, DeploymentError } from "../remote/client.ts";
-import type { RemoteTool } from "../remote/protocol.ts";
+import { DeploymentClient } from "../remote/client.ts";
 import { annotationWords, declaredConnection } from "./mcp-tools.ts";
 
 export type McpToolsRemoteOptions = { id: string; json: boolean };
@@ -16,12 +14,7 @@ export type McpToolsRemoteOptions = { id: string; json: boolean };
 export async function mcpToolsRemote(ctx: Context, config: Config, options: McpToolsRemoteOptions): Promise<void> {
   const connection = declaredConnection(config, options.id);
   const client = new DeploymentClient({ remote: config.remote!, ctx, reporter: stderrReporter(ctx) });
-  let tools: RemoteTool[];
-  try {
-    tools = await client.listTools(connection.id);
-  } catch (error) {
-    throw explain(error, connection.id);
-  }
+  const tools = await client.listTools(connection.id);
   if (options.json) {
     writeJson(ctx.stdout, { id: connection.id, tools });
     return;
@@ -34,17 +27,6 @@ export async function mcpToolsRemote(ctx: Context, config: Config, options: McpT
   const rows = tools.map((t) => [t.name, annotationWords((t.annotations ?? undefined) as Record<string, unknown> | undefined).join(", ") || "-", firstLine(t.description ?? t.title ?? "")]);
   ctx.stdout.write(renderTable(["NAME", "ANNOTATIONS", "DESCRIPTION"], rows, { tty: ctx.stdoutIsTTY, style: style.bold }));
   if (ctx.stdoutIsTTY) ctx.stderr.write(`${tools.length} tool${tools.length === 1 ? "" : "s"} on ${connection.id}, as the deployment sees them.\n`);
-}
-
-function explain(error: unknown, id: string): unknown {
-  if (!(error instanceof DeploymentError)) return error;
-  if (error.status === 404 && error.code === "not_found") {
-    return new SubsError("failed", `${id} is not declared on the deployment`, { code: "not_applied", hint: "run `subs apply` (or `subs mcp login " + id + "`, which declares it)" });
-  }
-  if (error.status === 409 && error.code === "not_authorized") {
-    return new SubsError("needs_login", `${id}: not authorized on the deployment`, { code: "needs_login", hint: `run \`subs mcp login ${id}\`` });
-  }
-  return error;
 }
 
 function firstLine(text: string): string {

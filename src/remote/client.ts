@@ -137,8 +137,24 @@ export class DeploymentClient {
     }
   }
 
-  listTools(id: string): Promise<RemoteTool[]> {
-    return this.request("GET", this.url(`v1/mcp/${encodeURIComponent(id)}/tools`), { schema: ToolListSchema }).then((r) => r.data.tools);
+  /**
+   * The connection's tools as the deployment sees them. Not declared there: a `failed` error with
+   * code `not_applied`; declared but without a credential: `needs_login` (exit 4). `signal` (e.g. a
+   * per-connection timeout) stops the request and its retries.
+   */
+  async listTools(id: string, options: { signal?: AbortSignal } = {}): Promise<RemoteTool[]> {
+    try {
+      const r = await this.request("GET", this.url(`v1/mcp/${encodeURIComponent(id)}/tools`), { schema: ToolListSchema, ...options });
+      return r.data.tools;
+    } catch (error) {
+      if (error instanceof DeploymentError && error.status === 404 && error.code === "not_found") {
+        throw new SubsError("failed", `${id} is not declared on the deployment`, { code: "not_applied", hint: `run \`subs apply\` (or \`subs mcp login ${id}\`, which declares it)` });
+      }
+      if (error instanceof DeploymentError && error.status === 409 && error.code === "not_authorized") {
+        throw new SubsError("needs_login", `${id}: not authorized on the deployment`, { code: "needs_login", hint: `run \`subs mcp login ${id}\`` });
+      }
+      throw error;
+    }
   }
 
   listAgents(): Promise<RemoteAgent[]> {
@@ -161,19 +177,22 @@ export class DeploymentClient {
   private async request<S extends z.ZodType>(
     method: string,
     url: URL,
-    options: { schema: S; body?: unknown },
+    options: { schema: S; body?: unknown; signal?: AbortSignal },
   ): Promise<{ status: number; data: z.output<S> }>;
   private async request(method: string, url: URL, options: { schema: null; absentIsDone?: boolean }): Promise<{ status: number; data: undefined }>;
   private async request(
     method: string,
     url: URL,
-    options: { schema: z.ZodType | null; body?: unknown; absentIsDone?: boolean },
+    options: { schema: z.ZodType | null; body?: unknown; absentIsDone?: boolean; signal?: AbortSignal },
   ): Promise<{ status: number; data: unknown }> {
     const what = `${method} ${url.pathname}`;
+    const callerSignal = options.signal;
+    const stopped = () => failed(`${what}: stopped before the deployment answered`, { code: "timed_out", cause: callerSignal?.reason });
     const headers: Record<string, string> = { authorization: `Bearer ${this.token}`, accept: "application/json" };
     if (options.body !== undefined) headers["content-type"] = "application/json";
     for (let attempt = 1; ; attempt++) {
       if (this.ctx.signal.aborted) throw interrupted();
+      if (callerSignal?.aborted) throw stopped();
       let response: Response;
       try {
         response = await this.ctx.fetch(url, {
@@ -181,13 +200,15 @@ export class DeploymentClient {
           headers,
           ...(options.body !== undefined ? { body: JSON.stringify(options.body) } : {}),
           redirect: "error",
-          signal: AbortSignal.any([this.ctx.signal, AbortSignal.timeout(REQUEST_TIMEOUT_MS)]),
+          signal: AbortSignal.any([this.ctx.signal, AbortSignal.timeout(REQUEST_TIMEOUT_MS), ...(callerSignal ? [callerSignal] : [])]),
         });
       } catch (error) {
         if (this.ctx.signal.aborted) throw interrupted();
+        if (callerSignal?.aborted) throw stopped();
         const reason = networkReason(error);
         if (attempt < this.retry.attempts) {
-          await this.backoff(attempt, undefined, `${what}: ${reason}`);
+          await this.backoff(attempt, undefined, `${what}: ${reason}`, callerSignal);
+          if (callerSignal?.aborted) throw stopped();
           continue;
         }
         throw new DeploymentUnreachableError("failed", `cannot reach the deployment at ${this.base.origin} (${what}: ${reason}; ${attempt} attempts)`, {
@@ -224,7 +245,8 @@ export class DeploymentClient {
       if (response.status === 404 && options.absentIsDone) return { status: 404, data: undefined };
       const retryable = response.status >= 500 || response.status === 429;
       if (retryable && attempt < this.retry.attempts) {
-        await this.backoff(attempt, response.headers.get("retry-after"), `${what}: ${response.status}${body ? ` ${body.error}` : ""}`);
+        await this.backoff(attempt, response.headers.get("retry-after"), `${what}: ${response.status}${body ? ` ${body.error}` : ""}`, callerSignal);
+        if (callerSignal?.aborted) throw stopped();
         continue;
       }
       throw this.errorFor(what, response.status, body, retryable ? attempt : undefined);
@@ -260,28 +282,36 @@ export class DeploymentClient {
     });
   }
 
-  private async backoff(attempt: number, retryAfter: string | null | undefined, reason: string): Promise<void> {
+  private async backoff(attempt: number, retryAfter: string | null | undefined, reason: string, callerSignal?: AbortSignal): Promise<void> {
     let delay = Math.min(this.retry.baseDelayMs * 2 ** (attempt - 1), this.retry.maxDelayMs);
     delay += Math.random() * delay * 0.25; // jitter: many CI jobs retrying at once spread out
     const seconds = retryAfter ? Number(retryAfter) : NaN;
     if (Number.isFinite(seconds) && seconds >= 0) delay = Math.min(seconds * 1000, 30_000);
     this.reporter.warn(`${reason}; retrying in ${(delay / 1000).toFixed(1)}s (attempt ${attempt + 1} of ${this.retry.attempts})`);
-    await sleep(delay, this.ctx.signal);
+    // The caller's signal ends the wait early (the request then reports it); Ctrl-C interrupts.
+    await sleep(delay, this.ctx.signal, callerSignal);
   }
 }
 
-export function sleep(ms: number, signal: AbortSignal): Promise<void> {
+/** Waits `ms`; rejects with `interrupted` when `signal` aborts; resolves early when `until` aborts. */
+export function sleep(ms: number, signal: AbortSignal, until?: AbortSignal): Promise<void> {
   return new Promise((resolve, reject) => {
     if (signal.aborted) return reject(interrupted());
-    const timer = setTimeout(() => {
+    if (until?.aborted) return resolve();
+    const done = () => {
+      clearTimeout(timer);
       signal.removeEventListener("abort", onAbort);
+      until?.removeEventListener("abort", done);
       resolve();
-    }, ms);
+    };
+    const timer = setTimeout(done, ms);
     const onAbort = () => {
       clearTimeout(timer);
+      until?.removeEventListener("abort", done);
       reject(interrupted());
     };
     signal.addEventListener("abort", onAbort, { once: true });
+    until?.addEventListener("abort", done, { once: true });
   });
 }
 
