@@ -59,6 +59,17 @@ export async function applyRemote(ctx: Context, config: Config, options: ApplyRe
   };
   const first = failures[0]!.error;
   const summary = `${applied.length} of ${outcomes.length} changes applied, ${failures.length} failed, ${notAttempted.length} not attempted`;
+  if (first instanceof DeploymentError && first.code === "url_not_in_catalog") {
+    // The refusal carries the whole catalog: name every connection of the plan outside it, not
+    // only the one that was refused first, so one edit of the file fixes them all.
+    const catalog = new Set(first.body?.catalog ?? []);
+    const outside = plan.connections.filter((s) => (s.action === "add" || s.action === "change") && !catalog.has(s.url));
+    throw refused(`not in the deployment's catalog: ${outside.map((s) => `${s.id} (${s.url})`).join(", ")} (${summary})`, {
+      code: "url_not_in_catalog",
+      ...(first.hint ? { hint: first.hint } : {}),
+      details: { ...first.details, not_in_catalog: outside.map((s) => ({ id: s.id, url: s.url })), ...details },
+    });
+  }
   if (first instanceof DeploymentError && first.kind === "refused") {
     throw refused(`${describeStep(failures[0]!.step)}: ${first.message} (${summary})`, {
       code: first.code ?? "refused",

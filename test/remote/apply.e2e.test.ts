@@ -159,11 +159,12 @@ describe("subs apply against a catalog deployment", () => {
       const p = project(deployment, FILE);
       const result = await p.apply();
       assert.equal(result.code, 2, result.stderr);
-      assert.match(result.stderr, /allows only the URLs in its catalog/);
+      assert.match(result.stderr, /not in the deployment's catalog: linear \(https:\/\/mcp\.linear\.app\/mcp\)/);
       for (const url of catalog) assert.ok(result.stderr.includes(`  ${url}`), result.stderr);
       const json = JSON.parse((await p.apply("--json")).stdout);
       assert.equal(json.error.code, "url_not_in_catalog");
       assert.deepEqual(json.error.catalog, catalog);
+      assert.deepEqual(json.error.not_in_catalog, [{ id: "linear", url: "https://mcp.linear.app/mcp" }]);
       assert.equal(deployment.connections.has("linear"), false);
     } finally {
       await deployment.close();
