@@ -4,7 +4,7 @@
 // PUT or DELETE, so a run that stopped part-way converges when rerun.
 import type { AgentConfig, Config, ConnectionConfig } from "../config/types.ts";
 import type { DeploymentClient } from "./client.ts";
-import type { AgentBody, ConnectionBody, ConnectionOAuth, RemoteAgent, RemoteConnection, ToolFilter } from "./protocol.ts";
+import type { AgentBody, ConnectionBody, ConnectionOAuth, OAuthSettingsBody, RemoteAgent, RemoteConnection, RemoteToolFilter, ToolFilter } from "./protocol.ts";
 
 export type Action = "add" | "change" | "remove" | "unchanged";
 
@@ -52,7 +52,7 @@ export async function readRemoteState(client: DeploymentClient): Promise<RemoteS
 }
 
 export function connectionBody(connection: ConnectionConfig): ConnectionBody {
-  const oauth: ConnectionOAuth = {};
+  const oauth: OAuthSettingsBody = {};
   // client_secret_env is local only and refused before planning; it is never sent.
   if (connection.oauth?.clientId !== undefined) oauth.client_id = connection.oauth.clientId;
   if (connection.oauth?.clientMetadataUrl !== undefined) oauth.client_metadata_url = connection.oauth.clientMetadataUrl;
@@ -69,6 +69,18 @@ export function agentBody(agent: AgentConfig): AgentBody {
     }),
     tools: agent.tools,
     agents: agent.agents,
+  };
+}
+
+/** The deployment's agent in the shape subs would PUT, so the two compare field by field. */
+function remoteAgentBody(remote: RemoteAgent): AgentBody {
+  return {
+    mcp: remote.mcp.map((entry) => {
+      const tools = entry.tools ? cleanFilter(entry.tools) : {};
+      return Object.keys(tools).length ? { id: entry.id, tools } : { id: entry.id };
+    }),
+    tools: remote.tools,
+    agents: remote.agents,
   };
 }
 
@@ -129,7 +141,7 @@ export function planRemote(config: Config, state: RemoteState): RemotePlan {
       agents.push({ kind: "agent", id: agent.name, action: "add", changed: [], body });
       continue;
     }
-    const current = agentBody({ name: remote.name, mcp: remote.mcp.map((e) => (e.tools ? { id: e.id, tools: e.tools } : { id: e.id })), tools: remote.tools, agents: remote.agents });
+    const current = remoteAgentBody(remote);
     const changed = (["mcp", "tools", "agents"] as const).filter((field) => canonical(current[field]) !== canonical(body[field]));
     agents.push(changed.length ? { kind: "agent", id: agent.name, action: "change", changed, body } : { kind: "agent", id: agent.name, action: "unchanged", changed });
   }
@@ -199,7 +211,7 @@ async function runStep(client: DeploymentClient, step: PlanStep): Promise<void> 
   }
 }
 
-function cleanFilter(filter: ToolFilter): ToolFilter {
+function cleanFilter(filter: ToolFilter | RemoteToolFilter): ToolFilter {
   const out: ToolFilter = {};
   for (const key of ["include", "exclude", "read_only", "non_destructive", "idempotent"] as const) {
     const value = filter[key];
@@ -208,9 +220,9 @@ function cleanFilter(filter: ToolFilter): ToolFilter {
   return out;
 }
 
-function normalOAuth(oauth: ConnectionOAuth | null | undefined): ConnectionOAuth | undefined {
+function normalOAuth(oauth: ConnectionOAuth | OAuthSettingsBody | null | undefined): OAuthSettingsBody | undefined {
   if (!oauth) return undefined;
-  const out: ConnectionOAuth = {};
+  const out: OAuthSettingsBody = {};
   if (oauth.client_id != null) out.client_id = oauth.client_id;
   if (oauth.client_metadata_url != null) out.client_metadata_url = oauth.client_metadata_url;
   if (oauth.scopes != null) out.scopes = [...oauth.scopes].sort();

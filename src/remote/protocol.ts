@@ -4,10 +4,11 @@
 // "Compatibility").
 import { z } from "zod";
 
+// Answers may spell an absent optional field as null; both read the same.
 export const ConnectionOAuthSchema = z.object({
-  client_id: z.string().min(1).optional(),
-  client_metadata_url: z.string().min(1).optional(),
-  scopes: z.array(z.string()).optional(),
+  client_id: z.string().min(1).nullish(),
+  client_metadata_url: z.string().min(1).nullish(),
+  scopes: z.array(z.string()).nullish(),
 });
 export type ConnectionOAuth = z.output<typeof ConnectionOAuthSchema>;
 
@@ -27,22 +28,32 @@ export type RemoteConnection = z.output<typeof ConnectionSchema>;
 export const ConnectionListSchema = z.object({ connections: z.array(ConnectionSchema) });
 
 /** PUT /v1/mcp/{id}. Never carries `auth` or a client secret: the deployment rejects one that does. */
-export type ConnectionBody = { url: string; prefix_tools: boolean; oauth?: ConnectionOAuth };
+export type ConnectionBody = { url: string; prefix_tools: boolean; oauth?: OAuthSettingsBody };
+/** The non-secret OAuth settings as subs sends them: only the keys that are set. */
+export type OAuthSettingsBody = { client_id?: string; client_metadata_url?: string; scopes?: string[] };
 
 export const ToolFilterSchema = z.object({
-  include: z.array(z.string()).optional(),
-  exclude: z.array(z.string()).optional(),
-  read_only: z.boolean().optional(),
-  non_destructive: z.boolean().optional(),
-  idempotent: z.boolean().optional(),
+  include: z.array(z.string()).nullish(),
+  exclude: z.array(z.string()).nullish(),
+  read_only: z.boolean().nullish(),
+  non_destructive: z.boolean().nullish(),
+  idempotent: z.boolean().nullish(),
 });
-export type ToolFilter = z.output<typeof ToolFilterSchema>;
+export type RemoteToolFilter = z.output<typeof ToolFilterSchema>;
+/** A filter as subs sends it: only the keys that are set. */
+export type ToolFilter = { include?: string[]; exclude?: string[]; read_only?: boolean; non_destructive?: boolean; idempotent?: boolean };
 
 export const AgentSchema = z.object({
   name: z.string().min(1),
   mcp: z.array(z.object({ id: z.string().min(1), tools: ToolFilterSchema.nullish() })),
-  tools: z.array(z.string()).default([]),
-  agents: z.array(z.string()).default([]),
+  tools: z
+    .array(z.string())
+    .nullish()
+    .transform((v) => v ?? []),
+  agents: z
+    .array(z.string())
+    .nullish()
+    .transform((v) => v ?? []),
 });
 export type RemoteAgent = z.output<typeof AgentSchema>;
 
@@ -54,7 +65,11 @@ export type AgentBody = { mcp: Array<{ id: string; tools?: ToolFilter }>; tools:
 export const AuthorizationSchema = z.object({
   authorization_url: z.string().min(1),
   poll_url: z.string().min(1),
-  interval: z.number().positive().default(5),
+  interval: z
+    .number()
+    .positive()
+    .nullish()
+    .transform((v) => v ?? 5),
   expires_in: z.number().positive(),
 });
 export type RemoteAuthorization = z.output<typeof AuthorizationSchema>;
@@ -90,7 +105,7 @@ export const ToolListSchema = z.object({ tools: z.array(ToolSchema) });
 
 export const ErrorBodySchema = z.object({
   error: z.string().min(1),
-  message: z.string().optional(),
-  catalog: z.array(z.string()).optional(),
+  message: z.string().nullish(),
+  catalog: z.array(z.string()).nullish(),
 });
 export type ErrorBody = z.output<typeof ErrorBodySchema>;

@@ -6,7 +6,7 @@ import { parseConfig } from "../../src/config/load.ts";
 import { localOnlyAuthDiagnostics } from "../../src/config/remote-rules.ts";
 import { mergeRemoteView } from "../../src/remote/list.ts";
 import { planRemote } from "../../src/remote/plan.ts";
-import type { RemoteConnection } from "../../src/remote/protocol.ts";
+import { AgentListSchema, type RemoteConnection } from "../../src/remote/protocol.ts";
 
 const config = (body: string) => parseConfig(`[remote]\nurl = "https://deploy.example.com"\n\n${body}`, { path: "/p/substructure.toml", cwd: "/p" });
 const remote = (c: Partial<RemoteConnection> & { id: string; url: string }): RemoteConnection => ({ prefix_tools: true, status: "declared", ...c });
@@ -33,6 +33,9 @@ describe("planRemote", () => {
     const connections = [remote({ id: "a", url: "https://a.example/mcp" }), remote({ id: "b", url: "https://b.example/mcp" })];
     const same = planRemote(file, { connections, agents: [{ name: "x", mcp: [{ id: "a" }, { id: "b", tools: null }], tools: [], agents: [] }] });
     assert.equal(same.agents[0]!.action, "unchanged");
+    // A deployment may spell absent fields as null; that is no change either.
+    const nulls = AgentListSchema.parse({ agents: [{ name: "x", mcp: [{ id: "a", tools: { include: null } }, { id: "b", tools: null }], tools: null }] }).agents;
+    assert.equal(planRemote(file, { connections, agents: nulls }).agents[0]!.action, "unchanged");
     const swapped = planRemote(file, { connections, agents: [{ name: "x", mcp: [{ id: "b" }, { id: "a" }], tools: [], agents: [] }] });
     assert.deepEqual([swapped.agents[0]!.action, swapped.agents[0]!.changed], ["change", ["mcp"]]);
   });
