@@ -89,6 +89,18 @@ describe("subs mcp login with [remote]", () => {
     for (const secret of [...secrets, TOKEN]) assert.ok(!output.includes(secret), "a token reached this machine's output or files");
   });
 
+  test("--all logs in only the connections the deployment does not hold authorized", async () => {
+    const p = project(`[mcp.all1]\nurl = "${mcp.url}"\n\n[mcp.all2]\nurl = "${mcp.url}"\n`);
+    assert.equal((await p.run(["mcp", "login", "all1", "--timeout", "20"])).code, 0);
+    const result = await p.run(["mcp", "login", "--all", "--json", "--timeout", "20"]);
+    assert.equal(result.code, 0, result.stderr);
+    assert.deepEqual(JSON.parse(result.stdout).map((r: { id: string; result: string }) => [r.id, r.result]), [["all2", "authorized"]]);
+    const again = await p.run(["mcp", "login", "--all", "--json"]);
+    assert.equal(again.code, 0, again.stderr);
+    assert.deepEqual(JSON.parse(again.stdout), []);
+    assert.match(again.stderr, /already authorized on the deployment/);
+  });
+
   test("--no-browser prints the URL on stderr and opens nothing", async () => {
     const p = project(`[mcp.nobrowser]\nurl = "${mcp.url}"\n`);
     const result = await p.run(["mcp", "login", "nobrowser", "--no-browser", "--timeout", "1"]);
