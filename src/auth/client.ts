@@ -43,6 +43,8 @@ export async function chooseClient(options: {
   issuer: string;
   metadata: AuthorizationServerMetadata;
   redirectUri: string;
+  /** --port was given: the redirect URI must be registered exactly. */
+  fixedPort?: boolean;
   scope: string | undefined;
   store: Store;
   env: Readonly<Record<string, string | undefined>>;
@@ -63,7 +65,12 @@ export async function chooseClient(options: {
     return { client: { client_id: oauth.clientMetadataUrl, kind: "metadata_document" }, reused: false };
   }
   const stored = store.getClient(issuer);
-  if (stored) return { client: { ...stored, kind: "dynamic" }, reused: true };
+  // RFC 7591 §3.2.1: a client secret may expire (0 means never); then register anew.
+  const expired = stored?.client_secret_expires_at !== undefined && stored.client_secret_expires_at !== 0 && stored.client_secret_expires_at * 1000 <= options.now;
+  // With --port the person is matching a server that may compare redirect URIs exactly (not every
+  // server allows any loopback port, RFC 8252 §7.3): a registration for another port is replaced.
+  const otherRedirect = options.fixedPort === true && stored?.redirect_uris !== undefined && !stored.redirect_uris.includes(options.redirectUri);
+  if (stored && !expired && !otherRedirect) return { client: { ...stored, kind: "dynamic" }, reused: true };
   if (!metadata.registration_endpoint) {
     throw failed(`${connection.id}: the authorization server ${issuer} offers no way for subs to register (no Client ID Metadata Document support, no dynamic registration)`, {
       hint: `register an OAuth client with it and set oauth = { client_id = "…" } in [mcp.${connection.id}]`,

@@ -71,6 +71,16 @@ export function issProblem(params: URLSearchParams, issuer: string, advertised: 
 }
 
 export async function login(options: LoginOptions): Promise<LoginResult> {
+  try {
+    return await loginFlow(options);
+  } catch (error) {
+    // Whatever was in flight when Ctrl-C came (discovery, registration, the token request) ends as an interrupt.
+    if (options.ctx.signal.aborted) throw interrupted();
+    throw error;
+  }
+}
+
+async function loginFlow(options: LoginOptions): Promise<LoginResult> {
   const { ctx, connection, store, reporter } = options;
   if (ctx.signal.aborted) throw interrupted();
   const fetch = fetchWithSignal(ctx.fetch, ctx.signal);
@@ -86,6 +96,7 @@ export async function login(options: LoginOptions): Promise<LoginResult> {
       issuer,
       metadata,
       redirectUri: loopback.redirectUri,
+      fixedPort: options.port !== undefined,
       scope,
       store,
       env: ctx.env,

@@ -55,19 +55,29 @@ export function isFresh(row: CredentialRow, now: number): boolean {
  * the server rejects deletes the dead credential and ends in "run `subs mcp login <id>`" (exit 4);
  * nothing retries it.
  */
-export async function freshCredential(options: { ctx: RefreshContext; store: Store; connection: ConnectionConfig }): Promise<CredentialRow> {
-  const { ctx, store, connection } = options;
+export async function freshCredential(options: {
+  ctx: RefreshContext;
+  store: Store;
+  connection: ConnectionConfig;
+  /**
+   * The server answered 401 to a token stored at or before this time (ms): refresh even if the
+   * stored expiry says it is valid, unless another process has stored a newer one since.
+   */
+  rejectedAt?: number;
+}): Promise<CredentialRow> {
+  const { ctx, store, connection, rejectedAt } = options;
   const row = storedCredential(store, connection);
-  if (isFresh(row, ctx.now())) return row;
+  const superseded = (r: CredentialRow) => rejectedAt !== undefined && r.updated_at > rejectedAt;
+  if (rejectedAt === undefined ? isFresh(row, ctx.now()) : superseded(row)) return row;
   if (row.refresh_token === null) throw needsLogin(connection.id, "the access token expired and the server issued no refresh token");
 
   const outcome = await store.withWriteLock(async (): Promise<{ row: CredentialRow } | { rejected: string }> => {
     // Re-read under the lock: another process may have refreshed while this one waited.
     const current = storedCredential(store, connection);
-    if (isFresh(current, ctx.now())) return { row: current };
+    if (rejectedAt === undefined ? isFresh(current, ctx.now()) : superseded(current)) return { row: current };
     // Another process refreshed meanwhile: use its token while it is valid at all, even when the
     // server issues lifetimes shorter than the refresh margin (else each waiter would refresh again).
-    if (current.access_token !== row.access_token && (current.expires_at === null || current.expires_at > ctx.now())) return { row: current };
+    if (rejectedAt === undefined && current.access_token !== row.access_token && (current.expires_at === null || current.expires_at > ctx.now())) return { row: current };
     if (current.refresh_token === null) return { rejected: "the access token expired and the server issued no refresh token" };
     const metadata = await authorizationServerMetadata(current.issuer, { fetch: ctx.fetch, requirePkce: false });
     let tokens: OAuthTokens;

@@ -1,4 +1,4 @@
-import { loadConfig } from "../config/load.ts";
+import { closest, loadConfig } from "../config/load.ts";
 import type { Config, ConnectionConfig } from "../config/types.ts";
 import type { Context } from "../context.ts";
 import { usage } from "../errors.ts";
@@ -6,7 +6,6 @@ import { writeJson } from "../output/json.ts";
 import { stderrReporter } from "../output/reporter.ts";
 import { styleFor } from "../output/style.ts";
 import { renderTable } from "../output/table.ts";
-import { closest } from "../config/load.ts";
 
 export type McpToolsOptions = { config?: string; id: string; json: boolean; timeoutSeconds: number; browser: boolean };
 
@@ -22,7 +21,7 @@ export function declaredConnection(config: Config, id: string): ConnectionConfig
 }
 
 export function localOnly(config: Config, command: string): void {
-  if (config.remote) throw usage(`subs ${command} with [remote] is not implemented yet (issue 5)`);
+  if (config.remote) throw usage(`subs ${command} with [remote] is not implemented yet: the deployment holds the credential`);
 }
 
 /** Short words for a tool's MCP annotations (hints from the server, not guarantees). */

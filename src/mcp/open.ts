@@ -17,6 +17,11 @@ export type OpenConnectionOptions = {
   signal?: AbortSignal;
   /** Notices (e.g. credentials of deleted sections revoked); silent when absent. */
   reporter?: Reporter;
+  /**
+   * The server rejected (401) the stored token of an OAuth connection at this time (ms, Date.now()):
+   * refresh before connecting, unless another process stored a newer token since.
+   */
+  tokenRejectedAt?: number;
   /** Called with every 401/403 answer's WWW-Authenticate challenge (step-up needs its scope). */
   onChallenge?: (challenge: AuthChallenge) => void;
 };
@@ -47,32 +52,93 @@ export async function openConnection(options: OpenConnectionOptions): Promise<Cl
       });
     }
     headers.authorization = `Bearer ${token}`;
-  } else {
-    headers.authorization = `Bearer ${await oauthAccessToken(options)}`;
   }
   let last: AuthChallenge | undefined;
   const fetch = challengeRecorder(ctx.fetch, (challenge) => {
     last = challenge;
     options.onChallenge?.(challenge);
   });
+  const connect = () => connectMcp({ url: connection.url, fetch, headers, ...(options.signal ? { signal: options.signal } : {}) });
+  if (connection.auth) {
+    try {
+      return await connect();
+    } catch (error) {
+      throw mcpError(connection, error, last);
+    }
+  }
+  // OAuth: a 401 to a token the store thinks valid (revoked, or expired early at the server) is
+  // answered by one refresh and one retry, as the spec's flow has it; a second 401 needs a login.
+  headers.authorization = `Bearer ${await oauthAccessToken(options, options.tokenRejectedAt)}`;
+  let rejectedAt: number;
   try {
-    return await connectMcp({ url: connection.url, fetch, headers, ...(options.signal ? { signal: options.signal } : {}) });
+    return await connect();
+  } catch (error) {
+    const problem = mcpError(connection, error, last);
+    if (problem.code !== "token_rejected" || options.tokenRejectedAt !== undefined) throw problem;
+    rejectedAt = ctx.now();
+  }
+  await assertSameAuthorizationServer(options, last);
+  last = undefined;
+  headers.authorization = `Bearer ${await oauthAccessToken(options, rejectedAt)}`;
+  try {
+    return await connect();
   } catch (error) {
     throw mcpError(connection, error, last);
   }
 }
 
-/** The stored OAuth access token of `connection`, refreshed when it is about to expire. */
-async function oauthAccessToken(options: OpenConnectionOptions): Promise<string> {
+/** The stored OAuth access token of `connection`, refreshed when it is about to expire (or was rejected at `rejectedAt`). */
+async function oauthAccessToken(options: OpenConnectionOptions, rejectedAt?: number): Promise<string> {
   const { ctx, config, connection } = options;
   const [{ openStoreRevokingPurged }, { freshCredential }] = await Promise.all([import("../auth/revoke.ts"), import("../auth/refresh.ts")]);
   const opened = await openStoreRevokingPurged(config, { ctx, create: false, reporter: options.reporter ?? silentReporter });
   if (!opened) throw needsLogin(connection.id, "not logged in");
   try {
-    const row = await freshCredential({ ctx, store: opened.store, connection });
+    const row = await freshCredential({ ctx, store: opened.store, connection, ...(rejectedAt !== undefined ? { rejectedAt } : {}) });
     return row.access_token;
   } finally {
     opened.store.close();
+  }
+}
+
+/**
+ * After a 401: a credential belongs to the authorization server that issued it (MCP
+ * authorization, "Authorization Server Binding"). When the server's resource metadata now names
+ * another one, nothing is refreshed or sent to either: exit 4, and a new login registers with the
+ * new server.
+ */
+export async function assertSameAuthorizationServer(options: Pick<OpenConnectionOptions, "ctx" | "config" | "connection">, challenge: AuthChallenge | undefined): Promise<void> {
+  const { ctx, config, connection } = options;
+  const { openStore } = await import("../store/store.ts");
+  const opened = await openStore({ dbPath: config.dbPath, create: false });
+  let issuer: string | undefined;
+  try {
+    issuer = opened?.store.getCredential(connection.id)?.issuer;
+  } finally {
+    opened?.store.close();
+  }
+  if (!issuer) return;
+  const now = await authorizationServerNow(ctx.fetch, connection, challenge);
+  if (now && !(await import("../auth/discovery.ts")).sameIssuer(now, issuer)) {
+    throw new SubsError("needs_login", `${connection.id}: the server now uses another authorization server (${now}); the stored credential belongs to ${issuer}`, {
+      hint: `run \`subs mcp login ${connection.id}\``,
+      code: "issuer_changed",
+    });
+  }
+}
+
+/** The authorization server the MCP server's resource metadata names now, or undefined when unknown. */
+async function authorizationServerNow(fetch: typeof globalThis.fetch, connection: ConnectionConfig, challenge: AuthChallenge | undefined): Promise<string | undefined> {
+  const { discoverOAuthProtectedResourceMetadata } = await import("@modelcontextprotocol/sdk/client/auth.js");
+  try {
+    let metadataUrl: URL | undefined;
+    try {
+      if (challenge?.resourceMetadataUrl) metadataUrl = new URL(challenge.resourceMetadataUrl);
+    } catch {}
+    const metadata = await discoverOAuthProtectedResourceMetadata(connection.url, metadataUrl ? { resourceMetadataUrl: metadataUrl } : {}, fetch);
+    return metadata.authorization_servers?.[0];
+  } catch {
+    return undefined;
   }
 }
 
@@ -103,9 +169,15 @@ export function mcpError(connection: ConnectionConfig, error: unknown, challenge
   const status = (error as { code?: unknown }).code;
   if (error instanceof UnauthorizedError || status === 401 || (challenge?.status === 401 && status === undefined)) {
     if (connection.auth) return failed(`${connection.id}: the server rejected the token in $${connection.auth.tokenEnv}`, { hint: "check the token's value and scopes" });
-    return needsLogin(connection.id, "the server rejected the stored credential");
+    return new SubsError("needs_login", `${connection.id}: the server rejected the stored credential`, { hint: `run \`subs mcp login ${connection.id}\``, code: "token_rejected" });
   }
   if (status === 403 && challenge?.status === 403 && challenge.error === "insufficient_scope") {
+    if (connection.auth) {
+      return failed(`${connection.id}: the token in $${connection.auth.tokenEnv} lacks a scope the server needs${challenge.scope ? ` (${challenge.scope})` : ""}`, {
+        code: "insufficient_scope",
+        hint: "use a token with those permissions",
+      });
+    }
     return new InsufficientScopeError(connection.id, challenge.scope);
   }
   return connectionError(connection, error);

@@ -7,7 +7,7 @@ import type { Config, ConnectionConfig } from "../config/types.ts";
 import type { Context } from "../context.ts";
 import { failed } from "../errors.ts";
 import type { Reporter } from "../report.ts";
-import { InsufficientScopeError, mcpError, openConnection, type AuthChallenge } from "./open.ts";
+import { assertSameAuthorizationServer, InsufficientScopeError, mcpError, openConnection, type AuthChallenge } from "./open.ts";
 
 /** Re-authorizations per command (the spec asks for a retry limit). */
 export const MAX_STEP_UPS = 1;
@@ -23,21 +23,31 @@ export type StepUpOptions = {
 
 export async function withConnection<T>(options: StepUpOptions, work: (client: Client, signal: AbortSignal) => Promise<T>): Promise<T> {
   const { ctx, config, connection, reporter } = options;
-  for (let attempt = 0; ; attempt++) {
+  let rejectedAt: number | undefined;
+  let stepUps = 0;
+  for (;;) {
     let last: AuthChallenge | undefined;
     let client: Client | undefined;
     try {
-      client = await openConnection({ ctx, config, connection, signal: ctx.signal, reporter, onChallenge: (c) => (last = c) });
+      client = await openConnection({ ctx, config, connection, signal: ctx.signal, reporter, onChallenge: (c) => (last = c), ...(rejectedAt !== undefined ? { tokenRejectedAt: rejectedAt } : {}) });
       return await work(client, ctx.signal);
     } catch (error) {
       const problem = mcpError(connection, error, last);
+      // A 401 after connecting (the token died mid-command): one refresh and one retry.
+      // (openConnection already retried a 401 while connecting.)
+      if (problem.code === "token_rejected" && client !== undefined && rejectedAt === undefined && !connection.auth) {
+        rejectedAt = ctx.now();
+        await assertSameAuthorizationServer({ ctx, config, connection }, last);
+        continue;
+      }
       if (!(problem instanceof InsufficientScopeError) || connection.auth) throw problem;
-      if (attempt >= MAX_STEP_UPS) {
+      if (stepUps >= MAX_STEP_UPS) {
         throw failed(`${connection.id}: the server still refuses for lack of scope after re-authorization${problem.scope ? ` (needs: ${problem.scope})` : ""}`, {
           code: "insufficient_scope",
           hint: "the account may not be allowed these permissions; ask the server's operator",
         });
       }
+      stepUps++;
       await stepUp(options, problem.scope);
     } finally {
       await client?.close().catch(() => {});

@@ -6,13 +6,15 @@ import path from "node:path";
 import Database from "better-sqlite3";
 import { runInProcess, type RunResult } from "../support/cli.ts";
 import { consentingBrowser } from "../support/browser.ts";
-import { annotatedTool, startMcpServer, type ProtectOptions, type RunningMcpServer, type TestTool } from "../support/mcp-server.ts";
+import { annotatedTool, startMcpServer, type McpServerOptions, type ProtectOptions, type RunningMcpServer, type TestTool } from "../support/mcp-server.ts";
 import { startAuthServer, type AuthServerOptions, type RunningAuthServer } from "../support/oauth-server.ts";
 
 export type Env = {
   dir: string;
   as: RunningAuthServer;
   mcp: RunningMcpServer;
+  /** The MCP server's protection; change it while the server runs (e.g. another authServer). */
+  protect: ProtectOptions;
   /** Runs subs in-process with a consenting browser (override with `openBrowser`). */
   subs: (argv: string[], extra?: { env?: Record<string, string>; openBrowser?: (url: string) => Promise<void> }) => Promise<RunResult>;
   write: (toml: string) => void;
@@ -27,10 +29,13 @@ export const TOOLS: TestTool[] = [
   { ...annotatedTool("echo"), reply: (args) => `echo:${JSON.stringify(args)}` },
 ];
 
-export async function environment(options: { as?: AuthServerOptions; protect?: Partial<ProtectOptions>; toml?: (mcpUrl: string) => string } = {}): Promise<Env> {
+export async function environment(
+  options: { as?: AuthServerOptions; protect?: Partial<ProtectOptions>; toml?: (mcpUrl: string) => string; gate?: McpServerOptions["gate"] } = {},
+): Promise<Env> {
   const dir = mkdtempSync(path.join(tmpdir(), "subs-login-"));
   const as = await startAuthServer(options.as ?? {});
-  const mcp = await startMcpServer({ tools: TOOLS, oauth: { authServer: as, ...options.protect } });
+  const protect: ProtectOptions = { authServer: as, ...options.protect };
+  const mcp = await startMcpServer({ tools: TOOLS, oauth: protect, ...(options.gate ? { gate: options.gate } : {}) });
   const outputs: string[] = [];
   const write = (toml: string) => writeFileSync(path.join(dir, "substructure.toml"), toml);
   write(options.toml ? options.toml(mcp.url) : `[mcp.demo]\nurl = "${mcp.url}"\n`);
@@ -39,6 +44,7 @@ export async function environment(options: { as?: AuthServerOptions; protect?: P
     dir,
     as,
     mcp,
+    protect,
     outputs,
     write,
     subs: async (argv, extra = {}) => {

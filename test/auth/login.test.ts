@@ -7,6 +7,7 @@ import { test } from "node:test";
 import { run } from "../../src/cli.ts";
 import { followAuthorization } from "../support/browser.ts";
 import { startMcpServer } from "../support/mcp-server.ts";
+import { startAuthServer } from "../support/oauth-server.ts";
 import { testContext } from "../support/cli.ts";
 import { credential, environment, leakedTokens, TOOLS } from "./harness.ts";
 
@@ -178,13 +179,16 @@ test("login: --port uses that port; a busy one is a usage error", async () => {
   await new Promise<void>((resolve) => blocker.listen(0, "127.0.0.1", resolve));
   const busy = (blocker.address() as { port: number }).port;
   try {
+    assert.equal((await env.subs(["mcp", "login", "demo"])).code, 0, "registered with a port the system chose");
     const login = await env.subs(["mcp", "login", "demo", "--port", String(busy)]);
     assert.equal(login.code, 2);
     assert.match(login.stderr, new RegExp(`port ${busy} on 127\\.0\\.0\\.1 is in use`));
     await new Promise<void>((resolve) => blocker.close(() => resolve()));
     const again = await env.subs(["mcp", "login", "demo", "--port", String(busy)]);
     assert.equal(again.code, 0, again.stderr);
-    assert.equal(env.as.authorizations[0]?.redirect_uri, `http://127.0.0.1:${busy}/callback`);
+    assert.equal(env.as.authorizations.at(-1)?.redirect_uri, `http://127.0.0.1:${busy}/callback`);
+    assert.equal(env.as.counters.registrations, 2, "a registration for another port is replaced under --port");
+    assert.deepEqual(env.as.registrationRequests.at(-1)?.redirect_uris, [`http://127.0.0.1:${busy}/callback`]);
     assert.equal((await env.subs(["mcp", "login", "demo", "--port", "http"])).code, 2);
   } finally {
     if (blocker.listening) blocker.close();
@@ -369,6 +373,104 @@ test("tokens: refreshed before use when within a minute of expiry; a rejected re
   }
 });
 
+test("tokens: a 401 to a token the store thinks valid is answered by one refresh and one retry; a second 401 needs login", async () => {
+  const env = await environment();
+  try {
+    assert.equal((await env.subs(["mcp", "login", "demo"])).code, 0);
+    env.as.forgetAccessTokens();
+    const tools = await env.subs(["mcp", "tools", "demo"]);
+    assert.equal(tools.code, 0, tools.stderr);
+    assert.equal(env.as.counters.refreshes, 1);
+    assert.equal(env.mcp.authorizations.at(-1), `Bearer ${credential(env, "demo")!.access_token}`);
+
+    env.as.set({ acceptAccessTokens: false });
+    const call = await env.subs(["mcp", "call", "demo", "echo", "--json"]);
+    assert.equal(call.code, 4);
+    assert.equal(JSON.parse(call.stdout).error.code, "token_rejected");
+    assert.match(call.stderr, /run `subs mcp login demo`/);
+    assert.equal(env.as.counters.refreshes, 2, "one refresh per command, no loop");
+    assert.equal(env.as.counters.authorizations, 1);
+    assert.deepEqual(leakedTokens(env), []);
+  } finally {
+    await env.close();
+  }
+});
+
+test("tokens: a 401 in the middle of a command (after connecting) is answered by one refresh and a retry", async () => {
+  let rejectNextCall = false;
+  const env = await environment({
+    gate: (_req, res, body) => {
+      if (rejectNextCall && (body as { method?: string })?.method === "tools/call") {
+        rejectNextCall = false;
+        res.writeHead(401, { "www-authenticate": 'Bearer error="invalid_token"', "content-type": "application/json" }).end("{}");
+        return true;
+      }
+      return false;
+    },
+  });
+  try {
+    assert.equal((await env.subs(["mcp", "login", "demo"])).code, 0);
+    rejectNextCall = true;
+    const call = await env.subs(["mcp", "call", "demo", "echo", "--args", '{"k":2}']);
+    assert.equal(call.code, 0, call.stderr);
+    assert.equal(call.stdout, 'echo:{"k":2}\n');
+    assert.equal(env.as.counters.refreshes, 1);
+  } finally {
+    await env.close();
+  }
+});
+
+test("tokens: when the server moves to another authorization server, the old credential goes nowhere and login re-registers there", async () => {
+  const env = await environment();
+  const next = await startAuthServer();
+  try {
+    assert.equal((await env.subs(["mcp", "login", "demo"])).code, 0);
+    const oldClient = env.as.authorizations[0]!.client_id;
+    env.protect.authServer = next;
+    const tools = await env.subs(["mcp", "tools", "demo", "--json"]);
+    assert.equal(tools.code, 4);
+    assert.equal(JSON.parse(tools.stdout).error.code, "issuer_changed");
+    assert.match(tools.stderr, /now uses another authorization server/);
+    assert.equal(env.as.counters.refreshes, 0, "nothing refreshed at the old server");
+    assert.equal(next.counters.refreshes + next.counters.rejectedRefreshes, 0);
+
+    const login = await env.subs(["mcp", "login", "demo"]);
+    assert.equal(login.code, 0, login.stderr);
+    assert.equal(next.counters.registrations, 1, "registered anew with the new server");
+    assert.notEqual(next.authorizations[0]?.client_id, oldClient);
+    assert.equal(credential(env, "demo")?.issuer, next.issuer);
+    assert.equal((await env.subs(["mcp", "tools", "demo"])).code, 0);
+  } finally {
+    await next.close();
+    await env.close();
+  }
+});
+
+test("tokens: a 401 mid-command from a server that moved to another authorization server is not answered with a refresh", async () => {
+  let reject = false;
+  const env = await environment({
+    gate: (_req, res, body) => {
+      if (!reject || (body as { method?: string })?.method !== "tools/call") return false;
+      res.writeHead(401, { "www-authenticate": 'Bearer error="invalid_token"', "content-type": "application/json" }).end("{}");
+      return true;
+    },
+  });
+  const next = await startAuthServer();
+  try {
+    assert.equal((await env.subs(["mcp", "login", "demo"])).code, 0);
+    // The resource metadata names the new server; the old tokens still open the connection.
+    env.protect.authServer = { issuer: next.issuer, verifier: env.as.verifier };
+    reject = true;
+    const call = await env.subs(["mcp", "call", "demo", "echo", "--json"]);
+    assert.equal(call.code, 4);
+    assert.equal(JSON.parse(call.stdout).error.code, "issuer_changed");
+    assert.equal(env.as.counters.refreshes, 0);
+  } finally {
+    await next.close();
+    await env.close();
+  }
+});
+
 test("step-up: a 403 insufficient_scope re-authorizes once for the union of scopes, then stops", async () => {
   const env = await environment({ protect: { requiredScopes: ["files:read"], toolScopes: { echo: ["files:write"], search: ["admin"] } }, as: { grantableScopes: ["files:read", "files:write"] } });
   try {
@@ -417,6 +519,37 @@ test("purge: subs apply deletes an undeclared credential and revokes it", async 
     assert.equal(env.as.counters.revocations, 2);
     assert.equal(credential(env, "gone"), undefined);
     assert.ok(credential(env, "keep"));
+  } finally {
+    await env.close();
+  }
+});
+
+test("login: a server with neither resource nor authorization server metadata is a clear failure", async () => {
+  const env = await environment({ protect: { metadataAt: "none", metadataInChallenge: false } });
+  try {
+    const login = await env.subs(["mcp", "login", "demo"]);
+    assert.equal(login.code, 1);
+    assert.match(login.stderr, /publishes no authorization server metadata/);
+  } finally {
+    await env.close();
+  }
+});
+
+test("static token: sent as a bearer token; one the server rejects is exit 1, never a login", async () => {
+  const env = await environment({ toml: (url) => `[mcp.oauth]\nurl = "${url}"\n\n[mcp.gh]\nurl = "${url}"\nauth = { token_env = "GH_TOKEN" }\n` });
+  try {
+    assert.equal((await env.subs(["mcp", "login", "oauth"])).code, 0);
+    const token = credential(env, "oauth")!.access_token;
+    const ok = await env.subs(["mcp", "call", "gh", "echo"], { env: { GH_TOKEN: token } });
+    assert.equal(ok.code, 0, ok.stderr);
+    assert.equal(env.mcp.authorizations.at(-1), `Bearer ${token}`);
+    const bad = await env.subs(["mcp", "tools", "gh"], { env: { GH_TOKEN: "not-a-token" } });
+    assert.equal(bad.code, 1);
+    assert.match(bad.stderr, /rejected the token in \$GH_TOKEN/);
+    assert.doesNotMatch(bad.stderr, /not-a-token/);
+    const unset = await env.subs(["mcp", "tools", "gh"]);
+    assert.equal(unset.code, 4);
+    assert.equal(env.as.counters.authorizations, 1);
   } finally {
     await env.close();
   }

@@ -143,23 +143,25 @@ function oauthGate(url: string, protect: ProtectOptions) {
   const metadataPath = protect.metadataAt === "root" ? "/.well-known/oauth-protected-resource" : `/.well-known/oauth-protected-resource${path}`;
   const metadataUrl = `${origin}${metadataPath}`;
   const app = express();
+  // Everything is read from `protect` per request, so a test may change it while the server runs
+  // (e.g. point `authServer` at another authorization server: a migration).
+  const verifier = { verifyAccessToken: (token: string) => protect.authServer.verifier.verifyAccessToken(token) };
   if (protect.metadataAt !== "none") {
-    app.use(
-      metadataPath,
+    app.use(metadataPath, (req, res, next) =>
       metadataHandler({
         resource: protect.resource ?? url,
         authorization_servers: [protect.authServer.issuer],
         ...(protect.scopesSupported ? { scopes_supported: protect.scopesSupported } : {}),
-      }),
+      })(req, res, next),
     );
   }
   const challengeUrl = protect.metadataInChallenge === false ? undefined : metadataUrl;
-  app.use(path, requireBearerAuth({ verifier: protect.authServer.verifier, requiredScopes: protect.requiredScopes ?? [], ...(challengeUrl ? { resourceMetadataUrl: challengeUrl } : {}) }));
+  app.use(path, requireBearerAuth({ verifier, requiredScopes: protect.requiredScopes ?? [], ...(challengeUrl ? { resourceMetadataUrl: challengeUrl } : {}) }));
   app.use(path, (req, res, next) => {
     const body = (req as { body?: { method?: string; params?: { name?: string } } }).body;
     const needed = body?.method === "tools/call" ? protect.toolScopes?.[body.params?.name ?? ""] : undefined;
     if (!needed) return next();
-    return requireBearerAuth({ verifier: protect.authServer.verifier, requiredScopes: needed, ...(challengeUrl ? { resourceMetadataUrl: challengeUrl } : {}) })(req, res, next);
+    return requireBearerAuth({ verifier, requiredScopes: needed, ...(challengeUrl ? { resourceMetadataUrl: challengeUrl } : {}) })(req, res, next);
   });
   return (req: IncomingMessage, res: ServerResponse, body: unknown) =>
     new Promise<boolean>((resolve) => {

@@ -43,8 +43,9 @@ export type AuthServerOptions = {
   tokenEndpointAuthMethods?: string[];
   /** Accept https client_ids as Client ID Metadata Documents (and advertise it). */
   clientIdMetadataDocuments?: boolean;
-  /** Clients registered out of band (oauth.client_id in the file). */
-  preRegistered?: Array<{ client_id: string; client_secret?: string }>;
+  /** Clients registered out of band (oauth.client_id in the file). Redirect URIs default to
+   * http://127.0.0.1/callback (any port, RFC 8252 §7.3); other paths/hosts must match exactly. */
+  preRegistered?: Array<{ client_id: string; client_secret?: string; redirect_uris?: string[] }>;
   /** Offer RFC 7591 registration (default true). */
   dynamicRegistration?: boolean;
   /** Offer RFC 7009 revocation (default true). */
@@ -55,6 +56,8 @@ export type AuthServerOptions = {
   refreshTokens?: boolean;
   /** Delay before answering a refresh (widens the window for refresh-race tests). */
   refreshDelayMs?: number;
+  /** false: the verifier rejects every access token (a resource server that stopped trusting them). */
+  acceptAccessTokens?: boolean;
 };
 
 export type AuthorizationRecord = {
@@ -94,6 +97,8 @@ export type RunningAuthServer = {
   issuedTokens(): string[];
   /** Revokes every refresh token, as an administrator or the user would. */
   revokeAllRefreshTokens(): void;
+  /** Forgets every access token (a restarted server): they answer 401 before their expiry. */
+  forgetAccessTokens(): void;
   /** Changes knobs while running (e.g. stop advertising S256). */
   set(options: Partial<AuthServerOptions>): void;
   close(): Promise<void>;
@@ -106,7 +111,7 @@ export async function startAuthServer(initial: AuthServerOptions = {}): Promise<
   const options: AuthServerOptions = { ...initial };
   const clients = new Map<string, OAuthClientInformationFull>();
   for (const c of options.preRegistered ?? []) {
-    clients.set(c.client_id, { client_id: c.client_id, ...(c.client_secret ? { client_secret: c.client_secret } : {}), redirect_uris: ["http://127.0.0.1/callback"] });
+    clients.set(c.client_id, { client_id: c.client_id, ...(c.client_secret ? { client_secret: c.client_secret } : {}), redirect_uris: c.redirect_uris ?? ["http://127.0.0.1/callback"] });
   }
   const codes = new Map<string, CodeRecord>();
   const accessTokens = new Map<string, TokenRecord>();
@@ -208,7 +213,7 @@ export async function startAuthServer(initial: AuthServerOptions = {}): Promise<
     },
     async verifyAccessToken(token): Promise<AuthInfo> {
       const record = accessTokens.get(token);
-      if (!record) throw new InvalidTokenError("unknown or revoked access token");
+      if (!record || options.acceptAccessTokens === false) throw new InvalidTokenError("unknown or revoked access token");
       return { token, clientId: record.client_id, scopes: record.scopes, expiresAt: record.expiresAt, ...(record.resource ? { resource: new URL(record.resource) } : {}) };
     },
     async revokeToken(_client, request: OAuthTokenRevocationRequest) {
@@ -271,6 +276,7 @@ export async function startAuthServer(initial: AuthServerOptions = {}): Promise<
     verifier: { verifyAccessToken: (token) => provider.verifyAccessToken(token) },
     issuedTokens: () => [...issued],
     revokeAllRefreshTokens: () => refreshTokens.clear(),
+    forgetAccessTokens: () => accessTokens.clear(),
     set: (changes) => Object.assign(options, changes),
     close: () =>
       new Promise<void>((resolve) => {
