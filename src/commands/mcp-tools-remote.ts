@@ -9,6 +9,10 @@ import { renderTable } from "../output/table.ts";
 import { DeploymentClient } from "../remote/client.ts";
 import { annotationWords, declaredConnection } from "./mcp-tools.ts";
 
+// wt-agents' wiring of `subs agent tools` under [remote] (docs/agent-tools-remote-wiring.patch)
+// imports this name; DeploymentClient.listTools already applies it, so applying it again is a no-op.
+export { toolsError as explain } from "../remote/client.ts";
+
 export type McpToolsRemoteOptions = { id: string; json: boolean };
 
 export async function mcpToolsRemote(ctx: Context, config: Config, options: McpToolsRemoteOptions): Promise<void> {

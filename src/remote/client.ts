@@ -147,13 +147,7 @@ export class DeploymentClient {
       const r = await this.request("GET", this.url(`v1/mcp/${encodeURIComponent(id)}/tools`), { schema: ToolListSchema, ...options });
       return r.data.tools;
     } catch (error) {
-      if (error instanceof DeploymentError && error.status === 404 && error.code === "not_found") {
-        throw new SubsError("failed", `${id} is not declared on the deployment`, { code: "not_applied", hint: `run \`subs apply\` (or \`subs mcp login ${id}\`, which declares it)` });
-      }
-      if (error instanceof DeploymentError && error.status === 409 && error.code === "not_authorized") {
-        throw new SubsError("needs_login", `${id}: not authorized on the deployment`, { code: "needs_login", hint: `run \`subs mcp login ${id}\`` });
-      }
-      throw error;
+      throw toolsError(error, id);
     }
   }
 
@@ -291,6 +285,20 @@ export class DeploymentClient {
     // The caller's signal ends the wait early (the request then reports it); Ctrl-C interrupts.
     await sleep(delay, this.ctx.signal, callerSignal);
   }
+}
+
+/**
+ * What a failed `GET /v1/mcp/{id}/tools` means for the user: not declared there (`not_applied`,
+ * run `subs apply`) or no credential there (`needs_login`, exit 4); anything else unchanged.
+ */
+export function toolsError(error: unknown, id: string): unknown {
+  if (error instanceof DeploymentError && error.status === 404 && error.code === "not_found") {
+    return new SubsError("failed", `${id} is not declared on the deployment`, { code: "not_applied", hint: `run \`subs apply\` (or \`subs mcp login ${id}\`, which declares it)` });
+  }
+  if (error instanceof DeploymentError && error.status === 409 && error.code === "not_authorized") {
+    return new SubsError("needs_login", `${id}: not authorized on the deployment`, { code: "needs_login", hint: `run \`subs mcp login ${id}\`` });
+  }
+  return error;
 }
 
 /** Waits `ms`; rejects with `interrupted` when `signal` aborts; resolves early when `until` aborts. */
