@@ -273,7 +273,8 @@ function renderError(ctx: Context, error: unknown, json: boolean): void {
       if (d.hint) ctx.stderr.write(`  ${style.dim("hint:")} ${d.hint}\n`);
     }
     const n = error.diagnostics.length;
-    ctx.stderr.write(`${n} error${n === 1 ? "" : "s"} in ${error.diagnostics[0]?.file ?? "the file"}; nothing was changed.\n`);
+    const what = error.kind === "refused" ? "refusal" : "error";
+    ctx.stderr.write(`${n} ${what}${n === 1 ? "" : "s"} in ${error.diagnostics[0]?.file ?? "the file"}; nothing was changed.\n`);
   } else if (error instanceof SubsError) {
     ctx.stderr.write(`${style.red("error:")} ${error.message}\n`);
     if (error.hint) ctx.stderr.write(`${style.dim("hint:")} ${error.hint}\n`);
@@ -287,9 +288,9 @@ function renderError(ctx: Context, error: unknown, json: boolean): void {
   if (json && !(error instanceof SubsError && error.code === "tool_error")) {
     const body =
       error instanceof ConfigError
-        ? { code: "invalid_config", message: error.message, diagnostics: error.diagnostics }
+        ? { code: error.code ?? "invalid_config", message: error.message, diagnostics: error.diagnostics }
         : error instanceof SubsError
-          ? { code: error.code ?? error.kind, message: error.message, ...(error.hint ? { hint: error.hint } : {}) }
+          ? { code: error.code ?? error.kind, message: error.message, ...(error.hint ? { hint: error.hint } : {}), ...error.details }
           : { code: "unexpected", message: error instanceof Error ? error.message : String(error) };
     ctx.stdout.write(JSON.stringify({ error: body }, null, 2) + "\n");
   }

@@ -22,31 +22,38 @@ export class SubsError extends Error {
   readonly hint: string | undefined;
   /** Machine-readable code for --json consumers, e.g. "url_not_in_catalog". */
   readonly code: string | undefined;
+  /** Extra fields for the --json error object (e.g. the catalog, what was applied); never a secret. */
+  readonly details: Record<string, unknown> | undefined;
 
-  constructor(kind: ErrorKind, message: string, options: { hint?: string; code?: string; cause?: unknown } = {}) {
+  constructor(kind: ErrorKind, message: string, options: ErrorOptions = {}) {
     super(message, options.cause === undefined ? undefined : { cause: options.cause });
     this.name = "SubsError";
     this.kind = kind;
     this.hint = options.hint;
     this.code = options.code;
+    this.details = options.details;
   }
 }
 
+export type ErrorOptions = { hint?: string; code?: string; cause?: unknown; details?: Record<string, unknown> };
+
 export class ConfigError extends SubsError {
   readonly diagnostics: Diagnostic[];
-  constructor(diagnostics: Diagnostic[]) {
+  /**
+   * `refused`: the file is valid but a rule forbids what it asks for here (e.g. `auth` under
+   * [remote]); reported like a config error, with its own --json code.
+   */
+  constructor(diagnostics: Diagnostic[], options: { kind?: "config" | "refused"; code?: string } = {}) {
     const first = diagnostics[0];
-    super("config", first ? formatDiagnostic(first) : "invalid configuration");
+    super(options.kind ?? "config", first ? formatDiagnostic(first) : "invalid configuration", options.code ? { code: options.code } : {});
     this.name = "ConfigError";
     this.diagnostics = diagnostics;
   }
 }
 
-export const failed = (message: string, options?: { hint?: string; code?: string; cause?: unknown }) =>
-  new SubsError("failed", message, options);
+export const failed = (message: string, options?: ErrorOptions) => new SubsError("failed", message, options);
 export const usage = (message: string, options?: { hint?: string }) => new SubsError("usage", message, options);
-export const refused = (message: string, options?: { hint?: string; code?: string }) =>
-  new SubsError("refused", message, options);
+export const refused = (message: string, options?: ErrorOptions) => new SubsError("refused", message, options);
 export const needsLogin = (id: string, reason: string) =>
   new SubsError("needs_login", `${id}: ${reason}`, { hint: `run \`subs mcp login ${id}\``, code: "needs_login" });
 export const interrupted = () => new SubsError("interrupted", "interrupted", { code: "interrupted" });

@@ -1,7 +1,6 @@
 import { applyLocal, type LocalChange } from "../apply/local.ts";
 import path from "node:path";
 import { loadConfig } from "../config/load.ts";
-import { usage } from "../errors.ts";
 import type { Context } from "../context.ts";
 import { writeJson } from "../output/json.ts";
 import { stderrReporter } from "../output/reporter.ts";
@@ -19,7 +18,8 @@ export async function applyCommand(ctx: Context, options: ApplyOptions): Promise
   const config = loadConfig({ configPath: options.config, env: ctx.env, cwd: ctx.cwd });
   const reporter = stderrReporter(ctx);
   if (config.remote) {
-    throw usage("subs apply with [remote] is not implemented yet (issue 4)");
+    const { applyRemote } = await import("./apply-remote.ts");
+    return applyRemote(ctx, config, { json: options.json, dryRun: options.dryRun });
   }
   const result = await applyLocal({ config, dryRun: options.dryRun, reporter, revoke: ctx });
   if (options.json) {

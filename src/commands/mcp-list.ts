@@ -45,6 +45,10 @@ export function connectionJson(s: ConnectionStatus): ConnectionJson {
 
 export async function mcpListCommand(ctx: Context, options: McpListOptions): Promise<void> {
   const config = loadConfig({ configPath: options.config, env: ctx.env, cwd: ctx.cwd });
+  if (config.remote) {
+    const { mcpListRemote } = await import("./mcp-list-remote.ts");
+    return mcpListRemote(ctx, config, { json: options.json });
+  }
   const now = ctx.now();
   const statuses = await listLocalConnections({ config, env: ctx.env, now, reporter: stderrReporter(ctx) });
   if (options.json) {

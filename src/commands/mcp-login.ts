@@ -1,7 +1,7 @@
 import type { Config, ConnectionConfig } from "../config/types.ts";
 import { closest, loadConfig } from "../config/load.ts";
 import type { Context } from "../context.ts";
-import { refused, usage } from "../errors.ts";
+import { usage } from "../errors.ts";
 import { writeJson } from "../output/json.ts";
 import { stderrReporter } from "../output/reporter.ts";
 import { styleFor } from "../output/style.ts";
@@ -38,13 +38,8 @@ export async function mcpLoginCommand(ctx: Context, options: McpLoginOptions): P
   const config = loadConfig({ configPath: options.config, env: ctx.env, cwd: ctx.cwd });
   const reporter = stderrReporter(ctx);
   if (config.remote) {
-    const local = config.connections.filter((c) => c.auth || c.oauth?.clientSecretEnv);
-    if (local.length > 0) {
-      throw refused(`with [remote], ${local.map((c) => `[mcp.${c.id}]`).join(", ")} carr${local.length > 1 ? "y" : "ies"} a local credential (auth or oauth.client_secret_env)`, {
-        hint: "remove `auth` and authorize on the deployment instead",
-      });
-    }
-    throw usage("subs mcp login with [remote] is not implemented yet (issue 4)");
+    const { mcpLoginRemote } = await import("./mcp-login-remote.ts");
+    return mcpLoginRemote(ctx, config, options);
   }
   const targets = await chooseTargets(config, options, ctx);
   const style = styleFor(ctx.color);

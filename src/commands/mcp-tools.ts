@@ -38,7 +38,10 @@ export function annotationWords(annotations: Record<string, unknown> | undefined
 
 export async function mcpToolsCommand(ctx: Context, options: McpToolsOptions): Promise<void> {
   const config = loadConfig({ configPath: options.config, env: ctx.env, cwd: ctx.cwd });
-  localOnly(config, "mcp tools");
+  if (config.remote) {
+    const { mcpToolsRemote } = await import("./mcp-tools-remote.ts");
+    return mcpToolsRemote(ctx, config, { id: options.id, json: options.json });
+  }
   const connection = declaredConnection(config, options.id);
   const [{ withConnection }, { listAllTools }] = await Promise.all([import("../mcp/step-up.ts"), import("../mcp/connect.ts")]);
   const reporter = stderrReporter(ctx);

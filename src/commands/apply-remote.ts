@@ -1,0 +1,161 @@
+// `subs apply` with [remote]: validate everything, read the deployment, print the plan, carry it
+// out, print the result (issue 4). `--json` output is documented in README.md, "With `[remote]`".
+import type { Config } from "../config/types.ts";
+import { assertNoLocalOnlyAuth } from "../config/remote-rules.ts";
+import type { Context } from "../context.ts";
+import { failed, refused, SubsError } from "../errors.ts";
+import { writeJson } from "../output/json.ts";
+import { stderrReporter } from "../output/reporter.ts";
+import { styleFor } from "../output/style.ts";
+import { DeploymentClient, DeploymentError } from "../remote/client.ts";
+import { executePlan, hasChanges, planRemote, readRemoteState, type PlanStep, type RemotePlan, type StepOutcome } from "../remote/plan.ts";
+
+export type ApplyRemoteOptions = { json: boolean; dryRun: boolean };
+
+export async function applyRemote(ctx: Context, config: Config, options: ApplyRemoteOptions): Promise<void> {
+  const remote = config.remote!;
+  // Everything that can be refused is refused before the first request (issue 4).
+  assertNoLocalOnlyAuth(config);
+  const reporter = stderrReporter(ctx);
+  const client = new DeploymentClient({ remote, ctx, reporter });
+  const plan = planRemote(config, await readRemoteState(client));
+  const style = styleFor(ctx.color);
+
+  if (!options.json) ctx.stdout.write(renderPlan(plan, client.base.href, style));
+  if (options.dryRun || !hasChanges(plan)) {
+    if (options.json) writeJson(ctx.stdout, planJson(plan, client.base.href, { dryRun: options.dryRun, outcomes: [] }));
+    else ctx.stderr.write(hasChanges(plan) ? "Dry run: nothing was changed.\n" : `Nothing to do: the deployment matches ${config.displayPath}.\n`);
+    return;
+  }
+
+  const errStyle = styleFor(ctx.stderrColor);
+  const outcomes = await executePlan(client, plan, {
+    onStep: (o) => {
+      if (options.json) return;
+      const mark = o.outcome === "applied" ? errStyle.green("✓") : errStyle.red("✗");
+      ctx.stderr.write(`${mark} ${o.outcome === "failed" ? `could not ${describeStep(o.step)}: ${errorMessage(o.error)}` : describeStepDone(o.step)}\n`);
+    },
+  });
+  const failures = outcomes.filter((o) => o.outcome === "failed");
+  const applied = outcomes.filter((o) => o.outcome === "applied");
+  if (failures.length === 0) {
+    if (options.json) writeJson(ctx.stdout, planJson(plan, client.base.href, { dryRun: false, outcomes }));
+    else ctx.stdout.write(`Applied ${applied.length} change${applied.length === 1 ? "" : "s"} to ${client.base.href}.\n`);
+    return;
+  }
+
+  const notAttempted = outcomes.filter((o) => o.outcome === "not_attempted");
+  if (!options.json) {
+    ctx.stdout.write(`\nApplied ${applied.length} of ${outcomes.length} changes:\n`);
+    for (const o of outcomes) {
+      const label = o.outcome === "applied" ? style.green("applied      ") : o.outcome === "failed" ? style.red("failed       ") : style.yellow("not attempted");
+      ctx.stdout.write(`  ${label} ${describeStep(o.step)}\n`);
+    }
+  }
+  const details = {
+    applied: applied.map((o) => stepRef(o.step)),
+    failed: failures.map((o) => ({ ...stepRef(o.step), code: errorCode(o.error), message: errorMessage(o.error) })),
+    not_attempted: notAttempted.map((o) => stepRef(o.step)),
+  };
+  const first = failures[0]!.error;
+  const summary = `${applied.length} of ${outcomes.length} changes applied, ${failures.length} failed, ${notAttempted.length} not attempted`;
+  if (first instanceof DeploymentError && first.code === "url_not_in_catalog") {
+    // The refusal carries the whole catalog: name every connection of the plan outside it, not
+    // only the one that was refused first, so one edit of the file fixes them all.
+    const catalog = new Set(first.body?.catalog ?? []);
+    const outside = plan.connections.filter((s) => (s.action === "add" || s.action === "change") && !catalog.has(s.url));
+    throw refused(`not in the deployment's catalog: ${outside.map((s) => `${s.id} (${s.url})`).join(", ")} (${summary})`, {
+      code: "url_not_in_catalog",
+      ...(first.hint ? { hint: first.hint } : {}),
+      details: { ...first.details, not_in_catalog: outside.map((s) => ({ id: s.id, url: s.url })), ...details },
+    });
+  }
+  if (first instanceof DeploymentError && first.kind === "refused") {
+    throw refused(`${describeStep(failures[0]!.step)}: ${first.message} (${summary})`, {
+      code: first.code ?? "refused",
+      ...(first.hint ? { hint: first.hint } : {}),
+      details: { ...first.details, ...details },
+    });
+  }
+  throw failed(`apply stopped part-way: ${summary}. ${errorMessage(first)}`, {
+    code: "apply_incomplete",
+    hint: "fix the cause and rerun `subs apply`: it reads the deployment again and carries out only what is left",
+    details,
+  });
+}
+
+const SIGN: Record<string, string> = { add: "+", change: "~", remove: "-", unchanged: "=" };
+
+function renderPlan(plan: RemotePlan, url: string, style: ReturnType<typeof styleFor>): string {
+  const color = (action: string, s: string) =>
+    action === "add" ? style.green(s) : action === "remove" ? style.red(s) : action === "change" ? style.yellow(s) : style.dim(s);
+  const lines = [`Plan for ${url}:`];
+  const section = (title: string, steps: PlanStep[]) => {
+    lines.push(`  ${title}:${steps.length ? "" : " none"}`);
+    const width = Math.max(0, ...steps.map((s) => s.id.length));
+    for (const step of steps) lines.push(`    ${color(step.action, `${SIGN[step.action]} ${step.id.padEnd(width)}`)}  ${stepDetail(step)}`);
+  };
+  section("connections", plan.connections);
+  section("agents", plan.agents);
+  const count = (a: string) => [...plan.connections, ...plan.agents].filter((s) => s.action === a).length;
+  lines.push(`  ${count("add")} to add, ${count("change")} to change, ${count("remove")} to remove, ${count("unchanged")} unchanged.`);
+  return lines.join("\n") + "\n";
+}
+
+function stepDetail(step: PlanStep): string {
+  if (step.kind === "agent") {
+    if (step.action === "change") return `${step.changed.join(", ")} changed`;
+    return step.action === "unchanged" ? "unchanged" : step.action === "add" ? "new agent" : "not in the file";
+  }
+  const parts: string[] = [];
+  if (step.action === "add") parts.push(`${step.url}`, `declared; authorize with \`subs mcp login ${step.id}\``);
+  if (step.action === "change") {
+    if (step.changed.includes("url")) parts.push(`url ${step.previousUrl} → ${step.url}`);
+    const other = step.changed.filter((f) => f !== "url");
+    if (other.length) parts.push(`${other.join(", ")} changed`);
+  }
+  if (step.action === "remove") parts.push(`${step.url}`, "not in the file");
+  if (step.action === "unchanged") parts.push(step.credential === "kept" ? "unchanged (authorized)" : "unchanged (not authorized)");
+  if (step.credential === "dropped") parts.push(`credential dropped: ${step.credentialReason === "url_changed" ? "url changed" : "declaration removed"}`);
+  else if (step.action === "change") parts.push(step.credential === "kept" ? "credential kept" : "no credential");
+  return parts.join("; ");
+}
+
+function describeStep(step: PlanStep): string {
+  return `${step.action} ${step.kind} ${step.id}`;
+}
+
+function describeStepDone(step: PlanStep): string {
+  const verb = step.action === "add" ? "added" : step.action === "remove" ? "removed" : "changed";
+  const credential = step.kind === "connection" && step.credential === "dropped" ? " (credential dropped)" : "";
+  return `${verb} ${step.kind} ${step.id}${credential}`;
+}
+
+function stepRef(step: PlanStep) {
+  return { kind: step.kind, id: step.id, action: step.action };
+}
+
+const errorMessage = (error: unknown) => (error instanceof Error ? error.message : String(error));
+const errorCode = (error: unknown) => (error instanceof SubsError ? (error.code ?? error.kind) : "unexpected");
+
+/** The `subs apply --json` document for [remote] (README.md, "With `[remote]`"). */
+function planJson(plan: RemotePlan, url: string, options: { dryRun: boolean; outcomes: StepOutcome[] }) {
+  const applied = new Set(options.outcomes.filter((o) => o.outcome === "applied").map((o) => o.step));
+  return {
+    target: "remote",
+    url,
+    dry_run: options.dryRun,
+    changed: applied.size > 0,
+    connections: plan.connections.map((s) => ({
+      id: s.id,
+      action: s.action,
+      changed: s.changed,
+      url: s.url,
+      previous_url: s.previousUrl ?? null,
+      credential: s.credential,
+      credential_reason: s.credentialReason ?? null,
+      applied: applied.has(s),
+    })),
+    agents: plan.agents.map((s) => ({ name: s.id, action: s.action, changed: s.changed, applied: applied.has(s) })),
+  };
+}

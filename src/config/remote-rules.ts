@@ -1,0 +1,41 @@
+// Under [remote] the deployment holds credentials, so settings that name a variable on this
+// machine cannot work there: `auth.token_env` and `oauth.client_secret_env` belong to a local
+// engine (product.md, "The file"; connectors.md, "Where the credential lives").
+import { ConfigError, type Diagnostic } from "../errors.ts";
+import type { Config } from "./types.ts";
+
+/** Every connection (of `ids`, default all) that carries a local-only setting, as file:line:col diagnostics. */
+export function localOnlyAuthDiagnostics(config: Config, ids?: readonly string[]): Diagnostic[] {
+  const wanted = ids ? new Set(ids) : undefined;
+  const diagnostics: Diagnostic[] = [];
+  for (const connection of config.connections) {
+    if (wanted && !wanted.has(connection.id)) continue;
+    if (connection.auth) {
+      const { line, col } = config.locate(["mcp", connection.id, "auth"]);
+      diagnostics.push({
+        file: config.displayPath,
+        line,
+        col,
+        message: `[mcp.${connection.id}] has \`auth\`, which names a variable on this machine; the deployment in [remote] cannot use it`,
+        hint: `remove \`auth\` and authorize on the deployment instead: subs mcp login ${connection.id}`,
+      });
+    }
+    if (connection.oauth?.clientSecretEnv) {
+      const { line, col } = config.locate(["mcp", connection.id, "oauth", "client_secret_env"]);
+      diagnostics.push({
+        file: config.displayPath,
+        line,
+        col,
+        message: `[mcp.${connection.id}] has \`oauth.client_secret_env\`, which names a variable on this machine; the deployment in [remote] cannot use it`,
+        hint: `remove \`client_secret_env\` and authorize on the deployment instead: subs mcp login ${connection.id}`,
+      });
+    }
+  }
+  return diagnostics.sort((a, b) => a.line - b.line || a.col - b.col);
+}
+
+/** Throws the refusal (exit 2, nothing sent) when any connection of `ids` carries a local-only setting. */
+export function assertNoLocalOnlyAuth(config: Config, ids?: readonly string[]): void {
+  const diagnostics = localOnlyAuthDiagnostics(config, ids);
+  if (diagnostics.length > 0) throw new ConfigError(diagnostics, { kind: "refused", code: "local_only_auth" });
+}

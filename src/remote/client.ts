@@ -1,0 +1,339 @@
+// A typed client for the deployment protocol (docs/deployment-protocol.md). Every answer is
+// validated with zod; 5xx, 429 and network errors are retried with exponential backoff (every
+// request is idempotent or safe to repeat, docs "Retries and idempotency"), then reported.
+import type { z } from "zod";
+import type { RemoteConfig } from "../config/types.ts";
+import type { Context } from "../context.ts";
+import { failed, interrupted, SubsError, usage } from "../errors.ts";
+import type { Reporter } from "../report.ts";
+import {
+  AgentListSchema,
+  AgentSchema,
+  AuthorizationSchema,
+  AuthorizationStatusSchema,
+  ConnectionListSchema,
+  ConnectionSchema,
+  ErrorBodySchema,
+  ToolListSchema,
+  type AgentBody,
+  type AuthorizationStatus,
+  type ConnectionBody,
+  type ErrorBody,
+  type RemoteAgent,
+  type RemoteAuthorization,
+  type RemoteConnection,
+  type RemoteTool,
+} from "./protocol.ts";
+
+export type RetryPolicy = {
+  /** Tries in all, the first included. */
+  attempts: number;
+  baseDelayMs: number;
+  maxDelayMs: number;
+};
+
+export const DEFAULT_RETRY: RetryPolicy = { attempts: 4, baseDelayMs: 250, maxDelayMs: 5000 };
+/** A request that takes longer than this is abandoned and counts as a network error. */
+export const REQUEST_TIMEOUT_MS = 30_000;
+
+export type DeploymentClientOptions = {
+  remote: RemoteConfig;
+  ctx: Pick<Context, "env" | "fetch" | "signal">;
+  reporter: Reporter;
+  retry?: RetryPolicy;
+};
+
+/** A non-2xx answer from the deployment, after retries where they apply. */
+export class DeploymentError extends SubsError {
+  readonly status: number;
+  readonly body: ErrorBody | undefined;
+  constructor(kind: SubsError["kind"], message: string, options: { status: number; body?: ErrorBody; hint?: string; details?: Record<string, unknown> }) {
+    super(kind, message, {
+      code: options.body?.error ?? `http_${options.status}`,
+      ...(options.hint ? { hint: options.hint } : {}),
+      ...(options.details ? { details: options.details } : {}),
+    });
+    this.status = options.status;
+    this.body = options.body;
+  }
+}
+
+/** The deployment could not be reached (every attempt failed without an HTTP answer). */
+export class DeploymentUnreachableError extends SubsError {}
+
+export type CreatedAuthorization = RemoteAuthorization & {
+  /** poll_url resolved against the request URL; same origin as the deployment. */
+  pollUrl: URL;
+  authorizationUrl: URL;
+};
+
+export class DeploymentClient {
+  readonly base: URL;
+  private readonly token: string;
+  private readonly remote: RemoteConfig;
+  private readonly ctx: DeploymentClientOptions["ctx"];
+  private readonly reporter: Reporter;
+  private readonly retry: RetryPolicy;
+
+  constructor(options: DeploymentClientOptions) {
+    this.remote = options.remote;
+    this.ctx = options.ctx;
+    this.reporter = options.reporter;
+    this.retry = options.retry ?? DEFAULT_RETRY;
+    this.base = new URL(options.remote.url.endsWith("/") ? options.remote.url : `${options.remote.url}/`);
+    const token = options.ctx.env[options.remote.tokenEnv];
+    if (!token) {
+      throw usage(`$${options.remote.tokenEnv} is not set: it holds the API credential of the deployment at ${this.base.origin}`, {
+        hint: `export ${options.remote.tokenEnv}=<API token for ${this.base.origin}> ([remote].token_env names the variable)`,
+      });
+    }
+    this.token = token;
+  }
+
+  listConnections(): Promise<RemoteConnection[]> {
+    return this.request("GET", this.url("v1/mcp"), { schema: ConnectionListSchema }).then((r) => r.data.connections);
+  }
+
+  /** Declares or updates a connection; `created` is true on 201. */
+  async putConnection(id: string, body: ConnectionBody): Promise<{ connection: RemoteConnection; created: boolean }> {
+    const r = await this.request("PUT", this.url(`v1/mcp/${encodeURIComponent(id)}`), { schema: ConnectionSchema, body });
+    return { connection: r.data, created: r.status === 201 };
+  }
+
+  /** Deletes a connection and its credential. Already absent (404) counts as done: DELETE is idempotent. */
+  async deleteConnection(id: string): Promise<void> {
+    await this.request("DELETE", this.url(`v1/mcp/${encodeURIComponent(id)}`), { schema: null, absentIsDone: true });
+  }
+
+  async startAuthorization(id: string): Promise<CreatedAuthorization> {
+    const url = this.url(`v1/mcp/${encodeURIComponent(id)}/authorizations`);
+    const r = await this.request("POST", url, { schema: AuthorizationSchema, body: {} });
+    const pollUrl = new URL(r.data.poll_url, url);
+    // The poll request carries the deployment token: never send it to another origin.
+    if (pollUrl.origin !== this.base.origin) {
+      throw failed(`the deployment gave a poll_url on another origin (${pollUrl.origin}); subs sends $${this.remote.tokenEnv} only to ${this.base.origin}`);
+    }
+    let authorizationUrl: URL;
+    try {
+      authorizationUrl = new URL(r.data.authorization_url, url);
+    } catch {
+      throw failed("the deployment gave an authorization_url that is not a URL");
+    }
+    if (authorizationUrl.protocol !== "https:" && authorizationUrl.protocol !== "http:") {
+      throw failed(`the deployment gave an authorization_url with scheme ${authorizationUrl.protocol}; only http(s) is opened`);
+    }
+    return { ...r.data, pollUrl, authorizationUrl };
+  }
+
+  /** One poll. A 404 means the deployment forgot or superseded the authorization: expired. */
+  async pollAuthorization(pollUrl: URL): Promise<AuthorizationStatus> {
+    try {
+      return (await this.request("GET", pollUrl, { schema: AuthorizationStatusSchema })).data;
+    } catch (error) {
+      if (error instanceof DeploymentError && error.status === 404) {
+        return { status: "expired", error: "not_found", message: error.body?.message ?? "the deployment no longer knows this authorization" };
+      }
+      throw error;
+    }
+  }
+
+  /**
+   * The connection's tools as the deployment sees them. Not declared there: a `failed` error with
+   * code `not_applied`; declared but without a credential: `needs_login` (exit 4). `signal` (e.g. a
+   * per-connection timeout) stops the request and its retries.
+   */
+  async listTools(id: string, options: { signal?: AbortSignal } = {}): Promise<RemoteTool[]> {
+    try {
+      const r = await this.request("GET", this.url(`v1/mcp/${encodeURIComponent(id)}/tools`), { schema: ToolListSchema, ...options });
+      return r.data.tools;
+    } catch (error) {
+      throw toolsError(error, id);
+    }
+  }
+
+  listAgents(): Promise<RemoteAgent[]> {
+    return this.request("GET", this.url("v1/agents"), { schema: AgentListSchema }).then((r) => r.data.agents);
+  }
+
+  async putAgent(name: string, body: AgentBody): Promise<{ agent: RemoteAgent; created: boolean }> {
+    const r = await this.request("PUT", this.url(`v1/agents/${encodeURIComponent(name)}`), { schema: AgentSchema, body });
+    return { agent: r.data, created: r.status === 201 };
+  }
+
+  async deleteAgent(name: string): Promise<void> {
+    await this.request("DELETE", this.url(`v1/agents/${encodeURIComponent(name)}`), { schema: null, absentIsDone: true });
+  }
+
+  private url(path: string): URL {
+    return new URL(path, this.base);
+  }
+
+  private async request<S extends z.ZodType>(
+    method: string,
+    url: URL,
+    options: { schema: S; body?: unknown; signal?: AbortSignal },
+  ): Promise<{ status: number; data: z.output<S> }>;
+  private async request(method: string, url: URL, options: { schema: null; absentIsDone?: boolean }): Promise<{ status: number; data: undefined }>;
+  private async request(
+    method: string,
+    url: URL,
+    options: { schema: z.ZodType | null; body?: unknown; absentIsDone?: boolean; signal?: AbortSignal },
+  ): Promise<{ status: number; data: unknown }> {
+    const what = `${method} ${url.pathname}`;
+    const callerSignal = options.signal;
+    const stopped = () => failed(`${what}: stopped before the deployment answered`, { code: "timed_out", cause: callerSignal?.reason });
+    const headers: Record<string, string> = { authorization: `Bearer ${this.token}`, accept: "application/json" };
+    if (options.body !== undefined) headers["content-type"] = "application/json";
+    for (let attempt = 1; ; attempt++) {
+      if (this.ctx.signal.aborted) throw interrupted();
+      if (callerSignal?.aborted) throw stopped();
+      let response: Response;
+      try {
+        response = await this.ctx.fetch(url, {
+          method,
+          headers,
+          ...(options.body !== undefined ? { body: JSON.stringify(options.body) } : {}),
+          redirect: "error",
+          signal: AbortSignal.any([this.ctx.signal, AbortSignal.timeout(REQUEST_TIMEOUT_MS), ...(callerSignal ? [callerSignal] : [])]),
+        });
+      } catch (error) {
+        if (this.ctx.signal.aborted) throw interrupted();
+        if (callerSignal?.aborted) throw stopped();
+        const reason = networkReason(error);
+        if (attempt < this.retry.attempts) {
+          await this.backoff(attempt, undefined, `${what}: ${reason}`, callerSignal);
+          if (callerSignal?.aborted) throw stopped();
+          continue;
+        }
+        throw new DeploymentUnreachableError("failed", `cannot reach the deployment at ${this.base.origin} (${what}: ${reason}; ${attempt} attempts)`, {
+          code: "deployment_unreachable",
+          hint: "check [remote].url and your network, then rerun: every step is safe to repeat",
+          cause: error,
+        });
+      }
+
+      if (response.ok) {
+        if (options.schema === null) {
+          await response.body?.cancel();
+          return { status: response.status, data: undefined };
+        }
+        let json: unknown;
+        try {
+          json = await response.json();
+        } catch {
+          throw failed(`the deployment answered ${what} with a body that is not JSON`, { code: "invalid_response" });
+        }
+        const parsed = options.schema.safeParse(json);
+        if (!parsed.success) {
+          const issue = parsed.error.issues[0];
+          const where = issue?.path.length ? issue.path.join(".") : "the body";
+          throw failed(`the deployment answered ${what} with an unexpected body (${where}: ${issue?.message ?? "invalid"})`, {
+            code: "invalid_response",
+            hint: "the deployment does not follow docs/deployment-protocol.md; check its version",
+          });
+        }
+        return { status: response.status, data: parsed.data };
+      }
+
+      const body = await readErrorBody(response);
+      if (response.status === 404 && options.absentIsDone) return { status: 404, data: undefined };
+      const retryable = response.status >= 500 || response.status === 429;
+      if (retryable && attempt < this.retry.attempts) {
+        await this.backoff(attempt, response.headers.get("retry-after"), `${what}: ${response.status}${body ? ` ${body.error}` : ""}`, callerSignal);
+        if (callerSignal?.aborted) throw stopped();
+        continue;
+      }
+      throw this.errorFor(what, response.status, body, retryable ? attempt : undefined);
+    }
+  }
+
+  private errorFor(what: string, status: number, body: ErrorBody | undefined, attempts: number | undefined): DeploymentError {
+    const said = body?.message ? `: ${body.message}` : "";
+    const code = body?.error;
+    if (status === 401) {
+      return new DeploymentError("failed", `the deployment at ${this.base.origin} rejected the credential in $${this.remote.tokenEnv}${said}`, {
+        status,
+        ...(body ? { body } : {}),
+        hint: `set ${this.remote.tokenEnv} to a valid API token for ${this.base.origin}`,
+      });
+    }
+    if (status === 403 && code === "url_not_in_catalog") {
+      const catalog = body?.catalog ?? [];
+      return new DeploymentError("refused", `the deployment allows only the URLs in its catalog${said}`, {
+        status,
+        ...(body ? { body } : {}),
+        hint: catalog.length ? `allowed URLs:\n${catalog.map((u) => `  ${u}`).join("\n")}` : "the deployment listed no allowed URLs",
+        details: { catalog },
+      });
+    }
+    if (status === 400 && code === "local_only_field") {
+      return new DeploymentError("refused", `the deployment refused ${what}${said}`, { status, ...(body ? { body } : {}) });
+    }
+    const tries = attempts && attempts > 1 ? ` after ${attempts} attempts` : "";
+    return new DeploymentError("failed", `the deployment answered ${what} with ${status}${code ? ` ${code}` : ""}${said}${tries}`, {
+      status,
+      ...(body ? { body } : {}),
+    });
+  }
+
+  private async backoff(attempt: number, retryAfter: string | null | undefined, reason: string, callerSignal?: AbortSignal): Promise<void> {
+    let delay = Math.min(this.retry.baseDelayMs * 2 ** (attempt - 1), this.retry.maxDelayMs);
+    delay += Math.random() * delay * 0.25; // jitter: many CI jobs retrying at once spread out
+    const seconds = retryAfter ? Number(retryAfter) : NaN;
+    if (Number.isFinite(seconds) && seconds >= 0) delay = Math.min(seconds * 1000, 30_000);
+    this.reporter.warn(`${reason}; retrying in ${(delay / 1000).toFixed(1)}s (attempt ${attempt + 1} of ${this.retry.attempts})`);
+    // The caller's signal ends the wait early (the request then reports it); Ctrl-C interrupts.
+    await sleep(delay, this.ctx.signal, callerSignal);
+  }
+}
+
+/**
+ * What a failed `GET /v1/mcp/{id}/tools` means for the user: not declared there (`not_applied`,
+ * run `subs apply`) or no credential there (`needs_login`, exit 4); anything else unchanged.
+ */
+export function toolsError(error: unknown, id: string): unknown {
+  if (error instanceof DeploymentError && error.status === 404 && error.code === "not_found") {
+    return new SubsError("failed", `${id} is not declared on the deployment`, { code: "not_applied", hint: `run \`subs apply\` (or \`subs mcp login ${id}\`, which declares it)` });
+  }
+  if (error instanceof DeploymentError && error.status === 409 && error.code === "not_authorized") {
+    return new SubsError("needs_login", `${id}: not authorized on the deployment`, { code: "needs_login", hint: `run \`subs mcp login ${id}\`` });
+  }
+  return error;
+}
+
+/** Waits `ms`; rejects with `interrupted` when `signal` aborts; resolves early when `until` aborts. */
+export function sleep(ms: number, signal: AbortSignal, until?: AbortSignal): Promise<void> {
+  return new Promise((resolve, reject) => {
+    if (signal.aborted) return reject(interrupted());
+    if (until?.aborted) return resolve();
+    const done = () => {
+      clearTimeout(timer);
+      signal.removeEventListener("abort", onAbort);
+      until?.removeEventListener("abort", done);
+      resolve();
+    };
+    const timer = setTimeout(done, ms);
+    const onAbort = () => {
+      clearTimeout(timer);
+      until?.removeEventListener("abort", done);
+      reject(interrupted());
+    };
+    signal.addEventListener("abort", onAbort, { once: true });
+    until?.addEventListener("abort", done, { once: true });
+  });
+}
+
+async function readErrorBody(response: Response): Promise<ErrorBody | undefined> {
+  try {
+    const parsed = ErrorBodySchema.safeParse(await response.json());
+    return parsed.success ? parsed.data : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+function networkReason(error: unknown): string {
+  if (error instanceof Error && error.name === "TimeoutError") return `no answer within ${REQUEST_TIMEOUT_MS / 1000}s`;
+  const cause = (error as { cause?: { code?: string; message?: string } }).cause;
+  return cause?.code ?? cause?.message ?? (error instanceof Error ? error.message : String(error));
+}

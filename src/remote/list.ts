@@ -1,0 +1,62 @@
+// `subs mcp list` with [remote]: the deployment's view merged with the file's. Each id in either
+// gets one entry: its status on the deployment and its drift (declared in the file but not
+// applied, or on the deployment but no longer in the file).
+import type { Config } from "../config/types.ts";
+import type { DeploymentClient } from "./client.ts";
+import { connectionBody, planRemote, type ConnectionField } from "./plan.ts";
+import type { RemoteConnection } from "./protocol.ts";
+
+export type RemoteListStatus =
+  /** The deployment holds a credential for this id and the file's url. */
+  | "authorized"
+  /** Declared on the deployment with the file's url, not authorized. */
+  | "needs_login"
+  /** The deployment has this id with another url: `subs apply` re-declares it (and drops its credential). */
+  | "url_changed"
+  /** In the file, not on the deployment. */
+  | "not_applied"
+  /** On the deployment, not in the file: `subs apply` removes it and its credential. */
+  | "not_in_file";
+
+export type Drift = "not_applied" | "not_in_file" | "differs";
+
+export type RemoteListEntry = {
+  id: string;
+  /** The file's url; for an id only on the deployment, the deployment's. */
+  url: string;
+  status: RemoteListStatus;
+  usable: boolean;
+  drift: Drift | null;
+  /** With drift "differs": the fields where file and deployment disagree. */
+  differs: ConnectionField[];
+  deployment: RemoteConnection | null;
+  agents: string[];
+};
+
+export async function listRemoteConnections(config: Config, client: DeploymentClient): Promise<RemoteListEntry[]> {
+  const remote = await client.listConnections();
+  return mergeRemoteView(config, remote);
+}
+
+export function mergeRemoteView(config: Config, remote: RemoteConnection[]): RemoteListEntry[] {
+  const byId = new Map(remote.map((c) => [c.id, c]));
+  const plan = planRemote(config, { connections: remote, agents: [] });
+  const steps = new Map(plan.connections.map((s) => [s.id, s]));
+  const agentsOf = (id: string) => config.agents.filter((a) => a.mcp.some((e) => e.id === id)).map((a) => a.name);
+  const entries: RemoteListEntry[] = config.connections.map((connection) => {
+    const deployed = byId.get(connection.id) ?? null;
+    const step = steps.get(connection.id)!;
+    const base = { id: connection.id, url: connectionBody(connection).url, deployment: deployed, agents: agentsOf(connection.id), differs: step.changed };
+    if (!deployed) return { ...base, status: "not_applied", usable: false, drift: "not_applied" };
+    const drift = step.action === "change" ? ("differs" as const) : null;
+    if (step.changed.includes("url")) return { ...base, status: "url_changed", usable: false, drift };
+    const authorized = deployed.status === "authorized";
+    return { ...base, status: authorized ? "authorized" : "needs_login", usable: authorized, drift };
+  });
+  const declared = new Set(config.connections.map((c) => c.id));
+  for (const deployed of remote) {
+    if (declared.has(deployed.id)) continue;
+    entries.push({ id: deployed.id, url: deployed.url, status: "not_in_file", usable: false, drift: "not_in_file", differs: [], deployment: deployed, agents: [] });
+  }
+  return entries;
+}

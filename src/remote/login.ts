@@ -1,0 +1,86 @@
+// `subs mcp login` with [remote]: declare the connection, start the consent on the deployment,
+// send the person to its authorization URL, and poll until the deployment reports authorized,
+// failed or expired (docs/deployment-protocol.md, "Authorizing"). The credential stays there.
+import type { ConnectionConfig } from "../config/types.ts";
+import type { Context } from "../context.ts";
+import { failed, SubsError } from "../errors.ts";
+import { sleep, type DeploymentClient } from "./client.ts";
+import { connectionBody } from "./plan.ts";
+import type { RemoteConnection } from "./protocol.ts";
+
+export type RemoteLoginEvents = {
+  /** The URL to open, and whether a browser was started for it. Print it either way. */
+  onAuthorizationUrl(url: string, browserOpened: boolean, browserError?: unknown): void;
+  /** After each poll that is still pending. */
+  onWaiting(elapsedMs: number, remainingMs: number): void;
+};
+
+export type RemoteLoginOptions = {
+  ctx: Pick<Context, "now" | "signal" | "openBrowser">;
+  client: DeploymentClient;
+  connection: ConnectionConfig;
+  openBrowser: boolean;
+  timeoutMs: number;
+  events: RemoteLoginEvents;
+};
+
+/** Resolves with the deployment's view of the connection once authorized; throws otherwise. */
+export async function loginOnDeployment(options: RemoteLoginOptions): Promise<RemoteConnection> {
+  const { ctx, client, connection, events } = options;
+  // Declaring first is what `subs apply` would do for this section; a changed url drops the old
+  // credential there, as it must (product.md: a credential is bound to its url).
+  await client.putConnection(connection.id, connectionBody(connection));
+  const started = ctx.now();
+  const authorization = await client.startAuthorization(connection.id);
+  const url = authorization.authorizationUrl.href;
+  if (options.openBrowser) {
+    try {
+      await ctx.openBrowser(url);
+      events.onAuthorizationUrl(url, true);
+    } catch (error) {
+      events.onAuthorizationUrl(url, false, error);
+    }
+  } else {
+    events.onAuthorizationUrl(url, false);
+  }
+
+  const deadline = started + Math.min(authorization.expires_in * 1000, options.timeoutMs);
+  const intervalMs = Math.max(authorization.interval * 1000, 50);
+  for (;;) {
+    const remaining = deadline - ctx.now();
+    if (remaining <= 0) {
+      const byUs = options.timeoutMs < authorization.expires_in * 1000;
+      throw failed(`${connection.id}: no consent within ${Math.round((deadline - started) / 1000)}s${byUs ? " (--timeout)" : " (the deployment's authorization expired)"}`, {
+        code: byUs ? "timed_out" : "authorization_expired",
+        hint: `run \`subs mcp login ${connection.id}\` again${byUs ? " (or raise --timeout)" : ""}`,
+      });
+    }
+    await sleep(Math.min(intervalMs, remaining), ctx.signal);
+    const status = await client.pollAuthorization(authorization.pollUrl);
+    if (status.status === "authorized") break;
+    if (status.status === "pending") {
+      events.onWaiting(ctx.now() - started, deadline - ctx.now());
+      continue;
+    }
+    const detail = [status.error, status.message].filter(Boolean).join(": ");
+    if (status.status === "expired") {
+      throw failed(`${connection.id}: the authorization expired on the deployment${detail ? ` (${detail})` : ""}`, {
+        code: "authorization_expired",
+        hint: `run \`subs mcp login ${connection.id}\` again and consent within ${Math.round(authorization.expires_in / 60)} minutes`,
+      });
+    }
+    throw failed(`${connection.id}: the authorization failed on the deployment${detail ? ` (${detail})` : ""}`, {
+      code: status.error === "access_denied" ? "access_denied" : "authorization_failed",
+      hint: `run \`subs mcp login ${connection.id}\` to try again`,
+    });
+  }
+  const connections = await client.listConnections();
+  const now = connections.find((c) => c.id === connection.id);
+  if (!now || now.status !== "authorized") {
+    throw new SubsError("needs_login", `${connection.id}: the deployment reported the consent done but holds no credential for it`, {
+      code: "needs_login",
+      hint: `run \`subs mcp login ${connection.id}\` again`,
+    });
+  }
+  return now;
+}

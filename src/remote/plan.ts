@@ -1,0 +1,239 @@
+// `subs apply` with [remote]: compare the file with the deployment's state, then carry the
+// difference out in an order in which no agent ever names a missing connection (issue 4):
+// connections put, agents put, agents deleted, connections deleted. Every step is an idempotent
+// PUT or DELETE, so a run that stopped part-way converges when rerun.
+import type { AgentConfig, Config, ConnectionConfig } from "../config/types.ts";
+import type { DeploymentClient } from "./client.ts";
+import type { AgentBody, ConnectionBody, ConnectionOAuth, OAuthSettingsBody, RemoteAgent, RemoteConnection, RemoteToolFilter, ToolFilter } from "./protocol.ts";
+
+export type Action = "add" | "change" | "remove" | "unchanged";
+
+export type ConnectionField = "url" | "prefix_tools" | "oauth";
+export type AgentField = "mcp" | "tools" | "agents";
+
+export type CredentialEffect =
+  /** Nothing held before, nothing held after (a new or never-authorized connection). */
+  | "none"
+  | "kept"
+  /** The deployment drops it: the url changed (a credential is bound to its url) or the section is gone. */
+  | "dropped";
+
+export type ConnectionStep = {
+  kind: "connection";
+  id: string;
+  action: Action;
+  changed: ConnectionField[];
+  /** The url after the change (the deployment's own for a removal). */
+  url: string;
+  /** The deployment's url before a url change. */
+  previousUrl?: string;
+  credential: CredentialEffect;
+  credentialReason?: "url_changed" | "declaration_removed";
+  body?: ConnectionBody;
+};
+
+export type AgentStep = {
+  kind: "agent";
+  id: string;
+  action: Action;
+  changed: AgentField[];
+  body?: AgentBody;
+};
+
+export type PlanStep = ConnectionStep | AgentStep;
+
+export type RemotePlan = { connections: ConnectionStep[]; agents: AgentStep[] };
+
+export type RemoteState = { connections: RemoteConnection[]; agents: RemoteAgent[] };
+
+export async function readRemoteState(client: DeploymentClient): Promise<RemoteState> {
+  const [connections, agents] = await Promise.all([client.listConnections(), client.listAgents()]);
+  return { connections, agents };
+}
+
+export function connectionBody(connection: ConnectionConfig): ConnectionBody {
+  const oauth: OAuthSettingsBody = {};
+  // client_secret_env is local only and refused before planning; it is never sent.
+  if (connection.oauth?.clientId !== undefined) oauth.client_id = connection.oauth.clientId;
+  if (connection.oauth?.clientMetadataUrl !== undefined) oauth.client_metadata_url = connection.oauth.clientMetadataUrl;
+  if (connection.oauth?.scopes !== undefined) oauth.scopes = connection.oauth.scopes;
+  return { url: connection.url, prefix_tools: connection.prefixTools, ...(Object.keys(oauth).length ? { oauth } : {}) };
+}
+
+export function agentBody(agent: AgentConfig): AgentBody {
+  return {
+    // An empty filter takes every tool, like no filter: one spelling, so comparisons are stable.
+    mcp: agent.mcp.map((entry) => {
+      const tools = entry.tools ? cleanFilter(entry.tools) : {};
+      return Object.keys(tools).length ? { id: entry.id, tools } : { id: entry.id };
+    }),
+    tools: agent.tools,
+    agents: agent.agents,
+  };
+}
+
+/** The deployment's agent in the shape subs would PUT, so the two compare field by field. */
+function remoteAgentBody(remote: RemoteAgent): AgentBody {
+  return {
+    mcp: remote.mcp.map((entry) => {
+      const tools = entry.tools ? cleanFilter(entry.tools) : {};
+      return Object.keys(tools).length ? { id: entry.id, tools } : { id: entry.id };
+    }),
+    tools: remote.tools,
+    agents: remote.agents,
+  };
+}
+
+export function planRemote(config: Config, state: RemoteState): RemotePlan {
+  const remoteConnections = new Map(state.connections.map((c) => [c.id, c]));
+  const connections: ConnectionStep[] = [];
+  for (const connection of config.connections) {
+    const body = connectionBody(connection);
+    const remote = remoteConnections.get(connection.id);
+    if (!remote) {
+      connections.push({ kind: "connection", id: connection.id, action: "add", changed: [], url: body.url, credential: "none", body });
+      continue;
+    }
+    const changed: ConnectionField[] = [];
+    if (remote.url !== body.url) changed.push("url");
+    if (remote.prefix_tools !== body.prefix_tools) changed.push("prefix_tools");
+    if (canonical(normalOAuth(remote.oauth)) !== canonical(normalOAuth(body.oauth))) changed.push("oauth");
+    const held = remote.status === "authorized";
+    if (changed.length === 0) {
+      connections.push({ kind: "connection", id: connection.id, action: "unchanged", changed, url: body.url, credential: held ? "kept" : "none" });
+    } else if (changed.includes("url")) {
+      connections.push({
+        kind: "connection",
+        id: connection.id,
+        action: "change",
+        changed,
+        url: body.url,
+        previousUrl: remote.url,
+        credential: held ? "dropped" : "none",
+        ...(held ? { credentialReason: "url_changed" as const } : {}),
+        body,
+      });
+    } else {
+      connections.push({ kind: "connection", id: connection.id, action: "change", changed, url: body.url, credential: held ? "kept" : "none", body });
+    }
+  }
+  const declared = new Set(config.connections.map((c) => c.id));
+  for (const remote of state.connections) {
+    if (declared.has(remote.id)) continue;
+    const held = remote.status === "authorized";
+    connections.push({
+      kind: "connection",
+      id: remote.id,
+      action: "remove",
+      changed: [],
+      url: remote.url,
+      credential: held ? "dropped" : "none",
+      ...(held ? { credentialReason: "declaration_removed" as const } : {}),
+    });
+  }
+
+  const remoteAgents = new Map(state.agents.map((a) => [a.name, a]));
+  const agents: AgentStep[] = [];
+  for (const agent of config.agents) {
+    const body = agentBody(agent);
+    const remote = remoteAgents.get(agent.name);
+    if (!remote) {
+      agents.push({ kind: "agent", id: agent.name, action: "add", changed: [], body });
+      continue;
+    }
+    const current = remoteAgentBody(remote);
+    const changed = (["mcp", "tools", "agents"] as const).filter((field) => canonical(current[field]) !== canonical(body[field]));
+    agents.push(changed.length ? { kind: "agent", id: agent.name, action: "change", changed, body } : { kind: "agent", id: agent.name, action: "unchanged", changed });
+  }
+  const named = new Set(config.agents.map((a) => a.name));
+  for (const remote of state.agents) if (!named.has(remote.name)) agents.push({ kind: "agent", id: remote.name, action: "remove", changed: [] });
+  return { connections, agents };
+}
+
+export const hasChanges = (plan: RemotePlan) => [...plan.connections, ...plan.agents].some((s) => s.action !== "unchanged");
+
+export type StepOutcome = { step: PlanStep; outcome: "applied" | "failed" | "not_attempted"; error?: unknown };
+
+/** At most this many requests in flight within one phase. */
+const CONCURRENCY = 4;
+
+/**
+ * Carries the plan out phase by phase. After a failure no new step starts (those in flight
+ * finish), so the report says exactly what was applied, what failed and what was not attempted.
+ */
+export async function executePlan(
+  client: DeploymentClient,
+  plan: RemotePlan,
+  options: { onStep?: (outcome: StepOutcome) => void } = {},
+): Promise<StepOutcome[]> {
+  const put = (s: PlanStep) => s.action === "add" || s.action === "change";
+  const phases: PlanStep[][] = [
+    plan.connections.filter(put),
+    plan.agents.filter(put),
+    plan.agents.filter((s) => s.action === "remove"),
+    plan.connections.filter((s) => s.action === "remove"),
+  ];
+  const outcomes: StepOutcome[] = [];
+  let stopped = false;
+  for (const phase of phases) {
+    const queue = [...phase];
+    const worker = async () => {
+      for (let step = queue.shift(); step; step = queue.shift()) {
+        if (stopped) {
+          outcomes.push({ step, outcome: "not_attempted" });
+          continue;
+        }
+        try {
+          await runStep(client, step);
+          const outcome: StepOutcome = { step, outcome: "applied" };
+          outcomes.push(outcome);
+          options.onStep?.(outcome);
+        } catch (error) {
+          stopped = true;
+          const outcome: StepOutcome = { step, outcome: "failed", error };
+          outcomes.push(outcome);
+          options.onStep?.(outcome);
+        }
+      }
+    };
+    await Promise.all(Array.from({ length: Math.min(CONCURRENCY, Math.max(queue.length, 1)) }, worker));
+  }
+  return outcomes;
+}
+
+async function runStep(client: DeploymentClient, step: PlanStep): Promise<void> {
+  if (step.kind === "connection") {
+    if (step.action === "remove") await client.deleteConnection(step.id);
+    else await client.putConnection(step.id, step.body!);
+  } else {
+    if (step.action === "remove") await client.deleteAgent(step.id);
+    else await client.putAgent(step.id, step.body!);
+  }
+}
+
+function cleanFilter(filter: ToolFilter | RemoteToolFilter): ToolFilter {
+  const out: ToolFilter = {};
+  for (const key of ["include", "exclude", "read_only", "non_destructive", "idempotent"] as const) {
+    const value = filter[key];
+    if (value !== undefined && value !== null) (out as Record<string, unknown>)[key] = value;
+  }
+  return out;
+}
+
+function normalOAuth(oauth: ConnectionOAuth | OAuthSettingsBody | null | undefined): OAuthSettingsBody | undefined {
+  if (!oauth) return undefined;
+  const out: OAuthSettingsBody = {};
+  if (oauth.client_id != null) out.client_id = oauth.client_id;
+  if (oauth.client_metadata_url != null) out.client_metadata_url = oauth.client_metadata_url;
+  if (oauth.scopes != null) out.scopes = [...oauth.scopes].sort();
+  return Object.keys(out).length ? out : undefined;
+}
+
+/** JSON with sorted keys and no null/undefined members: equal values compare equal. */
+function canonical(value: unknown): string {
+  return JSON.stringify(value ?? null, (_key, v) =>
+    v && typeof v === "object" && !Array.isArray(v)
+      ? Object.fromEntries(Object.entries(v as Record<string, unknown>).filter(([, x]) => x !== undefined && x !== null).sort(([a], [b]) => (a < b ? -1 : 1)))
+      : v,
+  );
+}

@@ -1,0 +1,265 @@
+// `subs apply` with [remote], end to end: the real CLI as a child process against the test
+// deployment (test/support/deployment/), which implements docs/deployment-protocol.md.
+import assert from "node:assert/strict";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import path from "node:path";
+import { after, afterEach, beforeEach, describe, test } from "node:test";
+import { runCli } from "../support/cli.ts";
+import { startDeployment, type RunningDeployment } from "../support/deployment/server.ts";
+
+const TOKEN = "deploy-api-token-SECRET";
+const dirs: string[] = [];
+after(() => dirs.forEach((d) => rmSync(d, { recursive: true, force: true })));
+
+function project(deployment: RunningDeployment, body: string) {
+  const dir = mkdtempSync(path.join(tmpdir(), "subs-remote-"));
+  dirs.push(dir);
+  const write = (text: string) => writeFileSync(path.join(dir, "substructure.toml"), `[remote]\nurl = "${deployment.url}"\n\n${text}`);
+  write(body);
+  const apply = (...args: string[]) => runCli(["apply", ...args], { cwd: dir, env: { SUBSTRUCTURE_TOKEN: TOKEN } });
+  return { dir, write, apply };
+}
+
+const FILE = `
+[mcp.sentry]
+url = "https://mcp.sentry.dev/mcp"
+
+[mcp.linear]
+url = "https://mcp.linear.app/mcp"
+prefix_tools = false
+
+[agent.support]
+mcp = ["sentry"]
+
+[agent.triage]
+mcp = [{ id = "sentry", tools = { read_only = true } }, "linear"]
+agents = ["support"]
+`;
+
+/** A credential as the deployment would hold one after consent (the login tests make real ones). */
+function authorize(deployment: RunningDeployment, id: string) {
+  const url = deployment.connections.get(id)!.url;
+  deployment.credentials.set(id, { url, tokens: { access_token: `at-${id}`, token_type: "bearer" }, authorizedAt: Date.now(), expiresAt: null });
+}
+
+describe("subs apply with [remote]", () => {
+  let deployment: RunningDeployment;
+  beforeEach(async () => {
+    deployment = await startDeployment({ token: TOKEN });
+  });
+  afterEach(() => deployment.close());
+
+  test("first apply creates; a second reports no change and sends no write", async () => {
+    const p = project(deployment, FILE);
+    const first = await p.apply();
+    assert.equal(first.code, 0, first.stderr);
+    assert.match(first.stdout, /\+ sentry/);
+    assert.match(first.stdout, /\+ support/);
+    assert.match(first.stdout, /4 to add, 0 to change, 0 to remove, 0 unchanged/);
+    assert.deepEqual([...deployment.connections.keys()].sort(), ["linear", "sentry"]);
+    assert.equal(deployment.connections.get("linear")!.prefix_tools, false);
+    assert.deepEqual(deployment.agents.get("triage")!.mcp, [{ id: "sentry", tools: { read_only: true } }, { id: "linear" }]);
+
+    deployment.requests.length = 0;
+    const second = await p.apply("--json");
+    assert.equal(second.code, 0, second.stderr);
+    const json = JSON.parse(second.stdout);
+    assert.equal(json.changed, false);
+    assert.deepEqual(json.connections.map((c: { action: string }) => c.action), ["unchanged", "unchanged"]);
+    assert.deepEqual(json.agents.map((a: { action: string }) => a.action), ["unchanged", "unchanged"]);
+    assert.deepEqual(deployment.requests.filter((r) => !r.startsWith("GET")), []);
+    assert.doesNotMatch(first.stdout + first.stderr + second.stdout + second.stderr, /SECRET/);
+  });
+
+  test("removing a section deletes the declaration and its credential; agents go first", async () => {
+    const p = project(deployment, FILE);
+    assert.equal((await p.apply()).code, 0);
+    authorize(deployment, "linear");
+    p.write(`[mcp.sentry]\nurl = "https://mcp.sentry.dev/mcp"\n\n[agent.support]\nmcp = ["sentry"]\n`);
+    deployment.requests.length = 0;
+    const result = await p.apply();
+    assert.equal(result.code, 0, result.stderr);
+    assert.match(result.stdout, /- linear .*credential dropped: declaration removed/);
+    assert.match(result.stdout, /- triage/);
+    assert.equal(deployment.connections.has("linear"), false);
+    assert.equal(deployment.credentials.has("linear"), false);
+    assert.equal(deployment.agents.has("triage"), false);
+    // Safe order: the agent naming linear is deleted before linear itself.
+    const writes = deployment.requests.filter((r) => !r.startsWith("GET"));
+    assert.deepEqual(writes, ["DELETE /v1/agents/triage", "DELETE /v1/mcp/linear"]);
+  });
+
+  test("changing a url drops the credential; changing prefix_tools keeps it", async () => {
+    const p = project(deployment, FILE);
+    assert.equal((await p.apply()).code, 0);
+    authorize(deployment, "sentry");
+    authorize(deployment, "linear");
+    p.write(FILE.replace("https://mcp.sentry.dev/mcp", "https://mcp.sentry.example/mcp").replace("prefix_tools = false", "prefix_tools = true"));
+    const dry = await p.apply("--dry-run", "--json");
+    assert.equal(dry.code, 0, dry.stderr);
+    const plan = JSON.parse(dry.stdout);
+    const byId = Object.fromEntries(plan.connections.map((c: { id: string }) => [c.id, c]));
+    assert.deepEqual([byId.sentry.action, byId.sentry.changed, byId.sentry.credential, byId.sentry.credential_reason], ["change", ["url"], "dropped", "url_changed"]);
+    assert.deepEqual([byId.linear.action, byId.linear.changed, byId.linear.credential], ["change", ["prefix_tools"], "kept"]);
+
+    const result = await p.apply();
+    assert.equal(result.code, 0, result.stderr);
+    assert.match(result.stdout, /~ sentry .*url https:\/\/mcp\.sentry\.dev\/mcp → https:\/\/mcp\.sentry\.example\/mcp.*credential dropped: url changed/);
+    assert.match(result.stdout, /~ linear .*prefix_tools changed; credential kept/);
+    assert.equal(deployment.credentials.has("sentry"), false);
+    assert.equal(deployment.credentials.has("linear"), true);
+  });
+
+  test("--dry-run prints the plan and changes nothing", async () => {
+    const p = project(deployment, FILE);
+    const result = await p.apply("--dry-run");
+    assert.equal(result.code, 0, result.stderr);
+    assert.match(result.stdout, /\+ sentry/);
+    assert.match(result.stderr, /Dry run: nothing was changed/);
+    assert.equal(deployment.connections.size, 0);
+    assert.equal(deployment.agents.size, 0);
+    assert.deepEqual(deployment.requests.filter((r) => !r.startsWith("GET")), []);
+  });
+
+  test("`auth` and `oauth.client_secret_env` are refused, each named, before any request", async () => {
+    const p = project(
+      deployment,
+      `[mcp.github]\nurl = "https://api.githubcopilot.com/mcp/"\nauth = { token_env = "GITHUB_TOKEN" }\n\n[mcp.linear]\nurl = "https://mcp.linear.app/mcp"\noauth = { client_id = "abc", client_secret_env = "LINEAR_SECRET" }\n\n[mcp.sentry]\nurl = "https://mcp.sentry.dev/mcp"\n`,
+    );
+    const result = await p.apply();
+    assert.equal(result.code, 2);
+    assert.match(result.stderr, /substructure\.toml:6:1: \[mcp\.github\] has `auth`/);
+    assert.match(result.stderr, /substructure\.toml:10:\d+: \[mcp\.linear\] has `oauth\.client_secret_env`/);
+    assert.match(result.stderr, /remove `auth` and authorize on the deployment instead/);
+    assert.deepEqual(deployment.requests, []);
+    const json = await p.apply("--json");
+    assert.equal(JSON.parse(json.stdout).error.code, "local_only_auth");
+    assert.deepEqual(deployment.requests, []);
+  });
+
+  test("a missing or rejected API token names the variable", async () => {
+    const p = project(deployment, FILE);
+    const unset = await runCli(["apply"], { cwd: p.dir });
+    assert.equal(unset.code, 2);
+    assert.match(unset.stderr, /\$SUBSTRUCTURE_TOKEN is not set/);
+    assert.deepEqual(deployment.requests, []);
+    const wrong = await runCli(["apply"], { cwd: p.dir, env: { SUBSTRUCTURE_TOKEN: "wrong" } });
+    assert.equal(wrong.code, 1);
+    assert.match(wrong.stderr, /rejected the credential in \$SUBSTRUCTURE_TOKEN/);
+    assert.match(wrong.stderr, /set SUBSTRUCTURE_TOKEN to a valid API token/);
+  });
+});
+
+describe("subs apply against a catalog deployment", () => {
+  test("a url outside the catalog is refused and the allowed URLs are printed", async () => {
+    const catalog = ["https://mcp.sentry.dev/mcp", "https://mcp.notion.com/mcp"];
+    const deployment = await startDeployment({ token: TOKEN, catalog });
+    try {
+      const p = project(deployment, FILE);
+      const result = await p.apply();
+      assert.equal(result.code, 2, result.stderr);
+      assert.match(result.stderr, /not in the deployment's catalog: linear \(https:\/\/mcp\.linear\.app\/mcp\)/);
+      for (const url of catalog) assert.ok(result.stderr.includes(`  ${url}`), result.stderr);
+      const json = JSON.parse((await p.apply("--json")).stdout);
+      assert.equal(json.error.code, "url_not_in_catalog");
+      assert.deepEqual(json.error.catalog, catalog);
+      assert.deepEqual(json.error.not_in_catalog, [{ id: "linear", url: "https://mcp.linear.app/mcp" }]);
+      assert.equal(deployment.connections.has("linear"), false);
+    } finally {
+      await deployment.close();
+    }
+  });
+});
+
+describe("subs apply when the deployment fails", () => {
+  let deployment: RunningDeployment;
+  beforeEach(async () => {
+    deployment = await startDeployment({ token: TOKEN });
+  });
+  afterEach(() => deployment.close());
+
+  test("500s and dropped connections are retried, and the apply completes", async () => {
+    const p = project(deployment, FILE);
+    deployment.fault({ method: "GET", path: "/v1/mcp", kind: "status", status: 500, times: 1 });
+    deployment.fault({ method: "PUT", path: "/v1/mcp/linear", kind: "drop", times: 1 });
+    // The answer is lost after the deployment applied the change: the retried PUT is idempotent.
+    deployment.fault({ method: "PUT", path: "/v1/agents/triage", kind: "drop_after", times: 1 });
+    deployment.fault({ method: "PUT", path: "/v1/agents/support", kind: "status", status: 503, times: 2 });
+    const result = await p.apply();
+    assert.equal(result.code, 0, result.stderr);
+    assert.match(result.stderr, /retrying/);
+    assert.deepEqual([...deployment.connections.keys()].sort(), ["linear", "sentry"]);
+    assert.deepEqual([...deployment.agents.keys()].sort(), ["support", "triage"]);
+    const again = await p.apply("--json");
+    assert.equal(JSON.parse(again.stdout).changed, false);
+  });
+
+  test("a failure part-way reports what was and was not applied; a rerun converges", async () => {
+    const p = project(deployment, FILE);
+    deployment.fault({ method: "PUT", path: "/v1/agents/", kind: "status", status: 500, times: 100 });
+    const result = await p.apply("--json");
+    assert.equal(result.code, 1, result.stderr);
+    const error = JSON.parse(result.stdout).error;
+    assert.equal(error.code, "apply_incomplete");
+    assert.deepEqual(error.applied.map((s: { id: string }) => s.id).sort(), ["linear", "sentry"]);
+    // Steps of one phase run side by side: each agent PUT either failed or was not started.
+    assert.ok(error.failed.length >= 1);
+    assert.ok(error.failed.every((s: { kind: string; code: string }) => s.kind === "agent" && s.code === "internal_error"));
+    assert.equal(error.failed.length + error.not_attempted.length, 2);
+    assert.match(result.stderr, /apply stopped part-way: 2 of 4 changes applied/);
+
+    const text = await p.apply();
+    assert.equal(text.code, 1);
+    assert.match(text.stdout, /applied +add connection|failed +add agent|not attempted/);
+
+    deployment.clearFaults();
+    const rerun = await p.apply();
+    assert.equal(rerun.code, 0, rerun.stderr);
+    assert.match(rerun.stdout, /2 to add, 0 to change, 0 to remove, 2 unchanged/);
+    assert.deepEqual([...deployment.agents.keys()].sort(), ["support", "triage"]);
+  });
+
+  test("an unreachable deployment is reported after retries", async () => {
+    const p = project(deployment, FILE);
+    deployment.fault({ path: "/v1/", kind: "drop", times: 100 });
+    const result = await p.apply();
+    assert.equal(result.code, 1);
+    assert.match(result.stderr, /cannot reach the deployment at http:\/\/127\.0\.0\.1:\d+ .*4 attempts/);
+    assert.equal(deployment.requests.filter((r) => r === "GET /v1/mcp").length, 4);
+  });
+});
+
+describe("answers that break the protocol", () => {
+  let deployment: RunningDeployment;
+  beforeEach(async () => {
+    deployment = await startDeployment({ token: TOKEN });
+  });
+  afterEach(() => deployment.close());
+
+  test("a body that does not match the protocol is an error, not an empty deployment", async () => {
+    const p = project(deployment, FILE);
+    deployment.fault({ method: "GET", path: "/v1/mcp", kind: "body", body: { connections: [{ id: "x", url: 7 }] }, times: 1 });
+    const result = await p.apply();
+    assert.equal(result.code, 1);
+    assert.match(result.stderr, /answered GET \/v1\/mcp with an unexpected body \(connections\.0\.url:/);
+    assert.deepEqual(deployment.requests.filter((r) => !r.startsWith("GET")), []);
+  });
+
+  test("a poll_url on another origin is refused: the API token is never sent there", async () => {
+    const dir = mkdtempSync(path.join(tmpdir(), "subs-remote-"));
+    dirs.push(dir);
+    writeFileSync(path.join(dir, "substructure.toml"), `[remote]\nurl = "${deployment.url}"\n\n[mcp.a]\nurl = "https://a.example/mcp"\n`);
+    deployment.fault({
+      method: "POST",
+      path: "/v1/mcp/a/authorizations",
+      kind: "body",
+      status: 201,
+      body: { authorization_url: "https://as.example/authorize", poll_url: "https://evil.example/poll", interval: 1, expires_in: 60 },
+    });
+    const result = await runCli(["mcp", "login", "a", "--no-browser"], { cwd: dir, env: { SUBSTRUCTURE_TOKEN: TOKEN } });
+    assert.equal(result.code, 1);
+    assert.match(result.stderr, /poll_url on another origin \(https:\/\/evil\.example\)/);
+    assert.doesNotMatch(result.stderr, /as\.example\/authorize/, "nothing is opened or printed for a refused answer");
+  });
+});

@@ -1,0 +1,228 @@
+// `subs mcp login`, `subs mcp list` and `subs mcp tools` with [remote], end to end: the real CLI
+// against the test deployment, which runs the OAuth flow itself against a test authorization
+// server and keeps the tokens. A redirect-following $BROWSER plays the person who consents.
+import assert from "node:assert/strict";
+import { existsSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import path from "node:path";
+import { after, before, describe, test } from "node:test";
+import { browserCommand } from "../support/browser.ts";
+import { runCli } from "../support/cli.ts";
+import { startDeployment, type RunningDeployment } from "../support/deployment/server.ts";
+import { annotatedTool, startMcpServer, type RunningMcpServer } from "../support/mcp-server.ts";
+import { startAuthServer, type RunningAuthServer } from "../support/oauth-server.ts";
+
+const TOKEN = "deploy-api-token-SECRET";
+
+let authServer: RunningAuthServer;
+let mcp: RunningMcpServer;
+let deployment: RunningDeployment;
+const dirs: string[] = [];
+
+before(async () => {
+  authServer = await startAuthServer();
+  mcp = await startMcpServer({
+    tools: [annotatedTool("search_issues", { readOnlyHint: true }), annotatedTool("delete_issue", { destructiveHint: true })],
+    oauth: { authServer },
+  });
+  deployment = await startDeployment({ token: TOKEN, pollInterval: 0.05 });
+});
+after(async () => {
+  await deployment.close();
+  await mcp.close();
+  await authServer.close();
+  dirs.forEach((d) => rmSync(d, { recursive: true, force: true }));
+});
+
+function project(body: string) {
+  const dir = mkdtempSync(path.join(tmpdir(), "subs-remote-login-"));
+  dirs.push(dir);
+  writeFileSync(path.join(dir, "substructure.toml"), `[remote]\nurl = "${deployment.url}"\n\n${body}`);
+  const log = path.join(dir, "browser.log");
+  const run = (args: string[], env: Record<string, string> = {}) =>
+    runCli(args, { cwd: dir, env: { SUBSTRUCTURE_TOKEN: TOKEN, BROWSER: browserCommand(), SUBS_TEST_BROWSER_LOG: log, ...env } });
+  return { dir, run, log };
+}
+
+/** Every file under dir, as text (the db, if one was made, included). */
+function everythingWritten(dir: string): string {
+  return readdirSync(dir, { recursive: true })
+    .map(String)
+    .map((f) => readFileSync(path.join(dir, f)).toString("latin1"))
+    .join("\n");
+}
+
+describe("subs mcp login with [remote]", () => {
+  test("declares, opens the deployment's URL, polls to authorized; no token on this side", async () => {
+    const p = project(`[mcp.tracker]\nurl = "${mcp.url}"\n\n[mcp.tracker2]\nurl = "${mcp.url}"\n`);
+    const result = await p.run(["mcp", "login", "tracker", "--timeout", "20"]);
+    assert.equal(result.code, 0, result.stderr);
+    assert.match(result.stdout, /✓ tracker: authorized on http:\/\/127\.0\.0\.1/);
+    assert.match(result.stderr, /Opened a browser to authorize tracker/);
+    // The browser was sent to the authorization server, with the deployment's own redirect URI.
+    const visited = new URL(readFileSync(p.log, "utf8").trim());
+    assert.equal(visited.origin, authServer.url);
+    assert.equal(visited.searchParams.get("redirect_uri"), `${deployment.url}/oauth/callback`);
+    assert.equal(visited.searchParams.get("code_challenge_method"), "S256");
+    assert.equal(visited.searchParams.get("resource"), mcp.url);
+
+    assert.equal(deployment.credentials.get("tracker")?.url, mcp.url);
+    assert.equal(deployment.credentials.has("tracker2"), false, "a credential belongs to its id alone");
+    const secrets = authServer.issuedTokens();
+    assert.ok(secrets.length >= 2);
+    assert.equal(existsSync(path.join(p.dir, "substructure.db")), false, "nothing is stored locally");
+
+    const list = await p.run(["mcp", "list", "--json"]);
+    assert.equal(list.code, 0, list.stderr);
+    const byId = Object.fromEntries(JSON.parse(list.stdout).map((c: { id: string }) => [c.id, c]));
+    assert.deepEqual([byId.tracker.status, byId.tracker.usable, byId.tracker.drift], ["authorized", true, null]);
+    assert.ok(byId.tracker.authorized_at);
+    assert.deepEqual([byId.tracker2.status, byId.tracker2.drift], ["not_applied", "not_applied"]);
+
+    const tools = await p.run(["mcp", "tools", "tracker", "--json"]);
+    assert.equal(tools.code, 0, tools.stderr);
+    assert.deepEqual(JSON.parse(tools.stdout).tools.map((t: { name: string }) => t.name), ["search_issues", "delete_issue"]);
+    const table = await p.run(["mcp", "tools", "tracker"]);
+    assert.match(table.stdout, /search_issues\tread-only/);
+
+    const output = [result, list, tools, table].map((r) => r.stdout + r.stderr).join("\n") + everythingWritten(p.dir);
+    for (const secret of [...secrets, TOKEN]) assert.ok(!output.includes(secret), "a token reached this machine's output or files");
+  });
+
+  test("--all logs in only the connections the deployment does not hold authorized", async () => {
+    const p = project(`[mcp.all1]\nurl = "${mcp.url}"\n\n[mcp.all2]\nurl = "${mcp.url}"\n`);
+    assert.equal((await p.run(["mcp", "login", "all1", "--timeout", "20"])).code, 0);
+    const result = await p.run(["mcp", "login", "--all", "--json", "--timeout", "20"]);
+    assert.equal(result.code, 0, result.stderr);
+    assert.deepEqual(JSON.parse(result.stdout).map((r: { id: string; result: string }) => [r.id, r.result]), [["all2", "authorized"]]);
+    const again = await p.run(["mcp", "login", "--all", "--json"]);
+    assert.equal(again.code, 0, again.stderr);
+    assert.deepEqual(JSON.parse(again.stdout), []);
+    assert.match(again.stderr, /already authorized on the deployment/);
+  });
+
+  test("--no-browser prints the URL on stderr and opens nothing", async () => {
+    const p = project(`[mcp.nobrowser]\nurl = "${mcp.url}"\n`);
+    const result = await p.run(["mcp", "login", "nobrowser", "--no-browser", "--timeout", "1"]);
+    assert.equal(result.code, 1);
+    assert.match(result.stderr, new RegExp(`visit:\\n  ${authServer.url}/authorize\\?`));
+    assert.match(result.stderr, /no consent within 1s \(--timeout\)/);
+    assert.equal(existsSync(p.log), false, "no browser was started");
+    assert.equal(result.stdout, "");
+  });
+
+  test("Ctrl-C while waiting for consent exits 130 and stores nothing", async () => {
+    const p = project(`[mcp.interrupted]\nurl = "${mcp.url}"\n`);
+    const result = await runCli(["mcp", "login", "interrupted", "--no-browser"], {
+      cwd: p.dir,
+      env: { SUBSTRUCTURE_TOKEN: TOKEN },
+      onSpawn: (child) => {
+        let seen = "";
+        child.stderr?.on("data", (d) => {
+          seen += d;
+          if (seen.includes("visit:")) child.kill("SIGINT");
+        });
+      },
+    });
+    assert.equal(result.code, 130, result.stderr);
+    assert.match(result.stderr, /Interrupted/);
+    assert.equal(deployment.credentials.has("interrupted"), false);
+    assert.equal(existsSync(path.join(p.dir, "substructure.db")), false);
+  });
+
+  test("a refused consent ends with failed and exit 1", async () => {
+    const p = project(`[mcp.denied]\nurl = "${mcp.url}"\n`);
+    authServer.set({ consent: "deny" });
+    try {
+      const result = await p.run(["mcp", "login", "denied", "--json", "--timeout", "20"]);
+      assert.equal(result.code, 1, result.stderr);
+      assert.match(result.stderr, /authorization failed on the deployment \(access_denied/);
+      assert.equal(JSON.parse(result.stdout).error.code, "access_denied");
+    } finally {
+      authServer.set({ consent: "allow" });
+    }
+    assert.equal(deployment.credentials.has("denied"), false);
+  });
+
+  test("an authorization nobody consents to expires on the deployment", async () => {
+    const short = await startDeployment({ token: TOKEN, pollInterval: 0.05, authorizationTtl: 0.3 });
+    try {
+      const dir = mkdtempSync(path.join(tmpdir(), "subs-remote-login-"));
+      dirs.push(dir);
+      writeFileSync(path.join(dir, "substructure.toml"), `[remote]\nurl = "${short.url}"\n\n[mcp.slow]\nurl = "${mcp.url}"\n`);
+      const result = await runCli(["mcp", "login", "slow", "--no-browser"], { cwd: dir, env: { SUBSTRUCTURE_TOKEN: TOKEN } });
+      assert.equal(result.code, 1, result.stderr);
+      assert.match(result.stderr, /no consent within 0s \(the deployment's authorization expired\)|authorization expired on the deployment/);
+      assert.equal(short.connections.has("slow"), true, "login declared the connection");
+    } finally {
+      await short.close();
+    }
+  });
+
+  test("`auth` is refused before any request", async () => {
+    const before = deployment.requests.length;
+    const p = project(`[mcp.github]\nurl = "${mcp.url}"\nauth = { token_env = "GITHUB_TOKEN" }\n`);
+    const result = await p.run(["mcp", "login", "github"]);
+    assert.equal(result.code, 2);
+    assert.match(result.stderr, /\[mcp\.github\] has `auth`/);
+    assert.match(result.stderr, /remove `auth` and authorize on the deployment instead/);
+    assert.equal(deployment.requests.length, before);
+  });
+
+  test("mcp tools of a declared but unauthorized connection says to log in (exit 4)", async () => {
+    const p = project(`[mcp.fresh]\nurl = "${mcp.url}"\n`);
+    assert.equal((await p.run(["apply"])).code, 0);
+    const result = await p.run(["mcp", "tools", "fresh"]);
+    assert.equal(result.code, 4, result.stderr);
+    assert.match(result.stderr, /run `subs mcp login fresh`/);
+  });
+});
+
+describe("credentials made by remote login, after the file changes", () => {
+  test("a changed url drops the credential and a removed section deletes it; both are revoked", async () => {
+    const p = project(`[mcp.moves]\nurl = "${mcp.url}"\n\n[mcp.goes]\nurl = "${mcp.url}"\n`);
+    const login = await p.run(["mcp", "login", "moves", "goes", "--timeout", "20"]);
+    assert.equal(login.code, 0, login.stderr);
+    assert.ok(deployment.credentials.has("moves") && deployment.credentials.has("goes"));
+    const revokedBefore = authServer.counters.revocations;
+
+    writeFileSync(path.join(p.dir, "substructure.toml"), `[remote]\nurl = "${deployment.url}"\n\n[mcp.moves]\nurl = "${mcp.url}?v=2"\n`);
+    const apply = await p.run(["apply"]);
+    assert.equal(apply.code, 0, apply.stderr);
+    assert.match(apply.stdout, /~ moves .*credential dropped: url changed/);
+    assert.match(apply.stdout, /- goes .*credential dropped: declaration removed/);
+    assert.equal(deployment.credentials.has("moves"), false);
+    assert.equal(deployment.credentials.has("goes"), false);
+    assert.equal(deployment.connections.has("goes"), false);
+    assert.ok(authServer.counters.revocations >= revokedBefore + 2, "the deployment revoked both at the authorization server");
+
+    const list = JSON.parse((await p.run(["mcp", "list", "--json"])).stdout);
+    assert.deepEqual(list.map((c: { id: string; status: string }) => [c.id, c.status]).filter(([id]: [string]) => id === "moves"), [["moves", "needs_login"]]);
+    const tools = await p.run(["mcp", "tools", "moves"]);
+    assert.equal(tools.code, 4, tools.stderr);
+  });
+});
+
+describe("subs mcp list with [remote]", () => {
+  test("shows drift both ways and a changed url", async () => {
+    const p = project(`[mcp.kept]\nurl = "${mcp.url}"\n\n[mcp.moving]\nurl = "${mcp.url}"\n\n[mcp.gone]\nurl = "${mcp.url}"\n`);
+    assert.equal((await p.run(["apply"])).code, 0);
+    writeFileSync(
+      path.join(p.dir, "substructure.toml"),
+      `[remote]\nurl = "${deployment.url}"\n\n[mcp.kept]\nurl = "${mcp.url}"\nprefix_tools = false\n\n[mcp.moving]\nurl = "https://elsewhere.example/mcp"\n\n[mcp.newer]\nurl = "${mcp.url}"\n\n[agent.a]\nmcp = ["kept"]\n`,
+    );
+    const list = await p.run(["mcp", "list", "--json"]);
+    assert.equal(list.code, 0, list.stderr);
+    const rows = JSON.parse(list.stdout).filter((c: { id: string }) => ["kept", "moving", "gone", "newer"].includes(c.id));
+    const view = Object.fromEntries(rows.map((c: { id: string; status: string; drift: string | null; differs: string[]; agents: string[] }) => [c.id, [c.status, c.drift, c.differs, c.agents]]));
+    assert.deepEqual(view, {
+      kept: ["needs_login", "differs", ["prefix_tools"], ["a"]],
+      moving: ["url_changed", "differs", ["url"], []],
+      newer: ["not_applied", "not_applied", [], []],
+      gone: ["not_in_file", "not_in_file", [], []],
+    });
+    const text = await p.run(["mcp", "list"]);
+    assert.match(text.stdout, /gone\t.*not in the file/);
+    assert.match(text.stderr, /run `subs apply`/);
+  });
+});

@@ -1,0 +1,74 @@
+// Planning `subs apply` against a deployment's state: what counts as a change, and what each
+// change does to a credential.
+import assert from "node:assert/strict";
+import { describe, test } from "node:test";
+import { parseConfig } from "../../src/config/load.ts";
+import { localOnlyAuthDiagnostics } from "../../src/config/remote-rules.ts";
+import { mergeRemoteView } from "../../src/remote/list.ts";
+import { planRemote } from "../../src/remote/plan.ts";
+import { AgentListSchema, type RemoteConnection } from "../../src/remote/protocol.ts";
+
+const config = (body: string) => parseConfig(`[remote]\nurl = "https://deploy.example.com"\n\n${body}`, { path: "/p/substructure.toml", cwd: "/p" });
+const remote = (c: Partial<RemoteConnection> & { id: string; url: string }): RemoteConnection => ({ prefix_tools: true, status: "declared", ...c });
+
+describe("planRemote", () => {
+  test("oauth settings compare as values: scope order, null and {} do not count as changes", () => {
+    const file = config('[mcp.a]\nurl = "https://a.example/mcp"\noauth = { client_id = "x", scopes = ["read", "write"] }\n\n[mcp.b]\nurl = "https://b.example/mcp"\n');
+    const plan = planRemote(file, {
+      connections: [
+        remote({ id: "a", url: "https://a.example/mcp", oauth: { scopes: ["write", "read"], client_id: "x" }, status: "authorized" }),
+        remote({ id: "b", url: "https://b.example/mcp", oauth: null }),
+      ],
+      agents: [],
+    });
+    assert.deepEqual(plan.connections.map((s) => [s.id, s.action, s.credential]), [["a", "unchanged", "kept"], ["b", "unchanged", "none"]]);
+    const changed = planRemote(file, { connections: [remote({ id: "a", url: "https://a.example/mcp", oauth: { client_id: "y" }, status: "authorized" })], agents: [] });
+    assert.deepEqual(changed.connections[0]!.changed, ["oauth"]);
+    assert.equal(changed.connections[0]!.credential, "kept");
+    assert.deepEqual(changed.connections[0]!.body, { url: "https://a.example/mcp", prefix_tools: true, oauth: { client_id: "x", scopes: ["read", "write"] } });
+  });
+
+  test("agents: an empty filter equals none; order of mcp entries matters", () => {
+    const file = config('[mcp.a]\nurl = "https://a.example/mcp"\n[mcp.b]\nurl = "https://b.example/mcp"\n\n[agent.x]\nmcp = [{ id = "a", tools = {} }, "b"]\n');
+    const connections = [remote({ id: "a", url: "https://a.example/mcp" }), remote({ id: "b", url: "https://b.example/mcp" })];
+    const same = planRemote(file, { connections, agents: [{ name: "x", mcp: [{ id: "a" }, { id: "b", tools: null }], tools: [], agents: [] }] });
+    assert.equal(same.agents[0]!.action, "unchanged");
+    // A deployment may spell absent fields as null; that is no change either.
+    const nulls = AgentListSchema.parse({ agents: [{ name: "x", mcp: [{ id: "a", tools: { include: null } }, { id: "b", tools: null }], tools: null }] }).agents;
+    assert.equal(planRemote(file, { connections, agents: nulls }).agents[0]!.action, "unchanged");
+    const swapped = planRemote(file, { connections, agents: [{ name: "x", mcp: [{ id: "b" }, { id: "a" }], tools: [], agents: [] }] });
+    assert.deepEqual([swapped.agents[0]!.action, swapped.agents[0]!.changed], ["change", ["mcp"]]);
+  });
+
+  test("a url change on an unauthorized connection drops nothing; on an authorized one it drops the credential", () => {
+    const file = config('[mcp.a]\nurl = "https://new.example/mcp"\n[mcp.b]\nurl = "https://new.example/mcp"\n');
+    const plan = planRemote(file, {
+      connections: [remote({ id: "a", url: "https://old.example/mcp" }), remote({ id: "b", url: "https://old.example/mcp", status: "authorized" })],
+      agents: [],
+    });
+    assert.deepEqual(plan.connections.map((s) => [s.id, s.action, s.credential, s.credentialReason ?? null]), [
+      ["a", "change", "none", null],
+      ["b", "change", "dropped", "url_changed"],
+    ]);
+  });
+});
+
+describe("mergeRemoteView", () => {
+  test("two ids on one url are two entries with their own status", () => {
+    const file = config('[mcp.one]\nurl = "https://s.example/mcp"\n[mcp.two]\nurl = "https://s.example/mcp"\n');
+    const view = mergeRemoteView(file, [remote({ id: "one", url: "https://s.example/mcp", status: "authorized" }), remote({ id: "two", url: "https://s.example/mcp" })]);
+    assert.deepEqual(view.map((e) => [e.id, e.status, e.usable, e.drift]), [["one", "authorized", true, null], ["two", "needs_login", false, null]]);
+  });
+});
+
+describe("localOnlyAuthDiagnostics", () => {
+  test("names each connection at its key, and only the ids asked about", () => {
+    const file = config('[mcp.a]\nurl = "https://a.example/mcp"\nauth = { token_env = "A" }\n\n[mcp.b]\nurl = "https://b.example/mcp"\noauth = { client_id = "c", client_secret_env = "S" }\n\n[mcp.c]\nurl = "https://c.example/mcp"\n');
+    assert.deepEqual(localOnlyAuthDiagnostics(file).map((d) => [d.line, d.col, d.message.split(",")[0]]), [
+      [6, 1, "[mcp.a] has `auth`"],
+      [10, 28, "[mcp.b] has `oauth.client_secret_env`"],
+    ]);
+    assert.deepEqual(localOnlyAuthDiagnostics(file, ["c"]), []);
+    assert.equal(localOnlyAuthDiagnostics(file, ["b"]).length, 1);
+  });
+});
