@@ -4,10 +4,21 @@
 import { processContext } from "./context.ts";
 import { run } from "./cli.ts";
 
+// `subs … | head` closes the pipe early: that is the reader's choice, not an error to report.
+for (const stream of [process.stdout, process.stderr]) {
+  stream.on("error", (error: NodeJS.ErrnoException) => {
+    if (error.code === "EPIPE") process.exit(process.exitCode ?? 0);
+    throw error;
+  });
+}
+
 const controller = new AbortController();
 process.once("SIGINT", () => {
   controller.abort();
   process.once("SIGINT", () => process.exit(130));
 });
 const code = await run(process.argv.slice(2), processContext(controller.signal));
-process.exitCode = code;
+// The command is done: best-effort work it gave up on (a capped revocation, a DNS lookup) must
+// not hold the process open. stdout and stderr are written synchronously to pipes and files on
+// Linux, so nothing printed is lost.
+process.exit(code);

@@ -60,7 +60,7 @@ describe("subs mcp list", () => {
     const byId = Object.fromEntries(JSON.parse(result.stdout).map((c: { id: string }) => [c.id, c]));
     assert.equal(byId.fresh.status, "authorized");
     assert.equal(byId.fresh.refreshable, true);
-    assert.equal(byId.fresh.issuer, "https://auth.example.com");
+    assert.equal(byId.fresh.issuer, "http://127.0.0.1:9");
     assert.deepEqual(byId.fresh.scopes, ["read"]);
     assert.ok(Date.parse(byId.fresh.expires_at) > now);
     assert.equal(byId.stale.status, "authorized");

@@ -6,7 +6,7 @@ import type { Claimant, FilteredTool, ModelTool, Warning } from "../agents/resol
 import { loadConfig } from "../config/load.ts";
 import type { Config } from "../config/types.ts";
 import type { Context } from "../context.ts";
-import { usage } from "../errors.ts";
+import { stderrReporter } from "../output/reporter.ts";
 import { writeJson } from "../output/json.ts";
 import { styleFor } from "../output/style.ts";
 import { renderTable } from "../output/table.ts";
@@ -45,12 +45,24 @@ export async function agentToolsCommand(ctx: Context, options: AgentToolsOptions
 
 /** Where the tool lists come from: the servers themselves, or with [remote] the deployment. */
 async function toolSourceFor(ctx: Context, config: Config): Promise<ToolSource> {
-  if (config.remote) {
-    // To be wired to the deployment client (src/remote/, issue 4) when it is merged: a
-    // remoteToolSource({ check, listTools }) over DeploymentClient (see docs/commands-agent.md).
-    throw usage("subs agent tools with [remote] is not implemented yet: it needs the deployment client (issue 4)");
-  }
-  return localToolSource(ctx, config);
+  if (!config.remote) return localToolSource(ctx, config);
+  const [{ DeploymentClient }, { remoteToolSource }, { explain }] = await Promise.all([
+    import("../remote/client.ts"),
+    import("../agents/remote-source.ts"),
+    import("./mcp-tools-remote.ts"),
+  ]);
+  const remote = config.remote;
+  const reporter = stderrReporter(ctx);
+  const client = (signal: AbortSignal) => new DeploymentClient({ remote, ctx: { ...ctx, signal }, reporter });
+  return remoteToolSource({
+    check: () => client(ctx.signal).listConnections(),
+    listTools: (id, { signal }) =>
+      client(signal)
+        .listTools(id)
+        .catch((error: unknown) => {
+          throw explain(error, id);
+        }),
+  });
 }
 
 /** The `--json` contract of `subs agent tools` (docs/commands-agent.md). */

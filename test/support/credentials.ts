@@ -10,7 +10,8 @@ export async function seedCredentials(dbPath: string, rows: Array<Partial<Creden
   try {
     for (const row of rows) {
       opened.store.putCredential({
-        issuer: "https://auth.example.com",
+        // Loopback with nothing listening: a revocation attempt is refused at once, never leaves the machine.
+        issuer: "http://127.0.0.1:9",
         resource: row.url,
         client_json: JSON.stringify({ client_id: "client-1" }),
         access_token: `access-${row.id}-SECRET`,

@@ -1,0 +1,101 @@
+// `subs agent tools` with [remote]: the lists come from the test deployment's
+// `GET /v1/mcp/{id}/tools` and go through the same rules as locally (issue 5).
+import assert from "node:assert/strict";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import path from "node:path";
+import { after, before, describe, it } from "node:test";
+import type { AgentToolsJson } from "../../src/commands/agent-tools.ts";
+import { runCli } from "../support/cli.ts";
+import { startDeployment, type RunningDeployment } from "../support/deployment/server.ts";
+import { annotatedTool, startMcpServer, type RunningMcpServer } from "../support/mcp-server.ts";
+
+const TOKEN = "deploy-api-token-SECRET";
+
+describe("subs agent tools with [remote]", () => {
+  let deployment: RunningDeployment;
+  let alpha: RunningMcpServer;
+  let beta: RunningMcpServer;
+  let dir: string;
+  const run = (args: string[], token = TOKEN) => runCli(["agent", "tools", ...args], { cwd: dir, env: { SUBSTRUCTURE_TOKEN: token } });
+
+  before(async () => {
+    deployment = await startDeployment({ token: TOKEN });
+    alpha = await startMcpServer({ tools: [annotatedTool("search", { readOnlyHint: true }), annotatedTool("rm")] });
+    beta = await startMcpServer({ tools: [annotatedTool("search")] });
+    dir = mkdtempSync(path.join(tmpdir(), "subs-agent-remote-"));
+    writeFileSync(
+      path.join(dir, "substructure.toml"),
+      `[remote]\nurl = "${deployment.url}"\n\n[mcp.alpha]\nurl = "${alpha.url}"\nprefix_tools = false\n\n[mcp.beta]\nurl = "${beta.url}"\nprefix_tools = false\n\n` +
+        `[mcp.gamma]\nurl = "${beta.url}"\n\n[mcp.fresh]\nurl = "${beta.url}"\n\n` +
+        `[agent.x]\nmcp = ["alpha", "beta", { id = "gamma", tools = { read_only = true } }, "fresh"]\n`,
+    );
+    // Declared and authorized on the deployment directly: the login flow has its own tests.
+    const declared = { alpha: alpha.url, beta: beta.url, gamma: beta.url, fresh: beta.url };
+    for (const [id, url] of Object.entries(declared)) deployment.connections.set(id, { id, url, prefix_tools: id === "gamma" || id === "fresh" });
+    for (const id of ["alpha", "beta", "gamma"] as const) {
+      deployment.credentials.set(id, { url: declared[id], tokens: { access_token: "at", token_type: "Bearer" }, authorizedAt: Date.now(), expiresAt: null });
+    }
+  });
+
+  after(async () => {
+    await Promise.all([deployment.close(), alpha.close(), beta.close()]);
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  it("resolves the deployment's lists by the same rules; an unauthorized connection needs login (exit 4)", async () => {
+    const r = await run(["x", "--json"]);
+    assert.equal(r.code, 4, r.stderr);
+    const out = JSON.parse(r.stdout) as AgentToolsJson;
+    assert.equal(out.target, "remote");
+    assert.deepEqual(
+      out.tools.map((t) => t.name),
+      ["rm"],
+    );
+    assert.deepEqual(
+      out.dropped.map((d) => [d.name, d.connection, d.reason]),
+      [
+        ["search", "alpha", "connector_tool"],
+        ["search", "beta", "connector_tool"],
+      ],
+    );
+    assert.deepEqual(
+      out.filtered.map((f) => [f.connection, f.tool, f.step, f.value]),
+      [["gamma", "search", "read_only", null]],
+    );
+    assert.deepEqual(
+      out.unavailable.map((u) => [u.connection, u.code, u.hint]),
+      [["fresh", "needs_login", "run `subs mcp login fresh`"]],
+    );
+    assert.ok(!r.stdout.includes(TOKEN) && !r.stderr.includes(TOKEN));
+  });
+
+  it("a rejected deployment token is one error for the command, not one per connection (exit 1)", async () => {
+    const r = await run(["x", "--json"], "wrong-token");
+    assert.equal(r.code, 1);
+    assert.match(r.stderr, /rejected the credential in \$SUBSTRUCTURE_TOKEN/);
+    assert.equal(JSON.parse(r.stdout).error.code, "unauthorized");
+  });
+
+  it("a connection the deployment is slow to list times out on its own; the others are kept", async () => {
+    deployment.fault({ path: "/v1/mcp/beta/tools", kind: "delay", ms: 5_000 });
+    try {
+      const r = await run(["x", "--json", "--timeout", "2"]);
+      const out = JSON.parse(r.stdout) as AgentToolsJson;
+      assert.equal(r.code, 1, r.stderr);
+      assert.deepEqual(
+        out.unavailable.map((u) => [u.connection, u.code]),
+        [
+          ["beta", "timeout"],
+          ["fresh", "needs_login"],
+        ],
+      );
+      assert.deepEqual(
+        out.tools.map((t) => t.name),
+        ["search", "rm"],
+      );
+    } finally {
+      deployment.clearFaults();
+    }
+  });
+});
