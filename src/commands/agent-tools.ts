@@ -21,7 +21,7 @@ export type AgentToolsOptions = {
   verbose: boolean;
 };
 
-/** Exit codes (docs/commands-agent.md): 0 every connection answered; 4 the only failures need a login; 1 otherwise. */
+/** Exit codes (README, "subs agent …"): 0 every connection answered; 4 the only failures need a login; 1 otherwise. */
 export async function agentToolsCommand(ctx: Context, options: AgentToolsOptions): Promise<number> {
   const config = loadConfig({ configPath: options.config, env: ctx.env, cwd: ctx.cwd });
   const source = await toolSourceFor(ctx, config);
@@ -65,7 +65,7 @@ async function toolSourceFor(ctx: Context, config: Config): Promise<ToolSource> 
   });
 }
 
-/** The `--json` contract of `subs agent tools` (docs/commands-agent.md). */
+/** The `--json` contract of `subs agent tools` (README, "subs agent …"). */
 export type AgentToolsJson = {
   agent: string;
   target: "local" | "remote";
