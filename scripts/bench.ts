@@ -58,13 +58,14 @@ function peakRssKiB(argv: string[], cwd: string): number {
 async function agentToolsWall(servers: number, delayMs: number): Promise<{ one: number; all: number }> {
   const running = await Promise.all(Array.from({ length: servers }, () => startMcpServer({ tools: [annotatedTool("search", { readOnlyHint: true })], delayMs })));
   const dir = mkdtempSync(path.join(tmpdir(), "subs-bench-agent-"));
-  const toml = running.map((s, i) => `[mcp.s${i}]\nurl = "${s.url}"\n`).join("\n") + `\n[agent.one]\nmcp = ["s0"]\n\n[agent.all]\nmcp = [${running.map((_, i) => `"s${i}"`).join(", ")}]\n`;
+  // A static token: the servers do not check it, and no login is needed to fetch tools.
+  const toml = running.map((s, i) => `[mcp.s${i}]\nurl = "${s.url}"\nauth = { token_env = "BENCH_TOKEN" }\n`).join("\n") + `\n[agent.one]\nmcp = ["s0"]\n\n[agent.all]\nmcp = [${running.map((_, i) => `"s${i}"`).join(", ")}]\n`;
   writeFileSync(path.join(dir, "substructure.toml"), toml);
   // The servers live in this process: run the CLI asynchronously so they can answer.
   const timeAsync = (argv: string[]) =>
     new Promise<number>((resolve, reject) => {
       const start = process.hrtime.bigint();
-      const child = spawn(process.execPath, argv, { cwd: dir, stdio: ["ignore", "ignore", "pipe"], env: { PATH: process.env.PATH } });
+      const child = spawn(process.execPath, argv, { cwd: dir, stdio: ["ignore", "ignore", "pipe"], env: { PATH: process.env.PATH, BENCH_TOKEN: "bench" } });
       let stderr = "";
       child.stderr.on("data", (d) => (stderr += d));
       child.on("close", (code) => (code === 0 ? resolve(Number(process.hrtime.bigint() - start) / 1e6) : reject(new Error(`agent tools exited ${code}: ${stderr}`))));

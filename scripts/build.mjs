@@ -4,6 +4,20 @@ import { build } from "esbuild";
 import { renameSync, rmSync } from "node:fs";
 import { fileURLToPath } from "node:url";
 
+// zod re-exports all of its ~60 locales as a namespace (`z.locales`) from core, mini and classic.
+// subs never uses that namespace (classic registers English itself, and our messages are our
+// own), but once classic zod is in the bundle (the MCP SDK uses it) the whole namespace becomes
+// shared code that every command would load at start-up. Resolve it to an empty module.
+const noZodLocales = {
+  name: "no-zod-locales",
+  setup(b) {
+    b.onResolve({ filter: /^\.\.\/locales\/index\.js$/ }, (args) =>
+      args.importer.includes(`${"node_modules"}/zod/`) ? { path: "zod-locales", namespace: "empty" } : undefined,
+    );
+    b.onLoad({ filter: /.*/, namespace: "empty" }, () => ({ contents: "export {};", loader: "js" }));
+  },
+};
+
 const root = fileURLToPath(new URL("..", import.meta.url));
 // Build beside dist/ and swap it in, so a CLI started meanwhile never sees half a build.
 const staging = `${root}/dist.staging-${process.pid}`;
@@ -17,13 +31,14 @@ await build({
   platform: "node",
   target: "node20",
   // Native addon, and a package that ships a helper script beside its own files.
-  external: ["better-sqlite3", "open"],
+  external: ["better-sqlite3", "open", "@modelcontextprotocol/sdk"],
   // Bundled CommonJS dependencies call require(); give the ESM chunks one.
   banner: { js: "import { createRequire as __subsCreateRequire } from 'node:module'; const require = __subsCreateRequire(import.meta.url);" },
   chunkNames: "chunks/[name]-[hash]",
   sourcemap: false,
   minify: false,
   logLevel: "warning",
+  plugins: [noZodLocales],
 });
 rmSync(`${root}/dist`, { recursive: true, force: true });
 renameSync(staging, `${root}/dist`);

@@ -1,7 +1,7 @@
 // A typed client for the deployment protocol (docs/deployment-protocol.md). Every answer is
 // validated with zod; 5xx, 429 and network errors are retried with exponential backoff (every
 // request is idempotent or safe to repeat, docs "Retries and idempotency"), then reported.
-import type { z } from "zod";
+import type * as z from "zod/mini";
 import type { RemoteConfig } from "../config/types.ts";
 import type { Context } from "../context.ts";
 import { failed, interrupted, SubsError, usage } from "../errors.ts";
@@ -168,7 +168,7 @@ export class DeploymentClient {
     return new URL(path, this.base);
   }
 
-  private async request<S extends z.ZodType>(
+  private async request<S extends z.ZodMiniType>(
     method: string,
     url: URL,
     options: { schema: S; body?: unknown; signal?: AbortSignal },
@@ -177,7 +177,7 @@ export class DeploymentClient {
   private async request(
     method: string,
     url: URL,
-    options: { schema: z.ZodType | null; body?: unknown; absentIsDone?: boolean; signal?: AbortSignal },
+    options: { schema: z.ZodMiniType | null; body?: unknown; absentIsDone?: boolean; signal?: AbortSignal },
   ): Promise<{ status: number; data: unknown }> {
     const what = `${method} ${url.pathname}`;
     const callerSignal = options.signal;

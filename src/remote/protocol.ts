@@ -2,26 +2,35 @@
 // validated here before anything else reads it (GUIDE "Validate with zod at every boundary").
 // Objects are not strict: a newer deployment may add fields, and clients ignore them (docs,
 // "Compatibility").
-import { z } from "zod";
+// zod/mini, like the rest of subs: classic zod would make its whole core shared start-up code
+// for every command (issue 6).
+import * as z from "zod/mini";
+
+const text = () => z.string().check(z.minLength(1));
+const orNull = <T extends z.core.SomeType>(schema: T) => z.nullish(schema);
+const listOrEmpty = z.pipe(
+  z.nullish(z.array(z.string())),
+  z.transform((v: string[] | null | undefined) => v ?? []),
+);
 
 // Answers may spell an absent optional field as null; both read the same.
 export const ConnectionOAuthSchema = z.object({
-  client_id: z.string().min(1).nullish(),
-  client_metadata_url: z.string().min(1).nullish(),
-  scopes: z.array(z.string()).nullish(),
+  client_id: orNull(text()),
+  client_metadata_url: orNull(text()),
+  scopes: orNull(z.array(z.string())),
 });
 export type ConnectionOAuth = z.output<typeof ConnectionOAuthSchema>;
 
 const timestamp = z.iso.datetime({ offset: true });
 
 export const ConnectionSchema = z.object({
-  id: z.string().min(1),
-  url: z.string().min(1),
+  id: text(),
+  url: text(),
   prefix_tools: z.boolean(),
-  oauth: ConnectionOAuthSchema.nullish(),
+  oauth: orNull(ConnectionOAuthSchema),
   status: z.enum(["declared", "authorized"]),
-  authorized_at: timestamp.nullish(),
-  expires_at: timestamp.nullish(),
+  authorized_at: orNull(timestamp),
+  expires_at: orNull(timestamp),
 });
 export type RemoteConnection = z.output<typeof ConnectionSchema>;
 
@@ -33,27 +42,21 @@ export type ConnectionBody = { url: string; prefix_tools: boolean; oauth?: OAuth
 export type OAuthSettingsBody = { client_id?: string; client_metadata_url?: string; scopes?: string[] };
 
 export const ToolFilterSchema = z.object({
-  include: z.array(z.string()).nullish(),
-  exclude: z.array(z.string()).nullish(),
-  read_only: z.boolean().nullish(),
-  non_destructive: z.boolean().nullish(),
-  idempotent: z.boolean().nullish(),
+  include: orNull(z.array(z.string())),
+  exclude: orNull(z.array(z.string())),
+  read_only: orNull(z.boolean()),
+  non_destructive: orNull(z.boolean()),
+  idempotent: orNull(z.boolean()),
 });
 export type RemoteToolFilter = z.output<typeof ToolFilterSchema>;
 /** A filter as subs sends it: only the keys that are set. */
 export type ToolFilter = { include?: string[]; exclude?: string[]; read_only?: boolean; non_destructive?: boolean; idempotent?: boolean };
 
 export const AgentSchema = z.object({
-  name: z.string().min(1),
-  mcp: z.array(z.object({ id: z.string().min(1), tools: ToolFilterSchema.nullish() })),
-  tools: z
-    .array(z.string())
-    .nullish()
-    .transform((v) => v ?? []),
-  agents: z
-    .array(z.string())
-    .nullish()
-    .transform((v) => v ?? []),
+  name: text(),
+  mcp: z.array(z.object({ id: text(), tools: orNull(ToolFilterSchema) })),
+  tools: listOrEmpty,
+  agents: listOrEmpty,
 });
 export type RemoteAgent = z.output<typeof AgentSchema>;
 
@@ -62,50 +65,48 @@ export const AgentListSchema = z.object({ agents: z.array(AgentSchema) });
 /** PUT /v1/agents/{name}. */
 export type AgentBody = { mcp: Array<{ id: string; tools?: ToolFilter }>; tools: string[]; agents: string[] };
 
+const positive = () => z.number().check(z.positive());
+
 export const AuthorizationSchema = z.object({
-  authorization_url: z.string().min(1),
-  poll_url: z.string().min(1),
-  interval: z
-    .number()
-    .positive()
-    .nullish()
-    .transform((v) => v ?? 5),
-  expires_in: z.number().positive(),
+  authorization_url: text(),
+  poll_url: text(),
+  interval: z.pipe(
+    z.nullish(positive()),
+    z.transform((v: number | null | undefined) => v ?? 5),
+  ),
+  expires_in: positive(),
 });
 export type RemoteAuthorization = z.output<typeof AuthorizationSchema>;
 
 export const AuthorizationStatusSchema = z.object({
   status: z.enum(["pending", "authorized", "failed", "expired"]),
-  error: z.string().nullish(),
-  message: z.string().nullish(),
+  error: orNull(z.string()),
+  message: orNull(z.string()),
 });
 export type AuthorizationStatus = z.output<typeof AuthorizationStatusSchema>;
 
-export const ToolSchema = z
-  .object({
-    name: z.string().min(1),
-    title: z.string().nullish(),
-    description: z.string().nullish(),
-    inputSchema: z.record(z.string(), z.unknown()).optional(),
-    annotations: z
-      .object({
-        title: z.string().nullish(),
-        readOnlyHint: z.boolean().nullish(),
-        destructiveHint: z.boolean().nullish(),
-        idempotentHint: z.boolean().nullish(),
-        openWorldHint: z.boolean().nullish(),
-      })
-      .loose()
-      .nullish(),
-  })
-  .loose();
+export const ToolSchema = z.looseObject({
+  name: text(),
+  title: orNull(z.string()),
+  description: orNull(z.string()),
+  inputSchema: z.optional(z.record(z.string(), z.unknown())),
+  annotations: orNull(
+    z.looseObject({
+      title: orNull(z.string()),
+      readOnlyHint: orNull(z.boolean()),
+      destructiveHint: orNull(z.boolean()),
+      idempotentHint: orNull(z.boolean()),
+      openWorldHint: orNull(z.boolean()),
+    }),
+  ),
+});
 export type RemoteTool = z.output<typeof ToolSchema>;
 
 export const ToolListSchema = z.object({ tools: z.array(ToolSchema) });
 
 export const ErrorBodySchema = z.object({
-  error: z.string().min(1),
-  message: z.string().nullish(),
-  catalog: z.array(z.string()).nullish(),
+  error: text(),
+  message: orNull(z.string()),
+  catalog: orNull(z.array(z.string())),
 });
 export type ErrorBody = z.output<typeof ErrorBodySchema>;
