@@ -63,7 +63,7 @@ function buildProgram(ctx: Context, { setJson, setExitCode }: ProgramHooks): Com
     .configureOutput({
       writeOut: (s) => ctx.stdout.write(s),
       writeErr: (s) => ctx.stderr.write(s),
-      outputError: (s, write) => write(s),
+      outputError: (s, write) => write(withHelpHint(s, "subs")),
     })
     .addHelpText(
       "after",
@@ -76,9 +76,11 @@ function buildProgram(ctx: Context, { setJson, setExitCode }: ProgramHooks): Com
       ]),
     );
   const commandWithDefaults = (parent: Command, name: string) => {
+    const path = `${commandPath(parent)} ${name}`;
     const command = parent.command(name).helpOption("-h, --help", "show help").exitOverride().configureOutput({
       writeOut: (s) => ctx.stdout.write(s),
       writeErr: (s) => ctx.stderr.write(s),
+      outputError: (s, write) => write(withHelpHint(s, path)),
     });
     command.showSuggestionAfterError(true);
     return command;
@@ -246,6 +248,17 @@ function buildProgram(ctx: Context, { setJson, setExitCode }: ProgramHooks): Com
     });
 
   return program;
+}
+
+function commandPath(command: Command): string {
+  const names: string[] = [];
+  for (let c: Command | null = command; c; c = c.parent) names.unshift(c.name());
+  return names.join(" ");
+}
+
+/** A usage mistake caught by the parser ends, like every error, with the next command to run. */
+function withHelpHint(message: string, path: string): string {
+  return `${message.replace(/\n?$/, "\n")}Run \`${path} --help\` for its usage and examples.\n`;
 }
 
 function parsePort(value: string): number {
