@@ -42,6 +42,9 @@ test("npm run demo: a person approves on the consent page; login, list and tools
   assert.match(r.stdout, /^demo\thttp:\/\/127\.0\.0\.1:\d+\/mcp\toauth\tauthorized/m, "subs mcp list shows the connection authorized");
   assert.match(r.stdout, /^search_notes\tread-only\t/m, "subs mcp tools demo lists the server's tools");
   assert.match(r.stderr, /\$ subs mcp login demo[\s\S]*\$ subs mcp list[\s\S]*\$ subs mcp tools demo[\s\S]*Done/);
+  // Piped (as here): no spinner, no colour, no cursor control anywhere.
+  assert.doesNotMatch(r.stderr + r.stdout, /\x1b/);
+  assert.match(r.stderr, /Waiting for consent for demo .*\nConsent received for demo\n/, "waits print plain lines");
   const dir = demoDir(r.stderr);
   assert.ok(dir, "the demo names its file");
   assert.equal(existsSync(dir), false, "the demo removes its directory when it ends");
