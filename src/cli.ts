@@ -27,8 +27,14 @@ export async function run(argv: readonly string[], given: Context): Promise<numb
     for (const candidate of complete(program, argv.slice(1), ctx)) ctx.stdout.write(`${candidate}\n`);
     return 0;
   }
-  program.hook("preAction", async () => {
-    if (program.opts().debug || ["1", "true"].includes(ctx.env.SUBS_DEBUG ?? "")) {
+  // What ran, for an error without a hint of its own: its next step names this command.
+  let ran: { path: string; args: string[]; debug: boolean } | undefined;
+  program.hook("preAction", async (_program, action) => {
+    const debug = Boolean(program.opts().debug) || ["1", "true"].includes(ctx.env.SUBS_DEBUG ?? "");
+    const config = (action.opts() as { config?: unknown }).config;
+    const configArgs = typeof config === "string" ? ["--config", /^[\w./~-]+$/.test(config) ? config : JSON.stringify(config)] : [];
+    ran = { path: commandPath(action), args: [...action.args.filter((a) => !a.startsWith("-")), ...configArgs], debug };
+    if (debug) {
       const { debugFetch } = await import("./output/debug-fetch.ts");
       ctx.fetch = debugFetch(given.fetch, ctx.stderr, ctx.now);
     }
@@ -44,7 +50,7 @@ export async function run(argv: readonly string[], given: Context): Promise<numb
       ctx.stderr.write("Interrupted.\n");
       return 130;
     }
-    renderError(ctx, error, jsonRequested);
+    renderError(ctx, error, jsonRequested, ran);
     exitCode = exitCodeFor(error);
   }
   return exitCode;
@@ -63,7 +69,7 @@ function buildProgram(ctx: Context, { setJson, setExitCode }: ProgramHooks): Com
     .configureOutput({
       writeOut: (s) => ctx.stdout.write(s),
       writeErr: (s) => ctx.stderr.write(s),
-      outputError: (s, write) => write(s),
+      outputError: (s, write) => write(withHelpHint(s, "subs")),
     })
     .addHelpText(
       "after",
@@ -76,15 +82,19 @@ function buildProgram(ctx: Context, { setJson, setExitCode }: ProgramHooks): Com
       ]),
     );
   const commandWithDefaults = (parent: Command, name: string) => {
+    const path = `${commandPath(parent)} ${name}`;
     const command = parent.command(name).helpOption("-h, --help", "show help").exitOverride().configureOutput({
       writeOut: (s) => ctx.stdout.write(s),
       writeErr: (s) => ctx.stderr.write(s),
+      outputError: (s, write) => write(withHelpHint(s, path)),
     });
     command.showSuggestionAfterError(true);
     return command;
   };
 
-  const mcp = commandWithDefaults(program, "mcp").description("Declared MCP connections: log in, list, inspect.");
+  const mcp = commandWithDefaults(program, "mcp")
+    .description("Declared MCP connections: log in, list, inspect.")
+    .addHelpText("after", examples(["subs mcp login sentry", "subs mcp list", "subs mcp tools sentry", `subs mcp call sentry whoami --args '{}'`]));
 
   commandWithDefaults(mcp, "list")
     .description("List every declared connection, its auth and status, and the agents that use it. Reads only the file, the environment and the local db.")
@@ -201,7 +211,9 @@ function buildProgram(ctx: Context, { setJson, setExitCode }: ProgramHooks): Com
       await schemaCommand(ctx);
     });
 
-  const agent = commandWithDefaults(program, "agent").description("Declared agents: what each one's model can call.");
+  const agent = commandWithDefaults(program, "agent")
+    .description("Declared agents: what each one's model can call.")
+    .addHelpText("after", examples(["subs agent list", "subs agent tools triage"]));
 
   commandWithDefaults(agent, "list")
     .summary("List every declared agent with its connections, filters, tools and sub-agents.")
@@ -248,6 +260,17 @@ function buildProgram(ctx: Context, { setJson, setExitCode }: ProgramHooks): Com
   return program;
 }
 
+function commandPath(command: Command): string {
+  const names: string[] = [];
+  for (let c: Command | null = command; c; c = c.parent) names.unshift(c.name());
+  return names.join(" ");
+}
+
+/** A usage mistake caught by the parser ends, like every error, with the next command to run. */
+function withHelpHint(message: string, path: string): string {
+  return `${message.replace(/\n?$/, "\n")}Run \`${path} --help\` for its usage and examples.\n`;
+}
+
 function parsePort(value: string): number {
   const port = Number(value);
   if (!/^\d+$/.test(value) || !Number.isInteger(port) || port < 1 || port > 65535) throw usage(`--port must be a port number (1-65535), not ${JSON.stringify(value)}`);
@@ -265,7 +288,22 @@ function pick<T extends object, K extends keyof T>(obj: T, key: K): Pick<T, K> |
   return obj[key] === undefined ? {} : ({ [key]: obj[key] } as Pick<T, K>);
 }
 
-function renderError(ctx: Context, error: unknown, json: boolean): void {
+/**
+ * Every error ends with the next command to run (issue 8). Most carry their own hint; for the
+ * rest: a usage mistake points at the command's --help, a failure at the same command with
+ * --debug (every HTTP exchange, credentials redacted). Only on stderr: --json keeps its shape.
+ */
+function fallbackHint(error: SubsError, ran: { path: string; args: string[]; debug: boolean } | undefined): string | undefined {
+  if (!ran || error.code === "tool_error") return undefined;
+  if (error.kind === "usage") return `run \`${ran.path} --help\` for its usage and examples`;
+  if ((error.kind === "failed" || error.kind === "refused") && !ran.debug) {
+    // Positional arguments are ids and tool names; option values (--args JSON) are not repeated.
+    return `run \`${[ran.path, ...ran.args].join(" ")} --debug\` to see every HTTP exchange (credentials redacted)`;
+  }
+  return undefined;
+}
+
+function renderError(ctx: Context, error: unknown, json: boolean, ran?: { path: string; args: string[]; debug: boolean }): void {
   const style = styleFor(ctx.stderrColor);
   if (error instanceof ConfigError) {
     for (const d of error.diagnostics) {
@@ -277,7 +315,8 @@ function renderError(ctx: Context, error: unknown, json: boolean): void {
     ctx.stderr.write(`${n} ${what}${n === 1 ? "" : "s"} in ${error.diagnostics[0]?.file ?? "the file"}; nothing was changed.\n`);
   } else if (error instanceof SubsError) {
     ctx.stderr.write(`${style.red("error:")} ${error.message}\n`);
-    if (error.hint) ctx.stderr.write(`${style.dim("hint:")} ${error.hint}\n`);
+    const hint = error.hint ?? fallbackHint(error, ran);
+    if (hint) ctx.stderr.write(`${style.dim("hint:")} ${hint}\n`);
   } else {
     // A bug, not a user error: say so without a stack trace (SUBS_DEBUG=1 shows it).
     const message = error instanceof Error ? error.message : String(error);

@@ -15,5 +15,5 @@ export type Progress = {
   fail(text: string): void;
 };
 
-const silentProgress: Progress = { update() {}, succeed() {}, fail() {} };
+export const silentProgress: Progress = { update() {}, succeed() {}, fail() {} };
 export const silentReporter: Reporter = { info() {}, warn() {}, progress: () => silentProgress };

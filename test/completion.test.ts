@@ -52,3 +52,26 @@ test("zsh and fish scripts call back into subs; an unknown shell is a usage erro
   assert.equal(bad.code, 2);
   assert.match(bad.stderr, /no completion for shell 'tcsh'/);
 });
+
+test("bash: connection ids for `mcp login`, `mcp tools`, `mcp call`; agent names for `agent tools`; --config is honoured", () => {
+  const dir = mkdtempSync(path.join(tmpdir(), "subs-complete-"));
+  writeFileSync(
+    path.join(dir, "substructure.toml"),
+    '[mcp.sentry]\nurl = "https://s.example/mcp"\n[mcp.linear]\nurl = "https://l.example/mcp"\n[agent.triage]\nmcp = ["sentry"]\n[agent.support]\nmcp = ["linear"]\n',
+  );
+  assert.deepEqual(bashComplete(dir, "subs mcp login "), ["linear", "sentry"]);
+  assert.deepEqual(bashComplete(dir, "subs mcp login se"), ["sentry"]);
+  // variadic: an id already given is not offered again
+  assert.deepEqual(bashComplete(dir, "subs mcp login sentry "), ["linear"]);
+  assert.deepEqual(bashComplete(dir, "subs mcp tools "), ["linear", "sentry"]);
+  assert.deepEqual(bashComplete(dir, "subs mcp call l"), ["linear"]);
+  // the second argument of `call` is a tool name on the server: nothing from the file
+  assert.deepEqual(bashComplete(dir, "subs mcp call sentry "), []);
+  assert.deepEqual(bashComplete(dir, "subs agent tools "), ["support", "triage"]);
+  assert.deepEqual(bashComplete(dir, "subs agent tools t"), ["triage"]);
+
+  const other = path.join(dir, "other");
+  mkdirSync(other);
+  writeFileSync(path.join(other, "elsewhere.toml"), '[mcp.github]\nurl = "https://g.example/mcp"\n');
+  assert.deepEqual(bashComplete(dir, "subs mcp tools --config other/elsewhere.toml "), ["github"]);
+});

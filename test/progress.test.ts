@@ -34,3 +34,21 @@ test("on a terminal: an animated line with the elapsed time, ending in the final
   assert.match(out.text(), /Authorized \(\d+s\)/);
   assert.match(out.text(), /\x1b\[/, "a terminal gets cursor control");
 });
+
+test("a wait inside another (step-up consent while fetching tools) shares one spinner line", async () => {
+  const { stderrReporter } = await import("../src/output/reporter.ts");
+  const out = capture(true);
+  const ctx = { stderr: out.stream, stderrIsTTY: true, stderrColor: false, env: {}, now: () => 0 } as unknown as Parameters<typeof stderrReporter>[0];
+  const reporter = stderrReporter(ctx);
+  const fetching = reporter.progress("Fetching tools");
+  const consent = reporter.progress("Waiting for consent");
+  await new Promise((r) => setTimeout(r, 120));
+  consent.succeed("Consent received");
+  fetching.succeed("3 tools");
+  await new Promise((r) => setImmediate(r));
+  const text = out.text();
+  assert.match(text, /Waiting for consent/);
+  assert.match(text, /Consent received\n/);
+  assert.equal(text.match(/✔/g)?.length, 1, "only the outer spinner ends with a mark");
+  assert.ok(text.indexOf("Consent received") < text.lastIndexOf("3 tools"));
+});

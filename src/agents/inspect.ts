@@ -1,19 +1,10 @@
 // `subs agent tools`: fetch what the agent's connections offer, then apply the rules.
-import { closest } from "../config/load.ts";
-import type { AgentConfig, Config, ConnectionConfig } from "../config/types.ts";
-import { usage } from "../errors.ts";
+import { findAgent } from "../config/lookup.ts";
+import type { Config, ConnectionConfig } from "../config/types.ts";
 import { fetchConnectionTools, type ToolSource } from "./fetch.ts";
 import { resolveAgentTools, type ResolvedTools } from "./resolve.ts";
 
-export function findAgent(config: Config, name: string): AgentConfig {
-  const agent = config.agents.find((a) => a.name === name);
-  if (agent) return agent;
-  const names = config.agents.map((a) => a.name);
-  const suggestion = closest(name, names);
-  throw usage(`no agent \`${name}\` in ${config.displayPath}`, {
-    hint: suggestion ? `did you mean \`${suggestion}\`?` : names.length ? `declared agents: ${names.join(", ")}` : `declare it with [agent.${name}]`,
-  });
-}
+export { findAgent } from "../config/lookup.ts";
 
 export type InspectOptions = {
   config: Config;

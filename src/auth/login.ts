@@ -9,7 +9,7 @@ import type { OAuthTokens } from "@modelcontextprotocol/sdk/shared/auth.js";
 import type { ConnectionConfig } from "../config/types.ts";
 import type { Context } from "../context.ts";
 import { failed, interrupted, SubsError } from "../errors.ts";
-import type { Reporter } from "../report.ts";
+import { silentProgress, type Reporter } from "../report.ts";
 import type { Store } from "../store/store.ts";
 import { chooseClient, presentedClient, type ClientKind } from "./client.ts";
 import { discover, type Discovery } from "./discovery.ts";
@@ -139,10 +139,21 @@ async function loginFlow(options: LoginOptions): Promise<LoginResult> {
       reporter.info(`Open this URL in a browser to authorize ${connection.id}:\n  ${url}`);
       if (ctx.stdinIsTTY && ctx.stdin) reporter.info("If the browser cannot reach this machine, paste the address it was redirected to here and press Enter.");
     }
-    reporter.info(`Waiting for consent (Ctrl-C to cancel, times out in ${Math.round(options.timeoutMs / 1000)}s) …`);
-
-    const params = await waitForResponse({ ctx, check, loopback: fromLoopback, timeoutMs: options.timeoutMs, paste: !options.openBrowser });
+    // The URL stays on its own line above; the spinner (a terminal only) shows the elapsed time.
+    // Not while the person may paste a URL on this terminal: redrawing would garble their input.
+    const pasting = !options.openBrowser && ctx.stdinIsTTY && ctx.stdin !== undefined;
+    const waitingText = `Waiting for consent for ${connection.id} (Ctrl-C to cancel, times out in ${Math.round(options.timeoutMs / 1000)}s)`;
+    const waiting = pasting ? (reporter.info(`${waitingText} …`), silentProgress) : reporter.progress(waitingText);
+    let params: URLSearchParams;
+    try {
+      params = await waitForResponse({ ctx, check, loopback: fromLoopback, timeoutMs: options.timeoutMs, paste: !options.openBrowser });
+    } catch (error) {
+      waiting.fail(ctx.signal.aborted ? `Stopped waiting for consent for ${connection.id}` : `No consent for ${connection.id}`);
+      throw error;
+    }
     const error = params.get("error");
+    if (error === null) waiting.succeed(`Consent received for ${connection.id}`);
+    else waiting.fail(`Consent not given for ${connection.id}`);
     if (error !== null) {
       const description = params.get("error_description");
       throw failed(`${connection.id}: authorization was not granted (${error}${description ? `: ${description.slice(0, 200)}` : ""})`, {

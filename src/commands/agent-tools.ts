@@ -1,6 +1,6 @@
 import { describeDropped, describeFiltered, describeWarning } from "../agents/describe.ts";
 import type { ToolSource } from "../agents/fetch.ts";
-import { inspectAgentTools, type Inspection } from "../agents/inspect.ts";
+import { findAgent, inspectAgentTools, type Inspection } from "../agents/inspect.ts";
 import { localToolSource } from "../agents/local-source.ts";
 import type { Claimant, FilteredTool, ModelTool, Warning } from "../agents/resolve.ts";
 import { loadConfig } from "../config/load.ts";
@@ -10,6 +10,8 @@ import { stderrReporter } from "../output/reporter.ts";
 import { writeJson } from "../output/json.ts";
 import { styleFor } from "../output/style.ts";
 import { renderTable } from "../output/table.ts";
+import { silentProgress } from "../report.ts";
+import { fetchingProgress } from "./mcp-tools.ts";
 
 export type AgentToolsOptions = {
   agent: string;
@@ -25,18 +27,25 @@ export type AgentToolsOptions = {
 export async function agentToolsCommand(ctx: Context, options: AgentToolsOptions): Promise<number> {
   const config = loadConfig({ configPath: options.config, env: ctx.env, cwd: ctx.cwd });
   const source = await toolSourceFor(ctx, config);
-  const agentConfig = config.agents.find((a) => a.name === options.agent);
-  if (ctx.stderrIsTTY && !options.json && agentConfig && agentConfig.mcp.length > 0) {
-    const n = agentConfig.mcp.length;
-    ctx.stderr.write(`Fetching tools from ${n} connection${n === 1 ? "" : "s"}…\n`);
+  const agentConfig = findAgent(config, options.agent);
+  const n = agentConfig.mcp.length;
+  const fetching = n > 0 ? fetchingProgress(ctx, stderrReporter(ctx), `Fetching tools from ${n} connection${n === 1 ? "" : "s"} for ${agentConfig.name}`) : silentProgress;
+  let result: Inspection;
+  try {
+    result = await inspectAgentTools({
+      config,
+      agent: options.agent,
+      source,
+      timeoutMs: options.timeoutSeconds * 1000,
+      signal: ctx.signal,
+    });
+  } catch (error) {
+    fetching.fail(`Could not fetch ${agentConfig.name}'s tools`);
+    throw error;
   }
-  const result = await inspectAgentTools({
-    config,
-    agent: options.agent,
-    source,
-    timeoutMs: options.timeoutSeconds * 1000,
-    signal: ctx.signal,
-  });
+  const answered = n - result.unavailable.length;
+  if (result.unavailable.length === 0) fetching.succeed(`${answered} of ${n} connection${n === 1 ? "" : "s"} answered`);
+  else fetching.fail(`${answered} of ${n} connection${n === 1 ? "" : "s"} answered`);
   if (options.json) writeJson(ctx.stdout, agentToolsJson(result));
   else renderHuman(ctx, result, options.verbose);
   if (result.unavailable.length === 0) return 0;

@@ -1,6 +1,6 @@
 // `subs mcp login` with [remote] (issue 4). Wired from mcp-login.ts: with [remote] the credential
 // is made and kept on the deployment; nothing is written on this machine.
-import { closest } from "../config/load.ts";
+import { findConnections } from "../config/lookup.ts";
 import { assertNoLocalOnlyAuth } from "../config/remote-rules.ts";
 import type { Config, ConnectionConfig } from "../config/types.ts";
 import type { Context } from "../context.ts";
@@ -72,6 +72,8 @@ export async function mcpLoginRemote(ctx: Context, config: Config, options: McpL
             if (opened) ctx.stderr.write(`Opened a browser to authorize ${connection.id} on ${client.base.origin}. If it did not open, visit:\n  ${url}\n`);
             else if (error) ctx.stderr.write(`${style.yellow("warning:")} could not open a browser (${error instanceof Error ? error.message : String(error)}). Visit:\n  ${url}\n`);
             else ctx.stderr.write(`To authorize ${connection.id} on ${client.base.origin}, visit:\n  ${url}\n`);
+            // The spinner starts at once, below the URL, not after the first poll.
+            progress = reporter.progress(`waiting for consent on the deployment for ${connection.id} (Ctrl-C to cancel)`);
           },
           onWaiting: (elapsedMs, remainingMs) => {
             const text = `waiting for consent on the deployment for ${connection.id} (gives up in ${shortDuration(remainingMs)})`;
@@ -107,13 +109,5 @@ function chooseIds(config: Config, options: McpLoginRemoteOptions): ConnectionCo
   if (options.all && options.ids.length > 0) throw usage("give connection ids or --all, not both");
   if (options.all) return config.connections;
   if (options.ids.length === 0) throw usage("name the connection to log in to, e.g. `subs mcp login sentry`, or pass --all");
-  const byId = new Map(config.connections.map((c) => [c.id, c]));
-  const unknown = options.ids.filter((id) => !byId.has(id));
-  if (unknown.length > 0) {
-    const suggestion = unknown.length === 1 ? closest(unknown[0]!, [...byId.keys()]) : undefined;
-    throw usage(`${unknown.map((id) => `\`${id}\``).join(", ")} ${unknown.length > 1 ? "are" : "is"} not declared in ${config.displayPath}`, {
-      hint: suggestion ? `did you mean \`${suggestion}\`?` : `declare it with [mcp.${unknown[0]}]`,
-    });
-  }
-  return [...new Set(options.ids)].map((id) => byId.get(id)!);
+  return findConnections(config, options.ids);
 }

@@ -1,5 +1,6 @@
 import type { Config, ConnectionConfig } from "../config/types.ts";
-import { closest, loadConfig } from "../config/load.ts";
+import { loadConfig } from "../config/load.ts";
+import { findConnections } from "../config/lookup.ts";
 import type { Context } from "../context.ts";
 import { usage } from "../errors.ts";
 import { writeJson } from "../output/json.ts";
@@ -127,15 +128,7 @@ async function chooseTargets(config: Config, options: McpLoginOptions, ctx: Cont
     return targets;
   }
   if (options.ids.length === 0) throw usage("name the connection to log in to, e.g. `subs mcp login sentry`, or pass --all");
-  const byId = new Map(config.connections.map((c) => [c.id, c]));
-  const unknown = options.ids.filter((id) => !byId.has(id));
-  if (unknown.length > 0) {
-    const suggestion = unknown.length === 1 ? closest(unknown[0]!, [...byId.keys()]) : undefined;
-    throw usage(`${unknown.map((id) => `\`${id}\``).join(", ")} ${unknown.length > 1 ? "are" : "is"} not declared in ${config.displayPath}`, {
-      hint: suggestion ? `did you mean \`${suggestion}\`?` : byId.size > 0 ? `declared: ${[...byId.keys()].join(", ")}` : `declare it with [mcp.${unknown[0]}]`,
-    });
-  }
-  return [...new Set(options.ids)].map((id) => byId.get(id)!);
+  return findConnections(config, options.ids);
 }
 
 /** Tools the server offers with the new credential; a failure here does not undo the login. */

@@ -7,7 +7,7 @@ import { stderrReporter } from "../output/reporter.ts";
 import { styleFor } from "../output/style.ts";
 import { renderTable } from "../output/table.ts";
 import { DeploymentClient } from "../remote/client.ts";
-import { annotationWords, declaredConnection } from "./mcp-tools.ts";
+import { annotationWords, declaredConnection, fetchingProgress } from "./mcp-tools.ts";
 
 // wt-agents' wiring of `subs agent tools` under [remote] (docs/agent-tools-remote-wiring.patch)
 // imports this name; DeploymentClient.listTools already applies it, so applying it again is a no-op.
@@ -17,8 +17,17 @@ export type McpToolsRemoteOptions = { id: string; json: boolean };
 
 export async function mcpToolsRemote(ctx: Context, config: Config, options: McpToolsRemoteOptions): Promise<void> {
   const connection = declaredConnection(config, options.id);
-  const client = new DeploymentClient({ remote: config.remote!, ctx, reporter: stderrReporter(ctx) });
-  const tools = await client.listTools(connection.id);
+  const reporter = stderrReporter(ctx);
+  const client = new DeploymentClient({ remote: config.remote!, ctx, reporter });
+  const fetching = fetchingProgress(ctx, reporter, `Fetching ${connection.id}'s tools from the deployment at ${client.base.origin}`);
+  let tools: Awaited<ReturnType<DeploymentClient["listTools"]>>;
+  try {
+    tools = await client.listTools(connection.id);
+  } catch (error) {
+    fetching.fail(`Could not list ${connection.id}'s tools`);
+    throw error;
+  }
+  fetching.succeed(`${tools.length} tool${tools.length === 1 ? "" : "s"} on ${connection.id}, as the deployment sees them`);
   if (options.json) {
     writeJson(ctx.stdout, { id: connection.id, tools });
     return;
@@ -30,7 +39,7 @@ export async function mcpToolsRemote(ctx: Context, config: Config, options: McpT
   const style = styleFor(ctx.color);
   const rows = tools.map((t) => [t.name, annotationWords((t.annotations ?? undefined) as Record<string, unknown> | undefined).join(", ") || "-", firstLine(t.description ?? t.title ?? "")]);
   ctx.stdout.write(renderTable(["NAME", "ANNOTATIONS", "DESCRIPTION"], rows, { tty: ctx.stdoutIsTTY, style: style.bold }));
-  if (ctx.stdoutIsTTY) ctx.stderr.write(`${tools.length} tool${tools.length === 1 ? "" : "s"} on ${connection.id}, as the deployment sees them.\n`);
+  if (ctx.stdoutIsTTY && !ctx.stderrIsTTY) ctx.stderr.write(`${tools.length} tool${tools.length === 1 ? "" : "s"} on ${connection.id}, as the deployment sees them.\n`);
 }
 
 function firstLine(text: string): string {

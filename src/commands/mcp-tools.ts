@@ -1,24 +1,18 @@
-import { closest, loadConfig } from "../config/load.ts";
-import type { Config, ConnectionConfig } from "../config/types.ts";
+import { loadConfig } from "../config/load.ts";
+import type { Config } from "../config/types.ts";
+import { findConnection as declaredConnection } from "../config/lookup.ts";
 import type { Context } from "../context.ts";
 import { usage } from "../errors.ts";
 import { writeJson } from "../output/json.ts";
 import { stderrReporter } from "../output/reporter.ts";
 import { styleFor } from "../output/style.ts";
 import { renderTable } from "../output/table.ts";
+import { silentProgress, type Progress, type Reporter } from "../report.ts";
 
 export type McpToolsOptions = { config?: string; id: string; json: boolean; timeoutSeconds: number; browser: boolean };
 
-/** The connection `id` names, or a usage error with a suggestion. */
-export function declaredConnection(config: Config, id: string): ConnectionConfig {
-  const connection = config.connections.find((c) => c.id === id);
-  if (connection) return connection;
-  const ids = config.connections.map((c) => c.id);
-  const suggestion = closest(id, ids);
-  throw usage(`\`${id}\` is not declared in ${config.displayPath}`, {
-    hint: suggestion ? `did you mean \`${suggestion}\`?` : ids.length > 0 ? `declared: ${ids.join(", ")}` : `declare it with [mcp.${id}]`,
-  });
-}
+/** The connection `id` names, or a usage error with a suggestion (src/config/lookup.ts). */
+export { findConnection as declaredConnection } from "../config/lookup.ts";
 
 export function localOnly(config: Config, command: string): void {
   if (config.remote) throw usage(`subs ${command} with [remote] is not implemented yet: the deployment holds the credential`);
@@ -45,10 +39,18 @@ export async function mcpToolsCommand(ctx: Context, options: McpToolsOptions): P
   const connection = declaredConnection(config, options.id);
   const [{ withConnection }, { listAllTools }] = await Promise.all([import("../mcp/step-up.ts"), import("../mcp/connect.ts")]);
   const reporter = stderrReporter(ctx);
-  const tools = await withConnection(
-    { ctx, config, connection, reporter, login: { timeoutMs: options.timeoutSeconds * 1000, openBrowser: options.browser } },
-    (client, signal) => listAllTools(client, { signal }),
-  );
+  const fetching = fetchingProgress(ctx, reporter, `Fetching ${connection.id}'s tools from ${new URL(connection.url).origin}`);
+  let tools: Awaited<ReturnType<typeof listAllTools>>;
+  try {
+    tools = await withConnection(
+      { ctx, config, connection, reporter, login: { timeoutMs: options.timeoutSeconds * 1000, openBrowser: options.browser } },
+      (client, signal) => listAllTools(client, { signal }),
+    );
+  } catch (error) {
+    fetching.fail(`Could not list ${connection.id}'s tools`);
+    throw error;
+  }
+  fetching.succeed(`${tools.length} tool${tools.length === 1 ? "" : "s"} on ${connection.id}`);
   if (options.json) {
     writeJson(ctx.stdout, { id: connection.id, tools });
     return;
@@ -60,7 +62,15 @@ export async function mcpToolsCommand(ctx: Context, options: McpToolsOptions): P
   const style = styleFor(ctx.color);
   const rows = tools.map((t) => [t.name, annotationWords(t.annotations as Record<string, unknown> | undefined).join(", ") || "-", firstLine(t.description ?? t.title ?? "")]);
   ctx.stdout.write(renderTable(["NAME", "ANNOTATIONS", "DESCRIPTION"], rows, { tty: ctx.stdoutIsTTY, style: style.bold }));
-  if (ctx.stdoutIsTTY) ctx.stderr.write(`${tools.length} tool${tools.length === 1 ? "" : "s"} on ${connection.id}.\n`);
+  if (ctx.stdoutIsTTY && !ctx.stderrIsTTY) ctx.stderr.write(`${tools.length} tool${tools.length === 1 ? "" : "s"} on ${connection.id}.\n`);
+}
+
+/**
+ * A spinner while tools are fetched, on a terminal only: a fetch is short, and piped output or a
+ * CI log gains nothing from two more lines (issue 8).
+ */
+export function fetchingProgress(ctx: Pick<Context, "stderrIsTTY" | "env">, reporter: Reporter, text: string): Progress {
+  return ctx.stderrIsTTY && !ctx.env.CI ? reporter.progress(text) : silentProgress;
 }
 
 function firstLine(text: string): string {

@@ -1,16 +1,30 @@
+// Looking up what a command names (issue 8): one wording and one "did you mean" for every command
+// that takes connection ids or agent names.
 import { usage } from "../errors.ts";
 import { closest } from "./load.ts";
 import type { AgentConfig, Config, ConnectionConfig } from "./types.ts";
 
 /** The declared connection `id`, or a usage error that suggests the id the user probably meant. */
 export function findConnection(config: Config, id: string): ConnectionConfig {
-  const found = config.connections.find((c) => c.id === id);
-  if (found) return found;
-  const ids = config.connections.map((c) => c.id);
-  const suggestion = closest(id, ids);
-  throw usage(`no connection '${id}' in ${config.displayPath}`, {
-    hint: suggestion ? `did you mean '${suggestion}'?` : ids.length ? `declared: ${ids.join(", ")}` : `declare it with [mcp.${id}]`,
-  });
+  return findConnections(config, [id])[0]!;
+}
+
+/** The declared connections `ids` (each once, in the order given), or one usage error naming every unknown id. */
+export function findConnections(config: Config, ids: readonly string[]): ConnectionConfig[] {
+  const byId = new Map(config.connections.map((c) => [c.id, c]));
+  const unknown = ids.filter((id) => !byId.has(id));
+  if (unknown.length > 0) {
+    const declared = [...byId.keys()];
+    const suggestion = unknown.length === 1 ? closest(unknown[0]!, declared) : undefined;
+    throw usage(`${unknown.map((id) => `\`${id}\``).join(", ")} ${unknown.length > 1 ? "are" : "is"} not declared in ${config.displayPath}`, {
+      hint: suggestion
+        ? `did you mean \`${suggestion}\`? (\`subs mcp list\` shows every connection)`
+        : declared.length > 0
+          ? `declared: ${declared.join(", ")}; or declare it with [mcp.${unknown[0]}]`
+          : `declare it with [mcp.${unknown[0]}] and a url`,
+    });
+  }
+  return [...new Set(ids)].map((id) => byId.get(id)!);
 }
 
 /** The declared agent `name`, or a usage error with a suggestion. */
@@ -19,7 +33,11 @@ export function findAgent(config: Config, name: string): AgentConfig {
   if (found) return found;
   const names = config.agents.map((a) => a.name);
   const suggestion = closest(name, names);
-  throw usage(`no agent '${name}' in ${config.displayPath}`, {
-    hint: suggestion ? `did you mean '${suggestion}'?` : names.length ? `declared: ${names.join(", ")}` : `declare it with [agent.${name}]`,
+  throw usage(`no agent \`${name}\` in ${config.displayPath}`, {
+    hint: suggestion
+      ? `did you mean \`${suggestion}\`? (\`subs agent list\` shows every agent)`
+      : names.length
+        ? `declared agents: ${names.join(", ")}; or declare it with [agent.${name}]`
+        : `declare it with [agent.${name}] and the connections it uses (mcp = [...])`,
   });
 }

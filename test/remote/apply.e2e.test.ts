@@ -226,7 +226,11 @@ describe("subs apply when the deployment fails", () => {
     const result = await p.apply();
     assert.equal(result.code, 1);
     assert.match(result.stderr, /cannot reach the deployment at http:\/\/127\.0\.0\.1:\d+ .*4 attempts/);
-    assert.equal(deployment.requests.filter((r) => r === "GET /v1/mcp").length, 4);
+    // Both reads run in parallel; the first to use up its 4 attempts ends the command, so the
+    // other may not have sent its last one yet (under load this varied: a flaky count).
+    const attempts = (request: string) => deployment.requests.filter((r) => r === request).length;
+    assert.equal(Math.max(attempts("GET /v1/mcp"), attempts("GET /v1/agents")), 4);
+    assert.ok(attempts("GET /v1/mcp") <= 4 && attempts("GET /v1/agents") <= 4);
   });
 });
 

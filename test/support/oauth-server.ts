@@ -1,7 +1,8 @@
 // A real OAuth 2.1 authorization server on loopback for tests, built from the SDK's server pieces
 // (its authorize, token, registration and revocation handlers) around an in-memory provider.
-// Consent is automatic: the authorization endpoint redirects straight back with a code, as a
-// person clicking "Allow" would. Knobs make it misbehave in the ways a client must notice.
+// Consent is automatic by default: the authorization endpoint redirects straight back with a code,
+// as a person clicking "Allow" would; `consent: "page"` shows a real consent page instead (the
+// offline demo, `npm run demo`). Knobs make it misbehave in the ways a client must notice.
 import { randomBytes } from "node:crypto";
 import type { Server as HttpServer } from "node:http";
 import type { AddressInfo } from "node:net";
@@ -34,8 +35,11 @@ export type AuthServerOptions = {
   advertiseIss?: boolean;
   /** `state` in authorization responses: echoed (default), altered, or left out. */
   state?: "echo" | "wrong" | "absent";
-  /** Consent: the person allows (default) or denies. */
-  consent?: "allow" | "deny";
+  /**
+   * Consent: the person allows at once (default) or denies; "page" answers the authorization
+   * request with an HTML page whose Approve / Deny buttons post to /consent (a person clicks).
+   */
+  consent?: "allow" | "deny" | "page";
   scopesSupported?: string[];
   /** Scopes this server will ever grant (default: whatever is requested). */
   grantableScopes?: string[];
@@ -157,6 +161,31 @@ export async function startAuthServer(initial: AuthServerOptions = {}): Promise<
     return tokens;
   };
 
+  const pendingConsents = new Map<string, { client: OAuthClientInformationFull; params: AuthorizationParams }>();
+
+  /** The redirect back to the client: a code when the person allowed, else access_denied. */
+  const answer = (client: OAuthClientInformationFull, params: AuthorizationParams, allowed: boolean): string => {
+    const resource = params.resource?.href;
+    const target = new URL(params.redirectUri);
+    if (!allowed) {
+      target.searchParams.set("error", "access_denied");
+      target.searchParams.set("error_description", "The user denied the request");
+    } else {
+      const code = `code-${randomBytes(12).toString("hex")}`;
+      const requested = params.scopes ?? [];
+      const scopes = options.grantableScopes ? requested.filter((s) => options.grantableScopes!.includes(s)) : requested;
+      codes.set(code, { client_id: client.client_id, challenge: params.codeChallenge, redirect_uri: params.redirectUri, scopes, resource });
+      target.searchParams.set("code", code);
+    }
+    const state = options.state ?? "echo";
+    if (state === "echo" && params.state !== undefined) target.searchParams.set("state", params.state);
+    if (state === "wrong") target.searchParams.set("state", "not-the-state-that-was-sent");
+    const iss = options.iss ?? "correct";
+    if (iss === "correct") target.searchParams.set("iss", issuer);
+    if (iss === "wrong") target.searchParams.set("iss", "https://attacker.example/");
+    return target.href;
+  };
+
   const provider: OAuthServerProvider = {
     get clientsStore() {
       return clientsStore;
@@ -165,24 +194,13 @@ export async function startAuthServer(initial: AuthServerOptions = {}): Promise<
       counters.authorizations++;
       const resource = params.resource?.href;
       authorizations.push({ client_id: client.client_id, redirect_uri: params.redirectUri, scopes: params.scopes ?? [], resource, state: params.state });
-      const target = new URL(params.redirectUri);
-      if (options.consent === "deny") {
-        target.searchParams.set("error", "access_denied");
-        target.searchParams.set("error_description", "The user denied the request");
-      } else {
-        const code = `code-${randomBytes(12).toString("hex")}`;
-        const requested = params.scopes ?? [];
-        const scopes = options.grantableScopes ? requested.filter((s) => options.grantableScopes!.includes(s)) : requested;
-        codes.set(code, { client_id: client.client_id, challenge: params.codeChallenge, redirect_uri: params.redirectUri, scopes, resource });
-        target.searchParams.set("code", code);
+      if (options.consent === "page") {
+        const request = randomBytes(16).toString("hex");
+        pendingConsents.set(request, { client, params });
+        res.status(200).type("html").set("cache-control", "no-store").send(consentPage(request, client, params));
+        return;
       }
-      const state = options.state ?? "echo";
-      if (state === "echo" && params.state !== undefined) target.searchParams.set("state", params.state);
-      if (state === "wrong") target.searchParams.set("state", "not-the-state-that-was-sent");
-      const iss = options.iss ?? "correct";
-      if (iss === "correct") target.searchParams.set("iss", issuer);
-      if (iss === "wrong") target.searchParams.set("iss", "https://attacker.example/");
-      res.redirect(302, target.href);
+      res.redirect(302, answer(client, params, options.consent !== "deny"));
     },
     async challengeForAuthorizationCode(_client, code) {
       const record = codes.get(code);
@@ -225,6 +243,14 @@ export async function startAuthServer(initial: AuthServerOptions = {}): Promise<
 
   const app = express();
   app.use("/authorize", authorizationHandler({ provider, rateLimit: false }));
+  // The consent page's form (consent: "page"): one answer per pending request.
+  app.post("/consent", express.urlencoded({ extended: false }), (req, res) => {
+    const body = (req.body ?? {}) as Record<string, unknown>;
+    const pending = typeof body.request === "string" ? pendingConsents.get(body.request) : undefined;
+    if (!pending) return void res.status(400).type("text").send("This consent request is unknown or was already answered.\n");
+    pendingConsents.delete(body.request as string);
+    res.redirect(303, answer(pending.client, pending.params, body.decision === "approve"));
+  });
   app.use("/token", tokenHandler({ provider, rateLimit: false }));
   app.use("/register", (req, res, next) => {
     if (options.dynamicRegistration === false) return void res.status(404).end();
@@ -284,4 +310,38 @@ export async function startAuthServer(initial: AuthServerOptions = {}): Promise<
         http.close(() => resolve());
       }),
   };
+}
+
+const escapeHtml = (text: string) => text.replace(/[&<>"']/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" })[c]!);
+
+/** The page a person sees under consent: "page": who asks, for what, and two buttons. */
+function consentPage(request: string, client: OAuthClientInformationFull, params: AuthorizationParams): string {
+  const name = client.client_name ?? client.client_id;
+  const scopes = params.scopes ?? [];
+  const resource = params.resource?.href ?? "(not stated)";
+  const redirect = new URL(params.redirectUri);
+  return `<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>Authorize ${escapeHtml(name)}</title>
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<style>
+  body { font-family: system-ui, sans-serif; max-width: 32em; margin: 4em auto; padding: 0 1em; color: #222; }
+  .card { border: 1px solid #ddd; border-radius: 8px; padding: 1.5em 2em; }
+  code { background: #f4f4f4; padding: 0 .3em; border-radius: 3px; }
+  button { font-size: 1em; padding: .5em 1.5em; margin-right: .5em; border-radius: 6px; border: 1px solid #888; cursor: pointer; }
+  button[value=approve] { background: #1f7a3a; color: white; border-color: #1f7a3a; }
+  .fine { color: #666; font-size: .9em; }
+</style></head>
+<body><div class="card">
+<h1>Authorize <code>${escapeHtml(name)}</code>?</h1>
+<p><strong>${escapeHtml(name)}</strong> asks to use the MCP server <code>${escapeHtml(resource)}</code> on your behalf.</p>
+<p>Permissions: ${scopes.length ? scopes.map((s) => `<code>${escapeHtml(s)}</code>`).join(" ") : "none"}</p>
+<p class="fine">After you answer, this browser returns to <code>${escapeHtml(redirect.origin + redirect.pathname)}</code> (the terminal that asked).</p>
+<form method="post" action="/consent">
+  <input type="hidden" name="request" value="${escapeHtml(request)}">
+  <button type="submit" name="decision" value="approve">Approve</button>
+  <button type="submit" name="decision" value="deny">Deny</button>
+</form>
+<p class="fine">subs offline demo: a test authorization server on 127.0.0.1.</p>
+</div></body></html>
+`;
 }

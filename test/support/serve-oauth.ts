@@ -1,5 +1,6 @@
 // For trying `subs mcp login` by hand: starts the test authorization server and a protected MCP
-// server on loopback and prints a substructure.toml for them. Stop with Ctrl-C.
+// server on loopback and prints a substructure.toml for them. Stop with Ctrl-C. (`npm run demo` does
+// the same with a consent page and walks through login, list and tools.)
 //   node --import tsx test/support/serve-oauth.ts > /tmp/try/substructure.toml
 import { annotatedTool, startMcpServer } from "./mcp-server.ts";
 import { startAuthServer } from "./oauth-server.ts";

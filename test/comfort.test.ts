@@ -1,0 +1,77 @@
+// Issue 8: every command explains itself (--help with examples), mistakes get a "did you mean",
+// and every error ends with the next command to run.
+import assert from "node:assert/strict";
+import { mkdtempSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import path from "node:path";
+import { test } from "node:test";
+import { runInProcess } from "./support/cli.ts";
+
+function project(toml: string): string {
+  const dir = mkdtempSync(path.join(tmpdir(), "subs-comfort-"));
+  writeFileSync(path.join(dir, "substructure.toml"), toml);
+  return dir;
+}
+
+const FILE = '[mcp.sentry]\nurl = "https://s.example/mcp"\n[mcp.down]\nurl = "http://127.0.0.1:9/mcp"\nauth = { token_env = "DOWN_TOKEN" }\n[agent.triage]\nmcp = ["sentry"]\n';
+
+test("--help on every command and command group shows real examples", async () => {
+  const cwd = project(FILE);
+  const names = async (words: string[]) => (await runInProcess(["__complete", ...words, ""], { cwd })).stdout.split("\n").filter(Boolean);
+  const paths: string[][] = [[]];
+  for (const top of await names([])) {
+    paths.push([top]);
+    const subs = top === "completion" ? [] : await names([top]);
+    for (const sub of subs) if (!["bash", "zsh", "fish"].includes(sub)) paths.push([top, sub]);
+  }
+  assert.ok(paths.length >= 12, `found ${paths.map((p) => p.join(" ")).join(", ")}`);
+  for (const p of paths) {
+    const r = await runInProcess([...p, "--help"], { cwd });
+    assert.equal(r.code, 0, `subs ${p.join(" ")} --help`);
+    assert.match(r.stdout, /\nExamples:\n {2}\$ subs /, `subs ${p.join(" ")} --help has examples`);
+    const examples = r.stdout.slice(r.stdout.indexOf("Examples:"));
+    assert.ok(p.every((word) => examples.includes(word)), `subs ${p.join(" ")}'s examples use the command`);
+  }
+});
+
+test("a mistyped command or option: did you mean, and the --help to run; exit 2", async () => {
+  const cwd = project(FILE);
+  const command = await runInProcess(["mcp", "lst"], { cwd });
+  assert.equal(command.code, 2);
+  assert.match(command.stderr, /unknown command 'lst'\n\(Did you mean list\?\)\nRun `subs mcp --help` for its usage and examples\.\n$/);
+  const option = await runInProcess(["mcp", "login", "sentry", "--prot", "8765"], { cwd });
+  assert.equal(option.code, 2);
+  assert.match(option.stderr, /Did you mean --port\?[\s\S]*Run `subs mcp login --help`/);
+  const missing = await runInProcess(["mcp", "tools"], { cwd });
+  assert.equal(missing.code, 2);
+  assert.match(missing.stderr, /missing required argument 'id'\nRun `subs mcp tools --help`/);
+});
+
+test("a mistyped id or agent name: did you mean, in every command that takes one; exit 2", async () => {
+  const cwd = project(FILE);
+  for (const argv of [["mcp", "login", "sentri"], ["mcp", "tools", "sentri"], ["mcp", "call", "sentri", "whoami"]]) {
+    const r = await runInProcess(argv, { cwd });
+    assert.equal(r.code, 2, argv.join(" "));
+    assert.match(r.stderr, /error: `sentri` is not declared in substructure\.toml\nhint: did you mean `sentry`\? \(`subs mcp list` shows every connection\)\n/, argv.join(" "));
+  }
+  const agent = await runInProcess(["agent", "tools", "triag"], { cwd });
+  assert.equal(agent.code, 2);
+  assert.match(agent.stderr, /no agent `triag` in substructure\.toml\nhint: did you mean `triage`\? \(`subs agent list` shows every agent\)/);
+  const far = await runInProcess(["mcp", "tools", "linear"], { cwd });
+  assert.match(far.stderr, /hint: declared: sentry, down; or declare it with \[mcp\.linear\]/);
+});
+
+test("errors without a hint of their own end with the next command: --help for usage, --debug for failures", async () => {
+  const cwd = project(FILE);
+  const badPort = await runInProcess(["mcp", "login", "sentry", "--port", "abc"], { cwd });
+  assert.equal(badPort.code, 2);
+  assert.match(badPort.stderr, /--port must be a port number.*\nhint: run `subs mcp login --help` for its usage and examples\n$/);
+  const unreachable = await runInProcess(["mcp", "tools", "down", "--config", "substructure.toml"], { cwd, env: { DOWN_TOKEN: "not-a-real-token" } });
+  assert.equal(unreachable.code, 1);
+  assert.match(unreachable.stderr, /down: cannot reach http:\/\/127\.0\.0\.1:9 .*\nhint: run `subs mcp tools down --config substructure.toml --debug` to see every HTTP exchange/);
+  assert.doesNotMatch(unreachable.stderr, /not-a-real-token/);
+  // Already under --debug: no suggestion to add it; --json keeps its documented shape.
+  const debugged = await runInProcess(["--debug", "mcp", "tools", "down", "--json"], { cwd, env: { DOWN_TOKEN: "not-a-real-token" } });
+  assert.doesNotMatch(debugged.stderr, /hint: run .*--debug/);
+  assert.deepEqual(Object.keys(JSON.parse(debugged.stdout).error), ["code", "message"]);
+});

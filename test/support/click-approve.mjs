@@ -1,0 +1,27 @@
+#!/usr/bin/env node
+// $BROWSER for the demo test: opens the authorization URL (the last argument), reads the consent
+// page as a person would, and clicks a button (Approve by default; CLICK=deny for Deny): it posts
+// the page's form, then follows the redirect to the loopback callback, as the browser would.
+const url = process.argv[process.argv.length - 1];
+const decision = process.env.CLICK ?? "approve";
+const fail = (message) => {
+  process.stderr.write(`click-approve: ${message}\n`);
+  process.exit(1);
+};
+const page = await fetch(url);
+const html = await page.text();
+if (!page.ok || !/<form[^>]*method="post"/i.test(html)) fail(`no consent form at the authorization URL (${page.status})`);
+const action = html.match(/<form[^>]*action="([^"]+)"/i)?.[1];
+const request = html.match(/name="request" value="([^"]+)"/)?.[1];
+if (!action || !request) fail("the consent form has no action or request field");
+if (!html.includes(`value="${decision}"`)) fail(`the consent form has no ${decision} button`);
+const answer = await fetch(new URL(action, url), {
+  method: "POST",
+  headers: { "content-type": "application/x-www-form-urlencoded" },
+  body: new URLSearchParams({ request, decision }).toString(),
+  redirect: "manual",
+});
+const location = answer.headers.get("location");
+if (!location) fail(`the consent form answered ${answer.status} without a redirect`);
+const callback = await fetch(new URL(location, url));
+await callback.text();
