@@ -54,7 +54,7 @@ export async function startHarness(options: DeploymentOptions | ((mcpUrl: string
     dir,
     outputs,
     write(body) {
-      writeFileSync(path.join(dir, "substructure.toml"), `[remote]\nurl = "${dep.url}"\ntoken_env = "${TOKEN_ENV}"\n\n${body}`);
+      writeFileSync(path.join(dir, "substructure.toml"), `[remote]\nurl = "${dep.apiUrl}"\ntoken_env = "${TOKEN_ENV}"\n\n${body}`);
     },
     async run(argv, env = {}) {
       const result = await runCli(argv, {
@@ -65,7 +65,7 @@ export async function startHarness(options: DeploymentOptions | ((mcpUrl: string
       return result;
     },
     async api(method, pathname, body) {
-      const res = await fetch(new URL(pathname, dep.url), {
+      const res = await fetch(`${dep.apiUrl}${pathname}`, {
         method,
         headers: { authorization: `Bearer ${dep.token}`, ...(body === undefined ? {} : { "content-type": "application/json" }) },
         ...(body === undefined ? {} : { body: JSON.stringify(body) }),
@@ -74,7 +74,7 @@ export async function startHarness(options: DeploymentOptions | ((mcpUrl: string
       const text = await res.text();
       return { status: res.status, body: text ? JSON.parse(text) : undefined };
     },
-    writes: () => dep.requests.filter((r) => r.path.startsWith("/v1/") && r.method !== "GET").length,
+    writes: () => dep.requests.filter((r) => r.path.includes("/v1/") && r.method !== "GET").length,
     localFiles() {
       const found: Array<{ file: string; text: string }> = [];
       for (const entry of readdirSync(dir, { recursive: true, withFileTypes: true })) {

@@ -26,7 +26,18 @@ export type DeploymentOptions = {
   interval?: number;
   /** `expires_in` answered by POST …/authorizations, in seconds (default 600). */
   expiresIn?: number;
+  /** Serve under a path (section 1, "Base URL"): "/team-a" puts the API at /team-a/v1/…. */
+  basePath?: string;
+  /**
+   * How answers spell what the document leaves open: optional fields left out instead of null
+   * (section 1, "Absent fields"), "no oauth" as null, omitted or {} (section 2), and extra
+   * fields in every answer object (section 9: clients ignore unknown fields).
+   */
+  answers?: { absent?: "null" | "omit"; noOauth?: "null" | "omit" | "empty"; extraFields?: boolean };
 };
+
+/** A canned answer for the next /v1 request (section 6/7: what a client retries). */
+export type Fault = { status: number; error: string; retryAfter?: string };
 
 type OAuthSettings = { client_id?: string; client_metadata_url?: string; scopes?: string[] };
 type Declaration = { id: string; url: string; prefix_tools: boolean; oauth: OAuthSettings | null };
@@ -64,16 +75,20 @@ type PendingAuthorization = {
   outcome: Outcome;
 };
 
-export type RecordedRequest = { method: string; path: string; authorized: boolean };
+export type RecordedRequest = { method: string; path: string; authorized: boolean; body?: string };
 
 export type RunningDeployment = {
   /** http://127.0.0.1:PORT (no trailing slash, as a user would write it in [remote].url). */
   url: string;
+  /** The origin plus the base path: what goes into [remote].url. */
+  apiUrl: string;
   token: string;
   /** Every request that reached the server, in order (callback included). */
   requests: RecordedRequest[];
   /** Whether a credential is held for the id (the token store, not the API). */
   hasCredential(id: string): boolean;
+  /** Answers the next /v1 requests (after the bearer check) with these faults, in order. */
+  fail(...faults: Fault[]): void;
   /** Every token and code the deployment ever held (to assert none leaks). */
   secretsSeen(): string[];
   close(): Promise<void>;
@@ -190,12 +205,14 @@ export async function startDeployment(options: DeploymentOptions = {}): Promise<
   const requests: RecordedRequest[] = [];
   const secrets: string[] = [];
   let origin = "";
-  const redirectUri = () => `${origin}/oauth/callback`;
+  const basePath = (options.basePath ?? "").replace(/\/$/, "");
+  const redirectUri = () => `${origin}${basePath}/oauth/callback`;
+  const faults: Fault[] = [];
 
   const connectionAnswer = (d: Declaration) => {
     const credential = credentials.get(d.id);
     const held = credential !== undefined && credential.url === d.url;
-    return {
+    return shape({
       id: d.id,
       url: d.url,
       prefix_tools: d.prefix_tools,
@@ -203,10 +220,27 @@ export async function startDeployment(options: DeploymentOptions = {}): Promise<
       status: held ? "authorized" : "declared",
       authorized_at: held ? credential.authorizedAt.toISOString() : null,
       expires_at: held && credential.expiresAt ? credential.expiresAt.toISOString() : null,
-    };
+    });
   };
 
-  const agentAnswer = (a: Agent) => ({ name: a.name, mcp: a.mcp, tools: a.tools, agents: a.agents });
+  const agentAnswer = (a: Agent) => shape({ name: a.name, mcp: a.mcp, tools: a.tools, agents: a.agents });
+
+  /** Applies options.answers to one answer object. */
+  const shape = (object: Record<string, unknown>): Record<string, unknown> => {
+    const style = options.answers ?? {};
+    const out: Record<string, unknown> = {};
+    for (const [key, value] of Object.entries(object)) {
+      if (key === "oauth" && value === null) {
+        if (style.noOauth === "empty") out.oauth = {};
+        else if (style.noOauth !== "omit") out.oauth = null;
+        continue;
+      }
+      if (value === null && style.absent === "omit") continue;
+      out[key] = value;
+    }
+    if (style.extraFields) Object.assign(out, { x_deployment_note: "ignored by clients", x_revision: 7 });
+    return out;
+  };
 
   /** Ends every pending authorization of the id (sections 3.4, 5). */
   const endPending = (id: string, error: string, message: string) => {
@@ -307,12 +341,14 @@ export async function startDeployment(options: DeploymentOptions = {}): Promise<
       codeUsed: false,
       outcome: { status: "pending" },
     });
-    return {
+    return shape({
       authorization_url: started.authorizationUrl.href,
-      poll_url: `/v1/authorizations/${key}`,
+      // A path on the deployment's origin (section 3.4), including the base path: it is resolved
+      // against the POST's URL, so "/v1/…" alone would leave a deployment served under /team-a.
+      poll_url: `${basePath}/v1/authorizations/${key}`,
       interval: options.interval ?? 2,
       expires_in: options.expiresIn ?? 600,
-    };
+    });
   };
 
   /** The redirect URI (section 4): checks state, accepts one code, exchanges it, stores the tokens. */
@@ -448,10 +484,11 @@ export async function startDeployment(options: DeploymentOptions = {}): Promise<
     }
   };
 
-  const readBody = async (req: IncomingMessage): Promise<unknown> => {
+  const readBody = async (req: IncomingMessage, recorded: RecordedRequest): Promise<unknown> => {
     const chunks: Buffer[] = [];
     for await (const chunk of req) chunks.push(chunk as Buffer);
     const text = Buffer.concat(chunks).toString("utf8");
+    recorded.body = text;
     if (text === "") return undefined;
     try {
       return JSON.parse(text);
@@ -470,7 +507,7 @@ export async function startDeployment(options: DeploymentOptions = {}): Promise<
 
   type Answer = { status: number; body?: unknown };
 
-  const route = async (req: IncomingMessage, segments: string[]): Promise<Answer> => {
+  const route = async (req: IncomingMessage, recorded: RecordedRequest, segments: string[]): Promise<Answer> => {
     const method = req.method ?? "GET";
     const checkId = (s: string, what: string) => {
       if (!validId(s)) throw invalid(`${JSON.stringify(s)} is not a valid ${what}`);
@@ -485,7 +522,7 @@ export async function startDeployment(options: DeploymentOptions = {}): Promise<
       }
       const id = checkId(segments[1]!, "connection id");
       if (segments.length === 2 && method === "PUT") {
-        const decl = parseConnectionBody(id, await readBody(req));
+        const decl = parseConnectionBody(id, await readBody(req, recorded));
         if (options.catalog && !options.catalog.includes(decl.url)) {
           throw new ApiError(403, "url_not_in_catalog", `${decl.url} is not in this deployment's catalog`, { catalog: options.catalog });
         }
@@ -511,7 +548,7 @@ export async function startDeployment(options: DeploymentOptions = {}): Promise<
       }
       if (segments.length === 3 && segments[2] === "authorizations" && method === "POST") {
         // Section 3.4: clients send {}; deployments ignore its content.
-        await readBody(req).catch(() => undefined);
+        await readBody(req, recorded).catch(() => undefined);
         const decl = connections.get(id);
         if (!decl) throw new ApiError(404, "not_found", `no connection ${id} is declared; declare it first`);
         return { status: 201, body: await startConsent(decl) };
@@ -525,7 +562,7 @@ export async function startDeployment(options: DeploymentOptions = {}): Promise<
       const a = authorizations.get(segments[1]!);
       if (!a) throw new ApiError(404, "not_found", "no such authorization");
       expireIfDue(a);
-      return { status: 200, body: a.outcome };
+      return { status: 200, body: shape({ ...a.outcome }) };
     }
     if (segments[0] === "agents") {
       if (segments.length === 1) {
@@ -534,7 +571,7 @@ export async function startDeployment(options: DeploymentOptions = {}): Promise<
       }
       const name = checkId(segments[1]!, "agent name");
       if (segments.length === 2 && method === "PUT") {
-        const agent = parseAgentBody(name, await readBody(req));
+        const agent = parseAgentBody(name, await readBody(req, recorded));
         const missing = [...new Set(agent.mcp.map((e) => e.id).filter((c) => !connections.has(c)))];
         if (missing.length) throw new ApiError(409, "unknown_connection", `not declared: ${missing.join(", ")}`);
         const previous = agents.get(name);
@@ -557,20 +594,28 @@ export async function startDeployment(options: DeploymentOptions = {}): Promise<
   const http = createServer(async (req, res) => {
     const url = new URL(req.url ?? "/", origin);
     const authorized = bearerOk(req.headers.authorization);
-    requests.push({ method: req.method ?? "GET", path: url.pathname, authorized });
+    const recorded: RecordedRequest = { method: req.method ?? "GET", path: url.pathname, authorized };
+    requests.push(recorded);
     try {
-      if (url.pathname === "/oauth/callback" && req.method === "GET") return await callback(url.searchParams, res);
-      const segments = url.pathname.split("/").slice(1);
+      if (url.pathname === `${basePath}/oauth/callback` && req.method === "GET") return await callback(url.searchParams, res);
+      if (!url.pathname.startsWith(`${basePath}/`)) throw new ApiError(404, "not_found", `no endpoint ${url.pathname}`);
+      const segments = url.pathname.slice(basePath.length).split("/").slice(1);
       if (segments[0] !== "v1") throw new ApiError(404, "not_found", `no endpoint ${url.pathname}`);
       // Section 10: 401 before anything else.
       if (!authorized) throw new ApiError(401, "unauthorized", "a valid bearer token is required");
+      const fault = faults.shift();
+      if (fault) {
+        await readBody(req, recorded).catch(() => undefined);
+        res.writeHead(fault.status, { "content-type": "application/json", ...(fault.retryAfter !== undefined ? { "retry-after": fault.retryAfter } : {}) });
+        return void res.end(JSON.stringify({ error: fault.error, message: `injected ${fault.error}` }));
+      }
       let decoded: string[];
       try {
         decoded = segments.slice(1).map(decodeURIComponent);
       } catch {
         throw invalid("the path is not valid percent-encoding");
       }
-      const answer = await route(req, decoded);
+      const answer = await route(req, recorded, decoded);
       send(res, answer.status, answer.body);
     } catch (error) {
       if (error instanceof ApiError) return send(res, error.status, { error: error.code, message: error.message, ...error.extra });
@@ -582,9 +627,11 @@ export async function startDeployment(options: DeploymentOptions = {}): Promise<
 
   return {
     url: origin,
+    apiUrl: `${origin}${basePath}`,
     token,
     requests,
     hasCredential: (id) => credentials.has(id),
+    fail: (...more) => void faults.push(...more),
     secretsSeen: () => [...secrets, token],
     close: () =>
       new Promise<void>((resolve) => {

@@ -1,0 +1,103 @@
+// The freedoms docs/deployment-protocol.md gives a deployment, each exercised against the real CLI
+// with deployment-alt: a base path (section 1), optional fields left out, "no oauth" spelled {},
+// unknown answer fields (sections 1, 2, 9), retried faults (sections 6, 7), re-consent (3.4).
+import assert from "node:assert/strict";
+import { describe, it } from "node:test";
+import { startHarness, type Harness } from "./harness.ts";
+
+async function withHarness(options: Parameters<typeof startHarness>[0], fn: (h: Harness) => Promise<void>) {
+  const h = await startHarness(options);
+  try {
+    await fn(h);
+  } finally {
+    await h.close();
+  }
+}
+
+const file = (h: Harness) => `[mcp.sentry]
+url = "${h.mcp.url}"
+
+[mcp.other]
+url = "${h.other.url}"
+oauth = { scopes = ["b", "a"] }
+
+[agent.triage]
+mcp = ["sentry", { id = "other", tools = { include = ["other_*"] } }]
+`;
+
+describe("deployment freedoms the document grants, against the real CLI", () => {
+  it("a deployment served under a base path (/team-a) works for apply, login and tools", () =>
+    withHarness({ basePath: "/team-a" }, async (h) => {
+      h.write(file(h));
+      assert.equal((await h.run(["apply"])).code, 0);
+      const login = await h.run(["mcp", "login", "sentry"]);
+      assert.equal(login.code, 0, login.stderr);
+      const tools = await h.run(["mcp", "tools", "sentry", "--json"]);
+      assert.equal(tools.code, 0, tools.stderr);
+      assert.equal(JSON.parse(tools.stdout).tools.length, 3);
+      const api = h.dep.requests.filter((r) => r.path !== "/team-a/oauth/callback");
+      assert.ok(api.length > 0 && api.every((r) => r.path.startsWith("/team-a/v1/")), api.map((r) => r.path).join(", "));
+    }));
+
+  it("answers that leave optional fields out, spell no-oauth as {}, and carry unknown fields are read the same", () =>
+    withHarness({ answers: { absent: "omit", noOauth: "empty", extraFields: true } }, async (h) => {
+      h.write(file(h));
+      const first = await h.run(["apply"]);
+      assert.equal(first.code, 0, first.stderr);
+      const raw = (await h.api("GET", "/v1/mcp")).body.connections.find((c: any) => c.id === "sentry");
+      assert.deepEqual(raw.oauth, {});
+      assert.equal("authorized_at" in raw, false);
+      assert.equal(raw.x_revision, 7);
+
+      const writes = h.writes();
+      const second = await h.run(["apply"]);
+      assert.equal(second.code, 0, second.stderr);
+      assert.match(second.stderr, /Nothing to do/, "oauth {} equals no oauth; scopes compare as a set; extra fields are ignored");
+      assert.equal(h.writes(), writes);
+
+      assert.equal((await h.run(["mcp", "login", "sentry"])).code, 0);
+      const list = JSON.parse((await h.run(["mcp", "list", "--json"])).stdout);
+      const sentry = list.find((e: any) => e.id === "sentry");
+      assert.equal(sentry.status, "authorized");
+      assert.equal(sentry.drift, null);
+      const other = list.find((e: any) => e.id === "other");
+      assert.equal(other.status, "needs_login");
+      assert.equal(other.authorized_at, null);
+    }));
+
+  it("5xx and 429 answers are retried (Retry-After honoured); four 500s are reported after 4 attempts", () =>
+    withHarness({}, async (h) => {
+      h.write(file(h));
+      h.dep.fail({ status: 503, error: "unavailable", retryAfter: "0" }, { status: 429, error: "rate_limited", retryAfter: "0" });
+      const retried = await h.run(["apply"]);
+      assert.equal(retried.code, 0, retried.stderr);
+      assert.equal((await h.api("GET", "/v1/mcp")).body.connections.length, 2);
+
+      h.dep.fail(...Array.from({ length: 4 }, () => ({ status: 500, error: "internal_error", retryAfter: "0" })));
+      const failed = await h.run(["mcp", "list"]);
+      assert.equal(failed.code, 1, failed.stderr);
+      assert.match(failed.stderr, /500/);
+      assert.match(failed.stderr, /4 attempts/);
+
+      // A 4xx other than 429 is never retried.
+      const before = h.dep.requests.length;
+      h.dep.fail({ status: 403, error: "forbidden" });
+      const forbidden = await h.run(["mcp", "list"]);
+      assert.notEqual(forbidden.code, 0);
+      assert.equal(h.dep.requests.length - before, 1, "one request, no retry");
+    }));
+
+  it("logging in again while authorized re-consents and replaces the credential", () =>
+    withHarness({}, async (h) => {
+      h.write(file(h));
+      assert.equal((await h.run(["mcp", "login", "sentry"])).code, 0);
+      const firstAt = (await h.api("GET", "/v1/mcp")).body.connections[0].authorized_at;
+      const again = await h.run(["mcp", "login", "sentry"]);
+      assert.equal(again.code, 0, again.stderr);
+      assert.equal(h.auth.counters.codeExchanges, 2);
+      const now = (await h.api("GET", "/v1/mcp")).body.connections[0];
+      assert.equal(now.status, "authorized");
+      assert.ok(now.authorized_at >= firstAt);
+      assert.equal((await h.run(["mcp", "tools", "sentry"])).code, 0);
+    }));
+});
