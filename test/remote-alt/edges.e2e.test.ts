@@ -2,6 +2,8 @@
 // with deployment-alt: a base path (section 1), optional fields left out, "no oauth" spelled {},
 // unknown answer fields (sections 1, 2, 9), retried faults (sections 6, 7), re-consent (3.4).
 import assert from "node:assert/strict";
+import { createServer } from "node:http";
+import type { AddressInfo } from "node:net";
 import { describe, it } from "node:test";
 import { startHarness, type Harness } from "./harness.ts";
 
@@ -99,5 +101,56 @@ describe("deployment freedoms the document grants, against the real CLI", () => 
       assert.equal(now.status, "authorized");
       assert.ok(now.authorized_at >= firstAt);
       assert.equal((await h.run(["mcp", "tools", "sentry"])).code, 0);
+    }));
+
+  it("a redirect from the API is not followed: the bearer token never reaches the Location", () =>
+    withHarness({}, async (h) => {
+      const seen: Array<string | undefined> = [];
+      const elsewhere = createServer((req, res) => {
+        seen.push(req.headers.authorization);
+        res.writeHead(200, { "content-type": "application/json" }).end('{"connections": []}');
+      });
+      await new Promise<void>((resolve) => elsewhere.listen(0, "127.0.0.1", resolve));
+      try {
+        const target = `http://127.0.0.1:${(elsewhere.address() as AddressInfo).port}/v1/mcp`;
+        h.write(file(h));
+        h.dep.fail(...Array.from({ length: 4 }, () => ({ status: 307, error: "moved", location: target, match: "GET /v1/mcp" })));
+        const result = await h.run(["mcp", "list"]);
+        assert.notEqual(result.code, 0, "a 3xx is an error, not an answer");
+        assert.deepEqual(seen, [], "nothing was sent to the redirect's target");
+        assert.ok(!(result.stdout + result.stderr).includes(h.dep.token));
+      } finally {
+        elsewhere.closeAllConnections();
+        await new Promise<void>((resolve) => elsewhere.close(() => resolve()));
+      }
+    }));
+
+  it("an error answer that is not JSON is handled by its status (a 502 page is retried)", () =>
+    withHarness({}, async (h) => {
+      h.write(file(h));
+      h.dep.fail({ status: 502, error: "bad_gateway", raw: "<html>502 Bad Gateway</html>", retryAfter: "0" });
+      const result = await h.run(["apply"]);
+      assert.equal(result.code, 0, result.stderr);
+      assert.equal((await h.api("GET", "/v1/mcp")).body.connections.length, 2);
+    }));
+
+  it("a DELETE answered 404 not_found counts as done", () =>
+    withHarness({}, async (h) => {
+      h.write(file(h));
+      assert.equal((await h.run(["apply"])).code, 0);
+      h.write(`[mcp.sentry]\nurl = "${h.mcp.url}"\n`);
+      // Someone else removed the agent between subs's read and its DELETE.
+      h.dep.fail({ status: 404, error: "not_found", match: "DELETE /v1/agents/triage", afterApplying: true });
+      const result = await h.run(["apply"]);
+      assert.equal(result.code, 0, `404 on DELETE is success (section 3.3/3.9): ${result.stderr}`);
+      assert.deepEqual((await h.api("GET", "/v1/mcp")).body.connections.map((c: any) => c.id), ["sentry"]);
+    }));
+
+  it("a poll answered 404 not_found is treated as expired", () =>
+    withHarness({ forgetOutcomes: true }, async (h) => {
+      h.write(file(h));
+      const result = await h.run(["mcp", "login", "sentry"], { SUBS_TEST_BROWSER: "ignore" });
+      assert.equal(result.code, 1, result.stderr);
+      assert.match(result.stderr, /expire/i);
     }));
 });

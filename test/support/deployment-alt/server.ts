@@ -33,11 +33,25 @@ export type DeploymentOptions = {
    * (section 1, "Absent fields"), "no oauth" as null, omitted or {} (section 2), and extra
    * fields in every answer object (section 9: clients ignore unknown fields).
    */
+  /** Forget every authorization at once: polls answer 404 not_found (section 3.5: clients treat it as expired). */
+  forgetOutcomes?: boolean;
   answers?: { absent?: "null" | "omit"; noOauth?: "null" | "omit" | "empty"; extraFields?: boolean };
 };
 
 /** A canned answer for the next /v1 request (section 6/7: what a client retries). */
-export type Fault = { status: number; error: string; retryAfter?: string };
+export type Fault = {
+  status: number;
+  error: string;
+  retryAfter?: string;
+  /** Only for a request whose "METHOD /path-after-the-base" starts with this (default: the next request). */
+  match?: string;
+  /** A Location header (for a redirect, which section 1 forbids: clients must not follow it). */
+  location?: string;
+  /** A body that is not JSON (section 6: still handled by its status). */
+  raw?: string;
+  /** Carry the request out first, then answer the fault (someone else got there first, or the answer was lost). */
+  afterApplying?: boolean;
+};
 
 type OAuthSettings = { client_id?: string; client_metadata_url?: string; scopes?: string[] };
 type Declaration = { id: string; url: string; prefix_tools: boolean; oauth: OAuthSettings | null };
@@ -559,7 +573,7 @@ export async function startDeployment(options: DeploymentOptions = {}): Promise<
       throw noSuchEndpoint();
     }
     if (segments[0] === "authorizations" && segments.length === 2 && method === "GET") {
-      const a = authorizations.get(segments[1]!);
+      const a = options.forgetOutcomes ? undefined : authorizations.get(segments[1]!);
       if (!a) throw new ApiError(404, "not_found", "no such authorization");
       expireIfDue(a);
       return { status: 200, body: shape({ ...a.outcome }) };
@@ -603,11 +617,18 @@ export async function startDeployment(options: DeploymentOptions = {}): Promise<
       if (segments[0] !== "v1") throw new ApiError(404, "not_found", `no endpoint ${url.pathname}`);
       // Section 10: 401 before anything else.
       if (!authorized) throw new ApiError(401, "unauthorized", "a valid bearer token is required");
-      const fault = faults.shift();
-      if (fault) {
-        await readBody(req, recorded).catch(() => undefined);
-        res.writeHead(fault.status, { "content-type": "application/json", ...(fault.retryAfter !== undefined ? { "retry-after": fault.retryAfter } : {}) });
-        return void res.end(JSON.stringify({ error: fault.error, message: `injected ${fault.error}` }));
+      const here = `${req.method} ${url.pathname.slice(basePath.length)}`;
+      const at = faults.findIndex((f) => f.match === undefined || here.startsWith(f.match));
+      if (at >= 0) {
+        const [fault] = faults.splice(at, 1) as [Fault];
+        if (fault.afterApplying) await route(req, recorded, segments.slice(1).map(decodeURIComponent)).catch(() => undefined);
+        else await readBody(req, recorded).catch(() => undefined);
+        res.writeHead(fault.status, {
+          "content-type": fault.raw !== undefined ? "text/html" : "application/json",
+          ...(fault.retryAfter !== undefined ? { "retry-after": fault.retryAfter } : {}),
+          ...(fault.location !== undefined ? { location: fault.location } : {}),
+        });
+        return void res.end(fault.raw ?? JSON.stringify({ error: fault.error, message: `injected ${fault.error}` }));
       }
       let decoded: string[];
       try {
