@@ -172,4 +172,24 @@ describe("subs mcp login / list / tools / agent tools against deployment-alt", (
       assert.deepEqual(out.filtered.map((f: any) => [f.tool, f.step]), [["delete_issue", "read_only"]]);
       assert.ok(h.dep.requests.some((r) => r.path === "/v1/mcp/other/tools"));
     }));
+
+  it("the deployment refreshes a refused access token itself; a rejected refresh makes the connection need a login", () =>
+    withHarness(async (h) => {
+      h.write(file(h));
+      assert.equal((await h.run(["mcp", "login", "sentry"])).code, 0);
+
+      h.auth.forgetAccessTokens();
+      const refreshed = await h.run(["mcp", "tools", "sentry", "--json"]);
+      assert.equal(refreshed.code, 0, refreshed.stderr);
+      assert.equal(h.auth.counters.refreshes, 1);
+
+      h.auth.forgetAccessTokens();
+      h.auth.revokeAllRefreshTokens();
+      const rejected = await h.run(["mcp", "tools", "sentry"]);
+      assert.equal(rejected.code, 4, `409 not_authorized after invalid_grant (section 5): ${rejected.stderr}`);
+      assert.match(rejected.stderr, /subs mcp login sentry/);
+      assert.equal(h.dep.hasCredential("sentry"), false);
+      const list = JSON.parse((await h.run(["mcp", "list", "--json"])).stdout);
+      assert.equal(list.find((e: any) => e.id === "sentry").status, "needs_login");
+    }));
 });

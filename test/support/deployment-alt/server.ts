@@ -13,7 +13,7 @@ import {
   startAuthorization,
 } from "@modelcontextprotocol/sdk/client/auth.js";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
-import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
+import { StreamableHTTPClientTransport, StreamableHTTPError } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import type { AuthorizationServerMetadata, OAuthClientInformationMixed, OAuthTokens } from "@modelcontextprotocol/sdk/shared/auth.js";
 import type { Tool } from "@modelcontextprotocol/sdk/types.js";
 
@@ -472,6 +472,8 @@ export async function startDeployment(options: DeploymentOptions = {}): Promise<
     }
   };
 
+  const refused = (error: unknown) => error instanceof StreamableHTTPError && error.code === 401;
+
   const tools = async (id: string) => {
     const decl = connections.get(id);
     if (!decl) throw new ApiError(404, "not_found", `no connection ${id} is declared`);
@@ -485,7 +487,7 @@ export async function startDeployment(options: DeploymentOptions = {}): Promise<
     try {
       return await listTools(decl.url, credential.tokens.access_token);
     } catch (error) {
-      if (!/\b401\b/.test(String(error))) throw new ApiError(502, "upstream_error", `${decl.url} failed: ${(error as Error).message}`);
+      if (!refused(error)) throw new ApiError(502, "upstream_error", `${decl.url} failed: ${(error as Error).message}`);
     }
     // The access token was refused before its expiry: refresh once and retry.
     credential = await refresh(id, credential);
@@ -493,7 +495,7 @@ export async function startDeployment(options: DeploymentOptions = {}): Promise<
     try {
       return await listTools(decl.url, credential.tokens.access_token);
     } catch (error) {
-      if (/\b401\b/.test(String(error))) throw notAuthorized();
+      if (refused(error)) throw notAuthorized();
       throw new ApiError(502, "upstream_error", `${decl.url} failed: ${(error as Error).message}`);
     }
   };
