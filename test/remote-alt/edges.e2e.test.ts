@@ -153,4 +153,20 @@ describe("deployment freedoms the document grants, against the real CLI", () => 
       assert.equal(result.code, 1, result.stderr);
       assert.match(result.stderr, /expire/i);
     }));
+
+  it("poll_url may be an absolute URL on the deployment's origin", () =>
+    withHarness({ pollUrl: "absolute" }, async (h) => {
+      h.write(file(h));
+      const result = await h.run(["mcp", "login", "sentry"]);
+      assert.equal(result.code, 0, result.stderr);
+      assert.ok(h.dep.requests.some((r) => r.path.startsWith("/v1/authorizations/")));
+    }));
+
+  it("a poll_url on another origin (localhost for 127.0.0.1) is refused: the token is not sent there", () =>
+    withHarness({ pollUrl: "other-origin" }, async (h) => {
+      h.write(file(h));
+      const result = await h.run(["mcp", "login", "sentry"], { SUBS_TEST_BROWSER: "ignore" });
+      assert.notEqual(result.code, 0, result.stderr);
+      assert.deepEqual(h.dep.requests.filter((r) => r.path.startsWith("/v1/authorizations/")), [], "no poll was sent");
+    }));
 });

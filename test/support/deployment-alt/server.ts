@@ -33,6 +33,11 @@ export type DeploymentOptions = {
    * (section 1, "Absent fields"), "no oauth" as null, omitted or {} (section 2), and extra
    * fields in every answer object (section 9: clients ignore unknown fields).
    */
+  /**
+   * How poll_url is spelled (section 3.4): a path (default), an absolute URL on the origin, or
+   * the same server under another origin (localhost instead of 127.0.0.1), which clients refuse.
+   */
+  pollUrl?: "path" | "absolute" | "other-origin";
   /** Forget every authorization at once: polls answer 404 not_found (section 3.5: clients treat it as expired). */
   forgetOutcomes?: boolean;
   answers?: { absent?: "null" | "omit"; noOauth?: "null" | "omit" | "empty"; extraFields?: boolean };
@@ -359,7 +364,7 @@ export async function startDeployment(options: DeploymentOptions = {}): Promise<
       authorization_url: started.authorizationUrl.href,
       // A path on the deployment's origin (section 3.4), including the base path: it is resolved
       // against the POST's URL, so "/v1/…" alone would leave a deployment served under /team-a.
-      poll_url: `${basePath}/v1/authorizations/${key}`,
+      poll_url: `${options.pollUrl === "absolute" ? origin : options.pollUrl === "other-origin" ? origin.replace("127.0.0.1", "localhost") : ""}${basePath}/v1/authorizations/${key}`,
       interval: options.interval ?? 2,
       expires_in: options.expiresIn ?? 600,
     });
