@@ -169,4 +169,12 @@ describe("deployment freedoms the document grants, against the real CLI", () => 
       assert.notEqual(result.code, 0, result.stderr);
       assert.deepEqual(h.dep.requests.filter((r) => r.path.startsWith("/v1/authorizations/")), [], "no poll was sent");
     }));
+
+  it("the client stops polling once expires_in has passed, even if the deployment still says pending", () =>
+    withHarness({ expiresIn: 1, expireAuthorizations: false, interval: 0.2 }, async (h) => {
+      h.write(file(h));
+      const result = await h.run(["mcp", "login", "sentry", "--timeout", "20"], { SUBS_TEST_BROWSER: "ignore" });
+      assert.equal(result.code, 1, result.stderr);
+      assert.match(result.stderr, /expired/, "section 8: poll until a final status, expires_in, or --timeout");
+    }));
 });

@@ -38,6 +38,8 @@ export type DeploymentOptions = {
    * the same server under another origin (localhost instead of 127.0.0.1), which clients refuse.
    */
   pollUrl?: "path" | "absolute" | "other-origin";
+  /** false: a pending authorization never turns `expired` by itself (to see the client stop at expires_in). */
+  expireAuthorizations?: boolean;
   /** Forget every authorization at once: polls answer 404 not_found (section 3.5: clients treat it as expired). */
   forgetOutcomes?: boolean;
   answers?: { absent?: "null" | "omit"; noOauth?: "null" | "omit" | "empty"; extraFields?: boolean };
@@ -269,7 +271,7 @@ export async function startDeployment(options: DeploymentOptions = {}): Promise<
   };
 
   const expireIfDue = (a: PendingAuthorization) => {
-    if (a.outcome.status === "pending" && Date.now() >= a.expiresAt) {
+    if (options.expireAuthorizations !== false && a.outcome.status === "pending" && Date.now() >= a.expiresAt) {
       a.outcome = { status: "expired", message: `nobody consented within ${options.expiresIn ?? 600}s` };
     }
   };
