@@ -7,8 +7,8 @@ import type { AddressInfo } from "node:net";
 import { describe, it } from "node:test";
 import { startHarness, type Harness } from "./harness.ts";
 
-async function withHarness(options: Parameters<typeof startHarness>[0], fn: (h: Harness) => Promise<void>) {
-  const h = await startHarness(options);
+async function withHarness(options: Parameters<typeof startHarness>[0], fn: (h: Harness) => Promise<void>, authOptions: Parameters<typeof startHarness>[1] = {}) {
+  const h = await startHarness(options, authOptions);
   try {
     await fn(h);
   } finally {
@@ -177,4 +177,21 @@ describe("deployment freedoms the document grants, against the real CLI", () => 
       assert.equal(result.code, 1, result.stderr);
       assert.match(result.stderr, /expired/, "section 8: poll until a final status, expires_in, or --timeout");
     }));
+
+  it("oauth.client_id from the file takes precedence over the deployment's own registration", () =>
+    withHarness(
+      // The pre-registered client accepts http://127.0.0.1:ANY/callback (RFC 8252 section 7.3), so the
+      // deployment's redirect URI must be on that path: the document does not say how a
+      // pre-registered client learns the deployment's redirect URI (see the report).
+      { callbackPath: "/callback" },
+      async (h) => {
+        h.write(`[mcp.sentry]\nurl = "${h.mcp.url}"\noauth = { client_id = "abc", scopes = ["read"] }\n`);
+        const result = await h.run(["mcp", "login", "sentry"]);
+        assert.equal(result.code, 0, result.stderr);
+        assert.equal(h.auth.counters.registrations, 0, "no dynamic registration when the declaration names a client");
+        assert.deepEqual(h.auth.authorizations.map((a) => [a.client_id, a.scopes]), [["abc", ["read"]]]);
+        assert.equal(h.auth.authorizations[0]!.redirect_uri, `${h.dep.url}/callback`);
+      },
+      { preRegistered: [{ client_id: "abc" }] },
+    ));
 });

@@ -34,8 +34,11 @@ export type Harness = {
 };
 
 /** `options` may be a function of the first MCP server's url (e.g. a catalog naming it). */
-export async function startHarness(options: DeploymentOptions | ((mcpUrl: string) => DeploymentOptions) = {}): Promise<Harness> {
-  const auth = await startAuthServer();
+export async function startHarness(
+  options: DeploymentOptions | ((mcpUrl: string) => DeploymentOptions) = {},
+  authOptions: Parameters<typeof startAuthServer>[0] = {},
+): Promise<Harness> {
+  const auth = await startAuthServer(authOptions);
   const tools = [
     annotatedTool("search_issues", { readOnlyHint: true }),
     annotatedTool("get_issue", { readOnlyHint: true }),

@@ -38,6 +38,8 @@ export type DeploymentOptions = {
    * the same server under another origin (localhost instead of 127.0.0.1), which clients refuse.
    */
   pollUrl?: "path" | "absolute" | "other-origin";
+  /** The redirect URI's path (default "/oauth/callback"; section 4 leaves it to the deployment). */
+  callbackPath?: string;
   /** false: a pending authorization never turns `expired` by itself (to see the client stop at expires_in). */
   expireAuthorizations?: boolean;
   /** Forget every authorization at once: polls answer 404 not_found (section 3.5: clients treat it as expired). */
@@ -227,7 +229,8 @@ export async function startDeployment(options: DeploymentOptions = {}): Promise<
   const secrets: string[] = [];
   let origin = "";
   const basePath = (options.basePath ?? "").replace(/\/$/, "");
-  const redirectUri = () => `${origin}${basePath}/oauth/callback`;
+  const callbackPath = `${basePath}${options.callbackPath ?? "/oauth/callback"}`;
+  const redirectUri = () => `${origin}${callbackPath}`;
   const faults: Fault[] = [];
 
   const connectionAnswer = (d: Declaration) => {
@@ -620,7 +623,7 @@ export async function startDeployment(options: DeploymentOptions = {}): Promise<
     const recorded: RecordedRequest = { method: req.method ?? "GET", path: url.pathname, authorized };
     requests.push(recorded);
     try {
-      if (url.pathname === `${basePath}/oauth/callback` && req.method === "GET") return await callback(url.searchParams, res);
+      if (url.pathname === callbackPath && req.method === "GET") return await callback(url.searchParams, res);
       if (!url.pathname.startsWith(`${basePath}/`)) throw new ApiError(404, "not_found", `no endpoint ${url.pathname}`);
       const segments = url.pathname.slice(basePath.length).split("/").slice(1);
       if (segments[0] !== "v1") throw new ApiError(404, "not_found", `no endpoint ${url.pathname}`);
