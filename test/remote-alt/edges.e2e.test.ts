@@ -162,6 +162,23 @@ describe("deployment freedoms the document grants, against the real CLI", () => 
       assert.ok(h.dep.requests.some((r) => r.path.startsWith("/v1/authorizations/")));
     }));
 
+  it("a relative poll_url is resolved against the URL of the POST (section 3.4)", () =>
+    withHarness({ pollUrl: "relative" }, async (h) => {
+      h.write(file(h));
+      const result = await h.run(["mcp", "login", "sentry"]);
+      assert.equal(result.code, 0, result.stderr);
+      assert.ok(h.dep.requests.some((r) => r.path.startsWith("/v1/authorizations/")));
+    }));
+
+  it("a poll answered 429 rate_limited with Retry-After is retried, and the login completes", () =>
+    withHarness({}, async (h) => {
+      h.write(file(h));
+      h.dep.fail({ status: 429, error: "rate_limited", retryAfter: "0", match: "GET /v1/authorizations/" });
+      const result = await h.run(["mcp", "login", "sentry"]);
+      assert.equal(result.code, 0, result.stderr);
+      assert.ok(h.dep.hasCredential("sentry"));
+    }));
+
   it("a poll_url on another origin (localhost for 127.0.0.1) is refused: the token is not sent there", () =>
     withHarness({ pollUrl: "other-origin" }, async (h) => {
       h.write(file(h));

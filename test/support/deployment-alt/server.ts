@@ -37,7 +37,7 @@ export type DeploymentOptions = {
    * How poll_url is spelled (section 3.4): a path (default), an absolute URL on the origin, or
    * the same server under another origin (localhost instead of 127.0.0.1), which clients refuse.
    */
-  pollUrl?: "path" | "absolute" | "other-origin";
+  pollUrl?: "path" | "absolute" | "other-origin" | "relative";
   /** The redirect URI's path (default "/oauth/callback"; section 4 leaves it to the deployment). */
   callbackPath?: string;
   /** false: a pending authorization never turns `expired` by itself (to see the client stop at expires_in). */
@@ -369,7 +369,10 @@ export async function startDeployment(options: DeploymentOptions = {}): Promise<
       authorization_url: started.authorizationUrl.href,
       // A path on the deployment's origin (section 3.4), including the base path: it is resolved
       // against the POST's URL, so "/v1/…" alone would leave a deployment served under /team-a.
-      poll_url: `${options.pollUrl === "absolute" ? origin : options.pollUrl === "other-origin" ? origin.replace("127.0.0.1", "localhost") : ""}${basePath}/v1/authorizations/${key}`,
+      poll_url:
+        options.pollUrl === "relative"
+          ? `../../authorizations/${key}` // from …/v1/mcp/{id}/authorizations
+          : `${options.pollUrl === "absolute" ? origin : options.pollUrl === "other-origin" ? origin.replace("127.0.0.1", "localhost") : ""}${basePath}/v1/authorizations/${key}`,
       interval: options.interval ?? 2,
       expires_in: options.expiresIn ?? 600,
     });
