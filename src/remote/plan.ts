@@ -56,7 +56,7 @@ export function connectionBody(connection: ConnectionConfig): ConnectionBody {
   // client_secret_env is local only and refused before planning; it is never sent.
   if (connection.oauth?.clientId !== undefined) oauth.client_id = connection.oauth.clientId;
   if (connection.oauth?.clientMetadataUrl !== undefined) oauth.client_metadata_url = connection.oauth.clientMetadataUrl;
-  if (connection.oauth?.scopes !== undefined) oauth.scopes = connection.oauth.scopes;
+  if (connection.oauth?.scopes !== undefined) oauth.scopes = [...new Set(connection.oauth.scopes)];
   return { url: connection.url, prefix_tools: connection.prefixTools, ...(Object.keys(oauth).length ? { oauth } : {}) };
 }
 
@@ -225,7 +225,8 @@ function normalOAuth(oauth: ConnectionOAuth | OAuthSettingsBody | null | undefin
   const out: OAuthSettingsBody = {};
   if (oauth.client_id != null) out.client_id = oauth.client_id;
   if (oauth.client_metadata_url != null) out.client_metadata_url = oauth.client_metadata_url;
-  if (oauth.scopes != null) out.scopes = [...oauth.scopes].sort();
+  // An OAuth scope is a set (RFC 6749 §3.3; docs/deployment-protocol.md §8): order and repeats carry no meaning.
+  if (oauth.scopes != null) out.scopes = [...new Set(oauth.scopes)].sort();
   return Object.keys(out).length ? out : undefined;
 }
 
