@@ -9,6 +9,7 @@ import { openEnvironmentStore, type EnvironmentStore } from "../store/environmen
 import type { CredentialRow } from "../store/schema.ts";
 import { authorizationServerMetadata, revocationEndpoint } from "./discovery.ts";
 import { credentialClient } from "./refresh.ts";
+import { guardedFetch } from "../http/guarded-fetch.ts";
 
 export const REVOCATION_TIMEOUT_MS = 3000;
 
@@ -18,7 +19,8 @@ type RevokeContext = Pick<Context, "env" | "fetch">;
 export async function revokeCredentials(rows: readonly CredentialRow[], options: { ctx: RevokeContext; reporter: Reporter; storePath: string; timeoutMs?: number }): Promise<string[]> {
   if (rows.length === 0) return [];
   const signal = AbortSignal.timeout(options.timeoutMs ?? REVOCATION_TIMEOUT_MS);
-  const fetch: typeof globalThis.fetch = (input, init) => options.ctx.fetch(input, { ...init, signal });
+  const guarded = guardedFetch(options.ctx.fetch);
+  const fetch: typeof globalThis.fetch = (input, init) => guarded(input, { ...init, signal });
   const results = await Promise.all(
     rows.map(async (row) => {
       try {
