@@ -1,14 +1,18 @@
-// Issue 7, "Concurrency": 8 processes logging in, refreshing and applying at once on one db. No
+// Issue 7, "Concurrency": 8 processes logging in, refreshing and applying at once on one db (and
+// 8 remote applies at once on one deployment). No
 // credential is lost or corrupted, and a rotating refresh token is refreshed at most once per
 // rotation at the authorization server (the others wait on the db's write lock, then use the
 // token the first one stored: src/auth/refresh.ts).
 import assert from "node:assert/strict";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
 import path from "node:path";
 import { test } from "node:test";
 import Database from "better-sqlite3";
 import { environment, leakedTokens, type Env, type Row } from "../auth/harness.ts";
 import { browserCommand } from "../support/browser.ts";
 import { runCli, type RunResult } from "../support/cli.ts";
+import { startDeployment } from "../support/deployment/server.ts";
 
 const IDS = ["a1", "a2", "a3", "a4", "a5", "a6", "a7", "a8"];
 const toml = (url: string, ids: string[]) => ids.map((id) => `[mcp.${id}]\nurl = "${url}"\n`).join("\n");
@@ -85,5 +89,29 @@ test("8 processes at once on one db: logins, refreshes and applies lose or corru
     assert.deepEqual(leakedTokens(env), []);
   } finally {
     await env.close();
+  }
+});
+
+test("8 remote applies at once converge: the deployment ends as the file says, and a next run has nothing to write", { timeout: 60_000 }, async () => {
+  const TOKEN = "deploy-api-token-SECRET";
+  const deployment = await startDeployment({ token: TOKEN });
+  const dir = mkdtempSync(path.join(tmpdir(), "subs-concurrent-remote-"));
+  try {
+    const connections = IDS.map((id) => `[mcp.${id}]\nurl = "https://${id}.example/mcp"\n`).join("\n");
+    writeFileSync(path.join(dir, "substructure.toml"), `[remote]\nurl = "${deployment.url}"\n\n${connections}\n[agent.all]\nmcp = [${IDS.map((id) => `"${id}"`).join(", ")}]\n`);
+    const apply = (...args: string[]) => runCli(["apply", ...args], { cwd: dir, env: { SUBSTRUCTURE_TOKEN: TOKEN }, timeoutMs: 60_000 });
+    const results = await Promise.all(IDS.map(() => apply("--json")));
+    allOk(results, "apply");
+    assert.deepEqual([...deployment.connections.keys()].sort(), IDS);
+    assert.deepEqual(deployment.agents.get("all")!.mcp.map((m: { id: string }) => m.id), IDS);
+    deployment.requests.length = 0;
+    const next = await apply("--json");
+    assert.equal(next.code, 0, next.stderr);
+    assert.equal(JSON.parse(next.stdout).changed, false);
+    assert.deepEqual(deployment.requests.filter((r) => !r.startsWith("GET")), []);
+    for (const r of [...results, next]) assert.ok(!r.stdout.includes(TOKEN) && !r.stderr.includes(TOKEN));
+  } finally {
+    await deployment.close();
+    rmSync(dir, { recursive: true, force: true });
   }
 });
