@@ -81,6 +81,24 @@ for (const signal of ["SIGINT", "SIGKILL"] as const) {
       }
     });
 
+    test(`${signal} during login's token request: nothing stored, a rerun logs in`, async () => {
+      const env = await environment({ as: { codeExchangeDelayMs: 400 } });
+      try {
+        const result = await interrupted(["mcp", "login", "demo"], { cwd: env.dir, env: { BROWSER: browserCommand() }, at: /→ POST \S+\/token/, signal });
+        assertSignalled(result, signal);
+        await new Promise((r) => setTimeout(r, 500)); // the server answers a request nobody waits for
+        assert.equal(credential(env, "demo"), undefined);
+        integrity(path.join(env.dir, "substructure.db"));
+        env.as.set({ codeExchangeDelayMs: 0 });
+        const rerun = await runCli(["mcp", "login", "demo"], { cwd: env.dir, env: { BROWSER: browserCommand() } });
+        assert.equal(rerun.code, 0, rerun.stderr);
+        assert.ok(credential(env, "demo"));
+        assert.deepEqual(leakedTokens(env), []);
+      } finally {
+        await env.close();
+      }
+    });
+
     test(`${signal} during a token refresh: the db holds the old or the new credential whole, never a lock; a rerun works or asks for login`, async () => {
       const env = await environment({ as: { refreshDelayMs: 400 } });
       try {
