@@ -41,12 +41,19 @@ export async function run(argv: readonly string[], given: Context): Promise<numb
   });
   try {
     await program.parseAsync(argv as string[], { from: "user" });
+    // Ctrl-C came while the command wound down (e.g. cut its revocations short): still 130.
+    if (ctx.signal.aborted) {
+      ctx.stderr.write("Interrupted.\n");
+      return 130;
+    }
   } catch (error) {
     if (error instanceof CommanderError) {
       // --help and --version end here with exitCode 0; usage mistakes with 1, which is our 2.
       return error.exitCode === 0 ? 0 : 2;
     }
     if (ctx.signal.aborted && !(error instanceof SubsError && error.kind !== "interrupted")) {
+      // An interrupt that carries a report (what an apply did and did not do) still shows it.
+      if (error instanceof SubsError && error.details) renderError(ctx, error, jsonRequested);
       ctx.stderr.write("Interrupted.\n");
       return 130;
     }

@@ -24,7 +24,7 @@ export async function applyLocal(options: {
   dryRun: boolean;
   reporter: Reporter;
   /** When given, deleted credentials are also revoked at their authorization server (best effort, bounded). */
-  revoke?: Pick<Context, "env" | "fetch">;
+  revoke?: Pick<Context, "env" | "fetch"> & Partial<Pick<Context, "signal">>;
 }): Promise<LocalApplyResult> {
   const { config, dryRun } = options;
   const opened = await openEnvironmentStore(config, { create: false, purge: false, reporter: options.reporter });

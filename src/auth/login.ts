@@ -15,6 +15,7 @@ import { chooseClient, presentedClient, type ClientKind } from "./client.ts";
 import { discover, type Discovery } from "./discovery.ts";
 import { oauthProblem } from "./errors.ts";
 import { pastedResponse, startLoopback, type ResponseCheck } from "./loopback.ts";
+import { authFetch } from "../http/guarded-fetch.ts";
 
 export type LoginContext = Pick<Context, "env" | "fetch" | "now" | "openBrowser" | "signal" | "stdin" | "stdinIsTTY">;
 
@@ -83,7 +84,8 @@ export async function login(options: LoginOptions): Promise<LoginResult> {
 async function loginFlow(options: LoginOptions): Promise<LoginResult> {
   const { ctx, connection, store, reporter } = options;
   if (ctx.signal.aborted) throw interrupted();
-  const fetch = fetchWithSignal(ctx.fetch, ctx.signal);
+  // Deadline, size cap and same-origin redirects on every call to a server found by discovery.
+  const fetch = fetchWithSignal(authFetch(ctx), ctx.signal);
   const discovery = await discover({ serverUrl: connection.url, fetch, signal: ctx.signal });
   const { issuer, metadata, resource } = discovery;
   const scopes = selectScopes(discovery, connection, options.scopes);

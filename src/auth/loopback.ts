@@ -20,7 +20,15 @@ export type Loopback = {
 
 export async function startLoopback(options: { port?: number }): Promise<Loopback> {
   let deliver: ((params: URLSearchParams) => string | undefined) | undefined;
+  let expectedHost = "";
   const server: Server = createServer((req, res) => {
+    // The browser follows the redirect to http://127.0.0.1:<port>/callback, so its Host is exactly
+    // that. Any other Host is a page that reached the listener by another name (DNS rebinding,
+    // RFC 8252 §8.3): it gets nothing, and the one response stays open for the real one.
+    if (req.headers.host !== expectedHost) {
+      res.writeHead(421, { "content-type": "text/plain; charset=utf-8", connection: "close" }).end("Misdirected request\n");
+      return;
+    }
     const url = new URL(req.url ?? "/", "http://127.0.0.1");
     if (req.method !== "GET" || url.pathname !== CALLBACK_PATH || !deliver) {
       res.writeHead(404, { "content-type": "text/plain; charset=utf-8" }).end("Not found\n");
@@ -41,6 +49,7 @@ export async function startLoopback(options: { port?: number }): Promise<Loopbac
     server.listen(options.port ?? 0, "127.0.0.1", () => resolve());
   });
   const { port } = server.address() as AddressInfo;
+  expectedHost = `127.0.0.1:${port}`;
   let closed: Promise<void> | undefined;
   const close = () =>
     (closed ??= new Promise<void>((resolve) => {

@@ -13,6 +13,7 @@ import type { Store } from "../store/store.ts";
 import { presentedClient, type CredentialClient } from "./client.ts";
 import { authorizationServerMetadata } from "./discovery.ts";
 import { grantRejected, oauthProblem } from "./errors.ts";
+import { authFetch } from "../http/guarded-fetch.ts";
 
 /** Refresh this long before the expiry, so a token never expires in flight. */
 export const REFRESH_MARGIN_MS = 60_000;
@@ -79,7 +80,9 @@ export async function freshCredential(options: {
     // server issues lifetimes shorter than the refresh margin (else each waiter would refresh again).
     if (rejectedAt === undefined && current.access_token !== row.access_token && (current.expires_at === null || current.expires_at > ctx.now())) return { row: current };
     if (current.refresh_token === null) return { rejected: "the access token expired and the server issued no refresh token" };
-    const metadata = await authorizationServerMetadata(current.issuer, { fetch: ctx.fetch, requirePkce: false });
+    // Held under the write lock: the deadline bounds how long other processes wait on it.
+    const fetch = authFetch(ctx);
+    const metadata = await authorizationServerMetadata(current.issuer, { fetch, requirePkce: false });
     let tokens: OAuthTokens;
     try {
       tokens = await refreshAuthorization(current.issuer, {
@@ -87,7 +90,7 @@ export async function freshCredential(options: {
         clientInformation: presentedClient(credentialClient(current, store.path), connection, ctx.env),
         refreshToken: current.refresh_token,
         ...(current.resource !== null ? { resource: current.resource } : {}),
-        fetchFn: ctx.fetch,
+        fetchFn: fetch,
       });
     } catch (error) {
       if (grantRejected(error)) {

@@ -9,16 +9,20 @@ import { openEnvironmentStore, type EnvironmentStore } from "../store/environmen
 import type { CredentialRow } from "../store/schema.ts";
 import { authorizationServerMetadata, revocationEndpoint } from "./discovery.ts";
 import { credentialClient } from "./refresh.ts";
+import { guardedFetch } from "../http/guarded-fetch.ts";
 
 export const REVOCATION_TIMEOUT_MS = 3000;
 
-type RevokeContext = Pick<Context, "env" | "fetch">;
+type RevokeContext = Pick<Context, "env" | "fetch"> & Partial<Pick<Context, "signal">>;
 
 /** Revokes each row's refresh and access token; returns the ids revoked. Never throws. */
 export async function revokeCredentials(rows: readonly CredentialRow[], options: { ctx: RevokeContext; reporter: Reporter; storePath: string; timeoutMs?: number }): Promise<string[]> {
   if (rows.length === 0) return [];
-  const signal = AbortSignal.timeout(options.timeoutMs ?? REVOCATION_TIMEOUT_MS);
-  const fetch: typeof globalThis.fetch = (input, init) => options.ctx.fetch(input, { ...init, signal });
+  // Ctrl-C ends it too: the credentials are already deleted here, revocation is best effort.
+  const timeout = AbortSignal.timeout(options.timeoutMs ?? REVOCATION_TIMEOUT_MS);
+  const signal = options.ctx.signal ? AbortSignal.any([timeout, options.ctx.signal]) : timeout;
+  const guarded = guardedFetch(options.ctx.fetch);
+  const fetch: typeof globalThis.fetch = (input, init) => guarded(input, { ...init, signal });
   const results = await Promise.all(
     rows.map(async (row) => {
       try {

@@ -77,7 +77,9 @@ export async function applyRemote(ctx: Context, config: Config, options: ApplyRe
       details: { ...first.details, ...details },
     });
   }
-  throw failed(`apply stopped part-way: ${summary}. ${errorMessage(first)}`, {
+  // Ctrl-C part-way: the same report, and exit 130.
+  const kind = first instanceof SubsError && first.kind === "interrupted" ? "interrupted" : "failed";
+  throw new SubsError(kind, `apply stopped part-way: ${summary}. ${errorMessage(first)}`, {
     code: "apply_incomplete",
     hint: "fix the cause and rerun `subs apply`: it reads the deployment again and carries out only what is left",
     details,

@@ -118,7 +118,8 @@ export async function assertSameAuthorizationServer(options: Pick<OpenConnection
     opened?.store.close();
   }
   if (!issuer) return;
-  const now = await authorizationServerNow(ctx.fetch, connection, challenge);
+  const { authFetch } = await import("../http/guarded-fetch.ts");
+  const now = await authorizationServerNow(authFetch(ctx), connection, challenge);
   if (now && !(await import("../auth/discovery.ts")).sameIssuer(now, issuer)) {
     throw new SubsError("needs_login", `${connection.id}: the server now uses another authorization server (${now}); the stored credential belongs to ${issuer}`, {
       hint: `run \`subs mcp login ${connection.id}\``,

@@ -5,7 +5,7 @@
 import type { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import type { Config, ConnectionConfig } from "../config/types.ts";
 import type { Context } from "../context.ts";
-import { failed } from "../errors.ts";
+import { failed, interrupted } from "../errors.ts";
 import type { Reporter } from "../report.ts";
 import { assertSameAuthorizationServer, InsufficientScopeError, mcpError, openConnection, type AuthChallenge } from "./open.ts";
 
@@ -32,6 +32,8 @@ export async function withConnection<T>(options: StepUpOptions, work: (client: C
       client = await openConnection({ ctx, config, connection, signal: ctx.signal, reporter, onChallenge: (c) => (last = c), ...(rejectedAt !== undefined ? { tokenRejectedAt: rejectedAt } : {}) });
       return await work(client, ctx.signal);
     } catch (error) {
+      // Ctrl-C aborted the connection: that is the outcome, not "cannot reach" (exit 130).
+      if (ctx.signal.aborted) throw interrupted();
       const problem = mcpError(connection, error, last);
       // A 401 after connecting (the token died mid-command): one refresh and one retry.
       // (openConnection already retried a 401 while connecting.)

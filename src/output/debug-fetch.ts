@@ -54,6 +54,41 @@ function headerLines(headers: Headers): string {
   return lines.join("\n");
 }
 
+/**
+ * The secret values this request carries (its credential header, secret-named query and form or
+ * JSON fields): a server may echo one back (an error_description quoting the token), and a
+ * name-based redaction of the answer would miss it there.
+ */
+function secretValues(request: Request, body: string): string[] {
+  const values: string[] = [];
+  request.headers.forEach((value, name) => {
+    if (!SECRET_NAMES.test(name)) return;
+    values.push(value);
+    const credentials = /^\S+\s+(\S+)$/.exec(value)?.[1]; // "Bearer <token>", "Basic <base64>"
+    if (credentials) values.push(credentials);
+  });
+  const fromParams = (params: URLSearchParams) => params.forEach((v, k) => SECRET_NAMES.test(k) && values.push(v));
+  try {
+    fromParams(new URL(request.url).searchParams);
+  } catch {}
+  if (body) {
+    fromParams(new URLSearchParams(body));
+    try {
+      const walk = (v: unknown): void => {
+        if (Array.isArray(v)) v.forEach(walk);
+        else if (v && typeof v === "object") for (const [k, inner] of Object.entries(v)) typeof inner === "string" && SECRET_NAMES.test(k) ? values.push(inner) : walk(inner);
+      };
+      walk(JSON.parse(body));
+    } catch {}
+  }
+  // Short values ("1", "x") would blank out unrelated text; no real credential is that short.
+  return [...new Set(values)].filter((v) => v.length >= 6).sort((a, b) => b.length - a.length);
+}
+
+function scrub(text: string, secrets: readonly string[]): string {
+  return secrets.reduce((out, secret) => out.replaceAll(secret, REDACTED), text);
+}
+
 export function debugFetch(inner: typeof globalThis.fetch, stderr: Output, now: () => number): typeof globalThis.fetch {
   let sequence = 0;
   return async (input, init) => {
@@ -70,7 +105,8 @@ export function debugFetch(inner: typeof globalThis.fetch, stderr: Output, now: 
       let body = "";
       // Event streams stay open; reading them here would hang the exchange.
       if (!type?.includes("text/event-stream")) body = redactBody(await response.clone().text(), type);
-      stderr.write(`[debug] #${n} ← ${response.status} ${response.statusText} (${now() - started} ms)\n${headerLines(response.headers)}${body ? `\n  body: ${body}` : ""}\n`);
+      const echoed = secretValues(request, requestBody);
+      stderr.write(scrub(`[debug] #${n} ← ${response.status} ${response.statusText} (${now() - started} ms)\n${headerLines(response.headers)}${body ? `\n  body: ${body}` : ""}\n`, echoed));
       return response;
     } catch (error) {
       stderr.write(`[debug] #${n} ✗ ${error instanceof Error ? error.message : String(error)} (${now() - started} ms)\n`);

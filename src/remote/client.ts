@@ -6,6 +6,7 @@ import type { RemoteConfig } from "../config/types.ts";
 import type { Context } from "../context.ts";
 import { failed, interrupted, SubsError, usage } from "../errors.ts";
 import type { Reporter } from "../report.ts";
+import { guardedFetch, HttpGuardError } from "../http/guarded-fetch.ts";
 import {
   AgentListSchema,
   AgentSchema,
@@ -75,9 +76,13 @@ export class DeploymentClient {
   private readonly reporter: Reporter;
   private readonly retry: RetryPolicy;
 
+  /** The context's fetch with a cap on answer sizes (the deadline is REQUEST_TIMEOUT_MS, per attempt). */
+  private readonly fetch: typeof globalThis.fetch;
+
   constructor(options: DeploymentClientOptions) {
     this.remote = options.remote;
     this.ctx = options.ctx;
+    this.fetch = guardedFetch(options.ctx.fetch);
     this.reporter = options.reporter;
     this.retry = options.retry ?? DEFAULT_RETRY;
     this.base = new URL(options.remote.url.endsWith("/") ? options.remote.url : `${options.remote.url}/`);
@@ -189,7 +194,7 @@ export class DeploymentClient {
       if (callerSignal?.aborted) throw stopped();
       let response: Response;
       try {
-        response = await this.ctx.fetch(url, {
+        response = await this.fetch(url, {
           method,
           headers,
           ...(options.body !== undefined ? { body: JSON.stringify(options.body) } : {}),
@@ -220,7 +225,8 @@ export class DeploymentClient {
         let json: unknown;
         try {
           json = await response.json();
-        } catch {
+        } catch (error) {
+          if (error instanceof HttpGuardError) throw failed(`the deployment answered ${what}: ${error.message}`, { code: "invalid_response" });
           throw failed(`the deployment answered ${what} with a body that is not JSON`, { code: "invalid_response" });
         }
         const parsed = options.schema.safeParse(json);

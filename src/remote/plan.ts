@@ -47,8 +47,12 @@ export type RemotePlan = { connections: ConnectionStep[]; agents: AgentStep[] };
 export type RemoteState = { connections: RemoteConnection[]; agents: RemoteAgent[] };
 
 export async function readRemoteState(client: DeploymentClient): Promise<RemoteState> {
-  const [connections, agents] = await Promise.all([client.listConnections(), client.listAgents()]);
-  return { connections, agents };
+  // Both settle before either's failure is reported: a command never exits with the other read
+  // still retrying in the background (and the report names every attempt that was made).
+  const [connections, agents] = await Promise.allSettled([client.listConnections(), client.listAgents()]);
+  if (connections.status === "rejected") throw connections.reason;
+  if (agents.status === "rejected") throw agents.reason;
+  return { connections: connections.value, agents: agents.value };
 }
 
 export function connectionBody(connection: ConnectionConfig): ConnectionBody {

@@ -58,6 +58,8 @@ export type AuthServerOptions = {
   accessTokenTtlSeconds?: number;
   /** Issue refresh tokens (default true); they rotate on every use. */
   refreshTokens?: boolean;
+  /** Delay before answering a code exchange (a window to interrupt a login in its token request). */
+  codeExchangeDelayMs?: number;
   /** Delay before answering a refresh (widens the window for refresh-race tests). */
   refreshDelayMs?: number;
   /** false: the verifier rejects every access token (a resource server that stopped trusting them). */
@@ -208,6 +210,7 @@ export async function startAuthServer(initial: AuthServerOptions = {}): Promise<
       return record.challenge;
     },
     async exchangeAuthorizationCode(client, code, _verifier, redirectUri, resource) {
+      if (options.codeExchangeDelayMs) await new Promise((r) => setTimeout(r, options.codeExchangeDelayMs));
       const record = codes.get(code);
       codes.delete(code); // one use (OAuth 2.1 §4.1.3)
       if (!record || record.client_id !== client.client_id) throw new InvalidGrantError("invalid authorization code");

@@ -1,0 +1,123 @@
+// Every HTTP call subs makes to an authorization server (discovery, registration, token, refresh,
+// revocation) and to a deployment goes through this wrapper (issue 7, "Hostile authorization
+// servers"): a hostile or broken server must not hold a command forever, fill memory, or move a
+// request carrying a code, a verifier or a client secret to another origin.
+// - a deadline for the whole exchange, the body included (a server that trickles bytes forever);
+// - a cap on the body's size (a server that answers with gigabytes);
+// - redirects followed only within the origin the request was sent to (a 307 to another origin
+//   would re-send a token request's body there).
+
+/** Default deadline of one exchange; `SUBS_HTTP_TIMEOUT` (seconds) overrides it. */
+export const HTTP_TIMEOUT_MS = 30_000;
+/** No OAuth or deployment answer subs reads comes near this. */
+export const MAX_BODY_BYTES = 1_000_000;
+const MAX_REDIRECTS = 5;
+
+type Fetch = typeof globalThis.fetch;
+
+export type GuardOptions = {
+  /** Deadline of each exchange, headers and body (none when undefined). */
+  timeoutMs?: number;
+  maxBytes?: number;
+};
+
+/** The deadline from `SUBS_HTTP_TIMEOUT` (seconds), else the default. */
+export function httpTimeoutMs(env: Readonly<Record<string, string | undefined>>): number {
+  const seconds = Number(env.SUBS_HTTP_TIMEOUT);
+  return env.SUBS_HTTP_TIMEOUT && Number.isFinite(seconds) && seconds > 0 ? seconds * 1000 : HTTP_TIMEOUT_MS;
+}
+
+/** The fetch for talking to authorization servers: the context's fetch, guarded. */
+export function authFetch(ctx: { fetch: Fetch; env: Readonly<Record<string, string | undefined>> }): Fetch {
+  return guardedFetch(ctx.fetch, { timeoutMs: httpTimeoutMs(ctx.env) });
+}
+
+/** A refusal by the guard: a deadline passed, a body too large, a redirect elsewhere. */
+export class HttpGuardError extends Error {
+  override name = "HttpGuardError";
+}
+
+const REDIRECTS = new Set([301, 302, 303, 307, 308]);
+const NULL_BODY = new Set([101, 204, 205, 304]);
+
+export function guardedFetch(inner: Fetch, options: GuardOptions = {}): Fetch {
+  const maxBytes = options.maxBytes ?? MAX_BODY_BYTES;
+  return async (input, init) => {
+    const first = new URL(input instanceof Request ? input.url : String(input));
+    // Our own timer, unref'd: an open socket keeps the process alive while it matters.
+    const deadline = new AbortController();
+    let timer: NodeJS.Timeout | undefined;
+    if (options.timeoutMs !== undefined) {
+      timer = setTimeout(() => deadline.abort(new HttpGuardError(`no complete answer from ${first.origin} within ${Math.round(options.timeoutMs! / 1000)}s`)), options.timeoutMs);
+      timer.unref();
+    }
+    const signal = init?.signal ? AbortSignal.any([init.signal, deadline.signal]) : deadline.signal;
+    // A caller asking for "manual" or "error" gets exactly that; "follow" is done here, same-origin only.
+    const follow = (init?.redirect ?? "follow") === "follow";
+    let url = first;
+    let request: RequestInit = { ...init, signal, redirect: follow ? "manual" : init!.redirect! };
+    let target: Parameters<Fetch>[0] = input;
+    try {
+      for (let hop = 0; ; hop++) {
+        const response = await inner(target, request);
+        const location = response.headers.get("location");
+        if (REDIRECTS.has(response.status) && location !== null) {
+          const next = new URL(location, url);
+          // Refused under "manual" too: the SDK follows manual redirects itself (within the
+          // origin) and would report one to elsewhere only as a bare status.
+          if (next.origin !== url.origin) {
+            await response.body?.cancel().catch(() => {});
+            throw new HttpGuardError(`${url.origin} redirected to another origin (${next.origin}); refusing to follow`);
+          }
+        }
+        if (follow && REDIRECTS.has(response.status) && location !== null) {
+          await response.body?.cancel().catch(() => {});
+          const next = new URL(location, url);
+          if (hop >= MAX_REDIRECTS) throw new HttpGuardError(`${url.origin} redirected more than ${MAX_REDIRECTS} times`);
+          // RFC 9110 §15.4: 303 (and, as browsers do, 301/302 after a POST) continue as a GET.
+          const asGet = response.status === 303 || ((response.status === 301 || response.status === 302) && (request.method ?? "GET").toUpperCase() === "POST");
+          if (asGet) {
+            const { body: _body, ...rest } = request;
+            request = { ...rest, method: "GET" };
+          }
+          url = next;
+          target = next;
+          continue;
+        }
+        return limitBody(response, url, maxBytes, () => clearTimeout(timer));
+      }
+    } catch (error) {
+      clearTimeout(timer);
+      throw error;
+    }
+  };
+}
+
+function limitBody(response: Response, url: URL, maxBytes: number, done: () => void): Response {
+  if (response.body === null || NULL_BODY.has(response.status)) {
+    done();
+    return response;
+  }
+  const tooLarge = () => new HttpGuardError(`the answer from ${url.origin} is larger than ${Math.round(maxBytes / 1000)} kB; refusing it`);
+  const declared = Number(response.headers.get("content-length"));
+  let seen = 0;
+  // A declared length above the cap fails the first read, unread: callers see the refusal where
+  // they read the body, as with a body that turns out too large.
+  const source =
+    Number.isFinite(declared) && declared > maxBytes
+      ? (void response.body.cancel().catch(() => {}), new ReadableStream<Uint8Array>({ start: (controller) => controller.error(tooLarge()) }))
+      : response.body;
+  const counted = source.pipeThrough(
+    new TransformStream<Uint8Array, Uint8Array>({
+      transform(chunk, controller) {
+        seen += chunk.byteLength;
+        if (seen > maxBytes) controller.error(tooLarge());
+        else controller.enqueue(chunk);
+      },
+      flush: done,
+    }),
+  );
+  const limited = new Response(counted, { status: response.status, statusText: response.statusText, headers: response.headers });
+  Object.defineProperty(limited, "url", { value: response.url });
+  return limited;
+}
