@@ -18,6 +18,19 @@ const noZodLocales = {
   },
 };
 
+// chalk detects colour support itself (os, tty, env) at import; subs always sets the level from
+// its Context (NO_COLOR, TTY, --no-color), so that detection is dead weight on every start-up.
+const noChalkDetection = {
+  name: "no-chalk-detection",
+  setup(b) {
+    b.onResolve({ filter: /^#supports-color$/ }, () => ({ path: "supports-color", namespace: "empty-supports-color" }));
+    b.onLoad({ filter: /.*/, namespace: "empty-supports-color" }, () => ({
+      contents: "export function createSupportsColor() { return false; }\nexport default { stdout: false, stderr: false };",
+      loader: "js",
+    }));
+  },
+};
+
 const root = fileURLToPath(new URL("..", import.meta.url));
 // Build beside dist/ and swap it in, so a CLI started meanwhile never sees half a build.
 const staging = `${root}/dist.staging-${process.pid}`;
@@ -38,7 +51,7 @@ await build({
   sourcemap: false,
   minify: false,
   logLevel: "warning",
-  plugins: [noZodLocales],
+  plugins: [noZodLocales, noChalkDetection],
 });
 rmSync(`${root}/dist`, { recursive: true, force: true });
 renameSync(staging, `${root}/dist`);

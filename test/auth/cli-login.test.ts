@@ -68,9 +68,14 @@ test("cli: Ctrl-C while waiting for consent exits 130, closes the port and store
       env: { BROWSER: browserCommand(), SUBS_TEST_BROWSER: "ignore", SUBS_TEST_BROWSER_LOG: log },
       onSpawn: (child) => {
         let stderr = "";
+        let sent = false;
         child.stderr?.on("data", (d) => {
           stderr += d;
-          if (stderr.includes("Waiting for consent")) child.kill("SIGINT");
+          // One Ctrl-C: a second one means "exit now" and skips the clean shutdown under test.
+          if (!sent && stderr.includes("Waiting for consent")) {
+            sent = true;
+            child.kill("SIGINT");
+          }
         });
       },
     });

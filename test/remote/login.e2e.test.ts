@@ -118,9 +118,14 @@ describe("subs mcp login with [remote]", () => {
       env: { SUBSTRUCTURE_TOKEN: TOKEN },
       onSpawn: (child) => {
         let seen = "";
+        let sent = false;
         child.stderr?.on("data", (d) => {
           seen += d;
-          if (seen.includes("visit:")) child.kill("SIGINT");
+          // One Ctrl-C: a second one means "exit now" and skips the clean shutdown under test.
+          if (!sent && seen.includes("visit:")) {
+            sent = true;
+            child.kill("SIGINT");
+          }
         });
       },
     });
