@@ -43,7 +43,8 @@ export async function defaultOpenBrowser(env: Context["env"], url: string): Prom
     const [command, ...args] = browser.split(/\s+/).filter(Boolean);
     if (!command) return;
     await new Promise<void>((resolve, reject) => {
-      const child = spawn(command, [...args, url], { stdio: ["ignore", "ignore", "inherit"], env: { ...env } as NodeJS.ProcessEnv });
+      // The browser's own chatter (GPU, D-Bus warnings) would bury our output; it is not ours to show.
+      const child = spawn(command, [...args, url], { stdio: "ignore", env: { ...env } as NodeJS.ProcessEnv });
       child.on("error", reject);
       child.on("spawn", () => resolve());
       child.unref();
