@@ -55,22 +55,14 @@ export async function agentToolsCommand(ctx: Context, options: AgentToolsOptions
 /** Where the tool lists come from: the servers themselves, or with [remote] the deployment. */
 async function toolSourceFor(ctx: Context, config: Config): Promise<ToolSource> {
   if (!config.remote) return localToolSource(ctx, config);
-  const [{ DeploymentClient }, { remoteToolSource }, { explain }] = await Promise.all([
-    import("../remote/client.ts"),
-    import("../agents/remote-source.ts"),
-    import("./mcp-tools-remote.ts"),
-  ]);
+  const [{ DeploymentClient }, { remoteToolSource }] = await Promise.all([import("../remote/client.ts"), import("../agents/remote-source.ts")]);
   const remote = config.remote;
   const reporter = stderrReporter(ctx);
   const client = (signal: AbortSignal) => new DeploymentClient({ remote, ctx: { ...ctx, signal }, reporter });
   return remoteToolSource({
     check: () => client(ctx.signal).listConnections(),
-    listTools: (id, { signal }) =>
-      client(signal)
-        .listTools(id)
-        .catch((error: unknown) => {
-          throw explain(error, id);
-        }),
+    // listTools maps a connection's failure (not authorized there: needs login, exit 4) itself.
+    listTools: (id, { signal }) => client(signal).listTools(id, { signal }),
   });
 }
 

@@ -51,18 +51,26 @@ export async function mcpToolsCommand(ctx: Context, options: McpToolsOptions): P
     throw error;
   }
   fetching.succeed(`${tools.length} tool${tools.length === 1 ? "" : "s"} on ${connection.id}`);
-  if (options.json) {
-    writeJson(ctx.stdout, { id: connection.id, tools });
+  writeToolList(ctx, { id: connection.id, tools, json: options.json, seenBy: "" });
+}
+
+type ListedTool = { name: string; title?: string | null; description?: string | null; annotations?: object | null };
+
+/** The output of `subs mcp tools`, local or remote: the `--json` document, or a table. */
+export function writeToolList(ctx: Context, list: { id: string; tools: ListedTool[]; json: boolean; seenBy: string }): void {
+  const { id, tools } = list;
+  if (list.json) {
+    writeJson(ctx.stdout, { id, tools });
     return;
   }
   if (tools.length === 0) {
-    ctx.stderr.write(`${connection.id} offers no tools.\n`);
+    ctx.stderr.write(`${id} offers no tools.\n`);
     return;
   }
   const style = styleFor(ctx.color);
-  const rows = tools.map((t) => [t.name, annotationWords(t.annotations as Record<string, unknown> | undefined).join(", ") || "-", firstLine(t.description ?? t.title ?? "")]);
+  const rows = tools.map((t) => [t.name, annotationWords((t.annotations ?? undefined) as Record<string, unknown> | undefined).join(", ") || "-", firstLine(t.description ?? t.title ?? "")]);
   ctx.stdout.write(renderTable(["NAME", "ANNOTATIONS", "DESCRIPTION"], rows, { tty: ctx.stdoutIsTTY, style: style.bold }));
-  if (ctx.stdoutIsTTY && !ctx.stderrIsTTY) ctx.stderr.write(`${tools.length} tool${tools.length === 1 ? "" : "s"} on ${connection.id}.\n`);
+  if (ctx.stdoutIsTTY && !ctx.stderrIsTTY) ctx.stderr.write(`${tools.length} tool${tools.length === 1 ? "" : "s"} on ${id}${list.seenBy}.\n`);
 }
 
 /**
