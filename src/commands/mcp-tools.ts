@@ -2,7 +2,7 @@ import { loadConfig } from "../config/load.ts";
 import type { Config } from "../config/types.ts";
 import { findConnection as declaredConnection } from "../config/lookup.ts";
 import type { Context } from "../context.ts";
-import { usage } from "../errors.ts";
+import { refused, usage } from "../errors.ts";
 import { writeJson } from "../output/json.ts";
 import { stderrReporter } from "../output/reporter.ts";
 import { styleFor } from "../output/style.ts";
@@ -15,7 +15,13 @@ export type McpToolsOptions = { config?: string; id: string; json: boolean; time
 export { findConnection as declaredConnection } from "../config/lookup.ts";
 
 export function localOnly(config: Config, command: string): void {
-  if (config.remote) throw usage(`subs ${command} with [remote] is not implemented yet: the deployment holds the credential`);
+  // The deployment protocol has no call endpoint, and the credential never leaves the deployment
+  // (product.md, "The deployment protocol"), so there is nothing this machine could call with.
+  if (config.remote)
+    throw refused(`subs ${command} works only without [remote]: the deployment holds the credential and offers no way to call a tool`, {
+      hint: "see what the deployment offers with `subs mcp tools <id>`",
+      code: "remote_unsupported",
+    });
 }
 
 /** Short words for a tool's MCP annotations (hints from the server, not guarantees). */
