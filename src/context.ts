@@ -1,6 +1,8 @@
 // One object carries every outside effect a command may use. The CLI builds it from the real
 // process (processContext); tests build their own (DEVELOPERS.md, "How the code should look" 2).
 
+import { isatty } from "node:tty";
+
 export type Output = { write(chunk: string): unknown };
 
 export type Context = {
@@ -62,8 +64,12 @@ export function processContext(signal: AbortSignal): Context {
     stderr: process.stderr,
     stdoutIsTTY: Boolean(process.stdout.isTTY),
     stderrIsTTY: Boolean(process.stderr.isTTY),
-    stdinIsTTY: Boolean(process.stdin.isTTY),
-    stdin: process.stdin,
+    // isatty(0), not process.stdin.isTTY: touching process.stdin builds a stream (a few ms of every
+    // start-up), and only a pasted redirect URL ever reads it (issue 6).
+    stdinIsTTY: isatty(0),
+    get stdin() {
+      return process.stdin;
+    },
     color: colorWanted(env, Boolean(process.stdout.isTTY)),
     stderrColor: colorWanted(env, Boolean(process.stderr.isTTY)),
     env,
