@@ -15,7 +15,8 @@ export async function listLocalConnections(options: {
   let rows: CredentialRow[] = [];
   if (opened) {
     try {
-      rows = opened.store.listCredentials();
+      // The purge on open already read every row under its lock: reuse that read.
+      rows = opened.credentials ?? opened.store.listCredentials();
     } finally {
       opened.store.close();
     }

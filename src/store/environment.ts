@@ -8,6 +8,8 @@ export type EnvironmentStore = {
   store: Store;
   /** Credentials deleted on open because their ids are no longer declared. */
   purged: CredentialRow[];
+  /** The credentials left after the purge, from the purge's own read (undefined without a purge). */
+  credentials?: CredentialRow[];
 };
 
 /**
@@ -25,12 +27,12 @@ export async function openEnvironmentStore(
     const warning = unignoredDbWarning(config.dbPath);
     if (warning) options.reporter.warn(warning);
   }
-  const purged = options.purge === false ? [] : purgeUndeclared(opened.store, config);
+  const { purged, kept } = options.purge === false ? { purged: [], kept: undefined } : purgeUndeclared(opened.store, config);
   if (purged.length > 0) {
     const ids = purged.map((row) => row.id).join(", ");
     options.reporter.info(`Deleted the stored credential${purged.length > 1 ? "s" : ""} of ${ids}: no longer declared in ${config.displayPath}`);
   }
-  return { store: opened.store, purged };
+  return kept === undefined ? { store: opened.store, purged } : { store: opened.store, purged, credentials: kept };
 }
 
 export function undeclaredCredentials(rows: readonly CredentialRow[], config: Config): CredentialRow[] {
@@ -38,10 +40,12 @@ export function undeclaredCredentials(rows: readonly CredentialRow[], config: Co
   return rows.filter((row) => !declared.has(row.id));
 }
 
-function purgeUndeclared(store: Store, config: Config): CredentialRow[] {
+function purgeUndeclared(store: Store, config: Config): { purged: CredentialRow[]; kept: CredentialRow[] } {
   return store.exclusive(() => {
-    const gone = undeclaredCredentials(store.listCredentials(), config);
-    store.deleteCredentials(gone.map((row) => row.id));
-    return gone;
+    const rows = store.listCredentials();
+    const purged = undeclaredCredentials(rows, config);
+    store.deleteCredentials(purged.map((row) => row.id));
+    const gone = new Set(purged.map((row) => row.id));
+    return { purged, kept: rows.filter((row) => !gone.has(row.id)) };
   });
 }
