@@ -93,7 +93,7 @@ const node22Version = checkNode22();
 // The harness splits --command on spaces (conformance src/runner/client.ts executeClient).
 if (/\s/.test(root) || /\s/.test(process.execPath)) fail(`the harness cannot run a client from a path with spaces (${root})`);
 
-// The adapter runs the real bin/subs.js; build dist/ once here rather than in 14 adapters at once.
+// The adapter runs the real bin/subs.cjs; build dist/ once here rather than in 14 adapters at once.
 const build = spawnSync(process.execPath, [path.join(root, "scripts", "build.mjs")], { stdio: "inherit" });
 if (build.status !== 0) fail("build failed");
 

@@ -1,4 +1,4 @@
-// `subs agent tools` and `subs agent list` end to end: the real CLI (bin/subs.js) against real
+// `subs agent tools` and `subs agent list` end to end: the real CLI (bin/subs.cjs) against real
 // MCP servers on loopback: annotated and unannotated tools, two connectors sharing a tool name,
 // a declared tool and a sub-agent id colliding with connector tools, prefix_tools = false, one
 // server down, one that never answers, and one that needs a credential.

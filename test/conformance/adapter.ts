@@ -3,7 +3,7 @@
 // names the scenario in $MCP_CONFORMANCE_SCENARIO (scenario data, e.g. pre-registered client
 // credentials, in $MCP_CONFORMANCE_CONTEXT). We do what a user would: write a substructure.toml
 // declaring that server, `subs mcp login` it with a browser that follows the authorization
-// server's redirects, then `subs mcp tools` and `subs mcp call` through the real bin/subs.js.
+// server's redirects, then `subs mcp tools` and `subs mcp call` through the real bin/subs.cjs.
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";

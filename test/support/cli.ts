@@ -1,5 +1,5 @@
 // Runs subs the two ways tests need: in-process with a test-built Context (fast, most cases),
-// and as the real CLI in a child process (end-to-end). The child runs bin/subs.js, the file users
+// and as the real CLI in a child process (end-to-end). The child runs bin/subs.cjs, the file users
 // run; dist/ is rebuilt here first whenever a source file is newer, so no test needs a manual build.
 import { spawn, spawnSync } from "node:child_process";
 import { mkdirSync, readdirSync, rmdirSync, statSync } from "node:fs";
@@ -9,7 +9,7 @@ import type { Context } from "../../src/context.ts";
 import { run } from "../../src/cli.ts";
 
 export const REPO = fileURLToPath(new URL("../..", import.meta.url));
-export const BIN = path.join(REPO, "bin", "subs.js");
+export const BIN = path.join(REPO, "bin", "subs.cjs");
 
 export type RunResult = { code: number; stdout: string; stderr: string };
 
@@ -95,7 +95,7 @@ export type ChildOptions = {
   onSpawn?: (child: ReturnType<typeof spawn>) => void;
 };
 
-/** Runs the real CLI (`bin/subs.js`) as a child process with a clean environment. */
+/** Runs the real CLI (`bin/subs.cjs`) as a child process with a clean environment. */
 export function runCli(argv: string[], options: ChildOptions): Promise<RunResult> {
   ensureBuilt();
   return new Promise((resolve, reject) => {
