@@ -2,16 +2,7 @@
 // docs/deployment-protocol.md), run as the real CLI.
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
-import { startHarness, type Harness } from "./harness.ts";
-
-async function withHarness(fn: (h: Harness) => Promise<void>, options: Parameters<typeof startHarness>[0] = {}) {
-  const h = await startHarness(options);
-  try {
-    await fn(h);
-  } finally {
-    await h.close();
-  }
-}
+import { withHarness, type Harness } from "./harness.ts";
 
 const file = (h: Harness, extra = "") => `[mcp.sentry]
 url = "${h.mcp.url}"

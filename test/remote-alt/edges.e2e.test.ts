@@ -5,16 +5,11 @@ import assert from "node:assert/strict";
 import { createServer } from "node:http";
 import type { AddressInfo } from "node:net";
 import { describe, it } from "node:test";
-import { startHarness, type Harness } from "./harness.ts";
+import { startHarness, withHarness as withFreshHarness, type Harness } from "./harness.ts";
 
-async function withHarness(options: Parameters<typeof startHarness>[0], fn: (h: Harness) => Promise<void>, authOptions: Parameters<typeof startHarness>[1] = {}) {
-  const h = await startHarness(options, authOptions);
-  try {
-    await fn(h);
-  } finally {
-    await h.close();
-  }
-}
+// These cases read best with the deployment's options first.
+const withHarness = (options: Parameters<typeof startHarness>[0], fn: (h: Harness) => Promise<void>, authOptions: Parameters<typeof startHarness>[1] = {}) =>
+  withFreshHarness(fn, options, authOptions);
 
 const file = (h: Harness) => `[mcp.sentry]
 url = "${h.mcp.url}"

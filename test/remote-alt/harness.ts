@@ -93,3 +93,17 @@ export async function startHarness(
     },
   };
 }
+
+/** Runs `fn` with a fresh harness and always closes it. */
+export async function withHarness(
+  fn: (h: Harness) => Promise<void>,
+  options: Parameters<typeof startHarness>[0] = {},
+  authOptions: Parameters<typeof startHarness>[1] = {},
+): Promise<void> {
+  const h = await startHarness(options, authOptions);
+  try {
+    await fn(h);
+  } finally {
+    await h.close();
+  }
+}

@@ -2,16 +2,7 @@
 // implementation (issue 4), run as the real CLI with the redirect-following browser.
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
-import { startHarness, type Harness } from "./harness.ts";
-
-async function withHarness(fn: (h: Harness) => Promise<void>) {
-  const h = await startHarness();
-  try {
-    await fn(h);
-  } finally {
-    await h.close();
-  }
-}
+import { startHarness, withHarness, type Harness } from "./harness.ts";
 
 const file = (h: Harness) => `[mcp.sentry]
 url = "${h.mcp.url}"
