@@ -4,7 +4,7 @@ import assert from "node:assert/strict";
 import { existsSync, readFileSync, statSync } from "node:fs";
 import path from "node:path";
 import { test } from "node:test";
-import { runCli, type RunResult } from "../support/cli.ts";
+import { runCli, signalOnce, type RunResult } from "../support/cli.ts";
 import { browserCommand } from "../support/browser.ts";
 import { credential, environment, leakedTokens } from "./harness.ts";
 
@@ -66,18 +66,7 @@ test("cli: Ctrl-C while waiting for consent exits 130, closes the port and store
     const result = await runCli(["mcp", "login", "demo"], {
       cwd: env.dir,
       env: { BROWSER: browserCommand(), SUBS_TEST_BROWSER: "ignore", SUBS_TEST_BROWSER_LOG: log },
-      onSpawn: (child) => {
-        let stderr = "";
-        let sent = false;
-        child.stderr?.on("data", (d) => {
-          stderr += d;
-          // One Ctrl-C: a second one means "exit now" and skips the clean shutdown under test.
-          if (!sent && stderr.includes("Waiting for consent")) {
-            sent = true;
-            child.kill("SIGINT");
-          }
-        });
-      },
+      onSpawn: signalOnce("Waiting for consent").onSpawn,
     });
     assert.equal(result.code, 130, result.stderr);
     assert.match(result.stderr, /Interrupted/);

@@ -13,7 +13,7 @@ import { describe, test } from "node:test";
 import Database from "better-sqlite3";
 import { credential, environment, leakedTokens } from "../auth/harness.ts";
 import { browserCommand } from "../support/browser.ts";
-import { runCli, type ChildOptions, type RunResult } from "../support/cli.ts";
+import { runCli, signalOnce, type ChildOptions, type RunResult } from "../support/cli.ts";
 import { seedCredentials } from "../support/credentials.ts";
 import { startDeployment } from "../support/deployment/server.ts";
 
@@ -22,22 +22,9 @@ const NO_STACK = /\n\s+at .*:\d+:\d+\)?\n/;
 
 /** Runs the CLI with SUBS_DEBUG=1 and sends `signal` once its stderr matches `at`. */
 async function interrupted(argv: string[], options: ChildOptions & { at: RegExp; signal: Signal }): Promise<RunResult & { sent: boolean }> {
-  let sent = false;
-  const result = await runCli(argv, {
-    ...options,
-    env: { ...options.env, SUBS_DEBUG: "1" },
-    onSpawn: (child) => {
-      let stderr = "";
-      child.stderr?.on("data", (d) => {
-        stderr += d;
-        if (!sent && options.at.test(stderr)) {
-          sent = true;
-          child.kill(options.signal);
-        }
-      });
-    },
-  });
-  return { ...result, sent };
+  const { onSpawn, state } = signalOnce(options.at, options.signal);
+  const result = await runCli(argv, { ...options, env: { ...options.env, SUBS_DEBUG: "1" }, onSpawn });
+  return { ...result, sent: state.sent };
 }
 
 function assertSignalled(result: RunResult & { sent: boolean }, signal: Signal) {

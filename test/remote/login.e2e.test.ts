@@ -7,7 +7,7 @@ import { tmpdir } from "node:os";
 import path from "node:path";
 import { after, before, describe, test } from "node:test";
 import { browserCommand } from "../support/browser.ts";
-import { runCli } from "../support/cli.ts";
+import { runCli, signalOnce } from "../support/cli.ts";
 import { startDeployment, type RunningDeployment } from "../support/deployment/server.ts";
 import { annotatedTool, startMcpServer, type RunningMcpServer } from "../support/mcp-server.ts";
 import { startAuthServer, type RunningAuthServer } from "../support/oauth-server.ts";
@@ -116,18 +116,7 @@ describe("subs mcp login with [remote]", () => {
     const result = await runCli(["mcp", "login", "interrupted", "--no-browser"], {
       cwd: p.dir,
       env: { SUBSTRUCTURE_TOKEN: TOKEN },
-      onSpawn: (child) => {
-        let seen = "";
-        let sent = false;
-        child.stderr?.on("data", (d) => {
-          seen += d;
-          // One Ctrl-C: a second one means "exit now" and skips the clean shutdown under test.
-          if (!sent && seen.includes("visit:")) {
-            sent = true;
-            child.kill("SIGINT");
-          }
-        });
-      },
+      onSpawn: signalOnce("visit:").onSpawn,
     });
     assert.equal(result.code, 130, result.stderr);
     assert.match(result.stderr, /Interrupted/);

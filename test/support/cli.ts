@@ -117,3 +117,22 @@ export function runCli(argv: string[], options: ChildOptions): Promise<RunResult
     else child.stdin.end();
   });
 }
+
+/**
+ * An `onSpawn` that sends one signal when stderr first shows `marker`. One only: a second Ctrl-C
+ * means "exit now" and would skip the clean shutdown a test is checking.
+ */
+export function signalOnce(marker: string | RegExp, signal: NodeJS.Signals = "SIGINT") {
+  const state = { sent: false };
+  const onSpawn = (child: ReturnType<typeof spawn>) => {
+    let stderr = "";
+    child.stderr?.on("data", (d) => {
+      stderr += d;
+      if (!state.sent && (typeof marker === "string" ? stderr.includes(marker) : marker.test(stderr))) {
+        state.sent = true;
+        child.kill(signal);
+      }
+    });
+  };
+  return { onSpawn, state };
+}
