@@ -3,7 +3,8 @@ import type { Context } from "../context.ts";
 import { failed, usage } from "../errors.ts";
 import { writeJson } from "../output/json.ts";
 import { stderrReporter } from "../output/reporter.ts";
-import { declaredConnection, localOnly } from "./mcp-tools.ts";
+import { findConnection } from "../config/lookup.ts";
+import { localOnly } from "./mcp-tools.ts";
 
 export type McpCallOptions = { config?: string; id: string; tool: string; args?: string; json: boolean; timeoutSeconds: number; browser: boolean };
 
@@ -23,7 +24,7 @@ export async function mcpCallCommand(ctx: Context, options: McpCallOptions): Pro
   const args = parseArgs(options.args);
   const config = loadConfig({ configPath: options.config, env: ctx.env, cwd: ctx.cwd });
   localOnly(config, "mcp call");
-  const connection = declaredConnection(config, options.id);
+  const connection = findConnection(config, options.id);
   const { withConnection } = await import("../mcp/step-up.ts");
   const result = await withConnection(
     { ctx, config, connection, reporter: stderrReporter(ctx), login: { timeoutMs: options.timeoutSeconds * 1000, openBrowser: options.browser } },

@@ -4,12 +4,13 @@ import type { Config } from "../config/types.ts";
 import type { Context } from "../context.ts";
 import { stderrReporter } from "../output/reporter.ts";
 import { DeploymentClient } from "../remote/client.ts";
-import { declaredConnection, fetchingProgress, writeToolList } from "./mcp-tools.ts";
+import { findConnection } from "../config/lookup.ts";
+import { fetchingProgress, writeToolList } from "./mcp-tools.ts";
 
 export type McpToolsRemoteOptions = { id: string; json: boolean };
 
 export async function mcpToolsRemote(ctx: Context, config: Config, options: McpToolsRemoteOptions): Promise<void> {
-  const connection = declaredConnection(config, options.id);
+  const connection = findConnection(config, options.id);
   const reporter = stderrReporter(ctx);
   const client = new DeploymentClient({ remote: config.remote!, ctx, reporter });
   const fetching = fetchingProgress(ctx, reporter, `Fetching ${connection.id}'s tools from the deployment at ${client.base.origin}`);

@@ -1,6 +1,6 @@
 import { loadConfig } from "../config/load.ts";
 import type { Config } from "../config/types.ts";
-import { findConnection as declaredConnection } from "../config/lookup.ts";
+import { findConnection } from "../config/lookup.ts";
 import type { Context } from "../context.ts";
 import { refused, usage } from "../errors.ts";
 import { writeJson } from "../output/json.ts";
@@ -10,9 +10,6 @@ import { renderTable } from "../output/table.ts";
 import { silentProgress, type Progress, type Reporter } from "../report.ts";
 
 export type McpToolsOptions = { config?: string; id: string; json: boolean; timeoutSeconds: number; browser: boolean };
-
-/** The connection `id` names, or a usage error with a suggestion (src/config/lookup.ts). */
-export { findConnection as declaredConnection } from "../config/lookup.ts";
 
 export function localOnly(config: Config, command: string): void {
   // The deployment protocol has no call endpoint, and the credential never leaves the deployment
@@ -42,7 +39,7 @@ export async function mcpToolsCommand(ctx: Context, options: McpToolsOptions): P
     const { mcpToolsRemote } = await import("./mcp-tools-remote.ts");
     return mcpToolsRemote(ctx, config, { id: options.id, json: options.json });
   }
-  const connection = declaredConnection(config, options.id);
+  const connection = findConnection(config, options.id);
   const [{ withConnection }, { listAllTools }] = await Promise.all([import("../mcp/step-up.ts"), import("../mcp/connect.ts")]);
   const reporter = stderrReporter(ctx);
   const fetching = fetchingProgress(ctx, reporter, `Fetching ${connection.id}'s tools from ${new URL(connection.url).origin}`);

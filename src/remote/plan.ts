@@ -64,28 +64,19 @@ export function connectionBody(connection: ConnectionConfig): ConnectionBody {
   return { url: connection.url, prefix_tools: connection.prefixTools, ...(Object.keys(oauth).length ? { oauth } : {}) };
 }
 
+/** One `mcp` entry as subs sends it. An empty filter takes every tool, like no filter: one spelling, so comparisons are stable. */
+function entryBody(entry: { id: string; tools?: ToolFilter | RemoteToolFilter | null | undefined }): AgentBody["mcp"][number] {
+  const tools = entry.tools ? cleanFilter(entry.tools) : {};
+  return Object.keys(tools).length ? { id: entry.id, tools } : { id: entry.id };
+}
+
 export function agentBody(agent: AgentConfig): AgentBody {
-  return {
-    // An empty filter takes every tool, like no filter: one spelling, so comparisons are stable.
-    mcp: agent.mcp.map((entry) => {
-      const tools = entry.tools ? cleanFilter(entry.tools) : {};
-      return Object.keys(tools).length ? { id: entry.id, tools } : { id: entry.id };
-    }),
-    tools: agent.tools,
-    agents: agent.agents,
-  };
+  return { mcp: agent.mcp.map(entryBody), tools: agent.tools, agents: agent.agents };
 }
 
 /** The deployment's agent in the shape subs would PUT, so the two compare field by field. */
 function remoteAgentBody(remote: RemoteAgent): AgentBody {
-  return {
-    mcp: remote.mcp.map((entry) => {
-      const tools = entry.tools ? cleanFilter(entry.tools) : {};
-      return Object.keys(tools).length ? { id: entry.id, tools } : { id: entry.id };
-    }),
-    tools: remote.tools,
-    agents: remote.agents,
-  };
+  return { mcp: remote.mcp.map(entryBody), tools: remote.tools, agents: remote.agents };
 }
 
 export function planRemote(config: Config, state: RemoteState): RemotePlan {
