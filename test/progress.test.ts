@@ -1,6 +1,8 @@
 // Issue 8: a spinner only on a terminal, never when piped or in CI.
 import assert from "node:assert/strict";
+import { spawnSync } from "node:child_process";
 import { PassThrough } from "node:stream";
+import { fileURLToPath } from "node:url";
 import { test } from "node:test";
 import { startProgress } from "../src/output/progress.ts";
 
@@ -23,16 +25,27 @@ test("piped or in CI: plain lines, no control characters", async () => {
   }
 });
 
-test("on a terminal: an animated line with the elapsed time, ending in the final text", async () => {
-  const out = capture(true);
-  let t = 0;
-  const progress = startProgress({ stderr: out.stream, stderrIsTTY: true, stderrColor: false, env: {}, now: () => (t += 1500) }, "Waiting for consent");
-  await new Promise((r) => setTimeout(r, 250));
-  progress.succeed("Authorized");
-  await new Promise((r) => setImmediate(r));
-  assert.match(out.text(), /Waiting for consent \d+s/);
-  assert.match(out.text(), /Authorized \(\d+s\)/);
-  assert.match(out.text(), /\x1b\[/, "a terminal gets cursor control");
+test("on a terminal: an animated line with the elapsed time, ending in the final text", () => {
+  const env = Object.fromEntries(Object.entries(process.env).filter(([k]) => k !== "CI" && k !== "TERM"));
+  const child = spawnSync(process.execPath, ["--import", "tsx", fileURLToPath(new URL("./support/progress-on-terminal.ts", import.meta.url))], {
+    env: { ...env, TERM: "xterm-256color" },
+    encoding: "utf8",
+  });
+  assert.equal(child.status, 0, child.stderr);
+  const text: string = JSON.parse(child.stdout);
+  assert.match(text, /Waiting for consent \d+s/);
+  assert.match(text, /Authorized \(\d+s\)/);
+  assert.match(text, /\x1b\[/, "a terminal gets cursor control");
+});
+
+test("TERM=dumb or CI on a terminal: plain lines, as the spinner library would also decide", async () => {
+  for (const env of [{ TERM: "dumb" }, { CI: "" }]) {
+    const out = capture(true);
+    const progress = startProgress({ stderr: out.stream, stderrIsTTY: true, stderrColor: false, env, now: () => 0 }, "Waiting for consent");
+    progress.succeed("Authorized");
+    await new Promise((r) => setImmediate(r));
+    assert.equal(out.text(), "Waiting for consent\nAuthorized\n");
+  }
 });
 
 test("a wait inside another (step-up consent while fetching tools) shares one spinner line", async () => {

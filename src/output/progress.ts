@@ -7,7 +7,9 @@ import { shortDuration } from "./time.ts";
 
 export function startProgress(ctx: Pick<Context, "stderr" | "stderrIsTTY" | "stderrColor" | "env" | "now">, text: string): Progress {
   const started = ctx.now();
-  const animate = ctx.stderrIsTTY && !ctx.env.CI;
+  // The same test yocto-spinner makes from process.env (a TTY, TERM not "dumb", no CI): deciding
+  // it here from ctx keeps the two in step, so a spinner we start always animates.
+  const animate = ctx.stderrIsTTY && ctx.env.TERM !== "dumb" && !("CI" in ctx.env);
   if (!animate) {
     ctx.stderr.write(`${text}\n`);
     return {
