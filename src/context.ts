@@ -14,7 +14,12 @@ export type Context = {
   stderrIsTTY: boolean;
   /** stdin is a terminal: we may ask (e.g. paste the redirect URL under --no-browser). */
   stdinIsTTY: boolean;
-  stdin?: NodeJS.ReadableStream;
+  /**
+   * stdin, built on first call: process.stdin constructs a stream (a few ms), and only a pasted
+   * redirect URL ever reads it (issue 6). A function, not a getter, so copying the context
+   * (`{ ...ctx }`) does not build it.
+   */
+  stdin?: () => NodeJS.ReadableStream;
   /** Colour for human output on stdout (false under NO_COLOR, when piped, or with --no-color). */
   color: boolean;
   /** Colour for messages on stderr (decided by stderr's own terminal). */
@@ -67,9 +72,7 @@ export function processContext(signal: AbortSignal): Context {
     // isatty(0), not process.stdin.isTTY: touching process.stdin builds a stream (a few ms of every
     // start-up), and only a pasted redirect URL ever reads it (issue 6).
     stdinIsTTY: isatty(0),
-    get stdin() {
-      return process.stdin;
-    },
+    stdin: () => process.stdin,
     color: colorWanted(env, Boolean(process.stdout.isTTY)),
     stderrColor: colorWanted(env, Boolean(process.stderr.isTTY)),
     env,

@@ -220,7 +220,7 @@ async function waitForResponse(options: {
   const { ctx } = options;
   const stop = new AbortController();
   const waits: Promise<URLSearchParams>[] = [options.loopback];
-  if (options.paste && ctx.stdinIsTTY && ctx.stdin) waits.push(pastedResponse(ctx.stdin, options.check, stop.signal));
+  if (options.paste && ctx.stdinIsTTY && ctx.stdin) waits.push(pastedResponse(ctx.stdin(), options.check, stop.signal));
   // The losers of the race may still settle; their outcome is deliberately ignored.
   for (const wait of waits) wait.catch(() => {});
   let timer: NodeJS.Timeout | undefined;
