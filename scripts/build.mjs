@@ -1,7 +1,13 @@
-// Bundles src/ into dist/ with esbuild. Code splitting keeps every dynamic import() a separate
-// chunk, so a command loads only what it uses (the MCP SDK only when it talks MCP; issue 6).
+// Bundles src/ into one CommonJS file, dist/subs.cjs, with esbuild, then writes its V8 code cache
+// (issue 6). One file, because bin/subs.cjs loads it through vm.Script with cached bytecode, which
+// only CommonJS allows on Node 20. Laziness survives bundling: a dynamic import() of our own
+// module becomes a function that initializes that module on first call, so a command still runs
+// only what it uses (the MCP SDK only when it talks MCP).
 import { build } from "esbuild";
-import { renameSync, rmSync } from "node:fs";
+import { spawnSync } from "node:child_process";
+import { createHash } from "node:crypto";
+import { readFileSync, renameSync, rmSync, writeFileSync } from "node:fs";
+import { createRequire } from "node:module";
 import { fileURLToPath } from "node:url";
 
 // zod re-exports all of its ~60 locales as a namespace (`z.locales`) from core, mini and classic.
@@ -37,23 +43,30 @@ const staging = `${root}/dist.staging-${process.pid}`;
 await build({
   absWorkingDir: root,
   entryPoints: ["src/main.ts"],
-  outdir: staging,
+  outfile: `${staging}/subs.cjs`,
   bundle: true,
-  splitting: true,
-  format: "esm",
+  format: "cjs",
   platform: "node",
   target: "node20",
-  // Native addon, and a package that ships a helper script beside its own files.
+  // Native addon, and packages loaded only by the commands that need them.
   external: ["better-sqlite3", "open", "@modelcontextprotocol/sdk"],
-  // Bundled CommonJS dependencies call require(); give the ESM chunks one.
-  banner: { js: "import { createRequire as __subsCreateRequire } from 'node:module'; const require = __subsCreateRequire(import.meta.url);" },
-  chunkNames: "chunks/[name]-[hash]",
+  // import() of those becomes require(): an ES module import() starts Node's ES module loader,
+  // about 10 ms more than require() for better-sqlite3 on every `subs mcp list` with a db. `open`
+  // is an ES module; Node ≥ 20.19 require()s it (engines in package.json).
+  supported: { "dynamic-import": false },
   sourcemap: false,
-  // Less source to read and compile on every start-up (about 6 ms of `subs mcp list`, issue 6).
-  // Errors are shown as messages, never as stack traces, so nothing readable is lost.
-  minify: true,
+  // Less source to read at every start-up. Errors are shown as messages, never as stack traces,
+  // so nothing readable is lost.
+  minify: process.env.NOMIN !== "1",
   logLevel: "warning",
   plugins: [noZodLocales, noChalkDetection],
 });
+// The first line names this exact build; bin/subs.cjs uses a code cache only when the
+// cache's trailer names the same build (V8 itself matches a cache to its source by length only).
+const { BUILD_ID_PREFIX } = createRequire(import.meta.url)("../bin/subs.cjs");
+const bundled = readFileSync(`${staging}/subs.cjs`, "utf8");
+writeFileSync(`${staging}/subs.cjs`, `${BUILD_ID_PREFIX}${createHash("sha256").update(bundled).digest("hex")}\n${bundled}`);
+const warm = spawnSync(process.execPath, [fileURLToPath(new URL("./warm-code-cache.cjs", import.meta.url)), `${staging}/subs.cjs`], { stdio: "inherit" });
+if (warm.status !== 0) throw new Error("writing the code cache failed");
 rmSync(`${root}/dist`, { recursive: true, force: true });
 renameSync(staging, `${root}/dist`);

@@ -1,24 +1,34 @@
-// The process entry: builds the real context, runs, and owns the exit. Ctrl-C aborts the
-// context's signal so a command can close its listener and leave nothing half-written; a second
-// Ctrl-C exits at once.
-import { processContext } from "./context.ts";
+// The process entry, bundled into dist/subs.cjs and started by bin/subs.cjs: builds the real
+// context, runs, and owns the exit. Ctrl-C aborts the context's signal so a command can close its
+// listener and leave nothing half-written; a second Ctrl-C exits at once.
+import { processContext, type Context } from "./context.ts";
 import { run } from "./cli.ts";
 
-// `subs … | head` closes the pipe early: that is the reader's choice, not an error to report.
-for (const stream of [process.stdout, process.stderr]) {
-  stream.on("error", (error: NodeJS.ErrnoException) => {
-    if (error.code === "EPIPE") process.exit(process.exitCode ?? 0);
-    throw error;
+export async function main(argv: readonly string[]): Promise<never> {
+  // `subs … | head` closes the pipe early: that is the reader's choice, not an error to report.
+  for (const stream of [process.stdout, process.stderr]) {
+    stream.on("error", (error: NodeJS.ErrnoException) => {
+      if (error.code === "EPIPE") process.exit(process.exitCode ?? 0);
+      throw error;
+    });
+  }
+  const controller = new AbortController();
+  process.once("SIGINT", () => {
+    controller.abort();
+    process.once("SIGINT", () => process.exit(130));
   });
+  const code = await run(argv, processContext(controller.signal));
+  // The command is done: best-effort work it gave up on (a capped revocation, a DNS lookup) must
+  // not hold the process open. stdout and stderr are written synchronously to pipes and files on
+  // Linux, so nothing printed is lost.
+  process.exit(code);
 }
 
-const controller = new AbortController();
-process.once("SIGINT", () => {
-  controller.abort();
-  process.once("SIGINT", () => process.exit(130));
-});
-const code = await run(process.argv.slice(2), processContext(controller.signal));
-// The command is done: best-effort work it gave up on (a capped revocation, a DNS lookup) must
-// not hold the process open. stdout and stderr are written synchronously to pipes and files on
-// Linux, so nothing printed is lost.
-process.exit(code);
+/**
+ * For scripts/warm-code-cache.cjs: runs commands in-process with a given context, so the V8 code
+ * cache written at build time holds the functions real commands compile (issue 6).
+ */
+export function runWith(argv: readonly string[], ctx: Context): Promise<number> {
+  return run(argv, ctx);
+}
+export { processContext };

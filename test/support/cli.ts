@@ -73,7 +73,7 @@ export function ensureBuilt(): void {
   try {
     let distTime = 0;
     try {
-      distTime = statSync(path.join(REPO, "dist", "main.js")).mtimeMs;
+      distTime = statSync(path.join(REPO, "dist", "subs.cjs")).mtimeMs;
     } catch {}
     const sourceTime = Math.max(newestMtime(path.join(REPO, "src")), statSync(path.join(REPO, "package.json")).mtimeMs);
     if (sourceTime > distTime) {

@@ -1,0 +1,60 @@
+// Run by scripts/build.mjs on a fresh bundle: runs the everyday commands in-process against a
+// throw-away file, then writes the V8 code cache bin/subs.cjs loads (issue 6). A cache written
+// after running holds the bytecode of every function those commands compiled, so the first real
+// `subs mcp list` already starts from it. Local commands only: nothing here touches the network.
+"use strict";
+const { mkdtempSync, rmSync, writeFileSync } = require("node:fs");
+const { tmpdir } = require("node:os");
+const path = require("node:path");
+const { loadBundle, writeCodeCache } = require("../bin/subs.cjs");
+
+async function warm(bundle) {
+  const loaded = loadBundle(bundle, { useCache: false });
+  const { runWith, processContext } = loaded.exports;
+  const dir = mkdtempSync(path.join(tmpdir(), "subs-warm-"));
+  const broken = mkdtempSync(path.join(tmpdir(), "subs-warm-broken-"));
+  try {
+    writeFileSync(
+      path.join(dir, "substructure.toml"),
+      [
+        '[mcp.alpha]\nurl = "https://alpha.example.com/mcp"\noauth = { scopes = ["read"] }\n',
+        '[mcp.beta]\nurl = "http://127.0.0.1:9/mcp"\nauth = { token_env = "WARM_TOKEN" }\nprefix_tools = false\n',
+        '[agent.helper]\nmcp = ["alpha", { id = "beta", tools = { read_only = true, exclude = ["delete_*"] } }]\ntools = ["notes"]\n',
+        '[agent.lead]\nmcp = ["alpha"]\nagents = ["helper"]\n',
+      ].join("\n"),
+    );
+    writeFileSync(path.join(broken, "substructure.toml"), '[mcp.Bad]\nurl = "http://example.com"\ntoken = "x"\n');
+    const sink = { write: () => true };
+    const base = { ...processContext(new AbortController().signal), stdout: sink, stderr: sink, env: { WARM_TOKEN: "warm", HOME: dir } };
+    const plain = { ...base, stdoutIsTTY: false, stderrIsTTY: false, stdinIsTTY: false, color: false, stderrColor: false };
+    const terminal = { ...base, stdoutIsTTY: true, stderrIsTTY: true, stdinIsTTY: false, color: true, stderrColor: true, env: { ...base.env, CI: "1" } };
+    const runs = [
+      [plain, dir, ["mcp", "list", "--json"]],
+      [plain, dir, ["apply", "--dry-run"]],
+      [plain, dir, ["apply", "--json"]],
+      [plain, dir, ["mcp", "list", "--json"]],
+      [terminal, dir, ["mcp", "list"]],
+      [plain, dir, ["mcp", "list"]],
+      [plain, dir, ["agent", "list", "--json"]],
+      [terminal, dir, ["agent", "list"]],
+      [plain, dir, ["--help"]],
+      [plain, dir, ["mcp", "list", "--help"]],
+      [plain, dir, ["mcp", "lst"]],
+      [terminal, broken, ["mcp", "list"]],
+      [plain, broken, ["apply", "--json"]],
+    ];
+    for (const [ctx, cwd, argv] of runs) await runWith(argv, { ...ctx, cwd });
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+    rmSync(broken, { recursive: true, force: true });
+  }
+  writeCodeCache(bundle, loaded);
+}
+
+warm(process.argv[2]).then(
+  () => process.exit(0),
+  (error) => {
+    process.stderr.write(`warm-code-cache: ${error && error.stack ? error.stack : error}\n`);
+    process.exit(1);
+  },
+);
