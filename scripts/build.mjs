@@ -57,7 +57,7 @@ await build({
   sourcemap: false,
   // Less source to read at every start-up. Errors are shown as messages, never as stack traces,
   // so nothing readable is lost.
-  minify: process.env.NOMIN !== "1",
+  minify: true,
   logLevel: "warning",
   plugins: [noZodLocales, noChalkDetection],
 });
