@@ -37,6 +37,22 @@ const noChalkDetection = {
   },
 };
 
+// better-sqlite3's JavaScript is bundled (so it is in the code cache: loading its ten files from
+// node_modules cost 4-9 ms of every command that opens the db); its native addon cannot be. The
+// package finds the addon with \`bindings\`, which probes a dozen paths and parses a stack trace on
+// every start-up; the addon is always at build/Release (prebuild-install and node-gyp both put it
+// there), so ask for it there directly.
+const betterSqliteAddon = {
+  name: "better-sqlite3-addon",
+  setup(b) {
+    b.onResolve({ filter: /^bindings$/ }, (args) => (args.importer.includes(`${"node_modules"}/better-sqlite3/`) ? { path: "bindings", namespace: "better-sqlite3-addon" } : undefined));
+    b.onLoad({ filter: /.*/, namespace: "better-sqlite3-addon" }, () => ({
+      contents: 'module.exports = (name) => require("better-sqlite3/build/Release/" + name);',
+      loader: "js",
+    }));
+  },
+};
+
 const root = fileURLToPath(new URL("..", import.meta.url));
 // Build beside dist/ and swap it in, so a CLI started meanwhile never sees half a build.
 const staging = `${root}/dist.staging-${process.pid}`;
@@ -48,18 +64,18 @@ await build({
   format: "cjs",
   platform: "node",
   target: "node20",
-  // Native addon, and packages loaded only by the commands that need them.
-  external: ["better-sqlite3", "open", "@modelcontextprotocol/sdk"],
+  // Packages loaded only by the commands that need them (the addon is required at run time, above).
+  external: ["open", "@modelcontextprotocol/sdk"],
   // import() of those becomes require(): an ES module import() starts Node's ES module loader,
-  // about 10 ms more than require() for better-sqlite3 on every `subs mcp list` with a db. `open`
-  // is an ES module; Node ≥ 20.19 require()s it (engines in package.json).
+  // about 10 ms more than require(). `open` is an ES module; Node ≥ 20.19 require()s it (engines
+  // in package.json).
   supported: { "dynamic-import": false },
   sourcemap: false,
   // Less source to read at every start-up. Errors are shown as messages, never as stack traces,
   // so nothing readable is lost.
   minify: true,
   logLevel: "warning",
-  plugins: [noZodLocales, noChalkDetection],
+  plugins: [noZodLocales, noChalkDetection, betterSqliteAddon],
 });
 // The first line names this exact build; bin/subs.cjs uses a code cache only when the
 // cache's trailer names the same build (V8 itself matches a cache to its source by length only).
