@@ -18,10 +18,11 @@ export async function run(argv: readonly string[], given: Context): Promise<numb
   const ctx: Context = { ...given };
   // A command that printed its whole result may still end non-zero (e.g. `agent tools` with a
   // connection unavailable); it reports that code here instead of throwing after its output.
-  const program = buildProgram(ctx, {
-    setJson: (json) => (jsonRequested = json),
-    setExitCode: (code) => (exitCode = code),
-  });
+  const program = buildProgram(
+    ctx,
+    { setJson: (json) => (jsonRequested = json), setExitCode: (code) => (exitCode = code) },
+    namedPath(argv),
+  );
   if (argv[0] === "__complete") {
     const { complete } = await import("./completion/complete.ts");
     for (const candidate of complete(program, argv.slice(1), ctx)) ctx.stdout.write(`${candidate}\n`);
@@ -65,7 +66,40 @@ export async function run(argv: readonly string[], given: Context): Promise<numb
 
 type ProgramHooks = { setJson: (json: boolean) => void; setExitCode: (code: number) => void };
 
-function buildProgram(ctx: Context, { setJson, setExitCode }: ProgramHooks): Command {
+/** Every command, by path; test/cli.test.ts checks it against the tree buildProgram builds. */
+export const COMMAND_TREE: Readonly<Record<string, readonly string[]>> = {
+  mcp: ["list", "login", "tools", "call"],
+  apply: [],
+  completion: [],
+  schema: [],
+  agent: ["list", "tools"],
+};
+
+/**
+ * The command argv names, when that is all the parser needs to see: `subs mcp list --json`
+ * builds `mcp list` alone instead of all eleven commands (about 2 ms of every start-up, issue 6).
+ * Commander still parses everything, so flags and errors are the same. The whole tree is built
+ * whenever it is shown or searched: help, completion, an unknown command (for "did you mean"),
+ * a group named without a known subcommand.
+ */
+export function namedPath(argv: readonly string[]): string[] | undefined {
+  if (argv.some((a) => a === "-h" || a === "--help" || a === "help" || a === "__complete")) return undefined;
+  const words: string[] = [];
+  for (const arg of argv) {
+    if (words.length === 2) break;
+    if (!arg.startsWith("-")) words.push(arg);
+    // Before the command only the global --debug may come; anything else is the parser's to judge.
+    else if (words.length === 0 && arg !== "--debug") return undefined;
+  }
+  const [group, command] = words;
+  if (group === undefined || !Object.hasOwn(COMMAND_TREE, group)) return undefined;
+  const subcommands = COMMAND_TREE[group]!;
+  return command !== undefined && subcommands.includes(command) ? [group, command] : [group];
+}
+
+export function buildProgram(ctx: Context, { setJson, setExitCode }: ProgramHooks, only?: readonly string[]): Command {
+  // Whether the command at `path` is built: all of them, or those on the path argv names.
+  const wanted = (...path: string[]) => only === undefined || path.every((name, n) => only[n] === undefined || only[n] === name);
   const program = new Command("subs")
     .description("Connect AI agents to MCP servers declared in substructure.toml.")
     .version(VERSION, "-V, --version", "print the version")
@@ -99,170 +133,192 @@ function buildProgram(ctx: Context, { setJson, setExitCode }: ProgramHooks): Com
     return command;
   };
 
-  const mcp = commandWithDefaults(program, "mcp")
-    .description("Declared MCP connections: log in, list, inspect.")
-    .addHelpText("after", examples(["subs mcp login sentry", "subs mcp list", "subs mcp tools sentry", `subs mcp call sentry whoami --args '{}'`]));
+  const mcp = wanted("mcp")
+    ? commandWithDefaults(program, "mcp")
+        .description("Declared MCP connections: log in, list, inspect.")
+        .addHelpText("after", examples(["subs mcp login sentry", "subs mcp list", "subs mcp tools sentry", `subs mcp call sentry whoami --args '{}'`]))
+    : undefined;
 
-  commandWithDefaults(mcp, "list")
-    .description("List every declared connection, its auth and status, and the agents that use it. Reads only the file, the environment and the local db.")
-    .addOption(configOption())
-    .addOption(jsonOption())
-    .addHelpText("after", examples(["subs mcp list", "subs mcp list --json", "subs mcp list --config ./deploy/substructure.toml"]))
-    .action(async (opts: { config?: string; json?: boolean }) => {
-      setJson(Boolean(opts.json));
-      const { mcpListCommand } = await import("./commands/mcp-list.ts");
-      await mcpListCommand(ctx, { ...pick(opts, "config"), json: Boolean(opts.json) });
-    });
-
-  commandWithDefaults(mcp, "login")
-    .description(
-      "Authorize connections: OAuth in a browser (the credential goes into the local db). A connection with a static token (auth.token_env) needs no login.",
-    )
-    .argument("[id...]", "connection ids from substructure.toml")
-    .addOption(configOption())
-    .addOption(jsonOption())
-    .option("--all", "every OAuth connection that lacks a usable credential")
-    .option("--no-browser", "print the URL instead of opening a browser (on a terminal, also accept the redirected URL pasted back)")
-    .option("--port <n>", "a fixed loopback port for the redirect (default: chosen by the system)")
-    .option("--timeout <seconds>", "how long to wait for consent", "300")
-    .addHelpText(
-      "after",
-      examples(["subs mcp login sentry", "subs mcp login sentry linear", "subs mcp login --all", "subs mcp login sentry --no-browser   # over SSH", "subs mcp login linear --port 8765"]),
-    )
-    .action(async (ids: string[], opts: { config?: string; json?: boolean; all?: boolean; browser: boolean; port?: string; timeout: string }) => {
-      setJson(Boolean(opts.json));
-      const { mcpLoginCommand } = await import("./commands/mcp-login.ts");
-      const port = opts.port === undefined ? undefined : parsePort(opts.port);
-      await mcpLoginCommand(ctx, {
-        ...pick(opts, "config"),
-        ids,
-        all: Boolean(opts.all),
-        ...(port !== undefined ? { port } : {}),
-        browser: opts.browser,
-        timeoutSeconds: parseSeconds(opts.timeout),
-        json: Boolean(opts.json),
+  if (mcp && wanted("mcp", "list")) {
+    commandWithDefaults(mcp, "list")
+      .description("List every declared connection, its auth and status, and the agents that use it. Reads only the file, the environment and the local db.")
+      .addOption(configOption())
+      .addOption(jsonOption())
+      .addHelpText("after", examples(["subs mcp list", "subs mcp list --json", "subs mcp list --config ./deploy/substructure.toml"]))
+      .action(async (opts: { config?: string; json?: boolean }) => {
+        setJson(Boolean(opts.json));
+        const { mcpListCommand } = await import("./commands/mcp-list.ts");
+        await mcpListCommand(ctx, { ...pick(opts, "config"), json: Boolean(opts.json) });
       });
-    });
+  }
 
-  commandWithDefaults(mcp, "tools")
-    .description("Connect to a connection's server with its credential and list its tools with their annotations.")
-    .argument("<id>", "connection id")
-    .addOption(configOption())
-    .addOption(jsonOption())
-    .option("--no-browser", "if the server asks for more scopes, print the URL instead of opening a browser")
-    .option("--timeout <seconds>", "how long a re-authorization waits for consent", "300")
-    .addHelpText("after", examples(["subs mcp tools sentry", "subs mcp tools sentry --json | jq '.tools[].name'"]))
-    .action(async (id: string, opts: { config?: string; json?: boolean; browser: boolean; timeout: string }) => {
-      setJson(Boolean(opts.json));
-      const { mcpToolsCommand } = await import("./commands/mcp-tools.ts");
-      await mcpToolsCommand(ctx, { ...pick(opts, "config"), id, json: Boolean(opts.json), browser: opts.browser, timeoutSeconds: parseSeconds(opts.timeout) });
-    });
-
-  commandWithDefaults(mcp, "call")
-    .description("Call one tool on a connection and print its result.")
-    .argument("<id>", "connection id")
-    .argument("<tool>", "the tool's name on the connection (not the prefixed name)")
-    .addOption(configOption())
-    .addOption(jsonOption())
-    .option("--args <json>", "the tool's arguments, a JSON object")
-    .option("--no-browser", "if the server asks for more scopes, print the URL instead of opening a browser")
-    .option("--timeout <seconds>", "how long a re-authorization waits for consent", "300")
-    .addHelpText("after", examples([`subs mcp call sentry search_issues --args '{"query": "is:unresolved"}'`, "subs mcp call sentry whoami --json"]))
-    .action(async (id: string, tool: string, opts: { config?: string; json?: boolean; args?: string; browser: boolean; timeout: string }) => {
-      setJson(Boolean(opts.json));
-      const { mcpCallCommand } = await import("./commands/mcp-call.ts");
-      await mcpCallCommand(ctx, {
-        ...pick(opts, "config"),
-        ...pick(opts, "args"),
-        id,
-        tool,
-        json: Boolean(opts.json),
-        browser: opts.browser,
-        timeoutSeconds: parseSeconds(opts.timeout),
+  if (mcp && wanted("mcp", "login")) {
+    commandWithDefaults(mcp, "login")
+      .description(
+        "Authorize connections: OAuth in a browser (the credential goes into the local db). A connection with a static token (auth.token_env) needs no login.",
+      )
+      .argument("[id...]", "connection ids from substructure.toml")
+      .addOption(configOption())
+      .addOption(jsonOption())
+      .option("--all", "every OAuth connection that lacks a usable credential")
+      .option("--no-browser", "print the URL instead of opening a browser (on a terminal, also accept the redirected URL pasted back)")
+      .option("--port <n>", "a fixed loopback port for the redirect (default: chosen by the system)")
+      .option("--timeout <seconds>", "how long to wait for consent", "300")
+      .addHelpText(
+        "after",
+        examples(["subs mcp login sentry", "subs mcp login sentry linear", "subs mcp login --all", "subs mcp login sentry --no-browser   # over SSH", "subs mcp login linear --port 8765"]),
+      )
+      .action(async (ids: string[], opts: { config?: string; json?: boolean; all?: boolean; browser: boolean; port?: string; timeout: string }) => {
+        setJson(Boolean(opts.json));
+        const { mcpLoginCommand } = await import("./commands/mcp-login.ts");
+        const port = opts.port === undefined ? undefined : parsePort(opts.port);
+        await mcpLoginCommand(ctx, {
+          ...pick(opts, "config"),
+          ids,
+          all: Boolean(opts.all),
+          ...(port !== undefined ? { port } : {}),
+          browser: opts.browser,
+          timeoutSeconds: parseSeconds(opts.timeout),
+          json: Boolean(opts.json),
+        });
       });
-    });
+  }
 
-  commandWithDefaults(program, "apply")
-    .description("Make the target match the file: the deployment named by [remote], else the local db (deletes credentials of connections no longer declared).")
-    .addOption(configOption())
-    .addOption(jsonOption())
-    .option("--dry-run", "print the plan; change nothing")
-    .addHelpText("after", examples(["subs apply --dry-run", "subs apply", "subs apply --json   # in CI"]))
-    .action(async (opts: { config?: string; json?: boolean; dryRun?: boolean }) => {
-      setJson(Boolean(opts.json));
-      const { applyCommand } = await import("./commands/apply.ts");
-      await applyCommand(ctx, { ...pick(opts, "config"), json: Boolean(opts.json), dryRun: Boolean(opts.dryRun) });
-    });
+  if (mcp && wanted("mcp", "tools")) {
+    commandWithDefaults(mcp, "tools")
+      .description("Connect to a connection's server with its credential and list its tools with their annotations.")
+      .argument("<id>", "connection id")
+      .addOption(configOption())
+      .addOption(jsonOption())
+      .option("--no-browser", "if the server asks for more scopes, print the URL instead of opening a browser")
+      .option("--timeout <seconds>", "how long a re-authorization waits for consent", "300")
+      .addHelpText("after", examples(["subs mcp tools sentry", "subs mcp tools sentry --json | jq '.tools[].name'"]))
+      .action(async (id: string, opts: { config?: string; json?: boolean; browser: boolean; timeout: string }) => {
+        setJson(Boolean(opts.json));
+        const { mcpToolsCommand } = await import("./commands/mcp-tools.ts");
+        await mcpToolsCommand(ctx, { ...pick(opts, "config"), id, json: Boolean(opts.json), browser: opts.browser, timeoutSeconds: parseSeconds(opts.timeout) });
+      });
+  }
 
-  commandWithDefaults(program, "completion")
-    .description("Print a shell completion script: commands, flags, connection ids and agent names.")
-    .argument("<shell>", "bash, zsh or fish")
-    .addHelpText(
-      "after",
-      examples([
-        "subs completion bash > ~/.local/share/bash-completion/completions/subs",
-        "subs completion zsh > \"${fpath[1]}/_subs\"",
-        "subs completion fish > ~/.config/fish/completions/subs.fish",
-      ]),
-    )
-    .action(async (shell: string) => {
-      const { completionCommand } = await import("./commands/completion.ts");
-      await completionCommand(ctx, { shell });
-    });
+  if (mcp && wanted("mcp", "call")) {
+    commandWithDefaults(mcp, "call")
+      .description("Call one tool on a connection and print its result.")
+      .argument("<id>", "connection id")
+      .argument("<tool>", "the tool's name on the connection (not the prefixed name)")
+      .addOption(configOption())
+      .addOption(jsonOption())
+      .option("--args <json>", "the tool's arguments, a JSON object")
+      .option("--no-browser", "if the server asks for more scopes, print the URL instead of opening a browser")
+      .option("--timeout <seconds>", "how long a re-authorization waits for consent", "300")
+      .addHelpText("after", examples([`subs mcp call sentry search_issues --args '{"query": "is:unresolved"}'`, "subs mcp call sentry whoami --json"]))
+      .action(async (id: string, tool: string, opts: { config?: string; json?: boolean; args?: string; browser: boolean; timeout: string }) => {
+        setJson(Boolean(opts.json));
+        const { mcpCallCommand } = await import("./commands/mcp-call.ts");
+        await mcpCallCommand(ctx, {
+          ...pick(opts, "config"),
+          ...pick(opts, "args"),
+          id,
+          tool,
+          json: Boolean(opts.json),
+          browser: opts.browser,
+          timeoutSeconds: parseSeconds(opts.timeout),
+        });
+      });
+  }
 
-  commandWithDefaults(program, "schema")
-    .description("Print the JSON Schema of substructure.toml (for editors such as Taplo / Even Better TOML).")
-    .addHelpText("after", examples(["subs schema > substructure.schema.json"]))
-    .action(async () => {
-      const { schemaCommand } = await import("./commands/schema.ts");
-      await schemaCommand(ctx);
-    });
+  if (wanted("apply")) {
+    commandWithDefaults(program, "apply")
+      .description("Make the target match the file: the deployment named by [remote], else the local db (deletes credentials of connections no longer declared).")
+      .addOption(configOption())
+      .addOption(jsonOption())
+      .option("--dry-run", "print the plan; change nothing")
+      .addHelpText("after", examples(["subs apply --dry-run", "subs apply", "subs apply --json   # in CI"]))
+      .action(async (opts: { config?: string; json?: boolean; dryRun?: boolean }) => {
+        setJson(Boolean(opts.json));
+        const { applyCommand } = await import("./commands/apply.ts");
+        await applyCommand(ctx, { ...pick(opts, "config"), json: Boolean(opts.json), dryRun: Boolean(opts.dryRun) });
+      });
+  }
 
-  const agent = commandWithDefaults(program, "agent")
-    .description("Declared agents: what each one's model can call.")
-    .addHelpText("after", examples(["subs agent list", "subs agent tools triage"]));
+  if (wanted("completion")) {
+    commandWithDefaults(program, "completion")
+      .description("Print a shell completion script: commands, flags, connection ids and agent names.")
+      .argument("<shell>", "bash, zsh or fish")
+      .addHelpText(
+        "after",
+        examples([
+          "subs completion bash > ~/.local/share/bash-completion/completions/subs",
+          "subs completion zsh > \"${fpath[1]}/_subs\"",
+          "subs completion fish > ~/.config/fish/completions/subs.fish",
+        ]),
+      )
+      .action(async (shell: string) => {
+        const { completionCommand } = await import("./commands/completion.ts");
+        await completionCommand(ctx, { shell });
+      });
+  }
 
-  commandWithDefaults(agent, "list")
-    .summary("List every declared agent with its connections, filters, tools and sub-agents.")
-    .description("List every declared agent: its connections (and their filters), declared tools and sub-agents. Reads only the file.")
-    .addOption(configOption())
-    .addOption(jsonOption())
-    .addHelpText("after", examples(["subs agent list", "subs agent list --json | jq '.[].name'"]))
-    .action(async (opts: { config?: string; json?: boolean }) => {
-      setJson(Boolean(opts.json));
-      const { agentListCommand } = await import("./commands/agent-list.ts");
-      await agentListCommand(ctx, { ...pick(opts, "config"), json: Boolean(opts.json) });
-    });
+  if (wanted("schema")) {
+    commandWithDefaults(program, "schema")
+      .description("Print the JSON Schema of substructure.toml (for editors such as Taplo / Even Better TOML).")
+      .addHelpText("after", examples(["subs schema > substructure.schema.json"]))
+      .action(async () => {
+        const { schemaCommand } = await import("./commands/schema.ts");
+        await schemaCommand(ctx);
+      });
+  }
 
-  commandWithDefaults(agent, "tools")
-    .summary("Show exactly what an agent's model sees: names, dropped names, unavailable connections.")
-    .description(
-      "Show exactly what an agent's model sees: each connection's tools fetched once (in parallel), filtered (capability keys, then include, then exclude), " +
-        "named (id__tool unless prefix_tools = false), collisions resolved; dropped names, filtered tools and unavailable connections go to stderr. " +
-        "Exit 0 when every connection answered, 4 when the only failures need a login, 1 otherwise (the list is printed in every case).",
-    )
-    .argument("<name>", "the agent, as in [agent.<name>]")
-    .addOption(configOption())
-    .addOption(jsonOption())
-    .addOption(new Option("--timeout <seconds>", "give each connection this long to list its tools").default("10", "10"))
-    .option("-v, --verbose", "list every tool the agent's filter removed, with the reason")
-    .addHelpText(
-      "after",
-      examples([
-        "subs agent tools triage",
-        "subs agent tools triage -v          # also every filtered tool and why",
-        "subs agent tools triage --json | jq -r '.tools[].name'",
-        "subs agent tools triage --json | jq '.dropped[] | {name, reason}'",
-        "subs agent tools triage --timeout 30",
-      ]),
-    )
-    .action(async (name: string, opts: { config?: string; json?: boolean; timeout: string; verbose?: boolean }) => {
-      setJson(Boolean(opts.json));
-      const timeoutSeconds = Number(opts.timeout);
-      if (!Number.isFinite(timeoutSeconds) || timeoutSeconds <= 0) throw usage(`--timeout must be a positive number of seconds, not \`${opts.timeout}\``);
-      const { agentToolsCommand } = await import("./commands/agent-tools.ts");
-      setExitCode(await agentToolsCommand(ctx, { agent: name, ...pick(opts, "config"), json: Boolean(opts.json), timeoutSeconds, verbose: Boolean(opts.verbose) }));
-    });
+  const agent = wanted("agent")
+    ? commandWithDefaults(program, "agent")
+        .description("Declared agents: what each one's model can call.")
+        .addHelpText("after", examples(["subs agent list", "subs agent tools triage"]))
+    : undefined;
+
+  if (agent && wanted("agent", "list")) {
+    commandWithDefaults(agent, "list")
+      .summary("List every declared agent with its connections, filters, tools and sub-agents.")
+      .description("List every declared agent: its connections (and their filters), declared tools and sub-agents. Reads only the file.")
+      .addOption(configOption())
+      .addOption(jsonOption())
+      .addHelpText("after", examples(["subs agent list", "subs agent list --json | jq '.[].name'"]))
+      .action(async (opts: { config?: string; json?: boolean }) => {
+        setJson(Boolean(opts.json));
+        const { agentListCommand } = await import("./commands/agent-list.ts");
+        await agentListCommand(ctx, { ...pick(opts, "config"), json: Boolean(opts.json) });
+      });
+  }
+
+  if (agent && wanted("agent", "tools")) {
+    commandWithDefaults(agent, "tools")
+      .summary("Show exactly what an agent's model sees: names, dropped names, unavailable connections.")
+      .description(
+        "Show exactly what an agent's model sees: each connection's tools fetched once (in parallel), filtered (capability keys, then include, then exclude), " +
+          "named (id__tool unless prefix_tools = false), collisions resolved; dropped names, filtered tools and unavailable connections go to stderr. " +
+          "Exit 0 when every connection answered, 4 when the only failures need a login, 1 otherwise (the list is printed in every case).",
+      )
+      .argument("<name>", "the agent, as in [agent.<name>]")
+      .addOption(configOption())
+      .addOption(jsonOption())
+      .addOption(new Option("--timeout <seconds>", "give each connection this long to list its tools").default("10", "10"))
+      .option("-v, --verbose", "list every tool the agent's filter removed, with the reason")
+      .addHelpText(
+        "after",
+        examples([
+          "subs agent tools triage",
+          "subs agent tools triage -v          # also every filtered tool and why",
+          "subs agent tools triage --json | jq -r '.tools[].name'",
+          "subs agent tools triage --json | jq '.dropped[] | {name, reason}'",
+          "subs agent tools triage --timeout 30",
+        ]),
+      )
+      .action(async (name: string, opts: { config?: string; json?: boolean; timeout: string; verbose?: boolean }) => {
+        setJson(Boolean(opts.json));
+        const timeoutSeconds = Number(opts.timeout);
+        if (!Number.isFinite(timeoutSeconds) || timeoutSeconds <= 0) throw usage(`--timeout must be a positive number of seconds, not \`${opts.timeout}\``);
+        const { agentToolsCommand } = await import("./commands/agent-tools.ts");
+        setExitCode(await agentToolsCommand(ctx, { agent: name, ...pick(opts, "config"), json: Boolean(opts.json), timeoutSeconds, verbose: Boolean(opts.verbose) }));
+      });
+  }
 
   return program;
 }

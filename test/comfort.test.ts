@@ -75,3 +75,37 @@ test("errors without a hint of their own end with the next command: --help for u
   assert.doesNotMatch(debugged.stderr, /hint: run .*--debug/);
   assert.deepEqual(Object.keys(JSON.parse(debugged.stdout).error), ["code", "message"]);
 });
+
+test("start-up builds only the command argv names (issue 6), and COMMAND_TREE is the whole tree", async () => {
+  const { COMMAND_TREE, buildProgram, namedPath } = await import("../src/cli.ts");
+  const { testContext } = await import("./support/cli.ts");
+  const hooks = { setJson: () => {}, setExitCode: () => {} };
+  const tree = (command: { commands: readonly { name(): string; commands: readonly unknown[] }[] }): Record<string, string[]> =>
+    Object.fromEntries(command.commands.map((c) => [c.name(), (c.commands as { name(): string }[]).map((s) => s.name())]));
+  assert.deepEqual(tree(buildProgram(testContext({ cwd: tmpdir() }).ctx, hooks)), COMMAND_TREE, "a new command is listed in COMMAND_TREE");
+  assert.deepEqual(tree(buildProgram(testContext({ cwd: tmpdir() }).ctx, hooks, ["mcp", "list"])), { mcp: ["list"] });
+  const cases: Array<[string[], string[] | undefined]> = [
+    [["mcp", "list", "--json"], ["mcp", "list"]],
+    [["--debug", "mcp", "list"], ["mcp", "list"]],
+    [["mcp", "list", "--config", "apply"], ["mcp", "list"]],
+    [["apply", "--dry-run"], ["apply"]],
+    [["apply", "--config", "x.toml"], ["apply"]],
+    [["agent", "tools", "triage"], ["agent", "tools"]],
+    [["mcp", "lst"], ["mcp"]],
+    [["mcp"], ["mcp"]],
+    [["mpc", "list"], undefined],
+    [["mcp", "list", "--help"], undefined],
+    [["help", "mcp"], undefined],
+    [["--no-such-flag", "mcp", "list"], undefined],
+    [["__complete", "mcp", ""], undefined],
+    [[], undefined],
+  ];
+  for (const [argv, expected] of cases) assert.deepEqual(namedPath(argv), expected, argv.join(" "));
+  const cwd = project(FILE);
+  const top = await runInProcess(["mpc", "list"], { cwd });
+  assert.equal(top.code, 2);
+  assert.match(top.stderr, /unknown command 'mpc'\n\(Did you mean mcp\?\)/);
+  const debugFirst = await runInProcess(["--debug", "mcp", "list", "--json"], { cwd });
+  assert.equal(debugFirst.code, 0, debugFirst.stderr);
+  assert.equal(JSON.parse(debugFirst.stdout).length, 2);
+});
