@@ -131,7 +131,7 @@ export function parseConfig(source: string, where: { path: string; cwd: string }
   };
 }
 
-function findSecretKeys(value: unknown, at: (string | number)[] = [], found: (string | number)[][] = []) {
+export function findSecretKeys(value: unknown, at: (string | number)[] = [], found: (string | number)[][] = []) {
   if (Array.isArray(value)) value.forEach((v, n) => findSecretKeys(v, [...at, n], found));
   else if (value !== null && typeof value === "object" && !(value instanceof Date)) {
     for (const [key, v] of Object.entries(value)) {
@@ -206,7 +206,7 @@ function valueAt(value: unknown, keyPath: KeyPath): unknown {
 }
 
 /** `mcp = ["sentry"]` means `mcp = [{ id = "sentry" }]`; the schema sees only the long form. */
-function expandShorthands(raw: unknown): unknown {
+export function expandShorthands(raw: unknown): unknown {
   if (!isTable(raw) || !isTable(raw.agent)) return raw;
   const agent: Record<string, unknown> = {};
   for (const [name, a] of Object.entries(raw.agent)) {
@@ -221,7 +221,7 @@ const isTable = (v: unknown): v is Record<string, unknown> => v !== null && type
  * Rules between sections. Runs on the raw parsed file, defensively, so these errors are reported
  * in the same run as schema errors ("all reported at once").
  */
-function crossReferenceDiagnostics(raw: unknown, at: (keyPath: KeyPath, message: string, hint?: string) => Diagnostic): Diagnostic[] {
+export function crossReferenceDiagnostics(raw: unknown, at: (keyPath: KeyPath, message: string, hint?: string) => Diagnostic): Diagnostic[] {
   const out: Diagnostic[] = [];
   if (!isTable(raw)) return out;
   const mcp = isTable(raw.mcp) ? raw.mcp : {};
