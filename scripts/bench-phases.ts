@@ -5,7 +5,7 @@
 //
 //   node --import tsx scripts/bench-phases.ts            # medians of BENCH_RUNS (9) children per mode
 //   BENCH_CLI=1 node --import tsx scripts/bench-phases.ts  # also the built CLI against `node -e 0`
-//   BENCH_SIZES=10,200 …                                  # other fixture sizes
+//   BENCH_SIZES=10,200 BENCH_MODES=split …                # other fixture sizes, some modes only
 //
 // Modes (one child each): `split` times the steps of parseConfig and of the list one by one;
 // `whole` times loadConfig, listLocalConnections and the JSON as the command calls them;
@@ -126,7 +126,7 @@ async function main() {
     results[key] ??= {};
     for (const [k, v] of Object.entries(t)) (results[key]![k] ??= []).push(v);
   };
-  const modes = ["split", "whole", "command"];
+  const modes = (process.env.BENCH_MODES ?? "split,whole,command").split(",");
   for (const mode of modes) for (const n of SIZES) spawnChild(mode, n); // warm the file cache
   for (const key of Object.keys(results)) results[key] = {};
   for (let i = 0; i < runs; i++) for (const mode of modes) for (const n of SIZES) spawnChild(mode, n);

@@ -131,14 +131,30 @@ export function parseConfig(source: string, where: { path: string; cwd: string }
   };
 }
 
-export function findSecretKeys(value: unknown, at: (string | number)[] = [], found: (string | number)[][] = []) {
-  if (Array.isArray(value)) value.forEach((v, n) => findSecretKeys(v, [...at, n], found));
-  else if (value !== null && typeof value === "object" && !(value instanceof Date)) {
-    for (const [key, v] of Object.entries(value)) {
-      if (Object.hasOwn(SECRET_KEYS, key)) found.push([...at, key]);
-      findSecretKeys(v, [...at, key], found);
+/** Paths of every secret key in the parsed file. One path is built per key found, none per node
+ *  visited: the walk touches every value of the file on every command (issue 6). */
+export function findSecretKeys(value: unknown): (string | number)[][] {
+  const found: (string | number)[][] = [];
+  const at: (string | number)[] = [];
+  const walk = (v: unknown) => {
+    if (v === null || typeof v !== "object" || v instanceof Date) return;
+    if (Array.isArray(v)) {
+      for (let n = 0; n < v.length; n++) {
+        at.push(n);
+        walk(v[n]);
+        at.pop();
+      }
+      return;
     }
-  }
+    for (const key in v) {
+      if (!Object.hasOwn(v, key)) continue;
+      at.push(key);
+      if (Object.hasOwn(SECRET_KEYS, key)) found.push([...at]);
+      walk((v as Record<string, unknown>)[key]);
+      at.pop();
+    }
+  };
+  walk(value);
   return found;
 }
 
