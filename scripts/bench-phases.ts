@@ -6,6 +6,7 @@
 //   node --import tsx scripts/bench-phases.ts            # medians of BENCH_RUNS (9) children per mode
 //   BENCH_CLI=1 node --import tsx scripts/bench-phases.ts  # also the built CLI against `node -e 0`
 //   BENCH_SIZES=10,200 BENCH_MODES=split …                # other fixture sizes, some modes only
+//   BENCH_COMPARE=HEAD~1 …                                # also that commit's src/, interleaved
 //
 // Modes (one child each): `split` times the steps of parseConfig and of the list one by one;
 // `whole` times loadConfig, listLocalConnections and the JSON as the command calls them;
@@ -13,10 +14,10 @@
 // schema (store.ts loads it for lists of 100 rows or more); under tsx that includes tsx's
 // transform of the file, so read the bundled CLI's figures (BENCH_CLI) for what it costs there.
 import { spawnSync } from "node:child_process";
-import { mkdtempSync, readFileSync, writeFileSync } from "node:fs";
+import { existsSync, mkdtempSync, readFileSync, symlinkSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
-import { fileURLToPath } from "node:url";
+import { fileURLToPath, pathToFileURL } from "node:url";
 
 const SELF = fileURLToPath(import.meta.url);
 const REPO = path.dirname(path.dirname(SELF));
@@ -24,7 +25,7 @@ const SIZES = (process.env.BENCH_SIZES ?? "200,1000").split(",").map(Number);
 
 type Timings = Record<string, number>;
 
-async function child(mode: string, dir: string): Promise<Timings> {
+async function child(mode: string, dir: string, root: string): Promise<Timings> {
   const t: Timings = {};
   const time = <T>(name: string, fn: () => T): T => {
     const start = performance.now();
@@ -40,21 +41,21 @@ async function child(mode: string, dir: string): Promise<Timings> {
   };
   // Module loading is start-up cost, not per-connection cost: load everything before timing,
   // better-sqlite3's native binding included (openStore imports it lazily).
-  const [toml, load, schema, store, env, list, status, mcpList, json] = await Promise.all([
+  const src = <M>(file: string): Promise<M> => import(pathToFileURL(path.join(root, "src", file)).href);
+  const [toml, load, schema, store, list, status, mcpList, json] = await Promise.all([
     import("smol-toml"),
-    import("../src/config/load.ts"),
-    import("../src/config/schema.ts"),
-    import("../src/store/store.ts"),
-    import("../src/store/environment.ts"),
-    import("../src/status/list.ts"),
-    import("../src/status/status.ts"),
-    import("../src/commands/mcp-list.ts"),
-    import("../src/output/json.ts"),
+    src<typeof import("../src/config/load.ts")>("config/load.ts"),
+    src<typeof import("../src/config/schema.ts")>("config/schema.ts"),
+    src<typeof import("../src/store/store.ts")>("store/store.ts"),
+    src<typeof import("../src/status/list.ts")>("status/list.ts"),
+    src<typeof import("../src/status/status.ts")>("status/status.ts"),
+    src<typeof import("../src/commands/mcp-list.ts")>("commands/mcp-list.ts"),
+    src<typeof import("../src/output/json.ts")>("output/json.ts"),
     import("better-sqlite3"),
   ]);
   // Long lists load zod's compiler for the row schema (store.ts). Under tsx that import also
   // pays tsx's transform, which the bundled CLI does not: load it here, timed on its own.
-  await timeAsync("row compiler", () => import("../src/store/compiled-row.ts"));
+  if (existsSync(path.join(root, "src", "store", "compiled-row.ts"))) await timeAsync("row compiler", () => src("store/compiled-row.ts"));
   const file = path.join(dir, "substructure.toml");
   const source = readFileSync(file, "utf8");
   const where = { path: file, cwd: dir };
@@ -80,7 +81,6 @@ async function child(mode: string, dir: string): Promise<Timings> {
       list.listLocalConnections({ config, env: {}, now, reporter: { info() {}, warn() {}, progress: () => ({ update() {}, succeed() {}, fail() {} }) } }),
     );
     time("json", () => json.writeJson(sink, statuses.map(mcpList.connectionJson)));
-    void env;
   } else if (mode === "command") {
     let out = "";
     const ctx = {
@@ -122,27 +122,44 @@ async function main() {
     );
     dirs[n] = dir;
   }
+  // BENCH_COMPARE=<commit>: the same children on that commit's src/, interleaved with this tree's,
+  // so that load on the machine affects both alike.
+  const trees: Array<[label: string, root: string]> = [["this tree", REPO]];
+  const compare = process.env.BENCH_COMPARE;
+  if (compare) {
+    const root = mkdtempSync(path.join(tmpdir(), "subs-phases-src-"));
+    const archive = spawnSync("git", ["archive", compare, "src", "package.json", "tsconfig.json"], { cwd: REPO, maxBuffer: 1 << 28 });
+    if (archive.status !== 0) throw new Error(`git archive ${compare}: ${archive.stderr}`);
+    const untar = spawnSync("tar", ["-x", "-C", root], { input: archive.stdout });
+    if (untar.status !== 0) throw new Error(`tar: ${untar.stderr}`);
+    symlinkSync(path.join(REPO, "node_modules"), path.join(root, "node_modules"));
+    trees.unshift([compare, root]);
+  }
   const results: Record<string, Record<string, number[]>> = {};
-  const spawnChild = (mode: string, n: number) => {
-    const r = spawnSync(process.execPath, ["--import", "tsx", SELF, "--child", mode, dirs[n]!], { cwd: REPO, encoding: "utf8" });
-    if (r.status !== 0) throw new Error(`child ${mode} ${n} exited ${r.status}: ${r.stderr}`);
+  const spawnChild = (mode: string, n: number, [label, root]: [string, string]) => {
+    const r = spawnSync(process.execPath, ["--import", "tsx", SELF, "--child", mode, dirs[n]!, root], { cwd: REPO, encoding: "utf8" });
+    if (r.status !== 0) throw new Error(`child ${mode} ${n} (${label}) exited ${r.status}: ${r.stderr}`);
     const t = JSON.parse(r.stdout) as Timings;
-    const key = `${mode} ${n}`;
+    const key = `${label}\t${mode} ${n}`;
     results[key] ??= {};
     for (const [k, v] of Object.entries(t)) (results[key]![k] ??= []).push(v);
   };
   const modes = (process.env.BENCH_MODES ?? "split,whole,command").split(",");
-  for (const mode of modes) for (const n of SIZES) spawnChild(mode, n); // warm the file cache
+  const all = () => { for (const mode of modes) for (const n of SIZES) for (const tree of trees) spawnChild(mode, n, tree); };
+  all(); // warm the file cache
   for (const key of Object.keys(results)) results[key] = {};
-  for (let i = 0; i < runs; i++) for (const mode of modes) for (const n of SIZES) spawnChild(mode, n);
+  for (let i = 0; i < runs; i++) all();
 
   console.log(`first-call ms, median of ${runs} fresh processes (node ${process.version})`);
   for (const mode of modes) {
     for (const n of SIZES) {
-      const r = results[`${mode} ${n}`]!;
-      const cells = Object.entries(r).map(([k, v]) => `${k} ${median(v).toFixed(1)}`);
-      const total = Object.values(r).reduce((sum, v) => sum + median(v), 0);
-      console.log(`${`${mode} ${n}`.padEnd(13)} ${cells.join(" | ")}${cells.length > 1 ? ` | sum ${total.toFixed(1)}` : ""}`);
+      for (const [label] of trees) {
+        const r = results[`${label}\t${mode} ${n}`]!;
+        const cells = Object.entries(r).map(([k, v]) => `${k} ${median(v).toFixed(1)}`);
+        const total = Object.values(r).reduce((sum, v) => sum + median(v), 0);
+        const name = trees.length > 1 ? `${mode} ${n} ${label}` : `${mode} ${n}`;
+        console.log(`${name.padEnd(trees.length > 1 ? 24 : 13)} ${cells.join(" | ")}${cells.length > 1 ? ` | sum ${total.toFixed(1)}` : ""}`);
+      }
     }
   }
 
@@ -166,7 +183,7 @@ async function main() {
 }
 
 if (process.argv[2] === "--child") {
-  const timings = await child(process.argv[3]!, process.argv[4]!);
+  const timings = await child(process.argv[3]!, process.argv[4]!, process.argv[5]!);
   process.stdout.write(JSON.stringify(timings));
 } else {
   await main();
