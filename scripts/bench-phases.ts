@@ -12,7 +12,7 @@
 // Modes (one child each): `split` times the steps of parseConfig and of the list one by one;
 // `whole` times loadConfig, listLocalConnections and the JSON as the command calls them;
 // `command` times mcpListCommand as one call. Every mode first times loading the compiled row
-// schema (store.ts loads it for lists of 100 rows or more); under tsx that includes tsx's
+// schema (store.ts loads it for lists of 200 rows or more); under tsx that includes tsx's
 // transform of the file, so read the bundled CLI's figures (BENCH_CLI) for what it costs there.
 import { spawnSync } from "node:child_process";
 import { existsSync, mkdtempSync, readFileSync, symlinkSync, writeFileSync } from "node:fs";

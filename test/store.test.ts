@@ -68,7 +68,7 @@ test("a corrupt row is an error naming the connection, not 'logged out'", async 
 // what the regular parser does.
 test("a long list reads every row as the schema parses it, and a corrupt row in it is still an error naming it", async () => {
   const dbPath = path.join(tempDir(), "substructure.db");
-  const ids = Array.from({ length: 120 }, (_, i) => `c${String(i).padStart(3, "0")}`);
+  const ids = Array.from({ length: 250 }, (_, i) => `c${String(i).padStart(3, "0")}`);
   await seedCredentials(dbPath, ids.map((id, i) => ({ id, url: `https://s${id}.example/mcp`, ...(i % 2 ? { refresh_token: null, expires_at: null } : {}) })));
   const opened = await openStore({ dbPath, create: false, expectRows: ids.length });
   const rows = opened!.store.listCredentials();

@@ -89,11 +89,12 @@ export function dbError(dbPath: string, error: unknown) {
 
 /**
  * CredentialRowSchema compiled (compiled-row.ts), once a caller has said it expects a long list.
- * Loading zod's compiler and compiling cost ~5 ms first-call, what ~100 rows cost the regular way
- * (issue 6, scripts/bench-phases.ts), so short lists never load it.
+ * In the bundled CLI, loading zod's compiler and compiling cost ~6 ms, what ~200 rows cost the
+ * regular way (~30 µs a row first-call, ~3 µs compiled; issue 6, scripts/bench-phases.ts), so
+ * shorter lists never load it.
  */
 let compiledCredentialRow: typeof CredentialRowSchema | undefined;
-const COMPILE_FROM_ROWS = 100;
+const COMPILE_FROM_ROWS = 200;
 
 export class Store {
   constructor(
