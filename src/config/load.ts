@@ -146,8 +146,9 @@ export function findSecretKeys(value: unknown): (string | number)[][] {
       }
       return;
     }
-    for (const key in v) {
-      if (!Object.hasOwn(v, key)) continue;
+    const keys = Object.keys(v);
+    for (let n = 0; n < keys.length; n++) {
+      const key = keys[n]!;
       at.push(key);
       if (Object.hasOwn(SECRET_KEYS, key)) found.push([...at]);
       walk((v as Record<string, unknown>)[key]);
