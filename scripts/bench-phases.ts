@@ -7,7 +7,6 @@
 //   BENCH_CLI=1 node --import tsx scripts/bench-phases.ts  # also the built CLI against `node -e 0`
 //   BENCH_SIZES=10,200 BENCH_MODES=split …                # other fixture sizes, some modes only
 //   BENCH_COMPARE=HEAD~1 …                                # also that commit's src/, interleaved
-//   BENCH_CLOCK=cpu …                                     # process CPU time instead of wall time
 //
 // Modes (one child each): `split` times the steps of parseConfig and of the list one by one;
 // `whole` times loadConfig, listLocalConnections and the JSON as the command calls them;
@@ -28,9 +27,7 @@ type Timings = Record<string, number>;
 
 async function child(mode: string, dir: string, root: string): Promise<Timings> {
   const t: Timings = {};
-  // BENCH_CLOCK=cpu: CPU time of the process (all its threads) instead of wall time; steadier
-  // when other work shares the machine.
-  const clock = process.env.BENCH_CLOCK === "cpu" ? () => { const u = process.cpuUsage(); return (u.user + u.system) / 1000; } : () => performance.now();
+  const clock = () => performance.now();
   const time = <T>(name: string, fn: () => T): T => {
     const start = clock();
     const value = fn();
@@ -154,7 +151,7 @@ async function main() {
   for (const key of Object.keys(results)) results[key] = {};
   for (let i = 0; i < runs; i++) all();
 
-  console.log(`first-call ms (${process.env.BENCH_CLOCK === "cpu" ? "CPU" : "wall"}), median of ${runs} fresh processes (node ${process.version})`);
+  console.log(`first-call ms, median of ${runs} fresh processes (node ${process.version})`);
   for (const mode of modes) {
     for (const n of SIZES) {
       for (const [label] of trees) {
