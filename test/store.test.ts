@@ -9,7 +9,7 @@ import { parseConfig } from "../src/config/load.ts";
 import { exitCodeFor, SubsError } from "../src/errors.ts";
 import { silentReporter } from "../src/report.ts";
 import { openEnvironmentStore } from "../src/store/environment.ts";
-import { MIGRATIONS } from "../src/store/schema.ts";
+import { CredentialRowSchema, MIGRATIONS } from "../src/store/schema.ts";
 import { openStore } from "../src/store/store.ts";
 import { seedCredentials } from "./support/credentials.ts";
 
@@ -61,6 +61,31 @@ test("a corrupt row is an error naming the connection, not 'logged out'", async 
     () => opened!.store.listCredentials(),
     (error: unknown) => error instanceof SubsError && exitCodeFor(error) === 1 && /'sentry' is corrupt/.test(error.message) && /subs mcp login sentry/.test(error.hint ?? ""),
   );
+  opened!.store.close();
+});
+
+// A long list is validated by the compiled schema (store.ts): it must accept and refuse exactly
+// what the regular parser does.
+test("a long list reads every row as the schema parses it, and a corrupt row in it is still an error naming it", async () => {
+  const dbPath = path.join(tempDir(), "substructure.db");
+  const ids = Array.from({ length: 250 }, (_, i) => `c${String(i).padStart(3, "0")}`);
+  await seedCredentials(dbPath, ids.map((id, i) => ({ id, url: `https://s${id}.example/mcp`, ...(i % 2 ? { refresh_token: null, expires_at: null } : {}) })));
+  const opened = await openStore({ dbPath, create: false, expectRows: ids.length });
+  const rows = opened!.store.listCredentials();
+  assert.deepEqual(rows.map((r) => r.id), ids);
+  const db = new Database(dbPath);
+  assert.deepEqual(rows, (db.prepare("SELECT * FROM subs_credentials ORDER BY id").all() as unknown[]).map((r) => CredentialRowSchema.parse(r)));
+  for (const [column, value] of [["access_token", "''"], ["client_json", "'x'"], ["url", "''"], ["refresh_token", "''"]] as const) {
+    db.prepare(`UPDATE subs_credentials SET ${column} = ${value} WHERE id = 'c077'`).run();
+    assert.throws(
+      () => opened!.store.listCredentials(),
+      (error: unknown) => error instanceof SubsError && /'c077' is corrupt/.test(error.message) && /subs mcp login c077/.test(error.hint ?? ""),
+      column,
+    );
+    db.prepare(`UPDATE subs_credentials SET ${column} = ? WHERE id = 'c077'`).run(rows[77]![column]);
+  }
+  assert.deepEqual(opened!.store.listCredentials(), rows);
+  db.close();
   opened!.store.close();
 });
 

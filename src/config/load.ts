@@ -131,14 +131,31 @@ export function parseConfig(source: string, where: { path: string; cwd: string }
   };
 }
 
-function findSecretKeys(value: unknown, at: (string | number)[] = [], found: (string | number)[][] = []) {
-  if (Array.isArray(value)) value.forEach((v, n) => findSecretKeys(v, [...at, n], found));
-  else if (value !== null && typeof value === "object" && !(value instanceof Date)) {
-    for (const [key, v] of Object.entries(value)) {
-      if (Object.hasOwn(SECRET_KEYS, key)) found.push([...at, key]);
-      findSecretKeys(v, [...at, key], found);
+/** Paths of every secret key in the parsed file. One path is built per key found, none per node
+ *  visited: the walk touches every value of the file on every command (issue 6). */
+export function findSecretKeys(value: unknown): (string | number)[][] {
+  const found: (string | number)[][] = [];
+  const at: (string | number)[] = [];
+  const walk = (v: unknown) => {
+    if (v === null || typeof v !== "object" || v instanceof Date) return;
+    if (Array.isArray(v)) {
+      for (let n = 0; n < v.length; n++) {
+        at.push(n);
+        walk(v[n]);
+        at.pop();
+      }
+      return;
     }
-  }
+    const keys = Object.keys(v);
+    for (let n = 0; n < keys.length; n++) {
+      const key = keys[n]!;
+      at.push(key);
+      if (Object.hasOwn(SECRET_KEYS, key)) found.push([...at]);
+      walk((v as Record<string, unknown>)[key]);
+      at.pop();
+    }
+  };
+  walk(value);
   return found;
 }
 
@@ -206,7 +223,7 @@ function valueAt(value: unknown, keyPath: KeyPath): unknown {
 }
 
 /** `mcp = ["sentry"]` means `mcp = [{ id = "sentry" }]`; the schema sees only the long form. */
-function expandShorthands(raw: unknown): unknown {
+export function expandShorthands(raw: unknown): unknown {
   if (!isTable(raw) || !isTable(raw.agent)) return raw;
   const agent: Record<string, unknown> = {};
   for (const [name, a] of Object.entries(raw.agent)) {
@@ -221,7 +238,7 @@ const isTable = (v: unknown): v is Record<string, unknown> => v !== null && type
  * Rules between sections. Runs on the raw parsed file, defensively, so these errors are reported
  * in the same run as schema errors ("all reported at once").
  */
-function crossReferenceDiagnostics(raw: unknown, at: (keyPath: KeyPath, message: string, hint?: string) => Diagnostic): Diagnostic[] {
+export function crossReferenceDiagnostics(raw: unknown, at: (keyPath: KeyPath, message: string, hint?: string) => Diagnostic): Diagnostic[] {
   const out: Diagnostic[] = [];
   if (!isTable(raw)) return out;
   const mcp = isTable(raw.mcp) ? raw.mcp : {};

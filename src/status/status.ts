@@ -47,40 +47,48 @@ export function localStatuses(
   const agentsByConnection = new Map<string, string[]>();
   for (const agent of config.agents) {
     for (const entry of agent.mcp) {
-      const list = agentsByConnection.get(entry.id) ?? [];
-      list.push(agent.name);
-      agentsByConnection.set(entry.id, list);
+      const list = agentsByConnection.get(entry.id);
+      if (list) list.push(agent.name);
+      else agentsByConnection.set(entry.id, [agent.name]);
     }
   }
   return config.connections.map((connection) => {
-    const base = {
-      id: connection.id,
-      url: connection.url,
-      auth: authKind(connection),
-      agents: agentsByConnection.get(connection.id) ?? [],
-      issuer: null,
-      scopes: [],
-      expiresAt: null,
-      refreshable: false,
-      tokenEnv: null,
-      loggedInUrl: null,
-    };
+    const agents = agentsByConnection.get(connection.id) ?? [];
     if (connection.auth) {
       const set = Boolean(env[connection.auth.tokenEnv]);
-      return { ...base, tokenEnv: connection.auth.tokenEnv, status: set ? "env_set" : "env_unset", usable: set };
+      return statusOf(connection, agents, set ? "env_set" : "env_unset", set, undefined, connection.auth.tokenEnv);
     }
     const row = credentials.get(connection.id);
-    if (!row) return { ...base, status: "needs_login", usable: false };
-    const held = {
-      ...base,
-      issuer: row.issuer,
-      scopes: row.scopes ? row.scopes.split(" ") : [],
-      expiresAt: row.expires_at,
-      refreshable: row.refresh_token !== null,
-    };
-    if (row.url !== connection.url) return { ...held, status: "url_changed", usable: false, loggedInUrl: row.url };
+    if (!row) return statusOf(connection, agents, "needs_login", false, undefined, null);
+    if (row.url !== connection.url) return statusOf(connection, agents, "url_changed", false, row, null);
     const expired = row.expires_at !== null && row.expires_at <= now;
-    if (expired && row.refresh_token === null) return { ...held, status: "needs_login", usable: false };
-    return { ...held, status: "authorized", usable: true };
+    if (expired && row.refresh_token === null) return statusOf(connection, agents, "needs_login", false, row, null);
+    return statusOf(connection, agents, "authorized", true, row, null);
   });
+}
+
+/** One object literal per connection, every key in one order: `mcp list` builds one per declared
+ *  connection on every run, and spreading partial objects cost several copies each (issue 6). */
+function statusOf(
+  connection: ConnectionConfig,
+  agents: string[],
+  status: LocalStatus,
+  usable: boolean,
+  row: CredentialRow | undefined,
+  tokenEnv: string | null,
+): ConnectionStatus {
+  return {
+    id: connection.id,
+    url: connection.url,
+    auth: authKind(connection),
+    status,
+    usable,
+    issuer: row ? row.issuer : null,
+    scopes: row?.scopes ? row.scopes.split(" ") : [],
+    expiresAt: row ? row.expires_at : null,
+    refreshable: row ? row.refresh_token !== null : false,
+    tokenEnv,
+    loggedInUrl: row && status === "url_changed" ? row.url : null,
+    agents,
+  };
 }

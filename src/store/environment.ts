@@ -21,7 +21,7 @@ export async function openEnvironmentStore(
   config: Config,
   options: { create: boolean; purge?: boolean; reporter: Reporter },
 ): Promise<EnvironmentStore | undefined> {
-  const opened = await openStore({ dbPath: config.dbPath, create: options.create });
+  const opened = await openStore({ dbPath: config.dbPath, create: options.create, expectRows: config.connections.length });
   if (!opened) return undefined;
   if (opened.created) {
     const warning = unignoredDbWarning(config.dbPath);

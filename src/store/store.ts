@@ -11,6 +11,8 @@ export type OpenOptions = {
   dbPath: string;
   /** Create the db when it does not exist (commands that only read pass false). */
   create: boolean;
+  /** Rows the caller expects to list (the declared connections); a long list is validated by the compiled schema. */
+  expectRows?: number;
 };
 
 export type Opened = { store: Store; created: boolean };
@@ -29,7 +31,12 @@ export async function openStore(options: OpenOptions): Promise<Opened | undefine
     // files the database file's mode.
     closeSync(openSync(dbPath, "wx", 0o600));
   }
-  const { default: Database } = await import("better-sqlite3");
+  const [{ default: Database }] = await Promise.all([
+    import("better-sqlite3"),
+    (options.expectRows ?? 0) >= COMPILE_FROM_ROWS && !compiledCredentialRow
+      ? import("./compiled-row.ts").then((m) => (compiledCredentialRow = m.CompiledCredentialRowSchema))
+      : undefined,
+  ]);
   let db: BetterSqlite3.Database;
   try {
     db = new Database(dbPath, { timeout: BUSY_TIMEOUT_MS });
@@ -80,6 +87,15 @@ export function dbError(dbPath: string, error: unknown) {
   return failed(`${name}: ${message}`, { cause: error });
 }
 
+/**
+ * CredentialRowSchema compiled (compiled-row.ts), once a caller has said it expects a long list.
+ * In the bundled CLI, loading zod's compiler and compiling cost ~6 ms, what ~200 rows cost the
+ * regular way (~30 µs a row first-call, ~3 µs compiled; issue 6, scripts/bench-phases.ts), so
+ * shorter lists never load it.
+ */
+let compiledCredentialRow: typeof CredentialRowSchema | undefined;
+const COMPILE_FROM_ROWS = 200;
+
 export class Store {
   constructor(
     private readonly db: BetterSqlite3.Database,
@@ -94,8 +110,8 @@ export class Store {
     }
   }
 
-  private credential(row: unknown): CredentialRow {
-    const parsed = CredentialRowSchema.safeParse(row);
+  private credential(row: unknown, schema: typeof CredentialRowSchema = CredentialRowSchema): CredentialRow {
+    const parsed = schema.safeParse(row);
     if (!parsed.success) {
       const id = (row as { id?: unknown })?.id;
       throw failed(`${path.basename(this.path)}: the stored credential for ${typeof id === "string" ? `'${id}'` : "a connection"} is corrupt`, {
@@ -106,7 +122,9 @@ export class Store {
   }
 
   listCredentials(): CredentialRow[] {
-    return this.run(() => this.db.prepare("SELECT * FROM subs_credentials ORDER BY id").all()).map((row) => this.credential(row));
+    const rows = this.run(() => this.db.prepare("SELECT * FROM subs_credentials ORDER BY id").all());
+    const schema = compiledCredentialRow ?? CredentialRowSchema;
+    return rows.map((row) => this.credential(row, schema));
   }
 
   getCredential(id: string): CredentialRow | undefined {
