@@ -41,11 +41,17 @@ export function undeclaredCredentials(rows: readonly CredentialRow[], config: Co
 }
 
 function purgeUndeclared(store: Store, config: Config): { purged: CredentialRow[]; kept: CredentialRow[] } {
+  // Read first, without the write lock: almost always nothing is undeclared, and a listing then
+  // neither waits on another process's write nor pays for a transaction (issue 6). WAL gives the
+  // read a consistent snapshot.
+  const rows = store.listCredentials();
+  if (undeclaredCredentials(rows, config).length === 0) return { purged: [], kept: rows };
+  // Something to delete: decide again under the write lock, on what is there now.
   return store.exclusive(() => {
-    const rows = store.listCredentials();
-    const purged = undeclaredCredentials(rows, config);
+    const current = store.listCredentials();
+    const purged = undeclaredCredentials(current, config);
     store.deleteCredentials(purged.map((row) => row.id));
     const gone = new Set(purged.map((row) => row.id));
-    return { purged, kept: rows.filter((row) => !gone.has(row.id)) };
+    return { purged, kept: current.filter((row) => !gone.has(row.id)) };
   });
 }
