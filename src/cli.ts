@@ -3,7 +3,7 @@
 import { Command, CommanderError, Option } from "commander";
 import type { Context } from "./context.ts";
 import { ConfigError, SubsError, exitCodeFor, formatDiagnostic, usage } from "./errors.ts";
-import { styleFor } from "./output/style.ts";
+import { loadStyles, styleFor } from "./output/style.ts";
 import { VERSION } from "./version.ts";
 
 const examples = (lines: string[]) => `\nExamples:\n${lines.map((l) => `  $ ${l}`).join("\n")}\n`;
@@ -16,6 +16,7 @@ export async function run(argv: readonly string[], given: Context): Promise<numb
   let jsonRequested = false;
   // A copy, so --debug can wrap its fetch for this run only.
   const ctx: Context = { ...given };
+  if (ctx.color || ctx.stderrColor) await loadStyles();
   // A command that printed its whole result may still end non-zero (e.g. `agent tools` with a
   // connection unavailable); it reports that code here instead of throwing after its output.
   const program = buildProgram(

@@ -20,7 +20,7 @@ export type Context = {
    * (`{ ...ctx }`) does not build it.
    */
   stdin?: () => NodeJS.ReadableStream;
-  /** Colour for human output on stdout (false under NO_COLOR, when piped, or with --no-color). */
+  /** Colour for human output on stdout (false under NO_COLOR or when piped). */
   color: boolean;
   /** Colour for messages on stderr (decided by stderr's own terminal). */
   stderrColor: boolean;

@@ -6,7 +6,7 @@ import type { Context } from "../context.ts";
 import { failed, refused, SubsError } from "../errors.ts";
 import { writeJson } from "../output/json.ts";
 import { stderrReporter } from "../output/reporter.ts";
-import { styleFor } from "../output/style.ts";
+import { styleFor, type Style } from "../output/style.ts";
 import { DeploymentClient, DeploymentError } from "../remote/client.ts";
 import { executePlan, hasChanges, planRemote, readRemoteState, type PlanStep, type RemotePlan, type StepOutcome } from "../remote/plan.ts";
 
@@ -88,7 +88,7 @@ export async function applyRemote(ctx: Context, config: Config, options: ApplyRe
 
 const SIGN: Record<string, string> = { add: "+", change: "~", remove: "-", unchanged: "=" };
 
-function renderPlan(plan: RemotePlan, url: string, style: ReturnType<typeof styleFor>): string {
+function renderPlan(plan: RemotePlan, url: string, style: Style): string {
   const color = (action: string, s: string) =>
     action === "add" ? style.green(s) : action === "remove" ? style.red(s) : action === "change" ? style.yellow(s) : style.dim(s);
   const lines = [`Plan for ${url}:`];

@@ -4,7 +4,7 @@ import type { Config } from "../config/types.ts";
 import type { Context } from "../context.ts";
 import { writeJson } from "../output/json.ts";
 import { stderrReporter } from "../output/reporter.ts";
-import { styleFor } from "../output/style.ts";
+import { styleFor, type Style } from "../output/style.ts";
 import { renderTable } from "../output/table.ts";
 import { shortDuration } from "../output/time.ts";
 import { DeploymentClient } from "../remote/client.ts";
@@ -54,7 +54,7 @@ export async function mcpListRemote(ctx: Context, config: Config, options: McpLi
   if (drifted > 0) ctx.stderr.write(`${drifted} connection${drifted === 1 ? "" : "s"} differ${drifted === 1 ? "s" : ""} between ${config.displayPath} and the deployment: run \`subs apply\`.\n`);
 }
 
-function describe(e: RemoteListEntry, now: number, style: ReturnType<typeof styleFor>): string {
+function describe(e: RemoteListEntry, now: number, style: Style): string {
   const differs = e.drift === "differs" && e.status !== "url_changed" ? ` · ${e.differs.join(", ")} differ${e.differs.length === 1 ? "s" : ""} · subs apply` : "";
   switch (e.status) {
     case "authorized": {

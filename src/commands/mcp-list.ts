@@ -2,7 +2,7 @@ import { loadConfig } from "../config/load.ts";
 import type { Context } from "../context.ts";
 import { writeJson } from "../output/json.ts";
 import { stderrReporter } from "../output/reporter.ts";
-import { styleFor } from "../output/style.ts";
+import { styleFor, type Style } from "../output/style.ts";
 import { renderTable } from "../output/table.ts";
 import { isoOrNull, shortDuration } from "../output/time.ts";
 import { listLocalConnections } from "../status/list.ts";
@@ -64,7 +64,7 @@ export async function mcpListCommand(ctx: Context, options: McpListOptions): Pro
   ctx.stdout.write(renderTable(["ID", "URL", "AUTH", "STATUS", "AGENTS"], rows, { tty: ctx.stdoutIsTTY, style: style.bold }));
 }
 
-export function describeStatus(s: ConnectionStatus, now: number, style: ReturnType<typeof styleFor>): string {
+export function describeStatus(s: ConnectionStatus, now: number, style: Style): string {
   switch (s.status) {
     case "authorized": {
       if (s.expiresAt === null) return style.green("authorized");
