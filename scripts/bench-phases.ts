@@ -89,7 +89,6 @@ async function child(mode: string, dir: string, root: string): Promise<Timings> 
       stderr: { write: () => {} },
       stdoutIsTTY: false,
       stderrIsTTY: false,
-      stdinIsTTY: false,
       color: false,
       stderrColor: false,
       env: {},

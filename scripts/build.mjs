@@ -53,6 +53,22 @@ const betterSqliteAddon = {
   },
 };
 
+// commander requires node:child_process when it loads, for executable subcommands, which subs
+// does not have; loading it (with net and dgram behind it) was ~2 ms of every start-up. Give
+// commander a stand-in that loads the real module on first use.
+const lazyChildProcessForCommander = {
+  name: "lazy-child-process-for-commander",
+  setup(b) {
+    b.onResolve({ filter: /^node:child_process$/ }, (args) =>
+      args.importer.includes(`${"node_modules"}/commander/`) ? { path: "child_process", namespace: "lazy-child-process" } : undefined,
+    );
+    b.onLoad({ filter: /.*/, namespace: "lazy-child-process" }, () => ({
+      contents: 'let real; module.exports = new Proxy({}, { get: (_, key) => (real ??= require("node:child_process"))[key] });',
+      loader: "js",
+    }));
+  },
+};
+
 const root = fileURLToPath(new URL("..", import.meta.url));
 // Build beside dist/ and swap it in, so a CLI started meanwhile never sees half a build.
 const staging = `${root}/dist.staging-${process.pid}`;
@@ -75,7 +91,7 @@ await build({
   // so nothing readable is lost.
   minify: true,
   logLevel: "warning",
-  plugins: [noZodLocales, noChalkDetection, betterSqliteAddon],
+  plugins: [noZodLocales, noChalkDetection, betterSqliteAddon, lazyChildProcessForCommander],
 });
 // The first line names this exact build; bin/subs.cjs uses a code cache only when the
 // cache's trailer names the same build (V8 itself matches a cache to its source by length only).

@@ -25,9 +25,9 @@ async function warm(bundle) {
     );
     writeFileSync(path.join(broken, "substructure.toml"), '[mcp.Bad]\nurl = "http://example.com"\ntoken = "x"\n');
     const sink = { write: () => true };
-    const base = { ...processContext(new AbortController().signal), stdout: sink, stderr: sink, env: { WARM_TOKEN: "warm", HOME: dir } };
-    const plain = { ...base, stdoutIsTTY: false, stderrIsTTY: false, stdinIsTTY: false, color: false, stderrColor: false };
-    const terminal = { ...base, stdoutIsTTY: true, stderrIsTTY: true, stdinIsTTY: false, color: true, stderrColor: true, env: { ...base.env, CI: "1" } };
+    const base = { ...(await processContext(new AbortController().signal)), stdout: sink, stderr: sink, env: { WARM_TOKEN: "warm", HOME: dir } };
+    const plain = { ...base, stdoutIsTTY: false, stderrIsTTY: false, color: false, stderrColor: false };
+    const terminal = { ...base, stdoutIsTTY: true, stderrIsTTY: true, color: true, stderrColor: true, env: { ...base.env, CI: "1" } };
     const runs = [
       [plain, dir, ["mcp", "list", "--json"]],
       [plain, dir, ["apply", "--dry-run"]],

@@ -3,6 +3,7 @@
 import { Command, CommanderError, Option } from "commander";
 import type { Context } from "./context.ts";
 import { ConfigError, SubsError, exitCodeFor, formatDiagnostic, usage } from "./errors.ts";
+import { animates, loadSpinner } from "./output/progress.ts";
 import { loadStyles, styleFor } from "./output/style.ts";
 import { VERSION } from "./version.ts";
 
@@ -17,6 +18,7 @@ export async function run(argv: readonly string[], given: Context): Promise<numb
   // A copy, so --debug can wrap its fetch for this run only.
   const ctx: Context = { ...given };
   if (ctx.color || ctx.stderrColor) await loadStyles();
+  if (animates(ctx)) await loadSpinner();
   // A command that printed its whole result may still end non-zero (e.g. `agent tools` with a
   // connection unavailable); it reports that code here instead of throwing after its output.
   const program = buildProgram(

@@ -1,7 +1,7 @@
 // One object carries every outside effect a command may use. The CLI builds it from the real
 // process (processContext); tests build their own (DEVELOPERS.md, "How the code should look" 2).
 
-import { isatty } from "node:tty";
+import { fstatSync } from "node:fs";
 
 export type Output = { write(chunk: string): unknown };
 
@@ -12,14 +12,13 @@ export type Context = {
   stdoutIsTTY: boolean;
   /** stderr is a terminal: progress may animate. */
   stderrIsTTY: boolean;
-  /** stdin is a terminal: we may ask (e.g. paste the redirect URL under --no-browser). */
-  stdinIsTTY: boolean;
   /**
-   * stdin, built on first call: process.stdin constructs a stream (a few ms), and only a pasted
-   * redirect URL ever reads it (issue 6). A function, not a getter, so copying the context
-   * (`{ ...ctx }`) does not build it.
+   * stdin when it is a terminal a person can paste into (the redirected URL under --no-browser),
+   * else undefined. Asked only by the one command that can use it: checking for a terminal loads
+   * node:tty and building process.stdin a stream, a few ms no other command needs (issue 6). A
+   * function, not a getter, so copying the context (`{ ...ctx }`) does not build it.
    */
-  stdin?: () => NodeJS.ReadableStream;
+  terminalStdin?: () => Promise<NodeJS.ReadableStream | undefined>;
   /** Colour for human output on stdout (false under NO_COLOR or when piped). */
   color: boolean;
   /** Colour for messages on stderr (decided by stderr's own terminal). */
@@ -62,19 +61,45 @@ export async function defaultOpenBrowser(env: Context["env"], url: string): Prom
   await open(url, { wait: false });
 }
 
-export function processContext(signal: AbortSignal): Context {
+/**
+ * Whether `fd` is a terminal, without loading node:tty (and node:net behind it, ~1.5 ms) for a
+ * pipe or a file: only a character device can be a terminal (issue 6).
+ */
+async function isTerminal(fd: number): Promise<boolean> {
+  try {
+    if (!fstatSync(fd).isCharacterDevice()) return false;
+  } catch {
+    return false;
+  }
+  const { isatty } = await import("node:tty");
+  return isatty(fd);
+}
+
+/**
+ * The context of the real process. `prepare` is called on each of stdout and stderr as it is
+ * built (main.ts makes EPIPE quiet there).
+ */
+export async function processContext(signal: AbortSignal, prepare: (stream: NodeJS.WriteStream) => void = () => {}): Promise<Context> {
   const env = process.env;
+  const stdout = process.stdout;
+  prepare(stdout);
+  // stderr is built on first write when it is not a terminal: a piped stderr is a socket stream
+  // (node:net and the stream machinery, ~1.5 ms), and `subs mcp list --json | jq` in a script
+  // usually writes nothing there (issue 6). On a terminal the spinner needs the real stream.
+  const stderrIsTTY = await isTerminal(2);
+  let built: NodeJS.WriteStream | undefined;
+  const stderr = () => {
+    if (!built) prepare((built = process.stderr));
+    return built;
+  };
   return {
-    stdout: process.stdout,
-    stderr: process.stderr,
-    stdoutIsTTY: Boolean(process.stdout.isTTY),
-    stderrIsTTY: Boolean(process.stderr.isTTY),
-    // isatty(0), not process.stdin.isTTY: touching process.stdin builds a stream (a few ms of every
-    // start-up), and only a pasted redirect URL ever reads it (issue 6).
-    stdinIsTTY: isatty(0),
-    stdin: () => process.stdin,
-    color: colorWanted(env, Boolean(process.stdout.isTTY)),
-    stderrColor: colorWanted(env, Boolean(process.stderr.isTTY)),
+    stdout,
+    stderr: stderrIsTTY ? stderr() : { write: (chunk: string) => stderr().write(chunk) },
+    stdoutIsTTY: Boolean(stdout.isTTY),
+    stderrIsTTY,
+    terminalStdin: async () => ((await isTerminal(0)) ? process.stdin : undefined),
+    color: colorWanted(env, Boolean(stdout.isTTY)),
+    stderrColor: colorWanted(env, stderrIsTTY),
     env,
     cwd: process.cwd(),
     now: () => Date.now(),

@@ -6,18 +6,17 @@ import { run } from "./cli.ts";
 
 export async function main(argv: readonly string[]): Promise<never> {
   // `subs … | head` closes the pipe early: that is the reader's choice, not an error to report.
-  for (const stream of [process.stdout, process.stderr]) {
+  const quietOnEpipe = (stream: NodeJS.WriteStream) =>
     stream.on("error", (error: NodeJS.ErrnoException) => {
       if (error.code === "EPIPE") process.exit(process.exitCode ?? 0);
       throw error;
     });
-  }
   const controller = new AbortController();
   process.once("SIGINT", () => {
     controller.abort();
     process.once("SIGINT", () => process.exit(130));
   });
-  const code = await run(argv, processContext(controller.signal));
+  const code = await run(argv, await processContext(controller.signal, quietOnEpipe));
   // The command is done: best-effort work it gave up on (a capped revocation, a DNS lookup) must
   // not hold the process open. stdout and stderr are written synchronously to pipes and files on
   // Linux, so nothing printed is lost.

@@ -4,7 +4,7 @@ import { spawnSync } from "node:child_process";
 import { PassThrough } from "node:stream";
 import { fileURLToPath } from "node:url";
 import { test } from "node:test";
-import { startProgress } from "../src/output/progress.ts";
+import { loadSpinner, startProgress } from "../src/output/progress.ts";
 
 function capture(isTTY: boolean) {
   const stream = Object.assign(new PassThrough(), { isTTY, columns: 80, cursorTo() {}, clearLine() {}, moveCursor() {} });
@@ -50,6 +50,7 @@ test("TERM=dumb or CI on a terminal: plain lines, as the spinner library would a
 
 test("a wait inside another (step-up consent while fetching tools) shares one spinner line", async () => {
   const { stderrReporter } = await import("../src/output/reporter.ts");
+  await loadSpinner();
   const out = capture(true);
   const ctx = { stderr: out.stream, stderrIsTTY: true, stderrColor: false, env: {}, now: () => 0 } as unknown as Parameters<typeof stderrReporter>[0];
   const reporter = stderrReporter(ctx);

@@ -17,7 +17,7 @@ import { oauthProblem } from "./errors.ts";
 import { pastedResponse, startLoopback, type ResponseCheck } from "./loopback.ts";
 import { authFetch } from "../http/guarded-fetch.ts";
 
-export type LoginContext = Pick<Context, "env" | "fetch" | "now" | "openBrowser" | "signal" | "stdin" | "stdinIsTTY">;
+export type LoginContext = Pick<Context, "env" | "fetch" | "now" | "openBrowser" | "signal" | "terminalStdin">;
 
 export type LoginOptions = {
   ctx: LoginContext;
@@ -129,6 +129,7 @@ async function loginFlow(options: LoginOptions): Promise<LoginResult> {
     const fromLoopback = loopback.response(check);
     fromLoopback.catch(() => {});
     const url = authorizationUrl.href;
+    let pasteFrom: NodeJS.ReadableStream | undefined;
     if (options.openBrowser) {
       reporter.info(`Opening the browser to authorize ${connection.id} at ${new URL(url).origin} …`);
       reporter.info(`If it does not open, visit:\n  ${url}`);
@@ -139,16 +140,17 @@ async function loginFlow(options: LoginOptions): Promise<LoginResult> {
       }
     } else {
       reporter.info(`Open this URL in a browser to authorize ${connection.id}:\n  ${url}`);
-      if (ctx.stdinIsTTY && ctx.stdin) reporter.info("If the browser cannot reach this machine, paste the address it was redirected to here and press Enter.");
+      pasteFrom = await ctx.terminalStdin?.();
+      if (pasteFrom) reporter.info("If the browser cannot reach this machine, paste the address it was redirected to here and press Enter.");
     }
     // The URL stays on its own line above; the spinner (a terminal only) shows the elapsed time.
     // Not while the person may paste a URL on this terminal: redrawing would garble their input.
-    const pasting = !options.openBrowser && ctx.stdinIsTTY && ctx.stdin !== undefined;
+    const pasting = pasteFrom !== undefined;
     const waitingText = `Waiting for consent for ${connection.id} (Ctrl-C to cancel, times out in ${Math.round(options.timeoutMs / 1000)}s)`;
     const waiting = pasting ? (reporter.info(`${waitingText} …`), silentProgress) : reporter.progress(waitingText);
     let params: URLSearchParams;
     try {
-      params = await waitForResponse({ ctx, check, loopback: fromLoopback, timeoutMs: options.timeoutMs, paste: !options.openBrowser });
+      params = await waitForResponse({ ctx, check, loopback: fromLoopback, timeoutMs: options.timeoutMs, pasteFrom });
     } catch (error) {
       waiting.fail(ctx.signal.aborted ? `Stopped waiting for consent for ${connection.id}` : `No consent for ${connection.id}`);
       throw error;
@@ -215,12 +217,13 @@ async function waitForResponse(options: {
   check: ResponseCheck;
   loopback: Promise<URLSearchParams>;
   timeoutMs: number;
-  paste: boolean;
+  /** A terminal the person may paste the redirected URL into (--no-browser). */
+  pasteFrom: NodeJS.ReadableStream | undefined;
 }): Promise<URLSearchParams> {
   const { ctx } = options;
   const stop = new AbortController();
   const waits: Promise<URLSearchParams>[] = [options.loopback];
-  if (options.paste && ctx.stdinIsTTY && ctx.stdin) waits.push(pastedResponse(ctx.stdin(), options.check, stop.signal));
+  if (options.pasteFrom) waits.push(pastedResponse(options.pasteFrom, options.check, stop.signal));
   // The losers of the race may still settle; their outcome is deliberately ignored.
   for (const wait of waits) wait.catch(() => {});
   let timer: NodeJS.Timeout | undefined;

@@ -1,16 +1,32 @@
 // Progress on stderr (issue 8): a spinner with the elapsed time on a terminal; plain lines when
 // stderr is piped or in CI, so logs stay readable and carry no control characters.
-import yoctoSpinner from "yocto-spinner";
 import type { Context } from "../context.ts";
 import type { Progress } from "../report.ts";
 import { shortDuration } from "./time.ts";
 
+type SpinnerFactory = typeof import("yocto-spinner").default;
+let yoctoSpinner: SpinnerFactory | undefined;
+
+/**
+ * Whether progress animates: the same test yocto-spinner makes from process.env (a TTY, TERM not
+ * "dumb", no CI). Deciding it here from ctx keeps the two in step, so a spinner we start always
+ * animates.
+ */
+export function animates(ctx: Pick<Context, "stderrIsTTY" | "env">): boolean {
+  return ctx.stderrIsTTY && ctx.env.TERM !== "dumb" && !("CI" in ctx.env);
+}
+
+/**
+ * Loads yocto-spinner; run() awaits it before any command when progress animates. It loads
+ * node:tty and node:net with it, ~1.5 ms that a piped run, which never animates, skips (issue 6).
+ */
+export async function loadSpinner(): Promise<void> {
+  yoctoSpinner ??= (await import("yocto-spinner")).default;
+}
+
 export function startProgress(ctx: Pick<Context, "stderr" | "stderrIsTTY" | "stderrColor" | "env" | "now">, text: string): Progress {
   const started = ctx.now();
-  // The same test yocto-spinner makes from process.env (a TTY, TERM not "dumb", no CI): deciding
-  // it here from ctx keeps the two in step, so a spinner we start always animates.
-  const animate = ctx.stderrIsTTY && ctx.env.TERM !== "dumb" && !("CI" in ctx.env);
-  if (!animate) {
+  if (!animates(ctx)) {
     ctx.stderr.write(`${text}\n`);
     return {
       update: () => {},
@@ -18,6 +34,7 @@ export function startProgress(ctx: Pick<Context, "stderr" | "stderrIsTTY" | "std
       fail: (final) => ctx.stderr.write(`${final}\n`),
     };
   }
+  if (!yoctoSpinner) throw new Error("startProgress on a terminal before loadSpinner()");
   let current = text;
   const label = () => `${current} ${shortDuration(ctx.now() - started)}`;
   // handleSignals: false — Ctrl-C belongs to the command, which closes what it opened first.

@@ -1,17 +1,17 @@
 import type { Context } from "../context.ts";
 import type { Progress, Reporter } from "../report.ts";
-import { startProgress } from "./progress.ts";
+import { animates, startProgress } from "./progress.ts";
 import { styleFor } from "./style.ts";
 
 /** Writes the core's notices to stderr; stdout stays data only. */
 export function stderrReporter(ctx: Context): Reporter {
   const style = styleFor(ctx.stderrColor);
-  const animates = ctx.stderrIsTTY && !ctx.env.CI;
+  const animated = animates(ctx);
   // One spinner at a time: a wait inside another (a step-up consent while tools are fetched) is
   // shown on the outer spinner's line, and its end as a plain line above it.
   let active: { progress: Progress; text: string } | undefined;
   const progress = (text: string): Progress => {
-    const outer = animates ? active : undefined;
+    const outer = animated ? active : undefined;
     if (outer) {
       outer.progress.update(text);
       const end = (final: string) => {

@@ -1,6 +1,5 @@
 import type { Config } from "../config/types.ts";
 import type { Reporter } from "../report.ts";
-import { unignoredDbWarning } from "./gitignore.ts";
 import type { CredentialRow } from "./schema.ts";
 import { openStore, type Store } from "./store.ts";
 
@@ -24,6 +23,9 @@ export async function openEnvironmentStore(
   const opened = await openStore({ dbPath: config.dbPath, create: options.create, expectRows: config.connections.length });
   if (!opened) return undefined;
   if (opened.created) {
+    // Loaded only here: node:child_process (with net and dgram behind it) is a few ms of start-up
+    // that a command opening an existing db never needs (issue 6).
+    const { unignoredDbWarning } = await import("./gitignore.ts");
     const warning = unignoredDbWarning(config.dbPath);
     if (warning) options.reporter.warn(warning);
   }

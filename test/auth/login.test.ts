@@ -216,7 +216,7 @@ test("login: --no-browser prints the URL and accepts the redirected URL pasted o
   try {
     const stdin = new PassThrough();
     const opened: string[] = [];
-    const t = testContext({ cwd: env.dir, env: {}, stdinIsTTY: true, stdin: () => stdin, openBrowser: async (url) => void opened.push(url) });
+    const t = testContext({ cwd: env.dir, env: {}, terminalStdin: async () => stdin, openBrowser: async (url) => void opened.push(url) });
     const running = run(["mcp", "login", "demo", "--no-browser"], t.ctx);
     let url: string | undefined;
     while (!(url = /(http:\/\/\S+\/authorize\?\S+)/.exec(t.stderr())?.[1])) await new Promise((r) => setTimeout(r, 10));

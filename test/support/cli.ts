@@ -25,7 +25,6 @@ export function testContext(options: TestContextOptions) {
     stderr: { write: (s: string) => (stderr += s) },
     stdoutIsTTY: false,
     stderrIsTTY: false,
-    stdinIsTTY: false,
     color: false,
     stderrColor: false,
     env: {},
