@@ -11,7 +11,7 @@
 // Modes (one child each): `split` times the steps of parseConfig and of the list one by one;
 // `whole` times loadConfig, listLocalConnections and the JSON as the command calls them;
 // `command` times mcpListCommand as one call. Every mode first times loading the compiled row
-// schema (store.ts loads it for lists of 200 rows or more); under tsx that includes tsx's
+// schema (store.ts loads it for lists of 50 rows or more); under tsx that includes tsx's
 // transform of the file, so read the bundled CLI's figures (BENCH_CLI) for what it costs there.
 import { spawnSync } from "node:child_process";
 import { existsSync, mkdtempSync, readFileSync, symlinkSync, writeFileSync } from "node:fs";
@@ -101,27 +101,13 @@ async function child(mode: string, dir: string, root: string): Promise<Timings> 
   return t;
 }
 
-const median = (xs: number[]) => {
-  const s = [...xs].sort((a, b) => a - b);
-  return s.length % 2 ? s[(s.length - 1) / 2]! : (s[s.length / 2 - 1]! + s[s.length / 2]!) / 2;
-};
 
 async function main() {
   const runs = Number(process.env.BENCH_RUNS ?? 9);
-  const { seedCredentials } = await import("../test/support/credentials.ts");
+  // Imported here, not at the top: a child must load nothing of src/ before it starts timing.
+  const { benchEnvironment, median } = await import("./bench-fixture.ts");
   const dirs: Record<number, string> = {};
-  for (const n of SIZES) {
-    const dir = mkdtempSync(path.join(tmpdir(), `subs-phases-${n}-`));
-    const lines: string[] = [];
-    for (let i = 0; i < n; i++) lines.push(`[mcp.c${i}]\nurl = "https://s${i}.example.com/mcp"\n`);
-    lines.push(`[agent.all]\nmcp = [${Array.from({ length: Math.min(n, 50) }, (_, i) => `"c${i}"`).join(", ")}]\n`);
-    writeFileSync(path.join(dir, "substructure.toml"), lines.join("\n"));
-    await seedCredentials(
-      path.join(dir, "substructure.db"),
-      Array.from({ length: n }, (_, i) => ({ id: `c${i}`, url: `https://s${i}.example.com/mcp` })),
-    );
-    dirs[n] = dir;
-  }
+  for (const n of SIZES) dirs[n] = await benchEnvironment(n, "subs-phases");
   // BENCH_COMPARE=<commit>: the same children on that commit's src/, interleaved with this tree's,
   // so that load on the machine affects both alike.
   const trees: Array<[label: string, root: string]> = [["this tree", REPO]];

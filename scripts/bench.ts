@@ -5,14 +5,10 @@ import { mkdirSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { ensureBuilt, BIN, REPO } from "../test/support/cli.ts";
-import { seedCredentials } from "../test/support/credentials.ts";
+import { benchEnvironment, median } from "./bench-fixture.ts";
 import { annotatedTool, startMcpServer } from "../test/support/mcp-server.ts";
 
 const RUNS = Number(process.env.BENCH_RUNS ?? 15);
-const median = (xs: number[]) => {
-  const s = [...xs].sort((a, b) => a - b);
-  return s.length % 2 ? s[(s.length - 1) / 2]! : (s[s.length / 2 - 1]! + s[s.length / 2]!) / 2;
-};
 
 function timeOnce(argv: string[], cwd: string): number {
   const start = process.hrtime.bigint();
@@ -30,18 +26,6 @@ function measure(cases: Record<string, { argv: string[]; cwd: string }>): Record
   return Object.fromEntries(Object.entries(times).map(([k, v]) => [k, median(v)]));
 }
 
-async function environment(connections: number): Promise<string> {
-  const dir = mkdtempSync(path.join(tmpdir(), `subs-bench-${connections}-`));
-  const lines: string[] = [];
-  for (let i = 0; i < connections; i++) lines.push(`[mcp.c${i}]\nurl = "https://s${i}.example.com/mcp"\n`);
-  lines.push(`[agent.all]\nmcp = [${Array.from({ length: Math.min(connections, 50) }, (_, i) => `"c${i}"`).join(", ")}]\n`);
-  writeFileSync(path.join(dir, "substructure.toml"), lines.join("\n"));
-  await seedCredentials(
-    path.join(dir, "substructure.db"),
-    Array.from({ length: connections }, (_, i) => ({ id: `c${i}`, url: `https://s${i}.example.com/mcp` })),
-  );
-  return dir;
-}
 
 function peakRssKiB(argv: string[], cwd: string): number {
   const file = path.join(cwd, "rss.txt");
@@ -82,9 +66,9 @@ async function agentToolsWall(servers: number, delayMs: number): Promise<{ one: 
 }
 
 ensureBuilt();
-const env10 = await environment(10);
-const env200 = await environment(200);
-const env1000 = await environment(1000);
+const env10 = await benchEnvironment(10, "subs-bench");
+const env200 = await benchEnvironment(200, "subs-bench");
+const env1000 = await benchEnvironment(1000, "subs-bench");
 const floor = "node -e 0";
 const ms = measure({
   [floor]: { argv: ["-e", "0"], cwd: env10 },
