@@ -10,7 +10,7 @@ const { loadBundle, writeCodeCache } = require("../bin/subs.cjs");
 
 async function warm(bundle) {
   const loaded = loadBundle(bundle, { useCache: false });
-  const { runWith, processContext } = loaded.exports;
+  const { run, processContext } = loaded.exports;
   const dir = mkdtempSync(path.join(tmpdir(), "subs-warm-"));
   const broken = mkdtempSync(path.join(tmpdir(), "subs-warm-broken-"));
   try {
@@ -43,7 +43,7 @@ async function warm(bundle) {
       [terminal, broken, ["mcp", "list"]],
       [plain, broken, ["apply", "--json"]],
     ];
-    for (const [ctx, cwd, argv] of runs) await runWith(argv, { ...ctx, cwd });
+    for (const [ctx, cwd, argv] of runs) await run(argv, { ...ctx, cwd });
   } finally {
     rmSync(dir, { recursive: true, force: true });
     rmSync(broken, { recursive: true, force: true });

@@ -1,7 +1,7 @@
 // The process entry, bundled into dist/subs.cjs and started by bin/subs.cjs: builds the real
 // context, runs, and owns the exit. Ctrl-C aborts the context's signal so a command can close its
 // listener and leave nothing half-written; a second Ctrl-C exits at once.
-import { processContext, type Context } from "./context.ts";
+import { processContext } from "./context.ts";
 import { run } from "./cli.ts";
 
 export async function main(argv: readonly string[]): Promise<never> {
@@ -23,11 +23,6 @@ export async function main(argv: readonly string[]): Promise<never> {
   process.exit(code);
 }
 
-/**
- * For scripts/warm-code-cache.cjs: runs commands in-process with a given context, so the V8 code
- * cache written at build time holds the functions real commands compile (issue 6).
- */
-export function runWith(argv: readonly string[], ctx: Context): Promise<number> {
-  return run(argv, ctx);
-}
-export { processContext };
+// scripts/warm-code-cache.cjs runs commands in-process with these, so the V8 code cache written
+// at build time holds the functions real commands compile (issue 6).
+export { processContext, run };
