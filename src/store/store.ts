@@ -25,11 +25,18 @@ export async function openStore(options: OpenOptions): Promise<Opened | undefine
   const { dbPath } = options;
   const exists = existsSync(dbPath);
   if (!exists && !options.create) return undefined;
+  let created = false;
   if (!exists) {
     mkdirSync(path.dirname(dbPath), { recursive: true, mode: 0o700 });
     // Create the file ourselves so it is 0600 from its first byte; SQLite gives its -wal and -shm
     // files the database file's mode.
-    closeSync(openSync(dbPath, "wx", 0o600));
+    try {
+      closeSync(openSync(dbPath, "wx", 0o600));
+      created = true;
+    } catch (error) {
+      // Another subs process created it since existsSync (8 logins at once, issue 7): use theirs.
+      if ((error as NodeJS.ErrnoException).code !== "EEXIST") throw dbError(dbPath, error);
+    }
   }
   const [{ default: Database }] = await Promise.all([
     import("better-sqlite3"),
@@ -45,7 +52,7 @@ export async function openStore(options: OpenOptions): Promise<Opened | undefine
   } catch (error) {
     throw dbError(dbPath, error);
   }
-  return { store: new Store(db, dbPath), created: !exists };
+  return { store: new Store(db, dbPath), created };
 }
 
 function migrate(db: BetterSqlite3.Database) {
