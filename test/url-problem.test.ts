@@ -2,22 +2,8 @@
 // ones the rules give when spelled out with `new URL`, for tricky values and random ones alike.
 import assert from "node:assert/strict";
 import { test } from "node:test";
-import { isLoopbackHost, urlProblem } from "../src/config/schema.ts";
+import { parsedUrlProblem as reference, urlProblem } from "../src/config/schema.ts";
 
-/** The rules of schema.ts, always through `new URL`. */
-function reference(value: string, httpsOnly: boolean): string | undefined {
-  let url: URL;
-  try {
-    url = new URL(value);
-  } catch {
-    return "is not a valid URL";
-  }
-  if (url.protocol !== "https:" && url.protocol !== "http:") return "must be an http(s) URL";
-  if (url.username || url.password) return "must not carry credentials (user:password@); name them with an *_env key";
-  if (url.protocol === "http:" && (httpsOnly || !isLoopbackHost(url.hostname)))
-    return httpsOnly ? "must use https" : "must use https (plain http is allowed only to 127.0.0.1, [::1] or localhost)";
-  return undefined;
-}
 
 const TRICKY = [
   "https://mcp.sentry.dev/mcp",

@@ -47,6 +47,11 @@ export function urlProblem(value: string, { httpsOnly = false } = {}): string | 
   // command: URL.canParse answers it at a third of the cost of building a URL (issue 6). When it
   // parses, such a value is https without credentials, so it passes every rule below.
   if (PLAIN_HTTPS.test(value) && URL.canParse(value)) return undefined;
+  return parsedUrlProblem(value, httpsOnly);
+}
+
+/** The rules of urlProblem, always through `new URL` (test/url-problem.test.ts holds the fast path to them). */
+export function parsedUrlProblem(value: string, httpsOnly: boolean): string | undefined {
   let url: URL;
   try {
     url = new URL(value);
