@@ -69,7 +69,7 @@ export async function run(argv: readonly string[], given: Context): Promise<numb
 
 type ProgramHooks = { setJson: (json: boolean) => void; setExitCode: (code: number) => void };
 
-/** Every command, by path; test/cli.test.ts checks it against the tree buildProgram builds. */
+/** Every command, by path; test/comfort.test.ts checks it against the tree buildProgram builds. */
 export const COMMAND_TREE: Readonly<Record<string, readonly string[]>> = {
   mcp: ["list", "login", "tools", "call"],
   apply: [],

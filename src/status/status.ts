@@ -54,40 +54,30 @@ export function localStatuses(
   }
   return config.connections.map((connection) => {
     const agents = agentsByConnection.get(connection.id) ?? [];
-    if (connection.auth) {
-      const set = Boolean(env[connection.auth.tokenEnv]);
-      return statusOf(connection, agents, set ? "env_set" : "env_unset", set, undefined, connection.auth.tokenEnv);
-    }
+    if (connection.auth) return statusOf(connection, agents, env[connection.auth.tokenEnv] ? "env_set" : "env_unset");
     const row = credentials.get(connection.id);
-    if (!row) return statusOf(connection, agents, "needs_login", false, undefined, null);
-    if (row.url !== connection.url) return statusOf(connection, agents, "url_changed", false, row, null);
+    if (!row) return statusOf(connection, agents, "needs_login");
+    if (row.url !== connection.url) return statusOf(connection, agents, "url_changed", row);
     const expired = row.expires_at !== null && row.expires_at <= now;
-    if (expired && row.refresh_token === null) return statusOf(connection, agents, "needs_login", false, row, null);
-    return statusOf(connection, agents, "authorized", true, row, null);
+    if (expired && row.refresh_token === null) return statusOf(connection, agents, "needs_login", row);
+    return statusOf(connection, agents, "authorized", row);
   });
 }
 
 /** One object literal per connection, every key in one order: `mcp list` builds one per declared
  *  connection on every run, and spreading partial objects cost several copies each (issue 6). */
-function statusOf(
-  connection: ConnectionConfig,
-  agents: string[],
-  status: LocalStatus,
-  usable: boolean,
-  row: CredentialRow | undefined,
-  tokenEnv: string | null,
-): ConnectionStatus {
+function statusOf(connection: ConnectionConfig, agents: string[], status: LocalStatus, row?: CredentialRow): ConnectionStatus {
   return {
     id: connection.id,
     url: connection.url,
     auth: authKind(connection),
     status,
-    usable,
+    usable: status === "authorized" || status === "env_set",
     issuer: row ? row.issuer : null,
     scopes: row?.scopes ? row.scopes.split(" ") : [],
     expiresAt: row ? row.expires_at : null,
     refreshable: row ? row.refresh_token !== null : false,
-    tokenEnv,
+    tokenEnv: connection.auth ? connection.auth.tokenEnv : null,
     loggedInUrl: row && status === "url_changed" ? row.url : null,
     agents,
   };
