@@ -10,64 +10,54 @@ import { readFileSync, renameSync, rmSync, writeFileSync } from "node:fs";
 import { createRequire } from "node:module";
 import { fileURLToPath } from "node:url";
 
-// zod re-exports all of its ~60 locales as a namespace (`z.locales`) from core, mini and classic.
-// subs never uses that namespace (classic registers English itself, and our messages are our
-// own), but once classic zod is in the bundle (the MCP SDK uses it) the whole namespace becomes
-// shared code that every command would load at start-up. Resolve it to an empty module.
-const noZodLocales = {
-  name: "no-zod-locales",
+/**
+ * Replaces a module some package imports with `contents`: `filter` matches the import specifier,
+ * `importer` (a package name) limits it to imports made by that package's files.
+ */
+const substitute = ({ name, filter, importer, contents }) => ({
+  name,
   setup(b) {
-    b.onResolve({ filter: /^\.\.\/locales\/index\.js$/ }, (args) =>
-      args.importer.includes(`${"node_modules"}/zod/`) ? { path: "zod-locales", namespace: "empty" } : undefined,
+    b.onResolve({ filter }, (args) =>
+      importer === undefined || args.importer.includes(`${"node_modules"}/${importer}/`) ? { path: name, namespace: name } : undefined,
     );
-    b.onLoad({ filter: /.*/, namespace: "empty" }, () => ({ contents: "export {};", loader: "js" }));
+    b.onLoad({ filter: /.*/, namespace: name }, () => ({ contents, loader: "js" }));
   },
-};
+});
 
-// chalk detects colour support itself (os, tty, env) at import; subs always sets the level from
-// its Context (NO_COLOR, TTY, --no-color), so that detection is dead weight on every start-up.
-const noChalkDetection = {
-  name: "no-chalk-detection",
-  setup(b) {
-    b.onResolve({ filter: /^#supports-color$/ }, () => ({ path: "supports-color", namespace: "empty-supports-color" }));
-    b.onLoad({ filter: /.*/, namespace: "empty-supports-color" }, () => ({
-      contents: "export function createSupportsColor() { return false; }\nexport default { stdout: false, stderr: false };",
-      loader: "js",
-    }));
-  },
-};
-
-// better-sqlite3's JavaScript is bundled (so it is in the code cache: loading its ten files from
-// node_modules cost 4-9 ms of every command that opens the db); its native addon cannot be. The
-// package finds the addon with \`bindings\`, which probes a dozen paths and parses a stack trace on
-// every start-up; the addon is always at build/Release (prebuild-install and node-gyp both put it
-// there), so ask for it there directly.
-const betterSqliteAddon = {
-  name: "better-sqlite3-addon",
-  setup(b) {
-    b.onResolve({ filter: /^bindings$/ }, (args) => (args.importer.includes(`${"node_modules"}/better-sqlite3/`) ? { path: "bindings", namespace: "better-sqlite3-addon" } : undefined));
-    b.onLoad({ filter: /.*/, namespace: "better-sqlite3-addon" }, () => ({
-      contents: 'module.exports = (name) => require("better-sqlite3/build/Release/" + name);',
-      loader: "js",
-    }));
-  },
-};
-
-// commander requires node:child_process when it loads, for executable subcommands, which subs
-// does not have; loading it (with net and dgram behind it) was ~2 ms of every start-up. Give
-// commander a stand-in that loads the real module on first use.
-const lazyChildProcessForCommander = {
-  name: "lazy-child-process-for-commander",
-  setup(b) {
-    b.onResolve({ filter: /^node:child_process$/ }, (args) =>
-      args.importer.includes(`${"node_modules"}/commander/`) ? { path: "child_process", namespace: "lazy-child-process" } : undefined,
-    );
-    b.onLoad({ filter: /.*/, namespace: "lazy-child-process" }, () => ({
-      contents: 'let real; module.exports = new Proxy({}, { get: (_, key) => (real ??= require("node:child_process"))[key] });',
-      loader: "js",
-    }));
-  },
-};
+const plugins = [
+  // zod re-exports all of its ~60 locales as a namespace (`z.locales`) from core, mini and classic.
+  // subs never uses that namespace (classic registers English itself, and our messages are our
+  // own), but once classic zod is in the bundle (the MCP SDK uses it) the whole namespace becomes
+  // shared code that every command would load at start-up. Resolve it to an empty module.
+  substitute({ name: "no-zod-locales", filter: /^\.\.\/locales\/index\.js$/, importer: "zod", contents: "export {};" }),
+  // chalk detects colour support itself (os, tty, env) at import; subs always sets the level from
+  // its Context (NO_COLOR, FORCE_COLOR, a terminal), so that detection is dead weight.
+  substitute({
+    name: "no-chalk-detection",
+    filter: /^#supports-color$/,
+    contents: "export function createSupportsColor() { return false; }\nexport default { stdout: false, stderr: false };",
+  }),
+  // better-sqlite3's JavaScript is bundled (so it is in the code cache: loading its ten files from
+  // node_modules cost 4-9 ms of every command that opens the db); its native addon cannot be. The
+  // package finds the addon with `bindings`, which probes a dozen paths and parses a stack trace on
+  // every start-up; the addon is always at build/Release (prebuild-install and node-gyp both put it
+  // there), so ask for it there directly.
+  substitute({
+    name: "better-sqlite3-addon",
+    filter: /^bindings$/,
+    importer: "better-sqlite3",
+    contents: 'module.exports = (name) => require("better-sqlite3/build/Release/" + name);',
+  }),
+  // commander requires node:child_process when it loads, for executable subcommands, which subs
+  // does not have; loading it (with net and dgram behind it) was ~2 ms of every start-up. Give
+  // commander a stand-in that loads the real module on first use.
+  substitute({
+    name: "lazy-child-process-for-commander",
+    filter: /^node:child_process$/,
+    importer: "commander",
+    contents: 'let real; module.exports = new Proxy({}, { get: (_, key) => (real ??= require("node:child_process"))[key] });',
+  }),
+];
 
 const root = fileURLToPath(new URL("..", import.meta.url));
 // Build beside dist/ and swap it in, so a CLI started meanwhile never sees half a build.
@@ -91,7 +81,7 @@ await build({
   // so nothing readable is lost.
   minify: true,
   logLevel: "warning",
-  plugins: [noZodLocales, noChalkDetection, betterSqliteAddon, lazyChildProcessForCommander],
+  plugins,
 });
 // The first line names this exact build; bin/subs.cjs uses a code cache only when the
 // cache's trailer names the same build (V8 itself matches a cache to its source by length only).
