@@ -3,7 +3,7 @@
 // everything else runs the bundled CLI (dist/subs.cjs) from its V8 code cache (issue 6). The
 // loader lives here rather than in a second file: one module less to resolve on every start-up.
 "use strict";
-const { existsSync, readFileSync, renameSync, unlinkSync, writeFileSync } = require("node:fs");
+const { existsSync, readFileSync, renameSync, unlinkSync, writeFileSync, writeSync } = require("node:fs");
 const path = require("node:path");
 
 // Loads the bundled CLI through a V8 code cache (issue 6). Compiling dist/subs.cjs from source on
@@ -90,7 +90,15 @@ module.exports = { loadBundle, writeCodeCache, BUILD_ID_PREFIX };
 if (require.main === module) {
   const args = process.argv.slice(2);
   if (args.length === 1 && (args[0] === "--version" || args[0] === "-V")) {
-    process.stdout.write(`${JSON.parse(readFileSync(path.join(__dirname, "..", "package.json"), "utf8")).version}\n`);
+    const line = `${JSON.parse(readFileSync(path.join(__dirname, "..", "package.json"), "utf8")).version}\n`;
+    // write(2) rather than process.stdout, a stream that costs more to build than the rest of this
+    // path (issue 6). A full non-blocking pipe (EAGAIN) gets the stream, which queues; a reader
+    // that has gone (EPIPE) gets nothing.
+    try {
+      writeSync(1, line);
+    } catch (error) {
+      if (error.code !== "EPIPE") process.stdout.write(line);
+    }
   } else {
     const bundle = path.join(__dirname, "..", "dist", "subs.cjs");
     if (!existsSync(bundle)) {

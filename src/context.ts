@@ -1,7 +1,7 @@
 // One object carries every outside effect a command may use. The CLI builds it from the real
 // process (processContext); tests build their own (DEVELOPERS.md, "How the code should look" 2).
 
-import { fstatSync } from "node:fs";
+import { fstatSync, statSync, writeSync } from "node:fs";
 
 export type Output = { write(chunk: string): unknown };
 
@@ -63,11 +63,13 @@ export async function defaultOpenBrowser(env: Context["env"], url: string): Prom
 
 /**
  * Whether `fd` is a terminal, without loading node:tty (and node:net behind it, ~1.5 ms) for a
- * pipe or a file: only a character device can be a terminal (issue 6).
+ * pipe, a file or /dev/null (`subs apply >/dev/null`): only a character device can be a terminal,
+ * and /dev/null is one that is not (issue 6).
  */
 async function isTerminal(fd: number): Promise<boolean> {
   try {
-    if (!fstatSync(fd).isCharacterDevice()) return false;
+    const stat = fstatSync(fd);
+    if (!stat.isCharacterDevice() || isDevNull(stat.rdev)) return false;
   } catch {
     return false;
   }
@@ -75,30 +77,77 @@ async function isTerminal(fd: number): Promise<boolean> {
   return isatty(fd);
 }
 
+function isDevNull(rdev: number): boolean {
+  try {
+    return statSync("/dev/null").rdev === rdev;
+  } catch {
+    return false;
+  }
+}
+
+export type FdOutputOptions = {
+  /** The reader went away (`subs … | head`): main.ts ends the process quietly. */
+  onBrokenPipe: () => void;
+  write?: (fd: number, bytes: Uint8Array, offset: number, length: number) => number;
+  /** Blocks for `ms`; only while a non-blocking pipe is full. */
+  pause?: (ms: number) => void;
+};
+
+const blockFor = (ms: number) => Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, ms);
+
 /**
- * The context of the real process. `prepare` is called on each of stdout and stderr as it is
- * built (main.ts makes EPIPE quiet there).
+ * Output written straight to a file or pipe with write(2), for stdout and stderr when they are not
+ * terminals. process.stdout would be a stream (node:stream and its ten modules, ~2.5 ms of every
+ * command, issue 6) around the same synchronous write. Each chunk is written whole before `write`
+ * returns, so `process.exit` right after loses nothing: a partial write goes on from where it
+ * stopped, and a pipe some other program left non-blocking (EAGAIN when full) is waited on, as
+ * pino's sonic-boom does, instead of queued behind the exit.
  */
-export async function processContext(signal: AbortSignal, prepare: (stream: NodeJS.WriteStream) => void = () => {}): Promise<Context> {
-  const env = process.env;
-  const stdout = process.stdout;
-  prepare(stdout);
-  // stderr is built on first write when it is not a terminal: a piped stderr is a socket stream
-  // (node:net and the stream machinery, ~1.5 ms), and `subs mcp list --json | jq` in a script
-  // usually writes nothing there (issue 6). On a terminal the spinner needs the real stream.
-  const stderrIsTTY = await isTerminal(2);
-  let built: NodeJS.WriteStream | undefined;
-  const stderr = () => {
-    if (!built) prepare((built = process.stderr));
-    return built;
-  };
+export function fdOutput(fd: number, options: FdOutputOptions): Output {
+  const write = options.write ?? writeSync;
+  const pause = options.pause ?? blockFor;
   return {
-    stdout,
-    stderr: stderrIsTTY ? stderr() : { write: (chunk: string) => stderr().write(chunk) },
-    stdoutIsTTY: Boolean(stdout.isTTY),
+    write(chunk: string) {
+      const bytes = Buffer.from(chunk, "utf8");
+      let offset = 0;
+      while (offset < bytes.length) {
+        try {
+          offset += write(fd, bytes, offset, bytes.length - offset);
+        } catch (error) {
+          const code = (error as NodeJS.ErrnoException).code;
+          if (code === "EAGAIN") {
+            pause(1);
+            continue;
+          }
+          if (code === "EPIPE") options.onBrokenPipe();
+          throw error;
+        }
+      }
+      return true;
+    },
+  };
+}
+
+/**
+ * The context of the real process. `onBrokenPipe` runs when stdout's or stderr's reader has gone
+ * (main.ts exits quietly: that is the reader's choice, not an error to report).
+ */
+export async function processContext(signal: AbortSignal, onBrokenPipe: () => void = () => {}): Promise<Context> {
+  const env = process.env;
+  const [stdoutIsTTY, stderrIsTTY] = [await isTerminal(1), await isTerminal(2)];
+  // A terminal gets Node's own stream: the spinner redraws through it, and it knows the width.
+  const terminal = (stream: NodeJS.WriteStream) =>
+    stream.on("error", (error: NodeJS.ErrnoException) => {
+      if (error.code === "EPIPE") onBrokenPipe();
+      throw error;
+    });
+  return {
+    stdout: stdoutIsTTY ? terminal(process.stdout) : fdOutput(1, { onBrokenPipe }),
+    stderr: stderrIsTTY ? terminal(process.stderr) : fdOutput(2, { onBrokenPipe }),
+    stdoutIsTTY,
     stderrIsTTY,
     terminalStdin: async () => ((await isTerminal(0)) ? process.stdin : undefined),
-    color: colorWanted(env, Boolean(stdout.isTTY)),
+    color: colorWanted(env, stdoutIsTTY),
     stderrColor: colorWanted(env, stderrIsTTY),
     env,
     cwd: process.cwd(),

@@ -6,20 +6,16 @@ import { run } from "./cli.ts";
 
 export async function main(argv: readonly string[]): Promise<never> {
   // `subs … | head` closes the pipe early: that is the reader's choice, not an error to report.
-  const quietOnEpipe = (stream: NodeJS.WriteStream) =>
-    stream.on("error", (error: NodeJS.ErrnoException) => {
-      if (error.code === "EPIPE") process.exit(process.exitCode ?? 0);
-      throw error;
-    });
+  const quietOnBrokenPipe = () => process.exit(process.exitCode ?? 0);
   const controller = new AbortController();
   process.once("SIGINT", () => {
     controller.abort();
     process.once("SIGINT", () => process.exit(130));
   });
-  const code = await run(argv, await processContext(controller.signal, quietOnEpipe));
+  const code = await run(argv, await processContext(controller.signal, quietOnBrokenPipe));
   // The command is done: best-effort work it gave up on (a capped revocation, a DNS lookup) must
-  // not hold the process open. stdout and stderr are written synchronously to pipes and files on
-  // Linux, so nothing printed is lost.
+  // not hold the process open. Everything printed was written before `write` returned (fdOutput, and
+  // Node's terminal streams are synchronous), so nothing is lost.
   process.exit(code);
 }
 
