@@ -9,6 +9,7 @@ import { styleFor } from "../output/style.ts";
 import { isoOrNull, shortDuration } from "../output/time.ts";
 import type { Reporter } from "../report.ts";
 import { localStatuses } from "../status/status.ts";
+import type { CredentialRow } from "../store/schema.ts";
 
 export type McpLoginOptions = {
   config?: string;
@@ -42,13 +43,26 @@ export async function mcpLoginCommand(ctx: Context, options: McpLoginOptions): P
     const { mcpLoginRemote } = await import("./mcp-login-remote.ts");
     return mcpLoginRemote(ctx, config, options);
   }
-  const targets = await chooseTargets(config, options, ctx);
+  const { openStoreRevokingPurged } = await import("../auth/revoke.ts");
+  // One open of the db for the whole command (issue 6): --all chooses its targets from the rows
+  // the logins then update. A db that does not exist yet is created only when some OAuth
+  // connection is to be logged in to (and with none stored, every one of them is).
+  const open = () => openStoreRevokingPurged(config, { ctx, create: true, reporter });
+  let opened: Awaited<ReturnType<typeof open>>;
   const style = styleFor(ctx.color);
   const results: LoginJson[] = [];
-  const oauthTargets = targets.filter((c) => !c.auth);
-  const { openStoreRevokingPurged } = await import("../auth/revoke.ts");
-  const opened = oauthTargets.length > 0 ? await openStoreRevokingPurged(config, { ctx, create: true, reporter }) : undefined;
   try {
+    let targets: ConnectionConfig[];
+    if (options.all) {
+      if (options.ids.length > 0) throw usage("give connection ids or --all, not both");
+      opened = config.connections.some((c) => !c.auth) ? await open() : undefined;
+      targets = connectionsLackingCredentials(config, opened ? (opened.credentials ?? opened.store.listCredentials()) : [], ctx);
+      if (targets.length === 0) ctx.stderr.write("Every OAuth connection already has a usable credential; nothing to do.\n");
+    } else {
+      if (options.ids.length === 0) throw usage("name the connection to log in to, e.g. `subs mcp login sentry`, or pass --all");
+      targets = findConnections(config, options.ids);
+      opened = targets.some((c) => !c.auth) ? await open() : undefined;
+    }
     for (const connection of targets) {
       if (connection.auth) {
         const set = Boolean(ctx.env[connection.auth.tokenEnv]);
@@ -110,25 +124,11 @@ export async function mcpLoginCommand(ctx: Context, options: McpLoginOptions): P
   if (options.json) writeJson(ctx.stdout, results);
 }
 
-async function chooseTargets(config: Config, options: McpLoginOptions, ctx: Context): Promise<ConnectionConfig[]> {
-  if (options.all && options.ids.length > 0) throw usage("give connection ids or --all, not both");
-  if (options.all) {
-    const { openStore } = await import("../store/store.ts");
-    const opened = await openStore({ dbPath: config.dbPath, create: false });
-    let rows: import("../store/schema.ts").CredentialRow[] = [];
-    try {
-      rows = opened ? opened.store.listCredentials() : [];
-    } finally {
-      opened?.store.close();
-    }
-    const statuses = localStatuses(config, new Map(rows.map((r) => [r.id, r])), ctx.env, ctx.now());
-    const lacking = new Set(statuses.filter((s) => s.auth === "oauth" && !s.usable).map((s) => s.id));
-    const targets = config.connections.filter((c) => lacking.has(c.id));
-    if (targets.length === 0) ctx.stderr.write("Every OAuth connection already has a usable credential; nothing to do.\n");
-    return targets;
-  }
-  if (options.ids.length === 0) throw usage("name the connection to log in to, e.g. `subs mcp login sentry`, or pass --all");
-  return findConnections(config, options.ids);
+/** The OAuth connections without a usable stored credential: what `--all` logs in to. */
+function connectionsLackingCredentials(config: Config, rows: CredentialRow[], ctx: Context): ConnectionConfig[] {
+  const statuses = localStatuses(config, new Map(rows.map((r) => [r.id, r])), ctx.env, ctx.now());
+  const lacking = new Set(statuses.filter((s) => s.auth === "oauth" && !s.usable).map((s) => s.id));
+  return config.connections.filter((c) => lacking.has(c.id));
 }
 
 /** Tools the server offers with the new credential; a failure here does not undo the login. */

@@ -1,6 +1,8 @@
 // `subs mcp login` and the use of its credential, in-process against a real test authorization
 // server and a protected MCP server on loopback (issue 3).
 import assert from "node:assert/strict";
+import { existsSync } from "node:fs";
+import path from "node:path";
 import { createServer } from "node:net";
 import { PassThrough } from "node:stream";
 import { test } from "node:test";
@@ -305,6 +307,23 @@ test("login: unknown ids, no ids, and --all", async () => {
       ["two"],
       "only OAuth connections lacking a usable credential",
     );
+    const again = await env.subs(["mcp", "login", "--all", "--json"]);
+    assert.equal(again.code, 0, again.stderr);
+    assert.deepEqual(JSON.parse(again.stdout), []);
+    assert.match(again.stderr, /nothing to do/);
+    assert.equal(env.as.counters.authorizations, 2, "no login beyond one and two");
+  } finally {
+    await env.close();
+  }
+});
+
+test("login --all with only static tokens declared has nothing to do and creates no db", async () => {
+  const env = await environment({ toml: (url) => `[mcp.gh]\nurl = "${url}"\nauth = { token_env = "GH_TOKEN" }\n` });
+  try {
+    const all = await env.subs(["mcp", "login", "--all"]);
+    assert.equal(all.code, 0, all.stderr);
+    assert.match(all.stderr, /nothing to do/);
+    assert.equal(existsSync(path.join(env.dir, "substructure.db")), false);
   } finally {
     await env.close();
   }
