@@ -1,7 +1,9 @@
 // `npm run bench` (issue 6): start-up and parallelism of subs, as ratios measured in one run on
 // this machine, so they compare across machines. Prints a table and writes bench-results/bench.json.
 import { spawnSync, spawn } from "node:child_process";
+import { createHash } from "node:crypto";
 import { mkdirSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs";
+import { createRequire } from "node:module";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { ensureBuilt, BIN, REPO } from "../test/support/cli.ts";
@@ -65,11 +67,57 @@ async function agentToolsWall(servers: number, delayMs: number): Promise<{ one: 
   return { one: median(one), all: median(all) };
 }
 
+/**
+ * scripts/bench-floor.cjs bundled as dist/subs.cjs is (smol-toml and better-sqlite3's JavaScript
+ * inside, the addon required by path), with a runner that loads it through bin/subs.cjs's loader.
+ * Returns the runner; its first run writes the code cache the measured runs load.
+ */
+async function buildFloor(): Promise<string> {
+  const { build } = await import("esbuild");
+  const { BUILD_ID_PREFIX } = createRequire(import.meta.url)(BIN) as { BUILD_ID_PREFIX: string };
+  const dir = mkdtempSync(path.join(tmpdir(), "subs-bench-floor-"));
+  const bundle = path.join(dir, "floor.cjs");
+  const addon = path.join(REPO, "node_modules", "better-sqlite3", "build", "Release");
+  await build({
+    entryPoints: [path.join(REPO, "scripts", "bench-floor.cjs")],
+    outfile: bundle,
+    bundle: true,
+    format: "cjs",
+    platform: "node",
+    target: "node20",
+    minify: true,
+    logLevel: "warning",
+    plugins: [
+      {
+        name: "addon-by-path",
+        setup(b) {
+          b.onResolve({ filter: /^bindings$/ }, () => ({ path: "bindings", namespace: "addon-by-path" }));
+          b.onLoad({ filter: /.*/, namespace: "addon-by-path" }, () => ({ contents: `module.exports = (name) => require(${JSON.stringify(addon)} + "/" + name);`, loader: "js" }));
+        },
+      },
+    ],
+  });
+  const source = readFileSync(bundle, "utf8");
+  writeFileSync(bundle, `${BUILD_ID_PREFIX}${createHash("sha256").update(source).digest("hex")}\n${source}`);
+  const runner = path.join(dir, "run.cjs");
+  writeFileSync(
+    runner,
+    `const { loadBundle, writeCodeCache } = require(${JSON.stringify(BIN)});\n` +
+      `const loaded = loadBundle(${JSON.stringify(bundle)});\n` +
+      `if (!loaded.cacheUsable) process.once("exit", () => writeCodeCache(${JSON.stringify(bundle)}, loaded));\n`,
+  );
+  return runner;
+}
+
 ensureBuilt();
+const floorRunner = await buildFloor();
 const env10 = await benchEnvironment(10, "subs-bench");
 const env200 = await benchEnvironment(200, "subs-bench");
 const env1000 = await benchEnvironment(1000, "subs-bench");
 const floor = "node -e 0";
+// Reference rows, not subs: scripts/bench-floor.cjs.
+const FLOOR_200 = "reference: smol-toml + sqlite only (200)";
+const FLOOR_1000 = "reference: smol-toml + sqlite only (1000)";
 const ms = measure({
   [floor]: { argv: ["-e", "0"], cwd: env10 },
   "subs --version": { argv: [BIN, "--version"], cwd: env10 },
@@ -77,6 +125,8 @@ const ms = measure({
   "subs mcp list --json (200)": { argv: [BIN, "mcp", "list", "--json"], cwd: env200 },
   "subs mcp list --json (1000)": { argv: [BIN, "mcp", "list", "--json"], cwd: env1000 },
   "subs apply --dry-run (200)": { argv: [BIN, "apply", "--dry-run"], cwd: env200 },
+  [FLOOR_200]: { argv: [floorRunner], cwd: env200 },
+  [FLOOR_1000]: { argv: [floorRunner], cwd: env1000 },
 });
 const targets: Record<string, number> = {
   "subs --version": 1.2,
