@@ -38,7 +38,7 @@ const demoDir = (stderr: string) => stderr.match(/The demo's file is (\S+)substr
 test("npm run demo: a person approves on the consent page; login, list and tools complete; exit 0", async () => {
   const r = await runDemo({ BROWSER: `${process.execPath} ${CLICK}` });
   assert.equal(r.code, 0, r.stderr);
-  assert.match(r.stdout, /✓ demo: authorized by http:\/\/127\.0\.0\.1:\d+\//);
+  assert.match(r.stdout, /✔ demo: authorized by http:\/\/127\.0\.0\.1:\d+\//);
   assert.match(r.stdout, /^demo\thttp:\/\/127\.0\.0\.1:\d+\/mcp\toauth\tauthorized/m, "subs mcp list shows the connection authorized");
   assert.match(r.stdout, /^search_notes\tread-only\t/m, "subs mcp tools demo lists the server's tools");
   assert.match(r.stderr, /\$ subs mcp login demo[\s\S]*\$ subs mcp list[\s\S]*\$ subs mcp tools demo[\s\S]*Done/);

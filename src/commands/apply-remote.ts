@@ -32,7 +32,7 @@ export async function applyRemote(ctx: Context, config: Config, options: ApplyRe
   const outcomes = await executePlan(client, plan, {
     onStep: (o) => {
       if (options.json) return;
-      const mark = o.outcome === "applied" ? errStyle.green("✓") : errStyle.red("✗");
+      const mark = o.outcome === "applied" ? errStyle.green("✔") : errStyle.red("✗");
       ctx.stderr.write(`${mark} ${o.outcome === "failed" ? `could not ${describeStep(o.step)}: ${errorMessage(o.error)}` : describeStepDone(o.step)}\n`);
     },
   });

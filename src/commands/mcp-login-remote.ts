@@ -99,7 +99,7 @@ export async function mcpLoginRemote(ctx: Context, config: Config, options: McpL
     });
     if (!options.json) {
       const expiry = expiresAt === null ? "" : ` (expires in ${shortDuration(expiresAt - ctx.now())}; the deployment refreshes it)`;
-      ctx.stdout.write(`${styleFor(ctx.color).green("✓")} ${connection.id}: authorized on ${client.base.origin}${expiry}\n`);
+      ctx.stdout.write(`${styleFor(ctx.color).green("✔")} ${connection.id}: authorized on ${client.base.origin}${expiry}\n`);
     }
   }
   if (options.json) writeJson(ctx.stdout, results);

@@ -111,7 +111,7 @@ export async function mcpLoginCommand(ctx: Context, options: McpLoginOptions): P
         const expiry =
           result.expiresAt === null ? "does not expire" : `expires in ${shortDuration(result.expiresAt - ctx.now())}${result.refreshable ? ", refreshable" : ", not refreshable"}`;
         ctx.stdout.write(
-          `${style.green("✓")} ${result.id}: authorized by ${result.issuer}\n` +
+          `${style.green("✔")} ${result.id}: authorized by ${result.issuer}\n` +
             `  scopes: ${result.scopes.length > 0 ? result.scopes.join(" ") : "(none requested)"}\n` +
             `  ${expiry}\n` +
             (tools === null ? "" : `  ${tools} tool${tools === 1 ? "" : "s"} offered\n`),

@@ -57,7 +57,7 @@ describe("subs mcp login with [remote]", () => {
     const p = project(`[mcp.tracker]\nurl = "${mcp.url}"\n\n[mcp.tracker2]\nurl = "${mcp.url}"\n`);
     const result = await p.run(["mcp", "login", "tracker", "--timeout", "20"]);
     assert.equal(result.code, 0, result.stderr);
-    assert.match(result.stdout, /✓ tracker: authorized on http:\/\/127\.0\.0\.1/);
+    assert.match(result.stdout, /✔ tracker: authorized on http:\/\/127\.0\.0\.1/);
     assert.match(result.stderr, /Opened a browser to authorize tracker/);
     // The browser was sent to the authorization server, with the deployment's own redirect URI.
     const visited = new URL(readFileSync(p.log, "utf8").trim());
