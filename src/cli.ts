@@ -1,5 +1,5 @@
 // Builds the command tree. Each action parses its flags into a typed options object and loads its
-// command module only when it runs (DEVELOPERS.md, "Load lazily").
+// command module only when it runs (README, Development, rule 7).
 import { Command, CommanderError, Option } from "commander";
 import type { Context } from "./context.ts";
 import { ConfigError, SubsError, exitCodeFor, formatDiagnostic, usage } from "./errors.ts";
