@@ -6,7 +6,7 @@ import type { RemoteConfig } from "../config/types.ts";
 import type { Context } from "../context.ts";
 import { failed, interrupted, SubsError, usage } from "../errors.ts";
 import type { Reporter } from "../report.ts";
-import { guardedFetch, HttpGuardError } from "../http/guarded-fetch.ts";
+import { guardedFetch, HttpGuardError, httpTimeoutMs } from "../http/guarded-fetch.ts";
 import {
   AgentListSchema,
   AgentSchema,
@@ -34,9 +34,6 @@ export type RetryPolicy = {
 };
 
 export const DEFAULT_RETRY: RetryPolicy = { attempts: 4, baseDelayMs: 250, maxDelayMs: 5000 };
-/** A request that takes longer than this is abandoned and counts as a network error. */
-export const REQUEST_TIMEOUT_MS = 30_000;
-
 export type DeploymentClientOptions = {
   remote: RemoteConfig;
   ctx: Pick<Context, "env" | "fetch" | "signal">;
@@ -76,13 +73,19 @@ export class DeploymentClient {
   private readonly reporter: Reporter;
   private readonly retry: RetryPolicy;
 
-  /** The context's fetch with a cap on answer sizes (the deadline is REQUEST_TIMEOUT_MS, per attempt). */
+  /** The context's fetch with a cap on answer sizes (the deadline is `timeoutMs`, per attempt). */
   private readonly fetch: typeof globalThis.fetch;
+  /**
+   * An attempt that takes longer is abandoned and counts as a network error: `SUBS_HTTP_TIMEOUT`
+   * (seconds), as for authorization servers, else 30 s.
+   */
+  private readonly timeoutMs: number;
 
   constructor(options: DeploymentClientOptions) {
     this.remote = options.remote;
     this.ctx = options.ctx;
     this.fetch = guardedFetch(options.ctx.fetch);
+    this.timeoutMs = httpTimeoutMs(options.ctx.env);
     this.reporter = options.reporter;
     this.retry = options.retry ?? DEFAULT_RETRY;
     this.base = new URL(options.remote.url.endsWith("/") ? options.remote.url : `${options.remote.url}/`);
@@ -199,12 +202,12 @@ export class DeploymentClient {
           headers,
           ...(options.body !== undefined ? { body: JSON.stringify(options.body) } : {}),
           redirect: "error",
-          signal: AbortSignal.any([this.ctx.signal, AbortSignal.timeout(REQUEST_TIMEOUT_MS), ...(callerSignal ? [callerSignal] : [])]),
+          signal: AbortSignal.any([this.ctx.signal, AbortSignal.timeout(this.timeoutMs), ...(callerSignal ? [callerSignal] : [])]),
         });
       } catch (error) {
         if (this.ctx.signal.aborted) throw interrupted();
         if (callerSignal?.aborted) throw stopped();
-        const reason = networkReason(error);
+        const reason = networkReason(error, this.timeoutMs);
         if (attempt < this.retry.attempts) {
           await this.backoff(attempt, undefined, `${what}: ${reason}`, callerSignal);
           if (callerSignal?.aborted) throw stopped();
@@ -338,8 +341,8 @@ async function readErrorBody(response: Response): Promise<ErrorBody | undefined>
   }
 }
 
-function networkReason(error: unknown): string {
-  if (error instanceof Error && error.name === "TimeoutError") return `no answer within ${REQUEST_TIMEOUT_MS / 1000}s`;
+function networkReason(error: unknown, timeoutMs: number): string {
+  if (error instanceof Error && error.name === "TimeoutError") return `no answer within ${timeoutMs / 1000}s`;
   const cause = (error as { cause?: { code?: string; message?: string } }).cause;
   return cause?.code ?? cause?.message ?? (error instanceof Error ? error.message : String(error));
 }

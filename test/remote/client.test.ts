@@ -38,6 +38,14 @@ describe("DeploymentClient", () => {
     deployment.clearFaults();
   });
 
+  test("SUBS_HTTP_TIMEOUT is each attempt's deadline, as for authorization servers", async () => {
+    deployment.fault({ method: "GET", path: "/v1/agents", kind: "delay", ms: 3000, times: 3 });
+    const started = Date.now();
+    await assert.rejects(client({ SUBSTRUCTURE_TOKEN: TOKEN, SUBS_HTTP_TIMEOUT: "0.2" }).listAgents(), (e: SubsError) => e.code === "deployment_unreachable" && /no answer within 0\.2s; 3 attempts/.test(e.message));
+    assert.ok(Date.now() - started < 2500, "three attempts of 0.2 s, not one of 3 s");
+    deployment.clearFaults();
+  });
+
   test("retries a 503 until it succeeds; a 400 is not retried", async () => {
     deployment.fault({ method: "GET", path: "/v1/agents", kind: "status", status: 503, times: 2 });
     const before = deployment.requests.filter((r) => r === "GET /v1/agents").length;
