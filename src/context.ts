@@ -97,7 +97,7 @@ const blockFor = (ms: number) => Atomics.wait(new Int32Array(new SharedArrayBuff
 
 /**
  * Output written straight to a file or pipe with write(2), for stdout and stderr when they are not
- * terminals. process.stdout would be a stream (node:stream and its ten modules, ~2.5 ms of every
+ * terminals. process.stdout would be a stream (node:stream and its ten modules, ~1.5 ms of every
  * command, issue 6) around the same synchronous write. Each chunk is written whole before `write`
  * returns, so `process.exit` right after loses nothing: a partial write goes on from where it
  * stopped, and a pipe some other program left non-blocking (EAGAIN when full) is waited on, as
