@@ -80,6 +80,11 @@ export type RunningDeployment = {
   close(): Promise<void>;
 };
 
+/** Section 1: a connection id or agent name is one path segment that follows the file's rule. */
+const ID = /^[a-z0-9_-]+$/;
+const validId = (s: string) => ID.test(s) && !s.includes("__");
+const IdSchema = z.string().refine(validId, "not a valid connection id");
+
 const FilterSchema = z.strictObject({
   include: z.array(z.string()).optional(),
   exclude: z.array(z.string()).optional(),
@@ -91,15 +96,19 @@ const ConnectionBodySchema = z.strictObject({
   url: z.url({ protocol: /^https?$/ }),
   prefix_tools: z.boolean(),
   oauth: z
-    .strictObject({ client_id: z.string().min(1).optional(), client_metadata_url: z.url().optional(), scopes: z.array(z.string()).optional() })
+    .strictObject({
+      client_id: z.string().min(1).optional(),
+      // Section 3.2: an absolute https URL (a Client ID Metadata Document).
+      client_metadata_url: z.url({ protocol: /^https$/ }).optional(),
+      scopes: z.array(z.string()).optional(),
+    })
     .optional(),
 });
 const AgentBodySchema = z.strictObject({
-  mcp: z.array(z.strictObject({ id: z.string().min(1), tools: FilterSchema.optional() })),
+  mcp: z.array(z.strictObject({ id: IdSchema, tools: FilterSchema.optional() })),
   tools: z.array(z.string()).default([]),
   agents: z.array(z.string()).default([]),
 });
-const ID = /^[a-z0-9_-]+$/;
 
 export async function startDeployment(options: DeploymentOptions): Promise<RunningDeployment> {
   const requests: string[] = [];
@@ -281,16 +290,19 @@ export async function startDeployment(options: DeploymentOptions): Promise<Runni
     next();
   });
   v1.use(express.json({ strict: false }));
+  // Section 1: a bad id or name is 400 on every endpoint that has one, compared after
+  // percent-decoding (Express decodes route parameters).
+  v1.param("id", (_req, res, next, id: string) => (validId(id) ? next() : fail(res, 400, "invalid_request", `${JSON.stringify(id)} is not a valid connection id`)));
+  v1.param("name", (_req, res, next, name: string) => (validId(name) ? next() : fail(res, 400, "invalid_request", `${JSON.stringify(name)} is not a valid agent name`)));
 
   v1.get("/mcp", (_req, res) => send(res, 200, { connections: [...connections.values()].map(connectionJson) }));
 
   v1.put("/mcp/:id", async (req, res) => {
-    const id = String(req.params.id);
-    if (!ID.test(id) || id.includes("__")) return fail(res, 400, "invalid_request", "invalid connection id");
+    const id = req.params.id;
     const body = req.body as Record<string, unknown> | undefined;
     const oauth = body && typeof body === "object" && body.oauth && typeof body.oauth === "object" ? (body.oauth as object) : undefined;
     if (body && typeof body === "object" && ("auth" in body || (oauth && ("client_secret_env" in oauth || "client_secret" in oauth)))) {
-      return fail(res, 400, "local_only_field", "`auth` and `oauth.client_secret_env` name variables on the client's machine; authorize on the deployment instead");
+      return fail(res, 400, "local_only_field", "`auth`, `oauth.client_secret_env` and `oauth.client_secret` belong to the client's machine; authorize on the deployment instead");
     }
     const parsed = ConnectionBodySchema.safeParse(body);
     if (!parsed.success) return fail(res, 400, "invalid_request", parsed.error.issues[0]?.message ?? "invalid body");
@@ -309,9 +321,9 @@ export async function startDeployment(options: DeploymentOptions): Promise<Runni
   });
 
   v1.delete("/mcp/:id", async (req, res) => {
-    const id = String(req.params.id);
+    const id = req.params.id;
     const users = [...agents.values()].filter((a) => a.mcp.some((e) => e.id === id)).map((a) => a.name);
-    if (users.length) return fail(res, 409, "connection_in_use", `agents ${users.join(", ")} name ${id}`);
+    if (users.length) return fail(res, 409, "connection_in_use", `agents ${users.join(", ")} name ${id}`, { agents: users });
     if (!connections.has(id)) return fail(res, 404, "not_found", `no connection ${id}`);
     connections.delete(id);
     await dropCredential(id, "the connection was deleted");
@@ -384,8 +396,7 @@ export async function startDeployment(options: DeploymentOptions): Promise<Runni
   v1.get("/agents", (_req, res) => send(res, 200, { agents: [...agents.values()] }));
 
   v1.put("/agents/:name", (req, res) => {
-    const name = String(req.params.name);
-    if (!ID.test(name) || name.includes("__")) return fail(res, 400, "invalid_request", "invalid agent name");
+    const name = req.params.name;
     const parsed = AgentBodySchema.safeParse(req.body);
     if (!parsed.success) return fail(res, 400, "invalid_request", parsed.error.issues[0]?.message ?? "invalid body");
     const missing = parsed.data.mcp.map((e) => e.id).filter((id) => !connections.has(id));
@@ -402,10 +413,13 @@ export async function startDeployment(options: DeploymentOptions): Promise<Runni
   });
 
   v1.use((_req: Request, res: Response) => fail(res, 404, "not_found", "no such endpoint"));
-  // Malformed JSON bodies and anything unexpected: an error body, never an HTML page.
+  // Anything unexpected is an error body, never an HTML page. What the body parser or the path
+  // decoding refused (bad JSON, too large, an unknown charset, bad %-encoding) is a malformed
+  // request: 400 invalid_request (section 6 has no other 4xx for it).
   v1.use((error: unknown, _req: Request, res: Response, _next: NextFunction) => {
     const status = (error as { status?: number }).status ?? 500;
-    fail(res, status, status === 400 ? "invalid_request" : "internal_error", error instanceof Error ? error.message : "error");
+    if (status >= 400 && status < 500) return fail(res, 400, "invalid_request", error instanceof Error ? error.message : String(error));
+    fail(res, 500, "internal_error", "the deployment failed");
   });
   app.use("/v1", v1);
 
