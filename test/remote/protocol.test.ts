@@ -250,3 +250,87 @@ describe("reference deployment: the redirect URI (section 3.5)", () => {
     assert.equal(await statusOf("gone"), "declared");
   });
 });
+
+describe("reference deployment: tools with the credential it holds (section 3.6)", () => {
+  it("a refused access token is refreshed once and the request retried", async () => {
+    const mcp = await mcpServer();
+    await declare("refresh", mcp.url);
+    await authorize("refresh");
+    auth.forgetAccessTokens();
+    const refreshes = auth.counters.refreshes;
+    const tools = await call("GET", "/v1/mcp/refresh/tools");
+    assert.equal(tools.status, 200, JSON.stringify(tools.body));
+    assert.deepEqual(tools.body.tools.map((t: { name: string }) => t.name), ["a", "b"]);
+    assert.equal(auth.counters.refreshes, refreshes + 1);
+    assert.equal(await statusOf("refresh"), "authorized");
+  });
+
+  it("an expired access token is refreshed before it is used", async () => {
+    const mcp = await mcpServer();
+    await declare("expiring", mcp.url);
+    await authorize("expiring");
+    const before = dep.credentials.get("expiring")!.tokens.access_token;
+    const refreshes = auth.counters.refreshes;
+    skewMs += 3_601_000; // past expires_in (3600 s)
+    assert.equal((await call("GET", "/v1/mcp/expiring/tools")).status, 200);
+    assert.equal(auth.counters.refreshes, refreshes + 1);
+    assert.ok(!mcp.authorizations.includes(`Bearer ${before}`), "the expired token was never sent");
+  });
+
+  it("a refresh refused with invalid_grant deletes the credential: 409 not_authorized, then declared", async () => {
+    const mcp = await mcpServer();
+    await declare("revoked", mcp.url);
+    await authorize("revoked");
+    auth.forgetAccessTokens();
+    auth.revokeAllRefreshTokens();
+    const rejected = auth.counters.rejectedRefreshes;
+    const tools = await call("GET", "/v1/mcp/revoked/tools");
+    assert.deepEqual([tools.status, tools.body.error], [409, "not_authorized"]);
+    assert.equal(auth.counters.rejectedRefreshes, rejected + 1, "it tried to refresh");
+    assert.equal(await statusOf("revoked"), "declared");
+  });
+
+  it("a 401 with the refreshed token too is 409 not_authorized, after one refresh", async () => {
+    const mcp = await mcpServer();
+    await declare("refused", mcp.url);
+    await authorize("refused");
+    const refreshes = auth.counters.refreshes;
+    auth.set({ acceptAccessTokens: false });
+    try {
+      const tools = await call("GET", "/v1/mcp/refused/tools");
+      assert.deepEqual([tools.status, tools.body.error], [409, "not_authorized"]);
+    } finally {
+      auth.set({ acceptAccessTokens: true });
+    }
+    assert.equal(auth.counters.refreshes, refreshes + 1);
+  });
+
+  it("403 insufficient_scope is 409 not_authorized naming the scope; the credential is kept", async () => {
+    const mcp = await mcpServer({ requiredScopes: ["read"] });
+    await declare("narrow", mcp.url, { scopes: ["other"] });
+    await authorize("narrow");
+    const tools = await call("GET", "/v1/mcp/narrow/tools");
+    assert.deepEqual([tools.status, tools.body.error], [409, "not_authorized"]);
+    assert.match(tools.body.message, /\bread\b/);
+    assert.equal(await statusOf("narrow"), "authorized");
+    assert.ok(dep.credentials.has("narrow"));
+  });
+
+  it("when the MCP server's metadata names another authorization server, the credential is deleted and no token goes out", async () => {
+    const moved = await startAuthServer();
+    servers.push(moved);
+    const protect: ProtectOptions = { authServer: auth };
+    const mcp = await startMcpServer({ tools: TOOLS, oauth: protect });
+    servers.push(mcp);
+    await declare("migrated", mcp.url);
+    await authorize("migrated");
+    const refreshes = auth.counters.refreshes;
+    protect.authServer = moved;
+    const tools = await call("GET", "/v1/mcp/migrated/tools");
+    assert.deepEqual([tools.status, tools.body.error], [409, "not_authorized"]);
+    assert.equal(dep.credentials.has("migrated"), false);
+    assert.equal(await statusOf("migrated"), "declared");
+    assert.equal(auth.counters.refreshes, refreshes, "not refreshed where it came from");
+    assert.deepEqual([moved.counters.refreshes, moved.counters.rejectedRefreshes, moved.counters.registrations], [0, 0, 0], "nothing sent to the new one");
+  });
+});

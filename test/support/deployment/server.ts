@@ -1,8 +1,8 @@
 // A deployment for the tests: implements docs/deployment-protocol.md for real, on loopback.
 // It holds declarations, agents and credentials in memory (its own token store), runs the OAuth
-// client side itself with the SDK and its own redirect URI (/oauth/callback), can allow only
-// catalog URLs, and injects faults (error statuses, dropped connections, delays) on demand.
-// Section numbers in comments are the document's.
+// client side itself with the SDK and its own redirect URI (/oauth/callback), refreshes what it
+// holds, can allow only catalog URLs, and injects faults (error statuses, dropped connections,
+// delays) on demand. Section numbers in comments are the document's.
 import { randomBytes, randomUUID } from "node:crypto";
 import type { Server as HttpServer } from "node:http";
 import type { AddressInfo } from "node:net";
@@ -10,17 +10,20 @@ import express, { type NextFunction, type Request, type Response } from "express
 import { z } from "zod";
 import {
   auth,
+  discoverOAuthProtectedResourceMetadata,
   discoverOAuthServerInfo,
   exchangeAuthorization,
   extractWWWAuthenticateParams,
+  refreshAuthorization,
   UnauthorizedError,
   type OAuthClientProvider,
   type OAuthServerInfo,
 } from "@modelcontextprotocol/sdk/client/auth.js";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
-import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
+import { StreamableHTTPClientTransport, StreamableHTTPError } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
+import { InvalidGrantError } from "@modelcontextprotocol/sdk/server/auth/errors.js";
 import type { AuthorizationServerMetadata, OAuthClientInformationMixed, OAuthTokens } from "@modelcontextprotocol/sdk/shared/auth.js";
-import { LATEST_PROTOCOL_VERSION } from "@modelcontextprotocol/sdk/types.js";
+import { LATEST_PROTOCOL_VERSION, type Tool } from "@modelcontextprotocol/sdk/types.js";
 
 export type Fault = {
   method?: string;
@@ -43,7 +46,7 @@ export type Fault = {
 
 /**
  * The authorization server a credential came from (section 4: tokens are bound to it). It is
- * revoked there, and its tokens are sent to no other.
+ * refreshed and revoked there, and its tokens are sent to no other.
  */
 export type IssuedBy = {
   /** The authorization server URL discovery used (what the resource metadata named). */
@@ -61,7 +64,7 @@ export type Credential = {
   tokens: OAuthTokens;
   authorizedAt: number;
   expiresAt: number | null;
-  /** Absent for a credential a test put in directly: it cannot be revoked. */
+  /** Absent for a credential a test put in directly: it cannot be refreshed or revoked. */
   issuedBy?: IssuedBy;
 };
 
@@ -147,7 +150,23 @@ const AgentBodySchema = z.strictObject({
   agents: z.array(z.string()).default([]),
 });
 
+/** An error answer decided deep in a handler (section 6). */
+class Refusal extends Error {
+  constructor(
+    readonly status: number,
+    readonly code: string,
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
 const messageOf = (error: unknown) => (error instanceof Error ? error.message : String(error));
+/** Two authorization server URLs name the same server (a trailing `/` aside, as the SDK spells them). */
+const sameServer = (a: string, b: string) => {
+  const plain = (u: string) => (URL.canParse(u) ? new URL(u).href : u).replace(/\/$/, "");
+  return plain(a) === plain(b);
+};
 
 export async function startDeployment(options: DeploymentOptions): Promise<RunningDeployment> {
   const now = options.now ?? Date.now;
@@ -158,6 +177,8 @@ export async function startDeployment(options: DeploymentOptions): Promise<Runni
   const authorizations = new Map<string, Authorization>();
   /** Dynamic client registrations, per authorization server (reused across authorizations, section 4). */
   const registrations = new Map<string, OAuthClientInformationMixed>();
+  /** Refreshes in flight, per credential: concurrent requests share one (refresh tokens rotate). */
+  const refreshes = new Map<Credential, Promise<Credential | undefined>>();
   let faults: Fault[] = [];
   const app = express();
   const http: HttpServer = await new Promise((resolve) => {
@@ -393,6 +414,118 @@ export async function startDeployment(options: DeploymentOptions): Promise<Runni
     page(200, "Authorized. You can close this window.");
   });
 
+  /** Section 3.6: whether the MCP server's resource metadata now names another authorization server. */
+  const authorizationServerMoved = async (url: string, issuedBy: IssuedBy): Promise<boolean> => {
+    try {
+      const metadata = await discoverOAuthProtectedResourceMetadata(url, issuedBy.resourceMetadataUrl ? { resourceMetadataUrl: issuedBy.resourceMetadataUrl } : undefined);
+      const named = metadata.authorization_servers?.[0];
+      return named !== undefined && !sameServer(named, issuedBy.authorizationServerUrl);
+    } catch {
+      return false; // no metadata now names any server: the one that issued it stays the one
+    }
+  };
+
+  /**
+   * One refresh at the server that issued the credential; undefined when it cannot be refreshed
+   * (no refresh token, refused with invalid_grant, or its server is no longer the MCP server's).
+   */
+  const refreshOnce = async (id: string, credential: Credential): Promise<Credential | undefined> => {
+    const { issuedBy } = credential;
+    const refreshToken = credential.tokens.refresh_token;
+    if (!issuedBy || !refreshToken) return undefined;
+    // Section 3.6: never send the credential's tokens to an authorization server it did not come from.
+    if (await authorizationServerMoved(credential.url, issuedBy)) return undefined;
+    let tokens: OAuthTokens;
+    try {
+      tokens = await refreshAuthorization(issuedBy.authorizationServerUrl, {
+        ...(issuedBy.metadata ? { metadata: issuedBy.metadata } : {}),
+        clientInformation: issuedBy.client,
+        refreshToken,
+        ...(issuedBy.resource ? { resource: issuedBy.resource } : {}),
+      });
+    } catch (error) {
+      if (error instanceof InvalidGrantError) return undefined;
+      throw new Refusal(502, "upstream_error", `refreshing the credential of ${id} failed: ${messageOf(error)}`);
+    }
+    const at = now();
+    const refreshed: Credential = { ...credential, tokens, expiresAt: tokens.expires_in !== undefined ? at + tokens.expires_in * 1000 : null };
+    // A DELETE, a url change or a new consent meanwhile wins over this refresh.
+    if (credentials.get(id) !== credential) return undefined;
+    credentials.set(id, refreshed);
+    return refreshed;
+  };
+  const refresh = (id: string, credential: Credential): Promise<Credential | undefined> => {
+    let pending = refreshes.get(credential);
+    if (!pending) {
+      pending = refreshOnce(id, credential).finally(() => refreshes.delete(credential));
+      refreshes.set(credential, pending);
+    }
+    return pending;
+  };
+
+  type Listing = { tools: Tool[] } | { refused: 401 } | { refused: 403; scope: string | undefined };
+  /** tools/list to the end of its pages, with this access token. */
+  const listTools = async (url: string, accessToken: string): Promise<Listing> => {
+    // The SDK reports a refusal by status only; the challenge names the scope (RFC 6750 section 3).
+    let challenge: { scope?: string; error?: string } = {};
+    const recording: typeof fetch = async (input, init) => {
+      const res = await fetch(input, init);
+      if (res.status === 401 || res.status === 403) challenge = extractWWWAuthenticateParams(res);
+      return res;
+    };
+    const client = new Client({ name: "subs-test-deployment", version: "1.0.0" });
+    try {
+      await client.connect(new StreamableHTTPClientTransport(new URL(url), { fetch: recording, requestInit: { headers: { authorization: `Bearer ${accessToken}` } } }));
+      const tools: Tool[] = [];
+      let cursor: string | undefined;
+      do {
+        const page = await client.listTools(cursor ? { cursor } : {});
+        tools.push(...page.tools);
+        cursor = page.nextCursor;
+      } while (cursor);
+      return { tools };
+    } catch (error) {
+      const status = error instanceof StreamableHTTPError ? error.code : (error as { code?: unknown }).code;
+      if (status === 401 || error instanceof UnauthorizedError) return { refused: 401 };
+      if (status === 403 && challenge.error === "insufficient_scope") return { refused: 403, scope: challenge.scope };
+      throw new Refusal(502, "upstream_error", `${url}: ${messageOf(error)}`);
+    } finally {
+      await client.close().catch(() => {});
+    }
+  };
+
+  /** Section 3.6: the connection's tools with the deployment's own credential, refreshed when needed. */
+  const toolsOf = async (connection: Declared): Promise<Tool[]> => {
+    const { id } = connection;
+    const notAuthorized = (why: string) => new Refusal(409, "not_authorized", `${id}: ${why}; run \`subs mcp login ${id}\``);
+    // A credential the MCP server refuses and that cannot be refreshed is not one the deployment
+    // "can use or refresh" (section 2, `status`): it goes, and the connection reads `declared`.
+    const unusable = (credential: Credential, why: string) => {
+      if (credentials.get(id) === credential) credentials.delete(id);
+      return notAuthorized(why);
+    };
+    let credential = credentials.get(id);
+    if (!credential || credential.url !== connection.url) throw notAuthorized("the deployment holds no credential for it");
+    let refreshed = false;
+    if (credential.expiresAt !== null && now() >= credential.expiresAt) {
+      const fresh = await refresh(id, credential);
+      if (!fresh) throw unusable(credential, "its access token expired and could not be refreshed");
+      [credential, refreshed] = [fresh, true];
+    }
+    let listing = await listTools(connection.url, credential.tokens.access_token);
+    if ("refused" in listing && listing.refused === 401 && !refreshed) {
+      // Refused before its expiry: refresh once, retry once.
+      const fresh = await refresh(id, credential);
+      if (!fresh) throw unusable(credential, `${connection.url} refused the credential and it could not be refreshed`);
+      credential = fresh;
+      listing = await listTools(connection.url, credential.tokens.access_token);
+    }
+    if ("tools" in listing) return listing.tools;
+    // The credential still holds its other scopes: kept (the fix is oauth.scopes and a new login).
+    if (listing.refused === 403) throw notAuthorized(`${connection.url} needs scope ${listing.scope ?? "(not named)"}; add it to oauth.scopes`);
+    throw unusable(credential, `${connection.url} refused the refreshed credential`);
+  };
+
   const v1 = express.Router();
   v1.use((req: Request, res: Response, next: NextFunction) => {
     requests.push(`${req.method} ${req.path === "/" ? "/v1" : `/v1${req.path}`}`);
@@ -495,32 +628,13 @@ export async function startDeployment(options: DeploymentOptions): Promise<Runni
   });
 
   v1.get("/mcp/:id/tools", async (req, res) => {
-    const connection = connections.get(String(req.params.id));
+    const connection = connections.get(req.params.id);
     if (!connection) return fail(res, 404, "not_found", `no connection ${req.params.id}`);
-    const credential = credentials.get(connection.id);
-    if (!credential || credential.url !== connection.url) return fail(res, 409, "not_authorized", `${connection.id} is declared but not authorized`);
-    const client = new Client({ name: "subs-test-deployment", version: "1.0.0" });
     try {
-      await client.connect(
-        new StreamableHTTPClientTransport(new URL(connection.url), { requestInit: { headers: { authorization: `Bearer ${credential.tokens.access_token}` } } }),
-      );
-      const tools = [];
-      let cursor: string | undefined;
-      do {
-        const page = await client.listTools(cursor ? { cursor } : {});
-        tools.push(...page.tools);
-        cursor = page.nextCursor;
-      } while (cursor);
-      send(res, 200, { tools });
+      send(res, 200, { tools: await toolsOf(connection) });
     } catch (error) {
-      // The server no longer accepts the token (and this fixture does not refresh): drop it.
-      if (error instanceof UnauthorizedError || (error as { code?: unknown }).code === 401) {
-        credentials.delete(connection.id);
-        return fail(res, 409, "not_authorized", `${connection.url} rejected the credential`);
-      }
-      fail(res, 502, "upstream_error", `${connection.url}: ${error instanceof Error ? error.message : String(error)}`);
-    } finally {
-      await client.close().catch(() => {});
+      if (!(error instanceof Refusal)) throw error;
+      fail(res, error.status, error.code, error.message);
     }
   });
 
