@@ -1,16 +1,29 @@
 // A deployment for the tests: implements docs/deployment-protocol.md for real, on loopback.
 // It holds declarations, agents and credentials in memory (its own token store), runs the OAuth
-// client side itself with the SDK's auth() and its own redirect URI (/oauth/callback), can allow
-// only catalog URLs, and injects faults (error statuses, dropped connections, delays) on demand.
+// client side itself with the SDK and its own redirect URI (/oauth/callback), refreshes what it
+// holds, can allow only catalog URLs, and injects faults (error statuses, dropped connections,
+// delays) on demand. Section numbers in comments are the document's.
 import { randomBytes, randomUUID } from "node:crypto";
 import type { Server as HttpServer } from "node:http";
 import type { AddressInfo } from "node:net";
 import express, { type NextFunction, type Request, type Response } from "express";
 import { z } from "zod";
-import { auth, discoverOAuthServerInfo, UnauthorizedError, type OAuthClientProvider } from "@modelcontextprotocol/sdk/client/auth.js";
+import {
+  auth,
+  discoverOAuthProtectedResourceMetadata,
+  discoverOAuthServerInfo,
+  exchangeAuthorization,
+  extractWWWAuthenticateParams,
+  refreshAuthorization,
+  UnauthorizedError,
+  type OAuthClientProvider,
+  type OAuthServerInfo,
+} from "@modelcontextprotocol/sdk/client/auth.js";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
-import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
-import type { OAuthClientInformationMixed, OAuthClientMetadata, OAuthTokens } from "@modelcontextprotocol/sdk/shared/auth.js";
+import { StreamableHTTPClientTransport, StreamableHTTPError } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
+import { InvalidGrantError } from "@modelcontextprotocol/sdk/server/auth/errors.js";
+import type { AuthorizationServerMetadata, OAuthClientInformationMixed, OAuthTokens } from "@modelcontextprotocol/sdk/shared/auth.js";
+import { LATEST_PROTOCOL_VERSION, type Tool } from "@modelcontextprotocol/sdk/types.js";
 
 export type Fault = {
   method?: string;
@@ -31,15 +44,28 @@ export type Fault = {
   times?: number;
 };
 
+/**
+ * The authorization server a credential came from (section 4: tokens are bound to it). It is
+ * refreshed and revoked there, and its tokens are sent to no other.
+ */
+export type IssuedBy = {
+  /** The authorization server URL discovery used (what the resource metadata named). */
+  authorizationServerUrl: string;
+  metadata?: AuthorizationServerMetadata;
+  client: OAuthClientInformationMixed;
+  /** The RFC 8707 resource the tokens were issued for. */
+  resource?: string;
+  /** The protected resource metadata URL the MCP server's challenge named, if it named one. */
+  resourceMetadataUrl?: string;
+};
+
 export type Credential = {
   url: string;
   tokens: OAuthTokens;
   authorizedAt: number;
   expiresAt: number | null;
-  /** The issuer that issued it, its RFC 7009 revocation endpoint, and the client it was issued to. */
-  issuer?: string;
-  revocationEndpoint?: string;
-  clientId?: string;
+  /** Absent for a credential a test put in directly: it cannot be refreshed or revoked. */
+  issuedBy?: IssuedBy;
 };
 
 type Declared = { id: string; url: string; prefix_tools: boolean; oauth?: { client_id?: string; client_metadata_url?: string; scopes?: string[] } };
@@ -49,11 +75,17 @@ type Authorization = {
   connectionId: string;
   url: string;
   state: string;
-  codeVerifier?: string;
   status: "pending" | "authorized" | "failed" | "expired";
   error?: string;
   message?: string;
   expiresAt: number;
+  /** What discovery found at the start: the code goes to this server's token endpoint, and `iss` must name it. */
+  server: OAuthServerInfo;
+  resourceMetadataUrl?: URL;
+  client?: OAuthClientInformationMixed;
+  codeVerifier?: string;
+  /** A callback brought a code: one code per authorization (section 4), never exchanged twice. */
+  codeReceived: boolean;
 };
 
 export type DeploymentOptions = {
@@ -65,10 +97,17 @@ export type DeploymentOptions = {
   pollInterval?: number;
   /** Seconds an authorization stays pending. */
   authorizationTtl?: number;
+  /**
+   * The deployment's clock in ms (default Date.now). It times authorizations and access tokens,
+   * so a test moves it instead of waiting.
+   */
+  now?: () => number;
 };
 
 export type RunningDeployment = {
   url: string;
+  /** The redirect URI it authorizes with; an operator registers it with pre-registered clients (section 3.2). */
+  redirectUri: string;
   /** Every request under /v1 that reached the deployment: "METHOD /path". */
   requests: string[];
   connections: Map<string, Declared>;
@@ -79,6 +118,12 @@ export type RunningDeployment = {
   clearFaults(): void;
   close(): Promise<void>;
 };
+
+/** Section 1: a connection id or agent name is one path segment that follows the file's rule. */
+const ID = /^[a-z0-9_-]+$/;
+const validId = (s: string) => ID.test(s) && !s.includes("__");
+const IdSchema = z.string().refine(validId, "not a valid connection id");
+const LOOPBACK = ["127.0.0.1", "localhost", "[::1]"];
 
 const FilterSchema = z.strictObject({
   include: z.array(z.string()).optional(),
@@ -91,24 +136,49 @@ const ConnectionBodySchema = z.strictObject({
   url: z.url({ protocol: /^https?$/ }),
   prefix_tools: z.boolean(),
   oauth: z
-    .strictObject({ client_id: z.string().min(1).optional(), client_metadata_url: z.url().optional(), scopes: z.array(z.string()).optional() })
+    .strictObject({
+      client_id: z.string().min(1).optional(),
+      // Section 3.2: an absolute https URL (a Client ID Metadata Document).
+      client_metadata_url: z.url({ protocol: /^https$/ }).optional(),
+      scopes: z.array(z.string()).optional(),
+    })
     .optional(),
 });
 const AgentBodySchema = z.strictObject({
-  mcp: z.array(z.strictObject({ id: z.string().min(1), tools: FilterSchema.optional() })),
+  mcp: z.array(z.strictObject({ id: IdSchema, tools: FilterSchema.optional() })),
   tools: z.array(z.string()).default([]),
   agents: z.array(z.string()).default([]),
 });
-const ID = /^[a-z0-9_-]+$/;
+
+/** An error answer decided deep in a handler (section 6). */
+class Refusal extends Error {
+  constructor(
+    readonly status: number,
+    readonly code: string,
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
+const messageOf = (error: unknown) => (error instanceof Error ? error.message : String(error));
+/** Two authorization server URLs name the same server (a trailing `/` aside, as the SDK spells them). */
+const sameServer = (a: string, b: string) => {
+  const plain = (u: string) => (URL.canParse(u) ? new URL(u).href : u).replace(/\/$/, "");
+  return plain(a) === plain(b);
+};
 
 export async function startDeployment(options: DeploymentOptions): Promise<RunningDeployment> {
+  const now = options.now ?? Date.now;
   const requests: string[] = [];
   const connections = new Map<string, Declared>();
   const agents = new Map<string, Agent>();
   const credentials = new Map<string, Credential>();
   const authorizations = new Map<string, Authorization>();
-  /** Dynamic client registrations, per MCP server url (reused across authorizations). */
+  /** Dynamic client registrations, per authorization server (reused across authorizations, section 4). */
   const registrations = new Map<string, OAuthClientInformationMixed>();
+  /** Refreshes in flight, per credential: concurrent requests share one (refresh tokens rotate). */
+  const refreshes = new Map<Credential, Promise<Credential | undefined>>();
   let faults: Fault[] = [];
   const app = express();
   const http: HttpServer = await new Promise((resolve) => {
@@ -142,106 +212,319 @@ export async function startDeployment(options: DeploymentOptions): Promise<Runni
     };
   };
 
-  /**
-   * A credential belongs to its id and url: drop it, revoke it at its authorization server when
-   * that offers revocation (a failure does not stop the drop), and end any consent in progress.
-   */
-  const dropCredential = async (id: string, reason: string) => {
-    const credential = credentials.get(id);
-    credentials.delete(id);
-    if (credential?.revocationEndpoint) {
-      for (const [token, hint] of [[credential.tokens.refresh_token, "refresh_token"], [credential.tokens.access_token, "access_token"]] as const) {
-        if (!token) continue;
-        const form = new URLSearchParams({ token, token_type_hint: hint, ...(credential.clientId ? { client_id: credential.clientId } : {}) });
-        await fetch(credential.revocationEndpoint, { method: "POST", body: form, signal: AbortSignal.timeout(5000) }).catch(() => {});
-      }
-    }
+  const endPending = (id: string, error: string, message: string) => {
     for (const a of authorizations.values()) {
-      if (a.connectionId === id && a.status === "pending") Object.assign(a, { status: "failed", error: "connection_changed", message: reason });
+      if (a.connectionId === id && a.status === "pending") Object.assign(a, { status: "failed", error, message });
     }
   };
 
-  const provider = (a: Authorization, connection: Declared, onRedirect: (url: URL) => void, onTokens: (t: OAuthTokens) => void): OAuthClientProvider => ({
-    get redirectUrl() {
-      return redirectUri;
-    },
-    get clientMetadata(): OAuthClientMetadata {
-      return {
+  const expireIfDue = (a: Authorization) => {
+    if (a.status === "pending" && now() >= a.expiresAt) {
+      Object.assign(a, { status: "expired", message: `nobody consented within ${options.authorizationTtl ?? 600}s` });
+    }
+  };
+
+  /** RFC 7009 at the server that issued it, best effort: a failed revocation fails nothing (section 5). */
+  const revoke = async (credential: Credential) => {
+    const endpoint = (credential.issuedBy?.metadata as { revocation_endpoint?: string } | undefined)?.revocation_endpoint;
+    if (!endpoint) return;
+    for (const [token, hint] of [[credential.tokens.refresh_token, "refresh_token"], [credential.tokens.access_token, "access_token"]] as const) {
+      if (!token) continue;
+      const form = new URLSearchParams({ token, token_type_hint: hint, client_id: credential.issuedBy!.client.client_id });
+      await fetch(endpoint, { method: "POST", body: form, signal: AbortSignal.timeout(5000) }).catch(() => {});
+    }
+  };
+
+  /**
+   * Section 5: a url change or a DELETE drops the credential and ends pending consents at once,
+   * before anything is awaited (a callback arriving meanwhile finds them ended); the revocation follows.
+   */
+  const dropCredential = (id: string, reason: string): Promise<void> => {
+    const credential = credentials.get(id);
+    credentials.delete(id);
+    endPending(id, "connection_changed", reason);
+    return credential ? revoke(credential) : Promise.resolve();
+  };
+
+  /**
+   * The MCP server's answer to an unauthenticated request (section 4, as the MCP authorization
+   * spec starts): its 401 challenge may name the scope to ask for and the resource metadata.
+   */
+  const challengeOf = async (url: string): Promise<{ scope?: string; resourceMetadataUrl?: URL }> => {
+    try {
+      const res = await fetch(url, {
+        method: "POST",
+        headers: { "content-type": "application/json", accept: "application/json, text/event-stream" },
+        body: JSON.stringify({
+          jsonrpc: "2.0",
+          id: 1,
+          method: "initialize",
+          params: { protocolVersion: LATEST_PROTOCOL_VERSION, capabilities: {}, clientInfo: { name: "subs-test-deployment", version: "1.0.0" } },
+        }),
+        redirect: "manual",
+        signal: AbortSignal.timeout(5000),
+      });
+      await res.body?.cancel();
+      return res.status === 401 ? extractWWWAuthenticateParams(res) : {};
+    } catch {
+      return {}; // discovery reports what is wrong with the server
+    }
+  };
+
+  /** The OAuth client side of one authorization, for the SDK's auth(). */
+  const provider = (a: Authorization, connection: Declared, onRedirect: (url: URL) => void): OAuthClientProvider => {
+    const server = a.server.authorizationServerUrl;
+    const preRegistered = connection.oauth?.client_id;
+    // Section 3.2: client_id wins over client_metadata_url. A metadata document is used where the
+    // authorization server accepts them, as `subs` does for local logins (README, "Client").
+    const metadataDocument = preRegistered ? undefined : connection.oauth?.client_metadata_url;
+    const usesMetadataDocument = metadataDocument !== undefined && a.server.authorizationServerMetadata?.client_id_metadata_document_supported === true;
+    return {
+      redirectUrl: redirectUri,
+      clientMetadata: {
         client_name: "subs test deployment",
         redirect_uris: [redirectUri],
         grant_types: ["authorization_code", "refresh_token"],
         response_types: ["code"],
         token_endpoint_auth_method: "none",
-        ...(connection.oauth?.scopes ? { scope: connection.oauth.scopes.join(" ") } : {}),
-      };
-    },
-    state: () => a.state,
-    clientInformation: () => (connection.oauth?.client_id ? { client_id: connection.oauth.client_id } : registrations.get(connection.url)),
-    saveClientInformation: (info) => {
-      registrations.set(connection.url, info);
-    },
-    tokens: () => undefined,
-    saveTokens: onTokens,
-    redirectToAuthorization: onRedirect,
-    saveCodeVerifier: (verifier) => {
-      a.codeVerifier = verifier;
-    },
-    codeVerifier: () => {
-      if (!a.codeVerifier) throw new Error("no code verifier");
-      return a.codeVerifier;
-    },
-  });
+      },
+      ...(metadataDocument ? { clientMetadataUrl: metadataDocument } : {}),
+      state: () => a.state,
+      clientInformation: () => {
+        // Section 4: the declaration's client takes precedence over the deployment's own registration.
+        a.client ??= preRegistered ? { client_id: preRegistered } : usesMetadataDocument ? undefined : registrations.get(server);
+        return a.client;
+      },
+      saveClientInformation: (info) => {
+        a.client = info;
+        if (!preRegistered && info.client_id !== metadataDocument) registrations.set(server, info);
+      },
+      tokens: () => undefined,
+      saveTokens: () => {},
+      redirectToAuthorization: onRedirect,
+      saveCodeVerifier: (verifier) => {
+        a.codeVerifier = verifier;
+      },
+      codeVerifier: () => {
+        if (!a.codeVerifier) throw new Error("no code verifier");
+        return a.codeVerifier;
+      },
+      // Discovery already ran (with the challenge's metadata URL): the SDK reuses it.
+      discoveryState: () => ({ ...a.server, ...(a.resourceMetadataUrl ? { resourceMetadataUrl: a.resourceMetadataUrl.href } : {}) }),
+    };
+  };
+
+  /** Section 3.4 / 4: discovery, client, scopes, PKCE and state; the browser's URL and the pending authorization. */
+  const startConsent = async (connection: Declared): Promise<{ authorization: Authorization; authorizationUrl: URL }> => {
+    const challenge = await challengeOf(connection.url);
+    const server = await discoverOAuthServerInfo(connection.url, challenge.resourceMetadataUrl ? { resourceMetadataUrl: challenge.resourceMetadataUrl } : undefined);
+    const a: Authorization = {
+      id: randomUUID(),
+      connectionId: connection.id,
+      url: connection.url,
+      state: randomBytes(24).toString("base64url"),
+      status: "pending",
+      expiresAt: now() + (options.authorizationTtl ?? 600) * 1000,
+      server,
+      ...(challenge.resourceMetadataUrl ? { resourceMetadataUrl: challenge.resourceMetadataUrl } : {}),
+      codeReceived: false,
+    };
+    // Section 4: the declaration's scopes exactly when set and not empty; else the challenge's
+    // scope; else (the SDK's next steps) the resource metadata's scopes_supported; else none.
+    const scopes = connection.oauth?.scopes;
+    const scope = scopes?.length ? scopes.join(" ") : challenge.scope;
+    let authorizationUrl: URL | undefined;
+    await auth(
+      provider(a, connection, (url) => void (authorizationUrl = url)),
+      { serverUrl: connection.url, ...(scope ? { scope } : {}), ...(challenge.resourceMetadataUrl ? { resourceMetadataUrl: challenge.resourceMetadataUrl } : {}) },
+    );
+    if (!authorizationUrl) throw new Error("the authorization server gave no authorization URL");
+    return { authorization: a, authorizationUrl };
+  };
 
   // The OAuth redirect target: the person's browser lands here after consent. Not part of the
-  // protocol (docs: "the deployment's own redirect URI").
+  // protocol (section 4: "its own redirect URI"); what it does with odd callbacks is section 3.5.
   app.get("/oauth/callback", async (req, res) => {
-    const state = typeof req.query.state === "string" ? req.query.state : "";
-    const a = [...authorizations.values()].find((x) => x.state === state);
-    if (!a || a.status !== "pending") {
-      res.status(400).type("text/plain").send("Unknown or finished authorization.");
-      return;
+    const page = (status: number, text: string) => res.status(status).type("text/plain").send(text);
+    const param = (name: string) => (typeof req.query[name] === "string" ? (req.query[name] as string) : undefined);
+    const state = param("state");
+    const a = state === undefined ? undefined : [...authorizations.values()].find((x) => x.state === state);
+    if (a) expireIfDue(a);
+    // A forged, late, expired or second callback changes nothing, and its code is not exchanged.
+    if (!a || a.status !== "pending" || a.codeReceived) return page(400, "Unknown or finished authorization.");
+    const error = param("error");
+    if (error !== undefined) {
+      Object.assign(a, { status: "failed", error, message: param("error_description") ?? `the authorization server answered ${error}` });
+      return page(200, "Authorization failed. You can close this window.");
     }
-    if (typeof req.query.error === "string") {
-      Object.assign(a, { status: "failed", error: req.query.error, message: `the authorization server answered ${req.query.error}` });
-      res.status(200).type("text/plain").send("Authorization failed. You can close this window.");
-      return;
+    // RFC 9207: the response names the issuer the authorization started with, or none when that
+    // server does not say it sends one.
+    const issuer = a.server.authorizationServerMetadata?.issuer ?? a.server.authorizationServerUrl;
+    const iss = param("iss");
+    // RFC 9207 metadata; the OpenID variant of the SDK's type does not list it.
+    const issPromised = (a.server.authorizationServerMetadata as { authorization_response_iss_parameter_supported?: boolean } | undefined)?.authorization_response_iss_parameter_supported === true;
+    if (iss !== undefined ? iss !== issuer : issPromised) {
+      const message = iss === undefined ? `the authorization response has no iss, although ${issuer} says it sends one` : `the authorization response names issuer ${iss}, not ${issuer}`;
+      Object.assign(a, { status: "failed", error: "upstream_error", message });
+      return page(400, "The authorization response came from another issuer. You can close this window.");
     }
     const connection = connections.get(a.connectionId);
     if (!connection || connection.url !== a.url) {
       Object.assign(a, { status: "failed", error: "connection_changed", message: "the connection changed during consent" });
-      res.status(409).type("text/plain").send("The connection changed; start again.");
-      return;
+      return page(409, "The connection changed; start again.");
     }
+    a.codeReceived = true;
+    let tokens: OAuthTokens;
     try {
-      let tokens: OAuthTokens | undefined;
-      const result = await auth(
-        provider(a, connection, () => {}, (t) => {
-          tokens = t;
-        }),
-        { serverUrl: connection.url, authorizationCode: String(req.query.code ?? "") },
-      );
-      if (result !== "AUTHORIZED" || !tokens) throw new Error("no tokens");
-      const now = Date.now();
-      const info = await discoverOAuthServerInfo(connection.url).catch(() => undefined);
-      // RFC 8414 metadata; the OpenID variant of the type has no revocation_endpoint.
-      const revocationEndpoint = (info?.authorizationServerMetadata as { revocation_endpoint?: string } | undefined)?.revocation_endpoint;
-      const client = connection.oauth?.client_id ? { client_id: connection.oauth.client_id } : registrations.get(connection.url);
-      credentials.set(connection.id, {
-        url: connection.url,
-        tokens,
-        authorizedAt: now,
-        expiresAt: tokens.expires_in ? now + tokens.expires_in * 1000 : null,
-        ...(info?.authorizationServerMetadata?.issuer ? { issuer: info.authorizationServerMetadata.issuer } : {}),
-        ...(revocationEndpoint ? { revocationEndpoint } : {}),
-        ...(client ? { clientId: client.client_id } : {}),
+      if (!a.client || !a.codeVerifier) throw new Error("the authorization was not started");
+      // Not auth(): it exchanges a code again after an invalid_grant.
+      tokens = await exchangeAuthorization(a.server.authorizationServerUrl, {
+        ...(a.server.authorizationServerMetadata ? { metadata: a.server.authorizationServerMetadata } : {}),
+        clientInformation: a.client,
+        authorizationCode: param("code") ?? "",
+        codeVerifier: a.codeVerifier,
+        redirectUri,
+        ...(a.server.resourceMetadata ? { resource: a.server.resourceMetadata.resource } : {}),
       });
-      a.status = "authorized";
-      res.status(200).type("text/plain").send("Authorized. You can close this window.");
     } catch (error) {
-      Object.assign(a, { status: "failed", error: "token_exchange_failed", message: error instanceof Error ? error.message : String(error) });
-      res.status(502).type("text/plain").send("Authorization failed.");
+      if (a.status === "pending") Object.assign(a, { status: "failed", error: "token_exchange_failed", message: messageOf(error) });
+      return page(502, "Authorization failed.");
     }
+    // Superseded, deleted or moved to another url while the code was exchanged (sections 3.4, 5).
+    const current = connections.get(a.connectionId);
+    if (a.status === "pending" && (!current || current.url !== a.url)) {
+      Object.assign(a, { status: "failed", error: "connection_changed", message: "the connection changed during consent" });
+    }
+    if (a.status !== "pending") return page(409, "This authorization ended meanwhile; start again.");
+    const at = now();
+    credentials.set(a.connectionId, {
+      url: a.url,
+      tokens,
+      authorizedAt: at,
+      expiresAt: tokens.expires_in !== undefined ? at + tokens.expires_in * 1000 : null,
+      issuedBy: {
+        authorizationServerUrl: a.server.authorizationServerUrl,
+        ...(a.server.authorizationServerMetadata ? { metadata: a.server.authorizationServerMetadata } : {}),
+        client: a.client,
+        ...(a.server.resourceMetadata ? { resource: a.server.resourceMetadata.resource } : {}),
+        ...(a.resourceMetadataUrl ? { resourceMetadataUrl: a.resourceMetadataUrl.href } : {}),
+      },
+    });
+    a.status = "authorized";
+    page(200, "Authorized. You can close this window.");
   });
+
+  /** Section 3.6: whether the MCP server's resource metadata now names another authorization server. */
+  const authorizationServerMoved = async (url: string, issuedBy: IssuedBy): Promise<boolean> => {
+    try {
+      const metadata = await discoverOAuthProtectedResourceMetadata(url, issuedBy.resourceMetadataUrl ? { resourceMetadataUrl: issuedBy.resourceMetadataUrl } : undefined);
+      const named = metadata.authorization_servers?.[0];
+      return named !== undefined && !sameServer(named, issuedBy.authorizationServerUrl);
+    } catch {
+      return false; // no metadata now names any server: the one that issued it stays the one
+    }
+  };
+
+  /**
+   * One refresh at the server that issued the credential; undefined when it cannot be refreshed
+   * (no refresh token, refused with invalid_grant, or its server is no longer the MCP server's).
+   */
+  const refreshOnce = async (id: string, credential: Credential): Promise<Credential | undefined> => {
+    const { issuedBy } = credential;
+    const refreshToken = credential.tokens.refresh_token;
+    if (!issuedBy || !refreshToken) return undefined;
+    // Section 3.6: never send the credential's tokens to an authorization server it did not come from.
+    if (await authorizationServerMoved(credential.url, issuedBy)) return undefined;
+    let tokens: OAuthTokens;
+    try {
+      tokens = await refreshAuthorization(issuedBy.authorizationServerUrl, {
+        ...(issuedBy.metadata ? { metadata: issuedBy.metadata } : {}),
+        clientInformation: issuedBy.client,
+        refreshToken,
+        ...(issuedBy.resource ? { resource: issuedBy.resource } : {}),
+      });
+    } catch (error) {
+      if (error instanceof InvalidGrantError) return undefined;
+      throw new Refusal(502, "upstream_error", `refreshing the credential of ${id} failed: ${messageOf(error)}`);
+    }
+    const at = now();
+    const refreshed: Credential = { ...credential, tokens, expiresAt: tokens.expires_in !== undefined ? at + tokens.expires_in * 1000 : null };
+    // A DELETE, a url change or a new consent meanwhile wins over this refresh.
+    if (credentials.get(id) !== credential) return undefined;
+    credentials.set(id, refreshed);
+    return refreshed;
+  };
+  const refresh = (id: string, credential: Credential): Promise<Credential | undefined> => {
+    let pending = refreshes.get(credential);
+    if (!pending) {
+      pending = refreshOnce(id, credential).finally(() => refreshes.delete(credential));
+      refreshes.set(credential, pending);
+    }
+    return pending;
+  };
+
+  type Listing = { tools: Tool[] } | { refused: 401 } | { refused: 403; scope: string | undefined };
+  /** tools/list to the end of its pages, with this access token. */
+  const listTools = async (url: string, accessToken: string): Promise<Listing> => {
+    // The SDK reports a refusal by status only; the challenge names the scope (RFC 6750 section 3).
+    let challenge: { scope?: string; error?: string } = {};
+    const recording: typeof fetch = async (input, init) => {
+      const res = await fetch(input, init);
+      if (res.status === 401 || res.status === 403) challenge = extractWWWAuthenticateParams(res);
+      return res;
+    };
+    const client = new Client({ name: "subs-test-deployment", version: "1.0.0" });
+    try {
+      await client.connect(new StreamableHTTPClientTransport(new URL(url), { fetch: recording, requestInit: { headers: { authorization: `Bearer ${accessToken}` } } }));
+      const tools: Tool[] = [];
+      let cursor: string | undefined;
+      do {
+        const page = await client.listTools(cursor ? { cursor } : {});
+        tools.push(...page.tools);
+        cursor = page.nextCursor;
+      } while (cursor);
+      return { tools };
+    } catch (error) {
+      const status = error instanceof StreamableHTTPError ? error.code : (error as { code?: unknown }).code;
+      if (status === 401 || error instanceof UnauthorizedError) return { refused: 401 };
+      if (status === 403 && challenge.error === "insufficient_scope") return { refused: 403, scope: challenge.scope };
+      throw new Refusal(502, "upstream_error", `${url}: ${messageOf(error)}`);
+    } finally {
+      await client.close().catch(() => {});
+    }
+  };
+
+  /** Section 3.6: the connection's tools with the deployment's own credential, refreshed when needed. */
+  const toolsOf = async (connection: Declared): Promise<Tool[]> => {
+    const { id } = connection;
+    const notAuthorized = (why: string) => new Refusal(409, "not_authorized", `${id}: ${why}; run \`subs mcp login ${id}\``);
+    // A credential the MCP server refuses and that cannot be refreshed is not one the deployment
+    // "can use or refresh" (section 2, `status`): it goes, and the connection reads `declared`.
+    const unusable = (credential: Credential, why: string) => {
+      if (credentials.get(id) === credential) credentials.delete(id);
+      return notAuthorized(why);
+    };
+    let credential = credentials.get(id);
+    if (!credential || credential.url !== connection.url) throw notAuthorized("the deployment holds no credential for it");
+    let refreshed = false;
+    if (credential.expiresAt !== null && now() >= credential.expiresAt) {
+      const fresh = await refresh(id, credential);
+      if (!fresh) throw unusable(credential, "its access token expired and could not be refreshed");
+      [credential, refreshed] = [fresh, true];
+    }
+    let listing = await listTools(connection.url, credential.tokens.access_token);
+    if ("refused" in listing && listing.refused === 401 && !refreshed) {
+      // Refused before its expiry: refresh once, retry once.
+      const fresh = await refresh(id, credential);
+      if (!fresh) throw unusable(credential, `${connection.url} refused the credential and it could not be refreshed`);
+      credential = fresh;
+      listing = await listTools(connection.url, credential.tokens.access_token);
+    }
+    if ("tools" in listing) return listing.tools;
+    // The credential still holds its other scopes: kept (the fix is oauth.scopes and a new login).
+    if (listing.refused === 403) throw notAuthorized(`${connection.url} needs scope ${listing.scope ?? "(not named)"}; add it to oauth.scopes`);
+    throw unusable(credential, `${connection.url} refused the refreshed credential`);
+  };
 
   const v1 = express.Router();
   v1.use((req: Request, res: Response, next: NextFunction) => {
@@ -281,37 +564,40 @@ export async function startDeployment(options: DeploymentOptions): Promise<Runni
     next();
   });
   v1.use(express.json({ strict: false }));
+  // Section 1: a bad id or name is 400 on every endpoint that has one, compared after
+  // percent-decoding (Express decodes route parameters).
+  v1.param("id", (_req, res, next, id: string) => (validId(id) ? next() : fail(res, 400, "invalid_request", `${JSON.stringify(id)} is not a valid connection id`)));
+  v1.param("name", (_req, res, next, name: string) => (validId(name) ? next() : fail(res, 400, "invalid_request", `${JSON.stringify(name)} is not a valid agent name`)));
 
   v1.get("/mcp", (_req, res) => send(res, 200, { connections: [...connections.values()].map(connectionJson) }));
 
   v1.put("/mcp/:id", async (req, res) => {
-    const id = String(req.params.id);
-    if (!ID.test(id) || id.includes("__")) return fail(res, 400, "invalid_request", "invalid connection id");
+    const id = req.params.id;
     const body = req.body as Record<string, unknown> | undefined;
     const oauth = body && typeof body === "object" && body.oauth && typeof body.oauth === "object" ? (body.oauth as object) : undefined;
     if (body && typeof body === "object" && ("auth" in body || (oauth && ("client_secret_env" in oauth || "client_secret" in oauth)))) {
-      return fail(res, 400, "local_only_field", "`auth` and `oauth.client_secret_env` name variables on the client's machine; authorize on the deployment instead");
+      return fail(res, 400, "local_only_field", "`auth`, `oauth.client_secret_env` and `oauth.client_secret` belong to the client's machine; authorize on the deployment instead");
     }
     const parsed = ConnectionBodySchema.safeParse(body);
     if (!parsed.success) return fail(res, 400, "invalid_request", parsed.error.issues[0]?.message ?? "invalid body");
     const target = new URL(parsed.data.url);
-    if (target.protocol === "http:" && !["127.0.0.1", "localhost", "[::1]"].includes(target.hostname)) {
+    if (target.protocol === "http:" && !LOOPBACK.includes(target.hostname)) {
       return fail(res, 400, "invalid_request", "url must be https (plain http only to a loopback host)");
     }
     if (options.catalog && !options.catalog.includes(parsed.data.url)) {
       return fail(res, 403, "url_not_in_catalog", `${parsed.data.url} is not in this deployment's catalog`, { catalog: options.catalog });
     }
     const existing = connections.get(id);
-    if (existing && existing.url !== parsed.data.url) await dropCredential(id, "the connection's url changed");
     const declared: Declared = { id, url: parsed.data.url, prefix_tools: parsed.data.prefix_tools, ...(parsed.data.oauth ? { oauth: parsed.data.oauth } : {}) };
     connections.set(id, declared);
+    if (existing && existing.url !== declared.url) await dropCredential(id, "the connection's url changed");
     send(res, existing ? 200 : 201, connectionJson(declared));
   });
 
   v1.delete("/mcp/:id", async (req, res) => {
-    const id = String(req.params.id);
+    const id = req.params.id;
     const users = [...agents.values()].filter((a) => a.mcp.some((e) => e.id === id)).map((a) => a.name);
-    if (users.length) return fail(res, 409, "connection_in_use", `agents ${users.join(", ")} name ${id}`);
+    if (users.length) return fail(res, 409, "connection_in_use", `agents ${users.join(", ")} name ${id}`, { agents: users });
     if (!connections.has(id)) return fail(res, 404, "not_found", `no connection ${id}`);
     connections.delete(id);
     await dropCredential(id, "the connection was deleted");
@@ -319,73 +605,43 @@ export async function startDeployment(options: DeploymentOptions): Promise<Runni
   });
 
   v1.post("/mcp/:id/authorizations", async (req, res) => {
-    const connection = connections.get(String(req.params.id));
+    const connection = connections.get(req.params.id);
     if (!connection) return fail(res, 404, "not_found", `no connection ${req.params.id}`);
-    for (const a of authorizations.values()) {
-      if (a.connectionId === connection.id && a.status === "pending") Object.assign(a, { status: "failed", error: "superseded", message: "a newer authorization was started" });
-    }
-    const ttl = options.authorizationTtl ?? 600;
-    const a: Authorization = {
-      id: randomUUID(),
-      connectionId: connection.id,
-      url: connection.url,
-      state: randomBytes(24).toString("base64url"),
-      status: "pending",
-      expiresAt: Date.now() + ttl * 1000,
-    };
-    let authorizationUrl: URL | undefined;
+    let started: Awaited<ReturnType<typeof startConsent>>;
     try {
-      await auth(provider(a, connection, (u) => void (authorizationUrl = u), () => {}), { serverUrl: connection.url });
+      started = await startConsent(connection);
     } catch (error) {
-      return fail(res, 502, "upstream_error", `cannot start authorization with ${connection.url}: ${error instanceof Error ? error.message : String(error)}`);
+      return fail(res, 502, "upstream_error", `cannot start authorization with ${connection.url}: ${messageOf(error)}`);
     }
-    if (!authorizationUrl) return fail(res, 502, "upstream_error", "the authorization server gave no authorization URL");
+    // Only an authorization that did start supersedes the pending one (a failed POST leaves it be).
+    endPending(connection.id, "superseded", "a newer authorization was started");
+    const a = started.authorization;
     authorizations.set(a.id, a);
-    send(res, 201, { authorization_url: authorizationUrl.href, poll_url: `/v1/authorizations/${a.id}`, interval: options.pollInterval ?? 0.1, expires_in: ttl });
+    send(res, 201, { authorization_url: started.authorizationUrl.href, poll_url: `/v1/authorizations/${a.id}`, interval: options.pollInterval ?? 0.1, expires_in: options.authorizationTtl ?? 600 });
   });
 
   v1.get("/authorizations/:aid", (req, res) => {
-    const a = authorizations.get(String(req.params.aid));
+    const a = authorizations.get(req.params.aid);
     if (!a) return fail(res, 404, "not_found", "no such authorization");
-    if (a.status === "pending" && Date.now() > a.expiresAt) Object.assign(a, { status: "expired", message: "nobody consented in time" });
+    expireIfDue(a);
     send(res, 200, { status: a.status, ...(a.error ? { error: a.error } : {}), ...(a.message && a.status !== "authorized" ? { message: a.message } : {}) });
   });
 
   v1.get("/mcp/:id/tools", async (req, res) => {
-    const connection = connections.get(String(req.params.id));
+    const connection = connections.get(req.params.id);
     if (!connection) return fail(res, 404, "not_found", `no connection ${req.params.id}`);
-    const credential = credentials.get(connection.id);
-    if (!credential || credential.url !== connection.url) return fail(res, 409, "not_authorized", `${connection.id} is declared but not authorized`);
-    const client = new Client({ name: "subs-test-deployment", version: "1.0.0" });
     try {
-      await client.connect(
-        new StreamableHTTPClientTransport(new URL(connection.url), { requestInit: { headers: { authorization: `Bearer ${credential.tokens.access_token}` } } }),
-      );
-      const tools = [];
-      let cursor: string | undefined;
-      do {
-        const page = await client.listTools(cursor ? { cursor } : {});
-        tools.push(...page.tools);
-        cursor = page.nextCursor;
-      } while (cursor);
-      send(res, 200, { tools });
+      send(res, 200, { tools: await toolsOf(connection) });
     } catch (error) {
-      // The server no longer accepts the token (and this fixture does not refresh): drop it.
-      if (error instanceof UnauthorizedError || (error as { code?: unknown }).code === 401) {
-        credentials.delete(connection.id);
-        return fail(res, 409, "not_authorized", `${connection.url} rejected the credential`);
-      }
-      fail(res, 502, "upstream_error", `${connection.url}: ${error instanceof Error ? error.message : String(error)}`);
-    } finally {
-      await client.close().catch(() => {});
+      if (!(error instanceof Refusal)) throw error;
+      fail(res, error.status, error.code, error.message);
     }
   });
 
   v1.get("/agents", (_req, res) => send(res, 200, { agents: [...agents.values()] }));
 
   v1.put("/agents/:name", (req, res) => {
-    const name = String(req.params.name);
-    if (!ID.test(name) || name.includes("__")) return fail(res, 400, "invalid_request", "invalid agent name");
+    const name = req.params.name;
     const parsed = AgentBodySchema.safeParse(req.body);
     if (!parsed.success) return fail(res, 400, "invalid_request", parsed.error.issues[0]?.message ?? "invalid body");
     const missing = parsed.data.mcp.map((e) => e.id).filter((id) => !connections.has(id));
@@ -397,20 +653,24 @@ export async function startDeployment(options: DeploymentOptions): Promise<Runni
   });
 
   v1.delete("/agents/:name", (req, res) => {
-    if (!agents.delete(String(req.params.name))) return fail(res, 404, "not_found", `no agent ${req.params.name}`);
+    if (!agents.delete(req.params.name)) return fail(res, 404, "not_found", `no agent ${req.params.name}`);
     send(res, 204);
   });
 
   v1.use((_req: Request, res: Response) => fail(res, 404, "not_found", "no such endpoint"));
-  // Malformed JSON bodies and anything unexpected: an error body, never an HTML page.
+  // Anything unexpected is an error body, never an HTML page. What the body parser or the path
+  // decoding refused (bad JSON, too large, an unknown charset, bad %-encoding) is a malformed
+  // request: 400 invalid_request (section 6 has no other 4xx for it).
   v1.use((error: unknown, _req: Request, res: Response, _next: NextFunction) => {
     const status = (error as { status?: number }).status ?? 500;
-    fail(res, status, status === 400 ? "invalid_request" : "internal_error", error instanceof Error ? error.message : "error");
+    if (status >= 400 && status < 500) return fail(res, 400, "invalid_request", messageOf(error));
+    fail(res, 500, "internal_error", "the deployment failed");
   });
   app.use("/v1", v1);
 
   return {
     url: base,
+    redirectUri,
     requests,
     connections,
     agents,
