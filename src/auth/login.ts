@@ -51,13 +51,17 @@ export function fetchWithSignal(fetch: typeof globalThis.fetch, signal: AbortSig
 const split = (scope: string | undefined) => (scope ?? "").split(" ").filter(Boolean);
 
 /**
- * The scope to request (MCP authorization, "Scope Selection Strategy"): the 401's `scope`, else
- * the resource's `scopes_supported`, else none; `oauth.scopes` from the file are added; and
- * `offline_access` (a refresh token) only when the authorization server lists it.
+ * The scope to request. `oauth.scopes` from the file, when set and not empty, are what is asked
+ * for: a person who writes `scopes = ["read"]` means read, not read plus whatever the server
+ * suggests, and a deployment requests them exactly too (docs/deployment-protocol.md, section 4).
+ * Otherwise the MCP authorization spec's "Scope Selection Strategy": the 401's `scope`, else the
+ * resource's `scopes_supported`, else none. Either way `offline_access` (a refresh token) only
+ * when the authorization server lists it.
  */
 export function selectScopes(discovery: Discovery, connection: ConnectionConfig, stepUp: string[] | undefined): string[] {
-  const base = stepUp ?? [...(discovery.challenge.scope ? split(discovery.challenge.scope) : (discovery.resourceMetadata?.scopes_supported ?? []))];
-  const scopes = new Set([...base, ...(connection.oauth?.scopes ?? [])]);
+  const configured = connection.oauth?.scopes ?? [];
+  const chosen = discovery.challenge.scope ? split(discovery.challenge.scope) : (discovery.resourceMetadata?.scopes_supported ?? []);
+  const scopes = new Set(stepUp ?? (configured.length > 0 ? configured : chosen));
   const serverLists = discovery.metadata.scopes_supported ?? [];
   if (serverLists.includes("offline_access")) scopes.add("offline_access");
   else scopes.delete("offline_access");

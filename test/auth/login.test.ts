@@ -77,15 +77,21 @@ test("login: discovery, DCR as a native client, PKCE S256, resource, state and i
   }
 });
 
-test("login: scopes come from the resource's scopes_supported when the 401 names none; offline_access only when the server lists it", async () => {
+test("login: scopes come from the resource's scopes_supported when the 401 names none; oauth.scopes, when set, exactly; offline_access only when the server lists it", async () => {
   const env = await environment({ protect: { scopesSupported: ["a", "b"] }, as: { scopesSupported: ["a", "b", "offline_access"] } });
   try {
     assert.equal((await env.subs(["mcp", "login", "demo"])).code, 0);
     assert.deepEqual(env.as.authorizations[0]?.scopes, ["a", "b", "offline_access"]);
+    env.write(`[mcp.demo]\nurl = "${env.mcp.url}"\noauth = { scopes = ["a"] }\n`);
+    assert.equal((await env.subs(["mcp", "login", "demo"])).code, 0);
+    assert.deepEqual(env.as.authorizations[1]?.scopes, ["a", "offline_access"], "the file's scopes narrow the request; b is not added");
     env.as.set({ scopesSupported: ["a", "b"] });
     env.write(`[mcp.demo]\nurl = "${env.mcp.url}"\noauth = { scopes = ["offline_access", "extra"] }\n`);
     assert.equal((await env.subs(["mcp", "login", "demo"])).code, 0);
-    assert.deepEqual(env.as.authorizations[1]?.scopes, ["a", "b", "extra"], "configured scopes added, offline_access dropped");
+    assert.deepEqual(env.as.authorizations[2]?.scopes, ["extra"], "the file's scopes, offline_access dropped");
+    env.write(`[mcp.demo]\nurl = "${env.mcp.url}"\noauth = { scopes = [] }\n`);
+    assert.equal((await env.subs(["mcp", "login", "demo"])).code, 0);
+    assert.deepEqual(env.as.authorizations[3]?.scopes, ["a", "b"], "an empty list names no scopes: chosen as if unset");
   } finally {
     await env.close();
   }
