@@ -21,9 +21,11 @@ export async function run(argv: readonly string[], given: Context): Promise<numb
   if (animates(ctx)) await loadSpinner();
   // A command that printed its whole result may still end non-zero (e.g. `agent tools` with a
   // connection unavailable); it reports that code here instead of throwing after its output.
+  // A mistake the parser catches ends before any action runs, so before setJson could.
+  let parseMistake: { message: string; path: string } | undefined;
   const program = buildProgram(
     ctx,
-    { setJson: (json) => (jsonRequested = json), setExitCode: (code) => (exitCode = code) },
+    { setJson: (json) => (jsonRequested = json), setExitCode: (code) => (exitCode = code), onParseMistake: (message, path) => (parseMistake = { message, path }) },
     namedPath(argv),
   );
   if (argv[0] === "__complete") {
@@ -53,7 +55,10 @@ export async function run(argv: readonly string[], given: Context): Promise<numb
   } catch (error) {
     if (error instanceof CommanderError) {
       // --help and --version end here with exitCode 0; usage mistakes with 1, which is our 2.
-      return error.exitCode === 0 ? 0 : 2;
+      if (error.exitCode === 0) return 0;
+      // --json promises an error object for every failure (README, "Errors with --json").
+      if (parseMistake && jsonFlagGiven(argv)) ctx.stdout.write(JSON.stringify({ error: parseMistakeJson(parseMistake) }, null, 2) + "\n");
+      return 2;
     }
     if (ctx.signal.aborted && !(error instanceof SubsError && error.kind !== "interrupted")) {
       // An interrupt that carries a report (what an apply did and did not do) still shows it.
@@ -67,7 +72,26 @@ export async function run(argv: readonly string[], given: Context): Promise<numb
   return exitCode;
 }
 
-type ProgramHooks = { setJson: (json: boolean) => void; setExitCode: (code: number) => void };
+type ProgramHooks = {
+  setJson: (json: boolean) => void;
+  setExitCode: (code: number) => void;
+  /** The parser's own error text (e.g. "error: unknown option '--x'") and the command it is about. */
+  onParseMistake?: (message: string, path: string) => void;
+};
+
+/** `--json` as a flag: before a `--`, after which every word is an argument. */
+function jsonFlagGiven(argv: readonly string[]): boolean {
+  const end = argv.indexOf("--");
+  return (end === -1 ? argv : argv.slice(0, end)).includes("--json");
+}
+
+/** commander's "error: unknown option '--jsn'\n(Did you mean --json?)" as the --json error object. */
+function parseMistakeJson({ message, path }: { message: string; path: string }): { code: "usage"; message: string; hint: string } {
+  const [first = "", ...rest] = message.trim().split("\n");
+  const suggestion = rest.map((line) => line.replace(/^\((.*)\)$/, "$1")).join(" ");
+  const help = `run \`${path} --help\` for its usage and examples`;
+  return { code: "usage", message: first.replace(/^error: /, ""), hint: suggestion ? `${suggestion.charAt(0).toLowerCase()}${suggestion.slice(1)} ${help}` : help };
+}
 
 /** Every command, by path; test/comfort.test.ts checks it against the tree buildProgram builds. */
 export const COMMAND_TREE: Readonly<Record<string, readonly string[]>> = {
@@ -100,7 +124,7 @@ export function namedPath(argv: readonly string[]): string[] | undefined {
   return command !== undefined && subcommands.includes(command) ? [group, command] : [group];
 }
 
-export function buildProgram(ctx: Context, { setJson, setExitCode }: ProgramHooks, only?: readonly string[]): Command {
+export function buildProgram(ctx: Context, { setJson, setExitCode, onParseMistake }: ProgramHooks, only?: readonly string[]): Command {
   // Whether the command at `path` is built: all of them, or those on the path argv names.
   const wanted = (...path: string[]) => only === undefined || path.every((name, n) => only[n] === undefined || only[n] === name);
   const program = new Command("subs")
@@ -113,7 +137,10 @@ export function buildProgram(ctx: Context, { setJson, setExitCode }: ProgramHook
     .configureOutput({
       writeOut: (s) => ctx.stdout.write(s),
       writeErr: (s) => ctx.stderr.write(s),
-      outputError: (s, write) => write(withHelpHint(s, "subs")),
+      outputError: (s, write) => {
+        onParseMistake?.(s, "subs");
+        write(withHelpHint(s, "subs"));
+      },
     })
     .addHelpText(
       "after",
@@ -130,7 +157,10 @@ export function buildProgram(ctx: Context, { setJson, setExitCode }: ProgramHook
     const command = parent.command(name).helpOption("-h, --help", "show help").exitOverride().configureOutput({
       writeOut: (s) => ctx.stdout.write(s),
       writeErr: (s) => ctx.stderr.write(s),
-      outputError: (s, write) => write(withHelpHint(s, path)),
+      outputError: (s, write) => {
+        onParseMistake?.(s, path);
+        write(withHelpHint(s, path));
+      },
     });
     command.showSuggestionAfterError(true);
     return command;

@@ -47,6 +47,24 @@ test("a mistyped command or option: did you mean, and the --help to run; exit 2"
   assert.match(missing.stderr, /missing required argument 'id'\nRun `subs mcp tools --help`/);
 });
 
+test("with --json, a mistake the parser catches still prints the error object on stdout (README, \"Errors with --json\")", async () => {
+  const cwd = project(FILE);
+  const option = await runInProcess(["mcp", "list", "--json", "--jsn"], { cwd });
+  assert.equal(option.code, 2);
+  assert.deepEqual(JSON.parse(option.stdout), {
+    error: { code: "usage", message: "unknown option '--jsn'", hint: "did you mean --json? run `subs mcp list --help` for its usage and examples" },
+  });
+  assert.match(option.stderr, /unknown option '--jsn'\n\(Did you mean --json\?\)\nRun `subs mcp list --help`/);
+  const missing = await runInProcess(["mcp", "tools", "--json"], { cwd });
+  assert.equal(missing.code, 2);
+  assert.deepEqual(JSON.parse(missing.stdout), { error: { code: "usage", message: "missing required argument 'id'", hint: "run `subs mcp tools --help` for its usage and examples" } });
+  // Without --json (or with it only after `--`, where it is no flag), stdout stays empty.
+  assert.equal((await runInProcess(["mcp", "list", "--jsn"], { cwd })).stdout, "");
+  assert.equal((await runInProcess(["mcp", "call", "sentry", "--", "--json"], { cwd })).stdout, "");
+  // --help is not a mistake.
+  assert.doesNotMatch((await runInProcess(["mcp", "list", "--json", "--help"], { cwd })).stdout, /"error"/);
+});
+
 test("a mistyped id or agent name: did you mean, in every command that takes one; exit 2", async () => {
   const cwd = project(FILE);
   for (const argv of [["mcp", "login", "sentri"], ["mcp", "tools", "sentri"], ["mcp", "call", "sentri", "whoami"]]) {
