@@ -51,7 +51,7 @@ export async function loginOnDeployment(options: RemoteLoginOptions): Promise<Re
     if (remaining <= 0) {
       const byUs = options.timeoutMs < authorization.expires_in * 1000;
       throw failed(`${connection.id}: no consent within ${Math.round((deadline - started) / 1000)}s${byUs ? " (--timeout)" : " (the deployment's authorization expired)"}`, {
-        code: byUs ? "timed_out" : "authorization_expired",
+        code: byUs ? "timeout" : "authorization_expired",
         hint: `run \`subs mcp login ${connection.id}\` again${byUs ? " (or raise --timeout)" : ""}`,
       });
     }
