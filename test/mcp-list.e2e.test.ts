@@ -80,6 +80,19 @@ describe("subs mcp list", () => {
     assert.equal(statSync(dbPath).mode & 0o777, 0o600);
   });
 
+  test("whichever command first opens the db deletes an undeclared id's credential and says so on stderr (README, \"The file\")", async () => {
+    const toml = '[mcp.kept]\nurl = "https://kept.example/mcp"\n[agent.a]\nmcp = ["kept"]\n';
+    for (const argv of [["mcp", "list"], ["mcp", "tools", "kept"], ["mcp", "call", "kept", "whoami"], ["agent", "tools", "a"]]) {
+      const { dir, dbPath } = environment(toml);
+      await seedCredentials(dbPath, [{ id: "gone", url: "https://gone.example/mcp" }]);
+      const result = await runInProcess(argv, { cwd: dir });
+      assert.match(result.stderr, /Deleted the stored credential of gone: no longer declared in substructure\.toml/, argv.join(" "));
+      const opened = await openStore({ dbPath, create: false });
+      assert.deepEqual(opened!.store.listCredentials(), [], argv.join(" "));
+      opened!.store.close();
+    }
+  });
+
   test("piped human output is one tab-separated line per connection, without colour", async () => {
     const { dir } = environment('[mcp.a]\nurl = "https://a.example/mcp"\n[agent.x]\nmcp = ["a"]\n');
     const result = await runCli(["mcp", "list"], { cwd: dir, env: { FORCE_COLOR: undefined } });

@@ -2,9 +2,11 @@
 // (src/mcp/open.ts). The MCP SDK loads only when a list is fetched (issue 6).
 import type { Config } from "../config/types.ts";
 import type { Context } from "../context.ts";
+import type { Reporter } from "../report.ts";
 import type { ToolSource } from "./fetch.ts";
 
-export function localToolSource(ctx: Pick<Context, "env" | "fetch" | "now">, config: Config): ToolSource {
+/** `reporter` hears what opening the db did (a deleted section's credential deleted and revoked). */
+export function localToolSource(ctx: Pick<Context, "env" | "fetch" | "now">, config: Config, reporter: Reporter): ToolSource {
   const load = () => Promise.all([import("../mcp/open.ts"), import("../mcp/connect.ts")]);
   return {
     target: "local",
@@ -15,7 +17,7 @@ export function localToolSource(ctx: Pick<Context, "env" | "fetch" | "now">, con
       // also ends requests the SDK started without one (its connect and SSE fallback).
       const fetchUntilAborted: typeof globalThis.fetch = (input, init) =>
         ctx.fetch(input, { ...init, signal: init?.signal ? AbortSignal.any([init.signal, signal]) : signal });
-      const client = await openConnection({ ctx: { ...ctx, fetch: fetchUntilAborted }, config, connection, signal });
+      const client = await openConnection({ ctx: { ...ctx, fetch: fetchUntilAborted }, config, connection, signal, reporter });
       try {
         return await listAllTools(client, { signal });
       } finally {

@@ -54,7 +54,7 @@ export async function agentToolsCommand(ctx: Context, options: AgentToolsOptions
 
 /** Where the tool lists come from: the servers themselves, or with [remote] the deployment. */
 async function toolSourceFor(ctx: Context, config: Config): Promise<ToolSource> {
-  if (!config.remote) return localToolSource(ctx, config);
+  if (!config.remote) return localToolSource(ctx, config, stderrReporter(ctx));
   const [{ DeploymentClient }, { remoteToolSource }] = await Promise.all([import("../remote/client.ts"), import("../agents/remote-source.ts")]);
   const remote = config.remote;
   const reporter = stderrReporter(ctx);
