@@ -36,7 +36,7 @@ export async function run(argv: readonly string[], given: Context): Promise<numb
   // What ran, for an error without a hint of its own: its next step names this command.
   let ran: { path: string; args: string[]; debug: boolean } | undefined;
   program.hook("preAction", async (_program, action) => {
-    const debug = Boolean(program.opts().debug) || ["1", "true"].includes(ctx.env.SUBS_DEBUG ?? "");
+    const debug = Boolean(program.opts().debug) || debugFromEnv(ctx.env);
     const config = (action.opts() as { config?: unknown }).config;
     const configArgs = typeof config === "string" ? ["--config", /^[\w./~-]+$/.test(config) ? config : JSON.stringify(config)] : [];
     ran = { path: commandPath(action), args: [...action.args.filter((a) => !a.startsWith("-")), ...configArgs], debug };
@@ -356,6 +356,9 @@ export function buildProgram(ctx: Context, { setJson, setExitCode, onParseMistak
   return program;
 }
 
+/** SUBS_DEBUG=1 (or true): one meaning for both of its effects, so SUBS_DEBUG=0 turns neither on. */
+const debugFromEnv = (env: Context["env"]) => ["1", "true"].includes(env.SUBS_DEBUG ?? "");
+
 function commandPath(command: Command): string {
   const names: string[] = [];
   for (let c: Command | null = command; c; c = c.parent) names.unshift(c.name());
@@ -417,7 +420,7 @@ function renderError(ctx: Context, error: unknown, json: boolean, ran?: { path: 
     // A bug, not a user error: say so without a stack trace (SUBS_DEBUG=1 shows it).
     const message = error instanceof Error ? error.message : String(error);
     ctx.stderr.write(`${style.red("error:")} unexpected: ${message}\n`);
-    if (ctx.env.SUBS_DEBUG && error instanceof Error && error.stack) ctx.stderr.write(`${error.stack}\n`);
+    if (debugFromEnv(ctx.env) && error instanceof Error && error.stack) ctx.stderr.write(`${error.stack}\n`);
   }
   // A tool's own error result is already on stdout as the --json document (isError: true).
   if (json && !(error instanceof SubsError && error.code === "tool_error")) {

@@ -127,3 +127,17 @@ test("start-up builds only the command argv names (issue 6), and COMMAND_TREE is
   assert.equal(debugFirst.code, 0, debugFirst.stderr);
   assert.equal(JSON.parse(debugFirst.stdout).length, 2);
 });
+
+test("an unexpected internal error: one line, no stack; its stack only when SUBS_DEBUG turns debugging on (README, \"Environment variables\")", async () => {
+  const cwd = project(FILE);
+  const now = () => {
+    throw new TypeError("a bug");
+  };
+  const STACK = /\n\s+at .*:\d+:\d+\)?\n/;
+  for (const [value, stack] of [[undefined, false], ["0", false], ["1", true], ["true", true]] as const) {
+    const r = await runInProcess(["mcp", "list"], { cwd, now, env: value === undefined ? {} : { SUBS_DEBUG: value } });
+    assert.equal(r.code, 1);
+    assert.match(r.stderr, /^error: unexpected: a bug\n/);
+    assert.equal(STACK.test(r.stderr), stack, `SUBS_DEBUG=${value}: ${r.stderr}`);
+  }
+});
