@@ -196,7 +196,7 @@ export function buildProgram(ctx: Context, { setJson, setExitCode, onParseMistak
       .option("--all", "every OAuth connection that lacks a usable credential")
       .option("--no-browser", "print the URL instead of opening a browser (on a terminal, also accept the redirected URL pasted back)")
       .option("--port <n>", "a fixed loopback port for the redirect (default: chosen by the system)")
-      .option("--timeout <seconds>", "how long to wait for consent", "300")
+      .addOption(new Option("--timeout <seconds>", "how long to wait for consent").default("300", "300"))
       .addHelpText(
         "after",
         examples(["subs mcp login sentry", "subs mcp login sentry linear", "subs mcp login --all", "subs mcp login sentry --no-browser   # over SSH", "subs mcp login linear --port 8765"]),
@@ -224,7 +224,7 @@ export function buildProgram(ctx: Context, { setJson, setExitCode, onParseMistak
       .addOption(configOption())
       .addOption(jsonOption())
       .option("--no-browser", "if the server asks for more scopes, print the URL instead of opening a browser")
-      .option("--timeout <seconds>", "how long a re-authorization waits for consent", "300")
+      .addOption(new Option("--timeout <seconds>", "how long a re-authorization waits for consent").default("300", "300"))
       .addHelpText("after", examples(["subs mcp tools sentry", "subs mcp tools sentry --json | jq '.tools[].name'"]))
       .action(async (id: string, opts: { config?: string; json?: boolean; browser: boolean; timeout: string }) => {
         setJson(Boolean(opts.json));
@@ -242,7 +242,7 @@ export function buildProgram(ctx: Context, { setJson, setExitCode, onParseMistak
       .addOption(jsonOption())
       .option("--args <json>", "the tool's arguments, a JSON object")
       .option("--no-browser", "if the server asks for more scopes, print the URL instead of opening a browser")
-      .option("--timeout <seconds>", "how long a re-authorization waits for consent", "300")
+      .addOption(new Option("--timeout <seconds>", "how long a re-authorization waits for consent").default("300", "300"))
       .addHelpText("after", examples([`subs mcp call sentry search_issues --args '{"query": "is:unresolved"}'`, "subs mcp call sentry whoami --json"]))
       .action(async (id: string, tool: string, opts: { config?: string; json?: boolean; args?: string; browser: boolean; timeout: string }) => {
         setJson(Boolean(opts.json));

@@ -141,3 +141,11 @@ test("an unexpected internal error: one line, no stack; its stack only when SUBS
     assert.equal(STACK.test(r.stderr), stack, `SUBS_DEBUG=${value}: ${r.stderr}`);
   }
 });
+
+test("--help shows each --timeout default as the number of seconds README gives", async () => {
+  const cwd = project(FILE);
+  for (const [argv, seconds] of [[["mcp", "login"], 300], [["mcp", "tools"], 300], [["mcp", "call"], 300], [["agent", "tools"], 10]] as const) {
+    const help = (await runInProcess([...argv, "--help"], { cwd })).stdout.replace(/\s+/g, " ");
+    assert.match(help, new RegExp(`--timeout <seconds> .*\\(default: ${seconds}\\)`), argv.join(" "));
+  }
+});
