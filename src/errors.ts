@@ -58,6 +58,20 @@ export const needsLogin = (id: string, reason: string) =>
   new SubsError("needs_login", `${id}: ${reason}`, { hint: `run \`subs mcp login ${id}\``, code: "needs_login" });
 export const interrupted = () => new SubsError("interrupted", "interrupted", { code: "interrupted" });
 
+/**
+ * The same failure, carrying what a command of several steps did before it (for --json). Config
+ * refusals come before any step, and an interrupt is reported as one: both are left as they are.
+ */
+export function withDetails(error: unknown, details: Record<string, unknown>): unknown {
+  if (!(error instanceof SubsError) || error instanceof ConfigError || error.kind === "interrupted") return error;
+  return new SubsError(error.kind, error.message, {
+    ...(error.hint !== undefined ? { hint: error.hint } : {}),
+    ...(error.code !== undefined ? { code: error.code } : {}),
+    cause: error,
+    details: { ...error.details, ...details },
+  });
+}
+
 export function formatDiagnostic(d: Diagnostic): string {
   return `${d.file}:${d.line}:${d.col}: ${d.message}`;
 }

@@ -4,7 +4,7 @@ import { findConnections } from "../config/lookup.ts";
 import { assertNoLocalOnlyAuth } from "../config/remote-rules.ts";
 import type { Config, ConnectionConfig } from "../config/types.ts";
 import type { Context } from "../context.ts";
-import { usage } from "../errors.ts";
+import { usage, withDetails } from "../errors.ts";
 import { writeJson } from "../output/json.ts";
 import { stderrReporter } from "../output/reporter.ts";
 import { styleFor } from "../output/style.ts";
@@ -57,7 +57,17 @@ export async function mcpLoginRemote(ctx: Context, config: Config, options: McpL
   }
   const style = styleFor(ctx.stderrColor);
   const results: RemoteLoginJson[] = [];
-  for (const connection of targets) {
+  for (const [n, connection] of targets.entries()) {
+    try {
+      await loginOne(connection);
+    } catch (error) {
+      // With several ids, --json still tells which were done (README, "With `[remote]`").
+      throw targets.length > 1 ? withDetails(error, { id: connection.id, done: results, not_attempted: targets.slice(n + 1).map((c) => c.id) }) : error;
+    }
+  }
+  if (options.json) writeJson(ctx.stdout, results);
+
+  async function loginOne(connection: ConnectionConfig): Promise<void> {
     let progress: Progress | undefined;
     let remote;
     try {
@@ -102,7 +112,6 @@ export async function mcpLoginRemote(ctx: Context, config: Config, options: McpL
       ctx.stdout.write(`${styleFor(ctx.color).green("✔")} ${connection.id}: authorized on ${client.base.origin}${expiry}\n`);
     }
   }
-  if (options.json) writeJson(ctx.stdout, results);
 }
 
 function chooseIds(config: Config, options: McpLoginRemoteOptions): ConnectionConfig[] {

@@ -2,7 +2,7 @@ import type { Config, ConnectionConfig } from "../config/types.ts";
 import { loadConfig } from "../config/load.ts";
 import { findConnections } from "../config/lookup.ts";
 import type { Context } from "../context.ts";
-import { usage } from "../errors.ts";
+import { usage, withDetails } from "../errors.ts";
 import { writeJson } from "../output/json.ts";
 import { stderrReporter } from "../output/reporter.ts";
 import { styleFor } from "../output/style.ts";
@@ -63,65 +63,74 @@ export async function mcpLoginCommand(ctx: Context, options: McpLoginOptions): P
       targets = findConnections(config, options.ids);
       opened = targets.some((c) => !c.auth) ? await open() : undefined;
     }
-    for (const connection of targets) {
-      if (connection.auth) {
-        const set = Boolean(ctx.env[connection.auth.tokenEnv]);
-        reporter.info(`${connection.id} uses a static token from $${connection.auth.tokenEnv}: there is nothing to log in.`);
-        if (!set) reporter.warn(`$${connection.auth.tokenEnv} is not set; ${connection.id} cannot be used until it is`);
-        results.push({ id: connection.id, result: "static", issuer: null, scopes: [], expires_at: null, refreshable: false, tools: null, token_env: connection.auth.tokenEnv, token_env_set: set });
-        continue;
-      }
-      const { login } = await import("../auth/login.ts");
-      // A corrupt stored row must not stand in the way of the login that replaces it.
-      const previous = (() => {
-        try {
-          return opened!.store.getCredential(connection.id);
-        } catch {
-          return undefined;
-        }
-      })();
-      const result = await login({
-        ctx,
-        connection,
-        store: opened!.store,
-        reporter,
-        ...(options.port !== undefined ? { port: options.port } : {}),
-        timeoutMs: options.timeoutSeconds * 1000,
-        openBrowser: options.browser,
-      });
-      if (previous && previous.url !== connection.url) {
-        // The credential for the old url is replaced; it is not left valid at its server.
-        const { revokeCredentials } = await import("../auth/revoke.ts");
-        await revokeCredentials([previous], { ctx, reporter, storePath: opened!.store.path });
-      }
-      const tools = await countTools(ctx, config, connection, reporter);
-      const json: LoginJson = {
-        id: result.id,
-        result: "authorized",
-        issuer: result.issuer,
-        scopes: result.scopes,
-        expires_at: isoOrNull(result.expiresAt),
-        refreshable: result.refreshable,
-        tools,
-        token_env: null,
-        token_env_set: null,
-      };
-      results.push(json);
-      if (!options.json) {
-        const expiry =
-          result.expiresAt === null ? "does not expire" : `expires in ${shortDuration(result.expiresAt - ctx.now())}${result.refreshable ? ", refreshable" : ", not refreshable"}`;
-        ctx.stdout.write(
-          `${style.green("✔")} ${result.id}: authorized by ${result.issuer}\n` +
-            `  scopes: ${result.scopes.length > 0 ? result.scopes.join(" ") : "(none requested)"}\n` +
-            `  ${expiry}\n` +
-            (tools === null ? "" : `  ${tools} tool${tools === 1 ? "" : "s"} offered\n`),
-        );
+    for (const [n, connection] of targets.entries()) {
+      try {
+        await loginOne(connection);
+      } catch (error) {
+        // With several ids, --json still tells which were done (README, "subs mcp login").
+        throw targets.length > 1 ? withDetails(error, { id: connection.id, done: results, not_attempted: targets.slice(n + 1).map((c) => c.id) }) : error;
       }
     }
   } finally {
     opened?.store.close();
   }
   if (options.json) writeJson(ctx.stdout, results);
+
+  async function loginOne(connection: ConnectionConfig): Promise<void> {
+    if (connection.auth) {
+      const set = Boolean(ctx.env[connection.auth.tokenEnv]);
+      reporter.info(`${connection.id} uses a static token from $${connection.auth.tokenEnv}: there is nothing to log in.`);
+      if (!set) reporter.warn(`$${connection.auth.tokenEnv} is not set; ${connection.id} cannot be used until it is`);
+      results.push({ id: connection.id, result: "static", issuer: null, scopes: [], expires_at: null, refreshable: false, tools: null, token_env: connection.auth.tokenEnv, token_env_set: set });
+      return;
+    }
+    const { login } = await import("../auth/login.ts");
+    // A corrupt stored row must not stand in the way of the login that replaces it.
+    const previous = (() => {
+      try {
+        return opened!.store.getCredential(connection.id);
+      } catch {
+        return undefined;
+      }
+    })();
+    const result = await login({
+      ctx,
+      connection,
+      store: opened!.store,
+      reporter,
+      ...(options.port !== undefined ? { port: options.port } : {}),
+      timeoutMs: options.timeoutSeconds * 1000,
+      openBrowser: options.browser,
+    });
+    if (previous && previous.url !== connection.url) {
+      // The credential for the old url is replaced; it is not left valid at its server.
+      const { revokeCredentials } = await import("../auth/revoke.ts");
+      await revokeCredentials([previous], { ctx, reporter, storePath: opened!.store.path });
+    }
+    const tools = await countTools(ctx, config, connection, reporter);
+    const json: LoginJson = {
+      id: result.id,
+      result: "authorized",
+      issuer: result.issuer,
+      scopes: result.scopes,
+      expires_at: isoOrNull(result.expiresAt),
+      refreshable: result.refreshable,
+      tools,
+      token_env: null,
+      token_env_set: null,
+    };
+    results.push(json);
+    if (!options.json) {
+      const expiry =
+        result.expiresAt === null ? "does not expire" : `expires in ${shortDuration(result.expiresAt - ctx.now())}${result.refreshable ? ", refreshable" : ", not refreshable"}`;
+      ctx.stdout.write(
+        `${style.green("✔")} ${result.id}: authorized by ${result.issuer}\n` +
+          `  scopes: ${result.scopes.length > 0 ? result.scopes.join(" ") : "(none requested)"}\n` +
+          `  ${expiry}\n` +
+          (tools === null ? "" : `  ${tools} tool${tools === 1 ? "" : "s"} offered\n`),
+      );
+    }
+  }
 }
 
 /** The OAuth connections without a usable stored credential: what `--all` logs in to. */

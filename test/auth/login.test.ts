@@ -621,3 +621,27 @@ test("login: a browser that is never used leaves nothing behind on interrupt", a
   }
 });
 
+
+test("login of several ids with --json: a failure part-way still tells which logins were done and which were not attempted", async () => {
+  const env = await environment({
+    toml: (url) => `[mcp.demo]\nurl = "${url}"\n[mcp.down]\nurl = "http://127.0.0.1:9/mcp"\n[mcp.gh]\nurl = "${url}"\nauth = { token_env = "GH_TOKEN" }\n`,
+  });
+  try {
+    const result = await env.subs(["mcp", "login", "demo", "down", "gh", "--json"]);
+    assert.equal(result.code, 1, result.stderr);
+    const { error } = JSON.parse(result.stdout);
+    assert.equal(error.id, "down");
+    assert.deepEqual(
+      error.done.map((d: { id: string; result: string }) => [d.id, d.result]),
+      [["demo", "authorized"]],
+    );
+    assert.deepEqual(error.not_attempted, ["gh"]);
+    assert.ok(credential(env, "demo"), "the login that was done stays done");
+    // One id: the error object as before, nothing added.
+    const one = JSON.parse((await env.subs(["mcp", "login", "down", "--json"])).stdout).error;
+    assert.deepEqual(Object.keys(one).sort(), ["code", "message"]);
+    assert.deepEqual(leakedTokens(env), []);
+  } finally {
+    await env.close();
+  }
+});

@@ -101,6 +101,20 @@ describe("subs mcp login with [remote]", () => {
     assert.match(again.stderr, /already authorized on the deployment/);
   });
 
+  test("several ids with --json: a failure part-way still tells which logins were done and which were not attempted", async () => {
+    const p = project(`[mcp.first]\nurl = "${mcp.url}"\n\n[mcp.unreachable]\nurl = "http://127.0.0.1:9/mcp"\n\n[mcp.third]\nurl = "${mcp.url}"\n`);
+    const result = await p.run(["mcp", "login", "first", "unreachable", "third", "--json", "--timeout", "20"]);
+    assert.equal(result.code, 1, result.stderr);
+    const { error } = JSON.parse(result.stdout);
+    assert.equal(error.id, "unreachable");
+    assert.deepEqual(
+      error.done.map((d: { id: string; result: string; target: string }) => [d.id, d.result, d.target]),
+      [["first", "authorized", "remote"]],
+    );
+    assert.deepEqual(error.not_attempted, ["third"]);
+    assert.equal(deployment.credentials.has("third"), false);
+  });
+
   test("--no-browser prints the URL on stderr and opens nothing", async () => {
     const p = project(`[mcp.nobrowser]\nurl = "${mcp.url}"\n`);
     const result = await p.run(["mcp", "login", "nobrowser", "--no-browser", "--timeout", "1"]);
