@@ -189,7 +189,15 @@ export function connectionError(connection: ConnectionConfig, error: unknown): S
   const reason = (error instanceof Error ? error.message : String(error)).slice(0, 300);
   const origin = new URL(connection.url).origin;
   const status = (error as { code?: unknown }).code;
-  if (error instanceof Error && error.name === "McpError") return failed(`${connection.id}: the server answered with an error (${reason})`, { cause: error });
+  if (error instanceof Error && error.name === "McpError") {
+    // The SDK's own deadline (RequestTimeout, -32001): the server said nothing at all.
+    if (status === -32001) {
+      const ms = (error as { data?: { timeout?: unknown } }).data?.timeout;
+      const within = typeof ms === "number" ? ` within ${Math.round(ms / 1000)}s` : " in time";
+      return failed(`${connection.id}: ${origin} gave no answer${within}`, { cause: error, code: "timeout", hint: "check that the server is up" });
+    }
+    return failed(`${connection.id}: the server answered with an error (${reason})`, { cause: error });
+  }
   if (typeof status === "number" && status >= 400) return failed(`${connection.id}: ${origin} answered HTTP ${status} (${reason})`, { cause: error });
   return failed(`${connection.id}: cannot reach ${origin} (${reason})`, { cause: error });
 }
