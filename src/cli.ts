@@ -174,14 +174,28 @@ export function buildProgram(ctx: Context, { setJson, setExitCode, onParseMistak
 
   if (mcp && wanted("mcp", "list")) {
     commandWithDefaults(mcp, "list")
-      .description("List every declared connection, its auth and status, and the agents that use it. Reads only the file, the environment and the local db.")
+      .description(
+        "List every declared connection, its auth and status, and the agents that use it. Reads only the file, the environment and the local db; --check also asks every server, all at once.",
+      )
       .addOption(configOption())
       .addOption(jsonOption())
-      .addHelpText("after", examples(["subs mcp list", "subs mcp list --json", "subs mcp list --config ./deploy/substructure.toml"]))
-      .action(async (opts: { config?: string; json?: boolean }) => {
+      .option("--check", "also probe every server: reachable, authorized, how many tools (exit 1 when one fails, 4 when the only problems need a login)")
+      .addOption(new Option("--timeout <seconds>", "with --check: give each server this long").default("10", "10"))
+      .addHelpText(
+        "after",
+        examples([
+          "subs mcp list",
+          "subs mcp list --json",
+          "subs mcp list --check",
+          "subs mcp list --check --json | jq '.[] | select(.check.authorized | not) | .id'",
+          "subs mcp list --config ./deploy/substructure.toml",
+        ]),
+      )
+      .action(async (opts: { config?: string; json?: boolean; check?: boolean; timeout: string }) => {
         setJson(Boolean(opts.json));
+        const timeoutSeconds = parseSeconds(opts.timeout);
         const { mcpListCommand } = await import("./commands/mcp-list.ts");
-        await mcpListCommand(ctx, { ...pick(opts, "config"), json: Boolean(opts.json) });
+        setExitCode(await mcpListCommand(ctx, { ...pick(opts, "config"), json: Boolean(opts.json), ...(opts.check ? { check: { timeoutSeconds } } : {}) }));
       });
   }
 

@@ -47,27 +47,35 @@ export function parseChallenge(response: Response): Challenge {
 }
 
 /**
+ * The request an MCP client sends first (initialize), without a credential and without following
+ * redirects. Also `subs mcp list --check`'s test that a server answers at all.
+ */
+export function unauthenticatedInitialize(serverUrl: string, fetch: Fetch, signal: AbortSignal | undefined): Promise<Response> {
+  return fetch(serverUrl, {
+    method: "POST",
+    headers: {
+      "content-type": "application/json",
+      accept: "application/json, text/event-stream",
+      "mcp-protocol-version": LATEST_PROTOCOL_VERSION,
+    },
+    body: JSON.stringify({
+      jsonrpc: "2.0",
+      id: 1,
+      method: "initialize",
+      params: { protocolVersion: LATEST_PROTOCOL_VERSION, capabilities: {}, clientInfo: { name: "subs", version: VERSION } },
+    }),
+    redirect: "manual",
+    ...(signal ? { signal } : {}),
+  });
+}
+
+/**
  * An unauthenticated MCP request, as the spec's flow begins: its 401 names the protected resource
  * metadata and the scopes the server wants. Any other answer leaves discovery to well-known URLs.
  */
 async function probe(serverUrl: string, fetch: Fetch, signal: AbortSignal | undefined): Promise<Challenge> {
   try {
-    const response = await fetch(serverUrl, {
-      method: "POST",
-      headers: {
-        "content-type": "application/json",
-        accept: "application/json, text/event-stream",
-        "mcp-protocol-version": LATEST_PROTOCOL_VERSION,
-      },
-      body: JSON.stringify({
-        jsonrpc: "2.0",
-        id: 1,
-        method: "initialize",
-        params: { protocolVersion: LATEST_PROTOCOL_VERSION, capabilities: {}, clientInfo: { name: "subs", version: VERSION } },
-      }),
-      redirect: "manual",
-      ...(signal ? { signal } : {}),
-    });
+    const response = await unauthenticatedInitialize(serverUrl, fetch, signal);
     await response.body?.cancel().catch(() => {});
     return response.status === 401 ? parseChallenge(response) : {};
   } catch (error) {

@@ -10,7 +10,7 @@ import { shortDuration } from "../output/time.ts";
 import { DeploymentClient } from "../remote/client.ts";
 import { listRemoteConnections, type RemoteListEntry } from "../remote/list.ts";
 
-export type McpListRemoteOptions = { json: boolean };
+export type McpListRemoteOptions = { json: boolean; check?: { timeoutSeconds: number } };
 
 /** Same keys as the local `mcp list --json` entries, plus the deployment's view and the drift. */
 export function remoteConnectionJson(e: RemoteListEntry) {
@@ -35,23 +35,72 @@ export function remoteConnectionJson(e: RemoteListEntry) {
   };
 }
 
-export async function mcpListRemote(ctx: Context, config: Config, options: McpListRemoteOptions): Promise<void> {
+/** Returns the exit code: 0, or with `--check` what checkExitCode says. */
+export async function mcpListRemote(ctx: Context, config: Config, options: McpListRemoteOptions): Promise<number> {
   const client = new DeploymentClient({ remote: config.remote!, ctx, reporter: stderrReporter(ctx) });
   const entries = await listRemoteConnections(config, client);
+  const checked = options.check && entries.length > 0 ? await import("./mcp-list-check.ts") : undefined;
+  const checks = checked ? await checkOnDeployment(ctx, config, entries, options.check!.timeoutSeconds, checked) : undefined;
   if (options.json) {
-    writeJson(ctx.stdout, entries.map(remoteConnectionJson));
-    return;
+    writeJson(ctx.stdout, entries.map((e) => (checks ? { ...remoteConnectionJson(e), check: checked!.checkJson(checks.get(e.id)!) } : remoteConnectionJson(e))));
+    return checks ? checked!.checkExitCode(checks.values()) : 0;
   }
   if (entries.length === 0) {
     ctx.stderr.write(`No connections in ${config.displayPath} or on ${client.base.origin}.\n`);
-    return;
+    return 0;
   }
   const style = styleFor(ctx.color);
   const now = ctx.now();
-  const rows = entries.map((e) => [e.id, e.url, describe(e, now, style), e.agents.join(", ") || "-"]);
-  ctx.stdout.write(renderTable(["ID", "URL", "STATUS ON " + client.base.host, "AGENTS"], rows, { tty: ctx.stdoutIsTTY, style: style.bold }));
+  const rows = entries.map((e) => [e.id, e.url, describe(e, now, style), ...(checks ? [checked!.describeCheck(checks.get(e.id)!, style)] : []), e.agents.join(", ") || "-"]);
+  const headers = ["ID", "URL", "STATUS ON " + client.base.host, ...(checks ? ["CHECK"] : []), "AGENTS"];
+  ctx.stdout.write(renderTable(headers, rows, { tty: ctx.stdoutIsTTY, style: style.bold }));
   const drifted = entries.filter((e) => e.drift !== null).length;
   if (drifted > 0) ctx.stderr.write(`${drifted} connection${drifted === 1 ? "" : "s"} differ${drifted === 1 ? "s" : ""} between ${config.displayPath} and the deployment: run \`subs apply\`.\n`);
+  if (!checks) return 0;
+  checked!.reportProblems(ctx, checks);
+  return checked!.checkExitCode(checks.values());
+}
+
+/**
+ * `--check` with [remote]: the deployment lists each authorized connection's tools with the
+ * credential it holds (GET /v1/mcp/{id}/tools, all at once); the others say why from the listing.
+ */
+async function checkOnDeployment(
+  ctx: Context,
+  config: Config,
+  entries: readonly RemoteListEntry[],
+  timeoutSeconds: number,
+  checked: typeof import("./mcp-list-check.ts"),
+): Promise<Map<string, CheckResult>> {
+  const { remoteToolSource } = await import("../agents/remote-source.ts");
+  const byId = new Map(config.connections.map((c) => [c.id, c]));
+  const targets = entries.map((e) => {
+    const connection = byId.get(e.id) ?? checked.bareConnection(e.id, e.url);
+    const problem = remoteProblem(e);
+    return { connection, ...(problem ? { withoutCredential: problem } : {}) };
+  });
+  const reporter = stderrReporter(ctx);
+  const source = remoteToolSource({
+    listTools: (id, { signal }) => new DeploymentClient({ remote: config.remote!, ctx: { ...ctx, signal }, reporter }).listTools(id, { signal }),
+  });
+  return checked.probe(ctx, targets.length, { targets, source, timeoutMs: timeoutSeconds * 1000, signal: ctx.signal });
+}
+
+type CheckResult = import("../status/check.ts").ConnectionCheck;
+
+function remoteProblem(e: RemoteListEntry): import("../status/check.ts").CheckProblem | undefined {
+  switch (e.status) {
+    case "authorized":
+      return undefined;
+    case "needs_login":
+      return { code: "needs_login", message: `${e.id}: the deployment holds no credential`, hint: `run \`subs mcp login ${e.id}\``, needsLogin: true };
+    case "url_changed":
+      return { code: "url_changed", message: `${e.id}: the deployment has another url`, hint: `run \`subs apply\`, then \`subs mcp login ${e.id}\``, needsLogin: false };
+    case "not_applied":
+      return { code: "not_applied", message: `${e.id}: not declared on the deployment`, hint: "run `subs apply`", needsLogin: false };
+    case "not_in_file":
+      return { code: "not_in_file", message: `${e.id}: on the deployment, not in the file`, hint: "run `subs apply` to remove it", needsLogin: false };
+  }
 }
 
 function describe(e: RemoteListEntry, now: number, style: Style): string {

@@ -8,7 +8,12 @@ import { isoOrNull, shortDuration } from "../output/time.ts";
 import { listLocalConnections } from "../status/list.ts";
 import type { ConnectionStatus } from "../status/status.ts";
 
-export type McpListOptions = { config?: string; json: boolean };
+export type McpListOptions = {
+  config?: string;
+  json: boolean;
+  /** `--check`: probe every server, each within this many seconds (README, "subs mcp list"). */
+  check?: { timeoutSeconds: number };
+};
 
 /** The `--json` contract of `subs mcp list` (README, "JSON output"). Never holds a secret. */
 export type ConnectionJson = {
@@ -43,25 +48,32 @@ export function connectionJson(s: ConnectionStatus): ConnectionJson {
   };
 }
 
-export async function mcpListCommand(ctx: Context, options: McpListOptions): Promise<void> {
+/** Returns the exit code: 0, or with `--check` what checkExitCode says. */
+export async function mcpListCommand(ctx: Context, options: McpListOptions): Promise<number> {
   const config = loadConfig({ configPath: options.config, env: ctx.env, cwd: ctx.cwd });
   if (config.remote) {
     const { mcpListRemote } = await import("./mcp-list-remote.ts");
-    return mcpListRemote(ctx, config, { json: options.json });
+    return mcpListRemote(ctx, config, { json: options.json, ...(options.check ? { check: options.check } : {}) });
   }
   const now = ctx.now();
   const statuses = await listLocalConnections({ config, env: ctx.env, now, reporter: stderrReporter(ctx) });
+  const checked = options.check && statuses.length > 0 ? await import("./mcp-list-check.ts") : undefined;
+  const checks = checked ? await checked.checkLocal(ctx, config, statuses, options.check!.timeoutSeconds) : undefined;
   if (options.json) {
-    writeJson(ctx.stdout, statuses.map(connectionJson));
-    return;
+    writeJson(ctx.stdout, statuses.map((s) => (checks ? { ...connectionJson(s), check: checked!.checkJson(checks.get(s.id)!) } : connectionJson(s))));
+    return checks ? checked!.checkExitCode(checks.values()) : 0;
   }
   if (statuses.length === 0) {
     ctx.stderr.write(`No connections declared in ${config.displayPath}. Add one:\n\n  [mcp.sentry]\n  url = "https://mcp.sentry.dev/mcp"\n`);
-    return;
+    return 0;
   }
   const style = styleFor(ctx.color);
-  const rows = statuses.map((s) => [s.id, s.url, s.auth, describeStatus(s, now, style), s.agents.join(", ") || "-"]);
-  ctx.stdout.write(renderTable(["ID", "URL", "AUTH", "STATUS", "AGENTS"], rows, { tty: ctx.stdoutIsTTY, style: style.bold }));
+  const rows = statuses.map((s) => [s.id, s.url, s.auth, describeStatus(s, now, style), ...(checks ? [checked!.describeCheck(checks.get(s.id)!, style)] : []), s.agents.join(", ") || "-"]);
+  const headers = ["ID", "URL", "AUTH", "STATUS", ...(checks ? ["CHECK"] : []), "AGENTS"];
+  ctx.stdout.write(renderTable(headers, rows, { tty: ctx.stdoutIsTTY, style: style.bold }));
+  if (!checks) return 0;
+  checked!.reportProblems(ctx, checks);
+  return checked!.checkExitCode(checks.values());
 }
 
 export function describeStatus(s: ConnectionStatus, now: number, style: Style): string {

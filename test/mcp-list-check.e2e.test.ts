@@ -1,0 +1,115 @@
+// `subs mcp list --check` end to end (product.md, "subs mcp list": "--check opts in to probing:
+// every server at once, a short timeout each, reporting reachable / authorized / tool count"):
+// the real CLI against loopback MCP servers, locally and through the test deployment.
+import assert from "node:assert/strict";
+import { mkdtempSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import path from "node:path";
+import { after, before, describe, it } from "node:test";
+import { runCli } from "./support/cli.ts";
+import { startDeployment, type RunningDeployment } from "./support/deployment/server.ts";
+import { annotatedTool, startMcpServer, type RunningMcpServer } from "./support/mcp-server.ts";
+
+const MCP_TOKEN = "mcp-static-SECRET-value";
+const DEPLOY_TOKEN = "deploy-api-token-SECRET";
+type Checked = { id: string; status: string; check?: { reachable: boolean | null; authorized: boolean; tools: number | null; error: { code: string; message: string; hint?: string } | null } };
+
+function environment(toml: string): string {
+  const dir = mkdtempSync(path.join(tmpdir(), "subs-check-"));
+  writeFileSync(path.join(dir, "substructure.toml"), toml);
+  return dir;
+}
+
+describe("subs mcp list --check", () => {
+  let ok: RunningMcpServer;
+  let login: RunningMcpServer;
+  let slow: RunningMcpServer;
+  let downUrl: string;
+
+  before(async () => {
+    ok = await startMcpServer({ tools: [annotatedTool("search"), annotatedTool("get")] });
+    // Answers every request 401: a server that wants a login subs does not have.
+    login = await startMcpServer({
+      tools: [],
+      gate: (_req, res) => {
+        res.writeHead(401, { "www-authenticate": "Bearer" }).end();
+        return true;
+      },
+    });
+    slow = await startMcpServer({ tools: [annotatedTool("late")], gate: () => new Promise<boolean>(() => {}) });
+    const down = await startMcpServer({ tools: [] });
+    downUrl = down.url;
+    await down.close();
+  });
+  after(() => Promise.all([ok.close(), login.close(), slow.close()]));
+
+  it("reports reachable, authorized and the tool count of each; a server down or silent fails the check (exit 1)", async () => {
+    const dir = environment(
+      `[mcp.ok]\nurl = "${ok.url}"\nauth = { token_env = "MCP_TOKEN" }\n\n[mcp.login]\nurl = "${login.url}"\n\n` +
+        `[mcp.down]\nurl = "${downUrl}"\nauth = { token_env = "MCP_TOKEN" }\n\n[mcp.slow]\nurl = "${slow.url}"\nauth = { token_env = "MCP_TOKEN" }\n`,
+    );
+    const r = await runCli(["mcp", "list", "--check", "--timeout", "1", "--json"], { cwd: dir, env: { MCP_TOKEN } });
+    assert.equal(r.code, 1, r.stderr);
+    const byId = new Map((JSON.parse(r.stdout) as Checked[]).map((e) => [e.id, e.check]));
+    assert.deepEqual(byId.get("ok"), { reachable: true, authorized: true, tools: 2, error: null });
+    assert.deepEqual(byId.get("login"), { reachable: true, authorized: false, tools: null, error: { code: "needs_login", message: "login: not logged in", hint: "run `subs mcp login login`" } });
+    assert.equal(byId.get("down")?.reachable, false);
+    assert.equal(byId.get("down")?.authorized, false);
+    assert.match(byId.get("down")?.error?.message ?? "", /^down: /);
+    assert.equal(byId.get("slow")?.reachable, false);
+    assert.equal(byId.get("slow")?.error?.code, "timeout");
+    assert.doesNotMatch(r.stdout + r.stderr, /SECRET/);
+  });
+
+  it("exit 4 when the only problem is a login; exit 0 when every server lists its tools; the table gains a CHECK column", async () => {
+    const both = environment(`[mcp.ok]\nurl = "${ok.url}"\nauth = { token_env = "MCP_TOKEN" }\n\n[mcp.login]\nurl = "${login.url}"\n`);
+    const needsLogin = await runCli(["mcp", "list", "--check"], { cwd: both, env: { MCP_TOKEN } });
+    assert.equal(needsLogin.code, 4, needsLogin.stderr);
+    const fine = environment(`[mcp.ok]\nurl = "${ok.url}"\nauth = { token_env = "MCP_TOKEN" }\n`);
+    const allGood = await runCli(["mcp", "list", "--check"], { cwd: fine, env: { MCP_TOKEN } });
+    assert.equal(allGood.code, 0, allGood.stderr);
+    assert.equal(allGood.stdout, `ok\t${ok.url}\tstatic\t$MCP_TOKEN set\t2 tools\t-\n`);
+  });
+
+  it("without --check nothing is sent to any server, and no entry has a check", async () => {
+    const dir = environment(`[mcp.ok]\nurl = "${ok.url}"\nauth = { token_env = "MCP_TOKEN" }\n`);
+    const before = ok.requests.length;
+    const r = await runCli(["mcp", "list", "--json"], { cwd: dir, env: { MCP_TOKEN } });
+    assert.equal(r.code, 0, r.stderr);
+    assert.equal((JSON.parse(r.stdout) as Checked[])[0]!.check, undefined);
+    assert.equal(ok.requests.length, before);
+  });
+
+  it("a --timeout that is not a positive number is a usage error (exit 2)", async () => {
+    const dir = environment(`[mcp.ok]\nurl = "${ok.url}"\n`);
+    const r = await runCli(["mcp", "list", "--check", "--timeout", "soon"], { cwd: dir });
+    assert.equal(r.code, 2);
+    assert.match(r.stderr, /--timeout must be a positive number of seconds/);
+  });
+});
+
+describe("subs mcp list --check with [remote]", () => {
+  let deployment: RunningDeployment;
+  let server: RunningMcpServer;
+  before(async () => {
+    deployment = await startDeployment({ token: DEPLOY_TOKEN });
+    server = await startMcpServer({ tools: [annotatedTool("search"), annotatedTool("get"), annotatedTool("rm")] });
+  });
+  after(() => Promise.all([deployment.close(), server.close()]));
+
+  it("the deployment lists each authorized connection's tools; one it holds no credential for needs a login (exit 4)", async () => {
+    const dir = environment(`[remote]\nurl = "${deployment.url}"\n\n[mcp.held]\nurl = "${server.url}"\n\n[mcp.fresh]\nurl = "${server.url}"\n`);
+    for (const id of ["held", "fresh"]) deployment.connections.set(id, { id, url: server.url, prefix_tools: true });
+    deployment.credentials.set("held", { url: server.url, tokens: { access_token: "at", token_type: "Bearer" }, authorizedAt: Date.now(), expiresAt: null });
+    const r = await runCli(["mcp", "list", "--check", "--json"], { cwd: dir, env: { SUBSTRUCTURE_TOKEN: DEPLOY_TOKEN } });
+    assert.equal(r.code, 4, r.stderr);
+    const byId = new Map((JSON.parse(r.stdout) as Checked[]).map((e) => [e.id, e.check]));
+    assert.deepEqual(byId.get("held"), { reachable: true, authorized: true, tools: 3, error: null });
+    assert.equal(byId.get("fresh")?.authorized, false);
+    assert.equal(byId.get("fresh")?.reachable, null, "the deployment says nothing about a server it holds no credential for");
+    assert.equal(byId.get("fresh")?.error?.code, "needs_login");
+    assert.ok(deployment.requests.includes("GET /v1/mcp/held/tools"));
+    assert.ok(!deployment.requests.includes("GET /v1/mcp/fresh/tools"), "nothing to ask for a connection without a credential");
+    assert.doesNotMatch(r.stdout + r.stderr, /SECRET/);
+  });
+});
