@@ -9,6 +9,7 @@ import { renderTable } from "../output/table.ts";
 import { shortDuration } from "../output/time.ts";
 import { DeploymentClient } from "../remote/client.ts";
 import { listRemoteConnections, type RemoteListEntry } from "../remote/list.ts";
+import type { CheckProblem, ConnectionCheck } from "../status/check.ts";
 
 export type McpListRemoteOptions = { json: boolean; check?: { timeoutSeconds: number } };
 
@@ -71,7 +72,7 @@ async function checkOnDeployment(
   entries: readonly RemoteListEntry[],
   timeoutSeconds: number,
   checked: typeof import("./mcp-list-check.ts"),
-): Promise<Map<string, CheckResult>> {
+): Promise<Map<string, ConnectionCheck>> {
   const { remoteToolSource } = await import("../agents/remote-source.ts");
   const byId = new Map(config.connections.map((c) => [c.id, c]));
   const targets = entries.map((e) => {
@@ -86,9 +87,7 @@ async function checkOnDeployment(
   return checked.probe(ctx, targets.length, { targets, source, timeoutMs: timeoutSeconds * 1000, signal: ctx.signal });
 }
 
-type CheckResult = import("../status/check.ts").ConnectionCheck;
-
-function remoteProblem(e: RemoteListEntry): import("../status/check.ts").CheckProblem | undefined {
+function remoteProblem(e: RemoteListEntry): CheckProblem | undefined {
   switch (e.status) {
     case "authorized":
       return undefined;
