@@ -1,6 +1,7 @@
 // The process entry, bundled into dist/subs.cjs and started by bin/subs.cjs: builds the real
-// context, runs, and owns the exit. Ctrl-C aborts the context's signal so a command can close its
-// listener and leave nothing half-written; a second Ctrl-C exits at once.
+// context, runs, and owns the exit. Ctrl-C (SIGINT), and SIGTERM (a cancelled CI job, a
+// supervisor), abort the context's signal so a command can close its listener and leave nothing
+// half-written; a second one exits at once. Exit 130 after SIGINT, 143 (128 + 15) after SIGTERM.
 import { processContext } from "./context.ts";
 import { run } from "./cli.ts";
 
@@ -8,11 +9,18 @@ export async function main(argv: readonly string[]): Promise<never> {
   // `subs … | head` closes the pipe early: that is the reader's choice, not an error to report.
   const quietOnBrokenPipe = () => process.exit(process.exitCode ?? 0);
   const controller = new AbortController();
-  process.once("SIGINT", () => {
-    controller.abort();
-    process.once("SIGINT", () => process.exit(130));
-  });
-  const code = await run(argv, await processContext(controller.signal, quietOnBrokenPipe));
+  let terminated = false;
+  const stop = (signal: "SIGINT" | "SIGTERM", code: number) =>
+    process.once(signal, () => {
+      terminated ||= signal === "SIGTERM";
+      controller.abort();
+      process.once(signal, () => process.exit(code));
+    });
+  stop("SIGINT", 130);
+  stop("SIGTERM", 143);
+  const ran = await run(argv, await processContext(controller.signal, quietOnBrokenPipe));
+  // run() answers an abort with 130, Ctrl-C's code; a SIGTERM ends the same way with its own.
+  const code = ran === 130 && terminated ? 143 : ran;
   // The command is done: best-effort work it gave up on (a capped revocation, a DNS lookup) must
   // not hold the process open. Everything printed was written before `write` returned (fdOutput, and
   // Node's terminal streams are synchronous), so nothing is lost.

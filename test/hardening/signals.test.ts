@@ -1,7 +1,7 @@
-// Issue 7, "Faults": SIGINT and SIGKILL during login, during refresh and during apply (local and
+// Issue 7, "Faults": SIGINT, SIGTERM and SIGKILL during login, during refresh and during apply (local and
 // remote). The real CLI runs as a child; the signal is sent at a known moment, found in its
 // SUBS_DEBUG=1 log (each request is logged before it is sent). After it: the command failed
-// clearly (SIGINT: exit 130, "Interrupted"), the db passes SQLite's integrity check and holds
+// clearly (SIGINT: exit 130, SIGTERM: 143, "Interrupted"), the db passes SQLite's integrity check and holds
 // either the old or the new credential whole, and a rerun works.
 import assert from "node:assert/strict";
 import { createServer, type Server } from "node:http";
@@ -17,7 +17,9 @@ import { runCli, signalOnce, type ChildOptions, type RunResult } from "../suppor
 import { seedCredentials } from "../support/credentials.ts";
 import { startDeployment } from "../support/deployment/server.ts";
 
-type Signal = "SIGINT" | "SIGKILL";
+type Signal = "SIGINT" | "SIGTERM" | "SIGKILL";
+/** SIGINT (Ctrl-C) and SIGTERM (a CI job cancelled) stop a command cleanly; SIGKILL cannot be caught. */
+const graceful = (signal: Signal) => signal !== "SIGKILL";
 const NO_STACK = /\n\s+at .*:\d+:\d+\)?\n/;
 
 /** Runs the CLI with SUBS_DEBUG=1 and sends `signal` once its stderr matches `at`. */
@@ -29,8 +31,8 @@ async function interrupted(argv: string[], options: ChildOptions & { at: RegExp;
 
 function assertSignalled(result: RunResult & { sent: boolean }, signal: Signal) {
   assert.ok(result.sent, `the signal was sent at the marked moment:\n${result.stderr}`);
-  if (signal === "SIGINT") {
-    assert.equal(result.code, 130, result.stderr);
+  if (graceful(signal)) {
+    assert.equal(result.code, signal === "SIGINT" ? 130 : 143, result.stderr);
     assert.match(result.stderr, /Interrupted/);
     assert.doesNotMatch(result.stderr, NO_STACK);
   } else assert.equal(result.code, 128, "killed");
@@ -45,7 +47,7 @@ function integrity(dbPath: string) {
   }
 }
 
-for (const signal of ["SIGINT", "SIGKILL"] as const) {
+for (const signal of ["SIGINT", "SIGTERM", "SIGKILL"] as const) {
   describe(`${signal}`, () => {
     test(`${signal} during login (waiting for consent): nothing stored, the port freed, a rerun logs in`, async () => {
       const env = await environment();
@@ -100,10 +102,10 @@ for (const signal of ["SIGINT", "SIGKILL"] as const) {
         assert.ok(after, "the credential is not lost to the interrupt");
         const whole = (after.access_token === before.access_token && after.refresh_token === before.refresh_token) || (after.access_token !== before.access_token && after.refresh_token !== before.refresh_token && after.expires_at! > Date.now());
         assert.ok(whole, "old or new, never half of each");
-        // SIGINT lets the refresh in flight finish and be stored: the rotated token is kept.
-        if (signal === "SIGINT") assert.notEqual(after.refresh_token, before.refresh_token, "the rotated refresh token was stored, not lost");
+        // SIGINT and SIGTERM let the refresh in flight finish and be stored: the rotated token is kept.
+        if (graceful(signal)) assert.notEqual(after.refresh_token, before.refresh_token, "the rotated refresh token was stored, not lost");
         const rerun = await runCli(["mcp", "tools", "demo"], { cwd: env.dir });
-        if (signal === "SIGINT") assert.equal(rerun.code, 0, rerun.stderr);
+        if (graceful(signal)) assert.equal(rerun.code, 0, rerun.stderr);
         else {
           // Killed after the server rotated: the stored refresh token is dead. Clear message, exit 4, and a login heals it.
           assert.ok([0, 4].includes(rerun.code), rerun.stderr);
