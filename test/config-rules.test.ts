@@ -63,6 +63,13 @@ const cases: Array<[rule: string, fixture: string, expected: string[]]> = [
     "auth-and-oauth.toml:4:1: [mcp.linear] has both `auth` and `oauth` | a connection uses a static token (auth) or OAuth, not both",
   ]],
   ["a TOML syntax error", "syntax-error.toml", ["syntax-error.toml:2:34: invalid TOML: control characters are not allowed in strings"]],
+  ["a bad name does not hide the mistakes inside its table", "bad-names-and-contents.toml", [
+    "bad-names-and-contents.toml:1:1: [mcp.Sentry]: a connection id may contain only lowercase letters, digits, '-' and '_'",
+    "bad-names-and-contents.toml:2:1: `url` must use https (plain http is allowed only to 127.0.0.1, [::1] or localhost)",
+    "bad-names-and-contents.toml:3:1: `prefix_tools` must be a boolean",
+    "bad-names-and-contents.toml:5:1: [agent.Triage]: an agent name may contain only lowercase letters, digits, '-' and '_'",
+    "bad-names-and-contents.toml:7:1: unknown key `model` in [agent.Triage] | expected one of: mcp, tools, agents",
+  ]],
   ["every error at once, in file order", "many-errors.toml", [
     "many-errors.toml:1:1: unknown key `colour` in the top level | expected one of: db, remote, mcp, agent",
     "many-errors.toml:3:1: [mcp.Sentry]: a connection id may contain only lowercase letters, digits, '-' and '_'",

@@ -2,7 +2,7 @@
 // (issue 8). Editors that validate TOML against JSON Schema (Taplo / Even Better TOML) use it via
 // the `#:schema ./substructure.schema.json` directive at the top of the file.
 import * as z from "zod/mini";
-import { FileSchema } from "./schema.ts";
+import { FileSchema, ID_PATTERN } from "./schema.ts";
 
 type JsonObject = { [key: string]: unknown };
 
@@ -22,6 +22,9 @@ export function substructureJsonSchema(): JsonObject {
     ((properties.mcp!.additionalProperties as JsonObject).properties as Record<string, JsonObject>).url!,
   ];
   for (const url of urls) Object.assign(url, { format: "uri", pattern: "^https?://" });
+  // schema.ts checks table names in a check of its own (so a bad name hides nothing inside its
+  // table), which JSON Schema cannot see: say it here.
+  for (const table of ["mcp", "agent"]) properties[table]!.propertyNames = { type: "string", pattern: ID_PATTERN.source };
   // The shorthand `mcp = ["sentry"]` is expanded before zod sees the file; editors see the file.
   const agentMcp = ((properties.agent!.additionalProperties as JsonObject).properties as Record<string, JsonObject>).mcp!;
   agentMcp.items = { anyOf: [{ type: "string", description: "a connection id: every tool it offers" }, agentMcp.items] };

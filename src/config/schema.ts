@@ -116,11 +116,39 @@ export const RemoteSchema = z.strictObject({
   token_env: z._default(envName, "SUBSTRUCTURE_TOKEN"),
 });
 
+/**
+ * The `[<section>.<name>]` tables: names checked by `id`, each value by `value`. A record whose key
+ * schema rejects a name skips that name's value, so `[mcp.Bad]` with a bad url would report only
+ * the name; here every value is checked whatever its name, and every mistake in the file is
+ * reported at once (product.md, "The file"). A bad name is the same `invalid_key` issue the
+ * record would have made.
+ */
+function namedTables<V extends z.ZodMiniType>(what: string, value: V) {
+  const name = id(what);
+  return z.record(z.string(), value).check(
+    z.check<Record<string, z.output<V>>>(
+      (payload) => {
+        // Not a table at all (`mcp = "x"`): the record has said so already.
+        if (typeof payload.value !== "object" || payload.value === null || Array.isArray(payload.value)) return;
+        for (const key of Object.keys(payload.value)) {
+          // Nearly every name is fine: the same two rules as `id`, without zod's result objects for
+          // each of 1000 names (issue 6). Only a bad name goes to `id` for its exact issues.
+          if (ID_PATTERN.test(key) && !key.includes("__")) continue;
+          const parsed = z.safeParse(name, key);
+          if (!parsed.success) payload.issues.push({ code: "invalid_key", origin: "record", issues: parsed.error.issues, input: key, path: [key], continue: true });
+        }
+      },
+      // Also when a value already failed: that is the point.
+      { when: () => true },
+    ),
+  );
+}
+
 export const FileSchema = z.strictObject({
   db: z._default(nonEmpty(), "substructure.db"),
   remote: z.optional(RemoteSchema),
-  mcp: z._default(z.record(id("a connection id"), ConnectionSchema), {}),
-  agent: z._default(z.record(id("an agent name"), AgentSchema), {}),
+  mcp: z._default(namedTables("a connection id", ConnectionSchema), {}),
+  agent: z._default(namedTables("an agent name", AgentSchema), {}),
 });
 
 export type FileShape = z.output<typeof FileSchema>;
