@@ -10,9 +10,13 @@ const { loadBundle, writeCodeCache } = require("../bin/subs.cjs");
 
 async function warm(bundle) {
   const loaded = loadBundle(bundle, { useCache: false });
-  const { run, processContext } = loaded.exports;
+  const { run, processContext, openStore } = loaded.exports;
   const dir = mkdtempSync(path.join(tmpdir(), "subs-warm-"));
   const broken = mkdtempSync(path.join(tmpdir(), "subs-warm-broken-"));
+  // A list long enough for the stored rows to be checked by zod's compiled schema (store.ts,
+  // from 50 rows): without it the cache lacked zod's compiler, and every long `mcp list`
+  // compiled it from source, about 2 ms (measured interleaved at 200 connections).
+  const long = mkdtempSync(path.join(tmpdir(), "subs-warm-long-"));
   try {
     writeFileSync(
       path.join(dir, "substructure.toml"),
@@ -24,12 +28,34 @@ async function warm(bundle) {
       ].join("\n"),
     );
     writeFileSync(path.join(broken, "substructure.toml"), '[mcp.Bad]\nurl = "http://example.com"\ntoken = "x"\n');
+    const ids = Array.from({ length: 60 }, (_, n) => `c${n}`);
+    writeFileSync(path.join(long, "substructure.toml"), ids.map((id) => `[mcp.${id}]\nurl = "https://${id}.example.com/mcp"\n`).join("\n"));
+    const seeded = await openStore({ dbPath: path.join(long, "substructure.db"), create: true });
+    for (const id of ids) {
+      seeded.store.putCredential({
+        id,
+        url: `https://${id}.example.com/mcp`,
+        issuer: "https://auth.example.com",
+        resource: null,
+        client_json: '{"client_id":"warm"}',
+        access_token: "warm",
+        token_type: "Bearer",
+        refresh_token: "warm",
+        expires_at: Date.now() + 3_600_000,
+        scopes: "",
+        created_at: Date.now(),
+        updated_at: Date.now(),
+      });
+    }
+    seeded.store.close();
     const sink = { write: () => true };
     const base = { ...(await processContext(new AbortController().signal)), stdout: sink, stderr: sink, env: { WARM_TOKEN: "warm", HOME: dir } };
     const plain = { ...base, stdoutIsTTY: false, stderrIsTTY: false, color: false, stderrColor: false };
     const terminal = { ...base, stdoutIsTTY: true, stderrIsTTY: true, color: true, stderrColor: true, env: { ...base.env, CI: "1" } };
     const runs = [
       [plain, dir, ["mcp", "list", "--json"]],
+      [plain, long, ["mcp", "list", "--json"]],
+      [plain, long, ["apply", "--dry-run"]],
       [plain, dir, ["apply", "--dry-run"]],
       [plain, dir, ["apply", "--json"]],
       [plain, dir, ["mcp", "list", "--json"]],
@@ -47,6 +73,7 @@ async function warm(bundle) {
   } finally {
     rmSync(dir, { recursive: true, force: true });
     rmSync(broken, { recursive: true, force: true });
+    rmSync(long, { recursive: true, force: true });
   }
   writeCodeCache(bundle, loaded);
 }
