@@ -1,5 +1,6 @@
 // `subs mcp list` with [remote] (issue 4): one GET to the deployment, merged with the file.
 // `--json` is documented in README.md, "With `[remote]`"; it never holds a secret.
+import { warnLocalOnlyAuth } from "../config/remote-rules.ts";
 import type { Config } from "../config/types.ts";
 import type { Context } from "../context.ts";
 import { writeJson } from "../output/json.ts";
@@ -40,6 +41,7 @@ export function remoteConnectionJson(e: RemoteListEntry) {
 export async function mcpListRemote(ctx: Context, config: Config, options: McpListRemoteOptions): Promise<number> {
   const client = new DeploymentClient({ remote: config.remote!, ctx, reporter: stderrReporter(ctx) });
   const entries = await listRemoteConnections(config, client);
+  warnLocalOnlyAuth(config, stderrReporter(ctx));
   const checked = options.check && entries.length > 0 ? await import("./mcp-list-check.ts") : undefined;
   const checks = checked ? await checkOnDeployment(ctx, config, entries, options.check!.timeoutSeconds, checked) : undefined;
   if (options.json) {

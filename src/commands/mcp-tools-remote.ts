@@ -1,5 +1,6 @@
 // `subs mcp tools <id>` with [remote]: the tools as the deployment sees them, through its tools
 // endpoint; the credential never leaves the deployment (issue 4).
+import { warnLocalOnlyAuth } from "../config/remote-rules.ts";
 import type { Config } from "../config/types.ts";
 import type { Context } from "../context.ts";
 import { stderrReporter } from "../output/reporter.ts";
@@ -12,6 +13,7 @@ export type McpToolsRemoteOptions = { id: string; json: boolean };
 export async function mcpToolsRemote(ctx: Context, config: Config, options: McpToolsRemoteOptions): Promise<void> {
   const connection = findConnection(config, options.id);
   const reporter = stderrReporter(ctx);
+  warnLocalOnlyAuth(config, reporter, [connection.id]);
   const client = new DeploymentClient({ remote: config.remote!, ctx, reporter });
   const fetching = fetchingProgress(ctx, reporter, `Fetching ${connection.id}'s tools from the deployment at ${client.base.origin}`);
   let tools: Awaited<ReturnType<DeploymentClient["listTools"]>>;

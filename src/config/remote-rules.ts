@@ -1,7 +1,8 @@
 // Under [remote] the deployment holds credentials, so settings that name a variable on this
 // machine cannot work there: `auth.token_env` and `oauth.client_secret_env` belong to a local
 // engine (product.md, "The file"; connectors.md, "Where the credential lives").
-import { ConfigError, type Diagnostic } from "../errors.ts";
+import { ConfigError, formatDiagnostic, type Diagnostic } from "../errors.ts";
+import type { Reporter } from "../report.ts";
 import type { Config } from "./types.ts";
 
 /** Every connection (of `ids`, default all) that carries a local-only setting, as file:line:col diagnostics. */
@@ -38,4 +39,15 @@ export function localOnlyAuthDiagnostics(config: Config, ids?: readonly string[]
 export function assertNoLocalOnlyAuth(config: Config, ids?: readonly string[]): void {
   const diagnostics = localOnlyAuthDiagnostics(config, ids);
   if (diagnostics.length > 0) throw new ConfigError(diagnostics, { kind: "refused", code: "local_only_auth" });
+}
+
+/**
+ * For the commands that only look (`mcp list`, `mcp tools` with [remote]): the same findings as
+ * warnings, so their "run `subs apply`" does not send a person to a refusal they were not told of.
+ */
+export function warnLocalOnlyAuth(config: Config, reporter: Reporter, ids?: readonly string[]): void {
+  const diagnostics = localOnlyAuthDiagnostics(config, ids);
+  if (diagnostics.length === 0) return;
+  for (const d of diagnostics) reporter.warn(`${formatDiagnostic(d)}${d.hint ? `\n  hint: ${d.hint}` : ""}`);
+  reporter.warn("`subs apply` and `subs mcp login` refuse such a connection while [remote] is set");
 }

@@ -136,6 +136,16 @@ describe("subs apply with [remote]", () => {
     const json = await p.apply("--json");
     assert.equal(JSON.parse(json.stdout).error.code, "local_only_auth");
     assert.deepEqual(deployment.requests, []);
+    // The commands that only look say so too, instead of a bare "not applied · subs apply".
+    const list = await runCli(["mcp", "list"], { cwd: p.dir, env: { SUBSTRUCTURE_TOKEN: TOKEN } });
+    assert.equal(list.code, 0, list.stderr);
+    assert.match(list.stderr, /warning: substructure\.toml:6:1: \[mcp\.github\] has `auth`/);
+    assert.match(list.stderr, /warning: substructure\.toml:10:\d+: \[mcp\.linear\] has `oauth\.client_secret_env`/);
+    assert.match(list.stderr, /`subs apply` and `subs mcp login` refuse such a connection while \[remote\] is set/);
+    p.write(`[mcp.sentry]\nurl = "https://mcp.sentry.dev/mcp"\n`);
+    const none = await runCli(["mcp", "list"], { cwd: p.dir, env: { SUBSTRUCTURE_TOKEN: TOKEN } });
+    assert.equal(none.code, 0, none.stderr);
+    assert.doesNotMatch(none.stderr, /warning/);
   });
 
   test("a missing or rejected API token names the variable", async () => {
