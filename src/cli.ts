@@ -37,7 +37,7 @@ export async function run(argv: readonly string[], given: Context): Promise<numb
   let ran: { path: string; args: string[]; debug: boolean } | undefined;
   program.hook("preAction", async (_program, action) => {
     const debug = Boolean(program.opts().debug) || debugFromEnv(ctx.env);
-    const config = (action.opts() as { config?: unknown }).config;
+    const config = (action.opts() as { config?: unknown }).config ?? (program.opts() as { config?: unknown }).config;
     const configArgs = typeof config === "string" ? ["--config", /^[\w./~-]+$/.test(config) ? config : JSON.stringify(config)] : [];
     ran = { path: commandPath(action), args: [...action.args.filter((a) => !a.startsWith("-")), ...configArgs], debug };
     if (debug) {
@@ -112,11 +112,14 @@ export const COMMAND_TREE: Readonly<Record<string, readonly string[]>> = {
 export function namedPath(argv: readonly string[]): string[] | undefined {
   if (argv.some((a) => a === "-h" || a === "--help" || a === "help" || a === "__complete")) return undefined;
   const words: string[] = [];
-  for (const arg of argv) {
-    if (words.length === 2) break;
+  for (let n = 0; n < argv.length && words.length < 2; n++) {
+    const arg = argv[n]!;
     if (!arg.startsWith("-")) words.push(arg);
-    // Before the command only the global --debug may come; anything else is the parser's to judge.
-    else if (words.length === 0 && arg !== "--debug") return undefined;
+    else if (words.length === 0) {
+      // Before the command only the global --debug and --config may come; anything else is the parser's to judge.
+      if (arg === "--config") n++;
+      else if (arg !== "--debug" && !arg.startsWith("--config=")) return undefined;
+    }
   }
   const [group, command] = words;
   if (group === undefined || !Object.hasOwn(COMMAND_TREE, group)) return undefined;
@@ -125,12 +128,19 @@ export function namedPath(argv: readonly string[]): string[] | undefined {
 }
 
 export function buildProgram(ctx: Context, { setJson, setExitCode, onParseMistake }: ProgramHooks, only?: readonly string[]): Command {
+  /** The command's --config, else one given before the command; absent when neither was. */
+  const configOf = (opts: { config?: string }): { config: string } | Record<string, never> => {
+    const config = opts.config ?? (program.opts() as { config?: string }).config;
+    return config === undefined ? {} : { config };
+  };
   // Whether the command at `path` is built: all of them, or those on the path argv names.
   const wanted = (...path: string[]) => only === undefined || path.every((name, n) => only[n] === undefined || only[n] === name);
   const program = new Command("subs")
     .description("Connect AI agents to MCP servers declared in substructure.toml.")
     .version(VERSION, "-V, --version", "print the version")
     .option("--debug", "print every HTTP exchange on stderr, credentials redacted (also SUBS_DEBUG=1)")
+    // Also before the command (`subs --config X mcp list`), as --debug is; after it, the command's own wins.
+    .addOption(configOption())
     .helpOption("-h, --help", "show help")
     .showSuggestionAfterError(true)
     .exitOverride()
@@ -195,7 +205,7 @@ export function buildProgram(ctx: Context, { setJson, setExitCode, onParseMistak
         setJson(Boolean(opts.json));
         const timeoutSeconds = parseSeconds(opts.timeout);
         const { mcpListCommand } = await import("./commands/mcp-list.ts");
-        setExitCode(await mcpListCommand(ctx, { ...pick(opts, "config"), json: Boolean(opts.json), ...(opts.check ? { check: { timeoutSeconds } } : {}) }));
+        setExitCode(await mcpListCommand(ctx, { ...configOf(opts), json: Boolean(opts.json), ...(opts.check ? { check: { timeoutSeconds } } : {}) }));
       });
   }
 
@@ -220,7 +230,7 @@ export function buildProgram(ctx: Context, { setJson, setExitCode, onParseMistak
         const { mcpLoginCommand } = await import("./commands/mcp-login.ts");
         const port = opts.port === undefined ? undefined : parsePort(opts.port);
         await mcpLoginCommand(ctx, {
-          ...pick(opts, "config"),
+          ...configOf(opts),
           ids,
           all: Boolean(opts.all),
           ...(port !== undefined ? { port } : {}),
@@ -243,7 +253,7 @@ export function buildProgram(ctx: Context, { setJson, setExitCode, onParseMistak
       .action(async (id: string, opts: { config?: string; json?: boolean; browser: boolean; timeout: string }) => {
         setJson(Boolean(opts.json));
         const { mcpToolsCommand } = await import("./commands/mcp-tools.ts");
-        await mcpToolsCommand(ctx, { ...pick(opts, "config"), id, json: Boolean(opts.json), browser: opts.browser, timeoutSeconds: parseSeconds(opts.timeout) });
+        await mcpToolsCommand(ctx, { ...configOf(opts), id, json: Boolean(opts.json), browser: opts.browser, timeoutSeconds: parseSeconds(opts.timeout) });
       });
   }
 
@@ -262,7 +272,7 @@ export function buildProgram(ctx: Context, { setJson, setExitCode, onParseMistak
         setJson(Boolean(opts.json));
         const { mcpCallCommand } = await import("./commands/mcp-call.ts");
         await mcpCallCommand(ctx, {
-          ...pick(opts, "config"),
+          ...configOf(opts),
           ...pick(opts, "args"),
           id,
           tool,
@@ -283,7 +293,7 @@ export function buildProgram(ctx: Context, { setJson, setExitCode, onParseMistak
       .action(async (opts: { config?: string; json?: boolean; dryRun?: boolean }) => {
         setJson(Boolean(opts.json));
         const { applyCommand } = await import("./commands/apply.ts");
-        await applyCommand(ctx, { ...pick(opts, "config"), json: Boolean(opts.json), dryRun: Boolean(opts.dryRun) });
+        await applyCommand(ctx, { ...configOf(opts), json: Boolean(opts.json), dryRun: Boolean(opts.dryRun) });
       });
   }
 
@@ -331,7 +341,7 @@ export function buildProgram(ctx: Context, { setJson, setExitCode, onParseMistak
       .action(async (opts: { config?: string; json?: boolean }) => {
         setJson(Boolean(opts.json));
         const { agentListCommand } = await import("./commands/agent-list.ts");
-        await agentListCommand(ctx, { ...pick(opts, "config"), json: Boolean(opts.json) });
+        await agentListCommand(ctx, { ...configOf(opts), json: Boolean(opts.json) });
       });
   }
 
@@ -363,7 +373,7 @@ export function buildProgram(ctx: Context, { setJson, setExitCode, onParseMistak
         const timeoutSeconds = Number(opts.timeout);
         if (!Number.isFinite(timeoutSeconds) || timeoutSeconds <= 0) throw usage(`--timeout must be a positive number of seconds, not \`${opts.timeout}\``);
         const { agentToolsCommand } = await import("./commands/agent-tools.ts");
-        setExitCode(await agentToolsCommand(ctx, { agent: name, ...pick(opts, "config"), json: Boolean(opts.json), timeoutSeconds, verbose: Boolean(opts.verbose) }));
+        setExitCode(await agentToolsCommand(ctx, { agent: name, ...configOf(opts), json: Boolean(opts.json), timeoutSeconds, verbose: Boolean(opts.verbose) }));
       });
   }
 

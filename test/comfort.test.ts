@@ -114,11 +114,20 @@ test("start-up builds only the command argv names (issue 6), and COMMAND_TREE is
     [["mpc", "list"], undefined],
     [["mcp", "list", "--help"], undefined],
     [["help", "mcp"], undefined],
+    [["--config", "mcp", "apply", "--json"], ["apply"]],
+    [["--config=x.toml", "mcp", "list"], ["mcp", "list"]],
     [["--no-such-flag", "mcp", "list"], undefined],
     [["__complete", "mcp", ""], undefined],
     [[], undefined],
   ];
   for (const [argv, expected] of cases) assert.deepEqual(namedPath(argv), expected, argv.join(" "));
+  // --config before the command, as --debug may be; after it, the command's own wins.
+  const elsewhere = project(FILE);
+  const before = await runInProcess(["--config", path.join(elsewhere, "substructure.toml"), "mcp", "list", "--json"], { cwd: tmpdir() });
+  assert.equal(before.code, 0, before.stderr);
+  assert.ok(JSON.parse(before.stdout).length > 0);
+  const both = await runInProcess(["--config", "/nonexistent/substructure.toml", "mcp", "list", "--config", path.join(elsewhere, "substructure.toml")], { cwd: tmpdir() });
+  assert.equal(both.code, 0, both.stderr);
   const cwd = project(FILE);
   const top = await runInProcess(["mpc", "list"], { cwd });
   assert.equal(top.code, 2);
