@@ -3,8 +3,8 @@
 import { localToolSource } from "../agents/local-source.ts";
 import type { Config, ConnectionConfig } from "../config/types.ts";
 import type { Context } from "../context.ts";
-import { stderrReporter } from "../output/reporter.ts";
 import type { Style } from "../output/style.ts";
+import type { Reporter } from "../report.ts";
 import { checkConnections, checkExitCode, type CheckOptions, type CheckProblem, type ConnectionCheck } from "../status/check.ts";
 import type { ConnectionStatus } from "../status/status.ts";
 import { fetchingProgress } from "./mcp-tools.ts";
@@ -39,15 +39,24 @@ function withoutCredential(s: ConnectionStatus): CheckProblem | undefined {
 /** Problems the STATUS column does not already show: a credential that failed, a server that did not answer. */
 const STATUS_SAYS = new Set(["needs_login", "url_changed", "token_env_unset", "not_applied", "not_in_file"]);
 
-export async function checkLocal(ctx: Context, config: Config, statuses: readonly ConnectionStatus[], timeoutSeconds: number): Promise<Map<string, ConnectionCheck>> {
-  const reporter = stderrReporter(ctx);
+/**
+ * `reporter` is the command's own: a consent the probing needs (a step-up) is shown on the line of
+ * the check's progress, which only one reporter can arrange (output/reporter.ts).
+ */
+export async function checkLocal(
+  ctx: Context,
+  reporter: Reporter,
+  config: Config,
+  statuses: readonly ConnectionStatus[],
+  timeoutSeconds: number,
+): Promise<Map<string, ConnectionCheck>> {
   const byId = new Map(config.connections.map((c) => [c.id, c]));
   const targets = statuses.map((s) => {
     const problem = withoutCredential(s);
     return { connection: byId.get(s.id)!, ...(problem ? { withoutCredential: problem } : {}) };
   });
   const { unauthenticatedInitialize } = await import("../auth/discovery.ts");
-  return probe(ctx, targets.length, {
+  return probe(ctx, reporter, targets.length, {
     targets,
     source: localToolSource(ctx, config, reporter),
     reach: async (connection, signal) => {
@@ -59,8 +68,8 @@ export async function checkLocal(ctx: Context, config: Config, statuses: readonl
   });
 }
 
-export async function probe(ctx: Context, n: number, options: CheckOptions): Promise<Map<string, ConnectionCheck>> {
-  const progress = fetchingProgress(ctx, stderrReporter(ctx), `Checking ${n} connection${n === 1 ? "" : "s"}`);
+export async function probe(ctx: Context, reporter: Reporter, n: number, options: CheckOptions): Promise<Map<string, ConnectionCheck>> {
+  const progress = fetchingProgress(ctx, reporter, `Checking ${n} connection${n === 1 ? "" : "s"}`);
   let checks: Map<string, ConnectionCheck>;
   try {
     checks = await checkConnections(options);

@@ -10,6 +10,7 @@ import { renderTable } from "../output/table.ts";
 import { shortDuration } from "../output/time.ts";
 import { DeploymentClient } from "../remote/client.ts";
 import { listRemoteConnections, type RemoteListEntry } from "../remote/list.ts";
+import type { Reporter } from "../report.ts";
 import type { CheckProblem, ConnectionCheck } from "../status/check.ts";
 
 export type McpListRemoteOptions = { json: boolean; check?: { timeoutSeconds: number } };
@@ -39,11 +40,12 @@ export function remoteConnectionJson(e: RemoteListEntry) {
 
 /** Returns the exit code: 0, or with `--check` what checkExitCode says. */
 export async function mcpListRemote(ctx: Context, config: Config, options: McpListRemoteOptions): Promise<number> {
-  const client = new DeploymentClient({ remote: config.remote!, ctx, reporter: stderrReporter(ctx) });
+  const reporter = stderrReporter(ctx);
+  const client = new DeploymentClient({ remote: config.remote!, ctx, reporter });
   const entries = await listRemoteConnections(config, client);
-  warnLocalOnlyAuth(config, stderrReporter(ctx));
+  warnLocalOnlyAuth(config, reporter);
   const checked = options.check && entries.length > 0 ? await import("./mcp-list-check.ts") : undefined;
-  const checks = checked ? await checkOnDeployment(ctx, config, entries, options.check!.timeoutSeconds, checked) : undefined;
+  const checks = checked ? await checkOnDeployment(ctx, { config, entries, reporter, timeoutSeconds: options.check!.timeoutSeconds, checked }) : undefined;
   if (options.json) {
     writeJson(ctx.stdout, entries.map((e) => (checks ? { ...remoteConnectionJson(e), check: checked!.checkJson(checks.get(e.id)!) } : remoteConnectionJson(e))));
     return checks ? checked!.checkExitCode(checks.values()) : 0;
@@ -70,11 +72,9 @@ export async function mcpListRemote(ctx: Context, config: Config, options: McpLi
  */
 async function checkOnDeployment(
   ctx: Context,
-  config: Config,
-  entries: readonly RemoteListEntry[],
-  timeoutSeconds: number,
-  checked: typeof import("./mcp-list-check.ts"),
+  options: { config: Config; entries: readonly RemoteListEntry[]; reporter: Reporter; timeoutSeconds: number; checked: typeof import("./mcp-list-check.ts") },
 ): Promise<Map<string, ConnectionCheck>> {
+  const { config, entries, reporter, timeoutSeconds, checked } = options;
   const { remoteToolSource } = await import("../agents/remote-source.ts");
   const byId = new Map(config.connections.map((c) => [c.id, c]));
   const targets = entries.map((e) => {
@@ -82,11 +82,10 @@ async function checkOnDeployment(
     const problem = remoteProblem(e);
     return { connection, ...(problem ? { withoutCredential: problem } : {}) };
   });
-  const reporter = stderrReporter(ctx);
   const source = remoteToolSource({
     listTools: (id, { signal }) => new DeploymentClient({ remote: config.remote!, ctx: { ...ctx, signal }, reporter }).listTools(id, { signal }),
   });
-  return checked.probe(ctx, targets.length, { targets, source, timeoutMs: timeoutSeconds * 1000, signal: ctx.signal });
+  return checked.probe(ctx, reporter, targets.length, { targets, source, timeoutMs: timeoutSeconds * 1000, signal: ctx.signal });
 }
 
 function remoteProblem(e: RemoteListEntry): CheckProblem | undefined {

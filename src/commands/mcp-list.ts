@@ -56,9 +56,10 @@ export async function mcpListCommand(ctx: Context, options: McpListOptions): Pro
     return mcpListRemote(ctx, config, { json: options.json, ...(options.check ? { check: options.check } : {}) });
   }
   const now = ctx.now();
-  const statuses = await listLocalConnections({ config, env: ctx.env, now, reporter: stderrReporter(ctx) });
+  const reporter = stderrReporter(ctx);
+  const statuses = await listLocalConnections({ config, env: ctx.env, now, reporter });
   const checked = options.check && statuses.length > 0 ? await import("./mcp-list-check.ts") : undefined;
-  const checks = checked ? await checked.checkLocal(ctx, config, statuses, options.check!.timeoutSeconds) : undefined;
+  const checks = checked ? await checked.checkLocal(ctx, reporter, config, statuses, options.check!.timeoutSeconds) : undefined;
   if (options.json) {
     writeJson(ctx.stdout, statuses.map((s) => (checks ? { ...connectionJson(s), check: checked!.checkJson(checks.get(s.id)!) } : connectionJson(s))));
     return checks ? checked!.checkExitCode(checks.values()) : 0;
