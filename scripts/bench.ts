@@ -68,18 +68,19 @@ async function agentToolsWall(servers: number, delayMs: number): Promise<{ one: 
 }
 
 /**
- * scripts/bench-floor.cjs bundled as dist/subs.cjs is (smol-toml and better-sqlite3's JavaScript
- * inside, the addon required by path), with a runner that loads it through bin/subs.cjs's loader.
- * Returns the runner; its first run writes the code cache the measured runs load.
+ * A reference script (scripts/bench-floor*.{cjs,ts}) bundled as dist/subs.cjs is (smol-toml and
+ * better-sqlite3's JavaScript inside, the addon required by path), with a runner that loads it
+ * through bin/subs.cjs's loader. Returns the runner; its first run writes the code cache the
+ * measured runs load.
  */
-async function buildFloor(): Promise<string> {
+async function buildFloor(script: string): Promise<string> {
   const { build } = await import("esbuild");
   const { BUILD_ID_PREFIX } = createRequire(import.meta.url)(BIN) as { BUILD_ID_PREFIX: string };
   const dir = mkdtempSync(path.join(tmpdir(), "subs-bench-floor-"));
   const bundle = path.join(dir, "floor.cjs");
   const addon = path.join(REPO, "node_modules", "better-sqlite3", "build", "Release");
   await build({
-    entryPoints: [path.join(REPO, "scripts", "bench-floor.cjs")],
+    entryPoints: [path.join(REPO, "scripts", script)],
     outfile: bundle,
     bundle: true,
     format: "cjs",
@@ -110,14 +111,18 @@ async function buildFloor(): Promise<string> {
 }
 
 ensureBuilt();
-const floorRunner = await buildFloor();
+const floorRunner = await buildFloor("bench-floor.cjs");
+const checkedFloorRunner = await buildFloor("bench-floor-checked.ts");
 const env10 = await benchEnvironment(10, "subs-bench");
 const env200 = await benchEnvironment(200, "subs-bench");
 const env1000 = await benchEnvironment(1000, "subs-bench");
 const floor = "node -e 0";
-// Reference rows, not subs: scripts/bench-floor.cjs.
+// Reference rows, not subs: scripts/bench-floor.cjs, and scripts/bench-floor-checked.ts (the same
+// plus subs's check of the file, which rule 5 requires of any subs).
 const FLOOR_200 = "reference: smol-toml + sqlite only (200)";
 const FLOOR_1000 = "reference: smol-toml + sqlite only (1000)";
+const CHECKED_200 = "reference + zod check of the file (200)";
+const CHECKED_1000 = "reference + zod check of the file (1000)";
 const ms = measure({
   [floor]: { argv: ["-e", "0"], cwd: env10 },
   "subs --version": { argv: [BIN, "--version"], cwd: env10 },
@@ -127,6 +132,8 @@ const ms = measure({
   "subs apply --dry-run (200)": { argv: [BIN, "apply", "--dry-run"], cwd: env200 },
   [FLOOR_200]: { argv: [floorRunner], cwd: env200 },
   [FLOOR_1000]: { argv: [floorRunner], cwd: env1000 },
+  [CHECKED_200]: { argv: [checkedFloorRunner], cwd: env200 },
+  [CHECKED_1000]: { argv: [checkedFloorRunner], cwd: env1000 },
 });
 const targets: Record<string, number> = {
   "subs --version": 1.2,
