@@ -11,6 +11,8 @@ const examples = (lines: string[]) => `\nExamples:\n${lines.map((l) => `  $ ${l}
 
 const configOption = () => new Option("--config <path>", "use this substructure.toml (default: $SUBS_CONFIG, else the nearest one upward)");
 const jsonOption = () => new Option("--json", "print JSON (a documented, stable shape) on stdout");
+// The MCP SDK gives up on a request after 60 s; a slow server or a long tool may need longer.
+const requestTimeoutOption = (what: string) => new Option("--request-timeout <seconds>", what).default("60", "60");
 
 export async function run(argv: readonly string[], given: Context): Promise<number> {
   let exitCode = 0;
@@ -249,11 +251,19 @@ export function buildProgram(ctx: Context, { setJson, setExitCode, onParseMistak
       .addOption(jsonOption())
       .option("--no-browser", "if the server asks for more scopes, print the URL instead of opening a browser")
       .addOption(new Option("--timeout <seconds>", "how long a re-authorization waits for consent").default("300", "300"))
+      .addOption(requestTimeoutOption("give the server this long to answer each request"))
       .addHelpText("after", examples(["subs mcp tools sentry", "subs mcp tools sentry --json | jq '.tools[].name'"]))
-      .action(async (id: string, opts: { config?: string; json?: boolean; browser: boolean; timeout: string }) => {
+      .action(async (id: string, opts: { config?: string; json?: boolean; browser: boolean; timeout: string; requestTimeout: string }) => {
         setJson(Boolean(opts.json));
         const { mcpToolsCommand } = await import("./commands/mcp-tools.ts");
-        await mcpToolsCommand(ctx, { ...configOf(opts), id, json: Boolean(opts.json), browser: opts.browser, timeoutSeconds: parseSeconds(opts.timeout) });
+        await mcpToolsCommand(ctx, {
+          ...configOf(opts),
+          id,
+          json: Boolean(opts.json),
+          browser: opts.browser,
+          timeoutSeconds: parseSeconds(opts.timeout),
+          requestTimeoutSeconds: parseSeconds(opts.requestTimeout, "--request-timeout"),
+        });
       });
   }
 
@@ -267,8 +277,12 @@ export function buildProgram(ctx: Context, { setJson, setExitCode, onParseMistak
       .option("--args <json>", "the tool's arguments, a JSON object")
       .option("--no-browser", "if the server asks for more scopes, print the URL instead of opening a browser")
       .addOption(new Option("--timeout <seconds>", "how long a re-authorization waits for consent").default("300", "300"))
-      .addHelpText("after", examples([`subs mcp call sentry search_issues --args '{"query": "is:unresolved"}'`, "subs mcp call sentry whoami --json"]))
-      .action(async (id: string, tool: string, opts: { config?: string; json?: boolean; args?: string; browser: boolean; timeout: string }) => {
+      .addOption(requestTimeoutOption("give the tool this long to answer; each progress report it sends restarts the wait"))
+      .addHelpText(
+        "after",
+        examples([`subs mcp call sentry search_issues --args '{"query": "is:unresolved"}'`, "subs mcp call sentry whoami --json", "subs mcp call ci run_suite --request-timeout 900"]),
+      )
+      .action(async (id: string, tool: string, opts: { config?: string; json?: boolean; args?: string; browser: boolean; timeout: string; requestTimeout: string }) => {
         setJson(Boolean(opts.json));
         const { mcpCallCommand } = await import("./commands/mcp-call.ts");
         await mcpCallCommand(ctx, {
@@ -279,6 +293,7 @@ export function buildProgram(ctx: Context, { setJson, setExitCode, onParseMistak
           json: Boolean(opts.json),
           browser: opts.browser,
           timeoutSeconds: parseSeconds(opts.timeout),
+          requestTimeoutSeconds: parseSeconds(opts.requestTimeout, "--request-timeout"),
         });
       });
   }
@@ -370,8 +385,7 @@ export function buildProgram(ctx: Context, { setJson, setExitCode, onParseMistak
       )
       .action(async (name: string, opts: { config?: string; json?: boolean; timeout: string; verbose?: boolean }) => {
         setJson(Boolean(opts.json));
-        const timeoutSeconds = Number(opts.timeout);
-        if (!Number.isFinite(timeoutSeconds) || timeoutSeconds <= 0) throw usage(`--timeout must be a positive number of seconds, not \`${opts.timeout}\``);
+        const timeoutSeconds = parseSeconds(opts.timeout);
         const { agentToolsCommand } = await import("./commands/agent-tools.ts");
         setExitCode(await agentToolsCommand(ctx, { agent: name, ...configOf(opts), json: Boolean(opts.json), timeoutSeconds, verbose: Boolean(opts.verbose) }));
       });
@@ -400,9 +414,9 @@ function parsePort(value: string): number {
   return port;
 }
 
-function parseSeconds(value: string): number {
+function parseSeconds(value: string, flag = "--timeout"): number {
   const seconds = Number(value);
-  if (!/^\d+(\.\d+)?$/.test(value) || !(seconds > 0)) throw usage(`--timeout must be a positive number of seconds, not ${JSON.stringify(value)}`);
+  if (!/^\d+(\.\d+)?$/.test(value) || !(seconds > 0)) throw usage(`${flag} must be a positive number of seconds, not ${JSON.stringify(value)}`);
   return seconds;
 }
 

@@ -5,8 +5,18 @@ import type { Context } from "../context.ts";
 import type { Reporter } from "../report.ts";
 import type { ToolSource } from "./fetch.ts";
 
-/** `reporter` hears what opening the db did (a deleted section's credential deleted and revoked). */
-export function localToolSource(ctx: Pick<Context, "env" | "fetch" | "now">, config: Config, reporter: Reporter): ToolSource {
+export type LocalToolSourceOptions = {
+  /** Hears what opening the db did (a deleted section's credential deleted and revoked). */
+  reporter: Reporter;
+  /**
+   * The command's own timeout for one list. Handed to the SDK too, whose requests otherwise give
+   * up after its default 60 s, before a longer `--timeout` would.
+   */
+  timeoutMs: number;
+};
+
+export function localToolSource(ctx: Pick<Context, "env" | "fetch" | "now">, config: Config, options: LocalToolSourceOptions): ToolSource {
+  const { reporter, timeoutMs } = options;
   const load = () => Promise.all([import("../mcp/open.ts"), import("../mcp/connect.ts")]);
   return {
     target: "local",
@@ -17,9 +27,9 @@ export function localToolSource(ctx: Pick<Context, "env" | "fetch" | "now">, con
       // also ends requests the SDK started without one (its connect and SSE fallback).
       const fetchUntilAborted: typeof globalThis.fetch = (input, init) =>
         ctx.fetch(input, { ...init, signal: init?.signal ? AbortSignal.any([init.signal, signal]) : signal });
-      const client = await openConnection({ ctx: { ...ctx, fetch: fetchUntilAborted }, config, connection, signal, reporter });
+      const client = await openConnection({ ctx: { ...ctx, fetch: fetchUntilAborted }, config, connection, signal, reporter, requestTimeoutMs: timeoutMs });
       try {
-        return await listAllTools(client, { signal });
+        return await listAllTools(client, { signal, requestTimeoutMs: timeoutMs });
       } finally {
         await client.close().catch(() => {});
       }

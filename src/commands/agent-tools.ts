@@ -26,7 +26,7 @@ export type AgentToolsOptions = {
 /** Exit codes (README, "subs agent …"): 0 every connection answered; 4 the only failures need a login; 1 otherwise. */
 export async function agentToolsCommand(ctx: Context, options: AgentToolsOptions): Promise<number> {
   const config = loadConfig({ configPath: options.config, env: ctx.env, cwd: ctx.cwd });
-  const source = await toolSourceFor(ctx, config);
+  const source = await toolSourceFor(ctx, config, options.timeoutSeconds * 1000);
   const agentConfig = findAgent(config, options.agent);
   const n = agentConfig.mcp.length;
   const fetching = n > 0 ? fetchingProgress(ctx, stderrReporter(ctx), `Fetching tools from ${n} connection${n === 1 ? "" : "s"} for ${agentConfig.name}`) : silentProgress;
@@ -53,8 +53,8 @@ export async function agentToolsCommand(ctx: Context, options: AgentToolsOptions
 }
 
 /** Where the tool lists come from: the servers themselves, or with [remote] the deployment. */
-async function toolSourceFor(ctx: Context, config: Config): Promise<ToolSource> {
-  if (!config.remote) return localToolSource(ctx, config, stderrReporter(ctx));
+async function toolSourceFor(ctx: Context, config: Config, timeoutMs: number): Promise<ToolSource> {
+  if (!config.remote) return localToolSource(ctx, config, { reporter: stderrReporter(ctx), timeoutMs });
   const [{ DeploymentClient }, { remoteToolSource }] = await Promise.all([import("../remote/client.ts"), import("../agents/remote-source.ts")]);
   const remote = config.remote;
   const reporter = stderrReporter(ctx);

@@ -4,9 +4,20 @@ import { failed, usage } from "../errors.ts";
 import { writeJson } from "../output/json.ts";
 import { stderrReporter } from "../output/reporter.ts";
 import { findConnection } from "../config/lookup.ts";
-import { localOnly } from "./mcp-tools.ts";
+import { fetchingProgress, localOnly, withRequestTimeoutHint } from "./mcp-tools.ts";
 
-export type McpCallOptions = { config?: string; id: string; tool: string; args?: string; json: boolean; timeoutSeconds: number; browser: boolean };
+export type McpCallOptions = {
+  config?: string;
+  id: string;
+  tool: string;
+  args?: string;
+  json: boolean;
+  /** How long a re-authorization waits for consent. */
+  timeoutSeconds: number;
+  /** How long the server may go without answering or reporting progress (`--request-timeout`). */
+  requestTimeoutSeconds: number;
+  browser: boolean;
+};
 
 export function parseArgs(text: string | undefined): Record<string, unknown> {
   if (text === undefined) return {};
@@ -26,10 +37,28 @@ export async function mcpCallCommand(ctx: Context, options: McpCallOptions): Pro
   localOnly(config, "mcp call");
   const connection = findConnection(config, options.id);
   const { withConnection } = await import("../mcp/step-up.ts");
-  const result = await withConnection(
-    { ctx, config, connection, reporter: stderrReporter(ctx), login: { timeoutMs: options.timeoutSeconds * 1000, openBrowser: options.browser } },
-    (client, signal) => client.callTool({ name: options.tool, arguments: args }, undefined, { signal }),
-  );
+  const reporter = stderrReporter(ctx);
+  const calling = fetchingProgress(ctx, reporter, `Calling ${options.tool} on ${connection.id}`);
+  const requestTimeoutMs = options.requestTimeoutSeconds * 1000;
+  let result: Awaited<ReturnType<import("@modelcontextprotocol/sdk/client/index.js").Client["callTool"]>>;
+  try {
+    result = await withConnection(
+      { ctx, config, connection, reporter, login: { timeoutMs: options.timeoutSeconds * 1000, openBrowser: options.browser }, requestTimeoutMs },
+      (client, signal) =>
+        client.callTool({ name: options.tool, arguments: args }, undefined, {
+          signal,
+          timeout: requestTimeoutMs,
+          // A long tool that reports progress (MCP "Progress" notifications) is working, not
+          // silent: each report restarts the wait, and a terminal shows it.
+          resetTimeoutOnProgress: true,
+          onprogress: (progress) => calling.update(`Calling ${options.tool} on ${connection.id}: ${progressText(progress)}`),
+        }),
+    );
+  } catch (error) {
+    calling.fail(`${options.tool} on ${connection.id} did not finish`);
+    throw withRequestTimeoutHint(error);
+  }
+  calling.succeed(`${options.tool} on ${connection.id} finished`);
   if (options.json) {
     writeJson(ctx.stdout, result);
   } else {
@@ -43,4 +72,11 @@ export async function mcpCallCommand(ctx: Context, options: McpCallOptions): Pro
   if (result.isError === true) {
     throw failed(`${connection.id}: the tool ${options.tool} reported an error`, { code: "tool_error" });
   }
+}
+
+/** A progress notification as a few words: `3/10 indexing`, `40%`, or the count alone. */
+export function progressText(progress: { progress: number; total?: number; message?: string }): string {
+  const count = progress.total !== undefined && progress.total > 0 ? `${progress.progress}/${progress.total}` : String(progress.progress);
+  const message = progress.message?.split("\n")[0]?.slice(0, 80);
+  return message ? `${count} ${message}` : count;
 }

@@ -58,7 +58,7 @@ export async function checkLocal(
   const { unauthenticatedInitialize } = await import("../auth/discovery.ts");
   return probe(ctx, reporter, targets.length, {
     targets,
-    source: localToolSource(ctx, config, reporter),
+    source: localToolSource(ctx, config, { reporter, timeoutMs: timeoutSeconds * 1000 }),
     reach: async (connection, signal) => {
       const response = await unauthenticatedInitialize(connection.url, ctx.fetch, signal);
       await response.body?.cancel().catch(() => {});

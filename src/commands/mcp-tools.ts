@@ -2,14 +2,32 @@ import { loadConfig } from "../config/load.ts";
 import type { Config } from "../config/types.ts";
 import { findConnection } from "../config/lookup.ts";
 import type { Context } from "../context.ts";
-import { refused, usage } from "../errors.ts";
+import { refused, SubsError, usage } from "../errors.ts";
 import { writeJson } from "../output/json.ts";
 import { stderrReporter } from "../output/reporter.ts";
 import { styleFor } from "../output/style.ts";
 import { renderTable } from "../output/table.ts";
 import { silentProgress, type Progress, type Reporter } from "../report.ts";
 
-export type McpToolsOptions = { config?: string; id: string; json: boolean; timeoutSeconds: number; browser: boolean };
+export type McpToolsOptions = {
+  config?: string;
+  id: string;
+  json: boolean;
+  /** How long a re-authorization waits for consent. */
+  timeoutSeconds: number;
+  /** How long one MCP request may go unanswered (`--request-timeout`). */
+  requestTimeoutSeconds: number;
+  browser: boolean;
+};
+
+/**
+ * The SDK's "no answer" (src/mcp/open.ts, code `timeout`) with the flag that waits longer: a slow
+ * server, or a long tool, is not always a dead one.
+ */
+export function withRequestTimeoutHint(error: unknown): unknown {
+  if (!(error instanceof SubsError) || error.code !== "timeout") return error;
+  return new SubsError(error.kind, error.message, { code: error.code, cause: error, hint: "check that the server is up, or wait longer with --request-timeout SECONDS" });
+}
 
 export function localOnly(config: Config, command: string): void {
   // The deployment protocol has no call endpoint, and the credential never leaves the deployment
@@ -45,13 +63,14 @@ export async function mcpToolsCommand(ctx: Context, options: McpToolsOptions): P
   const fetching = fetchingProgress(ctx, reporter, `Fetching ${connection.id}'s tools from ${new URL(connection.url).origin}`);
   let tools: Awaited<ReturnType<typeof listAllTools>>;
   try {
+    const requestTimeoutMs = options.requestTimeoutSeconds * 1000;
     tools = await withConnection(
-      { ctx, config, connection, reporter, login: { timeoutMs: options.timeoutSeconds * 1000, openBrowser: options.browser } },
-      (client, signal) => listAllTools(client, { signal }),
+      { ctx, config, connection, reporter, login: { timeoutMs: options.timeoutSeconds * 1000, openBrowser: options.browser }, requestTimeoutMs },
+      (client, signal) => listAllTools(client, { signal, requestTimeoutMs }),
     );
   } catch (error) {
     fetching.fail(`Could not list ${connection.id}'s tools`);
-    throw error;
+    throw withRequestTimeoutHint(error);
   }
   fetching.succeed(`${tools.length} tool${tools.length === 1 ? "" : "s"} on ${connection.id}`);
   writeToolList(ctx, { id: connection.id, tools, json: options.json, seenBy: "" });

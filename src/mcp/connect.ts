@@ -18,7 +18,18 @@ export type McpConnectOptions = {
   /** Static credential: sent as-is (e.g. `Authorization: Bearer $GITHUB_TOKEN`). */
   headers?: Record<string, string>;
   signal?: AbortSignal;
+  /**
+   * How long one request (the initialize here) may go unanswered; the SDK's own default is 60 s,
+   * which would cut short a command given longer (`--timeout`, `--request-timeout`).
+   */
+  requestTimeoutMs?: number;
 };
+
+/** The SDK's per-request options for a signal and a timeout, leaving out what is unset. */
+export function requestOptions(options: { signal?: AbortSignal | undefined; requestTimeoutMs?: number | undefined }): { signal?: AbortSignal; timeout?: number } | undefined {
+  if (!options.signal && options.requestTimeoutMs === undefined) return undefined;
+  return { ...(options.signal ? { signal: options.signal } : {}), ...(options.requestTimeoutMs !== undefined ? { timeout: options.requestTimeoutMs } : {}) };
+}
 
 export async function connectMcp(options: McpConnectOptions): Promise<Client> {
   const url = new URL(options.url);
@@ -30,23 +41,23 @@ export async function connectMcp(options: McpConnectOptions): Promise<Client> {
   };
   const client = new Client({ name: "subs", version: VERSION });
   try {
-    await client.connect(new StreamableHTTPClientTransport(url, common), options.signal ? { signal: options.signal } : undefined);
+    await client.connect(new StreamableHTTPClientTransport(url, common), requestOptions(options));
     return client;
   } catch (error) {
     const status = error instanceof StreamableHTTPError ? error.code : undefined;
     if (status === undefined || status < 400 || status >= 500 || status === 401 || status === 403) throw error;
   }
   const sseClient = new Client({ name: "subs", version: VERSION });
-  await sseClient.connect(new SSEClientTransport(url, common), options.signal ? { signal: options.signal } : undefined);
+  await sseClient.connect(new SSEClientTransport(url, common), requestOptions(options));
   return sseClient;
 }
 
 /** Every tool the server offers, following `nextCursor` pages. */
-export async function listAllTools(client: Client, options: { signal?: AbortSignal } = {}): Promise<Tool[]> {
+export async function listAllTools(client: Client, options: { signal?: AbortSignal; requestTimeoutMs?: number } = {}): Promise<Tool[]> {
   const tools: Tool[] = [];
   let cursor: string | undefined;
   for (let page = 0; page < 1000; page++) {
-    const result = await client.listTools(cursor === undefined ? {} : { cursor }, options.signal ? { signal: options.signal } : undefined);
+    const result = await client.listTools(cursor === undefined ? {} : { cursor }, requestOptions(options));
     tools.push(...result.tools);
     cursor = result.nextCursor;
     if (!cursor) break;

@@ -15,6 +15,8 @@ export type OpenConnectionOptions = {
   config: Config;
   connection: ConnectionConfig;
   signal?: AbortSignal;
+  /** How long one MCP request may go unanswered (src/mcp/connect.ts); the SDK's 60 s when unset. */
+  requestTimeoutMs?: number;
   /** Notices (e.g. credentials of deleted sections revoked); silent when absent. */
   reporter?: Reporter;
   /**
@@ -58,7 +60,14 @@ export async function openConnection(options: OpenConnectionOptions): Promise<Cl
     last = challenge;
     options.onChallenge?.(challenge);
   });
-  const connect = () => connectMcp({ url: connection.url, fetch, headers, ...(options.signal ? { signal: options.signal } : {}) });
+  const connect = () =>
+    connectMcp({
+      url: connection.url,
+      fetch,
+      headers,
+      ...(options.signal ? { signal: options.signal } : {}),
+      ...(options.requestTimeoutMs !== undefined ? { requestTimeoutMs: options.requestTimeoutMs } : {}),
+    });
   if (connection.auth) {
     try {
       return await connect();

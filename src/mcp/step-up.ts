@@ -19,6 +19,8 @@ export type StepUpOptions = {
   reporter: Reporter;
   /** How a re-authorization waits for consent (as `subs mcp login`). */
   login: { timeoutMs: number; openBrowser: boolean; port?: number };
+  /** How long one MCP request may go unanswered (`--request-timeout`); `work` applies it to its own requests. */
+  requestTimeoutMs?: number;
 };
 
 export async function withConnection<T>(options: StepUpOptions, work: (client: Client, signal: AbortSignal) => Promise<T>): Promise<T> {
@@ -29,7 +31,16 @@ export async function withConnection<T>(options: StepUpOptions, work: (client: C
     let last: AuthChallenge | undefined;
     let client: Client | undefined;
     try {
-      client = await openConnection({ ctx, config, connection, signal: ctx.signal, reporter, onChallenge: (c) => (last = c), ...(rejectedAt !== undefined ? { tokenRejectedAt: rejectedAt } : {}) });
+      client = await openConnection({
+        ctx,
+        config,
+        connection,
+        signal: ctx.signal,
+        reporter,
+        onChallenge: (c) => (last = c),
+        ...(rejectedAt !== undefined ? { tokenRejectedAt: rejectedAt } : {}),
+        ...(options.requestTimeoutMs !== undefined ? { requestTimeoutMs: options.requestTimeoutMs } : {}),
+      });
       return await work(client, ctx.signal);
     } catch (error) {
       // Ctrl-C aborted the connection: that is the outcome, not "cannot reach" (exit 130).

@@ -13,6 +13,12 @@ import type { OAuthTokenVerifier } from "@modelcontextprotocol/sdk/server/auth/p
 export type TestTool = Tool & {
   /** What a call returns as text; default echoes the arguments. */
   reply?: (args: Record<string, unknown>) => string;
+  /**
+   * A call works `steps` times `everyMs` before it replies, sending an MCP progress notification
+   * after each step when `reports` and the caller asked for progress (a progressToken). Reports
+   * need a streamed (SSE) answer: the server streams whenever a tool has `work`.
+   */
+  work?: { steps: number; everyMs: number; reports: boolean };
 };
 
 export type McpServerOptions = {
@@ -91,13 +97,21 @@ export async function startMcpServer(options: McpServerOptions): Promise<Running
       server.setRequestHandler(ListToolsRequestSchema, async () => ({
         tools: options.tools.map(({ reply: _reply, ...tool }) => tool),
       }));
-      server.setRequestHandler(CallToolRequestSchema, async (request) => {
+      server.setRequestHandler(CallToolRequestSchema, async (request, extra) => {
         const tool = options.tools.find((t) => t.name === request.params.name);
         if (!tool) return { content: [{ type: "text", text: `unknown tool ${request.params.name}` }], isError: true };
         const args = (request.params.arguments ?? {}) as Record<string, unknown>;
+        const progressToken = request.params._meta?.progressToken;
+        for (let step = 1; step <= (tool.work?.steps ?? 0); step++) {
+          await new Promise((r) => setTimeout(r, tool.work!.everyMs));
+          if (tool.work!.reports && progressToken !== undefined) {
+            await extra.sendNotification({ method: "notifications/progress", params: { progressToken, progress: step, total: tool.work!.steps, message: `step ${step}` } });
+          }
+        }
         return { content: [{ type: "text", text: tool.reply ? tool.reply(args) : JSON.stringify(args) }] };
       });
-      const transport = new StreamableHTTPServerTransport({ sessionIdGenerator: undefined, enableJsonResponse: true });
+      const streams = options.tools.some((t) => t.work);
+      const transport = new StreamableHTTPServerTransport({ sessionIdGenerator: undefined, enableJsonResponse: !streams });
       res.on("close", () => {
         void transport.close();
         void server.close();
