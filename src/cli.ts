@@ -4,6 +4,7 @@ import { Command, CommanderError, Option } from "commander";
 import type { Context } from "./context.ts";
 import { ConfigError, SubsError, exitCodeFor, formatDiagnostic, usage } from "./errors.ts";
 import { animates, loadSpinner } from "./output/progress.ts";
+import { shellWord } from "./output/shell-word.ts";
 import { loadStyles, styleFor } from "./output/style.ts";
 import { VERSION } from "./version.ts";
 
@@ -40,7 +41,7 @@ export async function run(argv: readonly string[], given: Context): Promise<numb
   program.hook("preAction", async (_program, action) => {
     const debug = Boolean(program.opts().debug) || debugFromEnv(ctx.env);
     const config = (action.opts() as { config?: unknown }).config ?? (program.opts() as { config?: unknown }).config;
-    const configArgs = typeof config === "string" ? ["--config", /^[\w./~-]+$/.test(config) ? config : JSON.stringify(config)] : [];
+    const configArgs = typeof config === "string" ? ["--config", shellWord(config)] : [];
     ran = { path: commandPath(action), args: [...action.args.filter((a) => !a.startsWith("-")), ...configArgs], debug };
     if (debug) {
       const { debugFetch } = await import("./output/debug-fetch.ts");
@@ -97,6 +98,7 @@ function parseMistakeJson({ message, path }: { message: string; path: string }):
 
 /** Every command, by path; test/comfort.test.ts checks it against the tree buildProgram builds. */
 export const COMMAND_TREE: Readonly<Record<string, readonly string[]>> = {
+  init: [],
   mcp: ["list", "login", "tools", "call"],
   apply: [],
   completion: [],
@@ -157,6 +159,7 @@ export function buildProgram(ctx: Context, { setJson, setExitCode, onParseMistak
     .addHelpText(
       "after",
       examples([
+        "subs init sentry=https://mcp.sentry.dev/mcp",
         "subs mcp login sentry",
         "subs mcp list",
         "subs mcp list --json | jq '.[] | select(.usable | not) | .id'",
@@ -177,6 +180,18 @@ export function buildProgram(ctx: Context, { setJson, setExitCode, onParseMistak
     command.showSuggestionAfterError(true);
     return command;
   };
+
+  if (wanted("init")) {
+    commandWithDefaults(program, "init")
+      .description("Write a first substructure.toml here: the servers given as ID=URL declared, the rest of the format shown in comments. Never overwrites a file.")
+      .argument("[id=url...]", "connections to declare, e.g. sentry=https://mcp.sentry.dev/mcp")
+      .addOption(new Option("--config <path>", "write this file instead (default: $SUBS_CONFIG, else ./substructure.toml)"))
+      .addHelpText("after", examples(["subs init", "subs init sentry=https://mcp.sentry.dev/mcp && subs mcp login sentry"]))
+      .action(async (connections: string[], opts: { config?: string }) => {
+        const { initCommand } = await import("./commands/init.ts");
+        await initCommand(ctx, { ...configOf(opts), connections });
+      });
+  }
 
   const mcp = wanted("mcp")
     ? commandWithDefaults(program, "mcp")

@@ -1,6 +1,7 @@
 import { existsSync } from "node:fs";
 import path from "node:path";
 import { usage } from "../errors.ts";
+import { shellWord } from "../output/shell-word.ts";
 
 export const CONFIG_FILE_NAME = "substructure.toml";
 
@@ -11,7 +12,7 @@ export function findConfigPath(options: { explicit?: string | undefined; env: Re
     const resolved = path.resolve(options.cwd, named);
     if (!existsSync(resolved)) {
       const source = options.explicit !== undefined ? "--config" : "$SUBS_CONFIG";
-      throw usage(`${named}: no such file (from ${source})`, { hint: "check the path, or create the file from substructure.toml.example" });
+      throw usage(`${named}: no such file (from ${source})`, { hint: `check the path, or create the file with \`subs init --config ${shellWord(named)}\`` });
     }
     return resolved;
   }
@@ -21,6 +22,6 @@ export function findConfigPath(options: { explicit?: string | undefined; env: Re
     if (path.dirname(dir) === dir) break;
   }
   throw usage(`no ${CONFIG_FILE_NAME} in ${options.cwd} or any parent directory`, {
-    hint: "create one (see substructure.toml.example), or pass --config PATH",
+    hint: "run `subs init` to create one here, or pass --config PATH",
   });
 }

@@ -1,0 +1,34 @@
+import path from "node:path";
+import { CONFIG_FILE_NAME } from "../config/find.ts";
+import { parseConnectionArgument, writeStarterConfig } from "../config/init.ts";
+import type { Context } from "../context.ts";
+import { shellWord } from "../output/shell-word.ts";
+import { styleFor } from "../output/style.ts";
+
+export type InitOptions = {
+  /** --config, else $SUBS_CONFIG, else ./substructure.toml: where every other command would look first. */
+  config?: string;
+  /** `id=url` arguments. */
+  connections: readonly string[];
+};
+
+export async function initCommand(ctx: Context, options: InitOptions): Promise<void> {
+  const connections = options.connections.map(parseConnectionArgument);
+  const named = options.config ?? (ctx.env.SUBS_CONFIG || undefined);
+  const file = path.resolve(ctx.cwd, named ?? CONFIG_FILE_NAME);
+  writeStarterConfig({ path: file, cwd: ctx.cwd, connections });
+  const style = styleFor(ctx.stderrColor);
+  const shown = path.relative(ctx.cwd, file) || file;
+  const what = connections.length === 0 ? "" : ` with ${connections.map((c) => c.id).join(", ")}`;
+  ctx.stderr.write(`${style.green("✔")} Wrote ${shown}${what}.\n`);
+  const { dbUnignoredByGit } = await import("../store/gitignore.ts");
+  if (dbUnignoredByGit(path.join(path.dirname(file), "substructure.db"))) {
+    ctx.stderr.write(`${style.yellow("warning:")} git does not ignore substructure.db, which will hold credentials: add \`*.db*\` to .gitignore\n`);
+  }
+  const configArg = options.config !== undefined ? ` --config ${shellWord(shown)}` : "";
+  ctx.stderr.write(
+    connections.length === 0
+      ? `Next: declare a server under [mcp.<id>] (the file shows how), then run \`subs mcp login <id>${configArg}\`.\n`
+      : `Next: \`subs mcp login ${connections.map((c) => c.id).join(" ")}${configArg}\`, then \`subs mcp list${configArg}\`.\n`,
+  );
+}
