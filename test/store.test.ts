@@ -46,8 +46,49 @@ test("subs keeps to its own tables: the engine's tables survive and migrations r
   const db = new Database(dbPath);
   assert.deepEqual(db.prepare("SELECT id FROM sessions").all(), [{ id: "s1" }]);
   const tables = (db.prepare("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name").all() as { name: string }[]).map((t) => t.name);
-  assert.deepEqual(tables, ["sessions", "subs_clients", "subs_credentials", "subs_schema"]);
+  assert.deepEqual(tables, ["sessions", "subs_clients", "subs_credentials", "subs_open_connections", "subs_schema"]);
   db.close();
+});
+
+test("a db an earlier subs wrote (schema 1) is migrated in place: its credentials stay", async () => {
+  const dbPath = path.join(tempDir(), "substructure.db");
+  const old = new Database(dbPath);
+  old.exec(MIGRATIONS[0]!);
+  old.exec("CREATE TABLE subs_schema (version INTEGER NOT NULL); INSERT INTO subs_schema VALUES (1)");
+  old
+    .prepare("INSERT INTO subs_credentials VALUES ('a', 'https://a.example/mcp', 'https://as.example', NULL, '{\"client_id\":\"c\"}', 'at', 'Bearer', NULL, NULL, '', 1, 1)")
+    .run();
+  old.close();
+  const opened = await openStore({ dbPath, create: false });
+  assert.ok(opened);
+  assert.deepEqual(opened.store.listCredentials().map((r) => r.id), ["a"]);
+  assert.deepEqual(opened.store.listOpenConnections(), []);
+  opened.store.close();
+  const db = new Database(dbPath);
+  assert.equal((db.prepare("SELECT version FROM subs_schema").get() as { version: number }).version, 2);
+  db.close();
+});
+
+test("a credential and a finding that the server needs none exclude each other; a corrupt finding is an error", async () => {
+  const dbPath = path.join(tempDir(), "substructure.db");
+  await seedCredentials(dbPath, [{ id: "a", url: "https://a.example/mcp" }]);
+  const opened = (await openStore({ dbPath, create: false }))!;
+  const credential = opened.store.getCredential("a")!;
+  opened.store.putOpenConnection({ id: "a", url: "https://a.example/mcp", checked_at: 1 });
+  assert.equal(opened.store.getCredential("a"), undefined);
+  assert.deepEqual(opened.store.listOpenConnections(), [{ id: "a", url: "https://a.example/mcp", checked_at: 1 }]);
+  opened.store.putCredential(credential);
+  assert.deepEqual(opened.store.listOpenConnections(), []);
+  opened.store.putOpenConnection({ id: "b", url: "https://b.example/mcp", checked_at: 1 });
+  opened.store.deleteCredentials(["b"]);
+  assert.equal(opened.store.getOpenConnection("b"), undefined);
+  opened.store.close();
+  const db = new Database(dbPath);
+  db.prepare("INSERT INTO subs_open_connections VALUES ('c', '', 1)").run();
+  db.close();
+  const again = (await openStore({ dbPath, create: false }))!;
+  assert.throws(() => again.store.listOpenConnections(), /what is stored for 'c' is corrupt/);
+  again.store.close();
 });
 
 test("a corrupt row is an error naming the connection, not 'logged out'", async () => {

@@ -52,7 +52,13 @@ export async function applyLocal(options: {
       const planned = plan();
       const ids = new Set(planned.changes.map((c) => c.id));
       deleted = store.listCredentials().filter((row) => ids.has(row.id));
-      store.deleteCredentials([...ids]);
+      // Findings that a server needs no credential go the same way, unreported: they are no secret.
+      const declared = new Map(config.connections.map((c) => [c.id, c]));
+      const stale = store.listOpenConnections().filter((row) => {
+        const connection = declared.get(row.id);
+        return !connection || connection.url !== row.url || connection.auth !== undefined;
+      });
+      store.deleteCredentials([...ids, ...stale.map((row) => row.id)]);
       return planned;
     });
     if (options.revoke && deleted.length > 0) {

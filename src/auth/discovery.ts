@@ -34,6 +34,13 @@ export type Discovery = {
   challenge: Challenge;
 };
 
+/**
+ * The server answered the unauthenticated initialize as an MCP server, and publishes no
+ * authorization metadata at all: it needs no credential (MCP authorization is optional for a
+ * server: "Authorization is OPTIONAL for MCP implementations").
+ */
+export type OpenServer = { open: true };
+
 type Fetch = typeof globalThis.fetch;
 
 /** Parses a WWW-Authenticate header of a 401/403 answer. */
@@ -73,16 +80,29 @@ export function unauthenticatedInitialize(serverUrl: string, fetch: Fetch, signa
  * An unauthenticated MCP request, as the spec's flow begins: its 401 names the protected resource
  * metadata and the scopes the server wants. Any other answer leaves discovery to well-known URLs.
  */
-async function probe(serverUrl: string, fetch: Fetch, signal: AbortSignal | undefined): Promise<Challenge> {
+async function probe(serverUrl: string, fetch: Fetch, signal: AbortSignal | undefined): Promise<{ challenge: Challenge; answered: boolean }> {
   try {
     const response = await unauthenticatedInitialize(serverUrl, fetch, signal);
     await response.body?.cancel().catch(() => {});
-    return response.status === 401 ? parseChallenge(response) : {};
+    const type = response.headers.get("content-type") ?? "";
+    // An initialize result, as JSON or as an event stream (MCP "Streamable HTTP").
+    const answered = response.ok && /^(application\/json|text\/event-stream)\b/i.test(type);
+    return { challenge: response.status === 401 ? parseChallenge(response) : {}, answered };
   } catch (error) {
     if (signal?.aborted) throw error;
     // A redirect elsewhere is no challenge: discovery goes on at the configured URL's well-known paths.
-    if (error instanceof HttpGuardError && /redirected to another origin/.test(error.message)) return {};
+    if (error instanceof HttpGuardError && /redirected to another origin/.test(error.message)) return { challenge: {}, answered: false };
     throw failed(`cannot reach ${new URL(serverUrl).origin} (${reason(error)})`, { cause: error });
+  }
+}
+
+/** Whether `issuer` publishes any authorization server metadata (RFC 8414 or OpenID discovery). */
+async function publishesAuthorizationMetadata(issuer: string, fetch: Fetch): Promise<boolean> {
+  try {
+    return (await discoverAuthorizationServerMetadata(issuer, { fetchFn: fetch })) !== undefined;
+  } catch {
+    // Metadata that is there but broken is for authorizationServerMetadata to report.
+    return true;
   }
 }
 
@@ -173,9 +193,9 @@ export function canonicalResource(serverUrl: string): string {
   return hash === -1 ? serverUrl : serverUrl.slice(0, hash);
 }
 
-export async function discover(options: { serverUrl: string; fetch: Fetch; signal?: AbortSignal }): Promise<Discovery> {
+export async function discover(options: { serverUrl: string; fetch: Fetch; signal?: AbortSignal }): Promise<Discovery | OpenServer> {
   const { serverUrl, fetch } = options;
-  const challenge = await probe(serverUrl, fetch, options.signal);
+  const { challenge, answered } = await probe(serverUrl, fetch, options.signal);
   let resourceMetadata: OAuthProtectedResourceMetadata | undefined;
   try {
     // From the 401's resource_metadata, else the path-aware well-known URL, then the root one.
@@ -205,6 +225,7 @@ export async function discover(options: { serverUrl: string; fetch: Fetch; signa
     // Servers of the 2025-03-26 revision publish no resource metadata: their origin is the
     // authorization server.
     authorizationServer = new URL("/", serverUrl).href;
+    if (answered && !(await publishesAuthorizationMetadata(authorizationServer, fetch))) return { open: true };
   }
   const metadata = await authorizationServerMetadata(authorizationServer, { fetch });
   return { issuer: metadata.issuer, metadata, resourceMetadata, resource, challenge };

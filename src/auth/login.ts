@@ -34,8 +34,14 @@ export type LoginOptions = {
   scopes?: string[];
 };
 
-export type LoginResult = {
+export type LoginResult = AuthorizedResult | OpenResult;
+
+/** The server answered without asking for a credential; that finding is stored instead of one. */
+export type OpenResult = { id: string; open: true };
+
+export type AuthorizedResult = {
   id: string;
+  open?: undefined;
   issuer: string;
   scopes: string[];
   expiresAt: number | null;
@@ -91,6 +97,10 @@ async function loginFlow(options: LoginOptions): Promise<LoginResult> {
   // Deadline, size cap and same-origin redirects on every call to a server found by discovery.
   const fetch = fetchWithSignal(authFetch(ctx), ctx.signal);
   const discovery = await discover({ serverUrl: connection.url, fetch, signal: ctx.signal });
+  if ("open" in discovery) {
+    store.putOpenConnection({ id: connection.id, url: connection.url, checked_at: ctx.now() });
+    return { id: connection.id, open: true };
+  }
   const { issuer, metadata, resource } = discovery;
   const scopes = selectScopes(discovery, connection, options.scopes);
   const scope = scopes.length > 0 ? scopes.join(" ") : undefined;

@@ -19,7 +19,7 @@ export type McpListOptions = {
 export type ConnectionJson = {
   id: string;
   url: string;
-  auth: "oauth" | "static";
+  auth: "oauth" | "static" | "none";
   status: ConnectionStatus["status"];
   usable: boolean;
   issuer: string | null;
@@ -92,5 +92,7 @@ export function describeStatus(s: ConnectionStatus, now: number, style: Style): 
       return style.green(`$${s.tokenEnv} set`);
     case "env_unset":
       return style.red(`$${s.tokenEnv} unset`);
+    case "open":
+      return style.green("open (the server asks for no credential)");
   }
 }

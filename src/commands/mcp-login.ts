@@ -8,8 +8,7 @@ import { stderrReporter } from "../output/reporter.ts";
 import { styleFor } from "../output/style.ts";
 import { isoOrNull, shortDuration } from "../output/time.ts";
 import type { Reporter } from "../report.ts";
-import { localStatuses } from "../status/status.ts";
-import type { CredentialRow } from "../store/schema.ts";
+import { localStatuses, storedState, type StoredState } from "../status/status.ts";
 
 export type McpLoginOptions = {
   config?: string;
@@ -25,7 +24,8 @@ export type McpLoginOptions = {
 /** The `--json` contract of `subs mcp login` (README, "subs mcp login"). Never holds a secret. */
 export type LoginJson = {
   id: string;
-  result: "authorized" | "static";
+  /** `open`: the server answered without asking for a credential; none is stored or sent. */
+  result: "authorized" | "static" | "open";
   issuer: string | null;
   scopes: string[];
   expires_at: string | null;
@@ -56,7 +56,10 @@ export async function mcpLoginCommand(ctx: Context, options: McpLoginOptions): P
     if (options.all) {
       if (options.ids.length > 0) throw usage("give connection ids or --all, not both");
       opened = config.connections.some((c) => !c.auth) ? await open() : undefined;
-      targets = connectionsLackingCredentials(config, opened ? (opened.credentials ?? opened.store.listCredentials()) : [], ctx);
+      const stored = opened
+        ? storedState(opened.credentials ?? opened.store.listCredentials(), opened.open ?? opened.store.listOpenConnections())
+        : storedState([], []);
+      targets = connectionsLackingCredentials(config, stored, ctx);
       if (targets.length === 0) ctx.stderr.write("Every OAuth connection already has a usable credential; nothing to do.\n");
     } else {
       if (options.ids.length === 0) throw usage("name the connection to log in to, e.g. `subs mcp login sentry`, or pass --all");
@@ -102,12 +105,23 @@ export async function mcpLoginCommand(ctx: Context, options: McpLoginOptions): P
       timeoutMs: options.timeoutSeconds * 1000,
       openBrowser: options.browser,
     });
-    if (previous && previous.url !== connection.url) {
-      // The credential for the old url is replaced; it is not left valid at its server.
+    if (previous && (result.open || previous.url !== connection.url)) {
+      // The credential for the old url is replaced (or, the server now needing none, dropped);
+      // it is not left valid at its server.
       const { revokeCredentials } = await import("../auth/revoke.ts");
       await revokeCredentials([previous], { ctx, reporter, storePath: opened!.store.path });
     }
     const tools = await countTools(ctx, config, connection, reporter);
+    if (result.open) {
+      results.push({ id: result.id, result: "open", issuer: null, scopes: [], expires_at: null, refreshable: false, tools, token_env: null, token_env_set: null });
+      if (!options.json) {
+        ctx.stdout.write(
+          `${style.green("✔")} ${result.id}: the server asks for no credential; calls to it carry none\n` +
+            (tools === null ? "" : `  ${tools} tool${tools === 1 ? "" : "s"} offered\n`),
+        );
+      }
+      return;
+    }
     const json: LoginJson = {
       id: result.id,
       result: "authorized",
@@ -134,8 +148,8 @@ export async function mcpLoginCommand(ctx: Context, options: McpLoginOptions): P
 }
 
 /** The OAuth connections without a usable stored credential: what `--all` logs in to. */
-function connectionsLackingCredentials(config: Config, rows: CredentialRow[], ctx: Context): ConnectionConfig[] {
-  const statuses = localStatuses(config, new Map(rows.map((r) => [r.id, r])), ctx.env, ctx.now());
+function connectionsLackingCredentials(config: Config, stored: StoredState, ctx: Context): ConnectionConfig[] {
+  const statuses = localStatuses(config, stored, ctx.env, ctx.now());
   const lacking = new Set(statuses.filter((s) => s.auth === "oauth" && !s.usable).map((s) => s.id));
   return config.connections.filter((c) => lacking.has(c.id));
 }

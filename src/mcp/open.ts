@@ -77,7 +77,18 @@ export async function openConnection(options: OpenConnectionOptions): Promise<Cl
   }
   // OAuth: a 401 to a token the store thinks valid (revoked, or expired early at the server) is
   // answered by one refresh and one retry, as the spec's flow has it; a second 401 needs a login.
-  headers.authorization = `Bearer ${await oauthAccessToken(options, options.tokenRejectedAt)}`;
+  const token = await oauthAccessToken(options, options.tokenRejectedAt);
+  if (token === OPEN) {
+    // The server answered `subs mcp login` without asking for a credential: none is sent.
+    try {
+      return await connect();
+    } catch (error) {
+      const problem = mcpError(connection, error, last);
+      if (problem.code !== "token_rejected") throw problem;
+      throw new SubsError("needs_login", `${connection.id}: the server now asks for authorization`, { hint: `run \`subs mcp login ${connection.id}\``, code: "needs_login" });
+    }
+  }
+  headers.authorization = `Bearer ${token}`;
   let rejectedAt: number;
   try {
     return await connect();
@@ -88,7 +99,10 @@ export async function openConnection(options: OpenConnectionOptions): Promise<Cl
   }
   await assertSameAuthorizationServer(options, last);
   last = undefined;
-  headers.authorization = `Bearer ${await oauthAccessToken(options, rejectedAt)}`;
+  const refreshed = await oauthAccessToken(options, rejectedAt);
+  // A credential was stored a moment ago, so the server was not found open since.
+  if (refreshed === OPEN) throw needsLogin(connection.id, "not logged in");
+  headers.authorization = `Bearer ${refreshed}`;
   try {
     return await connect();
   } catch (error) {
@@ -96,13 +110,19 @@ export async function openConnection(options: OpenConnectionOptions): Promise<Cl
   }
 }
 
-/** The stored OAuth access token of `connection`, refreshed when it is about to expire (or was rejected at `rejectedAt`). */
-async function oauthAccessToken(options: OpenConnectionOptions, rejectedAt?: number): Promise<string> {
+const OPEN = Symbol("no credential needed");
+
+/**
+ * The stored OAuth access token of `connection`, refreshed when it is about to expire (or was
+ * rejected at `rejectedAt`); OPEN when none is stored and the server was found to need none.
+ */
+async function oauthAccessToken(options: OpenConnectionOptions, rejectedAt?: number): Promise<string | typeof OPEN> {
   const { ctx, config, connection } = options;
   const [{ openStoreRevokingPurged }, { freshCredential }] = await Promise.all([import("../auth/revoke.ts"), import("../auth/refresh.ts")]);
   const opened = await openStoreRevokingPurged(config, { ctx, create: false, reporter: options.reporter ?? silentReporter });
   if (!opened) throw needsLogin(connection.id, "not logged in");
   try {
+    if (rejectedAt === undefined && opened.store.getCredential(connection.id) === undefined && opened.store.getOpenConnection(connection.id)?.url === connection.url) return OPEN;
     const row = await freshCredential({ ctx, store: opened.store, connection, ...(rejectedAt !== undefined ? { rejectedAt } : {}) });
     return row.access_token;
   } finally {

@@ -1,8 +1,8 @@
 import type { Config } from "../config/types.ts";
 import type { Reporter } from "../report.ts";
 import { openEnvironmentStore } from "../store/environment.ts";
-import type { CredentialRow } from "../store/schema.ts";
-import { localStatuses, type ConnectionStatus } from "./status.ts";
+import type { CredentialRow, OpenConnectionRow } from "../store/schema.ts";
+import { localStatuses, storedState, type ConnectionStatus } from "./status.ts";
 
 /** One db read for the whole list (issue 6): status of every declared connection. */
 export async function listLocalConnections(options: {
@@ -13,13 +13,15 @@ export async function listLocalConnections(options: {
 }): Promise<ConnectionStatus[]> {
   const opened = await openEnvironmentStore(options.config, { create: false, reporter: options.reporter });
   let rows: CredentialRow[] = [];
+  let open: OpenConnectionRow[] = [];
   if (opened) {
     try {
       // The purge on open already read every row under its lock: reuse that read.
       rows = opened.credentials ?? opened.store.listCredentials();
+      open = opened.open ?? opened.store.listOpenConnections();
     } finally {
       opened.store.close();
     }
   }
-  return localStatuses(options.config, new Map(rows.map((row) => [row.id, row])), options.env, options.now);
+  return localStatuses(options.config, storedState(rows, open), options.env, options.now);
 }

@@ -1,9 +1,10 @@
 // Each connection's state, from the file, the environment and the db only: `subs mcp list`
 // never touches the network, so 200 connections cost what 10 do (product.md, "Commands").
 import type { Config, ConnectionConfig } from "../config/types.ts";
-import type { CredentialRow } from "../store/schema.ts";
+import type { CredentialRow, OpenConnectionRow } from "../store/schema.ts";
 
-export type AuthKind = "oauth" | "static";
+/** What a call carries: an OAuth credential, a static token, or (the server asked for none) nothing. */
+export type AuthKind = "oauth" | "static" | "none";
 
 export type LocalStatus =
   /** A credential bound to this id and url that is valid now or can be refreshed. */
@@ -15,7 +16,9 @@ export type LocalStatus =
   /** Static credential: the variable is set. */
   | "env_set"
   /** Static credential: the variable is not set. */
-  | "env_unset";
+  | "env_unset"
+  /** The server answered `subs mcp login` for this url without asking for a credential. */
+  | "open";
 
 export type ConnectionStatus = {
   id: string;
@@ -34,16 +37,18 @@ export type ConnectionStatus = {
   agents: string[];
 };
 
-export function authKind(connection: ConnectionConfig): AuthKind {
-  return connection.auth ? "static" : "oauth";
+/** What the local db holds, by connection id. */
+export type StoredState = {
+  credentials: ReadonlyMap<string, CredentialRow>;
+  open: ReadonlyMap<string, OpenConnectionRow>;
+};
+
+export function storedState(credentials: readonly CredentialRow[], open: readonly OpenConnectionRow[]): StoredState {
+  return { credentials: new Map(credentials.map((row) => [row.id, row])), open: new Map(open.map((row) => [row.id, row])) };
 }
 
-export function localStatuses(
-  config: Config,
-  credentials: ReadonlyMap<string, CredentialRow>,
-  env: Readonly<Record<string, string | undefined>>,
-  now: number,
-): ConnectionStatus[] {
+export function localStatuses(config: Config, stored: StoredState, env: Readonly<Record<string, string | undefined>>, now: number): ConnectionStatus[] {
+  const { credentials } = stored;
   const agentsByConnection = new Map<string, string[]>();
   for (const agent of config.agents) {
     for (const entry of agent.mcp) {
@@ -56,7 +61,8 @@ export function localStatuses(
     const agents = agentsByConnection.get(connection.id) ?? [];
     if (connection.auth) return statusOf(connection, agents, env[connection.auth.tokenEnv] ? "env_set" : "env_unset");
     const row = credentials.get(connection.id);
-    if (!row) return statusOf(connection, agents, "needs_login");
+    // Found open for another url: that finding says nothing about this one.
+    if (!row) return statusOf(connection, agents, stored.open.get(connection.id)?.url === connection.url ? "open" : "needs_login");
     if (row.url !== connection.url) return statusOf(connection, agents, "url_changed", row);
     const expired = row.expires_at !== null && row.expires_at <= now;
     if (expired && row.refresh_token === null) return statusOf(connection, agents, "needs_login", row);
@@ -70,9 +76,9 @@ function statusOf(connection: ConnectionConfig, agents: string[], status: LocalS
   return {
     id: connection.id,
     url: connection.url,
-    auth: authKind(connection),
+    auth: connection.auth ? "static" : status === "open" ? "none" : "oauth",
     status,
-    usable: status === "authorized" || status === "env_set",
+    usable: status === "authorized" || status === "env_set" || status === "open",
     issuer: row ? row.issuer : null,
     scopes: row?.scopes ? row.scopes.split(" ") : [],
     expiresAt: row ? row.expires_at : null,

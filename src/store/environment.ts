@@ -1,6 +1,6 @@
 import type { Config } from "../config/types.ts";
 import type { Reporter } from "../report.ts";
-import type { CredentialRow } from "./schema.ts";
+import type { CredentialRow, OpenConnectionRow } from "./schema.ts";
 import { openStore, type Store } from "./store.ts";
 
 export type EnvironmentStore = {
@@ -9,6 +9,8 @@ export type EnvironmentStore = {
   purged: CredentialRow[];
   /** The credentials left after the purge, from the purge's own read (undefined without a purge). */
   credentials?: CredentialRow[];
+  /** Likewise the connections found to need no credential (undefined without a purge). */
+  open?: OpenConnectionRow[];
 };
 
 /**
@@ -29,31 +31,34 @@ export async function openEnvironmentStore(
     const warning = unignoredDbWarning(config.dbPath);
     if (warning) options.reporter.warn(warning);
   }
-  const { purged, kept } = options.purge === false ? { purged: [], kept: undefined } : purgeUndeclared(opened.store, config);
+  const { purged, kept, open } = options.purge === false ? { purged: [], kept: undefined, open: undefined } : purgeUndeclared(opened.store, config);
   if (purged.length > 0) {
     const ids = purged.map((row) => row.id).join(", ");
     options.reporter.info(`Deleted the stored credential${purged.length > 1 ? "s" : ""} of ${ids}: no longer declared in ${config.displayPath}`);
   }
-  return kept === undefined ? { store: opened.store, purged } : { store: opened.store, purged, credentials: kept };
+  return kept === undefined || open === undefined ? { store: opened.store, purged } : { store: opened.store, purged, credentials: kept, open };
 }
 
-export function undeclaredCredentials(rows: readonly CredentialRow[], config: Config): CredentialRow[] {
+export function undeclaredCredentials<Row extends { id: string }>(rows: readonly Row[], config: Config): Row[] {
   const declared = new Set(config.connections.map((c) => c.id));
   return rows.filter((row) => !declared.has(row.id));
 }
 
-function purgeUndeclared(store: Store, config: Config): { purged: CredentialRow[]; kept: CredentialRow[] } {
+function purgeUndeclared(store: Store, config: Config): { purged: CredentialRow[]; kept: CredentialRow[]; open: OpenConnectionRow[] } {
   // Read first, without the write lock: almost always nothing is undeclared, and a listing then
   // neither waits on another process's write nor pays for a transaction (issue 6). WAL gives the
   // read a consistent snapshot.
   const rows = store.listCredentials();
-  if (undeclaredCredentials(rows, config).length === 0) return { purged: [], kept: rows };
-  // Something to delete: decide again under the write lock, on what is there now.
+  const open = store.listOpenConnections();
+  if (undeclaredCredentials(rows, config).length === 0 && undeclaredCredentials(open, config).length === 0) return { purged: [], kept: rows, open };
+  // Something to delete: decide again under the write lock, on what is there now. A finding that
+  // a server needs no credential goes with its section too, silently: it is no secret.
   return store.exclusive(() => {
     const current = store.listCredentials();
     const purged = undeclaredCredentials(current, config);
-    store.deleteCredentials(purged.map((row) => row.id));
-    const gone = new Set(purged.map((row) => row.id));
-    return { purged, kept: current.filter((row) => !gone.has(row.id)) };
+    const openNow = store.listOpenConnections();
+    const gone = new Set([...purged, ...undeclaredCredentials(openNow, config)].map((row) => row.id));
+    store.deleteCredentials([...gone]);
+    return { purged, kept: current.filter((row) => !gone.has(row.id)), open: openNow.filter((row) => !gone.has(row.id)) };
   });
 }

@@ -20,6 +20,18 @@ export const CredentialRowSchema = z.object({
 });
 export type CredentialRow = z.output<typeof CredentialRowSchema>;
 
+/**
+ * A connection whose server answered `subs mcp login` without asking for a credential (MCP
+ * authorization is optional for a server): calls to it carry none, for as long as it is declared
+ * with this url and no credential is stored for it.
+ */
+export const OpenConnectionRowSchema = z.object({
+  id: text(),
+  url: text(),
+  checked_at: z.int(),
+});
+export type OpenConnectionRow = z.output<typeof OpenConnectionRowSchema>;
+
 export const ClientRowSchema = z.object({
   issuer: text(),
   client_json: text(2),
@@ -59,5 +71,10 @@ export const MIGRATIONS: readonly string[] = [
      issuer TEXT PRIMARY KEY,
      client_json TEXT NOT NULL,
      created_at INTEGER NOT NULL
+   ) STRICT;`,
+  `CREATE TABLE subs_open_connections (
+     id TEXT PRIMARY KEY,
+     url TEXT NOT NULL,
+     checked_at INTEGER NOT NULL
    ) STRICT;`,
 ];

@@ -2,7 +2,17 @@ import { closeSync, existsSync, mkdirSync, openSync } from "node:fs";
 import path from "node:path";
 import type BetterSqlite3 from "better-sqlite3";
 import { failed } from "../errors.ts";
-import { ClientRowSchema, CredentialRowSchema, MIGRATIONS, StoredClientSchema, type ClientRow, type CredentialRow, type StoredClient } from "./schema.ts";
+import {
+  ClientRowSchema,
+  CredentialRowSchema,
+  MIGRATIONS,
+  OpenConnectionRowSchema,
+  StoredClientSchema,
+  type ClientRow,
+  type CredentialRow,
+  type OpenConnectionRow,
+  type StoredClient,
+} from "./schema.ts";
 
 /** Long enough to outwait a running engine's write, short enough to fail clearly (issue 7). */
 export const BUSY_TIMEOUT_MS = 5000;
@@ -153,14 +163,61 @@ export class Store {
         )
         .run(valid),
     );
+    // A credential supersedes the finding that the server needed none.
+    this.run(() => this.db.prepare("DELETE FROM subs_open_connections WHERE id = ?").run(valid.id));
   }
 
+  /** Deletes what is stored for these ids: credentials, and findings that a server needs none. */
   deleteCredentials(ids: readonly string[]): void {
     if (ids.length === 0) return;
     this.run(() => {
-      const del = this.db.prepare("DELETE FROM subs_credentials WHERE id = ?");
-      this.db.transaction(() => ids.forEach((id) => del.run(id))).immediate();
+      const credential = this.db.prepare("DELETE FROM subs_credentials WHERE id = ?");
+      const open = this.db.prepare("DELETE FROM subs_open_connections WHERE id = ?");
+      this.db
+        .transaction(() =>
+          ids.forEach((id) => {
+            credential.run(id);
+            open.run(id);
+          }),
+        )
+        .immediate();
     });
+  }
+
+  listOpenConnections(): OpenConnectionRow[] {
+    const rows = this.run(() => this.db.prepare("SELECT * FROM subs_open_connections ORDER BY id").all());
+    return rows.map((row) => this.openConnection(row));
+  }
+
+  getOpenConnection(id: string): OpenConnectionRow | undefined {
+    const row = this.run(() => this.db.prepare("SELECT * FROM subs_open_connections WHERE id = ?").get(id));
+    return row === undefined ? undefined : this.openConnection(row);
+  }
+
+  /** Records that `row.id`'s server answered without a credential; a stored credential for it goes (one transaction). */
+  putOpenConnection(row: OpenConnectionRow): void {
+    const valid = OpenConnectionRowSchema.parse(row);
+    this.run(() =>
+      this.db
+        .transaction(() => {
+          this.db.prepare("DELETE FROM subs_credentials WHERE id = ?").run(valid.id);
+          this.db
+            .prepare("INSERT INTO subs_open_connections (id, url, checked_at) VALUES (@id, @url, @checked_at) ON CONFLICT (id) DO UPDATE SET url = excluded.url, checked_at = excluded.checked_at")
+            .run(valid);
+        })
+        .immediate(),
+    );
+  }
+
+  private openConnection(row: unknown): OpenConnectionRow {
+    const parsed = OpenConnectionRowSchema.safeParse(row);
+    if (!parsed.success) {
+      const id = (row as { id?: unknown })?.id;
+      throw failed(`${path.basename(this.path)}: what is stored for ${typeof id === "string" ? `'${id}'` : "a connection"} is corrupt`, {
+        hint: typeof id === "string" ? `run \`subs mcp login ${id}\` to replace it` : `move ${this.path} aside and log in again`,
+      });
+    }
+    return parsed.data;
   }
 
   getClient(issuer: string): StoredClient | undefined {
