@@ -113,6 +113,9 @@ export function dbError(dbPath: string, error: unknown) {
 let compiledCredentialRow: typeof CredentialRowSchema | undefined;
 const COMPILE_FROM_ROWS = 50;
 
+const credentialNamed = (id: string) => `the stored credential for ${id}`;
+const openConnectionNamed = (id: string) => `what is stored for ${id}`;
+
 export class Store {
   constructor(
     private readonly db: BetterSqlite3.Database,
@@ -128,14 +131,17 @@ export class Store {
   }
 
   private credential(row: unknown, schema: typeof CredentialRowSchema = CredentialRowSchema): CredentialRow {
+    return this.valid(row, schema, credentialNamed);
+  }
+
+  /** A row read back, checked by `schema`; a corrupt one is an error naming its connection, never "logged out". */
+  private valid<T>(row: unknown, schema: { safeParse(row: unknown): { success: true; data: T } | { success: false } }, what: (id: string) => string): T {
     const parsed = schema.safeParse(row);
-    if (!parsed.success) {
-      const id = (row as { id?: unknown })?.id;
-      throw failed(`${path.basename(this.path)}: the stored credential for ${typeof id === "string" ? `'${id}'` : "a connection"} is corrupt`, {
-        hint: typeof id === "string" ? `run \`subs mcp login ${id}\` to replace it` : `move ${this.path} aside and log in again`,
-      });
-    }
-    return parsed.data;
+    if (parsed.success) return parsed.data;
+    const id = (row as { id?: unknown })?.id;
+    throw failed(`${path.basename(this.path)}: ${what(typeof id === "string" ? `'${id}'` : "a connection")} is corrupt`, {
+      hint: typeof id === "string" ? `run \`subs mcp login ${id}\` to replace it` : `move ${this.path} aside and log in again`,
+    });
   }
 
   listCredentials(): CredentialRow[] {
@@ -210,14 +216,7 @@ export class Store {
   }
 
   private openConnection(row: unknown): OpenConnectionRow {
-    const parsed = OpenConnectionRowSchema.safeParse(row);
-    if (!parsed.success) {
-      const id = (row as { id?: unknown })?.id;
-      throw failed(`${path.basename(this.path)}: what is stored for ${typeof id === "string" ? `'${id}'` : "a connection"} is corrupt`, {
-        hint: typeof id === "string" ? `run \`subs mcp login ${id}\` to replace it` : `move ${this.path} aside and log in again`,
-      });
-    }
-    return parsed.data;
+    return this.valid(row, OpenConnectionRowSchema, openConnectionNamed);
   }
 
   getClient(issuer: string): StoredClient | undefined {
