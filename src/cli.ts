@@ -289,13 +289,18 @@ export function buildProgram(ctx: Context, { setJson, setExitCode, onParseMistak
       .argument("<tool>", "the tool's name on the connection (not the prefixed name)")
       .addOption(configOption())
       .addOption(jsonOption())
-      .option("--args <json>", "the tool's arguments, a JSON object")
+      .option("--args <json>", "the tool's arguments, a JSON object; - reads it from stdin, @FILE from a file")
       .option("--no-browser", "if the server asks for more scopes, print the URL instead of opening a browser")
       .addOption(new Option("--timeout <seconds>", "how long a re-authorization waits for consent").default("300", "300"))
       .addOption(requestTimeoutOption("give the tool this long to answer; each progress report it sends restarts the wait"))
       .addHelpText(
         "after",
-        examples([`subs mcp call sentry search_issues --args '{"query": "is:unresolved"}'`, "subs mcp call sentry whoami --json", "subs mcp call ci run_suite --request-timeout 900"]),
+        examples([
+          `subs mcp call sentry search_issues --args '{"query": "is:unresolved"}'`,
+          `jq -n --arg q "$QUERY" '{query: $q}' | subs mcp call sentry search_issues --args -`,
+          "subs mcp call sentry whoami --json",
+          "subs mcp call ci run_suite --args @suite.json --request-timeout 900",
+        ]),
       )
       .action(async (id: string, tool: string, opts: { config?: string; json?: boolean; args?: string; browser: boolean; timeout: string; requestTimeout: string }) => {
         setJson(Boolean(opts.json));

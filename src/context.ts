@@ -19,6 +19,8 @@ export type Context = {
    * function, not a getter, so copying the context (`{ ...ctx }`) does not build it.
    */
   terminalStdin?: () => Promise<NodeJS.ReadableStream | undefined>;
+  /** All of stdin, for a command told to read its input there (`mcp call --args -`). */
+  readStdin?: () => Promise<string>;
   /** Colour for human output on stdout (false under NO_COLOR or when piped). */
   color: boolean;
   /** Colour for messages on stderr (decided by stderr's own terminal). */
@@ -147,6 +149,11 @@ export async function processContext(signal: AbortSignal, onBrokenPipe: () => vo
     stdoutIsTTY,
     stderrIsTTY,
     terminalStdin: async () => ((await isTerminal(0)) ? process.stdin : undefined),
+    readStdin: async () => {
+      let text = "";
+      for await (const chunk of process.stdin.setEncoding("utf8")) text += chunk;
+      return text;
+    },
     color: colorWanted(env, stdoutIsTTY),
     stderrColor: colorWanted(env, stderrIsTTY),
     env,

@@ -1,3 +1,5 @@
+import { readFile } from "node:fs/promises";
+import path from "node:path";
 import { loadConfig } from "../config/load.ts";
 import type { Context } from "../context.ts";
 import { failed, usage } from "../errors.ts";
@@ -19,20 +21,40 @@ export type McpCallOptions = {
   browser: boolean;
 };
 
-export function parseArgs(text: string | undefined): Record<string, unknown> {
+/**
+ * The text `--args` names: itself, all of stdin for `-`, or a file for `@PATH` (as curl's `-d`), so
+ * a script can pass arguments too long or too awkward to quote on a command line.
+ */
+export async function argsText(ctx: Pick<Context, "cwd" | "readStdin">, given: string | undefined): Promise<{ text: string; from: string } | undefined> {
+  if (given === undefined) return undefined;
+  if (given === "-") {
+    if (!ctx.readStdin) throw usage("--args - reads stdin, which this context does not offer");
+    return { text: await ctx.readStdin(), from: "stdin" };
+  }
+  if (!given.startsWith("@")) return { text: given, from: "--args" };
+  const file = path.resolve(ctx.cwd, given.slice(1));
+  try {
+    return { text: await readFile(file, "utf8"), from: given.slice(1) };
+  } catch (error) {
+    throw usage(`--args ${given}: cannot read ${given.slice(1)} (${(error as NodeJS.ErrnoException).code ?? "error"})`, { hint: "check the path" });
+  }
+}
+
+export function parseArgs(text: string | undefined, from = "--args"): Record<string, unknown> {
   if (text === undefined) return {};
   let value: unknown;
   try {
     value = JSON.parse(text);
   } catch (error) {
-    throw usage(`--args is not valid JSON (${error instanceof Error ? error.message : String(error)})`, { hint: `e.g. --args '{"query": "error"}'` });
+    throw usage(`${from} is not valid JSON (${error instanceof Error ? error.message : String(error)})`, { hint: `e.g. --args '{"query": "error"}'` });
   }
-  if (value === null || typeof value !== "object" || Array.isArray(value)) throw usage("--args must be a JSON object", { hint: `e.g. --args '{"query": "error"}'` });
+  if (value === null || typeof value !== "object" || Array.isArray(value)) throw usage(`${from} must be a JSON object`, { hint: `e.g. --args '{"query": "error"}'` });
   return value as Record<string, unknown>;
 }
 
 export async function mcpCallCommand(ctx: Context, options: McpCallOptions): Promise<void> {
-  const args = parseArgs(options.args);
+  const given = await argsText(ctx, options.args);
+  const args = parseArgs(given?.text, given?.from);
   const config = loadConfig({ configPath: options.config, env: ctx.env, cwd: ctx.cwd });
   localOnly(config, "mcp call");
   const connection = findConnection(config, options.id);
