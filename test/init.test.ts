@@ -110,3 +110,14 @@ test("a missing file's error names subs init", async () => {
   const named = await runInProcess(["mcp", "list", "--config", "my file.toml"], { cwd });
   assert.match(named.stderr, /create the file with `subs init --config "my file\.toml"`/);
 });
+
+test("init below a directory that has a file says which one commands here now read", async () => {
+  const parent = fresh();
+  writeFileSync(path.join(parent, "substructure.toml"), "");
+  mkdirSync(path.join(parent, "svc"));
+  const r = await runInProcess(["init"], { cwd: path.join(parent, "svc") });
+  assert.equal(r.code, 0, r.stderr);
+  assert.match(r.stderr, /note: commands run in this directory now read substructure\.toml, no longer \.\.\/substructure\.toml\n/);
+  const alone = await runInProcess(["init"], { cwd: fresh() });
+  assert.doesNotMatch(alone.stderr, /note:/);
+});

@@ -1,5 +1,5 @@
 import path from "node:path";
-import { CONFIG_FILE_NAME } from "../config/find.ts";
+import { CONFIG_FILE_NAME, findConfigPath } from "../config/find.ts";
 import { parseConnectionArgument, writeStarterConfig } from "../config/init.ts";
 import type { Context } from "../context.ts";
 import { shellWord } from "../output/shell-word.ts";
@@ -16,11 +16,16 @@ export async function initCommand(ctx: Context, options: InitOptions): Promise<v
   const connections = options.connections.map(parseConnectionArgument);
   const named = options.config ?? (ctx.env.SUBS_CONFIG || undefined);
   const file = path.resolve(ctx.cwd, named ?? CONFIG_FILE_NAME);
+  // The file commands here used until now: one in a parent directory is shadowed from now on.
+  const shadowed = named === undefined ? nearestConfig(ctx.cwd) : undefined;
   writeStarterConfig({ path: file, cwd: ctx.cwd, connections });
   const style = styleFor(ctx.stderrColor);
   const shown = path.relative(ctx.cwd, file) || file;
   const what = connections.length === 0 ? "" : ` with ${connections.map((c) => c.id).join(", ")}`;
   ctx.stderr.write(`${style.green("✔")} Wrote ${shown}${what}.\n`);
+  if (shadowed !== undefined && shadowed !== file) {
+    ctx.stderr.write(`note: commands run in this directory now read ${shown}, no longer ${path.relative(ctx.cwd, shadowed)}\n`);
+  }
   const { dbUnignoredByGit } = await import("../store/gitignore.ts");
   if (dbUnignoredByGit(path.join(path.dirname(file), "substructure.db"))) {
     ctx.stderr.write(`${style.yellow("warning:")} git does not ignore substructure.db, which will hold credentials: add \`*.db*\` to .gitignore\n`);
@@ -31,4 +36,12 @@ export async function initCommand(ctx: Context, options: InitOptions): Promise<v
       ? `Next: declare a server under [mcp.<id>] (the file shows how), then run \`subs mcp login <id>${configArg}\`.\n`
       : `Next: \`subs mcp login ${connections.map((c) => c.id).join(" ")}${configArg}\`, then \`subs mcp list${configArg}\`.\n`,
   );
+}
+
+function nearestConfig(cwd: string): string | undefined {
+  try {
+    return findConfigPath({ env: {}, cwd });
+  } catch {
+    return undefined;
+  }
 }
