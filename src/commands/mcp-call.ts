@@ -96,7 +96,7 @@ export async function mcpCallCommand(ctx: Context, options: McpCallOptions): Pro
   }
 }
 
-/** A progress notification as a few words: `3/10 indexing`, `40%`, or the count alone. */
+/** A progress notification as a few words: `3/10 indexing`, or the count alone when there is no total. */
 export function progressText(progress: { progress: number; total?: number; message?: string }): string {
   const count = progress.total !== undefined && progress.total > 0 ? `${progress.progress}/${progress.total}` : String(progress.progress);
   const message = progress.message?.split("\n")[0]?.slice(0, 80);
