@@ -155,22 +155,26 @@ export class Store {
     return row === undefined ? undefined : this.credential(row);
   }
 
+  /** Stores the credential; it supersedes a finding that the server needed none (one transaction). */
   putCredential(row: CredentialRow): void {
     const valid = CredentialRowSchema.parse(row);
     this.run(() =>
       this.db
-        .prepare(
-          `INSERT INTO subs_credentials (id, url, issuer, resource, client_json, access_token, token_type, refresh_token, expires_at, scopes, created_at, updated_at)
-           VALUES (@id, @url, @issuer, @resource, @client_json, @access_token, @token_type, @refresh_token, @expires_at, @scopes, @created_at, @updated_at)
-           ON CONFLICT (id) DO UPDATE SET url = excluded.url, issuer = excluded.issuer, resource = excluded.resource,
-             client_json = excluded.client_json, access_token = excluded.access_token, token_type = excluded.token_type,
-             refresh_token = excluded.refresh_token, expires_at = excluded.expires_at, scopes = excluded.scopes,
-             updated_at = excluded.updated_at`,
-        )
-        .run(valid),
+        .transaction(() => {
+          this.db
+            .prepare(
+              `INSERT INTO subs_credentials (id, url, issuer, resource, client_json, access_token, token_type, refresh_token, expires_at, scopes, created_at, updated_at)
+               VALUES (@id, @url, @issuer, @resource, @client_json, @access_token, @token_type, @refresh_token, @expires_at, @scopes, @created_at, @updated_at)
+               ON CONFLICT (id) DO UPDATE SET url = excluded.url, issuer = excluded.issuer, resource = excluded.resource,
+                 client_json = excluded.client_json, access_token = excluded.access_token, token_type = excluded.token_type,
+                 refresh_token = excluded.refresh_token, expires_at = excluded.expires_at, scopes = excluded.scopes,
+                 updated_at = excluded.updated_at`,
+            )
+            .run(valid);
+          this.db.prepare("DELETE FROM subs_open_connections WHERE id = ?").run(valid.id);
+        })
+        .immediate(),
     );
-    // A credential supersedes the finding that the server needed none.
-    this.run(() => this.db.prepare("DELETE FROM subs_open_connections WHERE id = ?").run(valid.id));
   }
 
   /** Deletes what is stored for these ids: credentials, and findings that a server needs none. */
