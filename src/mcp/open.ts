@@ -122,7 +122,9 @@ async function oauthAccessToken(options: OpenConnectionOptions, rejectedAt?: num
   const opened = await openStoreRevokingPurged(config, { ctx, create: false, reporter: options.reporter ?? silentReporter });
   if (!opened) throw needsLogin(connection.id, "not logged in");
   try {
-    if (rejectedAt === undefined && opened.store.getCredential(connection.id) === undefined && opened.store.getOpenConnection(connection.id)?.url === connection.url) return OPEN;
+    // The store keeps a finding and a credential for one id exclusive (store.ts), so a finding
+    // for this url means no credential: the common path reads only the (usually empty) findings.
+    if (rejectedAt === undefined && opened.store.getOpenConnection(connection.id)?.url === connection.url) return OPEN;
     const row = await freshCredential({ ctx, store: opened.store, connection, ...(rejectedAt !== undefined ? { rejectedAt } : {}) });
     return row.access_token;
   } finally {
