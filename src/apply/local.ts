@@ -1,6 +1,6 @@
 // `subs apply` without [remote]: the target is the local db, and making it match the file means
 // deleting the credentials the file no longer allows (product.md, "Commands").
-import type { Config } from "../config/types.ts";
+import type { Config, ConnectionConfig } from "../config/types.ts";
 import type { Context } from "../context.ts";
 import type { Reporter } from "../report.ts";
 import type { CredentialRow } from "../store/schema.ts";
@@ -19,6 +19,16 @@ export type LocalApplyResult = {
   unchanged: string[];
 };
 
+/** Why what is stored for `row.id` no longer fits the file, or undefined when it still does. */
+function removalReason(row: { id: string; url: string }, declared: ReadonlyMap<string, ConnectionConfig>): LocalChange["reason"] | undefined {
+  const connection = declared.get(row.id);
+  if (!connection) return "not_declared";
+  // A credential is bound to the url it was issued for; it is never sent to another.
+  if (connection.url !== row.url) return "url_changed";
+  if (connection.auth) return "now_static";
+  return undefined;
+}
+
 export async function applyLocal(options: {
   config: Config;
   dryRun: boolean;
@@ -30,17 +40,14 @@ export async function applyLocal(options: {
   const opened = await openEnvironmentStore(config, { create: false, purge: false, reporter: options.reporter });
   if (!opened) return { dryRun, changes: [], unchanged: [] };
   const { store } = opened;
+  const declared = new Map(config.connections.map((c) => [c.id, c]));
   try {
     const plan = () => {
-      const declared = new Map(config.connections.map((c) => [c.id, c]));
       const changes: LocalChange[] = [];
       const unchanged: string[] = [];
       for (const row of store.listCredentials()) {
-        const connection = declared.get(row.id);
-        if (!connection) changes.push({ id: row.id, action: "remove", reason: "not_declared" });
-        // A credential is bound to the url it was issued for; it is never sent to another.
-        else if (connection.url !== row.url) changes.push({ id: row.id, action: "remove", reason: "url_changed" });
-        else if (connection.auth) changes.push({ id: row.id, action: "remove", reason: "now_static" });
+        const reason = removalReason(row, declared);
+        if (reason) changes.push({ id: row.id, action: "remove", reason });
         else unchanged.push(row.id);
       }
       return { changes, unchanged };
@@ -53,11 +60,7 @@ export async function applyLocal(options: {
       const ids = new Set(planned.changes.map((c) => c.id));
       deleted = store.listCredentials().filter((row) => ids.has(row.id));
       // Findings that a server needs no credential go the same way, unreported: they are no secret.
-      const declared = new Map(config.connections.map((c) => [c.id, c]));
-      const stale = store.listOpenConnections().filter((row) => {
-        const connection = declared.get(row.id);
-        return !connection || connection.url !== row.url || connection.auth !== undefined;
-      });
+      const stale = store.listOpenConnections().filter((row) => removalReason(row, declared) !== undefined);
       store.deleteCredentials([...ids, ...stale.map((row) => row.id)]);
       return planned;
     });
