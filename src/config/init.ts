@@ -4,7 +4,7 @@ import { writeFileSync } from "node:fs";
 import path from "node:path";
 import { refused, usage } from "../errors.ts";
 import { parseConfig } from "./load.ts";
-import { ID_PATTERN, urlProblem } from "./schema.ts";
+import { isValidName, urlProblem } from "./schema.ts";
 
 export type StarterConnection = { id: string; url: string };
 
@@ -15,7 +15,7 @@ export function parseConnectionArgument(argument: string): StarterConnection {
   if (at <= 0) throw usage(`\`${argument}\` is not ID=URL`, { hint: example });
   const id = argument.slice(0, at);
   const url = argument.slice(at + 1);
-  if (!ID_PATTERN.test(id) || id.includes("__")) {
+  if (!isValidName(id)) {
     throw usage(`\`${id}\` is not a connection id: lowercase letters, digits, '-' and '_', never "__"`, { hint: example });
   }
   // The url is never echoed: it may carry a secret in its query (src/config/schema.ts).

@@ -5,6 +5,8 @@
 import * as z from "zod/mini";
 
 export const ID_PATTERN = /^[a-z0-9_-]+$/;
+/** A connection id or agent name: ID_PATTERN, and never "__" (it separates id and tool name). */
+export const isValidName = (name: string): boolean => ID_PATTERN.test(name) && !name.includes("__");
 export const ENV_NAME_PATTERN = /^[A-Za-z_][A-Za-z0-9_]*$/;
 
 const id = (what: string) =>
@@ -133,7 +135,7 @@ function namedTables<V extends z.ZodMiniType>(what: string, value: V) {
         for (const key of Object.keys(payload.value)) {
           // Nearly every name is fine: the same two rules as `id`, without zod's result objects for
           // each of 1000 names (issue 6). Only a bad name goes to `id` for its exact issues.
-          if (ID_PATTERN.test(key) && !key.includes("__")) continue;
+          if (isValidName(key)) continue;
           const parsed = z.safeParse(name, key);
           if (!parsed.success) payload.issues.push({ code: "invalid_key", origin: "record", issues: parsed.error.issues, input: key, path: [key], continue: true });
         }
