@@ -72,9 +72,9 @@ async function child(mode: string, dir: string, root: string): Promise<Timings> 
     const config = load.parseConfig(source, where); // not timed: warm by now
     const opened = await timeAsync("db open", () => store.openStore({ dbPath: config.dbPath, create: false, expectRows: config.connections.length }));
     if (!opened) throw new Error("fixture has no db");
-    const rows = time("db rows", () => opened.store.exclusive(() => [opened.store.listCredentials(), opened.store.listOpenConnections()] as const));
+    const rows = time("db rows", () => opened.store.exclusive(() => ({ credentials: opened.store.listCredentials(), open: opened.store.listOpenConnections() })));
     opened.store.close();
-    const statuses = time("statuses", () => status.localStatuses(config, status.storedState(...rows), {}, now));
+    const statuses = time("statuses", () => status.localStatuses(config, status.storedState(rows), {}, now));
     time("json", () => json.writeJson(sink, statuses.map(mcpList.connectionJson)));
   } else if (mode === "whole") {
     const config = time("loadConfig", () => load.loadConfig({ env: {}, cwd: dir }));

@@ -9,6 +9,7 @@ import { styleFor } from "../output/style.ts";
 import { isoOrNull, shortDuration } from "../output/time.ts";
 import type { Reporter } from "../report.ts";
 import { localStatuses, storedState, type StoredState } from "../status/status.ts";
+import { storedRows } from "../store/environment.ts";
 
 export type McpLoginOptions = {
   config?: string;
@@ -56,9 +57,7 @@ export async function mcpLoginCommand(ctx: Context, options: McpLoginOptions): P
     if (options.all) {
       if (options.ids.length > 0) throw usage("give connection ids or --all, not both");
       opened = config.connections.some((c) => !c.auth) ? await open() : undefined;
-      const stored = opened
-        ? storedState(opened.credentials ?? opened.store.listCredentials(), opened.open ?? opened.store.listOpenConnections())
-        : storedState([], []);
+      const stored = storedState(opened ? storedRows(opened) : { credentials: [], open: [] });
       targets = connectionsLackingCredentials(config, stored, ctx);
       if (targets.length === 0) ctx.stderr.write("Every OAuth connection already has a usable credential; nothing to do.\n");
     } else {

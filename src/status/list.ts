@@ -1,7 +1,6 @@
 import type { Config } from "../config/types.ts";
 import type { Reporter } from "../report.ts";
-import { openEnvironmentStore } from "../store/environment.ts";
-import type { CredentialRow, OpenConnectionRow } from "../store/schema.ts";
+import { openEnvironmentStore, storedRows } from "../store/environment.ts";
 import { localStatuses, storedState, type ConnectionStatus } from "./status.ts";
 
 /** One db read for the whole list (issue 6): status of every declared connection. */
@@ -12,16 +11,14 @@ export async function listLocalConnections(options: {
   reporter: Reporter;
 }): Promise<ConnectionStatus[]> {
   const opened = await openEnvironmentStore(options.config, { create: false, reporter: options.reporter });
-  let rows: CredentialRow[] = [];
-  let open: OpenConnectionRow[] = [];
+  let rows: ReturnType<typeof storedRows> = { credentials: [], open: [] };
   if (opened) {
     try {
       // The purge on open already read every row under its lock: reuse that read.
-      rows = opened.credentials ?? opened.store.listCredentials();
-      open = opened.open ?? opened.store.listOpenConnections();
+      rows = storedRows(opened);
     } finally {
       opened.store.close();
     }
   }
-  return localStatuses(options.config, storedState(rows, open), options.env, options.now);
+  return localStatuses(options.config, storedState(rows), options.env, options.now);
 }

@@ -43,7 +43,7 @@ export type StoredState = {
   open: ReadonlyMap<string, OpenConnectionRow>;
 };
 
-export function storedState(credentials: readonly CredentialRow[], open: readonly OpenConnectionRow[]): StoredState {
+export function storedState({ credentials, open }: { credentials: readonly CredentialRow[]; open: readonly OpenConnectionRow[] }): StoredState {
   return { credentials: new Map(credentials.map((row) => [row.id, row])), open: new Map(open.map((row) => [row.id, row])) };
 }
 

@@ -39,6 +39,11 @@ export async function openEnvironmentStore(
   return kept === undefined || open === undefined ? { store: opened.store, purged } : { store: opened.store, purged, credentials: kept, open };
 }
 
+/** Everything stored for the declared connections, from the purge's own read when there was one. */
+export function storedRows(opened: EnvironmentStore): { credentials: CredentialRow[]; open: OpenConnectionRow[] } {
+  return { credentials: opened.credentials ?? opened.store.listCredentials(), open: opened.open ?? opened.store.listOpenConnections() };
+}
+
 export function undeclaredCredentials<Row extends { id: string }>(rows: readonly Row[], config: Config): Row[] {
   const declared = new Set(config.connections.map((c) => c.id));
   return rows.filter((row) => !declared.has(row.id));
