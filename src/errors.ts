@@ -72,6 +72,20 @@ export function withDetails(error: unknown, details: Record<string, unknown>): u
   });
 }
 
+/**
+ * The same failure, its message prefixed with the id it happened to, unless it names it already:
+ * a step of a command over several ids (`mcp login --all`) must say which one failed (issue 13).
+ */
+export function aboutId(error: unknown, id: string): unknown {
+  if (!(error instanceof SubsError) || error instanceof ConfigError || error.kind === "interrupted" || error.message.startsWith(`${id}:`)) return error;
+  return new SubsError(error.kind, `${id}: ${error.message}`, {
+    ...(error.hint !== undefined ? { hint: error.hint } : {}),
+    ...(error.code !== undefined ? { code: error.code } : {}),
+    ...(error.details !== undefined ? { details: error.details } : {}),
+    cause: error,
+  });
+}
+
 export function formatDiagnostic(d: Diagnostic): string {
   return `${d.file}:${d.line}:${d.col}: ${d.message}`;
 }

@@ -13,7 +13,7 @@ import type { AuthorizationServerMetadata, OAuthProtectedResourceMetadata } from
 import { isLoopbackHost } from "../config/schema.ts";
 import { failed, refused } from "../errors.ts";
 import { VERSION } from "../version.ts";
-import { HttpGuardError } from "../http/guarded-fetch.ts";
+import { HttpGuardError, networkFailure } from "../http/guarded-fetch.ts";
 
 export type Challenge = {
   /** `resource_metadata` from WWW-Authenticate (RFC 9728 §5.1). */
@@ -92,7 +92,7 @@ async function probe(serverUrl: string, fetch: Fetch, signal: AbortSignal | unde
     if (signal?.aborted) throw error;
     // A redirect elsewhere is no challenge: discovery goes on at the configured URL's well-known paths.
     if (error instanceof HttpGuardError && /redirected to another origin/.test(error.message)) return { challenge: {}, answered: false };
-    throw failed(`cannot reach ${new URL(serverUrl).origin} (${reason(error)})`, { cause: error });
+    throw networkFailure(new URL(serverUrl).origin, error);
   }
 }
 

@@ -2,7 +2,7 @@ import type { Config, ConnectionConfig } from "../config/types.ts";
 import { loadConfig } from "../config/load.ts";
 import { findConnections } from "../config/lookup.ts";
 import type { Context } from "../context.ts";
-import { usage, withDetails } from "../errors.ts";
+import { aboutId, usage, withDetails } from "../errors.ts";
 import { writeJson } from "../output/json.ts";
 import { stderrReporter } from "../output/reporter.ts";
 import { styleFor } from "../output/style.ts";
@@ -68,7 +68,8 @@ export async function mcpLoginCommand(ctx: Context, options: McpLoginOptions): P
     for (const [n, connection] of targets.entries()) {
       try {
         await loginOne(connection);
-      } catch (error) {
+      } catch (caught) {
+        const error = aboutId(caught, connection.id);
         // With several ids, --json still tells which were done (README, "subs mcp login").
         throw targets.length > 1 ? withDetails(error, { id: connection.id, done: results, not_attempted: targets.slice(n + 1).map((c) => c.id) }) : error;
       }

@@ -7,6 +7,8 @@
 // - redirects followed only within the origin the request was sent to (a 307 to another origin
 //   would re-send a token request's body there).
 
+import { failed, type SubsError } from "../errors.ts";
+
 /** Default deadline of one exchange; `SUBS_HTTP_TIMEOUT` (seconds) overrides it. */
 export const HTTP_TIMEOUT_MS = 30_000;
 /** No OAuth or deployment answer subs reads comes near this. */
@@ -35,6 +37,47 @@ export function authFetch(ctx: { fetch: Fetch; env: Readonly<Record<string, stri
 /** A refusal by the guard: a deadline passed, a body too large, a redirect elsewhere. */
 export class HttpGuardError extends Error {
   override name = "HttpGuardError";
+  /** The deadline passed: the server accepted the connection and did not answer in time. */
+  readonly timedOut: boolean;
+  constructor(message: string, options: { timedOut?: boolean } = {}) {
+    super(message);
+    this.timedOut = options.timedOut === true;
+  }
+}
+
+/** Codes of a connection that was never made (undici and libuv names). */
+const NOT_CONNECTED = new Set(["ECONNREFUSED", "ENOTFOUND", "EAI_AGAIN", "EHOSTUNREACH", "ENETUNREACH", "EADDRNOTAVAIL", "UND_ERR_CONNECT_TIMEOUT", "ETIMEDOUT", "CERT_HAS_EXPIRED", "DEPTH_ZERO_SELF_SIGNED_CERT", "ERR_TLS_CERT_ALTNAME_INVALID"]);
+
+/** The innermost system error code of a failed fetch (fetch failed → cause → AggregateError). */
+function errorCode(error: unknown): string | undefined {
+  for (let e: unknown = error, depth = 0; e && typeof e === "object" && depth < 5; depth++) {
+    const code = (e as { code?: unknown }).code;
+    if (typeof code === "string") return code;
+    const inner = (e as { errors?: unknown[] }).errors?.[0];
+    e = (e as { cause?: unknown }).cause ?? inner;
+  }
+  return undefined;
+}
+
+/**
+ * A failed exchange with `origin`, in the person's terms (issue 13): "cannot reach" only when no
+ * connection was made; a server that accepted and then said nothing is "no answer within N s";
+ * one that hung up is said to have closed the connection. Each hint fits its failure.
+ */
+export function networkFailure(origin: string, error: unknown): SubsError {
+  const code = errorCode(error);
+  if (error instanceof HttpGuardError && error.timedOut) {
+    return failed(`${origin} accepted the connection but gave ${error.message.replace(/^no complete answer from \S+ /, "no answer ")}`, {
+      cause: error,
+      code: "timeout",
+      hint: "the server may be overloaded or down; try again later, or raise SUBS_HTTP_TIMEOUT (seconds)",
+    });
+  }
+  if (code === undefined || NOT_CONNECTED.has(code)) {
+    const why = code ?? (error instanceof Error ? error.message : String(error));
+    return failed(`cannot reach ${origin} (${why})`, { cause: error, code: "unreachable", hint: "check the url in substructure.toml and that the server is up" });
+  }
+  return failed(`${origin} closed the connection without answering (${code})`, { cause: error, code: "connection_closed", hint: "check that the server is up and speaks HTTP at that url" });
 }
 
 const REDIRECTS = new Set([301, 302, 303, 307, 308]);
@@ -48,7 +91,7 @@ export function guardedFetch(inner: Fetch, options: GuardOptions = {}): Fetch {
     const deadline = new AbortController();
     let timer: NodeJS.Timeout | undefined;
     if (options.timeoutMs !== undefined) {
-      timer = setTimeout(() => deadline.abort(new HttpGuardError(`no complete answer from ${first.origin} within ${Math.round(options.timeoutMs! / 1000)}s`)), options.timeoutMs);
+      timer = setTimeout(() => deadline.abort(new HttpGuardError(`no complete answer from ${first.origin} within ${Math.round(options.timeoutMs! / 1000)}s`, { timedOut: true })), options.timeoutMs);
       timer.unref();
     }
     const signal = init?.signal ? AbortSignal.any([init.signal, deadline.signal]) : deadline.signal;
