@@ -40,3 +40,36 @@ test("debug log redacts tokens in headers, query, form and JSON bodies, both way
   assert.match(log, /"access_token":"\[redacted\]".*"token_type":"Bearer","expires_in":3600,"nested":\{"id_token":"\[redacted\]"\}/);
   assert.equal(redactUrl("https://u:PW-SECRET@example.com/x?token=T-SECRET&a=1"), "https://example.com/x?token=[redacted]&a=1");
 });
+
+test("debug log redacts secrets only: a JSON-RPC error's numeric code stays; a registration access token and a secret echoed in a later answer go", async () => {
+  const answers = [
+    // A registration answer: its registration_access_token is a secret.
+    { client_id: "dyn-1", registration_access_token: "RAT-SECRET-1", registration_client_uri: "http://x/reg/dyn-1" },
+    // A token answer, then a server quoting that token back under a name that is not secret.
+    { access_token: "AT-ISSUED-SECRET", token_type: "Bearer" },
+    { error: "invalid_request", error_description: "bad token AT-ISSUED-SECRET and RAT-SECRET-1" },
+    // A JSON-RPC error: its code is a number the person debugging needs.
+    { jsonrpc: "2.0", id: 1, error: { code: -32601, message: "Method not found" } },
+    // An authorization code as a JSON string is still redacted.
+    { code: "CODE-IN-JSON-SECRET" },
+  ];
+  let next = 0;
+  const server = createServer((_req, res) => {
+    res.writeHead(200, { "content-type": "application/json" });
+    res.end(JSON.stringify(answers[next++]));
+  });
+  await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
+  const { port } = server.address() as AddressInfo;
+  let log = "";
+  const fetch = debugFetch(globalThis.fetch, { write: (s: string) => (log += s) }, Date.now);
+  try {
+    for (let i = 0; i < answers.length; i++) await (await fetch(`http://127.0.0.1:${port}/x${i}`, { method: "POST", body: "{}" })).text();
+  } finally {
+    server.close();
+  }
+  assert.doesNotMatch(log, /SECRET/);
+  assert.match(log, /"registration_access_token":"\[redacted\]"/);
+  assert.match(log, /"error_description":"bad token \[redacted\] and \[redacted\]"/);
+  assert.match(log, /"error":\{"code":-32601,"message":"Method not found"\}/);
+  assert.match(log, /"code":"\[redacted\]"/);
+});

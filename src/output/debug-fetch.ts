@@ -3,7 +3,14 @@
 // JSON bodies. What is not recognised as safe-to-show is shortened, never printed whole.
 import type { Output } from "../context.ts";
 
-const SECRET_NAMES = /^(authorization|proxy-authorization|cookie|set-cookie|x-api-key|api[-_]?key|access_token|refresh_token|id_token|token|client_secret|code|code_verifier|password|secret|assertion|client_assertion|subject_token|actor_token|device_code)$/i;
+const SECRET_NAMES = /^(authorization|proxy-authorization|cookie|set-cookie|x-api-key|api[-_]?key|access_token|refresh_token|id_token|token|client_secret|registration_access_token|code|code_verifier|password|secret|assertion|client_assertion|subject_token|actor_token|device_code|pre-authorized_code)$/i;
+
+/**
+ * A JSON field that holds a secret: by name, but a number is never one. JSON-RPC errors carry a
+ * numeric `code` (-32601) that a person debugging needs to see; an authorization code is a
+ * string (issue 13).
+ */
+const secretField = (name: string, value: unknown) => SECRET_NAMES.test(name) && typeof value !== "number" && typeof value !== "boolean" && value !== null;
 
 export const REDACTED = "[redacted]";
 
@@ -30,7 +37,7 @@ export function redactUrl(raw: string): string {
 function redactJson(value: unknown): unknown {
   if (Array.isArray(value)) return value.map(redactJson);
   if (value && typeof value === "object") {
-    return Object.fromEntries(Object.entries(value).map(([k, v]) => [k, SECRET_NAMES.test(k) ? REDACTED : redactJson(v)]));
+    return Object.fromEntries(Object.entries(value).map(([k, v]) => [k, secretField(k, v) ? REDACTED : redactJson(v)]));
   }
   return value;
 }
@@ -54,8 +61,21 @@ function headerLines(headers: Headers): string {
   return lines.join("\n");
 }
 
+/** The values of secret-named fields in a form or JSON body. */
+function secretsInBody(body: string, into: string[]): void {
+  if (!body) return;
+  new URLSearchParams(body).forEach((v, k) => SECRET_NAMES.test(k) && into.push(v));
+  try {
+    const walk = (v: unknown): void => {
+      if (Array.isArray(v)) v.forEach(walk);
+      else if (v && typeof v === "object") for (const [k, inner] of Object.entries(v)) typeof inner === "string" && SECRET_NAMES.test(k) ? into.push(inner) : walk(inner);
+    };
+    walk(JSON.parse(body));
+  } catch {}
+}
+
 /**
- * The secret values this request carries (its credential header, secret-named query and form or
+ * The secret values a request carries (its credential header, secret-named query and form or
  * JSON fields): a server may echo one back (an error_description quoting the token), and a
  * name-based redaction of the answer would miss it there.
  */
@@ -67,23 +87,15 @@ function secretValues(request: Request, body: string): string[] {
     const credentials = /^\S+\s+(\S+)$/.exec(value)?.[1]; // "Bearer <token>", "Basic <base64>"
     if (credentials) values.push(credentials);
   });
-  const fromParams = (params: URLSearchParams) => params.forEach((v, k) => SECRET_NAMES.test(k) && values.push(v));
   try {
-    fromParams(new URL(request.url).searchParams);
+    new URL(request.url).searchParams.forEach((v, k) => SECRET_NAMES.test(k) && values.push(v));
   } catch {}
-  if (body) {
-    fromParams(new URLSearchParams(body));
-    try {
-      const walk = (v: unknown): void => {
-        if (Array.isArray(v)) v.forEach(walk);
-        else if (v && typeof v === "object") for (const [k, inner] of Object.entries(v)) typeof inner === "string" && SECRET_NAMES.test(k) ? values.push(inner) : walk(inner);
-      };
-      walk(JSON.parse(body));
-    } catch {}
-  }
-  // Short values ("1", "x") would blank out unrelated text; no real credential is that short.
-  return [...new Set(values)].filter((v) => v.length >= 6).sort((a, b) => b.length - a.length);
+  secretsInBody(body, values);
+  return values;
 }
+
+/** Short values ("1", "x") would blank out unrelated text; no real credential is that short. */
+const worthScrubbing = (v: string) => v.length >= 6;
 
 function scrub(text: string, secrets: readonly string[]): string {
   return secrets.reduce((out, secret) => out.replaceAll(secret, REDACTED), text);
@@ -91,25 +103,34 @@ function scrub(text: string, secrets: readonly string[]): string {
 
 export function debugFetch(inner: typeof globalThis.fetch, stderr: Output, now: () => number): typeof globalThis.fetch {
   let sequence = 0;
+  // Every secret seen in this run, sent or received: a token issued in one answer and quoted by
+  // a server in a later one is removed there too, by value, wherever it appears (issue 13).
+  const known = new Set<string>();
+  const remember = (values: string[]) => values.filter(worthScrubbing).forEach((v) => known.add(v));
+  const write = (text: string) => stderr.write(scrub(text, [...known].sort((a, b) => b.length - a.length)));
   return async (input, init) => {
     const n = ++sequence;
     const request = new Request(input, init);
     const started = now();
     const requestBody = init?.body !== undefined && typeof init.body === "string" ? init.body : init?.body instanceof URLSearchParams ? init.body.toString() : "";
-    stderr.write(
-      `[debug] #${n} → ${request.method} ${redactUrl(request.url)}\n${headerLines(request.headers)}${requestBody ? `\n  body: ${redactBody(requestBody, request.headers.get("content-type"))}` : ""}\n`,
-    );
+    remember(secretValues(request, requestBody));
+    write(`[debug] #${n} → ${request.method} ${redactUrl(request.url)}\n${headerLines(request.headers)}${requestBody ? `\n  body: ${redactBody(requestBody, request.headers.get("content-type"))}` : ""}\n`);
     try {
       const response = await inner(input, init);
       const type = response.headers.get("content-type");
       let body = "";
       // Event streams stay open; reading them here would hang the exchange.
-      if (!type?.includes("text/event-stream")) body = redactBody(await response.clone().text(), type);
-      const echoed = secretValues(request, requestBody);
-      stderr.write(scrub(`[debug] #${n} ← ${response.status} ${response.statusText} (${now() - started} ms)\n${headerLines(response.headers)}${body ? `\n  body: ${body}` : ""}\n`, echoed));
+      if (!type?.includes("text/event-stream")) {
+        const text = await response.clone().text();
+        const received: string[] = [];
+        secretsInBody(text, received);
+        remember(received);
+        body = redactBody(text, type);
+      }
+      write(`[debug] #${n} ← ${response.status} ${response.statusText} (${now() - started} ms)\n${headerLines(response.headers)}${body ? `\n  body: ${body}` : ""}\n`);
       return response;
     } catch (error) {
-      stderr.write(`[debug] #${n} ✗ ${error instanceof Error ? error.message : String(error)} (${now() - started} ms)\n`);
+      write(`[debug] #${n} ✗ ${error instanceof Error ? error.message : String(error)} (${now() - started} ms)\n`);
       throw error;
     }
   };
