@@ -81,6 +81,25 @@ export function issProblem(params: URLSearchParams, issuer: string, advertised: 
   return iss === issuer ? undefined : "the authorization response came from another issuer than the one the request was sent to (RFC 9207 mix-up protection); refusing it";
 }
 
+/**
+ * What login accepts as the authorization response to its request: `state` first (a response for
+ * another request is not looked at further, RFC 6749 §10.12), then `iss` (RFC 9207).
+ */
+export function responseCheck(expected: { state: string; issuer: string; issAdvertised: boolean }): ResponseCheck {
+  return (params) => {
+    const got = params.get("state");
+    if (got === null) {
+      // Some servers drop `state` from error redirects. A refusal without it is still the
+      // person's "no": nothing is redeemed or stored, so a forged one can only end this wait,
+      // which Ctrl-C does too (issue 13). A code without `state` is never redeemed.
+      if (params.has("error") && !params.has("code")) return undefined;
+      return "the authorization response carries no `state`; refusing it";
+    }
+    if (got !== expected.state) return "the authorization response's `state` does not match this login; refusing it";
+    return issProblem(params, expected.issuer, expected.issAdvertised);
+  };
+}
+
 export async function login(options: LoginOptions): Promise<LoginResult> {
   try {
     return await loginFlow(options);
@@ -96,17 +115,30 @@ async function loginFlow(options: LoginOptions): Promise<LoginResult> {
   if (ctx.signal.aborted) throw interrupted();
   // Deadline, size cap and same-origin redirects on every call to a server found by discovery.
   const fetch = fetchWithSignal(authFetch(ctx), ctx.signal);
-  const discovery = await discover({ serverUrl: connection.url, fetch, signal: ctx.signal });
+  // Progress from the first request on (issue 13): discovery and registration can each take the
+  // whole HTTP deadline on a slow server, and a terminal must not sit silent meanwhile.
+  const preparing = reporter.progress(`Contacting ${connection.id} at ${new URL(connection.url).origin}`);
+  let discovery: Awaited<ReturnType<typeof discover>>;
+  try {
+    discovery = await discover({ serverUrl: connection.url, fetch, signal: ctx.signal });
+  } catch (error) {
+    preparing.fail(`Could not start the login of ${connection.id}`);
+    throw error;
+  }
   if ("open" in discovery) {
+    preparing.succeed(`${connection.id} asks for no credential`);
     store.putOpenConnection({ id: connection.id, url: connection.url, checked_at: ctx.now() });
     return { id: connection.id, open: true };
   }
   const { issuer, metadata, resource } = discovery;
   const scopes = selectScopes(discovery, connection, options.scopes);
   const scope = scopes.length > 0 ? scopes.join(" ") : undefined;
+  preparing.update(`Preparing the login of ${connection.id} at ${issuer}`);
 
-  const loopback = await startLoopback(options.port === undefined ? {} : { port: options.port });
+  let loopback: Awaited<ReturnType<typeof startLoopback>> | undefined;
+  let prepared = false;
   try {
+    loopback = await startLoopback(options.port === undefined ? {} : { port: options.port });
     const { client } = await chooseClient({
       connection,
       issuer,
@@ -129,15 +161,14 @@ async function loginFlow(options: LoginOptions): Promise<LoginResult> {
       // RFC 8707: sent whether or not the server publishes resource metadata (the SDK omits it then).
       resource,
     });
+    prepared = true;
+    preparing.succeed(`${connection.id} authorizes at ${issuer}`);
 
-    const advertised = (metadata as { authorization_response_iss_parameter_supported?: unknown }).authorization_response_iss_parameter_supported === true;
-    const check: ResponseCheck = (params) => {
-      // state first: a response for another request is not looked at further (RFC 6749 §10.12).
-      const got = params.get("state");
-      if (got === null) return "the authorization response carries no `state`; refusing it";
-      if (got !== state) return "the authorization response's `state` does not match this login; refusing it";
-      return issProblem(params, issuer, advertised);
-    };
+    const check = responseCheck({
+      state,
+      issuer,
+      issAdvertised: (metadata as { authorization_response_iss_parameter_supported?: unknown }).authorization_response_iss_parameter_supported === true,
+    });
 
     // Listen for the response before the browser can possibly deliver it.
     const fromLoopback = loopback.response(check);
@@ -150,13 +181,16 @@ async function loginFlow(options: LoginOptions): Promise<LoginResult> {
       try {
         await ctx.openBrowser(url);
       } catch (error) {
-        reporter.warn(`could not open a browser (${error instanceof Error ? error.message : String(error)}); open the URL above yourself`);
+        // Said at once, not after the timeout: the person can open the URL elsewhere and, on a
+        // terminal, paste the redirect back as under --no-browser (product.md).
+        reporter.warn(`could not open a browser (${error instanceof Error ? error.message : String(error)}); open the URL above in a browser yourself`);
+        pasteFrom = await ctx.terminalStdin?.();
       }
     } else {
       reporter.info(`Open this URL in a browser to authorize ${connection.id}:\n  ${url}`);
       pasteFrom = await ctx.terminalStdin?.();
-      if (pasteFrom) reporter.info("If the browser cannot reach this machine, paste the address it was redirected to here and press Enter.");
     }
+    if (pasteFrom) reporter.info("If the browser cannot reach this machine, paste the address it was redirected to here and press Enter.");
     // The URL stays on its own line above; the spinner (a terminal only) shows the elapsed time.
     // Not while the person may paste a URL on this terminal: redrawing would garble their input.
     const pasting = pasteFrom !== undefined;
@@ -164,7 +198,7 @@ async function loginFlow(options: LoginOptions): Promise<LoginResult> {
     const waiting = pasting ? (reporter.info(`${waitingText} …`), silentProgress) : reporter.progress(waitingText);
     let params: URLSearchParams;
     try {
-      params = await waitForResponse({ ctx, check, loopback: fromLoopback, timeoutMs: options.timeoutMs, pasteFrom });
+      params = await waitForResponse({ ctx, check, loopback: fromLoopback, timeoutMs: options.timeoutMs, pasteFrom, redirectUri: loopback.redirectUri, reporter });
     } catch (error) {
       waiting.fail(ctx.signal.aborted ? `Stopped waiting for consent for ${connection.id}` : `No consent for ${connection.id}`);
       throw error;
@@ -176,6 +210,7 @@ async function loginFlow(options: LoginOptions): Promise<LoginResult> {
       const description = params.get("error_description");
       throw failed(`${connection.id}: authorization was not granted (${error}${description ? `: ${description.slice(0, 200)}` : ""})`, {
         code: error === "access_denied" ? "access_denied" : "authorization_failed",
+        ...(error === "access_denied" ? { hint: `run \`subs mcp login ${connection.id}\` again and approve the request` } : {}),
       });
     }
     const code = params.get("code");
@@ -221,8 +256,11 @@ async function loginFlow(options: LoginOptions): Promise<LoginResult> {
       }),
     );
     return { id: connection.id, issuer, scopes: granted, expiresAt, refreshable: tokens.refresh_token !== undefined, client: client.kind ?? "dynamic" };
+  } catch (error) {
+    if (!prepared) preparing.fail(`Could not start the login of ${connection.id}`);
+    throw error;
   } finally {
-    await loopback.close();
+    await loopback?.close();
   }
 }
 
@@ -231,13 +269,17 @@ async function waitForResponse(options: {
   check: ResponseCheck;
   loopback: Promise<URLSearchParams>;
   timeoutMs: number;
-  /** A terminal the person may paste the redirected URL into (--no-browser). */
+  /** A terminal the person may paste the redirected URL into (--no-browser, or no browser opened). */
   pasteFrom: NodeJS.ReadableStream | undefined;
+  redirectUri: string;
+  reporter: Reporter;
 }): Promise<URLSearchParams> {
   const { ctx } = options;
   const stop = new AbortController();
   const waits: Promise<URLSearchParams>[] = [options.loopback];
-  if (options.pasteFrom) waits.push(pastedResponse(options.pasteFrom, options.check, stop.signal));
+  if (options.pasteFrom) {
+    waits.push(pastedResponse({ stdin: options.pasteFrom, check: options.check, signal: stop.signal, redirectUri: options.redirectUri, tell: (m) => options.reporter.warn(m) }));
+  }
   // The losers of the race may still settle; their outcome is deliberately ignored.
   for (const wait of waits) wait.catch(() => {});
   let timer: NodeJS.Timeout | undefined;

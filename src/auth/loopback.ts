@@ -79,11 +79,23 @@ function page(message: string): string {
 }
 
 /**
- * Under --no-browser on a terminal: the person may paste the URL the browser was redirected to
- * (its page failed to load because the loopback is on another machine, e.g. over SSH).
+ * Under --no-browser (or when no browser could be opened) on a terminal: the person may paste the
+ * URL the browser was redirected to (its page failed to load because the loopback is on another
+ * machine, e.g. over SSH). Anything else pasted (junk, a redirect from another login) is said to
+ * be wrong and the wait goes on; only a response `check` accepts ends it (issue 13). What was
+ * pasted is never echoed: it may hold a code.
  */
-export function pastedResponse(stdin: NodeJS.ReadableStream, check: ResponseCheck, signal: AbortSignal): Promise<URLSearchParams> {
-  return new Promise((resolve, reject) => {
+export function pastedResponse(options: {
+  stdin: NodeJS.ReadableStream;
+  check: ResponseCheck;
+  signal: AbortSignal;
+  redirectUri: string;
+  /** Says why a pasted line was not taken. */
+  tell: (message: string) => void;
+}): Promise<URLSearchParams> {
+  const { stdin, check, signal, redirectUri, tell } = options;
+  const again = "paste the address from this login's browser window, or press Ctrl-C to stop";
+  return new Promise((resolve) => {
     let buffer = "";
     const onData = (chunk: Buffer | string) => {
       buffer += chunk.toString();
@@ -92,17 +104,21 @@ export function pastedResponse(stdin: NodeJS.ReadableStream, check: ResponseChec
         const line = buffer.slice(0, newline).trim();
         buffer = buffer.slice(newline + 1);
         if (!line) continue;
-        let url: URL;
+        let url: URL | undefined;
         try {
           url = new URL(line);
-        } catch {
+        } catch {}
+        if (!url || (!url.searchParams.has("code") && !url.searchParams.has("error"))) {
+          tell(`that is not the address the browser was redirected to (it starts with ${redirectUri}?code=…); ${again}`);
           continue;
         }
-        if (!url.searchParams.has("code") && !url.searchParams.has("error")) continue;
-        cleanup();
         const problem = check(url.searchParams);
-        if (problem) reject(failed(problem, { code: "invalid_authorization_response" }));
-        else resolve(url.searchParams);
+        if (problem) {
+          tell(`${/`state`/.test(problem) ? "that address is not from this login" : problem}; ${again}`);
+          continue;
+        }
+        cleanup();
+        resolve(url.searchParams);
         return;
       }
     };

@@ -637,9 +637,10 @@ test("login of several ids with --json: a failure part-way still tells which log
     );
     assert.deepEqual(error.not_attempted, ["gh"]);
     assert.ok(credential(env, "demo"), "the login that was done stays done");
-    // One id: the error object as before, nothing added.
+    // One id: the error object as before (its hint fits the failure), no progress fields added.
     const one = JSON.parse((await env.subs(["mcp", "login", "down", "--json"])).stdout).error;
-    assert.deepEqual(Object.keys(one).sort(), ["code", "message"]);
+    assert.deepEqual(Object.keys(one).sort(), ["code", "hint", "message"]);
+    assert.equal(one.code, "unreachable");
     assert.deepEqual(leakedTokens(env), []);
   } finally {
     await env.close();

@@ -9,15 +9,11 @@ import { networkInterfaces } from "node:os";
 import { describe, test } from "node:test";
 import { startLoopback, type ResponseCheck } from "../../src/auth/loopback.ts";
 import { SubsError } from "../../src/errors.ts";
+import { responseCheck } from "../../src/auth/login.ts";
 
 const STATE = "the-state-this-login-sent";
 /** The check login makes (src/auth/login.ts), state first. */
-const check: ResponseCheck = (params) => {
-  const got = params.get("state");
-  if (got === null) return "the authorization response carries no `state`; refusing it";
-  if (got !== STATE) return "the authorization response's `state` does not match this login; refusing it";
-  return undefined;
-};
+const check: ResponseCheck = responseCheck({ state: STATE, issuer: "http://127.0.0.1/", issAdvertised: false });
 
 function get(port: number, path: string, options: { host?: string; method?: string; address?: string } = {}): Promise<{ status: number; body: string }> {
   return new Promise((resolve, reject) => {

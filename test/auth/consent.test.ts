@@ -1,0 +1,182 @@
+// Issue 13, parts 3, 5 and 6: a denial is reported as the person's refusal with or without
+// `state`; a login shows progress from its first request; paste mode tells the person what was
+// wrong with what they pasted and keeps waiting for the matching redirect.
+import assert from "node:assert/strict";
+import { createServer, type AddressInfo, type Socket } from "node:net";
+import { PassThrough } from "node:stream";
+import { test } from "node:test";
+import { run } from "../../src/cli.ts";
+import { testContext } from "../support/cli.ts";
+import { credential, environment } from "./harness.ts";
+
+/** Waits until `find` matches what `read` returns, for at most `ms`. */
+async function waitFor<T>(read: () => string, find: (text: string) => T | undefined, ms = 10_000): Promise<T> {
+  const until = Date.now() + ms;
+  for (;;) {
+    const found = find(read());
+    if (found !== undefined) return found;
+    if (Date.now() > until) throw new Error(`not seen in time:\n${read()}`);
+    await new Promise((r) => setTimeout(r, 10));
+  }
+}
+
+const authorizeUrl = (text: string) => /(http:\/\/\S+\/authorize\?\S+)/.exec(text)?.[1];
+
+test("denial: access_denied without state is the person's refusal (exit 1, code access_denied); nothing is exchanged or stored", async () => {
+  const env = await environment({ as: { consent: "deny", state: "absent" } });
+  try {
+    const login = await env.subs(["mcp", "login", "demo", "--json"]);
+    assert.equal(login.code, 1, login.stderr);
+    assert.match(login.stderr, /authorization was not granted \(access_denied/);
+    assert.doesNotMatch(login.stderr, /carries no `state`/);
+    assert.equal(JSON.parse(login.stdout).error.code, "access_denied");
+    assert.equal(env.as.counters.codeExchanges, 0);
+    assert.equal(credential(env, "demo"), undefined);
+  } finally {
+    await env.close();
+  }
+});
+
+test("denial: with the matching state it is the same refusal; a code without state is still refused", async () => {
+  const denied = await environment({ as: { consent: "deny" } });
+  try {
+    const login = await denied.subs(["mcp", "login", "demo", "--json"]);
+    assert.equal(login.code, 1);
+    assert.equal(JSON.parse(login.stdout).error.code, "access_denied");
+  } finally {
+    await denied.close();
+  }
+  const stateless = await environment({ as: { state: "absent" } });
+  try {
+    const login = await stateless.subs(["mcp", "login", "demo", "--json"]);
+    assert.equal(login.code, 1);
+    assert.equal(JSON.parse(login.stdout).error.code, "invalid_authorization_response");
+    assert.equal(stateless.as.counters.codeExchanges, 0, "a code without state is never redeemed");
+    assert.equal(credential(stateless, "demo"), undefined);
+  } finally {
+    await stateless.close();
+  }
+});
+
+test("progress: the login says what it is doing from its first request, before the consent wait", async () => {
+  const env = await environment();
+  try {
+    const login = await env.subs(["mcp", "login", "demo"]);
+    assert.equal(login.code, 0, login.stderr);
+    const finding = login.stderr.indexOf("Contacting demo at ");
+    const found = login.stderr.indexOf(`demo authorizes at ${env.as.issuer}`);
+    const opening = login.stderr.indexOf("Opening the browser");
+    assert.ok(finding >= 0 && found > finding && opening > found, login.stderr);
+  } finally {
+    await env.close();
+  }
+});
+
+test("progress: a server that cannot be reached fails the discovery step visibly, naming the id", async () => {
+  const env = await environment();
+  try {
+    await env.mcp.close();
+    const login = await env.subs(["mcp", "login", "demo"]);
+    assert.equal(login.code, 1);
+    assert.match(login.stderr, /Contacting demo at http/);
+    assert.match(login.stderr, /Could not start the login of demo/);
+    assert.match(login.stderr, /error: demo: cannot reach http:\/\/127\.0\.0\.1:\d+ \(ECONNREFUSED\)/);
+    assert.match(login.stderr, /hint: check the url in substructure\.toml and that the server is up/);
+    assert.doesNotMatch(login.stderr, /--debug/, "the hint fits the failure");
+  } finally {
+    await env.close();
+  }
+});
+
+test("progress: a server that accepts the connection and never answers is 'no answer within N s', not 'cannot reach'", async () => {
+  const env = await environment();
+  const sockets: Socket[] = [];
+  const silent = createServer((socket) => void sockets.push(socket));
+  await new Promise<void>((resolve) => silent.listen(0, "127.0.0.1", resolve));
+  const port = (silent.address() as AddressInfo).port;
+  try {
+    env.write(`[mcp.quiet]\nurl = "http://127.0.0.1:${port}/mcp"\n`);
+    const login = await env.subs(["mcp", "login", "quiet", "--json"], { env: { SUBS_HTTP_TIMEOUT: "1" } });
+    assert.equal(login.code, 1);
+    assert.match(login.stderr, new RegExp(`quiet: http://127\\.0\\.0\\.1:${port} accepted the connection but gave no answer within 1s`));
+    assert.doesNotMatch(login.stderr, /cannot reach/);
+    assert.equal(JSON.parse(login.stdout).error.code, "timeout");
+  } finally {
+    for (const s of sockets) s.destroy();
+    silent.close();
+    await env.close();
+  }
+});
+
+test("login --all: a failure names its id in human output; a denial's hint says to log in again and approve", async () => {
+  const env = await environment({ as: { consent: "deny" } });
+  try {
+    env.write(`[mcp.first]\nurl = "${env.mcp.url}"\n\n[mcp.gone]\nurl = "http://127.0.0.1:9/mcp"\n`);
+    const all = await env.subs(["mcp", "login", "--all"]);
+    assert.equal(all.code, 1);
+    assert.match(all.stderr, /error: first: authorization was not granted \(access_denied/);
+    assert.match(all.stderr, /hint: run `subs mcp login first` again and approve the request/);
+    env.write(`[mcp.gone]\nurl = "http://127.0.0.1:9/mcp"\n\n[mcp.first]\nurl = "${env.mcp.url}"\n`);
+    const unreachable = await env.subs(["mcp", "login", "--all"]);
+    assert.equal(unreachable.code, 1);
+    assert.match(unreachable.stderr, /error: gone: cannot reach http:\/\/127\.0\.0\.1:9/);
+  } finally {
+    await env.close();
+  }
+});
+
+test("paste mode: junk and a redirect from another login are said to be wrong and the wait goes on; the matching redirect ends it", async () => {
+  const env = await environment();
+  try {
+    const stdin = new PassThrough();
+    const t = testContext({ cwd: env.dir, env: {}, terminalStdin: async () => stdin });
+    const running = run(["mcp", "login", "demo", "--no-browser", "--timeout", "20"], t.ctx);
+    const url = await waitFor(t.stderr, authorizeUrl);
+    // The "browser" is on another machine: it is redirected but cannot reach the loopback.
+    const location = (await fetch(url, { redirect: "manual" })).headers.get("location")!;
+    const redirect = new URL(location);
+    const code = redirect.searchParams.get("code")!;
+
+    stdin.write("hello there\n");
+    await waitFor(t.stderr, (s) => (/that is not the address the browser was redirected to/.test(s) ? true : undefined));
+    const other = new URL(redirect);
+    other.searchParams.set("state", "state-of-another-login");
+    stdin.write(`${other.href}\n`);
+    await waitFor(t.stderr, (s) => (/that address is not from this login/.test(s) ? true : undefined));
+    assert.equal(env.as.counters.codeExchanges, 0, "nothing pasted so far was redeemed");
+
+    stdin.write(`${location}\n`);
+    assert.equal(await running, 0, t.stderr());
+    assert.ok(credential(env, "demo"));
+    assert.ok(!t.stderr().includes(code), "what was pasted is never echoed");
+  } finally {
+    await env.close();
+  }
+});
+
+test("no browser: when the opener fails, the login says so at once and, on a terminal, takes the pasted redirect", async () => {
+  const env = await environment();
+  try {
+    const stdin = new PassThrough();
+    const t = testContext({
+      cwd: env.dir,
+      env: {},
+      terminalStdin: async () => stdin,
+      openBrowser: async () => {
+        throw new Error("xdg-open exited with code 3");
+      },
+    });
+    const started = Date.now();
+    const running = run(["mcp", "login", "demo", "--timeout", "20"], t.ctx);
+    await waitFor(t.stderr, (s) => (/could not open a browser \(xdg-open exited with code 3\)/.test(s) ? true : undefined));
+    await waitFor(t.stderr, (s) => (/paste the address it was redirected to/.test(s) ? true : undefined));
+    assert.ok(Date.now() - started < 10_000, "said at once, not after the timeout");
+    const url = authorizeUrl(t.stderr())!;
+    const location = (await fetch(url, { redirect: "manual" })).headers.get("location")!;
+    stdin.write(`${location}\n`);
+    assert.equal(await running, 0, t.stderr());
+    assert.ok(credential(env, "demo"));
+  } finally {
+    await env.close();
+  }
+});
