@@ -52,6 +52,12 @@ export function colorWanted(env: Context["env"], isTTY: boolean): boolean {
  */
 export const OPENER_SETTLE_MS = 3000;
 
+export type OpenerOptions = {
+  /** How long a running opener is waited for (OPENER_SETTLE_MS). */
+  settleMs?: number;
+  signal?: AbortSignal;
+};
+
 type OpenFunction = (target: string, options: { wait: boolean }) => Promise<unknown>;
 
 /**
@@ -78,10 +84,11 @@ const XDG_OPEN_EXITS: Record<number, string> = {
 };
 
 /**
- * Resolves once the opener has run `settleMs` or exited 0; rejects, naming the opener, when it
- * could not start or exited otherwise before that.
+ * Resolves once the opener has run `settleMs` or exited 0, or `signal` aborts (Ctrl-C is the
+ * caller's to handle, not to be held up by); rejects, naming the opener, when it could not start
+ * or exited otherwise before that.
  */
-function settled(child: ChildProcess, name: string, settleMs: number): Promise<void> {
+function settled(child: ChildProcess, name: string, options: OpenerOptions): Promise<void> {
   const outcome = (code: number | null, signal: NodeJS.Signals | null): Error | undefined => {
     if (code === 0) return undefined;
     if (code === null) return new Error(`${name} was stopped by ${signal ?? "a signal"}`);
@@ -97,14 +104,18 @@ function settled(child: ChildProcess, name: string, settleMs: number): Promise<v
       clearTimeout(timer);
       child.off("exit", onExit);
       child.off("error", onError);
+      options.signal?.removeEventListener("abort", onAbort);
       if (error) reject(error);
       else resolve();
     };
     const onExit = (code: number | null, signal: NodeJS.Signals | null) => finish(outcome(code, signal));
     const onError = (error: Error) => finish(new Error(`${name} could not be started: ${(error as NodeJS.ErrnoException).code ?? error.message}`));
-    const timer = setTimeout(() => finish(undefined), settleMs);
+    const onAbort = () => finish(undefined);
+    const timer = setTimeout(() => finish(undefined), options.settleMs ?? OPENER_SETTLE_MS);
     child.once("exit", onExit);
     child.once("error", onError);
+    if (options.signal?.aborted) onAbort();
+    else options.signal?.addEventListener("abort", onAbort, { once: true });
   });
 }
 
@@ -113,7 +124,7 @@ function settled(child: ChildProcess, name: string, settleMs: number): Promise<v
  * package (xdg-open on Linux, open on macOS). Rejects with a message naming the opener when it
  * could not start or failed at once (issue 13), so login can say so instead of waiting.
  */
-export async function defaultOpenBrowser(env: Context["env"], url: string, settleMs = OPENER_SETTLE_MS): Promise<void> {
+export async function defaultOpenBrowser(env: Context["env"], url: string, options: OpenerOptions = {}): Promise<void> {
   const browser = env.BROWSER?.trim();
   if (browser) {
     const { spawn } = await import("node:child_process");
@@ -130,7 +141,7 @@ export async function defaultOpenBrowser(env: Context["env"], url: string, settl
     }
     // A browser that keeps running must not keep subs alive after the login ends.
     child.unref();
-    return settled(child, name, settleMs);
+    return settled(child, name, options);
   }
   const open = openFunction(await import("open"));
   const child = await open(url, { wait: false }).catch((error: unknown) => {
@@ -141,7 +152,7 @@ export async function defaultOpenBrowser(env: Context["env"], url: string, settl
   if (child === null || typeof child !== "object" || !("once" in child)) return;
   const launcher = child as ChildProcess;
   const name = (launcher.spawnfile || "the system opener").split(/[\\/]/).pop() || "the system opener";
-  return settled(launcher, name, settleMs);
+  return settled(launcher, name, options);
 }
 
 /**
@@ -241,7 +252,7 @@ export async function processContext(signal: AbortSignal, onBrokenPipe: () => vo
     cwd: process.cwd(),
     now: () => Date.now(),
     fetch: globalThis.fetch,
-    openBrowser: (url) => defaultOpenBrowser(env, url),
+    openBrowser: (url) => defaultOpenBrowser(env, url, { signal }),
     signal,
   };
 }

@@ -39,9 +39,17 @@ test("$BROWSER that exits non-zero at once: rejects naming it and its code", asy
 
 test("$BROWSER still running after the wait counts as opened; one that exits 0 too", async () => {
   const started = Date.now();
-  await defaultOpenBrowser({ BROWSER: `${process.execPath} -e setTimeout(()=>{},5000)` }, "http://127.0.0.1:9/", 300);
+  await defaultOpenBrowser({ BROWSER: `${process.execPath} -e setTimeout(()=>{},5000)` }, "http://127.0.0.1:9/", { settleMs: 300 });
   assert.ok(Date.now() - started < 2000, "resolved after the bounded wait, not when the browser ends");
   await defaultOpenBrowser({ BROWSER: "true" }, "http://127.0.0.1:9/");
+});
+
+test("a running $BROWSER is not waited for once the caller's signal aborts (Ctrl-C)", async () => {
+  const controller = new AbortController();
+  const started = Date.now();
+  setTimeout(() => controller.abort(), 100);
+  await defaultOpenBrowser({ BROWSER: `${process.execPath} -e setTimeout(()=>{},5000)` }, "http://127.0.0.1:9/", { settleMs: 4000, signal: controller.signal });
+  assert.ok(Date.now() - started < 2000, `waited ${Date.now() - started} ms`);
 });
 
 test("$BROWSER gets its own arguments and the URL as one argument, never through a shell", async () => {
