@@ -1,15 +1,16 @@
 // A machine with no browser but a fake one, for the default opener's real route (issue 13): a
 // directory to put alone on PATH, holding sh, node and the few utilities the `open` package's
-// bundled xdg-open runs (grep, uname, sed …), and, if asked, a `www-browser`, the first browser
-// xdg-open's generic route tries when there is no display (xdg-open: open_generic). Nothing else
-// from the system PATH is reachable, so no real browser can open.
+// bundled xdg-open runs (grep, uname, sed …; sleep for ensureBuilt's lock), and, if asked, a
+// `www-browser`, the first browser xdg-open's generic route tries when there is no display
+// (xdg-open: open_generic). Nothing else from the system PATH is reachable, so no real browser
+// can open.
 import { spawnSync } from "node:child_process";
 import { chmodSync, existsSync, mkdtempSync, symlinkSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { BROWSER_SCRIPT } from "./browser.ts";
 
-const UTILITIES = ["sh", "grep", "sed", "uname", "cat", "tr", "cut", "head", "awk", "readlink", "realpath", "dirname", "basename", "which", "printf"];
+const UTILITIES = ["sh", "grep", "sed", "uname", "cat", "tr", "cut", "head", "awk", "readlink", "realpath", "dirname", "basename", "which", "printf", "sleep"];
 
 /** Quotes `s` as one sh word. */
 const shQuote = (s: string) => `'${s.replaceAll("'", `'\\''`)}'`;
