@@ -9,8 +9,8 @@
 // paste the redirect, instead of waiting out the timeout (issue 13, part 7). That answer is read
 // from stdin whether or not it is a terminal, so a script can pipe it in.
 import { spawn, type ChildProcess } from "node:child_process";
-import { fileURLToPath } from "node:url";
 import { createInterface } from "node:readline";
+import { fileURLToPath } from "node:url";
 import { defaultOpenBrowser } from "../src/context.ts";
 import { BIN, ensureBuilt } from "../test/support/cli.ts";
 import { answerConsentPage, deliverRedirect, demoAuthorizationUrl, startDemoWorld, startHandoff, type DemoWorld, type Handoff } from "./demo-servers.ts";
