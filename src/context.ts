@@ -1,6 +1,7 @@
 // One object carries every outside effect a command may use. The CLI builds it from the real
 // process (processContext); tests build their own (README, Development, rule 2).
 
+import type { ChildProcess } from "node:child_process";
 import { fstatSync, statSync, writeSync } from "node:fs";
 
 export type Output = { write(chunk: string): unknown };
@@ -42,25 +43,116 @@ export function colorWanted(env: Context["env"], isTTY: boolean): boolean {
   return isTTY && env.TERM !== "dumb";
 }
 
-export async function defaultOpenBrowser(env: Context["env"], url: string): Promise<void> {
-  const browser = env.BROWSER;
+/**
+ * How long an opener may run before it counts as having opened the page. `open` resolves once
+ * xdg-open is spawned, so an xdg-open that then finds no browser (exit 3) went unnoticed and login
+ * waited its whole timeout (issue 13). xdg-open exits soon after handing the URL to a GUI browser;
+ * a terminal browser (www-browser = lynx) keeps running in the foreground, so one still running
+ * after this long is taken to be showing the page.
+ */
+export const OPENER_SETTLE_MS = 3000;
+
+export type OpenerOptions = {
+  /** How long a running opener is waited for (OPENER_SETTLE_MS). */
+  settleMs?: number;
+  signal?: AbortSignal;
+};
+
+type OpenFunction = (target: string, options: { wait: boolean }) => Promise<unknown>;
+
+/**
+ * The `open` function from what loading the package gave. The bundle require()s the ES module
+ * `open` through esbuild's interop helper, which wraps the module namespace once more: the
+ * function is then `mod.default.default`, and calling `mod.default` failed on every machine as
+ * "r is not a function" (issue 13). Plain ESM import gives `mod.default`.
+ */
+export function openFunction(mod: unknown): OpenFunction {
+  let candidate = mod;
+  for (let depth = 0; depth < 3 && typeof candidate !== "function"; depth++) {
+    candidate = candidate !== null && typeof candidate === "object" ? (candidate as { default?: unknown }).default : undefined;
+  }
+  if (typeof candidate !== "function") throw new Error("the `open` package loaded without its open() function");
+  return candidate as OpenFunction;
+}
+
+/** xdg-open's documented exit codes (xdg-utils, xdg-open(1)), for a message that says why. */
+const XDG_OPEN_EXITS: Record<number, string> = {
+  1: "syntax error",
+  2: "file does not exist",
+  3: "no browser found",
+  4: "the browser failed",
+};
+
+/**
+ * Resolves once the opener has run `settleMs` or exited 0, or `signal` aborts (Ctrl-C is the
+ * caller's to handle, not to be held up by); rejects, naming the opener, when it could not start
+ * or exited otherwise before that.
+ */
+function settled(child: ChildProcess, name: string, options: OpenerOptions): Promise<void> {
+  const outcome = (code: number | null, signal: NodeJS.Signals | null): Error | undefined => {
+    if (code === 0) return undefined;
+    if (code === null) return new Error(`${name} was stopped by ${signal ?? "a signal"}`);
+    const why = name === "xdg-open" ? XDG_OPEN_EXITS[code] : undefined;
+    return new Error(`${name} exited with code ${code}${why ? `: ${why}` : ""}`);
+  };
+  if (child.exitCode !== null || child.signalCode !== null) {
+    const error = outcome(child.exitCode, child.signalCode);
+    return error ? Promise.reject(error) : Promise.resolve();
+  }
+  return new Promise<void>((resolve, reject) => {
+    const finish = (error: Error | undefined) => {
+      clearTimeout(timer);
+      child.off("exit", onExit);
+      child.off("error", onError);
+      options.signal?.removeEventListener("abort", onAbort);
+      if (error) reject(error);
+      else resolve();
+    };
+    const onExit = (code: number | null, signal: NodeJS.Signals | null) => finish(outcome(code, signal));
+    const onError = (error: Error) => finish(new Error(`${name} could not be started: ${(error as NodeJS.ErrnoException).code ?? error.message}`));
+    const onAbort = () => finish(undefined);
+    const timer = setTimeout(() => finish(undefined), options.settleMs ?? OPENER_SETTLE_MS);
+    child.once("exit", onExit);
+    child.once("error", onError);
+    if (options.signal?.aborted) onAbort();
+    else options.signal?.addEventListener("abort", onAbort, { once: true });
+  });
+}
+
+/**
+ * Opens a URL for a person: `$BROWSER <url>` when set, else the system's opener through the `open`
+ * package (xdg-open on Linux, open on macOS). Rejects with a message naming the opener when it
+ * could not start or failed at once (issue 13), so login can say so instead of waiting.
+ */
+export async function defaultOpenBrowser(env: Context["env"], url: string, options: OpenerOptions = {}): Promise<void> {
+  const browser = env.BROWSER?.trim();
   if (browser) {
     const { spawn } = await import("node:child_process");
     // $BROWSER may carry arguments ("firefox --new-window"); the URL is passed as one argv
     // element, never through a shell, so a hostile URL cannot inject commands.
-    const [command, ...args] = browser.split(/\s+/).filter(Boolean);
-    if (!command) return;
-    await new Promise<void>((resolve, reject) => {
+    const [command, ...args] = browser.split(/\s+/) as [string, ...string[]];
+    const name = `$BROWSER (${command})`;
+    let child;
+    try {
       // The browser's own chatter (GPU, D-Bus warnings) would bury our output; it is not ours to show.
-      const child = spawn(command, [...args, url], { stdio: "ignore", env: { ...env } as NodeJS.ProcessEnv });
-      child.on("error", reject);
-      child.on("spawn", () => resolve());
-      child.unref();
-    });
-    return;
+      child = spawn(command, [...args, url], { stdio: "ignore", env: { ...env } as NodeJS.ProcessEnv });
+    } catch (error) {
+      throw new Error(`${name} could not be started: ${error instanceof Error ? error.message : String(error)}`);
+    }
+    // A browser that keeps running must not keep subs alive after the login ends.
+    child.unref();
+    return settled(child, name, options);
   }
-  const { default: open } = await import("open");
-  await open(url, { wait: false });
+  const open = openFunction(await import("open"));
+  const child = await open(url, { wait: false }).catch((error: unknown) => {
+    throw new Error(`the system opener could not be started: ${error instanceof Error ? error.message : String(error)}`);
+  });
+  // open() gives the launcher's ChildProcess (xdg-open, open, PowerShell); the name shown is its
+  // command's, not the path of the copy bundled in node_modules/open.
+  if (child === null || typeof child !== "object" || !("once" in child)) return;
+  const launcher = child as ChildProcess;
+  const name = (launcher.spawnfile || "the system opener").split(/[\\/]/).pop() || "the system opener";
+  return settled(launcher, name, options);
 }
 
 /**
@@ -160,7 +252,7 @@ export async function processContext(signal: AbortSignal, onBrokenPipe: () => vo
     cwd: process.cwd(),
     now: () => Date.now(),
     fetch: globalThis.fetch,
-    openBrowser: (url) => defaultOpenBrowser(env, url),
+    openBrowser: (url) => defaultOpenBrowser(env, url, { signal }),
     signal,
   };
 }

@@ -1,22 +1,36 @@
 // Issue 8: `npm run demo` walks a new user through login, list and tools, offline. Here a
-// "person" ($BROWSER = click-approve.mjs) reads the consent page and clicks a button.
+// "person" ($BROWSER = click-approve.mjs) reads the consent page and clicks a button. Issue 13:
+// on a machine where no browser opens, the person answers the consent page on stdin instead.
 import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
-import { existsSync } from "node:fs";
+import { existsSync, rmSync } from "node:fs";
 import path from "node:path";
 import { test } from "node:test";
 import { ensureBuilt, REPO } from "./support/cli.ts";
+import { browserlessPath } from "./support/fake-browser.ts";
 
 const CLICK = path.join(REPO, "test", "support", "click-approve.mjs");
 
-function runDemo(env: Record<string, string>, onStderr?: (text: string, child: ReturnType<typeof spawn>) => void) {
+type DemoRun = { code: number | null; stdout: string; stderr: string; ms: number };
+
+/**
+ * Runs `npm run demo` (piped: no terminal). `input` is written to its stdin, which then ends;
+ * `keepStdin` leaves stdin open for `onStderr` to write to.
+ */
+function runDemo(
+  env: Record<string, string>,
+  onStderr?: (text: string, child: ReturnType<typeof spawn>) => void,
+  options: { input?: string; keepStdin?: boolean } = {},
+) {
   ensureBuilt();
-  return new Promise<{ code: number | null; stdout: string; stderr: string }>((resolve, reject) => {
+  const started = Date.now();
+  return new Promise<DemoRun>((resolve, reject) => {
     const child = spawn(process.execPath, ["--import", "tsx", path.join("scripts", "demo.ts")], {
       cwd: REPO,
       env: { PATH: process.env.PATH ?? "/usr/bin:/bin", HOME: REPO, ...env },
-      stdio: ["ignore", "pipe", "pipe"],
+      stdio: ["pipe", "pipe", "pipe"],
     });
+    if (!options.keepStdin) child.stdin.end(options.input ?? "");
     let stdout = "";
     let stderr = "";
     child.stdout.on("data", (d) => (stdout += d));
@@ -28,7 +42,7 @@ function runDemo(env: Record<string, string>, onStderr?: (text: string, child: R
     child.on("error", reject);
     child.on("close", (code) => {
       clearTimeout(timer);
-      resolve({ code, stdout, stderr });
+      resolve({ code, stdout, stderr, ms: Date.now() - started });
     });
   });
 }
@@ -73,3 +87,94 @@ test("npm run demo: Ctrl-C while waiting for consent stops subs and the servers,
   assert.ok(dir);
   assert.equal(existsSync(dir), false);
 });
+
+/** A machine with no browser: no $BROWSER, no display, nothing xdg-open could run on PATH. */
+async function headless(run: (env: Record<string, string>) => Promise<DemoRun>): Promise<DemoRun> {
+  const { bin } = browserlessPath();
+  try {
+    return await run({ PATH: bin });
+  } finally {
+    rmSync(bin, { recursive: true, force: true });
+  }
+}
+
+const NO_BROWSER = /No browser could be opened \(xdg-open exited with code 3: no browser found\)/;
+
+test("npm run demo with no browser: says so at once, Enter on stdin approves; login, list and tools complete; exit 0", async () => {
+  const r = await headless((env) => runDemo(env, undefined, { input: "\n" }));
+  assert.equal(r.code, 0, r.stderr);
+  assert.match(r.stderr, NO_BROWSER);
+  assert.match(r.stderr, /Approve\? \[Enter \/ d \/ paste\] \nApproved from the terminal\.\nConsent received for demo\n/);
+  assert.match(r.stdout, /✔ demo: authorized by http:\/\/127\.0\.0\.1:\d+\//);
+  assert.match(r.stdout, /^demo\thttp:\/\/127\.0\.0\.1:\d+\/mcp\toauth\tauthorized/m);
+  assert.match(r.stdout, /^search_notes\tread-only\t/m);
+  assert.match(r.stderr, /\$ subs mcp tools demo[\s\S]*Done/);
+  assert.doesNotMatch(r.stderr + r.stdout, /\x1b/);
+  // The login would otherwise have waited out its 300 s timeout.
+  assert.ok(r.ms < 45_000, `took ${r.ms} ms`);
+});
+
+test("npm run demo whose $BROWSER fails: says so naming it; d on stdin denies; the demo stops, exit 1", async () => {
+  const r = await runDemo({ BROWSER: "false" }, undefined, { input: "d\n" });
+  assert.equal(r.code, 1, r.stderr);
+  assert.match(r.stderr, /No browser could be opened \(\$BROWSER \(false\) exited with code 1\)/);
+  assert.match(r.stderr, /Denied from the terminal/);
+  assert.match(r.stderr, /authorization was not granted \(access_denied/);
+  assert.doesNotMatch(r.stderr, /\$ subs mcp list/);
+});
+
+test("npm run demo with no browser: the redirect pasted on stdin completes the login; a wrong one is refused first", async () => {
+  let pasted = false;
+  const r = await headless((env) =>
+    runDemo(
+      env,
+      (stderr, child) => {
+        if (pasted || !/Approve\? /.test(stderr)) return;
+        pasted = true;
+        // The person opened the URL subs printed in a browser of their own and clicked Approve.
+        const url = /(http:\/\/\S+\/authorize\?\S+)/.exec(stderr)![1]!;
+        void approveInOwnBrowser(url).then((redirect) => {
+          const wrong = new URL(redirect);
+          wrong.pathname = "/elsewhere";
+          child.stdin!.end(`${wrong.href}\n${redirect}\n`);
+        });
+      },
+      { keepStdin: true },
+    ),
+  );
+  assert.ok(pasted, r.stderr);
+  assert.equal(r.code, 0, r.stderr);
+  assert.match(r.stderr, NO_BROWSER);
+  assert.match(r.stderr, /That did not work: that is not an address at http:\/\/127\.0\.0\.1:\d+\/callback, where subs waits/);
+  assert.match(r.stderr, /Delivered the pasted address to subs\.\nConsent received for demo/);
+  assert.match(r.stdout, /^search_notes\tread-only\t/m);
+});
+
+test("npm run demo with no browser and stdin already ended: stops at once with what to do, exit 1", async () => {
+  const r = await headless((env) => runDemo(env));
+  assert.equal(r.code, 1, r.stderr);
+  assert.match(r.stderr, NO_BROWSER);
+  assert.match(r.stderr, /No browser, and no answer on stdin \(it ended\)\. Run `npm run demo` in a terminal, or set BROWSER/);
+  assert.doesNotMatch(r.stderr, /\$ subs mcp list/);
+  assert.ok(r.ms < 45_000, `took ${r.ms} ms`);
+  const dir = demoDir(r.stderr);
+  assert.ok(dir);
+  assert.equal(existsSync(dir), false);
+});
+
+/** A person's own browser on the consent page: Approve; returns where the server redirects. */
+async function approveInOwnBrowser(url: string): Promise<string> {
+  const page = await fetch(url);
+  const html = await page.text();
+  const request = /name="request" value="([^"]+)"/.exec(html)?.[1];
+  assert.ok(request, html);
+  const answer = await fetch(new URL("/consent", url), {
+    method: "POST",
+    headers: { "content-type": "application/x-www-form-urlencoded" },
+    body: new URLSearchParams({ request, decision: "approve" }).toString(),
+    redirect: "manual",
+  });
+  const location = answer.headers.get("location");
+  assert.ok(location);
+  return new URL(location, url).href;
+}
