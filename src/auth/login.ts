@@ -11,10 +11,10 @@ import type { Context } from "../context.ts";
 import { failed, interrupted, SubsError } from "../errors.ts";
 import { silentProgress, type Reporter } from "../report.ts";
 import type { Store } from "../store/store.ts";
-import { chooseClient, presentedClient, type ClientKind } from "./client.ts";
+import { clientAndLoopback, clientRejected, dropRegistration, dropRegistrationAfterWait, presentedClient, registrationRejected, type ClientKind } from "./client.ts";
 import { discover, type Discovery } from "./discovery.ts";
 import { oauthProblem } from "./errors.ts";
-import { pastedResponse, startLoopback, type ResponseCheck } from "./loopback.ts";
+import { pastedResponse, type ResponseCheck } from "./loopback.ts";
 import { authFetch } from "../http/guarded-fetch.ts";
 
 export type LoginContext = Pick<Context, "env" | "fetch" | "now" | "openBrowser" | "signal" | "terminalStdin">;
@@ -105,20 +105,9 @@ async function loginFlow(options: LoginOptions): Promise<LoginResult> {
   const scopes = selectScopes(discovery, connection, options.scopes);
   const scope = scopes.length > 0 ? scopes.join(" ") : undefined;
 
-  const loopback = await startLoopback(options.port === undefined ? {} : { port: options.port });
+  // The client first: a reused registration listens on the port it registered (issue 13).
+  const { client, reused, loopback } = await clientAndLoopback({ connection, issuer, metadata, scope, store, env: ctx.env, fetch, now: ctx.now(), port: options.port, signal: ctx.signal });
   try {
-    const { client } = await chooseClient({
-      connection,
-      issuer,
-      metadata,
-      redirectUri: loopback.redirectUri,
-      fixedPort: options.port !== undefined,
-      scope,
-      store,
-      env: ctx.env,
-      fetch,
-      now: ctx.now(),
-    });
     const state = randomBytes(32).toString("base64url");
     const { authorizationUrl, codeVerifier } = await startAuthorization(issuer, {
       metadata,
@@ -167,7 +156,7 @@ async function loginFlow(options: LoginOptions): Promise<LoginResult> {
       params = await waitForResponse({ ctx, check, loopback: fromLoopback, timeoutMs: options.timeoutMs, pasteFrom });
     } catch (error) {
       waiting.fail(ctx.signal.aborted ? `Stopped waiting for consent for ${connection.id}` : `No consent for ${connection.id}`);
-      throw error;
+      throw dropRegistrationAfterWait(error, { store, issuer, client, reused, id: connection.id });
     }
     const error = params.get("error");
     if (error === null) waiting.succeed(`Consent received for ${connection.id}`);
@@ -194,6 +183,7 @@ async function loginFlow(options: LoginOptions): Promise<LoginResult> {
       });
     } catch (error) {
       if (ctx.signal.aborted) throw interrupted();
+      if (clientRejected(error) && dropRegistration(store, issuer, client)) throw registrationRejected(connection.id, issuer, error);
       throw failed(`${connection.id}: the token request to ${issuer} failed (${oauthProblem(error)})`, { cause: error, code: "token_request_failed" });
     }
     if (tokens.token_type.toLowerCase() !== "bearer") {
