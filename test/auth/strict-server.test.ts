@@ -2,10 +2,12 @@
 // exactly (port included), every client and token forgotten on restart, `invalid_client` for an
 // unknown client at every endpoint. Without flags, a second, a tenth and a post-restart login succeed.
 import assert from "node:assert/strict";
+import { createHash } from "node:crypto";
 import { createServer, type Server } from "node:net";
 import { test } from "node:test";
 import { run } from "../../src/cli.ts";
 import { testContext } from "../support/cli.ts";
+import { startAuthServer } from "../support/oauth-server.ts";
 import { credential, environment, type Env } from "./harness.ts";
 
 // Short enough that a regression (a wait for an error page nobody answers) fails fast.
@@ -276,5 +278,70 @@ test("strict: an error redirect without state is refused at once; the registrati
     assert.equal(env.as.counters.registrations, 1);
   } finally {
     await env.close();
+  }
+});
+
+test("strict: after a restart, revoking a deleted section's credential gets invalid_client; it is deleted anyway and the login that purged it registers anew", async () => {
+  const env = await environment({ as: { exactRedirectUris: true }, toml: (url) => `[mcp.demo]\nurl = "${url}"\n\n[mcp.gone]\nurl = "${url}"\n` });
+  try {
+    assert.equal((await env.subs(["mcp", "login", "demo", "gone", "--timeout", "5"])).code, 0);
+    assert.equal(env.as.counters.registrations, 1, "two ids, one issuer, one registration");
+    env.as.restart();
+    env.write(`[mcp.demo]\nurl = "${env.mcp.url}"\n`);
+    const login = await env.subs(LOGIN);
+    assert.equal(login.code, 0, login.stderr);
+    assert.equal(credential(env, "gone"), undefined);
+    assert.doesNotMatch(login.stderr, /Revoked the credential of gone/);
+    assert.ok(env.as.rejections.some((r) => r.endpoint === "revoke" && r.error === "invalid_client"));
+    assert.equal(env.as.counters.registrations, 2);
+  } finally {
+    await env.close();
+  }
+});
+
+// The test server itself: what the tests above rely on, shown at the wire.
+test("strict test server: exact redirect_uri at the authorization and token endpoints, invalid_client everywhere after a restart, error redirects without state", async () => {
+  const as = await startAuthServer({ exactRedirectUris: true, stateOnErrors: false, consent: "deny" });
+  try {
+    const registered = "http://127.0.0.1:4711/callback";
+    const verifier = "v".repeat(43);
+    const challenge = createHash("sha256").update(verifier).digest("base64url");
+    const reg = await fetch(`${as.url}/register`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ redirect_uris: [registered], token_endpoint_auth_method: "none" }) });
+    const { client_id } = (await reg.json()) as { client_id: string };
+    const authorize = (redirect: string) =>
+      fetch(`${as.url}/authorize?${new URLSearchParams({ response_type: "code", client_id, redirect_uri: redirect, code_challenge: challenge, code_challenge_method: "S256", state: "s" })}`, { redirect: "manual" });
+    const otherPort = await authorize("http://127.0.0.1:4712/callback");
+    assert.equal(otherPort.status, 400, "another loopback port is not accepted, and not redirected to");
+    assert.deepEqual(await otherPort.json(), { error: "invalid_request", error_description: "Unregistered redirect_uri" });
+    const denied = await authorize(registered);
+    assert.equal(denied.status, 302);
+    const location = new URL(denied.headers.get("location")!);
+    assert.equal(location.searchParams.get("error"), "access_denied");
+    assert.equal(location.searchParams.has("state"), false);
+
+    // A code issued for another port (the SDK's any-port rule), redeemed once the server is strict.
+    as.set({ exactRedirectUris: false, consent: "allow" });
+    const issued = new URL((await authorize("http://127.0.0.1:4713/callback")).headers.get("location")!);
+    as.set({ exactRedirectUris: true });
+    const token = (body: Record<string, string>) => fetch(`${as.url}/token`, { method: "POST", body: new URLSearchParams(body) });
+    const redeemed = await token({ grant_type: "authorization_code", client_id, code: issued.searchParams.get("code")!, code_verifier: verifier, redirect_uri: "http://127.0.0.1:4713/callback" });
+    assert.equal(redeemed.status, 400);
+    assert.deepEqual(await redeemed.json(), { error: "invalid_grant", error_description: "Unregistered redirect_uri" });
+
+    as.restart();
+    assert.equal((await authorize(registered)).status, 400);
+    assert.equal((await token({ grant_type: "refresh_token", client_id, refresh_token: "rt" })).status, 400);
+    const revoke = await fetch(`${as.url}/revoke`, { method: "POST", body: new URLSearchParams({ client_id, token: "t" }) });
+    assert.equal(revoke.status, 400);
+    assert.deepEqual(
+      as.rejections.slice(-3).map((r) => [r.endpoint, r.error, r.client_id]),
+      [
+        ["authorize", "invalid_client", client_id],
+        ["token", "invalid_client", client_id],
+        ["revoke", "invalid_client", client_id],
+      ],
+    );
+  } finally {
+    await as.close();
   }
 });
