@@ -122,7 +122,7 @@ function reusableRegistration(options: ClientOptions & { port: number | undefine
 const loopbackRedirect = (port: number) => `http://127.0.0.1:${port}${CALLBACK_PATH}`;
 
 /** The port of a registration's loopback redirect (http://127.0.0.1:<port>/callback), when it names one. */
-export function registeredPort(client: StoredClient): number | undefined {
+function registeredPort(client: StoredClient): number | undefined {
   for (const uri of client.redirect_uris ?? []) {
     if (!URL.canParse(uri)) continue;
     const url = new URL(uri);
@@ -188,7 +188,7 @@ export function dropRegistrationAfterWait(error: unknown, options: { store: Stor
   if (!options.reused || !(error instanceof SubsError) || (error.code !== "timeout" && error.kind !== "interrupted")) return error;
   if (!dropRegistration(options.store, options.issuer, options.client) || error.kind === "interrupted") return error;
   return failed(error.message, {
-    hint: `if the browser showed an error from the authorization server, it may no longer know subs's stored registration: that was dropped, and \`subs mcp login ${options.id}\` registers anew`,
+    hint: `run \`subs mcp login ${options.id}\` again, or raise --timeout; the stored registration was dropped (the browser may show the server's error page for it), so the next login registers anew`,
     code: "timeout",
     cause: error,
   });
