@@ -177,3 +177,23 @@ test("creating a db in a git work tree that does not ignore it warns; an ignored
   (await openEnvironmentStore(ignoredConfig, { create: true, reporter }))!.store.close();
   assert.deepEqual(warnings, []);
 });
+
+test("deleteClient drops an issuer's registration only while it is still that client's", async () => {
+  const dbPath = path.join(tempDir(), "substructure.db");
+  const opened = await openStore({ dbPath, create: true });
+  assert.ok(opened);
+  const { store } = opened;
+  try {
+    store.putClient("https://as.example/", { client_id: "old", redirect_uris: ["http://127.0.0.1:5000/callback"] }, 1);
+    store.putClient("https://other.example/", { client_id: "old" }, 1);
+    // Another login replaced it meanwhile: the newer registration stays.
+    store.putClient("https://as.example/", { client_id: "new", redirect_uris: ["http://127.0.0.1:6000/callback"] }, 2);
+    assert.equal(store.deleteClient("https://as.example/", "old"), false);
+    assert.equal(store.getClient("https://as.example/")?.client_id, "new");
+    assert.equal(store.deleteClient("https://as.example/", "new"), true);
+    assert.equal(store.getClient("https://as.example/"), undefined);
+    assert.equal(store.getClient("https://other.example/")?.client_id, "old", "registrations are per issuer");
+  } finally {
+    store.close();
+  }
+});

@@ -1,15 +1,21 @@
 // Which OAuth client subs presents to an authorization server, in the spec's order: pre-registered
 // (`oauth.client_id`), a Client ID Metadata Document (`oauth.client_metadata_url`, when the server
 // says it supports them), dynamic registration (RFC 7591). Registrations are stored per issuer and
-// reused (MCP authorization 2026-07-28, "Client Registration").
-import { registerClient } from "@modelcontextprotocol/sdk/client/auth.js";
+// reused (MCP authorization 2026-07-28, "Client Registration") where the server allows it: many
+// servers compare redirect_uri exactly, port included, although RFC 8252 §7.3 says a loopback
+// port may vary, so a reused registration listens on the port it registered; one the server
+// rejects or forgot is dropped and registered again (issue 13).
+import { randomBytes } from "node:crypto";
+import { exchangeAuthorization, registerClient } from "@modelcontextprotocol/sdk/client/auth.js";
+import { OAuthError, ServerError } from "@modelcontextprotocol/sdk/server/auth/errors.js";
 import type { AuthorizationServerMetadata, OAuthClientInformationFull } from "@modelcontextprotocol/sdk/shared/auth.js";
 import type { ConnectionConfig } from "../config/types.ts";
-import { failed, usage } from "../errors.ts";
+import { failed, interrupted, SubsError, usage } from "../errors.ts";
 import type { StoredClient } from "../store/schema.ts";
 import type { Store } from "../store/store.ts";
 import { VERSION } from "../version.ts";
 import { oauthProblem } from "./errors.ts";
+import { CALLBACK_PATH, startLoopback, type Loopback } from "./loopback.ts";
 
 export type ClientKind = "preregistered" | "metadata_document" | "dynamic";
 
@@ -38,20 +44,55 @@ function authMethodFor(metadata: AuthorizationServerMetadata): string {
   return "none";
 }
 
-export async function chooseClient(options: {
+type ClientOptions = {
   connection: ConnectionConfig;
   issuer: string;
   metadata: AuthorizationServerMetadata;
-  redirectUri: string;
-  /** --port was given: the redirect URI must be registered exactly. */
-  fixedPort?: boolean;
   scope: string | undefined;
   store: Store;
   env: Readonly<Record<string, string | undefined>>;
   fetch: typeof globalThis.fetch;
   now: number;
-}): Promise<{ client: CredentialClient; reused: boolean }> {
-  const { connection, metadata, issuer, store } = options;
+};
+
+/**
+ * The client a login presents and the loopback listener its redirect reaches. A stored
+ * registration is reused on the port it registered (servers that compare redirect_uri exactly
+ * accept nothing else); when that port is busy, or the server no longer knows the registration,
+ * subs registers anew on a port the OS chooses. At most one registration per login.
+ */
+export async function clientAndLoopback(options: ClientOptions & { /** --port */ port: number | undefined; signal: AbortSignal }): Promise<{ client: CredentialClient; reused: boolean; loopback: Loopback }> {
+  const configured = configuredClient(options);
+  const stored = configured ? undefined : reusableRegistration(options);
+  if (stored) {
+    if (await forgotten(stored, options)) {
+      options.store.deleteClient(options.issuer, stored.client_id);
+    } else {
+      let loopback: Loopback | undefined;
+      // Under --port, the person's port is used (reusableRegistration checked it is the
+      // registered one) or its error reported.
+      if (options.port !== undefined) loopback = await startLoopback({ port: options.port });
+      else {
+        const port = registeredPort(stored);
+        // A stored redirect without a port (a server that allows any): the OS chooses one. A busy
+        // registered port: a new registration below, on a port the OS chooses, rather than a failure.
+        loopback = port === undefined ? await startLoopback({}) : await startLoopback({ port }).catch(() => undefined);
+      }
+      if (loopback) return { client: { ...stored, kind: "dynamic" }, reused: true, loopback };
+    }
+  }
+  const loopback = await startLoopback(options.port === undefined ? {} : { port: options.port });
+  try {
+    return { client: configured ?? (await register({ ...options, redirectUri: loopback.redirectUri })), reused: false, loopback };
+  } catch (error) {
+    await loopback.close();
+    throw error;
+  }
+}
+
+/** A pre-registered client, or a Client ID Metadata Document the server supports; else undefined (dynamic registration). */
+function configuredClient(options: ClientOptions): CredentialClient | undefined {
+  const { connection, metadata } = options;
   const oauth = connection.oauth;
   if (oauth?.clientId) {
     // The secret's variable is remembered so a later revocation (after the section is deleted
@@ -59,18 +100,102 @@ export async function chooseClient(options: {
     const client: CredentialClient = { client_id: oauth.clientId, kind: "preregistered", ...(oauth.clientSecretEnv ? { client_secret_env: oauth.clientSecretEnv } : {}) };
     // Check the secret is there before the person consents, not after.
     presentedClient(client, connection, options.env);
-    return { client, reused: false };
+    return client;
   }
   if (oauth?.clientMetadataUrl && metadata.client_id_metadata_document_supported === true) {
-    return { client: { client_id: oauth.clientMetadataUrl, kind: "metadata_document" }, reused: false };
+    return { client_id: oauth.clientMetadataUrl, kind: "metadata_document" };
   }
-  const stored = store.getClient(issuer);
+  return undefined;
+}
+
+/** The issuer's stored registration, when it may be presented again for this login. */
+function reusableRegistration(options: ClientOptions & { port: number | undefined }): StoredClient | undefined {
+  const stored = options.store.getClient(options.issuer);
+  if (!stored) return undefined;
   // RFC 7591 §3.2.1: a client secret may expire (0 means never); then register anew.
-  const expired = stored?.client_secret_expires_at !== undefined && stored.client_secret_expires_at !== 0 && stored.client_secret_expires_at * 1000 <= options.now;
-  // With --port the person is matching a server that may compare redirect URIs exactly (not every
-  // server allows any loopback port, RFC 8252 §7.3): a registration for another port is replaced.
-  const otherRedirect = options.fixedPort === true && stored?.redirect_uris !== undefined && !stored.redirect_uris.includes(options.redirectUri);
-  if (stored && !expired && !otherRedirect) return { client: { ...stored, kind: "dynamic" }, reused: true };
+  if (stored.client_secret_expires_at !== undefined && stored.client_secret_expires_at !== 0 && stored.client_secret_expires_at * 1000 <= options.now) return undefined;
+  // Under --port, a registration for another port is replaced: the server may compare exactly.
+  if (options.port !== undefined && stored.redirect_uris !== undefined && !stored.redirect_uris.includes(loopbackRedirect(options.port))) return undefined;
+  return stored;
+}
+
+const loopbackRedirect = (port: number) => `http://127.0.0.1:${port}${CALLBACK_PATH}`;
+
+/** The port of a registration's loopback redirect (http://127.0.0.1:<port>/callback), when it names one. */
+function registeredPort(client: StoredClient): number | undefined {
+  for (const uri of client.redirect_uris ?? []) {
+    if (!URL.canParse(uri)) continue;
+    const url = new URL(uri);
+    if (url.protocol === "http:" && url.hostname === "127.0.0.1" && url.pathname === CALLBACK_PATH && url.port !== "") return Number(url.port);
+  }
+  return undefined;
+}
+
+/**
+ * Whether the authorization server has forgotten a stored registration (an in-memory server
+ * restarted, an administrator deleted it). Its authorization endpoint must not redirect for a
+ * client it does not know (RFC 6749 §4.1.2.1): the browser would show an error page while subs
+ * waited for its timeout. The token endpoint authenticates the client before it looks at the
+ * grant and answers `invalid_client` for an unknown one (RFC 6749 §5.2), so a code that was never
+ * issued asks, before the browser opens; it grants nothing. Any other answer (`invalid_grant` is
+ * the expected one) keeps the registration; a server that checks the grant first is caught by
+ * the login's timeout instead (dropRegistrationAfterWait).
+ */
+async function forgotten(client: StoredClient, options: ClientOptions & { signal: AbortSignal }): Promise<boolean> {
+  try {
+    await exchangeAuthorization(options.issuer, {
+      metadata: options.metadata,
+      clientInformation: client,
+      authorizationCode: `subs-registration-check-${randomBytes(16).toString("hex")}`,
+      codeVerifier: randomBytes(32).toString("base64url"),
+      redirectUri: client.redirect_uris?.[0] ?? loopbackRedirect(0),
+      fetchFn: options.fetch,
+    });
+    return false;
+  } catch (error) {
+    if (options.signal.aborted) throw interrupted();
+    return clientRejected(error);
+  }
+}
+
+/** The token endpoint rejects the client itself, not the grant (RFC 6749 §5.2). */
+export function clientRejected(error: unknown): boolean {
+  return error instanceof OAuthError && !(error instanceof ServerError) && (error.errorCode === "invalid_client" || error.errorCode === "unauthorized_client");
+}
+
+/** Drops `client`'s stored registration for `issuer` (a dynamic one only); true when it was dropped. */
+export function dropRegistration(store: Store, issuer: string, client: CredentialClient): boolean {
+  if (client.kind !== undefined && client.kind !== "dynamic") return false;
+  return store.deleteClient(issuer, client.client_id);
+}
+
+/** The token endpoint no longer accepts the registration a login presented: it is dropped. */
+export function registrationRejected(id: string, issuer: string, error: unknown): SubsError {
+  return failed(`${id}: the authorization server ${issuer} no longer accepts subs's registration (${oauthProblem(error)}); it was dropped`, {
+    hint: `run \`subs mcp login ${id}\` again: it registers anew`,
+    code: "registration_rejected",
+    cause: error,
+  });
+}
+
+/**
+ * A login that reused a registration and got no answer (timed out, or the person gave up with
+ * Ctrl-C): the likeliest cause is an error page in the browser from a server that no longer
+ * knows the registration or its redirect, so it is dropped and the next login registers anew.
+ * Returns the error to report.
+ */
+export function dropRegistrationAfterWait(error: unknown, options: { store: Store; issuer: string; client: CredentialClient; reused: boolean; id: string }): unknown {
+  if (!options.reused || !(error instanceof SubsError) || (error.code !== "timeout" && error.kind !== "interrupted")) return error;
+  if (!dropRegistration(options.store, options.issuer, options.client) || error.kind === "interrupted") return error;
+  return failed(error.message, {
+    hint: `run \`subs mcp login ${options.id}\` again, or raise --timeout; the stored registration was dropped (the browser may show the server's error page for it), so the next login registers anew`,
+    code: "timeout",
+    cause: error,
+  });
+}
+
+async function register(options: ClientOptions & { redirectUri: string }): Promise<CredentialClient> {
+  const { connection, metadata, issuer, store } = options;
   if (!metadata.registration_endpoint) {
     throw failed(`${connection.id}: the authorization server ${issuer} offers no way for subs to register (no Client ID Metadata Document support, no dynamic registration)`, {
       hint: `register an OAuth client with it and set oauth = { client_id = "…" } in [mcp.${connection.id}]`,
@@ -104,5 +229,5 @@ export async function chooseClient(options: {
     ...(registered.token_endpoint_auth_method !== undefined ? { token_endpoint_auth_method: registered.token_endpoint_auth_method } : {}),
   };
   store.putClient(issuer, client, options.now);
-  return { client: { ...client, kind: "dynamic" }, reused: false };
+  return { ...client, kind: "dynamic" };
 }

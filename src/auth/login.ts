@@ -11,10 +11,10 @@ import type { Context } from "../context.ts";
 import { failed, interrupted, SubsError } from "../errors.ts";
 import { silentProgress, type Reporter } from "../report.ts";
 import type { Store } from "../store/store.ts";
-import { chooseClient, presentedClient, type ClientKind } from "./client.ts";
+import { clientAndLoopback, clientRejected, dropRegistration, dropRegistrationAfterWait, presentedClient, registrationRejected, type ClientKind } from "./client.ts";
 import { discover, type Discovery } from "./discovery.ts";
 import { oauthProblem } from "./errors.ts";
-import { pastedResponse, startLoopback, type ResponseCheck } from "./loopback.ts";
+import { pastedResponse, type ResponseCheck } from "./loopback.ts";
 import { authFetch } from "../http/guarded-fetch.ts";
 
 export type LoginContext = Pick<Context, "env" | "fetch" | "now" | "openBrowser" | "signal" | "terminalStdin">;
@@ -135,22 +135,17 @@ async function loginFlow(options: LoginOptions): Promise<LoginResult> {
   const scope = scopes.length > 0 ? scopes.join(" ") : undefined;
   preparing.update(`Preparing the login of ${connection.id} at ${issuer}`);
 
-  let loopback: Awaited<ReturnType<typeof startLoopback>> | undefined;
   let prepared = false;
+  let setup: Awaited<ReturnType<typeof clientAndLoopback>>;
   try {
-    loopback = await startLoopback(options.port === undefined ? {} : { port: options.port });
-    const { client } = await chooseClient({
-      connection,
-      issuer,
-      metadata,
-      redirectUri: loopback.redirectUri,
-      fixedPort: options.port !== undefined,
-      scope,
-      store,
-      env: ctx.env,
-      fetch,
-      now: ctx.now(),
-    });
+    // The client first: a reused registration listens on the port it registered (issue 13).
+    setup = await clientAndLoopback({ connection, issuer, metadata, scope, store, env: ctx.env, fetch, now: ctx.now(), port: options.port, signal: ctx.signal });
+  } catch (error) {
+    preparing.fail(`Could not start the login of ${connection.id}`);
+    throw error;
+  }
+  const { client, reused, loopback } = setup;
+  try {
     const state = randomBytes(32).toString("base64url");
     const { authorizationUrl, codeVerifier } = await startAuthorization(issuer, {
       metadata,
@@ -201,7 +196,7 @@ async function loginFlow(options: LoginOptions): Promise<LoginResult> {
       params = await waitForResponse({ ctx, check, loopback: fromLoopback, timeoutMs: options.timeoutMs, pasteFrom, redirectUri: loopback.redirectUri, reporter });
     } catch (error) {
       waiting.fail(ctx.signal.aborted ? `Stopped waiting for consent for ${connection.id}` : `No consent for ${connection.id}`);
-      throw error;
+      throw dropRegistrationAfterWait(error, { store, issuer, client, reused, id: connection.id });
     }
     const error = params.get("error");
     if (error === null) waiting.succeed(`Consent received for ${connection.id}`);
@@ -229,6 +224,7 @@ async function loginFlow(options: LoginOptions): Promise<LoginResult> {
       });
     } catch (error) {
       if (ctx.signal.aborted) throw interrupted();
+      if (clientRejected(error) && dropRegistration(store, issuer, client)) throw registrationRejected(connection.id, issuer, error);
       throw failed(`${connection.id}: the token request to ${issuer} failed (${oauthProblem(error)})`, { cause: error, code: "token_request_failed" });
     }
     if (tokens.token_type.toLowerCase() !== "bearer") {
@@ -260,7 +256,7 @@ async function loginFlow(options: LoginOptions): Promise<LoginResult> {
     if (!prepared) preparing.fail(`Could not start the login of ${connection.id}`);
     throw error;
   } finally {
-    await loopback?.close();
+    await loopback.close();
   }
 }
 

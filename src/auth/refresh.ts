@@ -10,7 +10,7 @@ import { failed, needsLogin, SubsError } from "../errors.ts";
 import type { CredentialRow } from "../store/schema.ts";
 import { StoredClientSchema } from "../store/schema.ts";
 import type { Store } from "../store/store.ts";
-import { presentedClient, type CredentialClient } from "./client.ts";
+import { clientRejected, dropRegistration, presentedClient, type CredentialClient } from "./client.ts";
 import { authorizationServerMetadata } from "./discovery.ts";
 import { grantRejected, oauthProblem } from "./errors.ts";
 import { authFetch } from "../http/guarded-fetch.ts";
@@ -83,11 +83,12 @@ export async function freshCredential(options: {
     // Held under the write lock: the deadline bounds how long other processes wait on it.
     const fetch = authFetch(ctx);
     const metadata = await authorizationServerMetadata(current.issuer, { fetch, requirePkce: false });
+    const client = credentialClient(current, store.path);
     let tokens: OAuthTokens;
     try {
       tokens = await refreshAuthorization(current.issuer, {
         metadata,
-        clientInformation: presentedClient(credentialClient(current, store.path), connection, ctx.env),
+        clientInformation: presentedClient(client, connection, ctx.env),
         refreshToken: current.refresh_token,
         ...(current.resource !== null ? { resource: current.resource } : {}),
         fetchFn: fetch,
@@ -96,6 +97,11 @@ export async function freshCredential(options: {
       if (grantRejected(error)) {
         // The grant is dead; keeping it would only make every later command fail the same way.
         store.deleteCredentials([current.id]);
+        // A client the server no longer knows (issue 13): its registration is dropped too, so the
+        // login that follows registers anew instead of failing the same way.
+        if (clientRejected(error) && dropRegistration(store, current.issuer, client)) {
+          return { rejected: `the authorization server no longer accepts subs's registration (${oauthProblem(error)}); it was dropped, and the next login registers anew` };
+        }
         return { rejected: `the authorization server rejected the refresh token (${oauthProblem(error)})` };
       }
       throw failed(`${connection.id}: refreshing the access token at ${current.issuer} failed (${oauthProblem(error)})`, { cause: error, code: "refresh_failed" });

@@ -238,6 +238,15 @@ export class Store {
   }
 
   /**
+   * Drops the stored registration for `issuer` when it is still `clientId`'s (another login may
+   * have replaced it since); true when a row was deleted. A registration the authorization server
+   * rejected or forgot is useless, and kept it would fail every later login (issue 13).
+   */
+  deleteClient(issuer: string, clientId: string): boolean {
+    return this.run(() => this.db.prepare("DELETE FROM subs_clients WHERE issuer = ? AND json_extract(client_json, '$.client_id') = ?").run(issuer, clientId).changes > 0);
+  }
+
+  /**
    * Runs `fn` in a BEGIN IMMEDIATE transaction: the write lock is taken before `fn` reads, so
    * two processes refreshing one rotating refresh token serialize, and the second re-reads the
    * row the first wrote (issue 3).

@@ -80,3 +80,29 @@ test("cli: Ctrl-C while waiting for consent exits 130, closes the port and store
     await env.close();
   }
 });
+
+test("cli: against a server that compares redirect_uri exactly, a second login and one after the server forgot every client succeed without --port", async () => {
+  const env = await environment({ as: { exactRedirectUris: true } });
+  try {
+    const login = () => runCli(["mcp", "login", "demo", "--timeout", "10"], { cwd: env.dir, env: { BROWSER: browserCommand() } });
+    const first = await login();
+    assert.equal(first.code, 0, first.stderr);
+    const second = await login();
+    assert.equal(second.code, 0, second.stderr);
+    assert.equal(env.as.counters.registrations, 1, "the second login reused the registration");
+    assert.equal(env.as.authorizations[1]!.redirect_uri, env.as.authorizations[0]!.redirect_uri, "on the port it registered");
+    env.as.restart();
+    const third = await login();
+    assert.equal(third.code, 0, third.stderr);
+    assert.equal(env.as.counters.registrations, 2, "the forgotten registration was replaced, once");
+    assert.deepEqual(
+      env.as.rejections.filter((r) => r.endpoint === "authorize"),
+      [],
+      "the browser never got an error page",
+    );
+    const tools = await runCli(["mcp", "tools", "demo", "--json"], { cwd: env.dir });
+    assert.equal(tools.code, 0, tools.stderr);
+  } finally {
+    await env.close();
+  }
+});

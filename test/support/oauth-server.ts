@@ -64,7 +64,24 @@ export type AuthServerOptions = {
   refreshDelayMs?: number;
   /** false: the verifier rejects every access token (a resource server that stopped trusting them). */
   acceptAccessTokens?: boolean;
+  /**
+   * Compare `redirect_uri` with the registered ones exactly, port included, at the authorization
+   * and the token endpoint, as many real servers do (the SDK's handler allows any loopback port,
+   * RFC 8252 §7.3). The authorization endpoint answers a mismatch with a direct 400, never a redirect.
+   */
+  exactRedirectUris?: boolean;
+  /** false: error redirects from the authorization endpoint leave `state` out (some servers do). */
+  stateOnErrors?: boolean;
+  /**
+   * "grant": a code exchange with an unknown code is answered `invalid_grant` before the client
+   * is looked at, even for a client this server does not know (servers that check the grant
+   * first). Default "client": `invalid_client` for an unknown client at every endpoint.
+   */
+  checkFirst?: "client" | "grant";
 };
+
+/** A direct error answer (never a redirect) from the authorization, token or revocation endpoint. */
+export type EndpointRejection = { endpoint: "authorize" | "token" | "revoke"; error: string; description: string | undefined; client_id: string | undefined };
 
 export type AuthorizationRecord = {
   client_id: string;
@@ -93,6 +110,8 @@ export type RunningAuthServer = {
   counters: AuthServerCounters;
   /** Every authorization request, in order. */
   authorizations: AuthorizationRecord[];
+  /** Every direct error answer of the authorization, token and revocation endpoints, in order. */
+  rejections: EndpointRejection[];
   /** Every dynamic registration request body as sent (before the SDK's schema strips it). */
   registrationRequests: Array<Record<string, unknown>>;
   /** Token requests' `resource` values, in order. */
@@ -105,6 +124,12 @@ export type RunningAuthServer = {
   revokeAllRefreshTokens(): void;
   /** Forgets every access token (a restarted server): they answer 401 before their expiry. */
   forgetAccessTokens(): void;
+  /**
+   * A restart of a server that keeps everything in memory: every dynamically registered client,
+   * code, token and pending consent is forgotten (pre-registered clients come back from its
+   * configuration). Its clients then get `invalid_client` at every endpoint.
+   */
+  restart(): void;
   /** Changes knobs while running (e.g. stop advertising S256). */
   set(options: Partial<AuthServerOptions>): void;
   close(): Promise<void>;
@@ -116,15 +141,20 @@ type TokenRecord = { client_id: string; scopes: string[]; resource: string | und
 export async function startAuthServer(initial: AuthServerOptions = {}): Promise<RunningAuthServer> {
   const options: AuthServerOptions = { ...initial };
   const clients = new Map<string, OAuthClientInformationFull>();
-  for (const c of options.preRegistered ?? []) {
-    clients.set(c.client_id, { client_id: c.client_id, ...(c.client_secret ? { client_secret: c.client_secret } : {}), redirect_uris: c.redirect_uris ?? ["http://127.0.0.1/callback"] });
-  }
+  const configureClients = () => {
+    clients.clear();
+    for (const c of options.preRegistered ?? []) {
+      clients.set(c.client_id, { client_id: c.client_id, ...(c.client_secret ? { client_secret: c.client_secret } : {}), redirect_uris: c.redirect_uris ?? ["http://127.0.0.1/callback"] });
+    }
+  };
+  configureClients();
   const codes = new Map<string, CodeRecord>();
   const accessTokens = new Map<string, TokenRecord>();
   const refreshTokens = new Map<string, TokenRecord>();
   const issued: string[] = [];
   const counters: AuthServerCounters = { authorizations: 0, codeExchanges: 0, refreshes: 0, rejectedRefreshes: 0, registrations: 0, revocations: 0 };
   const authorizations: AuthorizationRecord[] = [];
+  const rejections: EndpointRejection[] = [];
   const registrationRequests: Array<Record<string, unknown>> = [];
   const tokenResources: Array<string | undefined> = [];
   let issuer = "";
@@ -215,6 +245,7 @@ export async function startAuthServer(initial: AuthServerOptions = {}): Promise<
       codes.delete(code); // one use (OAuth 2.1 §4.1.3)
       if (!record || record.client_id !== client.client_id) throw new InvalidGrantError("invalid authorization code");
       if (redirectUri !== record.redirect_uri) throw new InvalidGrantError("redirect_uri does not match the authorization request");
+      if (options.exactRedirectUris && (redirectUri === undefined || !client.redirect_uris.includes(redirectUri))) throw new InvalidGrantError("Unregistered redirect_uri");
       tokenResources.push(resource?.href);
       if (record.resource !== resource?.href) throw new InvalidTargetError("resource does not match the authorization request");
       counters.codeExchanges++;
@@ -245,14 +276,62 @@ export async function startAuthServer(initial: AuthServerOptions = {}): Promise<
   };
 
   const app = express();
+  // Records each endpoint's direct error answers (RFC 6749 §5.2 bodies), for tests to assert on.
+  const recordRejections = (endpoint: EndpointRejection["endpoint"]) => (req: express.Request, res: Response, next: express.NextFunction) => {
+    const json = res.json.bind(res);
+    res.json = (body: unknown) => {
+      const error = (body as { error?: unknown } | undefined)?.error;
+      if (res.statusCode >= 400 && typeof error === "string") {
+        const params = { ...(req.query as Record<string, unknown>), ...((req.body ?? {}) as Record<string, unknown>) };
+        const description = (body as { error_description?: unknown }).error_description;
+        rejections.push({ endpoint, error, description: typeof description === "string" ? description : undefined, client_id: typeof params.client_id === "string" ? params.client_id : undefined });
+      }
+      return json(body);
+    };
+    next();
+  };
+  // stateOnErrors: false drops `state` from every error redirect, the SDK's own included.
+  const errorRedirectsWithoutState = (_req: express.Request, res: Response, next: express.NextFunction) => {
+    if (options.stateOnErrors === false) {
+      const redirect = res.redirect.bind(res) as (status: number, url: string) => void;
+      res.redirect = ((a: number | string, b?: string | number) => {
+        const [status, url] = typeof a === "number" ? [a, String(b)] : [typeof b === "number" ? b : 302, a];
+        const target = new URL(url);
+        if (target.searchParams.has("error")) target.searchParams.delete("state");
+        redirect(status, target.href);
+      }) as Response["redirect"];
+    }
+    next();
+  };
+  app.use("/authorize", recordRejections("authorize"), errorRedirectsWithoutState, express.urlencoded({ extended: false }), async (req, res, next) => {
+    // exactRedirectUris: the SDK's handler would accept any loopback port; a strict server does not.
+    if (!options.exactRedirectUris) return next();
+    const params = (req.method === "POST" ? req.body : req.query) as Record<string, unknown>;
+    const client = typeof params.client_id === "string" ? await clientsStore.getClient(params.client_id) : undefined;
+    const requested = params.redirect_uri;
+    if (client && typeof requested === "string" && !client.redirect_uris.includes(requested)) {
+      res.set("cache-control", "no-store").status(400).json({ error: "invalid_request", error_description: "Unregistered redirect_uri" });
+      return;
+    }
+    next();
+  });
   app.use("/authorize", authorizationHandler({ provider, rateLimit: false }));
   // The consent page's form (consent: "page"): one answer per pending request.
-  app.post("/consent", express.urlencoded({ extended: false }), (req, res) => {
+  app.post("/consent", errorRedirectsWithoutState, express.urlencoded({ extended: false }), (req, res) => {
     const body = (req.body ?? {}) as Record<string, unknown>;
     const pending = typeof body.request === "string" ? pendingConsents.get(body.request) : undefined;
     if (!pending) return void res.status(400).type("text").send("This consent request is unknown or was already answered.\n");
     pendingConsents.delete(body.request as string);
     res.redirect(303, answer(pending.client, pending.params, body.decision === "approve"));
+  });
+  app.use("/token", recordRejections("token"), express.urlencoded({ extended: false }), async (req, res, next) => {
+    if (options.checkFirst !== "grant") return next();
+    const body = (req.body ?? {}) as Record<string, unknown>;
+    if (body.grant_type === "authorization_code" && !(typeof body.code === "string" && codes.has(body.code))) {
+      res.set("cache-control", "no-store").status(400).json({ error: "invalid_grant", error_description: "invalid authorization code" });
+      return;
+    }
+    next();
   });
   app.use("/token", tokenHandler({ provider, rateLimit: false }));
   app.use("/register", (req, res, next) => {
@@ -264,7 +343,7 @@ export async function startAuthServer(initial: AuthServerOptions = {}): Promise<
   });
   app.use("/register", clientRegistrationHandler({ clientsStore, rateLimit: false, clientSecretExpirySeconds: 0 }));
   app.use("/revoke", (req, res, next) => (options.revocation === false ? void res.status(404).end() : next()));
-  app.use("/revoke", revocationHandler({ provider, rateLimit: false }));
+  app.use("/revoke", recordRejections("revoke"), revocationHandler({ provider, rateLimit: false }));
   const metadata = () => {
     const origin = new URL(issuer).origin;
     return {
@@ -300,12 +379,20 @@ export async function startAuthServer(initial: AuthServerOptions = {}): Promise<
     url: origin,
     counters,
     authorizations,
+    rejections,
     registrationRequests,
     tokenResources,
     verifier: { verifyAccessToken: (token) => provider.verifyAccessToken(token) },
     issuedTokens: () => [...issued],
     revokeAllRefreshTokens: () => refreshTokens.clear(),
     forgetAccessTokens: () => accessTokens.clear(),
+    restart: () => {
+      configureClients();
+      codes.clear();
+      accessTokens.clear();
+      refreshTokens.clear();
+      pendingConsents.clear();
+    },
     set: (changes) => Object.assign(options, changes),
     close: () =>
       new Promise<void>((resolve) => {
