@@ -250,7 +250,9 @@ describe("a connection never logged in is tried without a credential", () => {
     const dir = fresh(downUrl);
     const tools = await runCli(["mcp", "tools", "docs", "--json"], { cwd: dir });
     assert.equal(tools.code, 1, tools.stderr);
-    assert.match(JSON.parse(tools.stdout).error.message, /^docs: cannot reach http:\/\/127\.0\.0\.1:\d+/);
+    const { error } = JSON.parse(tools.stdout);
+    assert.match(error.message, /^docs: cannot reach http:\/\/127\.0\.0\.1:\d+/);
+    assert.equal(error.hint, "check the url in the file and that the server is up");
     const check = await runCli(["mcp", "list", "--check"], { cwd: dir });
     assert.equal(check.code, 1, check.stderr);
     assert.match(check.stdout, /\tunreachable\t/);

@@ -93,6 +93,8 @@ export async function openConnection(options: OpenConnectionOptions): Promise<Cl
       }
       // A 401 (or a 403 naming scopes) to a request without a credential: the server wants one.
       if (problem.code === "token_rejected" || problem instanceof InsufficientScopeError) throw needsLogin(connection.id, "not logged in");
+      // Never reached before, with nothing stored: the url in the file is as likely wrong as the server down.
+      if (reachedNothing(error)) throw new SubsError(problem.kind, problem.message, { cause: error, hint: "check the url in the file and that the server is up" });
       throw problem;
     }
     if (token === UNTRIED) await recordOpen(options);
@@ -274,4 +276,10 @@ export function connectionError(connection: ConnectionConfig, error: unknown): S
   }
   if (typeof status === "number" && status >= 400) return failed(`${connection.id}: ${origin} answered HTTP ${status} (${reason})`, { cause: error });
   return failed(`${connection.id}: cannot reach ${origin} (${reason})`, { cause: error });
+}
+
+/** No HTTP answer at all (what connectionError calls "cannot reach"). */
+function reachedNothing(error: unknown): boolean {
+  if (error instanceof SubsError || (error instanceof Error && error.name === "McpError") || error instanceof UnauthorizedError) return false;
+  return typeof (error as { code?: unknown }).code !== "number";
 }
