@@ -140,9 +140,9 @@ async function oauthAccessToken(options: OpenConnectionOptions, rejectedAt?: num
     throw needsLogin(connection.id, "not logged in");
   }
   try {
-    // The store keeps a finding and a credential for one id exclusive (store.ts), so the findings
-    // are read only when no credential is: the common path reads its credential here and once
-    // more in freshCredential, as many reads as before there were findings.
+    // The store keeps a finding and a credential for one id exclusive (store.ts): the findings are
+    // read only when no credential is stored, so a logged-in connection costs two reads, this one
+    // and freshCredential's, as it did before findings existed.
     if (rejectedAt === undefined && opened.store.getCredential(connection.id) === undefined) {
       return opened.store.getOpenConnection(connection.id)?.url === connection.url ? OPEN : UNTRIED;
     }
