@@ -6,6 +6,7 @@ import { mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { after, before, describe, it } from "node:test";
+import { environment as oauthEnvironment } from "./auth/harness.ts";
 import { runCli } from "./support/cli.ts";
 import { startDeployment, type RunningDeployment } from "./support/deployment/server.ts";
 import { annotatedTool, startMcpServer, type RunningMcpServer } from "./support/mcp-server.ts";
@@ -80,11 +81,87 @@ describe("subs mcp list --check", () => {
     assert.equal(ok.requests.length, before);
   });
 
+  it("an unset token_env says to set the variable, on the row and on stderr, not to log in", async () => {
+    const dir = environment(`[mcp.ok]\nurl = "${ok.url}"\nauth = { token_env = "MCP_TOKEN" }\n`);
+    const r = await runCli(["mcp", "list", "--check"], { cwd: dir });
+    assert.equal(r.code, 4, r.stderr);
+    assert.equal(r.stdout, `ok\t${ok.url}\tstatic\t$MCP_TOKEN unset\treachable · set $MCP_TOKEN\t-\n`);
+    assert.match(r.stderr, /^ok: \$MCP_TOKEN is not set\n  export MCP_TOKEN=…/m);
+    assert.doesNotMatch(r.stdout + r.stderr, /log ?in/i);
+    const json = await runCli(["mcp", "list", "--check", "--json"], { cwd: dir });
+    assert.equal((JSON.parse(json.stdout) as Checked[])[0]!.check?.error?.code, "token_env_unset");
+  });
+
+  it("every failure gets a line on stderr naming its id, the reason and a next step", async () => {
+    const broken = await startMcpServer({
+      tools: [],
+      gate: (_req, res) => {
+        res.writeHead(500).end("boom");
+        return true;
+      },
+    });
+    try {
+      const dir = environment(
+        `[mcp.ok]\nurl = "${ok.url}"\nauth = { token_env = "MCP_TOKEN" }\n\n[mcp.login]\nurl = "${login.url}"\n\n` +
+          `[mcp.down]\nurl = "${downUrl}"\n\n[mcp.broken]\nurl = "${broken.url}"\nauth = { token_env = "MCP_TOKEN" }\n`,
+      );
+      const r = await runCli(["mcp", "list", "--check", "--timeout", "2"], { cwd: dir, env: { MCP_TOKEN } });
+      assert.equal(r.code, 1, r.stderr);
+      const lines = r.stderr.split("\n");
+      for (const id of ["login", "down", "broken"]) {
+        const at = lines.findIndex((l) => l.startsWith(`${id}: `));
+        assert.ok(at >= 0, `no line for ${id}: ${r.stderr}`);
+        assert.match(lines[at + 1] ?? "", /^  \S/, `no next step for ${id}: ${r.stderr}`);
+      }
+      assert.ok(!lines.some((l) => l.startsWith("ok: ")), "a connection that listed its tools has nothing to explain");
+      assert.match(r.stderr, /^login: not logged in\n  run `subs mcp login login`$/m);
+      assert.match(r.stderr, /^down: cannot reach .*\n  check the url in the file and that the server is up$/m);
+      assert.match(r.stderr, /^broken: .*HTTP 500.*\n  run `subs mcp tools broken --debug` to see every HTTP exchange/m);
+      assert.doesNotMatch(r.stdout + r.stderr, /SECRET/);
+    } finally {
+      await broken.close();
+    }
+  });
+
   it("a --timeout that is not a positive number is a usage error (exit 2)", async () => {
     const dir = environment(`[mcp.ok]\nurl = "${ok.url}"\n`);
     const r = await runCli(["mcp", "list", "--check", "--timeout", "soon"], { cwd: dir });
     assert.equal(r.code, 2);
     assert.match(r.stderr, /--timeout must be a positive number of seconds/);
+  });
+});
+
+describe("subs mcp list --check after a rejected refresh (issue 13)", () => {
+  it("explains it on stderr, and the row says needs login, never authorized beside it", async () => {
+    const env = await oauthEnvironment();
+    try {
+      const expireAndRevoke = () => {
+        env.as.revokeAllRefreshTokens();
+        env.db().prepare("UPDATE subs_credentials SET expires_at = ?").run(Date.now() - 1000);
+      };
+      assert.equal((await env.subs(["mcp", "login", "demo"])).code, 0);
+      expireAndRevoke();
+      const human = await runCli(["mcp", "list", "--check"], { cwd: env.dir });
+      assert.equal(human.code, 4, human.stderr);
+      assert.equal(human.stdout, `demo\t${env.mcp.url}\toauth\tneeds login · subs mcp login demo\treachable · needs login\t-\n`);
+      assert.match(human.stderr, /^demo: the authorization server rejected the refresh token \(.*invalid_grant.*\)\n  run `subs mcp login demo`$/m);
+      const after = await runCli(["mcp", "list", "--json"], { cwd: env.dir });
+      assert.equal(JSON.parse(after.stdout)[0].status, "needs_login", "the plain listing agrees with the check");
+
+      assert.equal((await env.subs(["mcp", "login", "demo"])).code, 0);
+      expireAndRevoke();
+      const json = await runCli(["mcp", "list", "--check", "--json"], { cwd: env.dir });
+      assert.equal(json.code, 4, json.stderr);
+      const [entry] = JSON.parse(json.stdout) as Array<Checked & { usable: boolean }>;
+      assert.deepEqual([entry!.status, entry!.usable], ["needs_login", false]);
+      assert.equal(entry!.check?.authorized, false);
+      assert.equal(entry!.check?.error?.code, "needs_login");
+      assert.match(entry!.check?.error?.message ?? "", /^demo: the authorization server rejected the refresh token/);
+      assert.match(json.stderr, /^demo: the authorization server rejected the refresh token/m);
+      assert.equal(env.as.counters.rejectedRefreshes, 2, "one refresh per check, no retry");
+    } finally {
+      await env.close();
+    }
   });
 });
 

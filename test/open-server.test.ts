@@ -22,8 +22,9 @@ describe("a server that asks for no credential", () => {
     server = await startMcpServer({
       tools: [annotatedTool("search", { readOnlyHint: true })],
       // Flipped by a test: the server starts to ask for a credential (no metadata: it is only a 401).
+      // At /mcp/ (another url for the file) it always asks.
       gate: (req, res) => {
-        if (!asksNow || !req.url?.startsWith("/mcp")) return false;
+        if (!(asksNow && req.url?.startsWith("/mcp")) && !req.url?.startsWith("/mcp/")) return false;
         res.writeHead(401, { "www-authenticate": "Bearer" }).end();
         return true;
       },
@@ -79,6 +80,11 @@ describe("a server that asks for no credential", () => {
       const tools = await runInProcess(["mcp", "tools", "docs"], { cwd });
       assert.equal(tools.code, 4, tools.stderr);
       assert.match(tools.stderr, /docs: the server now asks for authorization\nhint: run `subs mcp login docs`/);
+      // --check says the same, and its row does not say `open` beside it (issue 13).
+      const check = await runCli(["mcp", "list", "--check"], { cwd });
+      assert.equal(check.code, 4, check.stderr);
+      assert.match(check.stdout, /^docs\t\S+\toauth\tneeds login · subs mcp login docs\treachable · needs login\treader\n$/);
+      assert.match(check.stderr, /docs: the server now asks for authorization\n  run `subs mcp login docs`\n/);
       // A 401 without any metadata is not "open": login explains the server is not usable, as before.
       const login = await runInProcess(["mcp", "login", "docs", "--no-browser"], { cwd });
       assert.equal(login.code, 1, login.stderr);
@@ -88,13 +94,14 @@ describe("a server that asks for no credential", () => {
     }
   });
 
-  it("the finding is bound to the url: another url needs login; a deleted section takes it along", async () => {
+  it("the finding is bound to the url: another url is tried afresh (here it asks: needs login); a deleted section takes it along", async () => {
     const moved = server.url.replace("/mcp", "/mcp/");
     writeFileSync(path.join(cwd, "substructure.toml"), file(moved));
     const list = await runInProcess(["mcp", "list", "--json"], { cwd });
     assert.equal(JSON.parse(list.stdout)[0].status, "needs_login");
     const tools = await runInProcess(["mcp", "tools", "docs"], { cwd });
     assert.equal(tools.code, 4, tools.stderr);
+    assert.match(tools.stderr, /docs: not logged in\nhint: run `subs mcp login docs`/);
     writeFileSync(path.join(cwd, "substructure.toml"), file(server.url));
     assert.equal(JSON.parse((await runInProcess(["mcp", "list", "--json"], { cwd })).stdout)[0].status, "open");
 
@@ -124,5 +131,143 @@ describe("a server that asks for no credential", () => {
     } finally {
       opened.store.close();
     }
+  });
+});
+
+// Issue 13: "a connection with no stored credential and no `auth` is tried without one by
+// `mcp tools`, `mcp call`, `agent tools` and `--check`; an MCP answer means it is usable (shown as
+// open), a 401 means needs login". No `subs mcp login` runs in these environments.
+describe("a connection never logged in is tried without a credential", () => {
+  let open: RunningMcpServer;
+  let closed: RunningMcpServer;
+  /** Requests the closed server answered 401, with their Authorization header (or ""). */
+  const refused: string[] = [];
+  let downUrl: string;
+  const file = (url: string) => `[mcp.docs]\nurl = "${url}"\n\n[agent.reader]\nmcp = ["docs"]\n`;
+  const fresh = (url: string) => {
+    const dir = mkdtempSync(path.join(tmpdir(), "subs-never-logged-in-"));
+    writeFileSync(path.join(dir, "substructure.toml"), file(url));
+    return dir;
+  };
+  const stored = async (dir: string) => {
+    const opened = await openStore({ dbPath: path.join(dir, "substructure.db"), create: false });
+    if (!opened) return undefined;
+    try {
+      return { open: opened.store.listOpenConnections(), credentials: opened.store.listCredentials() };
+    } finally {
+      opened.store.close();
+    }
+  };
+
+  before(async () => {
+    open = await startMcpServer({ tools: [annotatedTool("search", { readOnlyHint: true })] });
+    closed = await startMcpServer({
+      tools: [annotatedTool("search")],
+      gate: (req, res) => {
+        refused.push(req.headers.authorization ?? "");
+        res.writeHead(401, { "www-authenticate": "Bearer" }).end();
+        return true;
+      },
+    });
+    const down = await startMcpServer({ tools: [] });
+    downUrl = down.url;
+    await down.close();
+  });
+  after(() => Promise.all([open.close(), closed.close()]));
+
+  it("mcp tools: the server answers, its tools are listed, and the finding is recorded (mcp list says open)", async () => {
+    const dir = fresh(open.url);
+    const before = open.requests.length;
+    const tools = await runCli(["mcp", "tools", "docs", "--json"], { cwd: dir });
+    assert.equal(tools.code, 0, tools.stderr);
+    assert.deepEqual(JSON.parse(tools.stdout), { id: "docs", tools: [{ name: "search", description: "search (test tool)", inputSchema: { type: "object", properties: {} }, annotations: { readOnlyHint: true } }] });
+    assert.match(tools.stderr, /docs: the server asks for no credential; calls to it carry none/);
+    assert.ok(open.requests.slice(before).includes("initialize"));
+    assert.deepEqual((await stored(dir))?.open.map((r) => [r.id, r.url]), [["docs", open.url]]);
+    const list = await runCli(["mcp", "list", "--json"], { cwd: dir });
+    assert.equal(list.code, 0, list.stderr);
+    const [entry] = JSON.parse(list.stdout);
+    assert.deepEqual([entry.auth, entry.status, entry.usable], ["none", "open", true]);
+    // The second time it is a known open server: nothing to record, nothing said.
+    const again = await runCli(["mcp", "tools", "docs"], { cwd: dir });
+    assert.equal(again.code, 0, again.stderr);
+    assert.doesNotMatch(again.stderr, /asks for no credential/);
+  });
+
+  it("mcp call and agent tools work the same way, each in an environment never logged in", async () => {
+    const callDir = fresh(open.url);
+    const call = await runCli(["mcp", "call", "docs", "search", "--args", '{"q":"x"}'], { cwd: callDir });
+    assert.equal(call.code, 0, call.stderr);
+    assert.equal(call.stdout, '{"q":"x"}\n');
+    assert.equal((await stored(callDir))?.open[0]?.url, open.url);
+
+    const agentDir = fresh(open.url);
+    const agent = await runCli(["agent", "tools", "reader", "--json"], { cwd: agentDir });
+    assert.equal(agent.code, 0, agent.stderr);
+    const out = JSON.parse(agent.stdout);
+    assert.deepEqual(out.tools.map((t: { name: string }) => t.name), ["docs__search"]);
+    assert.deepEqual(out.unavailable, []);
+    assert.equal(JSON.parse((await runCli(["mcp", "list", "--json"], { cwd: agentDir })).stdout)[0].status, "open");
+    assert.equal(open.authorizations.length, 0, "no request carried an Authorization header");
+  });
+
+  it("mcp list --check lists the tools, and its own row already says open", async () => {
+    const dir = fresh(open.url);
+    const json = await runCli(["mcp", "list", "--check", "--json"], { cwd: dir });
+    assert.equal(json.code, 0, json.stderr);
+    const [entry] = JSON.parse(json.stdout);
+    assert.deepEqual([entry.auth, entry.status, entry.usable], ["none", "open", true]);
+    assert.deepEqual(entry.check, { reachable: true, authorized: true, tools: 1, error: null });
+    const human = await runCli(["mcp", "list", "--check"], { cwd: fresh(open.url) });
+    assert.equal(human.code, 0, human.stderr);
+    assert.match(human.stdout, /^docs\t\S+\tnone\topen \(the server asks for no credential\)\t1 tool\treader\n$/);
+    assert.equal(JSON.parse((await runCli(["mcp", "list", "--json"], { cwd: dir })).stdout)[0].status, "open");
+  });
+
+  it("a server that answers 401: needs login (exit 4) in every command, tried without a credential, nothing stored", async () => {
+    const dir = fresh(closed.url);
+    const before = refused.length;
+    const tools = await runCli(["mcp", "tools", "docs", "--json"], { cwd: dir });
+    assert.equal(tools.code, 4, tools.stderr);
+    assert.deepEqual(JSON.parse(tools.stdout).error, { code: "needs_login", message: "docs: not logged in", hint: "run `subs mcp login docs`" });
+    assert.ok(refused.length > before, "the server was asked");
+    const call = await runCli(["mcp", "call", "docs", "search"], { cwd: dir });
+    assert.equal(call.code, 4, call.stderr);
+    assert.match(call.stderr, /docs: not logged in\nhint: run `subs mcp login docs`/);
+    const agent = await runCli(["agent", "tools", "reader", "--json"], { cwd: dir });
+    assert.equal(agent.code, 4, agent.stderr);
+    assert.deepEqual(JSON.parse(agent.stdout).unavailable, [{ connection: "docs", code: "needs_login", message: "docs: not logged in", hint: "run `subs mcp login docs`" }]);
+    const check = await runCli(["mcp", "list", "--check"], { cwd: dir });
+    assert.equal(check.code, 4, check.stderr);
+    assert.match(check.stdout, /^docs\t\S+\toauth\tneeds login · subs mcp login docs\treachable · needs login\treader\n$/);
+    assert.match(check.stderr, /^docs: not logged in\n  run `subs mcp login docs`\n/m);
+    assert.deepEqual(refused.slice(before).filter((h) => h !== ""), [], "no request carried a credential");
+    const left = await stored(dir);
+    assert.deepEqual([left?.open ?? [], left?.credentials ?? []], [[], []]);
+  });
+
+  it("a server that cannot be reached: exit 1, cannot reach, with what to check", async () => {
+    const dir = fresh(downUrl);
+    const tools = await runCli(["mcp", "tools", "docs", "--json"], { cwd: dir });
+    assert.equal(tools.code, 1, tools.stderr);
+    const { error } = JSON.parse(tools.stdout);
+    assert.match(error.message, /^docs: cannot reach http:\/\/127\.0\.0\.1:\d+/);
+    assert.equal(error.hint, "check the url in the file and that the server is up");
+    const check = await runCli(["mcp", "list", "--check"], { cwd: dir });
+    assert.equal(check.code, 1, check.stderr);
+    assert.match(check.stdout, /\tunreachable\t/);
+    assert.match(check.stderr, /docs: cannot reach http:\/\/127\.0\.0\.1:\d+ .*\n  check the url in the file and that the server is up\n/);
+    assert.equal(await stored(dir), undefined, "no db was created");
+  });
+
+  it("a credential issued for another url: nothing is sent (url changed, exit 4)", async () => {
+    const dir = fresh(open.url);
+    await seedCredentials(path.join(dir, "substructure.db"), [{ id: "docs", url: `${open.url}/old` }]);
+    const before = open.requests.length;
+    const tools = await runCli(["mcp", "tools", "docs", "--json"], { cwd: dir });
+    assert.equal(tools.code, 4, tools.stderr);
+    assert.equal(JSON.parse(tools.stdout).error.code, "url_changed");
+    assert.equal(open.requests.length, before);
+    assert.equal((await stored(dir))?.open.length, 0);
   });
 });

@@ -5,7 +5,8 @@ import type { Config, ConnectionConfig } from "../config/types.ts";
 import type { Context } from "../context.ts";
 import type { Style } from "../output/style.ts";
 import type { Reporter } from "../report.ts";
-import { checkConnections, checkExitCode, type CheckOptions, type CheckProblem, type ConnectionCheck } from "../status/check.ts";
+import { checkConnections, checkExitCode, statusAfterCheck, type CheckOptions, type ConnectionCheck } from "../status/check.ts";
+import { listLocalConnections } from "../status/list.ts";
 import type { ConnectionStatus } from "../status/status.ts";
 import { fetchingProgress } from "./mcp-tools.ts";
 
@@ -21,42 +22,24 @@ export function checkJson(check: ConnectionCheck) {
   };
 }
 
-/** What stands in the way of listing tools before any request: the status already says it. */
-function withoutCredential(s: ConnectionStatus): CheckProblem | undefined {
-  const login = `run \`subs mcp login ${s.id}\``;
-  switch (s.status) {
-    case "needs_login":
-      return { code: "needs_login", message: `${s.id}: not logged in`, hint: login, needsLogin: true };
-    case "url_changed":
-      return { code: "url_changed", message: `${s.id}: the stored credential is for another url`, hint: login, needsLogin: true };
-    case "env_unset":
-      return { code: "token_env_unset", message: `${s.id}: $${s.tokenEnv} is not set`, hint: `export ${s.tokenEnv}=…`, needsLogin: true };
-    default:
-      return undefined;
-  }
-}
-
-/** Problems the STATUS column does not already show: a credential that failed, a server that did not answer. */
-const STATUS_SAYS = new Set(["needs_login", "url_changed", "token_env_unset", "not_applied", "not_in_file"]);
-
 /**
  * `reporter` is the command's own: a consent the probing needs (a step-up) is shown on the line of
  * the check's progress, which only one reporter can arrange (output/reporter.ts).
+ *
+ * Every connection is probed as `subs mcp tools` would open it (src/mcp/open.ts), so the check
+ * says what a command would meet: a variable unset or a url changed fail before any request, a
+ * connection with nothing stored is tried without a credential (issue 13). Returns the statuses
+ * as they are after the check (status/check.ts, statusAfterCheck).
  */
 export async function checkLocal(
   ctx: Context,
   reporter: Reporter,
   config: Config,
-  statuses: readonly ConnectionStatus[],
   timeoutSeconds: number,
-): Promise<Map<string, ConnectionCheck>> {
-  const byId = new Map(config.connections.map((c) => [c.id, c]));
-  const targets = statuses.map((s) => {
-    const problem = withoutCredential(s);
-    return { connection: byId.get(s.id)!, ...(problem ? { withoutCredential: problem } : {}) };
-  });
+): Promise<{ checks: Map<string, ConnectionCheck>; statuses: ConnectionStatus[] }> {
+  const targets = config.connections.map((connection) => ({ connection }));
   const { unauthenticatedInitialize } = await import("../auth/discovery.ts");
-  return probe(ctx, reporter, targets.length, {
+  const checks = await probe(ctx, reporter, targets.length, {
     targets,
     source: localToolSource(ctx, config, { reporter, timeoutMs: timeoutSeconds * 1000 }),
     reach: async (connection, signal) => {
@@ -66,6 +49,9 @@ export async function checkLocal(
     timeoutMs: timeoutSeconds * 1000,
     signal: ctx.signal,
   });
+  // Read again: the check may have refreshed, deleted (a rejected refresh) or recorded (an open server).
+  const after = await listLocalConnections({ config, env: ctx.env, now: ctx.now(), reporter });
+  return { checks, statuses: after.map((s) => statusAfterCheck(s, checks.get(s.id)!)) };
 }
 
 export async function probe(ctx: Context, reporter: Reporter, n: number, options: CheckOptions): Promise<Map<string, ConnectionCheck>> {
@@ -84,18 +70,26 @@ export async function probe(ctx: Context, reporter: Reporter, n: number, options
   return checks;
 }
 
-export function describeCheck(check: ConnectionCheck, style: Style): string {
+/** The CHECK column. `tokenEnv`: a static connection's variable, named when it is unset. */
+export function describeCheck(check: ConnectionCheck, style: Style, tokenEnv?: string | null): string {
   if (check.authorized) return style.green(`${check.tools} tool${check.tools === 1 ? "" : "s"}`);
   if (check.reachable === false) return style.red(check.problem?.code === "timeout" ? "no answer" : "unreachable");
-  const why = check.problem?.needsLogin ? "needs login" : "failed";
+  // An unset variable needs the variable set, not a login (issue 13).
+  const why = check.problem?.code === "token_env_unset" && tokenEnv ? `set $${tokenEnv}` : check.problem?.needsLogin ? "needs login" : "failed";
   return style.yellow(check.reachable ? `reachable · ${why}` : why);
 }
 
+/**
+ * Every failed check on stderr, one per id: its reason and what to do (issue 13: a rejected
+ * refresh included). A failure without a next step of its own gets the command that shows it in
+ * full, as the CLI does for any error without a hint.
+ */
 export function reportProblems(ctx: Context, checks: ReadonlyMap<string, ConnectionCheck>): void {
-  for (const check of checks.values()) {
+  for (const [id, check] of checks) {
     const problem = check.problem;
-    if (!problem || STATUS_SAYS.has(problem.code)) continue;
-    ctx.stderr.write(`${problem.message}\n${problem.hint ? `  ${problem.hint}\n` : ""}`);
+    if (!problem) continue;
+    const hint = problem.hint ?? `run \`subs mcp tools ${id} --debug\` to see every HTTP exchange (credentials redacted)`;
+    ctx.stderr.write(`${problem.message}\n  ${hint}\n`);
   }
 }
 

@@ -6,6 +6,7 @@ import { styleFor, type Style } from "../output/style.ts";
 import { renderTable } from "../output/table.ts";
 import { isoOrNull, shortDuration } from "../output/time.ts";
 import { listLocalConnections } from "../status/list.ts";
+import type { ConnectionCheck } from "../status/check.ts";
 import type { ConnectionStatus } from "../status/status.ts";
 
 export type McpListOptions = {
@@ -55,13 +56,16 @@ export async function mcpListCommand(ctx: Context, options: McpListOptions): Pro
     const { mcpListRemote } = await import("./mcp-list-remote.ts");
     return mcpListRemote(ctx, config, { json: options.json, ...(options.check ? { check: options.check } : {}) });
   }
-  const now = ctx.now();
   const reporter = stderrReporter(ctx);
-  const statuses = await listLocalConnections({ config, env: ctx.env, now, reporter });
+  let statuses = await listLocalConnections({ config, env: ctx.env, now: ctx.now(), reporter });
   const checked = options.check && statuses.length > 0 ? await import("./mcp-list-check.ts") : undefined;
-  const checks = checked ? await checked.checkLocal(ctx, reporter, config, statuses, options.check!.timeoutSeconds) : undefined;
+  let checks: Map<string, ConnectionCheck> | undefined;
+  if (checked) ({ checks, statuses } = await checked.checkLocal(ctx, reporter, config, options.check!.timeoutSeconds));
+  const now = ctx.now();
   if (options.json) {
     writeJson(ctx.stdout, statuses.map((s) => (checks ? { ...connectionJson(s), check: checked!.checkJson(checks.get(s.id)!) } : connectionJson(s))));
+    // stderr explains the failures with --json too, as any failing command's message is there.
+    if (checks) checked!.reportProblems(ctx, checks);
     return checks ? checked!.checkExitCode(checks.values()) : 0;
   }
   if (statuses.length === 0) {
@@ -69,7 +73,14 @@ export async function mcpListCommand(ctx: Context, options: McpListOptions): Pro
     return 0;
   }
   const style = styleFor(ctx.color);
-  const rows = statuses.map((s) => [s.id, s.url, s.auth, describeStatus(s, now, style), ...(checks ? [checked!.describeCheck(checks.get(s.id)!, style)] : []), s.agents.join(", ") || "-"]);
+  const rows = statuses.map((s) => [
+    s.id,
+    s.url,
+    s.auth,
+    describeStatus(s, now, style),
+    ...(checks ? [checked!.describeCheck(checks.get(s.id)!, style, s.tokenEnv)] : []),
+    s.agents.join(", ") || "-",
+  ]);
   const headers = ["ID", "URL", "AUTH", "STATUS", ...(checks ? ["CHECK"] : []), "AGENTS"];
   ctx.stdout.write(renderTable(headers, rows, { tty: ctx.stdoutIsTTY, style: style.bold }));
   if (!checks) return 0;
@@ -85,7 +96,8 @@ export function describeStatus(s: ConnectionStatus, now: number, style: Style): 
       return style.green(`authorized (expires in ${shortDuration(s.expiresAt - now)}${s.refreshable ? ", refreshable" : ""})`);
     }
     case "needs_login":
-      return style.yellow(s.expiresAt !== null ? `needs login (expired) · subs mcp login ${s.id}` : `needs login · subs mcp login ${s.id}`);
+      // After --check a credential the server refused is shown needing a login, expired or not.
+      return style.yellow(s.expiresAt !== null && s.expiresAt <= now ? `needs login (expired) · subs mcp login ${s.id}` : `needs login · subs mcp login ${s.id}`);
     case "url_changed":
       return style.yellow(`url changed since login · subs mcp login ${s.id}`);
     case "env_set":

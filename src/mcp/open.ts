@@ -1,7 +1,8 @@
 // Opens an MCP client for one declared connection with the credential the file says it uses:
 // a static token from `$token_env`, or the OAuth credential stored for this id, refreshed first
 // when it is about to expire (issue 3). A stored credential is only ever sent to the url it was
-// issued for.
+// issued for. With nothing stored for the id, the server is tried without a credential: an MCP
+// answer is recorded as `subs mcp login` records an open server, a 401 needs a login (issue 13).
 import type { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { UnauthorizedError } from "@modelcontextprotocol/sdk/client/auth.js";
 import type { Config, ConnectionConfig } from "../config/types.ts";
@@ -78,15 +79,26 @@ export async function openConnection(options: OpenConnectionOptions): Promise<Cl
   // OAuth: a 401 to a token the store thinks valid (revoked, or expired early at the server) is
   // answered by one refresh and one retry, as the spec's flow has it; a second 401 needs a login.
   const token = await oauthAccessToken(options, options.tokenRejectedAt);
-  if (token === OPEN) {
-    // The server answered `subs mcp login` without asking for a credential: none is sent.
+  if (token === OPEN || token === UNTRIED) {
+    // No credential to send: found open by `subs mcp login`, or never tried (issue 13: a server
+    // that needs none is found without a login; MCP authorization is optional for a server).
+    let client: Client;
     try {
-      return await connect();
+      client = await connect();
     } catch (error) {
       const problem = mcpError(connection, error, last);
-      if (problem.code !== "token_rejected") throw problem;
-      throw new SubsError("needs_login", `${connection.id}: the server now asks for authorization`, { hint: `run \`subs mcp login ${connection.id}\``, code: "needs_login" });
+      if (token === OPEN) {
+        if (problem.code !== "token_rejected") throw problem;
+        throw new SubsError("needs_login", `${connection.id}: the server now asks for authorization`, { hint: `run \`subs mcp login ${connection.id}\``, code: "needs_login" });
+      }
+      // A 401 (or a 403 naming scopes) to a request without a credential: the server wants one.
+      if (problem.code === "token_rejected" || problem instanceof InsufficientScopeError) throw needsLogin(connection.id, "not logged in");
+      // Never reached before, with nothing stored: the url in the file is as likely wrong as the server down.
+      if (reachedNothing(error)) throw new SubsError(problem.kind, problem.message, { cause: error, hint: "check the url in the file and that the server is up" });
+      throw problem;
     }
+    if (token === UNTRIED) await recordOpen(options);
+    return client;
   }
   headers.authorization = `Bearer ${token}`;
   let rejectedAt: number;
@@ -100,8 +112,8 @@ export async function openConnection(options: OpenConnectionOptions): Promise<Cl
   await assertSameAuthorizationServer(options, last);
   last = undefined;
   const refreshed = await oauthAccessToken(options, rejectedAt);
-  // A credential was stored a moment ago, so the server was not found open since.
-  if (refreshed === OPEN) throw needsLogin(connection.id, "not logged in");
+  // With a rejection time only a stored credential is an answer (oauthAccessToken).
+  if (typeof refreshed !== "string") throw needsLogin(connection.id, "not logged in");
   headers.authorization = `Bearer ${refreshed}`;
   try {
     return await connect();
@@ -111,24 +123,57 @@ export async function openConnection(options: OpenConnectionOptions): Promise<Cl
 }
 
 const OPEN = Symbol("no credential needed");
+const UNTRIED = Symbol("no credential stored, none found needed");
 
 /**
  * The stored OAuth access token of `connection`, refreshed when it is about to expire (or was
- * rejected at `rejectedAt`); OPEN when none is stored and the server was found to need none.
+ * rejected at `rejectedAt`); OPEN when none is stored and the server was found to need none;
+ * UNTRIED when nothing at all is stored for this id and url, so a request without a credential
+ * decides. A credential for another url is never UNTRIED: it is url_changed, and nothing is sent.
  */
-async function oauthAccessToken(options: OpenConnectionOptions, rejectedAt?: number): Promise<string | typeof OPEN> {
+async function oauthAccessToken(options: OpenConnectionOptions, rejectedAt?: number): Promise<string | typeof OPEN | typeof UNTRIED> {
   const { ctx, config, connection } = options;
   const [{ openStoreRevokingPurged }, { freshCredential }] = await Promise.all([import("../auth/revoke.ts"), import("../auth/refresh.ts")]);
   const opened = await openStoreRevokingPurged(config, { ctx, create: false, reporter: options.reporter ?? silentReporter });
-  if (!opened) throw needsLogin(connection.id, "not logged in");
+  if (!opened) {
+    if (rejectedAt === undefined) return UNTRIED;
+    throw needsLogin(connection.id, "not logged in");
+  }
   try {
-    // The store keeps a finding and a credential for one id exclusive (store.ts), so a finding
-    // for this url means no credential: the common path reads only the (usually empty) findings.
-    if (rejectedAt === undefined && opened.store.getOpenConnection(connection.id)?.url === connection.url) return OPEN;
+    // The store keeps a finding and a credential for one id exclusive (store.ts): the findings are
+    // read only when no credential is stored, so a logged-in connection costs two reads, this one
+    // and freshCredential's, as it did before findings existed.
+    if (rejectedAt === undefined && opened.store.getCredential(connection.id) === undefined) {
+      return opened.store.getOpenConnection(connection.id)?.url === connection.url ? OPEN : UNTRIED;
+    }
     const row = await freshCredential({ ctx, store: opened.store, connection, ...(rejectedAt !== undefined ? { rejectedAt } : {}) });
     return row.access_token;
   } finally {
     opened.store.close();
+  }
+}
+
+/**
+ * The server answered MCP to a request without a credential: record it as `subs mcp login` does,
+ * so `subs mcp list` says `open`, as this command saw. Creates the db if there is none (the
+ * finding has nowhere else to go). A failure to record is a warning: the server did answer.
+ */
+async function recordOpen(options: OpenConnectionOptions): Promise<void> {
+  const { ctx, config, connection } = options;
+  const reporter = options.reporter ?? silentReporter;
+  const { openEnvironmentStore } = await import("../store/environment.ts");
+  try {
+    // No purge: opening for the token just did it, or there was no db to purge.
+    const opened = await openEnvironmentStore(config, { create: true, purge: false, reporter });
+    try {
+      if (opened!.store.putOpenConnectionUnlessLoggedIn({ id: connection.id, url: connection.url, checked_at: ctx.now() })) {
+        reporter.info(`${connection.id}: the server asks for no credential; calls to it carry none (\`subs mcp list\` shows it open)`);
+      }
+    } finally {
+      opened!.store.close();
+    }
+  } catch (error) {
+    reporter.warn(`${connection.id}: the server asks for no credential, but recording that failed (${error instanceof Error ? error.message : String(error)})`);
   }
 }
 
@@ -231,4 +276,10 @@ export function connectionError(connection: ConnectionConfig, error: unknown): S
   }
   if (typeof status === "number" && status >= 400) return failed(`${connection.id}: ${origin} answered HTTP ${status} (${reason})`, { cause: error });
   return failed(`${connection.id}: cannot reach ${origin} (${reason})`, { cause: error });
+}
+
+/** No HTTP answer at all (what connectionError calls "cannot reach"). */
+function reachedNothing(error: unknown): boolean {
+  if (error instanceof SubsError || (error instanceof Error && error.name === "McpError") || error instanceof UnauthorizedError) return false;
+  return typeof (error as { code?: unknown }).code !== "number";
 }

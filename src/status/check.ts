@@ -4,6 +4,7 @@
 // parallel, so 20 servers cost about what the slowest one does (issue 6).
 import { fetchConnectionTools, type ToolSource } from "../agents/fetch.ts";
 import type { ConnectionConfig } from "../config/types.ts";
+import type { ConnectionStatus } from "./status.ts";
 
 export type CheckProblem = { code: string; message: string; hint?: string; needsLogin: boolean };
 
@@ -18,7 +19,7 @@ export type ConnectionCheck = {
 };
 
 export type CheckOptions = {
-  /** What to probe, each with the problem that already rules out listing its tools (no credential, a variable unset), if any. */
+  /** What to probe, each with the problem that already rules out listing its tools (with [remote]: the deployment holds no credential, a section not applied), if any. */
   targets: ReadonlyArray<{ connection: ConnectionConfig; withoutCredential?: CheckProblem }>;
   /** Lists one connection's tools with its credential. */
   source: ToolSource;
@@ -52,6 +53,12 @@ export async function checkConnections(options: CheckOptions): Promise<Map<strin
     const outcome = outcomes.get(connection.id)!;
     if (outcome.ok) {
       checks.set(connection.id, { reachable: true, authorized: true, tools: outcome.tools.length, problem: null });
+      return;
+    }
+    if (reach && !reach.ok) {
+      // Unreachable says more than the listing's failure: what it says about a credential cannot
+      // be known yet, and its hint is the one to follow.
+      checks.set(connection.id, { reachable: false, authorized: false, tools: null, problem: unreachable(connection, reach, options.timeoutMs) });
       return;
     }
     // With [remote] the deployment's 502 upstream_error is the one answer about reachability.
@@ -94,4 +101,15 @@ export function checkExitCode(checks: Iterable<ConnectionCheck>): number {
     else return 1;
   }
   return code;
+}
+
+/**
+ * The status a row shows next to its check, so the two never disagree (issue 13): `status` is
+ * what the db holds after the check (a refresh the authorization server rejected deleted the
+ * credential; a server that answered without one was recorded open), and a credential or an open
+ * finding the server has just refused is not shown as `authorized` or `open` beside "needs login".
+ */
+export function statusAfterCheck(s: ConnectionStatus, check: ConnectionCheck): ConnectionStatus {
+  if (check.authorized || !check.problem?.needsLogin || (s.status !== "authorized" && s.status !== "open")) return s;
+  return { ...s, status: "needs_login", usable: false, auth: s.auth === "none" ? "oauth" : s.auth };
 }

@@ -219,6 +219,26 @@ export class Store {
     );
   }
 
+  /**
+   * Records the finding only while no credential is stored for `row.id` (one transaction): a
+   * command that found the server open without trying a credential must not undo a login another
+   * process finished meanwhile. Returns whether it was recorded.
+   */
+  putOpenConnectionUnlessLoggedIn(row: OpenConnectionRow): boolean {
+    const valid = OpenConnectionRowSchema.parse(row);
+    return this.run(() =>
+      this.db
+        .transaction(() => {
+          if (this.db.prepare("SELECT 1 FROM subs_credentials WHERE id = ?").get(valid.id) !== undefined) return false;
+          this.db
+            .prepare("INSERT INTO subs_open_connections (id, url, checked_at) VALUES (@id, @url, @checked_at) ON CONFLICT (id) DO UPDATE SET url = excluded.url, checked_at = excluded.checked_at")
+            .run(valid);
+          return true;
+        })
+        .immediate(),
+    );
+  }
+
   private openConnection(row: unknown): OpenConnectionRow {
     return this.valid(row, OpenConnectionRowSchema, openConnectionNamed);
   }
