@@ -174,7 +174,8 @@ mcp = ["locked"]
 
     assert.equal(out.unavailable.length, 1);
     assert.equal(out.unavailable[0]!.connection, "down");
-    assert.equal(out.unavailable[0]!.code, "failed");
+    assert.equal(out.unavailable[0]!.code, "unreachable");
+    assert.equal(out.unavailable[0]!.hint, "check the url in the file and that the server is up");
     assert.match(out.unavailable[0]!.message, /^down: cannot reach/);
     assert.deepEqual(out.warnings, []);
 

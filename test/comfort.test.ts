@@ -2,6 +2,8 @@
 // and every error ends with the next command to run.
 import assert from "node:assert/strict";
 import { mkdtempSync, writeFileSync } from "node:fs";
+import { createServer } from "node:http";
+import type { AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { test } from "node:test";
@@ -84,14 +86,27 @@ test("errors without a hint of their own end with the next command: --help for u
   const badPort = await runInProcess(["mcp", "login", "sentry", "--port", "abc"], { cwd });
   assert.equal(badPort.code, 2);
   assert.match(badPort.stderr, /--port must be a port number.*\nhint: run `subs mcp login --help` for its usage and examples\n$/);
+  // A failure with a fix of its own says that fix, not --debug (issue 13): nothing listens there.
   const unreachable = await runInProcess(["mcp", "tools", "down", "--config", "substructure.toml"], { cwd, env: { DOWN_TOKEN: "not-a-real-token" } });
   assert.equal(unreachable.code, 1);
-  assert.match(unreachable.stderr, /down: cannot reach http:\/\/127\.0\.0\.1:9 .*\nhint: run `subs mcp tools down --config substructure.toml --debug` to see every HTTP exchange/);
+  assert.match(unreachable.stderr, /down: cannot reach http:\/\/127\.0\.0\.1:9 .*\nhint: check the url in the file and that the server is up\n/);
   assert.doesNotMatch(unreachable.stderr, /not-a-real-token/);
-  // Already under --debug: no suggestion to add it; --json keeps its documented shape.
-  const debugged = await runInProcess(["--debug", "mcp", "tools", "down", "--json"], { cwd, env: { DOWN_TOKEN: "not-a-real-token" } });
-  assert.doesNotMatch(debugged.stderr, /hint: run .*--debug/);
-  assert.deepEqual(Object.keys(JSON.parse(debugged.stdout).error), ["code", "message"]);
+  // A server error has no fix subs can name: the same command with --debug shows the exchange.
+  const broken = createServer((_req, res) => res.writeHead(500, { "content-type": "text/plain" }).end("boom"));
+  await new Promise<void>((resolve) => broken.listen(0, "127.0.0.1", resolve));
+  try {
+    const port = (broken.address() as AddressInfo).port;
+    const brokenCwd = project(`[mcp.broken]\nurl = "http://127.0.0.1:${port}/mcp"\nauth = { token_env = "DOWN_TOKEN" }\n`);
+    const failing = await runInProcess(["mcp", "tools", "broken", "--config", "substructure.toml"], { cwd: brokenCwd, env: { DOWN_TOKEN: "not-a-real-token" } });
+    assert.equal(failing.code, 1);
+    assert.match(failing.stderr, /broken: .*500.*\nhint: run `subs mcp tools broken --config substructure.toml --debug` to see every HTTP exchange/);
+    // Already under --debug: no suggestion to add it; --json keeps its documented shape.
+    const debugged = await runInProcess(["--debug", "mcp", "tools", "broken", "--json"], { cwd: brokenCwd, env: { DOWN_TOKEN: "not-a-real-token" } });
+    assert.doesNotMatch(debugged.stderr, /hint: run .*--debug/);
+    assert.deepEqual(Object.keys(JSON.parse(debugged.stdout).error), ["code", "message"]);
+  } finally {
+    broken.close();
+  }
 });
 
 test("start-up builds only the command argv names (issue 6), and COMMAND_TREE is the whole tree", async () => {

@@ -75,7 +75,7 @@ export function networkFailure(origin: string, error: unknown): SubsError {
   }
   if (code === undefined || NOT_CONNECTED.has(code)) {
     const why = code ?? (error instanceof Error ? error.message : String(error));
-    return failed(`cannot reach ${origin} (${why})`, { cause: error, code: "unreachable", hint: "check the url in substructure.toml and that the server is up" });
+    return failed(`cannot reach ${origin} (${why})`, { cause: error, code: "unreachable", hint: "check the url in the file and that the server is up" });
   }
   return failed(`${origin} closed the connection without answering (${code})`, { cause: error, code: "connection_closed", hint: "check that the server is up and speaks HTTP at that url" });
 }

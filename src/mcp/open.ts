@@ -7,7 +7,8 @@ import type { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { UnauthorizedError } from "@modelcontextprotocol/sdk/client/auth.js";
 import type { Config, ConnectionConfig } from "../config/types.ts";
 import type { Context } from "../context.ts";
-import { failed, needsLogin, SubsError } from "../errors.ts";
+import { aboutId, failed, needsLogin, SubsError } from "../errors.ts";
+import { networkFailure } from "../http/guarded-fetch.ts";
 import { silentReporter, type Reporter } from "../report.ts";
 import { connectMcp } from "./connect.ts";
 
@@ -93,8 +94,6 @@ export async function openConnection(options: OpenConnectionOptions): Promise<Cl
       }
       // A 401 (or a 403 naming scopes) to a request without a credential: the server wants one.
       if (problem.code === "token_rejected" || problem instanceof InsufficientScopeError) throw needsLogin(connection.id, "not logged in");
-      // Never reached before, with nothing stored: the url in the file is as likely wrong as the server down.
-      if (reachedNothing(error)) throw new SubsError(problem.kind, problem.message, { cause: error, hint: "check the url in the file and that the server is up" });
       throw problem;
     }
     if (token === UNTRIED) await recordOpen(options);
@@ -275,11 +274,6 @@ export function connectionError(connection: ConnectionConfig, error: unknown): S
     return failed(`${connection.id}: the server answered with an error (${reason})`, { cause: error });
   }
   if (typeof status === "number" && status >= 400) return failed(`${connection.id}: ${origin} answered HTTP ${status} (${reason})`, { cause: error });
-  return failed(`${connection.id}: cannot reach ${origin} (${reason})`, { cause: error });
-}
-
-/** No HTTP answer at all (what connectionError calls "cannot reach"). */
-function reachedNothing(error: unknown): boolean {
-  if (error instanceof SubsError || (error instanceof Error && error.name === "McpError") || error instanceof UnauthorizedError) return false;
-  return typeof (error as { code?: unknown }).code !== "number";
+  // No HTTP answer: "cannot reach" only when no connection was made, with the hint that fits (issue 13).
+  return aboutId(networkFailure(origin, error), connection.id) as SubsError;
 }

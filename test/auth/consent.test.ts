@@ -81,7 +81,7 @@ test("progress: a server that cannot be reached fails the discovery step visibly
     assert.match(login.stderr, /Contacting demo at http/);
     assert.match(login.stderr, /Could not start the login of demo/);
     assert.match(login.stderr, /error: demo: cannot reach http:\/\/127\.0\.0\.1:\d+ \(ECONNREFUSED\)/);
-    assert.match(login.stderr, /hint: check the url in substructure\.toml and that the server is up/);
+    assert.match(login.stderr, /hint: check the url in the file and that the server is up/);
     assert.doesNotMatch(login.stderr, /--debug/, "the hint fits the failure");
   } finally {
     await env.close();
