@@ -214,24 +214,26 @@ export function sameIssuer(expected: string, stated: string): boolean {
  *
  * A credential from a 2025-03-26 server names an issuer whose metadata may sit at its origin's
  * root (rootMetadata) or nowhere (defaultEndpoints); both are found again here, the first only
- * when it states exactly this issuer. `defaultEndpoints: false` (an issuer named by resource
- * metadata, which the current spec requires to publish metadata) makes "none" an error.
+ * when it states exactly this issuer. `backCompat: false` is for an issuer named by resource
+ * metadata, which the current spec requires to publish metadata at its own well-known URLs: no
+ * root document for a path issuer (the conformance suite counts asking for one as a failure,
+ * auth/metadata-var2), and "none" is an error.
  */
 export async function authorizationServerMetadata(
   issuer: string,
-  options: { fetch: Fetch; requirePkce?: boolean; defaultEndpoints?: boolean },
+  options: { fetch: Fetch; requirePkce?: boolean; backCompat?: boolean },
 ): Promise<AuthorizationServerMetadata> {
   let metadata: AuthorizationServerMetadata | undefined;
   try {
     metadata = await publishedMetadata(issuer, options.fetch);
-    if (!metadata && !isOrigin(issuer)) {
+    if (!metadata && options.backCompat !== false && !isOrigin(issuer)) {
       const atRoot = await rootMetadata(issuer, options.fetch);
       if (atRoot && atRoot.issuer === issuer) metadata = atRoot;
     }
   } catch (error) {
     throw failed(`cannot read the authorization server metadata of ${issuer} (${reason(error)})`, { cause: error });
   }
-  if (!metadata && options.defaultEndpoints !== false && isOrigin(issuer)) return checkedMetadata(defaultEndpoints(issuer), { requirePkce: false });
+  if (!metadata && options.backCompat !== false && isOrigin(issuer)) return checkedMetadata(defaultEndpoints(issuer), { requirePkce: false });
   if (!metadata) {
     throw failed(`${issuer} publishes no authorization server metadata (RFC 8414 or OpenID discovery)`, {
       hint: "the server does not follow the MCP authorization spec; ask its operator",
@@ -335,7 +337,7 @@ export async function discover(options: { serverUrl: string; fetch: Fetch; signa
   resource = resourceMetadata.resource;
   const first = resourceMetadata.authorization_servers?.[0];
   if (!first) throw failed(`the protected resource metadata of ${serverUrl} names no authorization server`);
-  const metadata = await authorizationServerMetadata(first, { fetch, defaultEndpoints: false });
+  const metadata = await authorizationServerMetadata(first, { fetch, backCompat: false });
   return { issuer: metadata.issuer, metadata, resourceMetadata, resource, challenge };
 }
 

@@ -176,6 +176,22 @@ describe("discovery: 2025-03-26 servers (no protected resource metadata)", () =>
       },
     });
     await assert.rejects(discover({ serverUrl: `${server.origin}/mcp`, fetch }), /publishes no authorization server metadata/);
-    await assert.rejects(authorizationServerMetadata(`${as.origin}/`, { fetch, defaultEndpoints: false }), /publishes no authorization server metadata/);
+    await assert.rejects(authorizationServerMetadata(`${as.origin}/`, { fetch, backCompat: false }), /publishes no authorization server metadata/);
+  });
+
+  it("nor the origin's root document for a path issuer named by resource metadata (RFC 8414 §3.1 only)", async () => {
+    const as = await serve((req, res, origin) => {
+      if (req.url === "/.well-known/oauth-authorization-server") json(res, 200, asMetadata(`${origin}/tenant1`, `${origin}/tenant1`));
+      else json(res, 404, {});
+    });
+    const server = await mcpServer({
+      post: "401",
+      get: (req, res, origin) => {
+        if (req.url === "/.well-known/oauth-protected-resource/mcp") json(res, 200, { resource: `${origin}/mcp`, authorization_servers: [`${as.origin}/tenant1`] });
+        else json(res, 404, {});
+      },
+    });
+    await assert.rejects(discover({ serverUrl: `${server.origin}/mcp`, fetch }), /publishes no authorization server metadata/);
+    assert.ok(!as.gets.includes("/.well-known/oauth-authorization-server"), "asked the root for a path issuer's metadata");
   });
 });
