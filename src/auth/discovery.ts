@@ -1,15 +1,20 @@
 // Finds the authorization server of an MCP server and checks its metadata before anything is sent
-// to it (MCP authorization 2026-07-28, "Authorization Server Discovery"; RFC 9728; RFC 8414).
-// The SDK's discovery functions do the fetching; the checks it does not make are made here:
-// issuer equality (RFC 8414 §3.3), S256 listed, https endpoints off loopback.
-import {
-  discoverAuthorizationServerMetadata,
-  discoverOAuthProtectedResourceMetadata,
-  extractWWWAuthenticateParams,
-} from "@modelcontextprotocol/sdk/client/auth.js";
+// to it (MCP authorization 2026-07-28, "Authorization Server Discovery"; RFC 9728; RFC 8414), and
+// servers of the 2025-03-26 revision, which publish no resource metadata (docs/conformance.md).
+// The well-known URLs are the SDK's; the fetching is done here, because a well-known URL that does
+// not serve metadata must read as "none" whatever it answers (issue 13: a 400, an HTML page, an
+// event stream that never ends), and the checks the SDK does not make are made here: issuer
+// equality (RFC 8414 §3.3), S256 listed, https endpoints off loopback.
+import { buildDiscoveryUrls, extractWWWAuthenticateParams } from "@modelcontextprotocol/sdk/client/auth.js";
 import { checkResourceAllowed } from "@modelcontextprotocol/sdk/shared/auth-utils.js";
 import { LATEST_PROTOCOL_VERSION } from "@modelcontextprotocol/sdk/types.js";
-import type { AuthorizationServerMetadata, OAuthProtectedResourceMetadata } from "@modelcontextprotocol/sdk/shared/auth.js";
+import {
+  OAuthMetadataSchema,
+  OAuthProtectedResourceMetadataSchema,
+  OpenIdProviderDiscoveryMetadataSchema,
+  type AuthorizationServerMetadata,
+  type OAuthProtectedResourceMetadata,
+} from "@modelcontextprotocol/sdk/shared/auth.js";
 import { isLoopbackHost } from "../config/schema.ts";
 import { failed, refused } from "../errors.ts";
 import { VERSION } from "../version.ts";
@@ -96,15 +101,83 @@ async function probe(serverUrl: string, fetch: Fetch, signal: AbortSignal | unde
   }
 }
 
-/** Whether `issuer` publishes any authorization server metadata (RFC 8414 or OpenID discovery). */
-async function publishesAuthorizationMetadata(issuer: string, fetch: Fetch): Promise<boolean> {
-  try {
-    return (await discoverAuthorizationServerMetadata(issuer, { fetchFn: fetch })) !== undefined;
-  } catch {
-    // Metadata that is there but broken is for authorizationServerMetadata to report.
-    return true;
+/**
+ * One well-known metadata document: the parsed JSON of a 200 `application/json` answer, else
+ * undefined. RFC 8414 §3.2 and RFC 9728 §3.2 answer with exactly that; anything else at a
+ * well-known URL (a 404, the 400 of a server that treats every GET as a malformed request, an HTML
+ * page, an event stream that never ends) is no metadata (issue 13). A 5xx is the server failing,
+ * not saying "none": an error, so that a passing outage never reads as a different server.
+ */
+async function metadataDocument(url: URL, fetch: Fetch): Promise<unknown> {
+  const response = await fetch(url, { headers: { accept: "application/json", "mcp-protocol-version": LATEST_PROTOCOL_VERSION } });
+  const type = (response.headers.get("content-type") ?? "").split(";")[0]!.trim().toLowerCase();
+  if (response.status >= 500) {
+    await response.body?.cancel().catch(() => {});
+    throw new Error(`HTTP ${response.status} from ${url.href}`);
   }
+  if (response.status !== 200 || !(type === "application/json" || type.endsWith("+json"))) {
+    await response.body?.cancel().catch(() => {});
+    return undefined;
+  }
+  return response.json();
 }
+
+/** RFC 9728 §3.1: the 401's `resource_metadata`, else the path-aware well-known URL, then the root one. */
+async function protectedResourceMetadata(serverUrl: string, challenge: Challenge, fetch: Fetch): Promise<OAuthProtectedResourceMetadata | undefined> {
+  const server = new URL(serverUrl);
+  const urls: URL[] = [];
+  if (challenge.resourceMetadataUrl) urls.push(challenge.resourceMetadataUrl);
+  else {
+    const path = server.pathname.endsWith("/") ? server.pathname.slice(0, -1) : server.pathname;
+    const pathAware = new URL(`/.well-known/oauth-protected-resource${path}`, server.origin);
+    pathAware.search = server.search;
+    urls.push(pathAware);
+    if (path !== "") urls.push(new URL("/.well-known/oauth-protected-resource", server.origin));
+  }
+  for (const url of urls) {
+    const document = await metadataDocument(url, fetch);
+    if (document !== undefined) return OAuthProtectedResourceMetadataSchema.parse(document);
+  }
+  return undefined;
+}
+
+/** RFC 8414 §3.1, then OpenID discovery, in the MCP spec's order (the SDK's list of URLs). */
+async function publishedMetadata(issuer: string, fetch: Fetch): Promise<AuthorizationServerMetadata | undefined> {
+  for (const { url, type } of buildDiscoveryUrls(issuer)) {
+    const document = await metadataDocument(url, fetch);
+    if (document !== undefined) return type === "oauth" ? OAuthMetadataSchema.parse(document) : OpenIdProviderDiscoveryMetadataSchema.parse(document);
+  }
+  return undefined;
+}
+
+/**
+ * MCP authorization 2025-03-26, "Server Metadata Discovery": a server without resource metadata
+ * has its metadata at its origin's root, `/.well-known/oauth-authorization-server`, whatever the
+ * path of the issuer it states (the conformance suite's server states `<origin>/oauth`).
+ */
+async function rootMetadata(origin: string, fetch: Fetch): Promise<AuthorizationServerMetadata | undefined> {
+  const document = await metadataDocument(new URL("/.well-known/oauth-authorization-server", origin), fetch);
+  return document === undefined ? undefined : OAuthMetadataSchema.parse(document);
+}
+
+/**
+ * MCP authorization 2025-03-26, "Fallbacks for Servers without Metadata Discovery": the default
+ * endpoints at the authorization base URL (the MCP server's origin). There is nothing to check
+ * the issuer or S256 against; the endpoints are the server's own origin, and PKCE S256 is sent anyway.
+ */
+export function defaultEndpoints(origin: string): AuthorizationServerMetadata {
+  const at = (path: string) => new URL(path, origin).href;
+  return {
+    issuer: new URL("/", origin).href,
+    authorization_endpoint: at("/authorize"),
+    token_endpoint: at("/token"),
+    registration_endpoint: at("/register"),
+    response_types_supported: ["code"],
+    code_challenge_methods_supported: ["S256"],
+  };
+}
+
+const isOrigin = (url: string) => new URL(url).pathname === "/";
 
 /** Authorization and token endpoints must be https, except on loopback (product.md). */
 export function endpointProblem(name: string, value: string | undefined): string | undefined {
@@ -138,14 +211,29 @@ export function sameIssuer(expected: string, stated: string): boolean {
 /**
  * The authorization server metadata for `issuer`, with every check subs relies on. Used at login
  * and again before a refresh or revocation, so a moved or changed server is noticed.
+ *
+ * A credential from a 2025-03-26 server names an issuer whose metadata may sit at its origin's
+ * root (rootMetadata) or nowhere (defaultEndpoints); both are found again here, the first only
+ * when it states exactly this issuer. `backCompat: false` is for an issuer named by resource
+ * metadata, which the current spec requires to publish metadata at its own well-known URLs: no
+ * root document for a path issuer (the conformance suite counts asking for one as a failure,
+ * auth/metadata-var2), and "none" is an error.
  */
-export async function authorizationServerMetadata(issuer: string, options: { fetch: Fetch; requirePkce?: boolean }): Promise<AuthorizationServerMetadata> {
+export async function authorizationServerMetadata(
+  issuer: string,
+  options: { fetch: Fetch; requirePkce?: boolean; backCompat?: boolean },
+): Promise<AuthorizationServerMetadata> {
   let metadata: AuthorizationServerMetadata | undefined;
   try {
-    metadata = await discoverAuthorizationServerMetadata(issuer, { fetchFn: options.fetch });
+    metadata = await publishedMetadata(issuer, options.fetch);
+    if (!metadata && options.backCompat !== false && !isOrigin(issuer)) {
+      const atRoot = await rootMetadata(issuer, options.fetch);
+      if (atRoot && atRoot.issuer === issuer) metadata = atRoot;
+    }
   } catch (error) {
     throw failed(`cannot read the authorization server metadata of ${issuer} (${reason(error)})`, { cause: error });
   }
+  if (!metadata && options.backCompat !== false && isOrigin(issuer)) return checkedMetadata(defaultEndpoints(issuer), { requirePkce: false });
   if (!metadata) {
     throw failed(`${issuer} publishes no authorization server metadata (RFC 8414 or OpenID discovery)`, {
       hint: "the server does not follow the MCP authorization spec; ask its operator",
@@ -156,6 +244,11 @@ export async function authorizationServerMetadata(issuer: string, options: { fet
       code: "issuer_mismatch",
     });
   }
+  return checkedMetadata(metadata, options);
+}
+
+/** The checks every authorization server's metadata passes before anything is sent to it. */
+function checkedMetadata(metadata: AuthorizationServerMetadata, options: { requirePkce?: boolean }): AuthorizationServerMetadata {
   const problems = [
     endpointProblem("authorization endpoint", metadata.authorization_endpoint),
     endpointProblem("token endpoint", metadata.token_endpoint),
@@ -181,6 +274,33 @@ export async function authorizationServerMetadata(issuer: string, options: { fet
   return metadata;
 }
 
+/**
+ * A 2025-03-26 server (no resource metadata): its origin is the authorization server. Metadata at
+ * the origin's root must state an issuer on that same origin (the mix-up protection that still
+ * makes sense without an issuer to fetch for: no other site's identity is taken from it);
+ * without any, the default endpoints. Undefined when the server answered MCP without a credential
+ * and publishes nothing: it needs none.
+ */
+async function legacyAuthorizationServer(serverUrl: string, answered: boolean, fetch: Fetch): Promise<AuthorizationServerMetadata | undefined> {
+  const origin = new URL("/", serverUrl).href;
+  let metadata: AuthorizationServerMetadata | undefined;
+  try {
+    // RFC 8414 at the root first (the 2025-03-26 location), then OpenID discovery at the root.
+    metadata = await publishedMetadata(origin, fetch);
+  } catch (error) {
+    throw failed(`cannot read the authorization server metadata of ${origin} (${reason(error)})`, { cause: error });
+  }
+  if (!metadata) return answered ? undefined : checkedMetadata(defaultEndpoints(origin), { requirePkce: false });
+  let stated: URL | undefined;
+  try {
+    stated = new URL(metadata.issuer);
+  } catch {}
+  if (stated?.origin !== new URL(origin).origin) {
+    throw refused(`the authorization server metadata at ${origin} names an issuer on another origin (${metadata.issuer}); refusing it`, { code: "issuer_mismatch" });
+  }
+  return checkedMetadata(metadata, {});
+}
+
 /** OpenID discovery metadata may carry it too (loose object); RFC 7009 via RFC 8414 §2. */
 export function revocationEndpoint(metadata: AuthorizationServerMetadata): string | undefined {
   const value = (metadata as { revocation_endpoint?: unknown }).revocation_endpoint;
@@ -198,36 +318,26 @@ export async function discover(options: { serverUrl: string; fetch: Fetch; signa
   const { challenge, answered } = await probe(serverUrl, fetch, options.signal);
   let resourceMetadata: OAuthProtectedResourceMetadata | undefined;
   try {
-    // From the 401's resource_metadata, else the path-aware well-known URL, then the root one.
-    resourceMetadata = await discoverOAuthProtectedResourceMetadata(
-      serverUrl,
-      challenge.resourceMetadataUrl ? { resourceMetadataUrl: challenge.resourceMetadataUrl } : {},
-      fetch,
-    );
+    resourceMetadata = await protectedResourceMetadata(serverUrl, challenge, fetch);
   } catch (error) {
-    if (!/does not implement OAuth 2.0 Protected Resource Metadata/.test(reason(error))) {
-      throw failed(`cannot read the protected resource metadata of ${new URL(serverUrl).origin} (${reason(error)})`, { cause: error });
-    }
+    throw failed(`cannot read the protected resource metadata of ${new URL(serverUrl).origin} (${reason(error)})`, { cause: error });
   }
   let resource = canonicalResource(serverUrl);
-  let authorizationServer: string;
-  if (resourceMetadata) {
-    // RFC 9728 §3.3: the metadata must describe this resource, or an attacker's metadata could
-    // obtain tokens for another one.
-    if (!checkResourceAllowed({ requestedResource: resource, configuredResource: resourceMetadata.resource })) {
-      throw refused(`the protected resource metadata of ${serverUrl} describes another resource (${resourceMetadata.resource})`, { code: "resource_mismatch" });
-    }
-    resource = resourceMetadata.resource;
-    const first = resourceMetadata.authorization_servers?.[0];
-    if (!first) throw failed(`the protected resource metadata of ${serverUrl} names no authorization server`);
-    authorizationServer = first;
-  } else {
-    // Servers of the 2025-03-26 revision publish no resource metadata: their origin is the
-    // authorization server.
-    authorizationServer = new URL("/", serverUrl).href;
-    if (answered && !(await publishesAuthorizationMetadata(authorizationServer, fetch))) return { open: true };
+  if (!resourceMetadata) {
+    // Servers of the 2025-03-26 revision publish no resource metadata.
+    const metadata = await legacyAuthorizationServer(serverUrl, answered, fetch);
+    if (!metadata) return { open: true };
+    return { issuer: metadata.issuer, metadata, resourceMetadata, resource, challenge };
   }
-  const metadata = await authorizationServerMetadata(authorizationServer, { fetch });
+  // RFC 9728 §3.3: the metadata must describe this resource, or an attacker's metadata could
+  // obtain tokens for another one.
+  if (!checkResourceAllowed({ requestedResource: resource, configuredResource: resourceMetadata.resource })) {
+    throw refused(`the protected resource metadata of ${serverUrl} describes another resource (${resourceMetadata.resource})`, { code: "resource_mismatch" });
+  }
+  resource = resourceMetadata.resource;
+  const first = resourceMetadata.authorization_servers?.[0];
+  if (!first) throw failed(`the protected resource metadata of ${serverUrl} names no authorization server`);
+  const metadata = await authorizationServerMetadata(first, { fetch, backCompat: false });
   return { issuer: metadata.issuer, metadata, resourceMetadata, resource, challenge };
 }
 

@@ -1,6 +1,9 @@
 // Connects to an MCP server as a client. Streamable HTTP first; servers of the 2024-11-05
 // revision only speak HTTP+SSE, so a 4xx on the first POST falls back to SSE (MCP spec,
 // "Transports: Backwards compatibility"). Imported lazily: the SDK is heavy (issue 6).
+// A response stream the server closes before its result is resumed by the SDK's transport as
+// SEP-1699 asks: after the stream's `retry:` (its own backoff only when the server sets none),
+// with GET and `Last-Event-ID` (test/mcp-sse-retry.test.ts; conformance scenario sse-retry).
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import type { OAuthClientProvider } from "@modelcontextprotocol/sdk/client/auth.js";
 import { SSEClientTransport } from "@modelcontextprotocol/sdk/client/sse.js";

@@ -549,12 +549,15 @@ test("purge: subs apply deletes an undeclared credential and revokes it", async 
   }
 });
 
-test("login: a server with neither resource nor authorization server metadata is a clear failure", async () => {
+test("login: a 401 with neither resource nor authorization server metadata means the 2025-03-26 default endpoints at the server's origin", async () => {
   const env = await environment({ protect: { metadataAt: "none", metadataInChallenge: false } });
   try {
     const login = await env.subs(["mcp", "login", "demo"]);
     assert.equal(login.code, 1);
-    assert.match(login.stderr, /publishes no authorization server metadata/);
+    // This server has no /register at its origin: registration there fails before any browser opens.
+    assert.match(login.stderr, new RegExp(`dynamic client registration at ${new URL(env.mcp.url).origin}/ failed \\(HTTP 404\\)`));
+    assert.doesNotMatch(login.stderr, /Opening the browser/);
+    assert.equal(env.as.counters.registrations, 0);
   } finally {
     await env.close();
   }

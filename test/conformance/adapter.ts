@@ -4,6 +4,8 @@
 // credentials, in $MCP_CONFORMANCE_CONTEXT). We do what a user would: write a substructure.toml
 // declaring that server, `subs mcp login` it with a browser that follows the authorization
 // server's redirects, then `subs mcp tools` and `subs mcp call` through the real bin/subs.cjs.
+// The plain scenarios (initialize, tools_call, sse-retry) are servers that ask for no credential:
+// the file declares just the url, and `subs mcp login` finds that it needs none, as for a user.
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
@@ -30,6 +32,19 @@ const CLIENT_SECRET_ENV = "CONFORMANCE_CLIENT_SECRET";
 const BUDGET_MS = 80_000;
 const STEP_TIMEOUT_MS = 30_000;
 
+/**
+ * What a plain scenario's server expects beyond "list the tools, call each" (conformance
+ * src/scenarios/client/{initialize,tools_call,sse-retry}.ts): `initialize` offers no tool at all
+ * (it judges the handshake); `tools_call` judges add_numbers called with two numbers, so it gets
+ * them, and its answer is checked too.
+ */
+type ToolPlan = { args?: Record<string, unknown>; expect?: RegExp };
+const PLAIN_SCENARIOS: Record<string, { noTools?: true; tools?: Record<string, ToolPlan> }> = {
+  initialize: { noTools: true },
+  tools_call: { tools: { add_numbers: { args: { a: 2, b: 3 }, expect: /The sum of 2 and 3 is 5/ } } },
+  "sse-retry": { tools: { test_reconnection: { expect: /Reconnection test completed successfully/ } } },
+};
+
 const PreRegistrationContext = z.object({ client_id: z.string().min(1), client_secret: z.string().min(1) });
 
 export type AdapterStep = { argv: string[]; code: number; stdout: string; stderr: string };
@@ -42,6 +57,7 @@ function tomlString(value: string): string {
 /** The substructure.toml a user would write for this scenario's server. */
 export function configFor(serverUrl: string, scenario: string, contextJson: string | undefined): { toml: string; env: Record<string, string> } {
   const env: Record<string, string> = {};
+  if (!scenario.startsWith("auth/")) return { toml: `[mcp.${ID}]\nurl = ${tomlString(serverUrl)}\n`, env };
   let oauth = `{ client_metadata_url = ${tomlString(CIMD_URL)} }`;
   if (scenario === "auth/pre-registration") {
     const context = PreRegistrationContext.parse(JSON.parse(contextJson ?? "null"));
@@ -85,13 +101,24 @@ export async function runAdapter(serverUrl: string, scenario: string, contextJso
     const tools = await step(["mcp", "tools", ID, "--json"]);
     if (tools.code !== 0) return report(tools.code);
     const names = toolNames(tools.stdout);
-    if (names.length === 0) {
+    const plan = PLAIN_SCENARIOS[scenario];
+    if (names.length === 0 && !plan?.noTools) {
       process.stderr.write("adapter: the server listed no tools to call\n");
       return report(1);
     }
     for (const name of names) {
-      const call = await step(["mcp", "call", ID, name]);
+      const tool = plan?.tools?.[name];
+      const call = await step(["mcp", "call", ID, name, ...(tool?.args ? ["--args", JSON.stringify(tool.args)] : [])]);
       if (call.code !== 0) return report(call.code);
+      if (tool?.expect && !tool.expect.test(call.stdout)) {
+        process.stderr.write(`adapter: ${name} answered ${JSON.stringify(call.stdout.slice(0, 200))}, not ${tool.expect}\n`);
+        return report(1);
+      }
+    }
+    const missing = Object.keys(plan?.tools ?? {}).filter((name) => !names.includes(name));
+    if (missing.length > 0) {
+      process.stderr.write(`adapter: the server did not list ${missing.join(", ")}\n`);
+      return report(1);
     }
     return report(0);
   } finally {

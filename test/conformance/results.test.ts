@@ -83,6 +83,14 @@ describe("the conformance adapter", () => {
     assert.deepEqual(env, {});
   });
 
+  it("declares only the url for the plain scenarios, whose servers ask for no credential", () => {
+    for (const scenario of ["initialize", "tools_call", "sse-retry"]) {
+      const { toml, env } = configFor("http://localhost:1234", scenario, undefined);
+      assert.equal(toml, '[mcp.conformance]\nurl = "http://localhost:1234"\n');
+      assert.deepEqual(env, {});
+    }
+  });
+
   it("reads tool names from `subs mcp tools --json`", () => {
     assert.deepEqual(toolNames('[{"name":"test-tool","annotations":{}}]'), ["test-tool"]);
     assert.deepEqual(toolNames('{"id":"c","tools":[{"name":"a"},{"name":"b"}]}'), ["a", "b"]);
