@@ -6,7 +6,8 @@
 // port may vary, so a reused registration listens on the port it registered; one the server
 // rejects or forgot is dropped and registered again (issue 13).
 import { randomBytes } from "node:crypto";
-import { exchangeAuthorization, registerClient } from "@modelcontextprotocol/sdk/client/auth.js";
+import * as z from "zod/mini";
+import { registerClient } from "@modelcontextprotocol/sdk/client/auth.js";
 import { OAuthError, ServerError } from "@modelcontextprotocol/sdk/server/auth/errors.js";
 import type { AuthorizationServerMetadata, OAuthClientInformationFull } from "@modelcontextprotocol/sdk/shared/auth.js";
 import type { ConnectionConfig } from "../config/types.ts";
@@ -14,6 +15,7 @@ import { failed, interrupted, SubsError, usage } from "../errors.ts";
 import type { StoredClient } from "../store/schema.ts";
 import type { Store } from "../store/store.ts";
 import { VERSION } from "../version.ts";
+import { revocationEndpoint } from "./discovery.ts";
 import { oauthProblem } from "./errors.ts";
 import { CALLBACK_PATH, startLoopback, type Loopback } from "./loopback.ts";
 
@@ -135,26 +137,38 @@ function registeredPort(client: StoredClient): number | undefined {
  * Whether the authorization server has forgotten a stored registration (an in-memory server
  * restarted, an administrator deleted it). Its authorization endpoint must not redirect for a
  * client it does not know (RFC 6749 §4.1.2.1): the browser would show an error page while subs
- * waited for its timeout. The token endpoint authenticates the client before it looks at the
- * grant and answers `invalid_client` for an unknown one (RFC 6749 §5.2), so a code that was never
- * issued asks, before the browser opens; it grants nothing. Any other answer (`invalid_grant` is
- * the expected one) keeps the registration; a server that checks the grant first is caught by
- * the login's timeout instead (dropRegistrationAfterWait).
+ * waited for its timeout. Where the server offers RFC 7009 revocation, it is asked before the
+ * browser opens: revoking a token it never issued is answered 200 for a client it knows (§2.2)
+ * and `invalid_client` for one it does not (§2.2.1), and changes nothing. Without revocation,
+ * or with any other answer, the registration is kept; a forgotten one is then caught at the token
+ * endpoint or by the login's timeout or Ctrl-C (dropRegistrationAfterWait). Not a token request
+ * with a made-up code: a server may take that for an attack on PKCE.
  */
+/** RFC 6749 §5.2: what an OAuth error answer carries; only `error` is read. */
+const OAuthErrorBody = z.object({ error: z.string() });
+
 async function forgotten(client: StoredClient, options: ClientOptions & { signal: AbortSignal }): Promise<boolean> {
+  const endpoint = revocationEndpoint(options.metadata);
+  if (!endpoint) return false;
   try {
-    await exchangeAuthorization(options.issuer, {
+    const { postRevocation } = await import("./revoke.ts");
+    const response = await postRevocation({
+      fetch: options.fetch,
+      endpoint,
       metadata: options.metadata,
-      clientInformation: client,
-      authorizationCode: `subs-registration-check-${randomBytes(16).toString("hex")}`,
-      codeVerifier: randomBytes(32).toString("base64url"),
-      redirectUri: client.redirect_uris?.[0] ?? loopbackRedirect(0),
-      fetchFn: options.fetch,
+      client,
+      token: `subs-registration-check-${randomBytes(16).toString("hex")}`,
+      hint: "refresh_token",
     });
-    return false;
-  } catch (error) {
+    if (response.ok) {
+      await response.body?.cancel().catch(() => {});
+      return false;
+    }
+    const answer = OAuthErrorBody.safeParse(await response.json().catch(() => undefined));
+    return answer.success && (answer.data.error === "invalid_client" || answer.data.error === "unauthorized_client");
+  } catch {
     if (options.signal.aborted) throw interrupted();
-    return clientRejected(error);
+    return false;
   }
 }
 

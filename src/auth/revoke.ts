@@ -2,6 +2,7 @@
 // the authorization server offers it, revoked there (RFC 7009; product.md, "The file"). Revocation
 // is best effort and bounded in time: a slow or absent server never holds a command up for long.
 import { selectClientAuthMethod } from "@modelcontextprotocol/sdk/client/auth.js";
+import type { AuthorizationServerMetadata } from "@modelcontextprotocol/sdk/shared/auth.js";
 import type { Config } from "../config/types.ts";
 import type { Context } from "../context.ts";
 import type { Reporter } from "../report.ts";
@@ -12,6 +13,31 @@ import { credentialClient } from "./refresh.ts";
 import { guardedFetch } from "../http/guarded-fetch.ts";
 
 export const REVOCATION_TIMEOUT_MS = 3000;
+
+/**
+ * One RFC 7009 revocation request, the client authenticated as the server allows (§2.1). Also how
+ * login asks whether a stored registration is still known (src/auth/client.ts).
+ */
+export function postRevocation(options: {
+  fetch: typeof globalThis.fetch;
+  endpoint: string;
+  metadata: AuthorizationServerMetadata;
+  client: { client_id: string; client_secret?: string | undefined };
+  token: string;
+  hint: string;
+}): Promise<Response> {
+  const { client } = options;
+  const headers = new Headers({ "content-type": "application/x-www-form-urlencoded", accept: "application/json" });
+  const body = new URLSearchParams({ token: options.token, token_type_hint: options.hint });
+  const method = selectClientAuthMethod(client, options.metadata.token_endpoint_auth_methods_supported ?? []);
+  if (method === "client_secret_basic" && client.client_secret) {
+    headers.set("authorization", `Basic ${Buffer.from(`${encodeURIComponent(client.client_id)}:${encodeURIComponent(client.client_secret)}`).toString("base64")}`);
+  } else {
+    body.set("client_id", client.client_id);
+    if (client.client_secret) body.set("client_secret", client.client_secret);
+  }
+  return options.fetch(options.endpoint, { method: "POST", headers, body, redirect: "error" });
+}
 
 type RevokeContext = Pick<Context, "env" | "fetch"> & Partial<Pick<Context, "signal">>;
 
@@ -38,16 +64,7 @@ export async function revokeCredentials(rows: readonly CredentialRow[], options:
         tokens.push([row.access_token, "access_token"]);
         let ok = true;
         for (const [token, hint] of tokens) {
-          const headers = new Headers({ "content-type": "application/x-www-form-urlencoded", accept: "application/json" });
-          const body = new URLSearchParams({ token, token_type_hint: hint });
-          const method = selectClientAuthMethod(presented, metadata.token_endpoint_auth_methods_supported ?? []);
-          if (method === "client_secret_basic" && presented.client_secret) {
-            headers.set("authorization", `Basic ${Buffer.from(`${encodeURIComponent(presented.client_id)}:${encodeURIComponent(presented.client_secret)}`).toString("base64")}`);
-          } else {
-            body.set("client_id", presented.client_id);
-            if (presented.client_secret) body.set("client_secret", presented.client_secret);
-          }
-          const response = await fetch(endpoint, { method: "POST", headers, body, redirect: "error" });
+          const response = await postRevocation({ fetch, endpoint, metadata, client: presented, token, hint });
           await response.body?.cancel().catch(() => {});
           ok &&= response.ok;
         }

@@ -269,9 +269,8 @@ export async function startAuthServer(initial: AuthServerOptions = {}): Promise<
       return { token, clientId: record.client_id, scopes: record.scopes, expiresAt: record.expiresAt, ...(record.resource ? { resource: new URL(record.resource) } : {}) };
     },
     async revokeToken(_client, request: OAuthTokenRevocationRequest) {
-      counters.revocations++;
-      refreshTokens.delete(request.token);
-      accessTokens.delete(request.token);
+      // RFC 7009 §2.2: a token the server never issued is answered 200 too, but nothing was revoked.
+      if (refreshTokens.delete(request.token) || accessTokens.delete(request.token)) counters.revocations++;
     },
   };
 
