@@ -29,10 +29,16 @@ test("login without $BROWSER opens the page through open's xdg-open, which runs 
     assert.match(result.stdout, /demo: authorized/);
     assert.doesNotMatch(result.stderr, /warning|could not open/i);
     assert.ok(credential(env, "demo")?.access_token, "the credential is stored");
-    // The fake browser ran once, as www-browser, with the authorization URL as one argument.
+    // The fake browser ran once, as www-browser, with one argument: the one-time loopback link
+    // that redirects to the authorization URL, so no `state` in its argv (issue 14).
     const url = /(http:\/\/\S+\/authorize\?\S+)/.exec(result.stderr)?.[1];
     assert.ok(url, result.stderr);
-    assert.deepEqual(readFileSync(path.log, "utf8").trimEnd().split("\n"), [`${path.bin}/www-browser\t${url}`]);
+    const lines = readFileSync(path.log, "utf8").trimEnd().split("\n");
+    assert.equal(lines.length, 1);
+    const [program, link] = lines[0]!.split("\t");
+    assert.equal(program, `${path.bin}/www-browser`);
+    assert.equal(new URL(link!).origin, new URL(new URL(url).searchParams.get("redirect_uri")!).origin, "the link is on subs's loopback listener");
+    assert.doesNotMatch(link!, /state/);
   } finally {
     await env.close();
     rmSync(path.bin, { recursive: true, force: true });

@@ -93,10 +93,11 @@ export function responseCheck(expected: { state: string; issuer: string; issAdve
       // person's "no": nothing is redeemed or stored, so a forged one can only end this wait,
       // which Ctrl-C does too (issue 13). A code without `state` is never redeemed.
       if (params.has("error") && !params.has("code")) return undefined;
-      return "the authorization response carries no `state`; refusing it";
+      return { why: "the authorization response carries no `state`; refusing it", forThisLogin: false };
     }
-    if (got !== expected.state) return "the authorization response's `state` does not match this login; refusing it";
-    return issProblem(params, expected.issuer, expected.issAdvertised);
+    if (got !== expected.state) return { why: "the authorization response's `state` does not match this login; refusing it", forThisLogin: false };
+    const iss = issProblem(params, expected.issuer, expected.issAdvertised);
+    return iss === undefined ? undefined : { why: iss, forThisLogin: true };
   };
 }
 
@@ -166,15 +167,31 @@ async function loginFlow(options: LoginOptions): Promise<LoginResult> {
     });
 
     // Listen for the response before the browser can possibly deliver it.
-    const fromLoopback = loopback.response(check);
+    const fromLoopback = loopback.response(check, () =>
+      reporter.warn(`a response that is not for this login (no \`state\`, or another one) reached the loopback listener; ignored, still waiting for ${connection.id}`),
+    );
     fromLoopback.catch(() => {});
     const url = authorizationUrl.href;
+    // Opened twice, the one-time link was also opened by someone else on this machine, who may
+    // now hold `state`: the login stops before their consent can end it (issue 14).
+    let replayed!: () => void;
+    const linkReplayed = new Promise<never>((_, reject) => {
+      replayed = () =>
+        reject(
+          failed(`${connection.id}: the one-time link to the authorization page was opened twice; another program on this machine may have opened it first, so the login was stopped and nothing was stored`, {
+            code: "link_replayed",
+            hint: `run \`subs mcp login ${connection.id}\` again; if it happens again, use --no-browser and open the printed URL yourself`,
+          }),
+        );
+    });
+    linkReplayed.catch(() => {});
     let pasteFrom: NodeJS.ReadableStream | undefined;
     if (options.openBrowser) {
       reporter.info(`Opening the browser to authorize ${connection.id} at ${new URL(url).origin} …`);
       reporter.info(`If it does not open, visit:\n  ${url}`);
       try {
-        await ctx.openBrowser(url);
+        // Not the authorization URL itself: `state` must not be in the browser's argv (issue 14).
+        await ctx.openBrowser(loopback.openUrl(url, replayed));
       } catch (error) {
         // Said at once, not after the timeout: the person can open the URL elsewhere and, on a
         // terminal, paste the redirect back as under --no-browser (product.md).
@@ -193,7 +210,7 @@ async function loginFlow(options: LoginOptions): Promise<LoginResult> {
     const waiting = pasting ? (reporter.info(`${waitingText} …`), silentProgress) : reporter.progress(waitingText);
     let params: URLSearchParams;
     try {
-      params = await waitForResponse({ ctx, check, loopback: fromLoopback, timeoutMs: options.timeoutMs, pasteFrom, redirectUri: loopback.redirectUri, reporter });
+      params = await waitForResponse({ ctx, check, loopback: fromLoopback, stop: linkReplayed, timeoutMs: options.timeoutMs, pasteFrom, redirectUri: loopback.redirectUri, reporter });
     } catch (error) {
       waiting.fail(ctx.signal.aborted ? `Stopped waiting for consent for ${connection.id}` : `No consent for ${connection.id}`);
       throw dropRegistrationAfterWait(error, { store, issuer, client, reused, id: connection.id });
@@ -264,6 +281,8 @@ async function waitForResponse(options: {
   ctx: LoginContext;
   check: ResponseCheck;
   loopback: Promise<URLSearchParams>;
+  /** Rejects when the wait must end without a response (the one-time link was replayed). */
+  stop: Promise<never>;
   timeoutMs: number;
   /** A terminal the person may paste the redirected URL into (--no-browser, or no browser opened). */
   pasteFrom: NodeJS.ReadableStream | undefined;
@@ -272,7 +291,7 @@ async function waitForResponse(options: {
 }): Promise<URLSearchParams> {
   const { ctx } = options;
   const stop = new AbortController();
-  const waits: Promise<URLSearchParams>[] = [options.loopback];
+  const waits: Promise<URLSearchParams>[] = [options.loopback, options.stop];
   if (options.pasteFrom) {
     waits.push(pastedResponse({ stdin: options.pasteFrom, check: options.check, signal: stop.signal, redirectUri: options.redirectUri, tell: (m) => options.reporter.warn(m) }));
   }

@@ -1,25 +1,44 @@
 // The loopback redirect of a native OAuth client (RFC 8252 §7.3): an HTTP listener on 127.0.0.1
 // only, port chosen by the OS unless --port, that accepts one authorization response at
 // /callback, shows the browser a short page, and closes.
+import { randomBytes } from "node:crypto";
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { failed, usage } from "../errors.ts";
 
 export const CALLBACK_PATH = "/callback";
+/** Where the browser is sent first: a one-time address that redirects to the authorization URL. */
+const OPEN_PATH = "/open/";
 
-/** Says what is wrong with an authorization response, or undefined when it may be used. */
-export type ResponseCheck = (params: URLSearchParams) => string | undefined;
+/**
+ * What is wrong with an authorization response, or undefined when it may be used. A response
+ * that is not for this login (no `state`, another `state`) is ignored and the wait goes on; one
+ * that is (its `state` matches) but fails a check ends the login.
+ */
+export type ResponseProblem = { why: string; forThisLogin: boolean };
+export type ResponseCheck = (params: URLSearchParams) => ResponseProblem | undefined;
 
 export type Loopback = {
   redirectUri: string;
   port: number;
-  /** Resolves with the first authorization response that reaches /callback; rejects when `check` refuses it. */
-  response: (check: ResponseCheck) => Promise<URLSearchParams>;
+  /**
+   * Resolves with the authorization response that `check` accepts; rejects when one for this
+   * login fails it. Responses not for this login are answered with a page saying so and handed to
+   * `ignored`, and the wait goes on (issue 14: a bogus callback must not end a pending login).
+   */
+  response: (check: ResponseCheck, ignored?: (problem: ResponseProblem) => void) => Promise<URLSearchParams>;
+  /**
+   * A one-time address on this listener that redirects the browser to `target` (issue 14): the
+   * browser's argv, which every local user can read in /proc, then holds no `state`. Asked for a
+   * second time, someone else had the address: `replayed` runs and gets nothing.
+   */
+  openUrl: (target: string, replayed: () => void) => string;
   close: () => Promise<void>;
 };
 
 export async function startLoopback(options: { port?: number }): Promise<Loopback> {
-  let deliver: ((params: URLSearchParams) => string | undefined) | undefined;
+  let deliver: ((params: URLSearchParams) => { status: number; message: string }) | undefined;
+  const opens = new Map<string, { target: string; used: boolean; replayed: () => void }>();
   let expectedHost = "";
   const server: Server = createServer((req, res) => {
     // The browser follows the redirect to http://127.0.0.1:<port>/callback, so its Host is exactly
@@ -30,15 +49,25 @@ export async function startLoopback(options: { port?: number }): Promise<Loopbac
       return;
     }
     const url = new URL(req.url ?? "/", "http://127.0.0.1");
+    const open = req.method === "GET" && url.pathname.startsWith(OPEN_PATH) ? opens.get(url.pathname.slice(OPEN_PATH.length)) : undefined;
+    if (open) {
+      const headers = { "cache-control": "no-store", "referrer-policy": "no-referrer", connection: "close" };
+      if (!open.used) {
+        open.used = true;
+        res.writeHead(302, { ...headers, location: open.target }).end();
+      } else {
+        res.writeHead(410, { ...headers, "content-type": "text/html; charset=utf-8" }).end(page("This one-time link was already used. See the terminal; you can close this window."));
+        open.replayed();
+      }
+      return;
+    }
     if (req.method !== "GET" || url.pathname !== CALLBACK_PATH || !deliver) {
       res.writeHead(404, { "content-type": "text/plain; charset=utf-8" }).end("Not found\n");
       return;
     }
-    const problem = deliver(url.searchParams);
-    deliver = undefined; // one response is accepted; the listener closes after it
-    const ok = problem === undefined && !url.searchParams.has("error");
-    res.writeHead(ok ? 200 : 400, { "content-type": "text/html; charset=utf-8", "cache-control": "no-store", connection: "close" });
-    res.end(page(ok ? "Authorized. You can close this window and return to the terminal." : "Authorization did not complete. See the terminal for details; you can close this window."));
+    const answer = deliver(url.searchParams);
+    res.writeHead(answer.status, { "content-type": "text/html; charset=utf-8", "cache-control": "no-store", connection: "close" });
+    res.end(page(answer.message));
   });
   await new Promise<void>((resolve, reject) => {
     server.once("error", (error: NodeJS.ErrnoException) => {
@@ -59,17 +88,32 @@ export async function startLoopback(options: { port?: number }): Promise<Loopbac
   return {
     port,
     redirectUri: `http://127.0.0.1:${port}${CALLBACK_PATH}`,
-    response: (check) =>
+    response: (check, ignored) =>
       new Promise<URLSearchParams>((resolve, reject) => {
         deliver = (params) => {
           const problem = check(params);
-          if (problem) reject(failed(problem, { code: "invalid_authorization_response" }));
-          else resolve(params);
-          // Close once the page has been sent.
+          if (problem && !problem.forThisLogin) {
+            ignored?.(problem);
+            return { status: 400, message: "This response does not belong to the login waiting in the terminal; it was ignored. You can close this window." };
+          }
+          // One response for this login is accepted; the listener closes once the page is sent.
+          deliver = undefined;
           setImmediate(() => void close());
-          return problem;
+          if (problem) {
+            reject(failed(problem.why, { code: "invalid_authorization_response" }));
+            return { status: 400, message: "Authorization did not complete. See the terminal for details; you can close this window." };
+          }
+          resolve(params);
+          return params.has("error")
+            ? { status: 400, message: "Authorization did not complete. See the terminal for details; you can close this window." }
+            : { status: 200, message: "Authorized. You can close this window and return to the terminal." };
         };
       }),
+    openUrl: (target, replayed) => {
+      const nonce = randomBytes(32).toString("base64url");
+      opens.set(nonce, { target, used: false, replayed });
+      return `http://${expectedHost}${OPEN_PATH}${nonce}`;
+    },
     close,
   };
 }
@@ -114,7 +158,7 @@ export function pastedResponse(options: {
         }
         const problem = check(url.searchParams);
         if (problem) {
-          tell(`${/`state`/.test(problem) ? "that address is not from this login" : problem}; ${again}`);
+          tell(`${problem.forThisLogin ? problem.why : "that address is not from this login"}; ${again}`);
           continue;
         }
         cleanup();

@@ -1,6 +1,7 @@
 // `subs mcp login` with [remote]: declare the connection, start the consent on the deployment,
 // send the person to its authorization URL, and poll until the deployment reports authorized,
 // failed or expired (docs/deployment-protocol.md, "Authorizing"). The credential stays there.
+import type { Loopback } from "../auth/loopback.ts";
 import type { ConnectionConfig } from "../config/types.ts";
 import type { Context } from "../context.ts";
 import { failed, SubsError } from "../errors.ts";
@@ -33,17 +34,36 @@ export async function loginOnDeployment(options: RemoteLoginOptions): Promise<Re
   const started = ctx.now();
   const authorization = await client.startAuthorization(connection.id);
   const url = authorization.authorizationUrl.href;
-  if (options.openBrowser) {
-    try {
-      await ctx.openBrowser(url);
-      events.onAuthorizationUrl(url, true);
-    } catch (error) {
-      events.onAuthorizationUrl(url, false, error);
+  // The browser gets a one-time loopback link to the deployment's authorization URL, so its
+  // `state` is in no process's argv (issue 14). Opened twice, someone else may have used it first.
+  let link: Loopback | undefined;
+  let replayed = false;
+  try {
+    if (options.openBrowser) {
+      try {
+        const { startLoopback } = await import("../auth/loopback.ts");
+        link = await startLoopback({});
+        await ctx.openBrowser(link.openUrl(url, () => (replayed = true)));
+        events.onAuthorizationUrl(url, true);
+      } catch (error) {
+        events.onAuthorizationUrl(url, false, error);
+      }
+    } else {
+      events.onAuthorizationUrl(url, false);
     }
-  } else {
-    events.onAuthorizationUrl(url, false);
+    return await poll(options, authorization, started, () => replayed);
+  } finally {
+    await link?.close();
   }
+}
 
+async function poll(
+  options: RemoteLoginOptions,
+  authorization: Awaited<ReturnType<DeploymentClient["startAuthorization"]>>,
+  started: number,
+  replayed: () => boolean,
+): Promise<RemoteConnection> {
+  const { ctx, client, connection, events } = options;
   const deadline = started + Math.min(authorization.expires_in * 1000, options.timeoutMs);
   const intervalMs = Math.max(authorization.interval * 1000, 50);
   for (;;) {
@@ -56,6 +76,12 @@ export async function loginOnDeployment(options: RemoteLoginOptions): Promise<Re
       });
     }
     await sleep(Math.min(intervalMs, remaining), ctx.signal);
+    if (replayed()) {
+      throw failed(`${connection.id}: the one-time link to the authorization page was opened twice; another program on this machine may have opened it first, so the login was stopped`, {
+        code: "link_replayed",
+        hint: `run \`subs mcp login ${connection.id}\` again; if it happens again, use --no-browser and open the printed URL yourself`,
+      });
+    }
     const status = await client.pollAuthorization(authorization.pollUrl);
     if (status.status === "authorized") break;
     if (status.status === "pending") {

@@ -75,7 +75,12 @@ test("cli: Ctrl-C while waiting for consent exits 130, closes the port and store
     assert.ok(url);
     const redirect = new URL(new URL(url).searchParams.get("redirect_uri")!);
     await assert.rejects(fetch(redirect), "the loopback port is closed");
-    if (existsSync(log)) assert.match(readFileSync(log, "utf8"), /\/authorize\?/);
+    // The browser's argv held a one-time loopback link, never `state` (issue 14).
+    if (existsSync(log)) {
+      const opened = readFileSync(log, "utf8");
+      assert.match(opened, /^http:\/\/127\.0\.0\.1:\d+\/open\/[\w-]+\n$/);
+      assert.doesNotMatch(opened, /state/);
+    }
   } finally {
     await env.close();
   }

@@ -37,7 +37,7 @@ test("denial: access_denied without state is the person's refusal (exit 1, code 
   }
 });
 
-test("denial: with the matching state it is the same refusal; a code without state is still refused", async () => {
+test("denial: with the matching state it is the same refusal; a code without state is never redeemed (ignored, the wait goes on)", async () => {
   const denied = await environment({ as: { consent: "deny" } });
   try {
     const login = await denied.subs(["mcp", "login", "demo", "--json"]);
@@ -48,9 +48,10 @@ test("denial: with the matching state it is the same refusal; a code without sta
   }
   const stateless = await environment({ as: { state: "absent" } });
   try {
-    const login = await stateless.subs(["mcp", "login", "demo", "--json"]);
+    const login = await stateless.subs(["mcp", "login", "demo", "--json", "--timeout", "2"]);
     assert.equal(login.code, 1);
-    assert.equal(JSON.parse(login.stdout).error.code, "invalid_authorization_response");
+    assert.match(login.stderr, /not for this login .*; ignored/);
+    assert.equal(JSON.parse(login.stdout).error.code, "timeout");
     assert.equal(stateless.as.counters.codeExchanges, 0, "a code without state is never redeemed");
     assert.equal(credential(stateless, "demo"), undefined);
   } finally {
@@ -176,6 +177,31 @@ test("no browser: when the opener fails, the login says so at once and, on a ter
     stdin.write(`${location}\n`);
     assert.equal(await running, 0, t.stderr());
     assert.ok(credential(env, "demo"));
+  } finally {
+    await env.close();
+  }
+});
+
+test("one-time link (issue 14): the browser's argv holds no state; a second visit to the link stops the login and nothing is stored", async () => {
+  const env = await environment();
+  try {
+    const opened: string[] = [];
+    const replay = async (link: string) => {
+      opened.push(link);
+      // Another local user read the link from /proc and got there first; then the real browser.
+      const first = await fetch(link, { redirect: "manual" });
+      await first.body?.cancel();
+      const second = await fetch(link, { redirect: "manual" });
+      await second.body?.cancel();
+      assert.equal(second.status, 410);
+    };
+    const login = await env.subs(["mcp", "login", "demo", "--json", "--timeout", "20"], { openBrowser: replay });
+    assert.equal(login.code, 1, login.stderr);
+    assert.equal(JSON.parse(login.stdout).error.code, "link_replayed");
+    assert.match(login.stderr, /opened twice/);
+    assert.doesNotMatch(opened[0]!, /state|authorize/);
+    assert.equal(env.as.counters.codeExchanges, 0);
+    assert.equal(credential(env, "demo"), undefined);
   } finally {
     await env.close();
   }

@@ -111,13 +111,14 @@ test("login: protected resource metadata from the path-aware, then the root well
   }
 });
 
-test("login: a state that does not match, or none, is refused and nothing is stored", async () => {
+test("login: a response whose state does not match, or has none, is ignored (the wait goes on, issue 14); its code is never redeemed and nothing is stored", async () => {
   for (const state of ["wrong", "absent"] as const) {
     const env = await environment({ as: { state } });
     try {
-      const login = await env.subs(["mcp", "login", "demo"]);
+      const login = await env.subs(["mcp", "login", "demo", "--timeout", "2"]);
       assert.equal(login.code, 1);
-      assert.match(login.stderr, /state/);
+      assert.match(login.stderr, /a response that is not for this login \(no `state`, or another one\) reached the loopback listener; ignored/);
+      assert.match(login.stderr, /timed out after 2s/);
       assert.equal(env.as.counters.codeExchanges, 0, "the code is never redeemed");
       assert.equal(credential(env, "demo"), undefined);
     } finally {
@@ -212,7 +213,8 @@ test("login: --timeout ends the wait with exit 1, closes the port and stores not
     assert.equal(login.code, 1);
     assert.match(login.stderr, /timed out/);
     assert.equal(credential(env, "demo"), undefined);
-    const redirect = new URL(new URL(visited[0]!).searchParams.get("redirect_uri")!);
+    // The browser is given a one-time link on the loopback listener itself (issue 14).
+    const redirect = new URL("/callback", visited[0]!);
     await assert.rejects(fetch(redirect), "the loopback listener is closed");
   } finally {
     await env.close();
@@ -615,7 +617,8 @@ test("login: a browser that is never used leaves nothing behind on interrupt", a
     });
     assert.equal(await run(["mcp", "login", "demo"], t.ctx), 130);
     assert.equal(credential(env, "demo"), undefined);
-    const redirect = new URL(new URL(visited[0]!).searchParams.get("redirect_uri")!);
+    // The browser is given a one-time link on the loopback listener itself (issue 14).
+    const redirect = new URL("/callback", visited[0]!);
     await assert.rejects(fetch(redirect));
     // The consent arriving late finds nobody listening.
     await assert.rejects(followAuthorization(visited[0]!));

@@ -6,6 +6,7 @@ import { createHash } from "node:crypto";
 import { createServer, type Server } from "node:net";
 import { test } from "node:test";
 import { run } from "../../src/cli.ts";
+import { authorizationUrlOf } from "../support/browser.ts";
 import { testContext } from "../support/cli.ts";
 import { startAuthServer } from "../support/oauth-server.ts";
 import { credential, environment, type Env } from "./harness.ts";
@@ -162,9 +163,9 @@ test("strict: Ctrl-C while waiting with a reused registration drops it (the pers
     const t = testContext({
       cwd: env.dir,
       signal: controller.signal,
-      openBrowser: async (url) => {
+      openBrowser: async (link) => {
         // The browser shows the server's error page; the person presses Ctrl-C.
-        const page = await fetch(url, { redirect: "manual" });
+        const page = await fetch(await authorizationUrlOf(link), { redirect: "manual" });
         await page.body?.cancel();
         assert.equal(page.status, 400);
         setTimeout(() => controller.abort(), 20);
@@ -183,8 +184,8 @@ test("strict: a server that forgets the client between consent and the token req
   const env = await environment({ as: { exactRedirectUris: true } });
   try {
     assert.equal((await env.subs(LOGIN)).code, 0);
-    const restartingBrowser = async (url: string) => {
-      const consent = await fetch(url, { redirect: "manual" });
+    const restartingBrowser = async (link: string) => {
+      const consent = await fetch(await authorizationUrlOf(link), { redirect: "manual" });
       await consent.body?.cancel();
       env.as.restart();
       const callback = await fetch(consent.headers.get("location")!, { redirect: "manual" });

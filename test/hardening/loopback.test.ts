@@ -81,21 +81,70 @@ describe("loopback listener", () => {
     }
   });
 
-  test("a missing or wrong `state` is refused (the browser is told it did not complete) and the listener closes", async () => {
-    for (const query of ["?code=c1", "?code=c1&state=another", `?code=c1&state=${STATE}x`]) {
-      const loopback = await startLoopback({});
-      try {
-        const response = loopback.response(check);
-        response.catch(() => {});
+  test("a missing or wrong `state` is ignored (the browser is told so) and the wait goes on; the right one then ends it (issue 14)", async () => {
+    const loopback = await startLoopback({});
+    try {
+      const ignored: string[] = [];
+      const response = loopback.response(check, (problem) => ignored.push(problem.why));
+      for (const query of ["?code=c1", "?code=c1&state=another", `?code=c1&state=${STATE}x`, "?error=access_denied&state=another"]) {
         const answer = await get(loopback.port, `/callback${query}`);
         assert.equal(answer.status, 400, query);
-        assert.match(answer.body, /did not complete/);
-        await assert.rejects(response, (error: unknown) => error instanceof SubsError && error.code === "invalid_authorization_response" && /state/.test(error.message));
-        await new Promise((r) => setTimeout(r, 20));
-        assert.equal(await tryConnect("127.0.0.1", loopback.port), "ECONNREFUSED", "the listener is closed");
-      } finally {
-        await loopback.close();
+        assert.match(answer.body, /does not belong to the login/);
+        assert.equal(await settled(response), "pending", `${query} did not end the wait`);
       }
+      assert.equal(ignored.length, 4);
+      assert.ok(ignored.every((why) => /state/.test(why)));
+      assert.equal((await get(loopback.port, `/callback?code=right&state=${STATE}`)).status, 200);
+      assert.equal((await response).get("code"), "right");
+      await new Promise((r) => setTimeout(r, 20));
+      assert.equal(await tryConnect("127.0.0.1", loopback.port), "ECONNREFUSED", "the listener closes after the right one");
+    } finally {
+      await loopback.close();
+    }
+  });
+
+  test("a response for this login that fails a later check (iss) ends the login and closes the listener", async () => {
+    const strict = responseCheck({ state: STATE, issuer: "http://127.0.0.1/", issAdvertised: true });
+    const loopback = await startLoopback({});
+    try {
+      const response = loopback.response(strict);
+      response.catch(() => {});
+      const answer = await get(loopback.port, `/callback?code=c1&state=${STATE}&iss=${encodeURIComponent("https://attacker.example/")}`);
+      assert.equal(answer.status, 400);
+      assert.match(answer.body, /did not complete/);
+      await assert.rejects(response, (error: unknown) => error instanceof SubsError && error.code === "invalid_authorization_response" && /issuer/.test(error.message));
+    } finally {
+      await loopback.close();
+    }
+  });
+
+  test("the one-time link redirects once to the authorization URL; a second visit gets nothing and is reported", async () => {
+    const loopback = await startLoopback({});
+    try {
+      let replays = 0;
+      const target = `https://auth.example/authorize?state=${STATE}`;
+      const link = loopback.openUrl(target, () => replays++);
+      assert.doesNotMatch(link, /state|auth\.example/, "the link itself carries no state");
+      const path = new URL(link).pathname;
+      assert.equal((await get(loopback.port, path, { host: `evil.example:${loopback.port}` })).status, 421, "another Host gets nothing and uses nothing up");
+      const first = await new Promise<{ status: number; location: string | undefined }>((resolve, reject) => {
+        const req = request({ host: "127.0.0.1", port: loopback.port, path }, (res) => {
+          res.resume();
+          resolve({ status: res.statusCode ?? 0, location: res.headers.location });
+        });
+        req.on("error", reject);
+        req.end();
+      });
+      assert.equal(first.status, 302);
+      assert.equal(first.location, target);
+      assert.equal(replays, 0);
+      const second = await get(loopback.port, path);
+      assert.equal(second.status, 410);
+      assert.doesNotMatch(second.body, /state/);
+      assert.equal(replays, 1);
+      assert.equal((await get(loopback.port, "/open/guessed")).status, 404);
+    } finally {
+      await loopback.close();
     }
   });
 

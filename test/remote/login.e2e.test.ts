@@ -59,8 +59,11 @@ describe("subs mcp login with [remote]", () => {
     assert.equal(result.code, 0, result.stderr);
     assert.match(result.stdout, /✔ tracker: authorized on http:\/\/127\.0\.0\.1/);
     assert.match(result.stderr, /Opened a browser to authorize tracker/);
-    // The browser was sent to the authorization server, with the deployment's own redirect URI.
-    const visited = new URL(readFileSync(p.log, "utf8").trim());
+    // The browser was given a one-time loopback link (no `state` in its argv, issue 14) that sent
+    // it to the authorization server, with the deployment's own redirect URI.
+    const link = readFileSync(p.log, "utf8").trim();
+    assert.match(link, /^http:\/\/127\.0\.0\.1:\d+\/open\/[\w-]+$/);
+    const visited = new URL(/visit:\n {2}(\S+)/.exec(result.stderr)![1]!);
     assert.equal(visited.origin, authServer.url);
     assert.equal(visited.searchParams.get("redirect_uri"), `${deployment.url}/oauth/callback`);
     assert.equal(visited.searchParams.get("code_challenge_method"), "S256");

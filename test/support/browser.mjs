@@ -1,17 +1,27 @@
 #!/usr/bin/env node
-// $BROWSER for tests (see browser.ts): follows the authorization URL given as the last argument
-// to the loopback callback. SUBS_TEST_BROWSER=ignore only records the URL (timeouts, Ctrl-C);
+// $BROWSER for tests (see browser.ts): follows the URL given as the last argument (subs's one-time
+// loopback link, then the authorization server's redirect) to the loopback callback, as a browser
+// would. SUBS_TEST_BROWSER=ignore only records the URL (timeouts, Ctrl-C);
 // SUBS_TEST_BROWSER_LOG=FILE appends each URL to FILE.
 import { appendFileSync } from "node:fs";
 
 const url = process.argv[process.argv.length - 1];
 if (process.env.SUBS_TEST_BROWSER_LOG) appendFileSync(process.env.SUBS_TEST_BROWSER_LOG, `${url}\n`);
 if (process.env.SUBS_TEST_BROWSER !== "ignore") {
-  const consent = await fetch(url, { redirect: "manual" });
-  const location = consent.headers.get("location");
-  if (!location) {
-    process.stderr.write(`browser.mjs: the authorization endpoint answered ${consent.status} without a redirect\n`);
-    process.exit(1);
+  let target = new URL(url);
+  for (let hop = 0; hop < 6; hop++) {
+    const answer = await fetch(target, { redirect: "manual" });
+    const location = answer.headers.get("location");
+    await answer.body?.cancel();
+    if (answer.status >= 300 && answer.status < 400 && location) {
+      target = new URL(location, target);
+      continue;
+    }
+    if (hop === 0) {
+      // No redirect from the authorization endpoint: there is no consent to give.
+      process.stderr.write(`browser.mjs: the authorization endpoint answered ${answer.status} without a redirect\n`);
+      process.exit(1);
+    }
+    break;
   }
-  await fetch(new URL(location, url), { redirect: "manual" });
 }

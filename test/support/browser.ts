@@ -10,15 +10,32 @@ export function browserCommand(): string {
   return `${process.execPath} ${BROWSER_SCRIPT}`;
 }
 
-/** Follows the authorization redirect to the callback; returns the callback's HTTP status. */
+/**
+ * Follows redirects as a browser would (subs's one-time link, the authorization server's consent,
+ * the loopback callback); returns the status of the last answer, the first that is no redirect.
+ */
 export async function followAuthorization(url: string): Promise<number> {
-  const consent = await fetch(url, { redirect: "manual" });
-  const location = consent.headers.get("location");
-  await consent.body?.cancel();
-  if (!location) throw new Error(`the authorization endpoint answered ${consent.status} without a redirect`);
-  const callback = await fetch(new URL(location, url), { redirect: "manual" });
-  await callback.body?.cancel();
-  return callback.status;
+  let target = new URL(url);
+  for (let hop = 0; hop < 6; hop++) {
+    const answer = await fetch(target, { redirect: "manual" });
+    const location = answer.headers.get("location");
+    await answer.body?.cancel();
+    if (answer.status < 300 || answer.status >= 400 || !location) {
+      if (hop === 0 && !location) throw new Error(`the authorization endpoint answered ${answer.status} without a redirect`);
+      return answer.status;
+    }
+    target = new URL(location, target);
+  }
+  throw new Error("more than 5 redirects");
+}
+
+/** The authorization URL behind subs's one-time loopback link, as the browser would be sent there. */
+export async function authorizationUrlOf(link: string): Promise<string> {
+  const answer = await fetch(link, { redirect: "manual" });
+  await answer.body?.cancel();
+  const location = answer.headers.get("location");
+  if (answer.status !== 302 || !location) throw new Error(`the one-time link answered ${answer.status}`);
+  return location;
 }
 
 /** An openBrowser for in-process runs: follows in the background, as a real browser would. */

@@ -8,14 +8,16 @@ const fail = (message) => {
   process.stderr.write(`click-approve: ${message}\n`);
   process.exit(1);
 };
+// Followed as a browser does: subs's one-time loopback link redirects to the authorization page.
 const page = await fetch(url);
+const pageUrl = page.url || url;
 const html = await page.text();
 if (!page.ok || !/<form[^>]*method="post"/i.test(html)) fail(`no consent form at the authorization URL (${page.status})`);
 const action = html.match(/<form[^>]*action="([^"]+)"/i)?.[1];
 const request = html.match(/name="request" value="([^"]+)"/)?.[1];
 if (!action || !request) fail("the consent form has no action or request field");
 if (!html.includes(`value="${decision}"`)) fail(`the consent form has no ${decision} button`);
-const answer = await fetch(new URL(action, url), {
+const answer = await fetch(new URL(action, pageUrl), {
   method: "POST",
   headers: { "content-type": "application/x-www-form-urlencoded" },
   body: new URLSearchParams({ request, decision }).toString(),
@@ -23,5 +25,5 @@ const answer = await fetch(new URL(action, url), {
 });
 const location = answer.headers.get("location");
 if (!location) fail(`the consent form answered ${answer.status} without a redirect`);
-const callback = await fetch(new URL(location, url));
+const callback = await fetch(new URL(location, pageUrl));
 await callback.text();
