@@ -11,6 +11,7 @@ import path from "node:path";
 import { describe, test } from "node:test";
 import { CONFIG_MAX_BYTES } from "../src/config/read.ts";
 import { ensureBuilt, REPO, runCli, runInProcess, type RunResult } from "./support/cli.ts";
+import { annotatedTool, startMcpServer } from "./support/mcp-server.ts";
 import { picker, prng } from "./support/prng.ts";
 
 const FILE_CASES = 1000;
@@ -170,7 +171,7 @@ function jsonValue(p: ReturnType<typeof picker>, depth: number): unknown {
 /** `--args` text: valid objects, other JSON, deep nesting and broken JSON. */
 function argsCase(p: ReturnType<typeof picker>): string {
   const object = () => JSON.stringify(Object.fromEntries([["query", jsonValue(p, 4)]]));
-  const deep = p.pick([100, 10_000, 100_000]);
+  const deep = p.pick([62, 63, 64, 100, 10_000, 100_000]);
   const generators: Array<() => string> = [
     object,
     () => JSON.stringify(jsonValue(p, 3)),
@@ -201,7 +202,21 @@ function argsExpectation(text: string): Expect {
     return { codes: [2], stderr: /^error: --args is not valid JSON/m };
   }
   if (value === null || typeof value !== "object" || Array.isArray(value)) return { codes: [2], stderr: /^error: --args must be a JSON object/m };
+  if (depthOf(value) > 64) return { codes: [2], stderr: /^error: --args is nested deeper than 64 levels/m };
   return { codes: [4], stderr: /SUBS_FUZZ_UNSET is not set/ };
+}
+
+/** Levels of objects and arrays, the outermost counted as 1. */
+function depthOf(root: unknown): number {
+  let deepest = 0;
+  const stack: Array<[unknown, number]> = [[root, 1]];
+  while (stack.length > 0) {
+    const [value, depth] = stack.pop()!;
+    if (value === null || typeof value !== "object") continue;
+    deepest = Math.max(deepest, depth);
+    for (const child of Object.values(value)) stack.push([child, depth + 1]);
+  }
+  return deepest;
 }
 
 // A connection whose token is named by a variable the run does not have: a call with valid
@@ -220,8 +235,28 @@ describe("fuzz: --args of mcp call", () => {
       checkRun(result, argsExpectation(text), elapsed, `args case ${n}: ${JSON.stringify(text.slice(0, 200))}`);
       counts[result.code] = (counts[result.code] ?? 0) + 1;
     }
-    assert.ok((counts[2] ?? 0) > 200 && (counts[4] ?? 0) > 200, JSON.stringify(counts));
+    assert.ok((counts[2] ?? 0) > 200 && (counts[4] ?? 0) > 150, JSON.stringify(counts));
     checkMemory("--args");
+  });
+
+  test("deep --args against a server that answers: 64 levels are sent, 65 and 5,000 are a usage error before any request", async () => {
+    const mcp = await startMcpServer({ tools: [{ ...annotatedTool("echo"), reply: (args) => `depth ${depthOf(args)}` }] });
+    try {
+      const dir = mkdtempSync(path.join(tmpdir(), "subs-fuzz-deep-args-"));
+      writeFileSync(path.join(dir, "substructure.toml"), `[mcp.open]\nurl = "${mcp.url}"\nauth = { token_env = "SUBS_FUZZ_TOKEN" }\n`);
+      const call = (levels: number) =>
+        timed(["mcp", "call", "open", "echo", "--args", `{"a":${"[".repeat(levels - 1)}${"]".repeat(levels - 1)}}`], dir, { SUBS_FUZZ_TOKEN: "t" });
+      const [ok, okMs] = await call(64);
+      checkRun(ok, { codes: [0] }, okMs, "64 levels");
+      assert.equal(ok.stdout, "depth 64\n");
+      for (const levels of [65, 5000]) {
+        const [refused, ms] = await call(levels);
+        checkRun(refused, { codes: [2], stderr: /^error: --args is nested deeper than 64 levels/m }, ms, `${levels} levels`);
+      }
+      assert.equal(mcp.requests.filter((m) => m === "tools/call").length, 1, "only the 64-level call was sent");
+    } finally {
+      await mcp.close();
+    }
   });
 });
 
@@ -275,7 +310,7 @@ describe("fuzz: the built CLI", () => {
       [`x = ${"[".repeat(100_000)}${"]".repeat(100_000)}\n`, ["agent", "list"], { codes: [2], stderr: /nested deeper than 64 levels/ }],
       [`[mcp.__proto__]\nurl = "https://p.example/mcp"\n`, ["mcp", "list"], { codes: [2], stderr: /`__proto__` is a reserved name/ }],
       [CALL_FILE, ["mcp", "call", "locked", "search", "--args", '{"a":'.repeat(20_000)], { codes: [2], stderr: /--args is not valid JSON/ }],
-      [CALL_FILE, ["mcp", "call", "locked", "search", "--args", `{"a":${"[".repeat(30_000)}${"]".repeat(30_000)}}`], { codes: [4], stderr: /SUBS_FUZZ_UNSET/ }],
+      [CALL_FILE, ["mcp", "call", "locked", "search", "--args", `{"a":${"[".repeat(30_000)}${"]".repeat(30_000)}}`], { codes: [2], stderr: /--args is nested deeper than 64 levels/ }],
       [CALL_FILE, ["mcp", "tools", "lock\u001b]2;x\u0007ed"], { codes: [2], stderr: /is not declared/ }],
     ];
     ensureBuilt();
