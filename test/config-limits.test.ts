@@ -182,3 +182,17 @@ describe('"did you mean" is linear', () => {
     assert.equal(closest("x".repeat(100_000), ["y".repeat(100_000)]), undefined);
   });
 });
+
+describe("the upward search stops at the first entry named substructure.toml", () => {
+  test("a dangling symlink is reported, not skipped for a parent's file", async () => {
+    const root = mkdtempSync(path.join(tmpdir(), "subs-dangling-"));
+    writeFileSync(path.join(root, "substructure.toml"), VALID);
+    const project = path.join(root, "project");
+    mkdirSync(project);
+    symlinkSync("missing.toml", path.join(project, "substructure.toml"));
+    const result = await runInProcess(["mcp", "list"], { cwd: project, env: {} });
+    assert.equal(result.code, 2, result.stderr);
+    assert.match(result.stderr, /cannot read .*project\/substructure\.toml: ENOENT/);
+    assert.equal(result.stdout, "");
+  });
+});
