@@ -9,21 +9,10 @@ import path from "node:path";
 import { test } from "node:test";
 import { REPO, runInProcess } from "./support/cli.ts";
 import { seedCredentials } from "./support/credentials.ts";
+import { prng } from "./support/prng.ts";
 
 const CASES = 2000;
 const SEED = 0x5eed;
-
-/** mulberry32: small, fast, deterministic. */
-function prng(seed: number) {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 const fixture = (name: string) => readFileSync(path.join(REPO, "fixtures", "config", name), "utf8");
 const validBases = [fixture("valid-full.toml"), readFileSync(path.join(REPO, "substructure.toml.example"), "utf8")];

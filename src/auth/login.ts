@@ -15,6 +15,7 @@ import { clientAndLoopback, clientRejected, dropRegistration, dropRegistrationAf
 import { discover, type Discovery } from "./discovery.ts";
 import { oauthProblem } from "./errors.ts";
 import { pastedResponse, type ResponseCheck } from "./loopback.ts";
+import { checkedTokens } from "./tokens.ts";
 import { authFetch } from "../http/guarded-fetch.ts";
 
 export type LoginContext = Pick<Context, "env" | "fetch" | "now" | "openBrowser" | "signal" | "terminalStdin">;
@@ -244,6 +245,7 @@ async function loginFlow(options: LoginOptions): Promise<LoginResult> {
       if (clientRejected(error) && dropRegistration(store, issuer, client)) throw registrationRejected(connection.id, issuer, error);
       throw failed(`${connection.id}: the token request to ${issuer} failed (${oauthProblem(error)})`, { cause: error, code: "token_request_failed" });
     }
+    tokens = checkedTokens(tokens, connection.id, issuer);
     if (tokens.token_type.toLowerCase() !== "bearer") {
       throw failed(`${connection.id}: the authorization server issued a ${tokens.token_type} token; subs sends only bearer tokens`);
     }

@@ -13,6 +13,7 @@ import type { Store } from "../store/store.ts";
 import { clientRejected, dropRegistration, presentedClient, type CredentialClient } from "./client.ts";
 import { authorizationServerMetadata } from "./discovery.ts";
 import { grantRejected, oauthProblem } from "./errors.ts";
+import { checkedTokens } from "./tokens.ts";
 import { authFetch } from "../http/guarded-fetch.ts";
 
 /** Refresh this long before the expiry, so a token never expires in flight. */
@@ -106,6 +107,7 @@ export async function freshCredential(options: {
       }
       throw failed(`${connection.id}: refreshing the access token at ${current.issuer} failed (${oauthProblem(error)})`, { cause: error, code: "refresh_failed" });
     }
+    tokens = checkedTokens(tokens, connection.id, current.issuer);
     const now = ctx.now();
     const next: CredentialRow = {
       ...current,

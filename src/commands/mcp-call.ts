@@ -49,7 +49,23 @@ export function parseArgs(text: string | undefined, from = "--args"): Record<str
     throw usage(`${from} is not valid JSON (${error instanceof Error ? error.message : String(error)})`, { hint: `e.g. --args '{"query": "error"}'` });
   }
   if (value === null || typeof value !== "object" || Array.isArray(value)) throw usage(`${from} must be a JSON object`, { hint: `e.g. --args '{"query": "error"}'` });
+  // JSON.parse takes any depth, but the SDK's validation and JSON.stringify recurse: a few thousand
+  // levels overflowed the stack, reported as "cannot reach" the server (issue 14, the fuzzer).
+  if (nestedDeeperThan(value, MAX_ARGS_DEPTH)) throw usage(`${from} is nested deeper than ${MAX_ARGS_DEPTH} levels`, { hint: `e.g. --args '{"query": "error"}'` });
   return value as Record<string, unknown>;
+}
+
+const MAX_ARGS_DEPTH = 64;
+
+function nestedDeeperThan(root: object, max: number): boolean {
+  const stack: Array<[value: unknown, depth: number]> = [[root, 1]];
+  while (stack.length > 0) {
+    const [value, depth] = stack.pop()!;
+    if (value === null || typeof value !== "object") continue;
+    if (depth > max) return true;
+    for (const child of Object.values(value)) stack.push([child, depth + 1]);
+  }
+  return false;
 }
 
 export async function mcpCallCommand(ctx: Context, options: McpCallOptions): Promise<void> {

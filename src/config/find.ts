@@ -1,4 +1,4 @@
-import { existsSync } from "node:fs";
+import { existsSync, lstatSync } from "node:fs";
 import path from "node:path";
 import { usage } from "../errors.ts";
 import { shellWord } from "../output/shell-word.ts";
@@ -18,10 +18,20 @@ export function findConfigPath(options: { explicit?: string | undefined; env: Re
   }
   for (let dir = path.resolve(options.cwd); ; dir = path.dirname(dir)) {
     const candidate = path.join(dir, CONFIG_FILE_NAME);
-    if (existsSync(candidate)) return candidate;
+    // Whatever is there, even a dangling symlink or a FIFO, is the file: reading it then says what
+    // is wrong with it, rather than a parent's file being used in its place.
+    if (entryExists(candidate)) return candidate;
     if (path.dirname(dir) === dir) break;
   }
   throw usage(`no ${CONFIG_FILE_NAME} in ${options.cwd} or any parent directory`, {
     hint: "run `subs init` to create one here, or pass --config PATH",
   });
+}
+
+function entryExists(file: string): boolean {
+  try {
+    return lstatSync(file, { throwIfNoEntry: false }) !== undefined;
+  } catch {
+    return false;
+  }
 }

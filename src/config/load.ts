@@ -1,9 +1,9 @@
-import { readFileSync } from "node:fs";
 import path from "node:path";
 import { parse, TomlError } from "smol-toml";
 import type * as z from "zod/mini";
-import { ConfigError, usage, type Diagnostic } from "../errors.ts";
+import { ConfigError, type Diagnostic } from "../errors.ts";
 import { findConfigPath } from "./find.ts";
+import { readConfigFile } from "./read.ts";
 import { indexPositions, type KeyPath, type PositionIndex } from "./positions.ts";
 import { FileSchema } from "./schema.ts";
 import type { AgentConfig, Config, ConnectionConfig } from "./types.ts";
@@ -43,12 +43,7 @@ export type LoadOptions = {
 
 export function loadConfig(options: LoadOptions): Config {
   const file = findConfigPath({ explicit: options.configPath, env: options.env, cwd: options.cwd });
-  let source: string;
-  try {
-    source = readFileSync(file, "utf8");
-  } catch (error) {
-    throw usage(`cannot read ${file}: ${(error as NodeJS.ErrnoException).code ?? "error"}`);
-  }
+  const source = readConfigFile(file);
   return parseConfig(source, { path: file, cwd: options.cwd });
 }
 
@@ -61,10 +56,13 @@ export function parseConfig(source: string, where: { path: string; cwd: string }
 
   let raw: unknown;
   try {
-    raw = parse(source);
+    // smol-toml recurses into arrays and inline tables; the bound keeps that (and every walk of the
+    // result after it) far from the stack's limit (issue 14: 10,000 levels overflowed it).
+    raw = parse(source, { maxDepth: MAX_DEPTH });
   } catch (error) {
     if (error instanceof TomlError) {
-      const reason = (error.message.split("\n")[0] ?? "").replace(/^Invalid TOML document:\s*/, "");
+      const first = (error.message.split("\n")[0] ?? "").replace(/^Invalid TOML document:\s*/, "");
+      const reason = /excessively nested/.test(first) ? `nested deeper than ${MAX_DEPTH} levels` : first;
       throw new ConfigError([diagnostic(error.line, error.column, `invalid TOML: ${reason}`)]);
     }
     throw error;
@@ -77,7 +75,13 @@ export function parseConfig(source: string, where: { path: string; cwd: string }
     return diagnostic(line, col, message, hint);
   };
 
-  const diagnostics: Diagnostic[] = [];
+  // Dotted keys and table headers nest without recursion in the parser, so depth is checked on the
+  // result too, before anything recursive walks it.
+  const shape = checkShape(raw);
+  if (shape.tooDeep) throw new ConfigError([at(shape.tooDeep, `nested deeper than ${MAX_DEPTH} levels`, "substructure.toml needs at most 6")]);
+  const diagnostics: Diagnostic[] = shape.reserved.map((keyPath) =>
+    at(keyPath, `\`${String(keyPath[keyPath.length - 1])}\` is a reserved name`, "JavaScript gives it a meaning of its own; choose another name"),
+  );
   const secretPaths = findSecretKeys(raw);
   for (const keyPath of secretPaths) {
     const key = String(keyPath[keyPath.length - 1]);
@@ -129,6 +133,39 @@ export function parseConfig(source: string, where: { path: string; cwd: string }
     agents,
     locate,
   };
+}
+
+/** How deep tables and arrays may nest: the deepest real path, [agent.x.mcp[0].tools.include[0]], has 6. */
+export const MAX_DEPTH = 64;
+
+/** Names that mean something to JavaScript objects: as a key they would be dropped or reach a
+ *  prototype (issue 14: `[mcp.__proto__]` was silently ignored), so they are refused where written. */
+const RESERVED_KEYS = new Set(["__proto__", "constructor", "prototype"]);
+
+/**
+ * One iterative pass over the parsed file: the first path deeper than MAX_DEPTH, and every reserved
+ * key, which is removed so the checks that follow see an ordinary object.
+ */
+function checkShape(raw: unknown): { tooDeep?: KeyPath; reserved: KeyPath[] } {
+  const reserved: KeyPath[] = [];
+  const stack: Array<{ value: unknown; path: (string | number)[] }> = [{ value: raw, path: [] }];
+  while (stack.length > 0) {
+    const { value, path: keyPath } = stack.pop()!;
+    if (value === null || typeof value !== "object" || value instanceof Date) continue;
+    if (keyPath.length > MAX_DEPTH) return { tooDeep: keyPath, reserved };
+    if (Array.isArray(value)) {
+      for (let n = value.length - 1; n >= 0; n--) stack.push({ value: value[n], path: [...keyPath, n] });
+      continue;
+    }
+    const table = value as Record<string, unknown>;
+    for (const key of Object.keys(table)) {
+      if (RESERVED_KEYS.has(key)) {
+        reserved.push([...keyPath, key]);
+        delete table[key];
+      } else stack.push({ value: table[key], path: [...keyPath, key] });
+    }
+  }
+  return { reserved };
 }
 
 /** Paths of every secret key in the parsed file. One path is built per key found, none per node
@@ -245,6 +282,9 @@ export function crossReferenceDiagnostics(raw: unknown, at: (keyPath: KeyPath, m
   const agent = isTable(raw.agent) ? raw.agent : {};
   const connectionIds = Object.keys(mcp);
   const agentNames = Object.keys(agent);
+  const declaredConnections = new Set(connectionIds);
+  const declaredAgents = new Set(agentNames);
+  const suggest = suggester();
   for (const [id, c] of Object.entries(mcp)) {
     if (!isTable(c)) continue;
     const oauth = isTable(c.oauth) ? c.oauth : undefined;
@@ -264,8 +304,8 @@ export function crossReferenceDiagnostics(raw: unknown, at: (keyPath: KeyPath, m
     (Array.isArray(a.mcp) ? a.mcp : []).forEach((entry: unknown, n: number) => {
       const id = typeof entry === "string" ? entry : isTable(entry) && typeof entry.id === "string" ? entry.id : undefined;
       if (id === undefined) return;
-      if (!connectionIds.includes(id)) {
-        const suggestion = closest(id, connectionIds);
+      if (!declaredConnections.has(id)) {
+        const suggestion = suggest(id, connectionIds);
         out.push(
           at(["agent", name, "mcp", n], `agent \`${name}\` names connection \`${id}\`, which is not declared`, suggestion ? `did you mean \`${suggestion}\`?` : `declare it with [mcp.${id}]`),
         );
@@ -277,8 +317,8 @@ export function crossReferenceDiagnostics(raw: unknown, at: (keyPath: KeyPath, m
     (Array.isArray(a.agents) ? a.agents : []).forEach((sub: unknown, n: number) => {
       if (typeof sub !== "string") return;
       if (sub === name) out.push(at(["agent", name, "agents", n], `agent \`${name}\` names itself as a sub-agent`));
-      else if (!agentNames.includes(sub)) {
-        const suggestion = closest(sub, agentNames);
+      else if (!declaredAgents.has(sub)) {
+        const suggestion = suggest(sub, agentNames);
         out.push(at(["agent", name, "agents", n], `agent \`${name}\` names sub-agent \`${sub}\`, which is not declared`, suggestion ? `did you mean \`${suggestion}\`?` : `declare it with [agent.${sub}]`));
       }
     });
@@ -286,29 +326,63 @@ export function crossReferenceDiagnostics(raw: unknown, at: (keyPath: KeyPath, m
   return out;
 }
 
-/** The known word within edit distance 2 of `word`, for "did you mean". */
-export function closest(word: string, candidates: readonly string[]): string | undefined {
+/** The known word within edit distance 2 of `word`, for "did you mean". Linear in the candidates:
+ *  each comparison is a band of the edit-distance table that stops once it exceeds 2. */
+export function closest(word: string, candidates: Iterable<string>): string | undefined {
   let best: string | undefined;
   let bestDistance = 3;
   for (const candidate of candidates) {
-    const d = editDistance(word, candidate);
+    const d = editDistanceUpTo2(word, candidate);
     if (d < bestDistance) {
       best = candidate;
       bestDistance = d;
+      if (d === 0) break;
     }
   }
   return best;
 }
 
-function editDistance(a: string, b: string): number {
-  if (Math.abs(a.length - b.length) > 2) return 3;
-  let prev = Array.from({ length: b.length + 1 }, (_, j) => j);
+/** Unknown names that get a "did you mean": beyond them the hint is the plain fix, so a file of
+ *  thousands of dangling names costs linear time, not names × candidates (issue 14). */
+export const SUGGESTION_BUDGET = 50;
+
+/** `closest` with a budget over one file's diagnostics, each distinct word computed once. */
+function suggester(): (word: string, candidates: readonly string[]) => string | undefined {
+  const caches = new Map<readonly string[], Map<string, string | undefined>>();
+  let computed = 0;
+  return (word, candidates) => {
+    let cache = caches.get(candidates);
+    if (!cache) caches.set(candidates, (cache = new Map()));
+    if (cache.has(word)) return cache.get(word);
+    if (computed >= SUGGESTION_BUDGET) return undefined;
+    computed++;
+    const found = closest(word, candidates);
+    cache.set(word, found);
+    return found;
+  };
+}
+
+/** Levenshtein distance when it is at most 2, else 3. Only the band |i - j| <= 2 of the table is
+ *  computed, in two reused rows, and a row past 2 everywhere ends it: O(length) per pair. */
+function editDistanceUpTo2(a: string, b: string): number {
+  const FAR = 3;
+  if (Math.abs(a.length - b.length) >= FAR) return FAR;
+  // Cells outside the band are never written after this fill, so they read as FAR.
+  let prev = new Uint8Array(b.length + 1).fill(FAR);
+  let row = new Uint8Array(b.length + 1).fill(FAR);
+  for (let j = 0; j <= Math.min(b.length, 2); j++) prev[j] = j;
   for (let i = 1; i <= a.length; i++) {
-    const row = [i];
-    for (let j = 1; j <= b.length; j++) {
-      row[j] = Math.min(prev[j]! + 1, row[j - 1]! + 1, prev[j - 1]! + (a[i - 1] === b[j - 1] ? 0 : 1));
+    const lo = Math.max(1, i - 2);
+    const hi = Math.min(b.length, i + 2);
+    row[lo - 1] = lo === 1 ? Math.min(i, FAR) : FAR;
+    let rowMin: number = row[lo - 1]!;
+    for (let j = lo; j <= hi; j++) {
+      const d = Math.min(FAR, prev[j]! + 1, row[j - 1]! + 1, prev[j - 1]! + (a.charCodeAt(i - 1) === b.charCodeAt(j - 1) ? 0 : 1));
+      row[j] = d;
+      if (d < rowMin) rowMin = d;
     }
-    prev = row;
+    if (rowMin >= FAR) return FAR;
+    [prev, row] = [row, prev];
   }
   return prev[b.length]!;
 }

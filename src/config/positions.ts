@@ -6,6 +6,9 @@
 export type Position = { line: number; col: number };
 export type KeyPath = ReadonlyArray<string | number>;
 
+/** Deeper than any path an error is reported at (load.ts refuses files nested past 64). */
+const MAX_INDEXED_DEPTH = 100;
+
 const pathKey = (path: KeyPath) => path.join("\u0000");
 
 export class PositionIndex {
@@ -116,7 +119,9 @@ export function indexPositions(source: string): PositionIndex {
       skipSpaces();
       const at = pos();
       path.push(readKeyPart());
-      index.set(path, at);
+      // A header a million keys deep is refused at depth 64 (load.ts); recording every prefix of it
+      // would cost its depth squared.
+      if (path.length <= MAX_INDEXED_DEPTH) index.set(path, at);
       skipSpaces();
       if (source[i] !== ".") return path;
       advance();

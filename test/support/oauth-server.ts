@@ -78,6 +78,11 @@ export type AuthServerOptions = {
    * first). Default "client": `invalid_client` for an unknown client at every endpoint.
    */
   checkFirst?: "client" | "grant";
+  /**
+   * Rewrites the token endpoint's answer (the tokens are issued and valid all the same), e.g. an
+   * absurd `expires_in` or an empty `access_token`, to check a client refuses it (issue 14).
+   */
+  tokenResponse?: (tokens: OAuthTokens, grant: "authorization_code" | "refresh_token") => Record<string, unknown>;
 };
 
 /** A direct error answer (never a redirect) from the authorization, token or revocation endpoint. */
@@ -193,6 +198,9 @@ export async function startAuthServer(initial: AuthServerOptions = {}): Promise<
     return tokens;
   };
 
+  const answerTokens = (tokens: OAuthTokens, grant: "authorization_code" | "refresh_token"): OAuthTokens =>
+    options.tokenResponse ? (options.tokenResponse(tokens, grant) as OAuthTokens) : tokens;
+
   const pendingConsents = new Map<string, { client: OAuthClientInformationFull; params: AuthorizationParams }>();
 
   /** The redirect back to the client: a code when the person allowed, else access_denied. */
@@ -249,7 +257,7 @@ export async function startAuthServer(initial: AuthServerOptions = {}): Promise<
       tokenResources.push(resource?.href);
       if (record.resource !== resource?.href) throw new InvalidTargetError("resource does not match the authorization request");
       counters.codeExchanges++;
-      return issue({ client_id: client.client_id, scopes: record.scopes, resource: record.resource });
+      return answerTokens(issue({ client_id: client.client_id, scopes: record.scopes, resource: record.resource }), "authorization_code");
     },
     async exchangeRefreshToken(client, refreshToken, _scopes, resource) {
       if (options.refreshDelayMs) await new Promise((r) => setTimeout(r, options.refreshDelayMs));
@@ -261,7 +269,7 @@ export async function startAuthServer(initial: AuthServerOptions = {}): Promise<
       tokenResources.push(resource?.href);
       refreshTokens.delete(refreshToken); // rotation: a refresh token works once
       counters.refreshes++;
-      return issue({ client_id: client.client_id, scopes: record.scopes, resource: record.resource });
+      return answerTokens(issue({ client_id: client.client_id, scopes: record.scopes, resource: record.resource }), "refresh_token");
     },
     async verifyAccessToken(token): Promise<AuthInfo> {
       const record = accessTokens.get(token);
