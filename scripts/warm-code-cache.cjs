@@ -2,8 +2,10 @@
 // throw-away file, then writes the V8 code cache bin/subs.cjs loads (issue 6). A cache written
 // after running holds the bytecode of every function those commands compiled, so the first real
 // `subs mcp list` already starts from it. Local commands only: nothing here touches the network.
+// The cache is bound to this bundle file on this machine (bin/subs.cjs), so it serves the checkout
+// that built it and is never shipped: an installed package makes its own on its first run.
 "use strict";
-const { mkdtempSync, rmSync, writeFileSync } = require("node:fs");
+const { existsSync, mkdtempSync, rmSync, writeFileSync } = require("node:fs");
 const { tmpdir } = require("node:os");
 const path = require("node:path");
 const { loadBundle, writeCodeCache } = require("../bin/subs.cjs");
@@ -76,6 +78,10 @@ async function warm(bundle) {
     rmSync(long, { recursive: true, force: true });
   }
   writeCodeCache(bundle, loaded);
+  // writeCodeCache is best effort (a run must never fail for its cache); a build says so.
+  if (!existsSync(`${bundle}.cache.seal`)) {
+    process.stderr.write(`warm-code-cache: no code cache written beside ${bundle} (a directory others can write?); the CLI works, and compiles from source at each start\n`);
+  }
 }
 
 warm(process.argv[2]).then(
