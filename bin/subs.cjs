@@ -29,6 +29,12 @@ const path = require("node:path");
 // Hashing both files on every start would cost ~4 ms (loading node:crypto, which brings
 // node:stream, is most of it); these checks are a few stat calls. Anything that fails them costs
 // one ordinary compile, and the run writes a cache and seal of its own.
+//
+// Since no cache is shipped, an installed package's first cache holds only what its first command
+// compiled (after a first `subs --help`, `mcp list` ran 1.5 times slower than from the build's
+// warmed cache). So the seal lists the commands whose functions the cache holds, and the first
+// successful run of any other command rewrites it at exit, with that command's functions added:
+// once per command, at most COMMANDS_MAX.
 const vm = require("node:vm");
 const { createRequire } = require("node:module");
 
@@ -37,6 +43,7 @@ const { createRequire } = require("node:module");
 const BUILD_ID_PREFIX = "//subs-build:";
 const SEAL_MAGIC = "subs-code-cache-seal 1";
 const SEAL_MAX = 4096;
+const COMMANDS_MAX = 32;
 
 const cacheFileFor = (file) => `${file}.cache`;
 const sealFileFor = (file) => `${file}.cache.seal`;
@@ -83,21 +90,34 @@ function readTrusted(file, bundleOwner, maxSize) {
   }
 }
 
-/** The V8 payload of the cache, if its seal shows this installation made it from these exact bundle bytes. */
+/** The command a run names (`mcp list`, `apply`, "" for none), by which the cache grows. */
+function commandOf(args) {
+  const words = [];
+  for (const arg of args) {
+    if (words.length === 2 || !/^[a-z][a-z-]{0,30}$/.test(arg)) break;
+    words.push(arg);
+  }
+  return words.join(" ");
+}
+
+/**
+ * The V8 payload of the cache and the commands it holds, if its seal shows this installation made
+ * it from these exact bundle bytes.
+ */
 function payloadFor(file, bundleBytes, bundleStat) {
   try {
     const bundleOwner = Number(bundleStat.uid);
     const seal = readTrusted(sealFileFor(file), bundleOwner, SEAL_MAX);
     if (!seal) return undefined;
-    const [magic, sealedBundle, sealedCache, bundleHash, cacheHash, end] = seal.bytes.toString("latin1").split("\n");
-    if (magic !== SEAL_MAGIC || end !== "" || sealedBundle !== `bundle ${identityOf(bundleStat)}`) return undefined;
+    const [magic, sealedBundle, sealedCache, bundleHash, cacheHash, commands, end] = seal.bytes.toString("latin1").split("\n");
+    if (magic !== SEAL_MAGIC || end !== "" || !commands?.startsWith("commands ") || sealedBundle !== `bundle ${identityOf(bundleStat)}`) return undefined;
     if (!othersCannotWrite(statSync(path.dirname(file)), bundleOwner)) return undefined;
     const cache = readTrusted(cacheFileFor(file), bundleOwner, Number.MAX_SAFE_INTEGER);
     if (!cache || sealedCache !== `cache ${identityOf(cache.stat)}`) return undefined;
     if (coarse(bundleStat) || coarse(cache.stat)) {
       if (bundleHash !== `bundle-sha256 ${sha256(bundleBytes)}` || cacheHash !== `cache-sha256 ${sha256(cache.bytes)}`) return undefined;
     }
-    return cache.bytes;
+    return { payload: cache.bytes, commands: commands.slice("commands ".length).split(",") };
   } catch {
     return undefined;
   }
@@ -106,9 +126,9 @@ function payloadFor(file, bundleBytes, bundleStat) {
 /**
  * Runs a CommonJS bundle and returns its exports, with what is needed to write its cache.
  * `useCache: false` compiles from source (the build's warm-up, which must not start from an
- * older cache).
+ * older cache). `command` (commandOf) asks for a new cache when the sealed one lacks it.
  */
-function loadBundle(file, { useCache = true } = {}) {
+function loadBundle(file, { useCache = true, command } = {}) {
   // The bytes compiled and the identity sealed come from one open file.
   const fd = openSync(file, "r");
   let bytes;
@@ -119,14 +139,17 @@ function loadBundle(file, { useCache = true } = {}) {
   } finally {
     closeSync(fd);
   }
-  const cachedData = useCache ? payloadFor(file, bytes, stat) : undefined;
+  const sealed = useCache ? payloadFor(file, bytes, stat) : undefined;
+  const cachedData = sealed?.payload;
   const wrapped = `(function (exports, require, module, __filename, __dirname) {${bytes.toString("utf8")}\n})`;
   const script = new vm.Script(wrapped, { filename: file, cachedData });
   const module = { exports: {} };
   script.runInThisContext()(module.exports, createRequire(file), module, file, path.dirname(file));
   const cacheUsable = cachedData !== undefined && !script.cachedDataRejected;
+  const commands = cacheUsable ? sealed.commands : [];
+  const cacheWanted = !cacheUsable || (command !== undefined && !commands.includes(command) && commands.length < COMMANDS_MAX);
   // The bytes are kept only when a cache may be written from them.
-  return { exports: module.exports, script, stat, bytes: cacheUsable ? undefined : bytes, cacheUsable };
+  return { exports: module.exports, script, stat, bytes: cacheWanted ? bytes : undefined, cacheUsable, cacheWanted, commands };
 }
 
 /** Writes `bytes` as a new file beside `target` and renames it into place; the placed file's stat. */
@@ -156,11 +179,12 @@ function place(target, bytes) {
 }
 
 /**
- * Writes the bytecode V8 holds for the script now, so functions compiled while it ran are in it,
- * then its seal. Best effort: an unwritable install (a global one owned by root) just runs without
- * a cache, and so does one in a directory others could write (they could swap the cache in).
+ * Writes the bytecode V8 holds for the script now, so functions compiled while it ran are in it
+ * (those of the commands the loaded cache held included), then its seal, listing `commands` too.
+ * Best effort: an unwritable install (a global one owned by root) just runs without a cache, and
+ * so does one in a directory others could write (they could swap the cache in).
  */
-function writeCodeCache(file, loaded) {
+function writeCodeCache(file, loaded, commands = []) {
   if (!loaded.bytes) return;
   try {
     if (!othersCannotWrite(statSync(path.dirname(file)), Number(loaded.stat.uid))) return;
@@ -175,13 +199,14 @@ function writeCodeCache(file, loaded) {
       `cache ${identityOf(cacheStat)}`,
       `bundle-sha256 ${sha256(loaded.bytes)}`,
       `cache-sha256 ${sha256(payload)}`,
+      `commands ${[...new Set([...loaded.commands, ...commands])].slice(0, COMMANDS_MAX).join(",")}`,
       "",
     ].join("\n");
     place(sealFileFor(file), Buffer.from(seal, "latin1"));
   } catch {}
 }
 
-module.exports = { loadBundle, writeCodeCache, BUILD_ID_PREFIX };
+module.exports = { loadBundle, writeCodeCache, commandOf, BUILD_ID_PREFIX };
 
 if (require.main === module) {
   const args = process.argv.slice(2);
@@ -201,10 +226,16 @@ if (require.main === module) {
       process.stderr.write("subs: dist/ is missing; run `npm install` (it builds the CLI) or `npm run build`.\n");
       process.exit(1);
     }
-    const loaded = loadBundle(bundle);
-    // No cache yet, or one not made here from this file, or for another Node: leave one for the next run. `main` ends
-    // with process.exit, which runs this synchronously.
-    if (!loaded.cacheUsable) process.once("exit", () => writeCodeCache(bundle, loaded));
+    const command = commandOf(args);
+    const loaded = loadBundle(bundle, { command });
+    // No cache yet, or one not made here from this file or for another Node: leave one for the
+    // next run. A cache without this command grows only by a run that succeeded, so mistyped
+    // commands do not fill the seal's list. `main` ends with process.exit, which runs this synchronously.
+    if (loaded.cacheWanted) {
+      process.once("exit", (code) => {
+        if (!loaded.cacheUsable || code === 0) writeCodeCache(bundle, loaded, [command]);
+      });
+    }
     loaded.exports.main(args);
   }
 }

@@ -218,3 +218,26 @@ test("a cache or seal others can write is not used, nor one owned by another use
   list();
   assert.equal(cacheAccepted(), true);
 });
+
+test("a cache grows by each command it lacks, once: the first successful run of that command rewrites it", () => {
+  // As after an install, whose first command decides what the first cache holds.
+  unlinkSync(cache());
+  const help = spawnSync(process.execPath, [path.join(pkg, "bin", "subs.cjs"), "--help"], { cwd: project, encoding: "utf8", env });
+  assert.equal(help.status, 0, help.stderr);
+  assert.equal(cacheAccepted(), true);
+  const commands = () => readFileSync(seal(), "latin1").split("\n").find((line) => line.startsWith("commands "));
+  assert.equal(commands(), "commands ");
+  const written = () => `${statSync(cache()).ino}:${statSync(cache()).ctimeMs}`;
+
+  list();
+  assert.equal(commands(), "commands ,mcp list");
+  assert.equal(cacheAccepted(), true);
+  const grown = written();
+  list();
+  assert.equal(written(), grown, "a command the cache holds does not rewrite it");
+
+  const typo = spawnSync(process.execPath, [path.join(pkg, "bin", "subs.cjs"), "mcp", "lsit"], { cwd: project, encoding: "utf8", env });
+  assert.equal(typo.status, 2, typo.stderr);
+  assert.equal(written(), grown, "a failed command does not");
+  assert.equal(commands(), "commands ,mcp list");
+});
