@@ -3,7 +3,7 @@
 // everything else runs the bundled CLI (dist/subs.cjs) from its V8 code cache (issue 6). The
 // loader lives here rather than in a second file: one module less to resolve on every start-up.
 "use strict";
-const { closeSync, constants, existsSync, fstatSync, lstatSync, openSync, readFileSync, renameSync, statSync, unlinkSync, writeSync } = require("node:fs");
+const { accessSync, closeSync, constants, existsSync, fstatSync, lstatSync, openSync, readFileSync, renameSync, statSync, unlinkSync, writeSync } = require("node:fs");
 const path = require("node:path");
 
 // Loads the bundled CLI through a V8 code cache (issue 6). Compiling dist/subs.cjs from source on
@@ -188,6 +188,9 @@ function writeCodeCache(file, loaded, commands = []) {
   if (!loaded.bytes) return;
   try {
     if (!othersCannotWrite(statSync(path.dirname(file)), Number(loaded.stat.uid))) return;
+    // Before serializing, which costs milliseconds: a directory this user cannot write (a global
+    // install by root) would refuse the cache on every run.
+    accessSync(path.dirname(file), constants.W_OK);
     // The file must still be the one compiled: a bundle replaced while the command ran (a rebuild)
     // gets no cache named after it.
     if (identityOf(statSync(file, { bigint: true })) !== identityOf(loaded.stat)) return;

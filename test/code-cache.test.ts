@@ -6,7 +6,7 @@
 // compiled from source and the CLI still works.
 import assert from "node:assert/strict";
 import { spawnSync } from "node:child_process";
-import { chmodSync, chownSync, cpSync, existsSync, mkdtempSync, readFileSync, rmSync, statSync, symlinkSync, unlinkSync, utimesSync, writeFileSync } from "node:fs";
+import { chmodSync, chownSync, cpSync, existsSync, mkdtempSync, readFileSync, readdirSync, rmSync, statSync, symlinkSync, unlinkSync, utimesSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { after, before, test } from "node:test";
@@ -240,4 +240,20 @@ test("a cache grows by each command it lacks, once: the first successful run of 
   assert.equal(typo.status, 2, typo.stderr);
   assert.equal(written(), grown, "a failed command does not");
   assert.equal(commands(), "commands ,mcp list");
+});
+
+test("a user who cannot write dist/ (a global install by root) runs from the cache root made, and writes none", { skip: process.getuid?.() !== 0 }, () => {
+  freshCache();
+  chmodSync(pkg, 0o755);
+  chmodSync(project, 0o755);
+  const before = `${statSync(cache()).ino}:${statSync(cache()).ctimeMs}:${statSync(seal()).ctimeMs}`;
+  const other = { uid: 54321, gid: 54321, encoding: "utf8" as const, env };
+  const loader = `const l = require(${JSON.stringify(path.join(pkg, "bin", "subs.cjs"))}).loadBundle(${JSON.stringify(bundle())}); process.stdout.write(String(l.cacheUsable));`;
+  const accepted = spawnSync(process.execPath, ["-e", loader], other);
+  assert.equal(accepted.stdout, "true", accepted.stderr);
+  // A command the cache lacks: the run would grow the cache if it could.
+  const help = spawnSync(process.execPath, [path.join(pkg, "bin", "subs.cjs"), "--help"], { ...other, cwd: project });
+  assert.equal(help.status, 0, help.stderr);
+  assert.equal(`${statSync(cache()).ino}:${statSync(cache()).ctimeMs}:${statSync(seal()).ctimeMs}`, before);
+  assert.deepEqual(readdirSync(path.dirname(bundle())).sort(), ["subs.cjs", "subs.cjs.cache", "subs.cjs.cache.seal"]);
 });
