@@ -90,11 +90,17 @@ function readTrusted(file, bundleOwner, maxSize) {
   }
 }
 
-/** The command a run names (`mcp list`, `apply`, "" for none), by which the cache grows. */
+/**
+ * The command a run names (`mcp list`, `apply`, "" for none), by which the cache grows: its first
+ * word, and the second after a command group (src/cli.ts), so ids and paths never count. Flags
+ * are skipped: `--debug` goes anywhere, and options that take a value come after the command.
+ */
 function commandOf(args) {
   const words = [];
   for (const arg of args) {
-    if (words.length === 2 || !/^[a-z][a-z-]{0,30}$/.test(arg)) break;
+    if (words.length === (words[0] === "mcp" || words[0] === "agent" ? 2 : 1)) break;
+    if (arg.startsWith("-")) continue;
+    if (!/^[a-z][a-z-]{0,30}$/.test(arg)) break;
     words.push(arg);
   }
   return words.join(" ");

@@ -235,6 +235,9 @@ test("a cache grows by each command it lacks, once: the first successful run of 
   const grown = written();
   list();
   assert.equal(written(), grown, "a command the cache holds does not rewrite it");
+  const flagged = spawnSync(process.execPath, [path.join(pkg, "bin", "subs.cjs"), "--debug", "mcp", "list", "--json"], { cwd: project, encoding: "utf8", env });
+  assert.equal(flagged.status, 0, flagged.stderr);
+  assert.equal(written(), grown, "nor does the same command with flags");
 
   const typo = spawnSync(process.execPath, [path.join(pkg, "bin", "subs.cjs"), "mcp", "lsit"], { cwd: project, encoding: "utf8", env });
   assert.equal(typo.status, 2, typo.stderr);
