@@ -19,15 +19,15 @@ const path = require("node:path");
 // leaves it out), and a cache is given to V8 only when this installation made it from this exact
 // file (issue 14, item 10). The proof is a seal written beside the cache (subs.cjs.cache.seal)
 // naming the identity on this machine of both files: device, inode, size, mtime and ctime in
-// nanoseconds. The kernel sets an inode and a ctime when a file is made, written, renamed or
-// chmod-ed, and nobody but root can set a ctime, so no copy, tarball or image layer can carry a
+// nanoseconds. The kernel gives a file a new inode when it is made and a new ctime whenever it is
+// written, renamed or chmod-ed, and nobody but root can set a ctime, so no copy, tarball or image layer can carry a
 // matching cache and seal, and any change to either file since the seal was made (other bytecode
 // written over the cache, a rebuilt bundle, a chmod) breaks the match. The seal also records the
 // SHA-256 of both files, checked on every start only where timestamps are whole seconds (a file
 // system too coarse for the identity alone). Cache, seal and their directory must be writable by
 // nobody but the runner, the bundle's owner or root (who can change the bundle itself anyway).
-// Hashing both files on every start would cost ~4 ms (loading node:crypto, which brings
-// node:stream, is most of it); these checks are a few stat calls. Anything that fails them costs
+// Hashing both files on every start cost ~4 ms in-process, more end to end (loading node:crypto,
+// which brings node:stream, is most of it); these checks are a few stat calls. Anything that fails them costs
 // one ordinary compile, and the run writes a cache and seal of its own.
 //
 // Since no cache is shipped, an installed package's first cache holds only what its first command
@@ -123,7 +123,7 @@ function payloadFor(file, bundleBytes, bundleStat) {
     if (coarse(bundleStat) || coarse(cache.stat)) {
       if (bundleHash !== `bundle-sha256 ${sha256(bundleBytes)}` || cacheHash !== `cache-sha256 ${sha256(cache.bytes)}`) return undefined;
     }
-    return { payload: cache.bytes, commands: commands.slice("commands ".length).split(",") };
+    return { payload: cache.bytes, stat: cache.stat, commands: commands.slice("commands ".length).split(",") };
   } catch {
     return undefined;
   }
@@ -155,7 +155,8 @@ function loadBundle(file, { useCache = true, command } = {}) {
   const commands = cacheUsable ? sealed.commands : [];
   const cacheWanted = !cacheUsable || (command !== undefined && !commands.includes(command) && commands.length < COMMANDS_MAX);
   // The bytes are kept only when a cache may be written from them.
-  return { exports: module.exports, script, stat, bytes: cacheWanted ? bytes : undefined, cacheUsable, cacheWanted, commands };
+  const cached = cacheUsable && cacheWanted ? sealed : undefined;
+  return { exports: module.exports, script, stat, bytes: cacheWanted ? bytes : undefined, cached, cacheUsable, cacheWanted, commands };
 }
 
 /** Writes `bytes` as a new file beside `target` and renames it into place; the placed file's stat. */
@@ -200,8 +201,13 @@ function writeCodeCache(file, loaded, commands = []) {
     // The file must still be the one compiled: a bundle replaced while the command ran (a rebuild)
     // gets no cache named after it.
     if (identityOf(statSync(file, { bigint: true })) !== identityOf(loaded.stat)) return;
-    const payload = loaded.script.createCachedData();
-    const cacheStat = place(cacheFileFor(file), payload);
+    // A cache is replaced only by a larger one: V8 may have flushed the bytecode of functions a
+    // long run did not call (a login waiting minutes for the browser), and a smaller cache would
+    // lack them for good, their commands being sealed. Then only the seal is rewritten.
+    const grown = loaded.script.createCachedData();
+    const keep = loaded.cached !== undefined && grown.length < loaded.cached.payload.length;
+    const payload = keep ? loaded.cached.payload : grown;
+    const cacheStat = keep ? loaded.cached.stat : place(cacheFileFor(file), payload);
     const seal = [
       SEAL_MAGIC,
       `bundle ${identityOf(loaded.stat)}`,

@@ -239,10 +239,24 @@ test("a cache grows by each command it lacks, once: the first successful run of 
   assert.equal(flagged.status, 0, flagged.stderr);
   assert.equal(written(), grown, "nor does the same command with flags");
 
+  // A run whose bytecode is smaller than the cache's (V8 flushed functions it did not call) keeps
+  // the cache and only adds its command to the seal. A tiny script stands for that run's bytecode.
+  const smaller =
+    `const m = require(${JSON.stringify(path.join(pkg, "bin", "subs.cjs"))});` +
+    `const l = m.loadBundle(${JSON.stringify(bundle())}, { command: "agent tools" });` +
+    `if (!l.cacheUsable || !l.cacheWanted) throw new Error("expected a usable cache lacking the command");` +
+    `l.script = new (require("node:vm").Script)("0");` +
+    `m.writeCodeCache(${JSON.stringify(bundle())}, l, ["agent tools"]);`;
+  const shrunk = spawnSync(process.execPath, ["-e", smaller], { encoding: "utf8", env });
+  assert.equal(shrunk.status, 0, shrunk.stderr);
+  assert.equal(written(), grown, "the larger cache is kept");
+  assert.equal(commands(), "commands ,mcp list,agent tools");
+  assert.equal(cacheAccepted(), true);
+
   const typo = spawnSync(process.execPath, [path.join(pkg, "bin", "subs.cjs"), "mcp", "lsit"], { cwd: project, encoding: "utf8", env });
   assert.equal(typo.status, 2, typo.stderr);
   assert.equal(written(), grown, "a failed command does not");
-  assert.equal(commands(), "commands ,mcp list");
+  assert.equal(commands(), "commands ,mcp list,agent tools");
 });
 
 test("a user who cannot write dist/ (a global install by root) runs from the cache root made, and writes none", { skip: process.getuid?.() !== 0 }, () => {
