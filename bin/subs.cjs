@@ -3,7 +3,7 @@
 // everything else runs the bundled CLI (dist/subs.cjs) from its V8 code cache (issue 6). The
 // loader lives here rather than in a second file: one module less to resolve on every start-up.
 "use strict";
-const { existsSync, readFileSync, renameSync, unlinkSync, writeFileSync, writeSync } = require("node:fs");
+const { accessSync, closeSync, constants, existsSync, fstatSync, lstatSync, openSync, readFileSync, renameSync, statSync, unlinkSync, writeSync } = require("node:fs");
 const path = require("node:path");
 
 // Loads the bundled CLI through a V8 code cache (issue 6). Compiling dist/subs.cjs from source on
@@ -13,79 +13,215 @@ const path = require("node:path");
 // what it does: vm.Script with cachedData.
 //
 // V8 rejects a cache from another V8 version, with other flags or cut short (cachedDataRejected),
-// but it matches a cache to its source by length only, and it trusts the bytes: a damaged cache
-// aborts the process. So a cache is used only when its trailer names the exact bundle it was made
-// from (the build id in the bundle's first line, a hash of its content), and caches are only ever
-// written beside and renamed into place. Anything else costs one ordinary compile.
+// but it matches a cache to its source by length only and trusts the bytes: a cache compiled from
+// other source of the same length runs that source, and a damaged one aborts the process (release
+// builds check no sum). Bytecode cannot be reviewed, so none is shipped (package.json "files"
+// leaves it out), and a cache is given to V8 only when this installation made it from this exact
+// file (issue 14, item 10). The proof is a seal written beside the cache (subs.cjs.cache.seal)
+// naming the identity on this machine of both files: device, inode, size, mtime and ctime in
+// nanoseconds. The kernel gives a file a new inode when it is made and a new ctime whenever it is
+// written, renamed or chmod-ed, and nobody but root can set a ctime, so no copy, tarball or image layer can carry a
+// matching cache and seal, and any change to either file since the seal was made (other bytecode
+// written over the cache, a rebuilt bundle, a chmod) breaks the match. The seal also records the
+// SHA-256 of both files, checked on every start only where timestamps are whole seconds (a file
+// system too coarse for the identity alone). Cache, seal and their directory must be writable by
+// nobody but the runner, the bundle's owner or root (who can change the bundle itself anyway).
+// Hashing both files on every start cost ~4 ms in-process, more end to end (loading node:crypto,
+// which brings node:stream, is most of it); these checks are a few stat calls. Anything that fails them costs
+// one ordinary compile, and the run writes a cache and seal of its own.
+//
+// Since no cache is shipped, an installed package's first cache holds only what its first command
+// compiled (after a first `subs --help`, `mcp list` ran 1.5 times slower than from the build's
+// warmed cache). So the seal lists the commands whose functions the cache holds, and the first
+// successful run of any other command rewrites it at exit, with that command's functions added:
+// once per command, at most COMMANDS_MAX.
 const vm = require("node:vm");
 const { createRequire } = require("node:module");
 
+// The first line of a build names it (a hash of its content); kept for people and scripts reading
+// dist/. The loader does not trust it: anyone can copy it.
 const BUILD_ID_PREFIX = "//subs-build:";
-const BUILD_ID_LENGTH = 64;
-const MAGIC = "subs-code-cache\n";
-const TRAILER_LENGTH = MAGIC.length + BUILD_ID_LENGTH;
+const SEAL_MAGIC = "subs-code-cache-seal 1";
+const SEAL_MAX = 4096;
+const COMMANDS_MAX = 32;
 
 const cacheFileFor = (file) => `${file}.cache`;
+const sealFileFor = (file) => `${file}.cache.seal`;
+const sha256 = (bytes) => require("node:crypto").createHash("sha256").update(bytes).digest("hex");
+const identityOf = (stat) => `${stat.dev}:${stat.ino}:${stat.size}:${stat.mtimeNs}:${stat.ctimeNs}`;
+const SECOND = 1_000_000_000n;
+const coarse = (stat) => stat.mtimeNs % SECOND === 0n || stat.ctimeNs % SECOND === 0n;
 
-function buildIdOf(source) {
-  if (!source.startsWith(BUILD_ID_PREFIX)) return undefined;
-  const id = source.slice(BUILD_ID_PREFIX.length, BUILD_ID_PREFIX.length + BUILD_ID_LENGTH);
-  return /^[0-9a-f]{64}$/.test(id) ? id : undefined;
+// Windows has no POSIX owners or modes (getuid is undefined there): the owner checks are skipped,
+// the identities still hold.
+const UID = process.getuid?.();
+const GID = process.getgid?.();
+
+/**
+ * Whether only trusted users can write this file or directory: owned by the runner, the bundle's
+ * owner or root, not world-writable, and group-writable only for the runner's own primary group
+ * (the private group of Debian's and Ubuntu's umask 002, under which npm extracts dist/ 0775).
+ */
+function othersCannotWrite(stat, bundleOwner) {
+  if (UID === undefined) return true;
+  const owner = Number(stat.uid);
+  if (owner !== UID && owner !== bundleOwner && owner !== 0) return false;
+  const mode = Number(stat.mode);
+  if (mode & 0o002) return false;
+  return (mode & 0o020) === 0 || Number(stat.gid) === GID;
 }
 
-/** The V8 payload of a cache file, if the file is whole and was made from this build. */
-function payloadFor(file, buildId) {
-  let bytes;
+/** Reads a regular file only trusted users can write, not through a symlink; its bytes and stat. */
+function readTrusted(file, bundleOwner, maxSize) {
+  let fd;
   try {
-    bytes = readFileSync(cacheFileFor(file));
+    fd = openSync(file, constants.O_RDONLY | (constants.O_NOFOLLOW ?? 0));
   } catch {
     return undefined;
   }
-  if (bytes.length <= TRAILER_LENGTH) return undefined;
-  const trailer = bytes.subarray(bytes.length - TRAILER_LENGTH);
-  const ours = trailer.toString("latin1") === MAGIC + buildId;
-  return ours ? bytes.subarray(0, bytes.length - TRAILER_LENGTH) : undefined;
+  try {
+    // Checked on the file actually read (fstat of this descriptor), not on whatever the name holds later.
+    const stat = fstatSync(fd, { bigint: true });
+    if (!stat.isFile() || stat.size > maxSize || !othersCannotWrite(stat, bundleOwner)) return undefined;
+    const bytes = readFileSync(fd);
+    return bytes.length === Number(stat.size) ? { bytes, stat } : undefined;
+  } finally {
+    closeSync(fd);
+  }
+}
+
+/**
+ * The command a run names (`mcp list`, `apply`, "" for none), by which the cache grows: its first
+ * word, and the second after a command group (src/cli.ts), so ids and paths never count. Flags
+ * are skipped: `--debug` goes anywhere, and options that take a value come after the command.
+ */
+function commandOf(args) {
+  const words = [];
+  for (const arg of args) {
+    if (words.length === (words[0] === "mcp" || words[0] === "agent" ? 2 : 1)) break;
+    if (arg.startsWith("-")) continue;
+    if (!/^[a-z][a-z-]{0,30}$/.test(arg)) break;
+    words.push(arg);
+  }
+  return words.join(" ");
+}
+
+/**
+ * The V8 payload of the cache and the commands it holds, if its seal shows this installation made
+ * it from these exact bundle bytes.
+ */
+function payloadFor(file, bundleBytes, bundleStat) {
+  try {
+    const bundleOwner = Number(bundleStat.uid);
+    const seal = readTrusted(sealFileFor(file), bundleOwner, SEAL_MAX);
+    if (!seal) return undefined;
+    const [magic, sealedBundle, sealedCache, bundleHash, cacheHash, commands, end] = seal.bytes.toString("latin1").split("\n");
+    if (magic !== SEAL_MAGIC || end !== "" || !commands?.startsWith("commands ") || sealedBundle !== `bundle ${identityOf(bundleStat)}`) return undefined;
+    if (!othersCannotWrite(statSync(path.dirname(file)), bundleOwner)) return undefined;
+    const cache = readTrusted(cacheFileFor(file), bundleOwner, Number.MAX_SAFE_INTEGER);
+    if (!cache || sealedCache !== `cache ${identityOf(cache.stat)}`) return undefined;
+    if (coarse(bundleStat) || coarse(cache.stat)) {
+      if (bundleHash !== `bundle-sha256 ${sha256(bundleBytes)}` || cacheHash !== `cache-sha256 ${sha256(cache.bytes)}`) return undefined;
+    }
+    return { payload: cache.bytes, stat: cache.stat, commands: commands.slice("commands ".length).split(",") };
+  } catch {
+    return undefined;
+  }
 }
 
 /**
  * Runs a CommonJS bundle and returns its exports, with what is needed to write its cache.
  * `useCache: false` compiles from source (the build's warm-up, which must not start from an
- * older cache).
+ * older cache). `command` (commandOf) asks for a new cache when the sealed one lacks it.
  */
-function loadBundle(file, { useCache = true } = {}) {
-  const source = readFileSync(file, "utf8");
-  const buildId = buildIdOf(source);
-  const cachedData = useCache && buildId ? payloadFor(file, buildId) : undefined;
-  const wrapped = `(function (exports, require, module, __filename, __dirname) {${source}\n})`;
+function loadBundle(file, { useCache = true, command } = {}) {
+  // The bytes compiled and the identity sealed come from one open file.
+  const fd = openSync(file, "r");
+  let bytes;
+  let stat;
+  try {
+    stat = fstatSync(fd, { bigint: true });
+    bytes = readFileSync(fd);
+  } finally {
+    closeSync(fd);
+  }
+  const sealed = useCache ? payloadFor(file, bytes, stat) : undefined;
+  const cachedData = sealed?.payload;
+  const wrapped = `(function (exports, require, module, __filename, __dirname) {${bytes.toString("utf8")}\n})`;
   const script = new vm.Script(wrapped, { filename: file, cachedData });
   const module = { exports: {} };
   script.runInThisContext()(module.exports, createRequire(file), module, file, path.dirname(file));
-  return { exports: module.exports, script, buildId, cacheUsable: cachedData !== undefined && !script.cachedDataRejected };
+  const cacheUsable = cachedData !== undefined && !script.cachedDataRejected;
+  const commands = cacheUsable ? sealed.commands : [];
+  const cacheWanted = !cacheUsable || (command !== undefined && !commands.includes(command) && commands.length < COMMANDS_MAX);
+  // The bytes are kept only when a cache may be written from them.
+  const cached = cacheUsable && cacheWanted ? sealed : undefined;
+  return { exports: module.exports, script, stat, bytes: cacheWanted ? bytes : undefined, cached, cacheUsable, cacheWanted, commands };
 }
 
-/**
- * Writes the bytecode V8 holds for the script now, so functions compiled while it ran are in it.
- * Best effort: an unwritable install (a global one owned by root) just runs without a cache.
- */
-function writeCodeCache(file, loaded) {
-  if (!loaded.buildId) return;
-  const target = cacheFileFor(file);
+/** Writes `bytes` as a new file beside `target` and renames it into place; the placed file's stat. */
+function place(target, bytes) {
   const temporary = `${target}.${process.pid}.tmp`;
   try {
-    const payload = loaded.script.createCachedData();
-    const trailer = Buffer.alloc(TRAILER_LENGTH);
-    trailer.write(MAGIC, 0, "latin1");
-    trailer.write(loaded.buildId, MAGIC.length, "latin1");
-    writeFileSync(temporary, Buffer.concat([payload, trailer]));
+    // A new file (never through one left at this name), writable by its owner only whatever the umask.
+    const fd = openSync(temporary, "wx", 0o644);
+    let ino;
+    try {
+      for (let at = 0; at < bytes.length; ) at += writeSync(fd, bytes, at);
+      ino = fstatSync(fd, { bigint: true }).ino;
+    } finally {
+      closeSync(fd);
+    }
     renameSync(temporary, target);
-  } catch {
+    // After the rename, which sets the ctime the seal must name.
+    const stat = lstatSync(target, { bigint: true });
+    if (stat.ino !== ino || !stat.isFile()) throw new Error("replaced while written");
+    return stat;
+  } catch (error) {
     try {
       unlinkSync(temporary);
     } catch {}
+    throw error;
   }
 }
 
-module.exports = { loadBundle, writeCodeCache, BUILD_ID_PREFIX };
+/**
+ * Writes the bytecode V8 holds for the script now, so functions compiled while it ran are in it
+ * (those of the commands the loaded cache held included), then its seal, listing `commands` too.
+ * Best effort: an unwritable install (a global one owned by root) just runs without a cache, and
+ * so does one in a directory others could write (they could swap the cache in).
+ */
+function writeCodeCache(file, loaded, commands = []) {
+  if (!loaded.bytes) return;
+  try {
+    if (!othersCannotWrite(statSync(path.dirname(file)), Number(loaded.stat.uid))) return;
+    // Before serializing, which costs milliseconds: a directory this user cannot write (a global
+    // install by root) would refuse the cache on every run.
+    accessSync(path.dirname(file), constants.W_OK);
+    // The file must still be the one compiled: a bundle replaced while the command ran (a rebuild)
+    // gets no cache named after it.
+    if (identityOf(statSync(file, { bigint: true })) !== identityOf(loaded.stat)) return;
+    // A cache is replaced only by a larger one: V8 may have flushed the bytecode of functions a
+    // long run did not call (a login waiting minutes for the browser), and a smaller cache would
+    // lack them for good, their commands being sealed. Then only the seal is rewritten.
+    const grown = loaded.script.createCachedData();
+    const keep = loaded.cached !== undefined && grown.length < loaded.cached.payload.length;
+    const payload = keep ? loaded.cached.payload : grown;
+    const cacheStat = keep ? loaded.cached.stat : place(cacheFileFor(file), payload);
+    const seal = [
+      SEAL_MAGIC,
+      `bundle ${identityOf(loaded.stat)}`,
+      `cache ${identityOf(cacheStat)}`,
+      `bundle-sha256 ${sha256(loaded.bytes)}`,
+      `cache-sha256 ${sha256(payload)}`,
+      `commands ${[...new Set([...loaded.commands, ...commands])].slice(0, COMMANDS_MAX).join(",")}`,
+      "",
+    ].join("\n");
+    place(sealFileFor(file), Buffer.from(seal, "latin1"));
+  } catch {}
+}
+
+module.exports = { loadBundle, writeCodeCache, commandOf, BUILD_ID_PREFIX };
 
 if (require.main === module) {
   const args = process.argv.slice(2);
@@ -105,10 +241,16 @@ if (require.main === module) {
       process.stderr.write("subs: dist/ is missing; run `npm install` (it builds the CLI) or `npm run build`.\n");
       process.exit(1);
     }
-    const loaded = loadBundle(bundle);
-    // No cache yet, or one from another build or Node: leave one for the next run. `main` ends
-    // with process.exit, which runs this synchronously.
-    if (!loaded.cacheUsable) process.once("exit", () => writeCodeCache(bundle, loaded));
+    const command = commandOf(args);
+    const loaded = loadBundle(bundle, { command });
+    // No cache yet, or one not made here from this file or for another Node: leave one for the
+    // next run. A cache without this command grows only by a run that succeeded, so mistyped
+    // commands do not fill the seal's list. `main` ends with process.exit, which runs this synchronously.
+    if (loaded.cacheWanted) {
+      process.once("exit", (code) => {
+        if (!loaded.cacheUsable || code === 0) writeCodeCache(bundle, loaded, [command]);
+      });
+    }
     loaded.exports.main(args);
   }
 }

@@ -1,5 +1,5 @@
 // Bundles src/ into one CommonJS file, dist/subs.cjs, with esbuild, then writes its V8 code cache
-// (issue 6). One file, because bin/subs.cjs loads it through vm.Script with cached bytecode, which
+// for this machine (issue 6; never shipped: package.json "files" leaves it out, issue 14). One file, because bin/subs.cjs loads it through vm.Script with cached bytecode, which
 // only CommonJS allows on Node 20. Laziness survives bundling: a dynamic import() of our own
 // module becomes a function that initializes that module on first call, so a command still runs
 // only what it uses (the MCP SDK only when it talks MCP).
@@ -83,8 +83,9 @@ await build({
   logLevel: "warning",
   plugins,
 });
-// The first line names this exact build; bin/subs.cjs uses a code cache only when the
-// cache's trailer names the same build (V8 itself matches a cache to its source by length only).
+// The first line names this exact build, for people and scripts. bin/subs.cjs does not trust it
+// for the code cache (anyone can copy it): a cache is bound to the bundle's bytes and to this
+// file's identity on this machine (issue 14, item 10).
 const { BUILD_ID_PREFIX } = createRequire(import.meta.url)("../bin/subs.cjs");
 const bundled = readFileSync(`${staging}/subs.cjs`, "utf8");
 writeFileSync(`${staging}/subs.cjs`, `${BUILD_ID_PREFIX}${createHash("sha256").update(bundled).digest("hex")}\n${bundled}`);

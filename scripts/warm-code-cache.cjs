@@ -2,11 +2,13 @@
 // throw-away file, then writes the V8 code cache bin/subs.cjs loads (issue 6). A cache written
 // after running holds the bytecode of every function those commands compiled, so the first real
 // `subs mcp list` already starts from it. Local commands only: nothing here touches the network.
+// The cache is bound to this bundle file on this machine (bin/subs.cjs), so it serves the checkout
+// that built it and is never shipped: an installed package makes its own on its first run.
 "use strict";
-const { mkdtempSync, rmSync, writeFileSync } = require("node:fs");
+const { existsSync, mkdtempSync, rmSync, writeFileSync } = require("node:fs");
 const { tmpdir } = require("node:os");
 const path = require("node:path");
-const { loadBundle, writeCodeCache } = require("../bin/subs.cjs");
+const { commandOf, loadBundle, writeCodeCache } = require("../bin/subs.cjs");
 
 async function warm(bundle) {
   const loaded = loadBundle(bundle, { useCache: false });
@@ -17,6 +19,7 @@ async function warm(bundle) {
   // from 50 rows): without it the cache lacked zod's compiler, and every long `mcp list`
   // compiled it from source, about 2 ms (measured interleaved at 200 connections).
   const long = mkdtempSync(path.join(tmpdir(), "subs-warm-long-"));
+  const commands = [];
   try {
     writeFileSync(
       path.join(dir, "substructure.toml"),
@@ -69,13 +72,21 @@ async function warm(bundle) {
       [terminal, broken, ["mcp", "list"]],
       [plain, broken, ["apply", "--json"]],
     ];
-    for (const [ctx, cwd, argv] of runs) await run(argv, { ...ctx, cwd });
+    for (const [ctx, cwd, argv] of runs) {
+      await run(argv, { ...ctx, cwd });
+      commands.push(commandOf(argv));
+    }
   } finally {
     rmSync(dir, { recursive: true, force: true });
     rmSync(broken, { recursive: true, force: true });
     rmSync(long, { recursive: true, force: true });
   }
-  writeCodeCache(bundle, loaded);
+  // Sealed with the commands it ran, so a first real run of those does not rewrite it.
+  writeCodeCache(bundle, loaded, commands);
+  // writeCodeCache is best effort (a run must never fail for its cache); a build says so.
+  if (!existsSync(`${bundle}.cache.seal`)) {
+    process.stderr.write(`warm-code-cache: no code cache written beside ${bundle} (a directory others can write?); the CLI works, and compiles from source at each start\n`);
+  }
 }
 
 warm(process.argv[2]).then(

@@ -1,9 +1,12 @@
-// Issue 6: bin/subs.cjs runs dist/subs.cjs from a V8 code cache. V8 trusts the bytes it is given
-// (a damaged cache aborts the process) and matches a cache to its source by length only, so the
-// loader must use only a whole cache made from this exact build, and must still run without one.
+// Issues 6 and 14 (item 10): bin/subs.cjs runs dist/subs.cjs from a V8 code cache. V8 trusts the
+// bytes it is given (a damaged cache aborts the process, a cache of other source runs that source's
+// bytecode) and matches a cache to its source by length only. So the package ships no cache, and
+// the loader runs only a cache this installation made from this exact bundle file (its seal names
+// both files' identity on this machine), writable by nobody but its owner; anything else is
+// compiled from source and the CLI still works.
 import assert from "node:assert/strict";
 import { spawnSync } from "node:child_process";
-import { cpSync, existsSync, mkdtempSync, readFileSync, rmSync, symlinkSync, unlinkSync, writeFileSync } from "node:fs";
+import { chmodSync, chownSync, cpSync, existsSync, mkdtempSync, readFileSync, readdirSync, rmSync, statSync, symlinkSync, unlinkSync, utimesSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { after, before, test } from "node:test";
@@ -13,6 +16,8 @@ let pkg: string;
 let project: string;
 const bundle = () => path.join(pkg, "dist", "subs.cjs");
 const cache = () => `${bundle()}.cache`;
+const seal = () => `${bundle()}.cache.seal`;
+const env = { PATH: process.env.PATH };
 
 before(() => {
   ensureBuilt();
@@ -28,22 +33,60 @@ after(() => {
 });
 
 function list() {
-  const r = spawnSync(process.execPath, [path.join(pkg, "bin", "subs.cjs"), "mcp", "list", "--json"], { cwd: project, encoding: "utf8", env: { PATH: process.env.PATH } });
-  assert.equal(r.status, 0, r.stderr);
+  const r = spawnSync(process.execPath, [path.join(pkg, "bin", "subs.cjs"), "mcp", "list", "--json"], { cwd: project, encoding: "utf8", env });
+  assert.equal(r.status, 0, r.stdout + r.stderr);
   assert.equal(JSON.parse(r.stdout)[0].id, "alpha");
   return r;
 }
 
 /** Whether a fresh `node` (no test-runner flags, which V8 would count) accepts the cache. */
-function cacheAccepted(): boolean {
-  const script = `const l = require(${JSON.stringify(path.join(pkg, "bin", "subs.cjs"))}).loadBundle(${JSON.stringify(bundle())}); process.stdout.write(String(l.cacheUsable));`;
-  const r = spawnSync(process.execPath, ["-e", script], { encoding: "utf8", env: { PATH: process.env.PATH } });
+function cacheAccepted(root = pkg): boolean {
+  const bin = path.join(root, "bin", "subs.cjs");
+  const script = `const l = require(${JSON.stringify(bin)}).loadBundle(${JSON.stringify(path.join(root, "dist", "subs.cjs"))}); process.stdout.write(String(l.cacheUsable));`;
+  const r = spawnSync(process.execPath, ["-e", script], { encoding: "utf8", env });
   assert.equal(r.status, 0, r.stderr);
   return r.stdout === "true";
 }
 
+/** A run that leaves a cache the next run uses: the state each test starts from. */
+function freshCache() {
+  if (existsSync(cache())) unlinkSync(cache());
+  list();
+  assert.equal(cacheAccepted(), true);
+}
+
 test("the build leaves a code cache that node accepts", () => {
   assert.ok(existsSync(path.join(REPO, "dist", "subs.cjs.cache")));
+  // Other test files running the CLI at the same time grow this cache (a command's first run
+  // rewrites it), and between its two renames the cache and seal do not match: ask again then.
+  let accepted = cacheAccepted(REPO);
+  for (let attempt = 0; !accepted && attempt < 5; attempt++) {
+    spawnSync("sleep", ["0.2"]);
+    accepted = cacheAccepted(REPO);
+  }
+  assert.equal(accepted, true);
+});
+
+test("the package ships no code cache: npm pack lists the bundle and no .cache", () => {
+  // The cache is there to be shipped (the build wrote it), so leaving it out is the files list's doing.
+  assert.ok(existsSync(path.join(REPO, "dist", "subs.cjs.cache")));
+  const r = spawnSync("npm", ["pack", "--dry-run", "--json", "--ignore-scripts"], { cwd: REPO, encoding: "utf8", env: { ...env, HOME: project } });
+  assert.equal(r.status, 0, r.stderr);
+  const files = (JSON.parse(r.stdout) as { files: { path: string }[] }[])[0]!.files.map((f) => f.path);
+  assert.ok(files.includes("dist/subs.cjs"), files.join(", "));
+  assert.ok(files.includes("bin/subs.cjs"), files.join(", "));
+  assert.deepEqual(
+    files.filter((f) => f.endsWith(".cache") || f.includes(".cache.")),
+    [],
+  );
+});
+
+test("a cache copied with the bundle (made on another machine or another install) is not run; the first run makes its own", () => {
+  // `before` copied dist/ from the repository, cache included, as a tarball or an image layer
+  // would carry it: the bytes are the build's own, but they were not made from this file.
+  assert.ok(existsSync(cache()));
+  assert.equal(cacheAccepted(), false);
+  list();
   assert.equal(cacheAccepted(), true);
 });
 
@@ -55,20 +98,29 @@ test("without a cache the CLI runs, and leaves one the next run uses", () => {
 });
 
 test("a damaged cache is not given to V8: the CLI runs and replaces it", () => {
+  freshCache();
   writeFileSync(cache(), Buffer.alloc(300_000, 7));
   list();
   assert.equal(cacheAccepted(), true);
-  // Cut short, with our trailer intact: V8 refuses it by the length in its own header.
+  // Cut short, with the end (where the seal was kept before issue 14) intact.
   const whole = readFileSync(cache());
-  writeFileSync(cache(), Buffer.concat([whole.subarray(0, 1000), whole.subarray(whole.length - 80)]));
+  writeFileSync(cache(), Buffer.concat([whole.subarray(0, 1000), whole.subarray(whole.length - 400)]));
+  assert.equal(cacheAccepted(), false);
+  list();
+  assert.equal(cacheAccepted(), true);
+  // Whole length, one byte of the bytecode changed: V8 would take it (it checks no sum in release
+  // builds) and run or crash on it.
+  const good = readFileSync(cache());
+  const middle = good.length >> 1;
+  good[middle] = good[middle]! ^ 0x55;
+  writeFileSync(cache(), good);
   assert.equal(cacheAccepted(), false);
   list();
   assert.equal(cacheAccepted(), true);
 });
 
 test("a cache made from another build is refused even when the bundle has the same length", () => {
-  list();
-  assert.equal(cacheAccepted(), true);
+  freshCache();
   // Another build id, same length: V8 alone would take the old bytecode for the new source.
   const source = readFileSync(bundle(), "utf8");
   const [first, ...rest] = source.split("\n");
@@ -78,4 +130,154 @@ test("a cache made from another build is refused even when the bundle has the sa
   assert.equal(cacheAccepted(), false);
   list();
   assert.equal(cacheAccepted(), true, "the run wrote a cache for the build it ran");
+});
+
+test("a cache compiled from other source, beside this bundle's real seal (or with its old trailer appended), is not run: the bundle is compiled from source", () => {
+  freshCache();
+  const source = readFileSync(bundle(), "utf8");
+  const firstLine = source.slice(0, source.indexOf("\n") + 1);
+  // Other source of the same length (V8's only match), starting with the real build id.
+  const head = `${firstLine}module.exports={main(){process.stdout.write("forged\\n");process.exit(0)}};`;
+  const forged = `${head}//${"x".repeat(source.length - head.length - 2)}`;
+  assert.equal(forged.length, source.length);
+  const forgedFile = path.join(pkg, "forged.cjs");
+  writeFileSync(forgedFile, forged);
+  // Compiled by a fresh node exactly as the loader compiles a bundle, so V8 would accept it.
+  const compile =
+    `const vm = require("node:vm"); const fs = require("node:fs");` +
+    `const s = fs.readFileSync(${JSON.stringify(forgedFile)}, "utf8");` +
+    `const w = "(function (exports, require, module, __filename, __dirname) {" + s + "\\n})";` +
+    `fs.writeFileSync(${JSON.stringify(forgedFile)} + ".v8", new vm.Script(w, { filename: ${JSON.stringify(bundle())} }).createCachedData());`;
+  const r = spawnSync(process.execPath, ["-e", compile], { encoding: "utf8", env });
+  assert.equal(r.status, 0, r.stderr);
+  const payload = readFileSync(`${forgedFile}.v8`);
+  // Written over the cache with the seal left as it was; and again with the real cache's last 80
+  // bytes appended, the trailer that alone named the build before issue 14.
+  const real = readFileSync(cache());
+  for (const forgedCache of [payload, Buffer.concat([payload, real.subarray(real.length - 80)])]) {
+    writeFileSync(cache(), forgedCache);
+    assert.equal(cacheAccepted(), false);
+    const run = list();
+    assert.doesNotMatch(run.stdout, /forged/);
+    assert.equal(cacheAccepted(), true);
+  }
+});
+
+test("on a file system with whole-second timestamps the seal's SHA-256 of both files is checked too", () => {
+  freshCache();
+  // A bundle whose mtime is a whole second stands for such a file system, where an identical
+  // identity no longer proves identical bytes.
+  utimesSync(bundle(), 1_700_000_000, 1_700_000_000);
+  assert.equal(cacheAccepted(), false, "the bundle's identity changed");
+  list();
+  assert.equal(cacheAccepted(), true, "a cache whose hashes match is used");
+  // The recorded hash of the bundle changed, identities kept: refused here (and only here: on
+  // other file systems nothing but root can keep an identity while changing the bytes).
+  const text = readFileSync(seal(), "latin1");
+  const changed = text.replace(/^bundle-sha256 ([0-9a-f])/m, (_, c: string) => `bundle-sha256 ${c === "0" ? "1" : "0"}`);
+  assert.notEqual(changed, text);
+  writeFileSync(seal(), changed, "latin1");
+  assert.equal(cacheAccepted(), false);
+  list();
+  assert.equal(cacheAccepted(), true);
+});
+
+test("a cache or seal others can write is not used, nor one owned by another user; a dist/ others can write gets none", { skip: process.platform === "win32" }, () => {
+  // A chmod of the cache also changes its ctime, which its seal names; the seal's own mode and
+  // owner, and the directory's, are what the owner checks alone stand for.
+  for (const file of [cache, seal]) {
+    freshCache();
+    chmodSync(file(), 0o666);
+    assert.equal(cacheAccepted(), false, file());
+    list();
+    for (const written of [cache(), seal()]) assert.equal(statSync(written).mode & 0o022, 0, `the run replaced ${written} with one only its owner can write`);
+    assert.equal(cacheAccepted(), true);
+
+    if (process.getuid?.() === 0) {
+      // Root can make files other users and groups own: the loader trusts only the runner, the
+      // bundle's owner and root, and a group write only for the runner's own primary group.
+      chownSync(file(), 54321, 54321);
+      assert.equal(cacheAccepted(), false, file());
+      list();
+      assert.equal(statSync(file()).uid, 0);
+      assert.equal(cacheAccepted(), true);
+
+      chownSync(file(), 0, 54321);
+      chmodSync(file(), 0o664);
+      assert.equal(cacheAccepted(), false, file());
+      list();
+      assert.equal(cacheAccepted(), true);
+    }
+  }
+
+  const dist = path.dirname(bundle());
+  chmodSync(dist, 0o777);
+  try {
+    assert.equal(cacheAccepted(), false);
+    unlinkSync(cache());
+    unlinkSync(seal());
+    list();
+    assert.equal(existsSync(cache()), false, "no cache is written where others could swap it");
+    assert.equal(existsSync(seal()), false);
+  } finally {
+    chmodSync(dist, 0o755);
+  }
+  list();
+  assert.equal(cacheAccepted(), true);
+});
+
+test("a cache grows by each command it lacks, once: the first successful run of that command rewrites it", () => {
+  // As after an install, whose first command decides what the first cache holds.
+  unlinkSync(cache());
+  const help = spawnSync(process.execPath, [path.join(pkg, "bin", "subs.cjs"), "--help"], { cwd: project, encoding: "utf8", env });
+  assert.equal(help.status, 0, help.stderr);
+  assert.equal(cacheAccepted(), true);
+  const commands = () => readFileSync(seal(), "latin1").split("\n").find((line) => line.startsWith("commands "));
+  assert.equal(commands(), "commands ");
+  const written = () => `${statSync(cache()).ino}:${statSync(cache()).ctimeMs}`;
+
+  list();
+  assert.equal(commands(), "commands ,mcp list");
+  assert.equal(cacheAccepted(), true);
+  const grown = written();
+  list();
+  assert.equal(written(), grown, "a command the cache holds does not rewrite it");
+  const flagged = spawnSync(process.execPath, [path.join(pkg, "bin", "subs.cjs"), "--debug", "mcp", "list", "--json"], { cwd: project, encoding: "utf8", env });
+  assert.equal(flagged.status, 0, flagged.stderr);
+  assert.equal(written(), grown, "nor does the same command with flags");
+
+  // A run whose bytecode is smaller than the cache's (V8 flushed functions it did not call) keeps
+  // the cache and only adds its command to the seal. A tiny script stands for that run's bytecode.
+  const smaller =
+    `const m = require(${JSON.stringify(path.join(pkg, "bin", "subs.cjs"))});` +
+    `const l = m.loadBundle(${JSON.stringify(bundle())}, { command: "agent tools" });` +
+    `if (!l.cacheUsable || !l.cacheWanted) throw new Error("expected a usable cache lacking the command");` +
+    `l.script = new (require("node:vm").Script)("0");` +
+    `m.writeCodeCache(${JSON.stringify(bundle())}, l, ["agent tools"]);`;
+  const shrunk = spawnSync(process.execPath, ["-e", smaller], { encoding: "utf8", env });
+  assert.equal(shrunk.status, 0, shrunk.stderr);
+  assert.equal(written(), grown, "the larger cache is kept");
+  assert.equal(commands(), "commands ,mcp list,agent tools");
+  assert.equal(cacheAccepted(), true);
+
+  const typo = spawnSync(process.execPath, [path.join(pkg, "bin", "subs.cjs"), "mcp", "lsit"], { cwd: project, encoding: "utf8", env });
+  assert.equal(typo.status, 2, typo.stderr);
+  assert.equal(written(), grown, "a failed command does not");
+  assert.equal(commands(), "commands ,mcp list,agent tools");
+});
+
+test("a user who cannot write dist/ (a global install by root) runs from the cache root made, and writes none", { skip: process.getuid?.() !== 0 }, () => {
+  freshCache();
+  chmodSync(pkg, 0o755);
+  chmodSync(project, 0o755);
+  const before = `${statSync(cache()).ino}:${statSync(cache()).ctimeMs}:${statSync(seal()).ctimeMs}`;
+  const other = { uid: 54321, gid: 54321, encoding: "utf8" as const, env };
+  const loader = `const l = require(${JSON.stringify(path.join(pkg, "bin", "subs.cjs"))}).loadBundle(${JSON.stringify(bundle())}); process.stdout.write(String(l.cacheUsable));`;
+  const accepted = spawnSync(process.execPath, ["-e", loader], other);
+  assert.equal(accepted.stdout, "true", accepted.stderr);
+  // A command the cache lacks: the run would grow the cache if it could.
+  const help = spawnSync(process.execPath, [path.join(pkg, "bin", "subs.cjs"), "--help"], { ...other, cwd: project });
+  assert.equal(help.status, 0, help.stderr);
+  assert.equal(`${statSync(cache()).ino}:${statSync(cache()).ctimeMs}:${statSync(seal()).ctimeMs}`, before);
+  assert.deepEqual(readdirSync(path.dirname(bundle())).sort(), ["subs.cjs", "subs.cjs.cache", "subs.cjs.cache.seal"]);
 });
