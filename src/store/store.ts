@@ -1,7 +1,7 @@
-import { closeSync, existsSync, mkdirSync, openSync } from "node:fs";
+import { closeSync, constants, fchmodSync, fstatSync, lstatSync, mkdirSync, openSync, readSync, realpathSync, type Stats } from "node:fs";
 import path from "node:path";
 import type BetterSqlite3 from "better-sqlite3";
-import { failed } from "../errors.ts";
+import { failed, refused } from "../errors.ts";
 import {
   ClientRowSchema,
   CredentialRowSchema,
@@ -23,46 +23,198 @@ export type OpenOptions = {
   create: boolean;
   /** Rows the caller expects to list (the declared connections); a long list is validated by the compiled schema. */
   expectRows?: number;
+  /**
+   * The directory of substructure.toml: the db's directory must lead nowhere outside it, through
+   * a symlink or otherwise (issue 14). Defaults to the db's own directory.
+   */
+  root?: string;
 };
 
-export type Opened = { store: Store; created: boolean };
+/** `warnings`: what was fixed on the way (a db or WAL file others could read, now 0600); the caller reports them. */
+export type Opened = { store: Store; created: boolean; warnings: string[] };
+
+const SQLITE_HEADER = Buffer.from("SQLite format 3\0", "latin1");
+/** Files SQLite keeps beside the db; each holds credentials as the db does. */
+const SIDECARS = ["-wal", "-shm", "-journal"] as const;
+// Windows has neither; there, the symlink checks by lstat remain and ownership is not checked.
+const O_NOFOLLOW = constants.O_NOFOLLOW ?? 0;
+const O_NONBLOCK = constants.O_NONBLOCK ?? 0;
 
 /**
  * Opens the environment's db. Returns undefined when it does not exist and `create` is false:
  * reading commands never create a file as a side effect.
+ *
+ * The db is the environment's and nobody else's (issue 14, items 2 and 4): a regular file, never
+ * a symlink (a dangling one would have SQLite create its target), owned by this user, with one
+ * name (a hard link elsewhere reads it too), SQLite or empty, in a directory inside the file's
+ * own tree. Its -wal, -shm and -journal are held to the same rules, since another user's
+ * pre-created -wal would receive every token written. Group or other access to any of them is
+ * removed (0600) with a warning; everything else is refused before SQLite touches the file.
  */
 export async function openStore(options: OpenOptions): Promise<Opened | undefined> {
   const { dbPath } = options;
-  const exists = existsSync(dbPath);
+  const root = options.root ?? path.dirname(dbPath);
+  const exists = lstatSync(dbPath, { throwIfNoEntry: false }) !== undefined;
   if (!exists && !options.create) return undefined;
+  const warnings: string[] = [];
   let created = false;
+  assertDirectoryInside(dbPath, root);
   if (!exists) {
     mkdirSync(path.dirname(dbPath), { recursive: true, mode: 0o700 });
-    // Create the file ourselves so it is 0600 from its first byte; SQLite gives its -wal and -shm
-    // files the database file's mode.
+    assertDirectoryInside(dbPath, root);
+    // Create the file ourselves so it is 0600 from its first byte (SQLite gives its -wal and -shm
+    // files the database file's mode). O_EXCL never follows a symlink, dangling or not.
     try {
-      closeSync(openSync(dbPath, "wx", 0o600));
+      closeSync(openSync(dbPath, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | O_NOFOLLOW, 0o600));
       created = true;
     } catch (error) {
-      // Another subs process created it since existsSync (8 logins at once, issue 7): use theirs.
+      // Another subs process created it since the lstat (8 logins at once, issue 7): use theirs,
+      // once it passes the checks below. A symlink put there meanwhile fails them.
       if ((error as NodeJS.ErrnoException).code !== "EEXIST") throw dbError(dbPath, error);
     }
   }
-  const [{ default: Database }] = await Promise.all([
-    import("better-sqlite3"),
-    (options.expectRows ?? 0) >= COMPILE_FROM_ROWS && !compiledCredentialRow
-      ? import("./compiled-row.ts").then((m) => (compiledCredentialRow = m.CompiledCredentialRowSchema))
-      : undefined,
-  ]);
-  let db: BetterSqlite3.Database;
+  // Held open while SQLite opens the path, to check afterwards that SQLite opened this very file.
+  const fd = openOwnFile(dbPath, "", warnings);
   try {
-    db = new Database(dbPath, { timeout: BUSY_TIMEOUT_MS });
-    db.pragma("journal_mode = WAL");
-    migrate(db);
+    checkSidecars(dbPath, warnings);
+    const [{ default: Database }] = await Promise.all([
+      import("better-sqlite3"),
+      (options.expectRows ?? 0) >= COMPILE_FROM_ROWS && !compiledCredentialRow
+        ? import("./compiled-row.ts").then((m) => (compiledCredentialRow = m.CompiledCredentialRowSchema))
+        : undefined,
+    ]);
+    let db: BetterSqlite3.Database;
+    try {
+      db = new Database(dbPath, { timeout: BUSY_TIMEOUT_MS });
+    } catch (error) {
+      throw dbError(dbPath, error);
+    }
+    try {
+      // Before the first write: a file swapped in since the checks never gets a byte.
+      assertSameFile(fd, dbPath);
+      db.pragma("journal_mode = WAL");
+      migrate(db);
+      // The -wal and -shm exist now; one put in place between the first check and SQLite's open is caught here, before any credential is written.
+      checkSidecars(dbPath, warnings);
+    } catch (error) {
+      db.close();
+      throw dbError(dbPath, error);
+    }
+    return { store: new Store(db, dbPath), created, warnings: [...new Set(warnings)] };
+  } finally {
+    closeSync(fd);
+  }
+}
+
+const inside = (dir: string, candidate: string) => {
+  const relative = path.relative(dir, candidate);
+  return relative === "" || (relative !== ".." && !relative.startsWith(`..${path.sep}`) && !path.isAbsolute(relative));
+};
+
+/**
+ * The db's directory, symlinks resolved, is inside `root`'s, symlinks resolved. Before subs
+ * creates missing directories the nearest existing one is checked, so none is made outside.
+ */
+function assertDirectoryInside(dbPath: string, root: string) {
+  if (inside(realpathOfNearest(root, dbPath), realpathOfNearest(path.dirname(dbPath), dbPath))) return;
+  throw refused(`${path.basename(dbPath)}: its directory leads outside ${root} through a symbolic link`, {
+    hint: "a db holds credentials: point `db` at a file inside the directory of substructure.toml, with no symlink on the way",
+    code: "unsafe_db",
+  });
+}
+
+/** `dir` with symlinks resolved as far as it exists; the missing rest, which holds no symlink, appended. */
+function realpathOfNearest(dir: string, dbPath: string): string {
+  const missing: string[] = [];
+  for (let at = path.resolve(dir); ; at = path.dirname(at)) {
+    try {
+      return path.join(realpathSync(at), ...missing.reverse());
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code !== "ENOENT" || path.dirname(at) === at) throw dbError(dbPath, error);
+      missing.push(path.basename(at));
+    }
+  }
+}
+
+const octal = (mode: number) => (mode & 0o777).toString(8).padStart(4, "0");
+
+/**
+ * Opens `dbPath + suffix` without following a symlink and checks it is a regular file of this
+ * user's with one name; group or other access is removed with a warning. For the db itself
+ * (suffix "") the content must be SQLite or nothing. Returns the open descriptor.
+ */
+function openOwnFile(dbPath: string, suffix: string, warnings: string[]): number {
+  const file = dbPath + suffix;
+  const name = path.basename(file);
+  const unsafe = (message: string, hint: string) => refused(`${name} ${message}`, { hint, code: "unsafe_db" });
+  let fd: number;
+  try {
+    // O_NONBLOCK: a FIFO put at the path must not block the open.
+    fd = openSync(file, constants.O_RDONLY | O_NOFOLLOW | O_NONBLOCK);
   } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code;
+    if (code === "ELOOP" || (code !== "ENOENT" && lstatSync(file, { throwIfNoEntry: false })?.isSymbolicLink())) {
+      throw unsafe("is a symbolic link; subs never follows one to the db or its files", `replace ${file} with a regular file, or move it aside`);
+    }
     throw dbError(dbPath, error);
   }
-  return { store: new Store(db, dbPath), created };
+  try {
+    const stat = fstatSync(fd);
+    if (!stat.isFile()) throw unsafe("is not a regular file", `move ${file} aside, or point \`db\` at another file`);
+    const uid = process.getuid?.();
+    if (uid !== undefined) {
+      if (stat.uid !== uid) throw unsafe(`belongs to another user (uid ${stat.uid}); the db and its files must be yours`, `move ${file} aside and log in again`);
+      if (stat.nlink > 1) throw unsafe(`has ${stat.nlink} names (hard links): another one could read its credentials`, `move ${file} aside and log in again`);
+      if ((stat.mode & 0o077) !== 0) {
+        try {
+          fchmodSync(fd, 0o600);
+        } catch (error) {
+          throw unsafe(`can be read or written by other users (mode ${octal(stat.mode)}) and cannot be made private (${(error as NodeJS.ErrnoException).code ?? "error"})`, `run \`chmod 600 ${file}\``);
+        }
+        warnings.push(`${name} could be read or written by other users (mode ${octal(stat.mode)}); made it 0600. What it held may have been read: log in again to replace those credentials`);
+      }
+    }
+    if (suffix === "") assertSqliteOrEmpty(fd, stat, dbPath);
+    return fd;
+  } catch (error) {
+    closeSync(fd);
+    throw error;
+  }
+}
+
+/** The db's first 16 bytes are SQLite's header, or the file is empty (new): anything else is left untouched. */
+function assertSqliteOrEmpty(fd: number, stat: Stats, dbPath: string) {
+  if (stat.size === 0) return;
+  const header = Buffer.alloc(SQLITE_HEADER.length);
+  const read = readSync(fd, header, 0, header.length, 0);
+  if (read === header.length && header.equals(SQLITE_HEADER)) return;
+  throw failed(`${path.basename(dbPath)} is not a valid database (not a SQLite file); subs left it as it is`, {
+    hint: `move ${dbPath} aside and log in again, or point \`db\` at another file`,
+    code: "unsafe_db",
+  });
+}
+
+function checkSidecars(dbPath: string, warnings: string[]) {
+  for (const suffix of SIDECARS) {
+    if (lstatSync(dbPath + suffix, { throwIfNoEntry: false }) === undefined) continue;
+    let fd: number;
+    try {
+      fd = openOwnFile(dbPath, suffix, warnings);
+    } catch (error) {
+      // Gone since the lstat: SQLite removed it as it closed.
+      if ((error as { cause?: NodeJS.ErrnoException }).cause?.code === "ENOENT") continue;
+      throw error;
+    }
+    closeSync(fd);
+  }
+}
+
+/** The path still names the file `fd` holds, as a regular file (no symlink swapped in since the checks). */
+function assertSameFile(fd: number, dbPath: string) {
+  const held = fstatSync(fd);
+  const now = lstatSync(dbPath, { throwIfNoEntry: false });
+  if (now && !now.isSymbolicLink() && now.dev === held.dev && now.ino === held.ino) return;
+  throw refused(`${path.basename(dbPath)} was replaced while subs opened it`, { hint: `check who else writes to ${path.dirname(dbPath)}, then retry`, code: "unsafe_db" });
 }
 
 function migrate(db: BetterSqlite3.Database) {
