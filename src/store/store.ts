@@ -73,37 +73,70 @@ export async function openStore(options: OpenOptions): Promise<Opened | undefine
       if ((error as NodeJS.ErrnoException).code !== "EEXIST") throw dbError(dbPath, error);
     }
   }
-  // Held open while SQLite opens the path, to check afterwards that SQLite opened this very file.
-  const fd = openOwnFile(dbPath, "", warnings);
+  const checked = checkDb(dbPath, warnings);
+  const [{ default: Database }] = await Promise.all([
+    import("better-sqlite3"),
+    (options.expectRows ?? 0) >= COMPILE_FROM_ROWS && !compiledCredentialRow
+      ? import("./compiled-row.ts").then((m) => (compiledCredentialRow = m.CompiledCredentialRowSchema))
+      : undefined,
+  ]);
+  let db: BetterSqlite3.Database;
   try {
-    checkSidecars(dbPath, warnings);
-    const [{ default: Database }] = await Promise.all([
-      import("better-sqlite3"),
-      (options.expectRows ?? 0) >= COMPILE_FROM_ROWS && !compiledCredentialRow
-        ? import("./compiled-row.ts").then((m) => (compiledCredentialRow = m.CompiledCredentialRowSchema))
-        : undefined,
-    ]);
-    let db: BetterSqlite3.Database;
-    try {
-      db = new Database(dbPath, { timeout: BUSY_TIMEOUT_MS });
-    } catch (error) {
-      throw dbError(dbPath, error);
-    }
-    try {
-      // Before the first write: a file swapped in since the checks never gets a byte.
-      assertSameFile(fd, dbPath);
-      db.pragma("journal_mode = WAL");
-      migrate(db);
-      // The -wal and -shm exist now; one put in place between the first check and SQLite's open is caught here, before any credential is written.
-      checkSidecars(dbPath, warnings);
-    } catch (error) {
-      db.close();
-      throw dbError(dbPath, error);
-    }
-    return { store: new Store(db, dbPath), created, warnings: [...new Set(warnings)] };
-  } finally {
-    closeSync(fd);
+    db = new Database(dbPath, { timeout: BUSY_TIMEOUT_MS });
+  } catch (error) {
+    throw dbError(dbPath, error);
   }
+  try {
+    // Before the first write: a file swapped in since the checks never gets a byte.
+    const now = lstatSync(dbPath, { throwIfNoEntry: false });
+    if (!now || now.isSymbolicLink() || now.dev !== checked.dev || now.ino !== checked.ino) {
+      throw refused(`${path.basename(dbPath)} was replaced while subs opened it`, { hint: `check who else writes to ${path.dirname(dbPath)}, then retry`, code: "unsafe_db" });
+    }
+    db.pragma("journal_mode = WAL");
+    migrate(db);
+    // The -wal and -shm exist now: one put in place since the first check is caught here, before
+    // any credential is written. By path only: SQLite holds them open (see liveFiles).
+    checkSidecars(dbPath, warnings, false);
+  } catch (error) {
+    db.close();
+    throw dbError(dbPath, error);
+  }
+  const key = fileKey(checked);
+  liveFiles.set(key, (liveFiles.get(key) ?? 0) + 1);
+  return { store: new Store(db, dbPath, () => liveFiles.set(key, liveFiles.get(key)! - 1)), created, warnings: [...new Set(warnings)] };
+}
+
+/**
+ * Db files this process has open through SQLite, by device and inode, with how many times.
+ * Closing any descriptor of a file drops every POSIX lock the process holds on it (fcntl(2)),
+ * SQLite's included, so subs opens a descriptor of its own on a db (or its -wal or -shm) only
+ * while SQLite has none open here; then lstat alone checks it.
+ */
+const liveFiles = new Map<string, number>();
+const fileKey = (stat: Stats) => `${stat.dev}:${stat.ino}`;
+const isLive = (stat: Stats) => (liveFiles.get(fileKey(stat)) ?? 0) > 0;
+
+function migrate(db: BetterSqlite3.Database) {
+  db.exec("CREATE TABLE IF NOT EXISTS subs_schema (version INTEGER NOT NULL)");
+  const row = db.prepare("SELECT version FROM subs_schema").get() as { version: unknown } | undefined;
+  const version = row === undefined ? 0 : row.version;
+  if (typeof version !== "number" || !Number.isInteger(version) || version < 0) {
+    throw new Error("subs_schema holds no valid version");
+  }
+  if (version > MIGRATIONS.length) {
+    throw failed(`the db was written by a newer subs (schema ${version}; this one knows ${MIGRATIONS.length})`, {
+      hint: "upgrade subs",
+    });
+  }
+  if (version === MIGRATIONS.length) return;
+  // BEGIN IMMEDIATE: two processes migrating at once serialize here, and the second sees the
+  // version the first wrote.
+  db.transaction(() => {
+    const current = (db.prepare("SELECT version FROM subs_schema").get() as { version: number } | undefined)?.version ?? 0;
+    for (let v = current; v < MIGRATIONS.length; v++) db.exec(MIGRATIONS[v]!);
+    db.prepare("DELETE FROM subs_schema").run();
+    db.prepare("INSERT INTO subs_schema (version) VALUES (?)").run(MIGRATIONS.length);
+  }).immediate();
 }
 
 const inside = (dir: string, candidate: string) => {
@@ -138,48 +171,78 @@ function realpathOfNearest(dir: string, dbPath: string): string {
 
 const octal = (mode: number) => (mode & 0o777).toString(8).padStart(4, "0");
 
+const unsafe = (file: string, message: string, hint: string) => refused(`${path.basename(file)} ${message}`, { hint, code: "unsafe_db" });
+
 /**
- * Opens `dbPath + suffix` without following a symlink and checks it is a regular file of this
- * user's with one name; group or other access is removed with a warning. For the db itself
- * (suffix "") the content must be SQLite or nothing. Returns the open descriptor.
+ * What lstat shows of `file` (the db or one of its sidecars) passes: a regular file, not a
+ * symlink, this user's, one name. Returns whether group or others have access to it.
  */
-function openOwnFile(dbPath: string, suffix: string, warnings: string[]): number {
-  const file = dbPath + suffix;
-  const name = path.basename(file);
-  const unsafe = (message: string, hint: string) => refused(`${name} ${message}`, { hint, code: "unsafe_db" });
+function checkEntry(file: string, stat: Stats): boolean {
+  if (stat.isSymbolicLink()) throw unsafe(file, "is a symbolic link; subs never follows one to the db or its files", `replace ${file} with a regular file, or move it aside`);
+  if (!stat.isFile()) throw unsafe(file, "is not a regular file", `move ${file} aside, or point \`db\` at another file`);
+  const uid = process.getuid?.();
+  // Windows has no uid: there, the checks above remain.
+  if (uid === undefined) return false;
+  if (stat.uid !== uid) throw unsafe(file, `belongs to another user (uid ${stat.uid}); the db and its files must be yours`, `move ${file} aside and log in again`);
+  if (stat.nlink > 1) throw unsafe(file, `has ${stat.nlink} names (hard links): another one could read its credentials`, `move ${file} aside and log in again`);
+  return (stat.mode & 0o077) !== 0;
+}
+
+/**
+ * Opens `file` without following a symlink (O_NONBLOCK: a FIFO swapped in must not block), checks
+ * it is the file lstat saw, and runs `fn` on the descriptor.
+ */
+function withOwnDescriptor<T>(file: string, seen: Stats, fn: (fd: number) => T): T {
   let fd: number;
   try {
-    // O_NONBLOCK: a FIFO put at the path must not block the open.
     fd = openSync(file, constants.O_RDONLY | O_NOFOLLOW | O_NONBLOCK);
   } catch (error) {
-    const code = (error as NodeJS.ErrnoException).code;
-    if (code === "ELOOP" || (code !== "ENOENT" && lstatSync(file, { throwIfNoEntry: false })?.isSymbolicLink())) {
-      throw unsafe("is a symbolic link; subs never follows one to the db or its files", `replace ${file} with a regular file, or move it aside`);
-    }
-    throw dbError(dbPath, error);
+    if ((error as NodeJS.ErrnoException).code === "ELOOP") throw unsafe(file, "is a symbolic link; subs never follows one to the db or its files", `replace ${file} with a regular file, or move it aside`);
+    throw error;
   }
   try {
     const stat = fstatSync(fd);
-    if (!stat.isFile()) throw unsafe("is not a regular file", `move ${file} aside, or point \`db\` at another file`);
-    const uid = process.getuid?.();
-    if (uid !== undefined) {
-      if (stat.uid !== uid) throw unsafe(`belongs to another user (uid ${stat.uid}); the db and its files must be yours`, `move ${file} aside and log in again`);
-      if (stat.nlink > 1) throw unsafe(`has ${stat.nlink} names (hard links): another one could read its credentials`, `move ${file} aside and log in again`);
-      if ((stat.mode & 0o077) !== 0) {
-        try {
-          fchmodSync(fd, 0o600);
-        } catch (error) {
-          throw unsafe(`can be read or written by other users (mode ${octal(stat.mode)}) and cannot be made private (${(error as NodeJS.ErrnoException).code ?? "error"})`, `run \`chmod 600 ${file}\``);
-        }
-        warnings.push(`${name} could be read or written by other users (mode ${octal(stat.mode)}); made it 0600. What it held may have been read: log in again to replace those credentials`);
-      }
-    }
-    if (suffix === "") assertSqliteOrEmpty(fd, stat, dbPath);
-    return fd;
-  } catch (error) {
+    if (stat.dev !== seen.dev || stat.ino !== seen.ino) throw unsafe(file, "was replaced while subs checked it", `check who else writes to ${path.dirname(file)}, then retry`);
+    return fn(fd);
+  } finally {
     closeSync(fd);
-    throw error;
   }
+}
+
+/** Removes group and other access through `fd`, with a warning; refuses the file when it cannot. */
+function makePrivate(fd: number, file: string, stat: Stats, warnings: string[]) {
+  try {
+    fchmodSync(fd, 0o600);
+  } catch (error) {
+    throw unsafe(file, `can be read or written by other users (mode ${octal(stat.mode)}) and cannot be made private (${(error as NodeJS.ErrnoException).code ?? "error"})`, `run \`chmod 600 ${file}\``);
+  }
+  warnings.push(`${path.basename(file)} could be read or written by other users (mode ${octal(stat.mode)}); made it 0600. What it held may have been read: log in again to replace those credentials`);
+}
+
+/** The checks before SQLite opens the db; returns what lstat saw of it. */
+function checkDb(dbPath: string, warnings: string[]): Stats {
+  let stat: Stats | undefined;
+  try {
+    stat = lstatSync(dbPath);
+  } catch (error) {
+    throw dbError(dbPath, error);
+  }
+  const exposed = checkEntry(dbPath, stat);
+  // Open here already (a second open in one command): it passed these checks then.
+  if (isLive(stat)) {
+    checkSidecars(dbPath, warnings, false);
+    return stat;
+  }
+  try {
+    withOwnDescriptor(dbPath, stat, (fd) => {
+      if (exposed) makePrivate(fd, dbPath, stat, warnings);
+      assertSqliteOrEmpty(fd, stat, dbPath);
+    });
+  } catch (error) {
+    throw dbError(dbPath, error);
+  }
+  checkSidecars(dbPath, warnings, true);
+  return stat;
 }
 
 /** The db's first 16 bytes are SQLite's header, or the file is empty (new): anything else is left untouched. */
@@ -194,50 +257,24 @@ function assertSqliteOrEmpty(fd: number, stat: Stats, dbPath: string) {
   });
 }
 
-function checkSidecars(dbPath: string, warnings: string[]) {
+/**
+ * The db's -wal, -shm and -journal, where present, pass checkEntry. Group or other access is
+ * removed when `mayOpen` (SQLite has none of them open in this process); otherwise it is refused.
+ */
+function checkSidecars(dbPath: string, warnings: string[], mayOpen: boolean) {
   for (const suffix of SIDECARS) {
-    if (lstatSync(dbPath + suffix, { throwIfNoEntry: false }) === undefined) continue;
-    let fd: number;
+    const file = dbPath + suffix;
+    const stat = lstatSync(file, { throwIfNoEntry: false });
+    if (stat === undefined || !checkEntry(file, stat)) continue;
+    if (!mayOpen) throw unsafe(file, `can be read or written by other users (mode ${octal(stat.mode)})`, `run \`chmod 600 ${file}\``);
     try {
-      fd = openOwnFile(dbPath, suffix, warnings);
+      withOwnDescriptor(file, stat, (fd) => makePrivate(fd, file, stat, warnings));
     } catch (error) {
-      // Gone since the lstat: SQLite removed it as it closed.
-      if ((error as { cause?: NodeJS.ErrnoException }).cause?.code === "ENOENT") continue;
-      throw error;
+      // Gone since the lstat: SQLite removed it as another process closed the db.
+      if ((error as NodeJS.ErrnoException).code === "ENOENT") continue;
+      throw dbError(dbPath, error);
     }
-    closeSync(fd);
   }
-}
-
-/** The path still names the file `fd` holds, as a regular file (no symlink swapped in since the checks). */
-function assertSameFile(fd: number, dbPath: string) {
-  const held = fstatSync(fd);
-  const now = lstatSync(dbPath, { throwIfNoEntry: false });
-  if (now && !now.isSymbolicLink() && now.dev === held.dev && now.ino === held.ino) return;
-  throw refused(`${path.basename(dbPath)} was replaced while subs opened it`, { hint: `check who else writes to ${path.dirname(dbPath)}, then retry`, code: "unsafe_db" });
-}
-
-function migrate(db: BetterSqlite3.Database) {
-  db.exec("CREATE TABLE IF NOT EXISTS subs_schema (version INTEGER NOT NULL)");
-  const row = db.prepare("SELECT version FROM subs_schema").get() as { version: unknown } | undefined;
-  const version = row === undefined ? 0 : row.version;
-  if (typeof version !== "number" || !Number.isInteger(version) || version < 0) {
-    throw new Error("subs_schema holds no valid version");
-  }
-  if (version > MIGRATIONS.length) {
-    throw failed(`the db was written by a newer subs (schema ${version}; this one knows ${MIGRATIONS.length})`, {
-      hint: "upgrade subs",
-    });
-  }
-  if (version === MIGRATIONS.length) return;
-  // BEGIN IMMEDIATE: two processes migrating at once serialize here, and the second sees the
-  // version the first wrote.
-  db.transaction(() => {
-    const current = (db.prepare("SELECT version FROM subs_schema").get() as { version: number } | undefined)?.version ?? 0;
-    for (let v = current; v < MIGRATIONS.length; v++) db.exec(MIGRATIONS[v]!);
-    db.prepare("DELETE FROM subs_schema").run();
-    db.prepare("INSERT INTO subs_schema (version) VALUES (?)").run(MIGRATIONS.length);
-  }).immediate();
 }
 
 export function dbError(dbPath: string, error: unknown) {
@@ -272,6 +309,7 @@ export class Store {
   constructor(
     private readonly db: BetterSqlite3.Database,
     readonly path: string,
+    private readonly onClose: () => void = () => {},
   ) {}
 
   private run<T>(fn: () => T): T {
@@ -445,7 +483,9 @@ export class Store {
   }
 
   close(): void {
+    if (!this.db.open) return;
     this.db.close();
+    this.onClose();
   }
 }
 
