@@ -253,7 +253,6 @@ function assertSqliteOrEmpty(fd: number, stat: Stats, dbPath: string) {
   if (read === header.length && header.equals(SQLITE_HEADER)) return;
   throw failed(`${path.basename(dbPath)} is not a valid database (not a SQLite file); subs left it as it is`, {
     hint: `move ${dbPath} aside and log in again, or point \`db\` at another file`,
-    code: "unsafe_db",
   });
 }
 

@@ -168,6 +168,7 @@ describe("the db is a regular file of this user's, SQLite or absent", () => {
       assert.equal(result.code, 2, `${argv.join(" ")}: ${result.stderr}`);
       assert.match(result.stderr, /substructure\.db is a symbolic link; subs never follows one/);
       assert.doesNotMatch(result.stderr, NO_STACK);
+      if (argv.includes("--json")) assert.equal(JSON.parse(result.stdout).error.code, "unsafe_db");
     }
     assert.deepEqual(readFileSync(otherDb), before);
     assert.deepEqual(rows(otherDb), ["theirs"]);
