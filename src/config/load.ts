@@ -95,6 +95,7 @@ export function parseConfig(source: string, where: { path: string; cwd: string }
     for (const issue of parsed.error.issues) diagnostics.push(...issueDiagnostics(issue, at, secretPaths, raw));
   }
   diagnostics.push(...crossReferenceDiagnostics(raw, at));
+  diagnostics.push(...dbPathDiagnostics(raw, path.dirname(path.resolve(where.path)), at));
 
   if (diagnostics.length > 0) {
     diagnostics.sort((a, b) => a.line - b.line || a.col - b.col);
@@ -324,6 +325,19 @@ export function crossReferenceDiagnostics(raw: unknown, at: (keyPath: KeyPath, m
     });
   }
   return out;
+}
+
+/**
+ * `db` names a file inside the file's own directory tree, `..` resolved (issue 14, item 2): a
+ * file from a cloned repository must not aim the credentials subs writes at
+ * `~/.ssh/authorized_keys` or at another project's db. Symlinks on the way are checked when the
+ * db is opened (src/store/store.ts), since the directories may not exist yet.
+ */
+function dbPathDiagnostics(raw: unknown, dir: string, at: (keyPath: KeyPath, message: string, hint?: string) => Diagnostic): Diagnostic[] {
+  if (!isTable(raw) || typeof raw.db !== "string" || raw.db === "") return [];
+  const relative = path.relative(dir, path.resolve(dir, raw.db));
+  if (relative !== "" && relative !== ".." && !relative.startsWith(`..${path.sep}`) && !path.isAbsolute(relative)) return [];
+  return [at(["db"], "`db` must name a file inside this file's directory: the db holds credentials", 'keep it beside the file or below it, e.g. db = "substructure.db"')];
 }
 
 /** The known word within edit distance 2 of `word`, for "did you mean". Linear in the candidates:

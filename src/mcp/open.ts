@@ -3,6 +3,7 @@
 // when it is about to expire (issue 3). A stored credential is only ever sent to the url it was
 // issued for. With nothing stored for the id, the server is tried without a credential: an MCP
 // answer is recorded as `subs mcp login` records an open server, a 401 needs a login (issue 13).
+import path from "node:path";
 import type { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { UnauthorizedError } from "@modelcontextprotocol/sdk/client/auth.js";
 import type { Config, ConnectionConfig } from "../config/types.ts";
@@ -185,7 +186,7 @@ async function recordOpen(options: OpenConnectionOptions): Promise<void> {
 export async function assertSameAuthorizationServer(options: Pick<OpenConnectionOptions, "ctx" | "config" | "connection">, challenge: AuthChallenge | undefined): Promise<void> {
   const { ctx, config, connection } = options;
   const { openStore } = await import("../store/store.ts");
-  const opened = await openStore({ dbPath: config.dbPath, create: false });
+  const opened = await openStore({ dbPath: config.dbPath, create: false, root: path.dirname(config.path) });
   let issuer: string | undefined;
   try {
     issuer = opened?.store.getCredential(connection.id)?.issuer;

@@ -1,3 +1,4 @@
+import path from "node:path";
 import type { Config } from "../config/types.ts";
 import type { Reporter } from "../report.ts";
 import type { CredentialRow, OpenConnectionRow } from "./schema.ts";
@@ -22,8 +23,9 @@ export async function openEnvironmentStore(
   config: Config,
   options: { create: boolean; purge?: boolean; reporter: Reporter },
 ): Promise<EnvironmentStore | undefined> {
-  const opened = await openStore({ dbPath: config.dbPath, create: options.create, expectRows: config.connections.length });
+  const opened = await openStore({ dbPath: config.dbPath, create: options.create, expectRows: config.connections.length, root: path.dirname(config.path) });
   if (!opened) return undefined;
+  for (const warning of opened.warnings) options.reporter.warn(warning);
   if (opened.created) {
     // Loaded only here: node:child_process (with net and dgram behind it) is a few ms of start-up
     // that a command opening an existing db never needs (issue 6).

@@ -1,7 +1,7 @@
-import { closeSync, existsSync, mkdirSync, openSync } from "node:fs";
+import { closeSync, constants, fchmodSync, fstatSync, lstatSync, mkdirSync, openSync, readSync, realpathSync, type Stats } from "node:fs";
 import path from "node:path";
 import type BetterSqlite3 from "better-sqlite3";
-import { failed } from "../errors.ts";
+import { failed, refused } from "../errors.ts";
 import {
   ClientRowSchema,
   CredentialRowSchema,
@@ -23,31 +23,57 @@ export type OpenOptions = {
   create: boolean;
   /** Rows the caller expects to list (the declared connections); a long list is validated by the compiled schema. */
   expectRows?: number;
+  /**
+   * The directory of substructure.toml: the db's directory must lead nowhere outside it, through
+   * a symlink or otherwise (issue 14). Defaults to the db's own directory.
+   */
+  root?: string;
 };
 
-export type Opened = { store: Store; created: boolean };
+/** `warnings`: what was fixed on the way (a db or WAL file others could read, now 0600); the caller reports them. */
+export type Opened = { store: Store; created: boolean; warnings: string[] };
+
+const SQLITE_HEADER = Buffer.from("SQLite format 3\0", "latin1");
+/** Files SQLite keeps beside the db; each holds credentials as the db does. */
+const SIDECARS = ["-wal", "-shm", "-journal"] as const;
+// Windows has neither; there, the symlink checks by lstat remain and ownership is not checked.
+const O_NOFOLLOW = constants.O_NOFOLLOW ?? 0;
+const O_NONBLOCK = constants.O_NONBLOCK ?? 0;
 
 /**
  * Opens the environment's db. Returns undefined when it does not exist and `create` is false:
  * reading commands never create a file as a side effect.
+ *
+ * The db is the environment's and nobody else's (issue 14, items 2 and 4): a regular file, never
+ * a symlink (a dangling one would have SQLite create its target), owned by this user, with one
+ * name (a hard link elsewhere reads it too), SQLite or empty, in a directory inside the file's
+ * own tree. Its -wal, -shm and -journal are held to the same rules, since another user's
+ * pre-created -wal would receive every token written. Group or other access to any of them is
+ * removed (0600) with a warning; everything else is refused before SQLite touches the file.
  */
 export async function openStore(options: OpenOptions): Promise<Opened | undefined> {
   const { dbPath } = options;
-  const exists = existsSync(dbPath);
+  const root = options.root ?? path.dirname(dbPath);
+  const exists = lstatSync(dbPath, { throwIfNoEntry: false }) !== undefined;
   if (!exists && !options.create) return undefined;
+  const warnings: string[] = [];
   let created = false;
+  assertDirectoryInside(dbPath, root);
   if (!exists) {
     mkdirSync(path.dirname(dbPath), { recursive: true, mode: 0o700 });
-    // Create the file ourselves so it is 0600 from its first byte; SQLite gives its -wal and -shm
-    // files the database file's mode.
+    assertDirectoryInside(dbPath, root);
+    // Create the file ourselves so it is 0600 from its first byte (SQLite gives its -wal and -shm
+    // files the database file's mode). O_EXCL never follows a symlink, dangling or not.
     try {
-      closeSync(openSync(dbPath, "wx", 0o600));
+      closeSync(openSync(dbPath, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | O_NOFOLLOW, 0o600));
       created = true;
     } catch (error) {
-      // Another subs process created it since existsSync (8 logins at once, issue 7): use theirs.
+      // Another subs process created it since the lstat (8 logins at once, issue 7): use theirs,
+      // once it passes the checks below. A symlink put there meanwhile fails them.
       if ((error as NodeJS.ErrnoException).code !== "EEXIST") throw dbError(dbPath, error);
     }
   }
+  const checked = checkDb(dbPath, warnings);
   const [{ default: Database }] = await Promise.all([
     import("better-sqlite3"),
     (options.expectRows ?? 0) >= COMPILE_FROM_ROWS && !compiledCredentialRow
@@ -57,13 +83,38 @@ export async function openStore(options: OpenOptions): Promise<Opened | undefine
   let db: BetterSqlite3.Database;
   try {
     db = new Database(dbPath, { timeout: BUSY_TIMEOUT_MS });
-    db.pragma("journal_mode = WAL");
-    migrate(db);
   } catch (error) {
     throw dbError(dbPath, error);
   }
-  return { store: new Store(db, dbPath), created };
+  try {
+    // Before the first write: a file swapped in since the checks never gets a byte.
+    const now = lstatSync(dbPath, { throwIfNoEntry: false });
+    if (!now || now.isSymbolicLink() || now.dev !== checked.dev || now.ino !== checked.ino) {
+      throw refused(`${path.basename(dbPath)} was replaced while subs opened it`, { hint: `check who else writes to ${path.dirname(dbPath)}, then retry`, code: "unsafe_db" });
+    }
+    db.pragma("journal_mode = WAL");
+    migrate(db);
+    // The -wal and -shm exist now: one put in place since the first check is caught here, before
+    // any credential is written. By path only: SQLite holds them open (see liveFiles).
+    checkSidecars(dbPath, warnings, false);
+  } catch (error) {
+    db.close();
+    throw dbError(dbPath, error);
+  }
+  const key = fileKey(checked);
+  liveFiles.set(key, (liveFiles.get(key) ?? 0) + 1);
+  return { store: new Store(db, dbPath, () => liveFiles.set(key, liveFiles.get(key)! - 1)), created, warnings: [...new Set(warnings)] };
 }
+
+/**
+ * Db files this process has open through SQLite, by device and inode, with how many times.
+ * Closing any descriptor of a file drops every POSIX lock the process holds on it (fcntl(2)),
+ * SQLite's included, so subs opens a descriptor of its own on a db (or its -wal or -shm) only
+ * while SQLite has none open here; then lstat alone checks it.
+ */
+const liveFiles = new Map<string, number>();
+const fileKey = (stat: Stats) => `${stat.dev}:${stat.ino}`;
+const isLive = (stat: Stats) => (liveFiles.get(fileKey(stat)) ?? 0) > 0;
 
 function migrate(db: BetterSqlite3.Database) {
   db.exec("CREATE TABLE IF NOT EXISTS subs_schema (version INTEGER NOT NULL)");
@@ -86,6 +137,143 @@ function migrate(db: BetterSqlite3.Database) {
     db.prepare("DELETE FROM subs_schema").run();
     db.prepare("INSERT INTO subs_schema (version) VALUES (?)").run(MIGRATIONS.length);
   }).immediate();
+}
+
+const inside = (dir: string, candidate: string) => {
+  const relative = path.relative(dir, candidate);
+  return relative === "" || (relative !== ".." && !relative.startsWith(`..${path.sep}`) && !path.isAbsolute(relative));
+};
+
+/**
+ * The db's directory, symlinks resolved, is inside `root`'s, symlinks resolved. Before subs
+ * creates missing directories the nearest existing one is checked, so none is made outside.
+ */
+function assertDirectoryInside(dbPath: string, root: string) {
+  if (inside(realpathOfNearest(root, dbPath), realpathOfNearest(path.dirname(dbPath), dbPath))) return;
+  throw refused(`${path.basename(dbPath)}: its directory leads outside ${root} through a symbolic link`, {
+    hint: "a db holds credentials: point `db` at a file inside the directory of substructure.toml, with no symlink on the way",
+    code: "unsafe_db",
+  });
+}
+
+/** `dir` with symlinks resolved as far as it exists; the missing rest, which holds no symlink, appended. */
+function realpathOfNearest(dir: string, dbPath: string): string {
+  const missing: string[] = [];
+  for (let at = path.resolve(dir); ; at = path.dirname(at)) {
+    try {
+      return path.join(realpathSync(at), ...missing.reverse());
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code !== "ENOENT" || path.dirname(at) === at) throw dbError(dbPath, error);
+      missing.push(path.basename(at));
+    }
+  }
+}
+
+const octal = (mode: number) => (mode & 0o777).toString(8).padStart(4, "0");
+
+const unsafe = (file: string, message: string, hint: string) => refused(`${path.basename(file)} ${message}`, { hint, code: "unsafe_db" });
+
+/**
+ * What lstat shows of `file` (the db or one of its sidecars) passes: a regular file, not a
+ * symlink, this user's, one name. Returns whether group or others have access to it.
+ */
+function checkEntry(file: string, stat: Stats): boolean {
+  if (stat.isSymbolicLink()) throw unsafe(file, "is a symbolic link; subs never follows one to the db or its files", `replace ${file} with a regular file, or move it aside`);
+  if (!stat.isFile()) throw unsafe(file, "is not a regular file", `move ${file} aside, or point \`db\` at another file`);
+  const uid = process.getuid?.();
+  // Windows has no uid: there, the checks above remain.
+  if (uid === undefined) return false;
+  if (stat.uid !== uid) throw unsafe(file, `belongs to another user (uid ${stat.uid}); the db and its files must be yours`, `move ${file} aside and log in again`);
+  if (stat.nlink > 1) throw unsafe(file, `has ${stat.nlink} names (hard links): another one could read its credentials`, `move ${file} aside and log in again`);
+  return (stat.mode & 0o077) !== 0;
+}
+
+/**
+ * Opens `file` without following a symlink (O_NONBLOCK: a FIFO swapped in must not block), checks
+ * it is the file lstat saw, and runs `fn` on the descriptor.
+ */
+function withOwnDescriptor<T>(file: string, seen: Stats, fn: (fd: number) => T): T {
+  let fd: number;
+  try {
+    fd = openSync(file, constants.O_RDONLY | O_NOFOLLOW | O_NONBLOCK);
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code === "ELOOP") throw unsafe(file, "is a symbolic link; subs never follows one to the db or its files", `replace ${file} with a regular file, or move it aside`);
+    throw error;
+  }
+  try {
+    const stat = fstatSync(fd);
+    if (stat.dev !== seen.dev || stat.ino !== seen.ino) throw unsafe(file, "was replaced while subs checked it", `check who else writes to ${path.dirname(file)}, then retry`);
+    return fn(fd);
+  } finally {
+    closeSync(fd);
+  }
+}
+
+/** Removes group and other access through `fd`, with a warning; refuses the file when it cannot. */
+function makePrivate(fd: number, file: string, stat: Stats, warnings: string[]) {
+  try {
+    fchmodSync(fd, 0o600);
+  } catch (error) {
+    throw unsafe(file, `can be read or written by other users (mode ${octal(stat.mode)}) and cannot be made private (${(error as NodeJS.ErrnoException).code ?? "error"})`, `run \`chmod 600 ${file}\``);
+  }
+  warnings.push(`${path.basename(file)} could be read or written by other users (mode ${octal(stat.mode)}); made it 0600. What it held may have been read: log in again to replace those credentials`);
+}
+
+/** The checks before SQLite opens the db; returns what lstat saw of it. */
+function checkDb(dbPath: string, warnings: string[]): Stats {
+  let stat: Stats | undefined;
+  try {
+    stat = lstatSync(dbPath);
+  } catch (error) {
+    throw dbError(dbPath, error);
+  }
+  const exposed = checkEntry(dbPath, stat);
+  // Open here already (a second open in one command): it passed these checks then.
+  if (isLive(stat)) {
+    checkSidecars(dbPath, warnings, false);
+    return stat;
+  }
+  try {
+    withOwnDescriptor(dbPath, stat, (fd) => {
+      if (exposed) makePrivate(fd, dbPath, stat, warnings);
+      assertSqliteOrEmpty(fd, stat, dbPath);
+    });
+  } catch (error) {
+    throw dbError(dbPath, error);
+  }
+  checkSidecars(dbPath, warnings, true);
+  return stat;
+}
+
+/** The db's first 16 bytes are SQLite's header, or the file is empty (new): anything else is left untouched. */
+function assertSqliteOrEmpty(fd: number, stat: Stats, dbPath: string) {
+  if (stat.size === 0) return;
+  const header = Buffer.alloc(SQLITE_HEADER.length);
+  const read = readSync(fd, header, 0, header.length, 0);
+  if (read === header.length && header.equals(SQLITE_HEADER)) return;
+  throw failed(`${path.basename(dbPath)} is not a valid database (not a SQLite file); subs left it as it is`, {
+    hint: `move ${dbPath} aside and log in again, or point \`db\` at another file`,
+  });
+}
+
+/**
+ * The db's -wal, -shm and -journal, where present, pass checkEntry. Group or other access is
+ * removed when `mayOpen` (SQLite has none of them open in this process); otherwise it is refused.
+ */
+function checkSidecars(dbPath: string, warnings: string[], mayOpen: boolean) {
+  for (const suffix of SIDECARS) {
+    const file = dbPath + suffix;
+    const stat = lstatSync(file, { throwIfNoEntry: false });
+    if (stat === undefined || !checkEntry(file, stat)) continue;
+    if (!mayOpen) throw unsafe(file, `can be read or written by other users (mode ${octal(stat.mode)})`, `run \`chmod 600 ${file}\``);
+    try {
+      withOwnDescriptor(file, stat, (fd) => makePrivate(fd, file, stat, warnings));
+    } catch (error) {
+      // Gone since the lstat: SQLite removed it as another process closed the db.
+      if ((error as NodeJS.ErrnoException).code === "ENOENT") continue;
+      throw dbError(dbPath, error);
+    }
+  }
 }
 
 export function dbError(dbPath: string, error: unknown) {
@@ -120,6 +308,7 @@ export class Store {
   constructor(
     private readonly db: BetterSqlite3.Database,
     readonly path: string,
+    private readonly onClose: () => void = () => {},
   ) {}
 
   private run<T>(fn: () => T): T {
@@ -293,7 +482,9 @@ export class Store {
   }
 
   close(): void {
+    if (!this.db.open) return;
     this.db.close();
+    this.onClose();
   }
 }
 
