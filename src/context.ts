@@ -34,6 +34,11 @@ export type Context = {
   openBrowser: (url: string) => Promise<void>;
   /** Aborted on Ctrl-C; long waits listen to it. */
   signal: AbortSignal;
+  /**
+   * The run's secret values, removed from everything printed (src/output/secrets.ts, issue 14).
+   * `run` sets it; code that reads a secret from the environment or the db adds it here.
+   */
+  secrets?: { add(value: string | null | undefined): void };
 };
 
 export function colorWanted(env: Context["env"], isTTY: boolean): boolean {

@@ -2,6 +2,8 @@
 // Redaction is by name, on every layer a secret can travel in: headers, query strings, form and
 // JSON bodies. What is not recognised as safe-to-show is shortened, never printed whole.
 import type { Output } from "../context.ts";
+import type { Secrets } from "./secrets.ts";
+import { shown } from "./untrusted.ts";
 
 const SECRET_NAMES = /^(authorization|proxy-authorization|cookie|set-cookie|x-api-key|api[-_]?key|access_token|refresh_token|id_token|token|client_secret|registration_access_token|code|code_verifier|password|secret|assertion|client_assertion|subject_token|actor_token|device_code|pre-authorized_code)$/i;
 
@@ -101,13 +103,20 @@ function scrub(text: string, secrets: readonly string[]): string {
   return secrets.reduce((out, secret) => out.replaceAll(secret, REDACTED), text);
 }
 
-export function debugFetch(inner: typeof globalThis.fetch, stderr: Output, now: () => number): typeof globalThis.fetch {
+export function debugFetch(inner: typeof globalThis.fetch, stderr: Output, now: () => number, shared?: Secrets): typeof globalThis.fetch {
   let sequence = 0;
   // Every secret seen in this run, sent or received: a token issued in one answer and quoted by
-  // a server in a later one is removed there too, by value, wherever it appears (issue 13).
+  // a server in a later one is removed there too, by value, wherever it appears (issue 13). The
+  // run's registry learns them as well, so the `error:` line and --json agree with this trace
+  // (issue 14, item 3).
   const known = new Set<string>();
-  const remember = (values: string[]) => values.filter(worthScrubbing).forEach((v) => known.add(v));
-  const write = (text: string) => stderr.write(scrub(text, [...known].sort((a, b) => b.length - a.length)));
+  const remember = (values: string[]) =>
+    values.filter(worthScrubbing).forEach((v) => {
+      known.add(v);
+      shared?.add(v);
+    });
+  // A status text, a header or an error message is the server's: shown, never interpreted (issue 14).
+  const write = (text: string) => stderr.write(shown(scrub(text, [...known].sort((a, b) => b.length - a.length)), { multiline: true }));
   return async (input, init) => {
     const n = ++sequence;
     const request = new Request(input, init);
