@@ -44,16 +44,24 @@ export class Secrets {
 /**
  * `out` with every chunk scrubbed before it is written. A terminal stream stays itself in every
  * other respect (the spinner reads `isTTY`, `columns`, calls `cursorTo`, listens for `resize`):
- * only `write` is replaced.
+ * only `write` is replaced. yocto-spinner hooks `write` (it saves `stream.write`, sets its own,
+ * and calls the saved one): the hook is kept on this wrapper, so it wraps the scrubbing write and
+ * the scrubbing write goes to the stream's own, never back to the hook.
  */
 export function scrubbedOutput<T extends Output>(out: T, secrets: Secrets): T {
-  const write = (chunk: unknown, ...rest: unknown[]) =>
-    (out.write as (...args: unknown[]) => unknown).call(out, typeof chunk === "string" ? secrets.scrub(chunk) : chunk, ...rest);
+  const own = out.write as (...args: unknown[]) => unknown;
+  const scrubbing = (chunk: unknown, ...rest: unknown[]) => own.call(out, typeof chunk === "string" ? secrets.scrub(chunk) : chunk, ...rest);
+  let write: unknown = scrubbing;
   return new Proxy(out, {
     get(target, property) {
       if (property === "write") return write;
       const value = Reflect.get(target, property, target) as unknown;
       return typeof value === "function" ? (value as (...args: unknown[]) => unknown).bind(target) : value;
+    },
+    set(target, property, value) {
+      if (property === "write") write = value;
+      else Reflect.set(target, property, value, target);
+      return true;
     },
   });
 }
@@ -120,15 +128,19 @@ export function learningFetch(inner: typeof globalThis.fetch, secrets: Secrets):
     const response = await inner(input, init);
     const method = (init?.method ?? (input instanceof Request ? input.method : "GET")).toUpperCase();
     // Tokens and registrations are issued in answers to POSTs (RFC 6749 §5.1, RFC 7591 §3.2.1).
-    if (!jsonRpc && method === "POST" && response.body && response.headers.get("content-type")?.includes("json")) void learnFrom(response.clone(), add);
-        return response;
+    if (!jsonRpc && method === "POST" && response.body && response.headers.get("content-type")?.includes("json")) {
+      // A small answer of announced length is read before the caller sees it, so an error the
+      // caller builds from it at once (a token answer it refuses) is scrubbed too; the caller
+      // would wait for the same bytes. Any other is read alongside the caller.
+      const length = Number(response.headers.get("content-length") ?? NaN);
+      const learning = learnFrom(response.clone(), add);
+      if (length <= 65_536) await learning;
+    }
+    return response;
   };
 }
 
-/**
- * Reads a clone of the answer alongside the caller (not before it: an answer that never ends must
- * stay the caller's deadline to judge), at most 64 KiB, which no token answer comes near.
- */
+/** Reads a clone of the answer, at most 64 KiB, which no token answer comes near; never throws. */
 async function learnFrom(response: Response, add: (value: string) => void): Promise<void> {
   const reader = response.body!.getReader();
   const chunks: Uint8Array[] = [];

@@ -6,6 +6,8 @@ import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { after, before, describe, test } from "node:test";
+import { PassThrough } from "node:stream";
+import { loadSpinner, startProgress } from "../../src/output/progress.ts";
 import { shown } from "../../src/output/untrusted.ts";
 import { scrubbedOutput, Secrets } from "../../src/output/secrets.ts";
 import { credential, environment } from "../auth/harness.ts";
@@ -74,6 +76,26 @@ describe("secret registry", () => {
     assert.equal(out.columns, 80);
     assert.equal(out.cursorTo(), 80);
   });
+});
+
+test("the spinner on a scrubbed terminal stream: it hooks write without looping, and what it shows is scrubbed", async () => {
+  await loadSpinner();
+  const secrets = new Secrets();
+  secrets.add("spinner-secret-value");
+  const tty = Object.assign(new PassThrough(), { isTTY: true, columns: 80, cursorTo() {}, clearLine() {}, moveCursor() {} });
+  let text = "";
+  tty.on("data", (d) => (text += d));
+  const stderr = scrubbedOutput(tty, secrets);
+  let t = 0;
+  const progress = startProgress({ stderr, stderrIsTTY: true, stderrColor: false, env: { TERM: "xterm" }, now: () => (t += 1000) }, `Waiting${TITLE}`);
+  stderr.write("a line written while it spins: spinner-secret-value\n");
+  progress.succeed("Done with spinner-secret-value");
+  await new Promise((r) => setImmediate(r));
+  assert.ok(!text.includes("spinner-secret-value"), text);
+  assert.match(text, /a line written while it spins: \[redacted\]/);
+  assert.match(text, /Done with \[redacted\]/);
+  assert.ok(text.includes("Waiting\\x1b]2;pwned\\x07"), JSON.stringify(text));
+  assert.ok(!text.includes(TITLE), "the server's title sequence is shown, not sent");
 });
 
 describe("hostile MCP servers", () => {
