@@ -2,10 +2,9 @@
 // Redaction is by name, on every layer a secret can travel in: headers, query strings, form and
 // JSON bodies. What is not recognised as safe-to-show is shortened, never printed whole.
 import type { Output } from "../context.ts";
-import type { Secrets } from "./secrets.ts";
+import { REDACTED, SECRET_NAMES, worthScrubbing, type Secrets } from "./secrets.ts";
 import { shown } from "./untrusted.ts";
 
-const SECRET_NAMES = /^(authorization|proxy-authorization|cookie|set-cookie|x-api-key|api[-_]?key|access_token|refresh_token|id_token|token|client_secret|registration_access_token|code|code_verifier|password|secret|assertion|client_assertion|subject_token|actor_token|device_code|pre-authorized_code)$/i;
 
 /**
  * A JSON field that holds a secret: by name, but a number is never one. JSON-RPC errors carry a
@@ -14,7 +13,7 @@ const SECRET_NAMES = /^(authorization|proxy-authorization|cookie|set-cookie|x-ap
  */
 const secretField = (name: string, value: unknown) => SECRET_NAMES.test(name) && typeof value !== "number" && typeof value !== "boolean" && value !== null;
 
-export const REDACTED = "[redacted]";
+export { REDACTED };
 
 function redactParams(params: URLSearchParams): string {
   const out = new URLSearchParams();
@@ -96,8 +95,6 @@ function secretValues(request: Request, body: string): string[] {
   return values;
 }
 
-/** Short values ("1", "x") would blank out unrelated text; no real credential is that short. */
-const worthScrubbing = (v: string) => v.length >= 6;
 
 function scrub(text: string, secrets: readonly string[]): string {
   return secrets.reduce((out, secret) => out.replaceAll(secret, REDACTED), text);
