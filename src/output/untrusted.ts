@@ -14,6 +14,10 @@
  */
 const INVISIBLE = /[\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069\u2028\u2029]/;
 
+/** Any character `visible` escapes (the `u` flag matches a surrogate only when it is unpaired). */
+const UNSAFE = /[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069\u2028\u2029\ud800-\udfff]/u;
+const UNSAFE_IN_LINES = /[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069\u2028\u2029\ud800-\udfff]/u;
+
 const NAMED: Record<string, string> = { "\n": "\\n", "\r": "\\r", "\t": "\\t" };
 
 /** The visible form of one code point: itself when harmless, else an escape such as `\x1b` or `\u202e`. */
@@ -41,6 +45,8 @@ export type ShownOptions = {
 /** `text` as it may be shown on a terminal or in piped human output: see the file's header. */
 export function shown(text: string, options: ShownOptions = {}): string {
   const multiline = options.multiline ?? false;
+  // The common case, and a tool's long result: nothing to escape, nothing to cut.
+  if (!(multiline ? UNSAFE_IN_LINES : UNSAFE).test(text) && (options.max === undefined || text.length <= options.max)) return text;
   // for…of walks code points, so a surrogate pair stays whole and a cut never splits one; the cut
   // is made on the visible forms, so it never falls inside an escape either.
   const forms: string[] = [];
