@@ -105,6 +105,8 @@ export async function mcpCallCommand(ctx: Context, options: McpCallOptions): Pro
 /** A progress notification as a few words: `3/10 indexing`, or the count alone when there is no total. */
 export function progressText(progress: { progress: number; total?: number; message?: string }): string {
   const count = progress.total !== undefined && progress.total > 0 ? `${progress.progress}/${progress.total}` : String(progress.progress);
-  const message = progress.message?.split("\n")[0]?.slice(0, 80);
+  // The server's words: shown, and cut between visible characters, never inside one (issue 14).
+  const first = progress.message?.split("\n")[0];
+  const message = first === undefined ? undefined : shown(first, { max: 80 });
   return message ? `${count} ${message}` : count;
 }
