@@ -485,7 +485,7 @@ function renderError(ctx: Context, error: unknown, json: boolean, ran?: { path: 
     // A bug, not a user error: say so without a stack trace (SUBS_DEBUG=1 shows it).
     const message = error instanceof Error ? error.message : String(error);
     ctx.stderr.write(`${style.red("error:")} unexpected: ${shown(message)}\n`);
-    if (debugFromEnv(ctx.env) && error instanceof Error && error.stack) ctx.stderr.write(`${error.stack}\n`);
+    if (debugFromEnv(ctx.env) && error instanceof Error && error.stack) ctx.stderr.write(`${shown(error.stack, { multiline: true })}\n`);
   }
   // A tool's own error result is already on stdout as the --json document (isError: true).
   if (json && !(error instanceof SubsError && error.code === "tool_error")) {
