@@ -73,20 +73,20 @@ function headersOf(input: Parameters<typeof fetch>[0], init: Parameters<typeof f
 }
 
 /** The secret-named fields of a form or JSON text. */
-export function secretsInText(text: string, add: (value: string) => void): void {
+export function secretsInText(text: string, add: (value: string, name: string) => void): void {
   if (!text) return;
   const trimmed = text.trimStart();
   if (trimmed.startsWith("{") || trimmed.startsWith("[")) {
     try {
       const walk = (v: unknown): void => {
         if (Array.isArray(v)) v.forEach(walk);
-        else if (v && typeof v === "object") for (const [k, inner] of Object.entries(v)) typeof inner === "string" && SECRET_NAMES.test(k) ? add(inner) : walk(inner);
+        else if (v && typeof v === "object") for (const [k, inner] of Object.entries(v)) typeof inner === "string" && SECRET_NAMES.test(k) ? add(inner, k) : walk(inner);
       };
       walk(JSON.parse(text));
     } catch {}
     return;
   }
-  new URLSearchParams(text).forEach((v, k) => SECRET_NAMES.test(k) && add(v));
+  new URLSearchParams(text).forEach((v, k) => SECRET_NAMES.test(k) && add(v, k));
 }
 
 /**
@@ -159,7 +159,8 @@ async function learnFrom(response: Response, add: (value: string) => void): Prom
   } catch {
     return;
   }
-  secretsInText(Buffer.concat(chunks).toString("utf8"), add);
+  // An answer's `code` is an error code ("not_found"), never a credential: blanking it would hide it.
+  secretsInText(Buffer.concat(chunks).toString("utf8"), (value, name) => name.toLowerCase() !== "code" && add(value));
 }
 
 /** The context `run` gives every command: output scrubbed of `secrets`, fetch learning them. */

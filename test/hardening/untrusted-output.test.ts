@@ -9,7 +9,7 @@ import { after, before, describe, test } from "node:test";
 import { PassThrough } from "node:stream";
 import { loadSpinner, startProgress } from "../../src/output/progress.ts";
 import { shown } from "../../src/output/untrusted.ts";
-import { scrubbedOutput, Secrets } from "../../src/output/secrets.ts";
+import { learningFetch, scrubbedOutput, Secrets } from "../../src/output/secrets.ts";
 import { credential, environment } from "../auth/harness.ts";
 import { consentingBrowser } from "../support/browser.ts";
 import { runCli, runInProcess } from "../support/cli.ts";
@@ -104,6 +104,26 @@ test("the spinner on a scrubbed terminal stream: it hooks write without looping,
   assert.match(text, /Done with \[redacted\]/);
   assert.ok(text.includes("Waiting\\x1b]2;pwned\\x07"), JSON.stringify(text));
   assert.ok(!text.includes(TITLE), "the server's title sequence is shown, not sent");
+});
+
+test("learningFetch: what a request carries and a token answer issues is learned; an answer's error code is not", async () => {
+  const secrets = new Secrets();
+  const answers: Record<string, unknown> = {
+    "/token": { access_token: "issued-access-token-1", refresh_token: "issued-refresh-token-1", token_type: "Bearer" },
+    "/register": { client_id: "dyn-client", client_secret: "issued-client-secret", registration_access_token: "issued-rat-value" },
+    "/v1/thing": { error: { code: "not_found", message: "no such thing" } },
+  };
+  const inner: typeof fetch = async (input) => {
+    const body = JSON.stringify(answers[new URL(String(input)).pathname]);
+    return new Response(body, { headers: { "content-type": "application/json", "content-length": String(Buffer.byteLength(body)) } });
+  };
+  const learning = learningFetch(inner, secrets);
+  const form = new URLSearchParams({ grant_type: "authorization_code", code: "auth-code-123", code_verifier: "verifier-abcdef", client_id: "dyn-client" });
+  await learning("http://as.example/token", { method: "POST", body: form, headers: { authorization: "Basic " + Buffer.from("dyn-client:basic-secret-1").toString("base64") } });
+  await learning("http://as.example/register", { method: "POST", body: JSON.stringify({ redirect_uris: ["http://127.0.0.1/callback"] }) });
+  await learning("http://deploy.example/v1/thing", { method: "POST", body: "{}", headers: { authorization: "Bearer deploy-token-1" } });
+  const text = "auth-code-123 verifier-abcdef basic-secret-1 issued-access-token-1 issued-refresh-token-1 issued-client-secret issued-rat-value deploy-token-1 not_found dyn-client";
+  assert.equal(secrets.scrub(text), `${Array(8).fill("[redacted]").join(" ")} not_found dyn-client`);
 });
 
 describe("hostile MCP servers", () => {
