@@ -288,6 +288,31 @@ describe("the real CLI", () => {
     }
   });
 
+  test("a deployment's ids and urls (a connection not in the file) are shown in mcp list and apply --dry-run, exact in --json", async () => {
+    const deployment = await startDeployment({ token: "deploy-token-ids-1" });
+    const dir = temp(`[remote]\nurl = "${deployment.url}"\n\n[mcp.demo]\nurl = "https://mcp.example/mcp"\n`);
+    const evilId = `gone${HIDE}demo`;
+    const evilUrl = `https://ok.example/${TITLE}${BIDI}`;
+    const listing = { connections: [{ id: evilId, url: evilUrl, prefix_tools: true, oauth: null, status: "declared", authorized_at: null, expires_at: null }] };
+    try {
+      for (const argv of [["mcp", "list"], ["apply", "--dry-run"]]) {
+        deployment.fault({ method: "GET", path: /^\/v1\/mcp$/, kind: "body", status: 200, body: listing, times: 10 });
+        const r = await runCli(argv, { cwd: dir, env: { SUBSTRUCTURE_TOKEN: "deploy-token-ids-1" } });
+        deployment.clearFaults();
+        assertHarmless(r.stdout + r.stderr, argv.join(" "));
+        assert.ok(r.stdout.includes("gone\\r\\x1b[2Kdemo"), `${argv.join(" ")}: ${r.stdout}${r.stderr}`);
+        assert.ok(r.stdout.includes("\\x1b]2;pwned\\x07\\u202e"), `${argv.join(" ")}: ${r.stdout}${r.stderr}`);
+      }
+      deployment.fault({ method: "GET", path: /^\/v1\/mcp$/, kind: "body", status: 200, body: listing, times: 10 });
+      const json = await runCli(["mcp", "list", "--json"], { cwd: dir, env: { SUBSTRUCTURE_TOKEN: "deploy-token-ids-1" } });
+      const entry = (JSON.parse(json.stdout) as Array<{ id: string; url: string }>).find((e) => e.id === evilId);
+      assert.equal(entry?.url, evilUrl, json.stdout);
+    } finally {
+      await deployment.close();
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
   test("a deployment that echoes its API token in an error: the token is in no output, --json included", async () => {
     const TOKEN = "deploy-api-token-SECRET-42";
     const deployment = await startDeployment({ token: TOKEN });
