@@ -36,7 +36,8 @@ export type Context = {
   signal: AbortSignal;
   /**
    * The run's secret values, removed from everything printed (src/output/secrets.ts, issue 14).
-   * `run` sets it; code that reads a secret from the environment or the db adds it here.
+   * `run` sets it, and its fetch learns every secret a request carries or a token answer issues;
+   * code that holds a secret it has not sent yet and may print near one can add it here.
    */
   secrets?: { add(value: string | null | undefined): void };
 };
