@@ -5,7 +5,9 @@ import type { Context } from "./context.ts";
 import { ConfigError, SubsError, exitCodeFor, formatDiagnostic, usage } from "./errors.ts";
 import { animates, loadSpinner } from "./output/progress.ts";
 import { shellWord } from "./output/shell-word.ts";
+import { learningFetch, Secrets, withSecrets } from "./output/secrets.ts";
 import { loadStyles, styleFor } from "./output/style.ts";
+import { shown } from "./output/untrusted.ts";
 import { VERSION } from "./version.ts";
 
 const examples = (lines: string[]) => `\nExamples:\n${lines.map((l) => `  $ ${l}`).join("\n")}\n`;
@@ -18,8 +20,10 @@ const requestTimeoutOption = (what: string) => new Option("--request-timeout <se
 export async function run(argv: readonly string[], given: Context): Promise<number> {
   let exitCode = 0;
   let jsonRequested = false;
-  // A copy, so --debug can wrap its fetch for this run only.
-  const ctx: Context = { ...given };
+  // A copy, so --debug can wrap its fetch for this run only. Every line printed passes the run's
+  // secrets, --json included, and every request teaches them (issue 14, item 3).
+  const secrets = new Secrets();
+  const ctx: Context = withSecrets(given, secrets);
   if (ctx.color || ctx.stderrColor) await loadStyles();
   if (animates(ctx)) await loadSpinner();
   // A command that printed its whole result may still end non-zero (e.g. `agent tools` with a
@@ -45,7 +49,7 @@ export async function run(argv: readonly string[], given: Context): Promise<numb
     ran = { path: commandPath(action), args: [...action.args.filter((a) => !a.startsWith("-")), ...configArgs], debug };
     if (debug) {
       const { debugFetch } = await import("./output/debug-fetch.ts");
-      ctx.fetch = debugFetch(given.fetch, ctx.stderr, ctx.now);
+      ctx.fetch = debugFetch(learningFetch(given.fetch, secrets), ctx.stderr, ctx.now, secrets);
     }
   });
   try {
@@ -464,21 +468,24 @@ function renderError(ctx: Context, error: unknown, json: boolean, ran?: { path: 
   const style = styleFor(ctx.stderrColor);
   if (error instanceof ConfigError) {
     for (const d of error.diagnostics) {
-      ctx.stderr.write(`${formatDiagnostic(d)}\n`);
-      if (d.hint) ctx.stderr.write(`  ${style.dim("hint:")} ${d.hint}\n`);
+      ctx.stderr.write(`${shown(formatDiagnostic(d))}\n`);
+      if (d.hint) ctx.stderr.write(`  ${style.dim("hint:")} ${shown(d.hint, { multiline: true })}\n`);
     }
     const n = error.diagnostics.length;
     const what = error.kind === "refused" ? "refusal" : "error";
-    ctx.stderr.write(`${n} ${what}${n === 1 ? "" : "s"} in ${error.diagnostics[0]?.file ?? "the file"}; nothing was changed.\n`);
+    ctx.stderr.write(`${n} ${what}${n === 1 ? "" : "s"} in ${shown(error.diagnostics[0]?.file ?? "the file")}; nothing was changed.\n`);
   } else if (error instanceof SubsError) {
-    ctx.stderr.write(`${style.red("error:")} ${error.message}\n`);
+    // Messages quote servers (an error_description, a JSON-RPC message, a deployment's words):
+    // shown, never interpreted, here whatever the code that built them did (issue 14, item 1).
+    ctx.stderr.write(`${style.red("error:")} ${shown(error.message)}\n`);
     const hint = error.hint ?? fallbackHint(error, ran);
-    if (hint) ctx.stderr.write(`${style.dim("hint:")} ${hint}\n`);
+    // A hint may be a list on its own lines (a deployment's allowed URLs); escapes still show.
+    if (hint) ctx.stderr.write(`${style.dim("hint:")} ${shown(hint, { multiline: true })}\n`);
   } else {
     // A bug, not a user error: say so without a stack trace (SUBS_DEBUG=1 shows it).
     const message = error instanceof Error ? error.message : String(error);
-    ctx.stderr.write(`${style.red("error:")} unexpected: ${message}\n`);
-    if (debugFromEnv(ctx.env) && error instanceof Error && error.stack) ctx.stderr.write(`${error.stack}\n`);
+    ctx.stderr.write(`${style.red("error:")} unexpected: ${shown(message)}\n`);
+    if (debugFromEnv(ctx.env) && error instanceof Error && error.stack) ctx.stderr.write(`${shown(error.stack, { multiline: true })}\n`);
   }
   // A tool's own error result is already on stdout as the --json document (isError: true).
   if (json && !(error instanceof SubsError && error.code === "tool_error")) {

@@ -10,6 +10,7 @@ import { stderrReporter } from "../output/reporter.ts";
 import { writeJson } from "../output/json.ts";
 import { styleFor } from "../output/style.ts";
 import { renderTable } from "../output/table.ts";
+import { shown } from "../output/untrusted.ts";
 import { silentProgress } from "../report.ts";
 import { fetchingProgress } from "./mcp-tools.ts";
 
@@ -152,20 +153,21 @@ function renderHuman(ctx: Context, r: Inspection, verbose: boolean): void {
   const style = styleFor(ctx.color);
   const err = styleFor(ctx.stderrColor);
   const source = (t: ModelTool) => (t.kind === "connector" ? t.connection : t.kind === "declared" ? "(declared)" : "(sub-agent)");
-  const rows = r.tools.map((t) => [t.name, source(t), t.kind === "connector" ? t.tool.name : "-"]);
+  const rows = r.tools.map((t) => [shown(t.name), source(t), t.kind === "connector" ? shown(t.tool.name) : "-"]);
   if (rows.length > 0) ctx.stdout.write(renderTable(["NAME", "FROM", "TOOL ON CONNECTION"], rows, { tty: ctx.stdoutIsTTY, style: style.bold }));
 
   for (const u of r.unavailable) {
-    ctx.stderr.write(`${err.yellow("unavailable:")} ${u.message}; the model runs without ${u.connection}'s tools\n`);
-    if (u.hint) ctx.stderr.write(`  ${err.dim("hint:")} ${u.hint}\n`);
+    // Messages quote servers; tool names are theirs: shown, never interpreted (issue 14, item 1).
+    ctx.stderr.write(`${err.yellow("unavailable:")} ${shown(u.message)}; the model runs without ${u.connection}'s tools\n`);
+    if (u.hint) ctx.stderr.write(`  ${err.dim("hint:")} ${shown(u.hint, { multiline: true })}\n`);
   }
-  for (const d of r.dropped) ctx.stderr.write(`${err.yellow("dropped:")} ${describeDropped(d)}\n`);
+  for (const d of r.dropped) ctx.stderr.write(`${err.yellow("dropped:")} ${shown(describeDropped(d))}\n`);
 
   const byConnection = new Map<string, FilteredTool[]>();
   for (const f of r.filtered) byConnection.set(f.connection, [...(byConnection.get(f.connection) ?? []), f]);
   for (const [connection, removed] of byConnection) {
     if (verbose) {
-      for (const f of removed) ctx.stderr.write(`${err.dim("filtered:")} ${connection}'s \`${f.tool}\`: ${describeFiltered(f)}\n`);
+      for (const f of removed) ctx.stderr.write(`${err.dim("filtered:")} ${connection}'s \`${shown(f.tool)}\`: ${shown(describeFiltered(f))}\n`);
       continue;
     }
     const counts = new Map<string, number>();
@@ -176,7 +178,7 @@ function renderHuman(ctx: Context, r: Inspection, verbose: boolean): void {
     const detail = [...counts].map(([label, n]) => `${label}: ${n}`).join(", ");
     ctx.stderr.write(`${err.dim("filtered:")} ${connection}: ${removed.length} tool${removed.length === 1 ? "" : "s"} removed by the agent's filter (${detail}); -v lists them\n`);
   }
-  for (const w of r.warnings) ctx.stderr.write(`${err.yellow("warning:")} ${describeWarning(w, r.agent)}\n`);
+  for (const w of r.warnings) ctx.stderr.write(`${err.yellow("warning:")} ${shown(describeWarning(w, r.agent))}\n`);
 
   const fromConnections = r.tools.filter((t) => t.kind === "connector");
   const declared = r.tools.filter((t) => t.kind === "declared").length;

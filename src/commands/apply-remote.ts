@@ -7,6 +7,7 @@ import { failed, refused, SubsError } from "../errors.ts";
 import { writeJson } from "../output/json.ts";
 import { stderrReporter } from "../output/reporter.ts";
 import { styleFor, type Style } from "../output/style.ts";
+import { shown } from "../output/untrusted.ts";
 import { DeploymentClient, DeploymentError } from "../remote/client.ts";
 import { executePlan, hasChanges, planRemote, readRemoteState, type PlanStep, type RemotePlan, type StepOutcome } from "../remote/plan.ts";
 
@@ -33,7 +34,7 @@ export async function applyRemote(ctx: Context, config: Config, options: ApplyRe
     onStep: (o) => {
       if (options.json) return;
       const mark = o.outcome === "applied" ? errStyle.green("✔") : errStyle.red("✗");
-      ctx.stderr.write(`${mark} ${o.outcome === "failed" ? `could not ${describeStep(o.step)}: ${errorMessage(o.error)}` : describeStepDone(o.step)}\n`);
+      ctx.stderr.write(`${mark} ${o.outcome === "failed" ? `could not ${shown(describeStep(o.step))}: ${shown(errorMessage(o.error))}` : describeStepDone(o.step)}\n`);
     },
   });
   const failures = outcomes.filter((o) => o.outcome === "failed");
@@ -49,7 +50,7 @@ export async function applyRemote(ctx: Context, config: Config, options: ApplyRe
     ctx.stdout.write(`\nApplied ${applied.length} of ${outcomes.length} changes:\n`);
     for (const o of outcomes) {
       const label = o.outcome === "applied" ? style.green("applied      ") : o.outcome === "failed" ? style.red("failed       ") : style.yellow("not attempted");
-      ctx.stdout.write(`  ${label} ${describeStep(o.step)}\n`);
+      ctx.stdout.write(`  ${label} ${shown(describeStep(o.step))}\n`);
     }
   }
   const details = {
@@ -94,8 +95,9 @@ function renderPlan(plan: RemotePlan, url: string, style: Style): string {
   const lines = [`Plan for ${url}:`];
   const section = (title: string, steps: PlanStep[]) => {
     lines.push(`  ${title}:${steps.length ? "" : " none"}`);
-    const width = Math.max(0, ...steps.map((s) => s.id.length));
-    for (const step of steps) lines.push(`    ${color(step.action, `${SIGN[step.action]} ${step.id.padEnd(width)}`)}  ${stepDetail(step)}`);
+    const width = Math.max(0, ...steps.map((s) => shown(s.id).length));
+    // Ids and urls may be the deployment's (a connection not in the file): shown, never interpreted (issue 14).
+    for (const step of steps) lines.push(`    ${color(step.action, `${SIGN[step.action]} ${shown(step.id).padEnd(width)}`)}  ${shown(stepDetail(step))}`);
   };
   section("connections", plan.connections);
   section("agents", plan.agents);

@@ -5,6 +5,7 @@ import type { Context } from "../context.ts";
 import { failed, usage } from "../errors.ts";
 import { writeJson } from "../output/json.ts";
 import { stderrReporter } from "../output/reporter.ts";
+import { shown } from "../output/untrusted.ts";
 import { findConnection } from "../config/lookup.ts";
 import { fetchingProgress, localOnly, withRequestTimeoutHint } from "./mcp-tools.ts";
 
@@ -100,12 +101,17 @@ export async function mcpCallCommand(ctx: Context, options: McpCallOptions): Pro
   if (options.json) {
     writeJson(ctx.stdout, result);
   } else {
+    // The tool's text is the server's: its lines as they are, every other control character and
+    // bidi override shown, never interpreted (issue 14, item 1). JSON.stringify escapes control
+    // characters but not U+202E, hence `shown` on the JSON too. --json above stays exact.
     const content = Array.isArray(result.content) ? (result.content as Array<Record<string, unknown>>) : [];
     for (const block of content) {
-      if (block.type === "text" && typeof block.text === "string") ctx.stdout.write(block.text.endsWith("\n") ? block.text : `${block.text}\n`);
-      else ctx.stdout.write(`${JSON.stringify(block)}\n`);
+      if (block.type === "text" && typeof block.text === "string") {
+        const text = shown(block.text, { multiline: true });
+        ctx.stdout.write(text.endsWith("\n") ? text : `${text}\n`);
+      } else ctx.stdout.write(`${shown(JSON.stringify(block))}\n`);
     }
-    if (result.structuredContent !== undefined && content.length === 0) ctx.stdout.write(`${JSON.stringify(result.structuredContent, null, 2)}\n`);
+    if (result.structuredContent !== undefined && content.length === 0) ctx.stdout.write(`${shown(JSON.stringify(result.structuredContent, null, 2), { multiline: true })}\n`);
   }
   if (result.isError === true) {
     throw failed(`${connection.id}: the tool ${options.tool} reported an error`, { code: "tool_error" });
@@ -115,6 +121,8 @@ export async function mcpCallCommand(ctx: Context, options: McpCallOptions): Pro
 /** A progress notification as a few words: `3/10 indexing`, or the count alone when there is no total. */
 export function progressText(progress: { progress: number; total?: number; message?: string }): string {
   const count = progress.total !== undefined && progress.total > 0 ? `${progress.progress}/${progress.total}` : String(progress.progress);
-  const message = progress.message?.split("\n")[0]?.slice(0, 80);
+  // The server's words: shown, and cut between visible characters, never inside one (issue 14).
+  const first = progress.message?.split("\n")[0];
+  const message = first === undefined ? undefined : shown(first, { max: 80 });
   return message ? `${count} ${message}` : count;
 }

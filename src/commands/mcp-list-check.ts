@@ -4,6 +4,7 @@ import { localToolSource } from "../agents/local-source.ts";
 import type { Config, ConnectionConfig } from "../config/types.ts";
 import type { Context } from "../context.ts";
 import type { Style } from "../output/style.ts";
+import { shown } from "../output/untrusted.ts";
 import type { Reporter } from "../report.ts";
 import { checkConnections, checkExitCode, statusAfterCheck, type CheckOptions, type ConnectionCheck } from "../status/check.ts";
 import { listLocalConnections } from "../status/list.ts";
@@ -89,7 +90,8 @@ export function reportProblems(ctx: Context, checks: ReadonlyMap<string, Connect
     const problem = check.problem;
     if (!problem) continue;
     const hint = problem.hint ?? `run \`subs mcp tools ${id} --debug\` to see every HTTP exchange (credentials redacted)`;
-    ctx.stderr.write(`${problem.message}\n  ${hint}\n`);
+    // Both may quote the server (a JSON-RPC error's message): shown, never interpreted (issue 14).
+    ctx.stderr.write(`${shown(problem.message)}\n  ${shown(hint)}\n`);
   }
 }
 

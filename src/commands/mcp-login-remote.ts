@@ -9,6 +9,7 @@ import { writeJson } from "../output/json.ts";
 import { stderrReporter } from "../output/reporter.ts";
 import { styleFor } from "../output/style.ts";
 import { shortDuration } from "../output/time.ts";
+import { shown } from "../output/untrusted.ts";
 import type { Progress } from "../report.ts";
 import { DeploymentClient } from "../remote/client.ts";
 import { loginOnDeployment } from "../remote/login.ts";
@@ -79,9 +80,11 @@ export async function mcpLoginRemote(ctx: Context, config: Config, options: McpL
         timeoutMs: options.timeoutSeconds * 1000,
         events: {
           onAuthorizationUrl: (url, opened, error) => {
-            if (opened) ctx.stderr.write(`Opened a browser to authorize ${connection.id} on ${client.base.origin}. If it did not open, visit:\n  ${url}\n`);
-            else if (error) ctx.stderr.write(`${style.yellow("warning:")} could not open a browser (${error instanceof Error ? error.message : String(error)}). Visit:\n  ${url}\n`);
-            else ctx.stderr.write(`To authorize ${connection.id} on ${client.base.origin}, visit:\n  ${url}\n`);
+            // The URL is the deployment's: shown, never interpreted (issue 14, item 1).
+            const link = shown(url);
+            if (opened) ctx.stderr.write(`Opened a browser to authorize ${connection.id} on ${client.base.origin}. If it did not open, visit:\n  ${link}\n`);
+            else if (error) ctx.stderr.write(`${style.yellow("warning:")} could not open a browser (${shown(error instanceof Error ? error.message : String(error))}). Visit:\n  ${link}\n`);
+            else ctx.stderr.write(`To authorize ${connection.id} on ${client.base.origin}, visit:\n  ${link}\n`);
             // The spinner starts at once, below the URL, not after the first poll.
             progress = reporter.progress(`waiting for consent on the deployment for ${connection.id} (Ctrl-C to cancel)`);
           },

@@ -7,6 +7,7 @@ import { writeJson } from "../output/json.ts";
 import { stderrReporter } from "../output/reporter.ts";
 import { styleFor } from "../output/style.ts";
 import { isoOrNull, shortDuration } from "../output/time.ts";
+import { shown } from "../output/untrusted.ts";
 import type { Reporter } from "../report.ts";
 import { localStatuses, storedState, type StoredState } from "../status/status.ts";
 import { storedRows } from "../store/environment.ts";
@@ -138,8 +139,9 @@ export async function mcpLoginCommand(ctx: Context, options: McpLoginOptions): P
       const expiry =
         result.expiresAt === null ? "does not expire" : `expires in ${shortDuration(result.expiresAt - ctx.now())}${result.refreshable ? ", refreshable" : ", not refreshable"}`;
       ctx.stdout.write(
-        `${style.green("✔")} ${result.id}: authorized by ${result.issuer}\n` +
-          `  scopes: ${result.scopes.length > 0 ? result.scopes.join(" ") : "(none requested)"}\n` +
+        // The issuer and the scopes granted are the authorization server's words (issue 14).
+        `${style.green("✔")} ${result.id}: authorized by ${shown(result.issuer)}\n` +
+          `  scopes: ${result.scopes.length > 0 ? shown(result.scopes.join(" ")) : "(none requested)"}\n` +
           `  ${expiry}\n` +
           (tools === null ? "" : `  ${tools} tool${tools === 1 ? "" : "s"} offered\n`),
       );

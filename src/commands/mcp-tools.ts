@@ -7,6 +7,7 @@ import { writeJson } from "../output/json.ts";
 import { stderrReporter } from "../output/reporter.ts";
 import { styleFor } from "../output/style.ts";
 import { renderTable } from "../output/table.ts";
+import { shown } from "../output/untrusted.ts";
 import { silentProgress, type Progress, type Reporter } from "../report.ts";
 
 export type McpToolsOptions = {
@@ -90,7 +91,7 @@ export function writeToolList(ctx: Context, list: { id: string; tools: ListedToo
     return;
   }
   const style = styleFor(ctx.color);
-  const rows = tools.map((t) => [t.name, annotationWords((t.annotations ?? undefined) as Record<string, unknown> | undefined).join(", ") || "-", firstLine(t.description ?? t.title ?? "")]);
+  const rows = tools.map((t) => [shown(t.name), annotationWords((t.annotations ?? undefined) as Record<string, unknown> | undefined).join(", ") || "-", firstLine(t.description ?? t.title ?? "")]);
   ctx.stdout.write(renderTable(["NAME", "ANNOTATIONS", "DESCRIPTION"], rows, { tty: ctx.stdoutIsTTY, style: style.bold }));
   if (ctx.stdoutIsTTY && !ctx.stderrIsTTY) ctx.stderr.write(`${tools.length} tool${tools.length === 1 ? "" : "s"} on ${id}${list.seenBy}.\n`);
 }
@@ -103,7 +104,7 @@ export function fetchingProgress(ctx: Pick<Context, "stderrIsTTY" | "env">, repo
   return ctx.stderrIsTTY && !ctx.env.CI ? reporter.progress(text) : silentProgress;
 }
 
+/** The first line, shown (issue 14): cut at 100 visible characters, never inside an escape or a surrogate pair. */
 function firstLine(text: string): string {
-  const line = text.split("\n")[0]?.trim() ?? "";
-  return line.length > 100 ? `${line.slice(0, 99)}…` : line;
+  return shown(text.split("\n")[0]?.trim() ?? "", { max: 100 });
 }

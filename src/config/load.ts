@@ -2,6 +2,7 @@ import path from "node:path";
 import { parse, TomlError } from "smol-toml";
 import type * as z from "zod/mini";
 import { ConfigError, type Diagnostic } from "../errors.ts";
+import { firstUnsafe, shown } from "../output/untrusted.ts";
 import { findConfigPath } from "./find.ts";
 import { readConfigFile } from "./read.ts";
 import { indexPositions, type KeyPath, type PositionIndex } from "./positions.ts";
@@ -90,6 +91,16 @@ export function parseConfig(source: string, where: { path: string; cwd: string }
     );
   }
 
+  for (const { keyPath, form, inKey } of findUnsafeStrings(raw)) {
+    diagnostics.push(
+      at(
+        keyPath,
+        `${describePath(keyPath.map((p) => (typeof p === "string" ? shown(p) : p)))} has a control or bidi character (${form}) in its ${inKey ? "key" : "value"}`,
+        "remove it: a terminal could show another text than the one subs uses (a url shown as one host, connected to as another)",
+      ),
+    );
+  }
+
   const parsed = FileSchema.safeParse(expandShorthands(raw));
   if (!parsed.success) {
     for (const issue of parsed.error.issues) diagnostics.push(...issueDiagnostics(issue, at, secretPaths, raw));
@@ -171,6 +182,41 @@ function checkShape(raw: unknown): { tooDeep?: KeyPath; reserved: KeyPath[] } {
 
 /** Paths of every secret key in the parsed file. One path is built per key found, none per node
  *  visited: the walk touches every value of the file on every command (issue 6). */
+/**
+ * Every key and string value holding a character `shown` would escape: C0 and C1 controls, DEL,
+ * bidi overrides and isolates (issue 14, item 1). No field of the file is free text, so none
+ * needs one, and each could make what a terminal shows differ from what subs uses.
+ */
+export function findUnsafeStrings(value: unknown): { keyPath: (string | number)[]; form: string; inKey: boolean }[] {
+  const found: { keyPath: (string | number)[]; form: string; inKey: boolean }[] = [];
+  const at: (string | number)[] = [];
+  const walk = (v: unknown) => {
+    if (typeof v === "string") {
+      const bad = firstUnsafe(v);
+      if (bad) found.push({ keyPath: [...at], form: bad.form, inKey: false });
+      return;
+    }
+    if (v === null || typeof v !== "object" || v instanceof Date) return;
+    if (Array.isArray(v)) {
+      for (let n = 0; n < v.length; n++) {
+        at.push(n);
+        walk(v[n]);
+        at.pop();
+      }
+      return;
+    }
+    for (const key of Object.keys(v)) {
+      at.push(key);
+      const bad = firstUnsafe(key);
+      if (bad) found.push({ keyPath: [...at], form: bad.form, inKey: true });
+      walk((v as Record<string, unknown>)[key]);
+      at.pop();
+    }
+  };
+  walk(value);
+  return found;
+}
+
 export function findSecretKeys(value: unknown): (string | number)[][] {
   const found: (string | number)[][] = [];
   const at: (string | number)[] = [];

@@ -2,8 +2,9 @@
 // Redaction is by name, on every layer a secret can travel in: headers, query strings, form and
 // JSON bodies. What is not recognised as safe-to-show is shortened, never printed whole.
 import type { Output } from "../context.ts";
+import { REDACTED, SECRET_NAMES, worthScrubbing, type Secrets } from "./secrets.ts";
+import { shown } from "./untrusted.ts";
 
-const SECRET_NAMES = /^(authorization|proxy-authorization|cookie|set-cookie|x-api-key|api[-_]?key|access_token|refresh_token|id_token|token|client_secret|registration_access_token|code|code_verifier|password|secret|assertion|client_assertion|subject_token|actor_token|device_code|pre-authorized_code)$/i;
 
 /**
  * A JSON field that holds a secret: by name, but a number is never one. JSON-RPC errors carry a
@@ -12,7 +13,7 @@ const SECRET_NAMES = /^(authorization|proxy-authorization|cookie|set-cookie|x-ap
  */
 const secretField = (name: string, value: unknown) => SECRET_NAMES.test(name) && typeof value !== "number" && typeof value !== "boolean" && value !== null;
 
-export const REDACTED = "[redacted]";
+export { REDACTED };
 
 function redactParams(params: URLSearchParams): string {
   const out = new URLSearchParams();
@@ -94,20 +95,25 @@ function secretValues(request: Request, body: string): string[] {
   return values;
 }
 
-/** Short values ("1", "x") would blank out unrelated text; no real credential is that short. */
-const worthScrubbing = (v: string) => v.length >= 6;
 
 function scrub(text: string, secrets: readonly string[]): string {
   return secrets.reduce((out, secret) => out.replaceAll(secret, REDACTED), text);
 }
 
-export function debugFetch(inner: typeof globalThis.fetch, stderr: Output, now: () => number): typeof globalThis.fetch {
+export function debugFetch(inner: typeof globalThis.fetch, stderr: Output, now: () => number, shared?: Secrets): typeof globalThis.fetch {
   let sequence = 0;
   // Every secret seen in this run, sent or received: a token issued in one answer and quoted by
-  // a server in a later one is removed there too, by value, wherever it appears (issue 13).
+  // a server in a later one is removed there too, by value, wherever it appears (issue 13). The
+  // run's registry learns them as well, so the `error:` line and --json agree with this trace
+  // (issue 14, item 3).
   const known = new Set<string>();
-  const remember = (values: string[]) => values.filter(worthScrubbing).forEach((v) => known.add(v));
-  const write = (text: string) => stderr.write(scrub(text, [...known].sort((a, b) => b.length - a.length)));
+  const remember = (values: string[]) =>
+    values.filter(worthScrubbing).forEach((v) => {
+      known.add(v);
+      shared?.add(v);
+    });
+  // A status text, a header or an error message is the server's: shown, never interpreted (issue 14).
+  const write = (text: string) => stderr.write(shown(scrub(text, [...known].sort((a, b) => b.length - a.length)), { multiline: true }));
   return async (input, init) => {
     const n = ++sequence;
     const request = new Request(input, init);

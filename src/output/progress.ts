@@ -3,6 +3,7 @@
 import type { Context } from "../context.ts";
 import type { Progress } from "../report.ts";
 import { shortDuration } from "./time.ts";
+import { shown } from "./untrusted.ts";
 
 type SpinnerFactory = typeof import("yocto-spinner").default;
 let yoctoSpinner: SpinnerFactory | undefined;
@@ -24,14 +25,18 @@ export async function loadSpinner(): Promise<void> {
   yoctoSpinner ??= (await import("yocto-spinner")).default;
 }
 
-export function startProgress(ctx: Pick<Context, "stderr" | "stderrIsTTY" | "stderrColor" | "env" | "now">, text: string): Progress {
+export function startProgress(ctx: Pick<Context, "stderr" | "stderrIsTTY" | "stderrColor" | "env" | "now">, given: string): Progress {
   const started = ctx.now();
+  // A progress line quotes servers (a tool's progress message): one line, shown, never
+  // interpreted; a `\r` in it would redraw the spinner's line (issue 14, item 1).
+  const line = (text: string) => shown(text);
+  const text = line(given);
   if (!animates(ctx)) {
     ctx.stderr.write(`${text}\n`);
     return {
       update: () => {},
-      succeed: (final) => ctx.stderr.write(`${final}\n`),
-      fail: (final) => ctx.stderr.write(`${final}\n`),
+      succeed: (final) => ctx.stderr.write(`${line(final)}\n`),
+      fail: (final) => ctx.stderr.write(`${line(final)}\n`),
     };
   }
   if (!yoctoSpinner) throw new Error("startProgress on a terminal before loadSpinner()");
@@ -43,11 +48,11 @@ export function startProgress(ctx: Pick<Context, "stderr" | "stderrIsTTY" | "std
   tick.unref();
   const end = (method: "success" | "error", final: string) => {
     clearInterval(tick);
-    spinner[method](`${final} (${shortDuration(ctx.now() - started)})`);
+    spinner[method](`${line(final)} (${shortDuration(ctx.now() - started)})`);
   };
   return {
     update: (next) => {
-      current = next;
+      current = line(next);
       spinner.text = label();
     },
     succeed: (final) => end("success", final),

@@ -2,6 +2,7 @@ import type { Context } from "../context.ts";
 import type { Progress, Reporter } from "../report.ts";
 import { animates, startProgress } from "./progress.ts";
 import { styleFor } from "./style.ts";
+import { shown } from "./untrusted.ts";
 
 /** Writes the core's notices to stderr; stdout stays data only. */
 export function stderrReporter(ctx: Context): Reporter {
@@ -15,7 +16,7 @@ export function stderrReporter(ctx: Context): Reporter {
     if (outer) {
       outer.progress.update(text);
       const end = (final: string) => {
-        ctx.stderr.write(`${final}\n`);
+        ctx.stderr.write(`${shown(final)}\n`);
         outer.progress.update(outer.text);
       };
       return { update: (next) => outer.progress.update(next), succeed: end, fail: end };
@@ -42,8 +43,10 @@ export function stderrReporter(ctx: Context): Reporter {
     };
   };
   return {
-    info: (message) => ctx.stderr.write(`${message}\n`),
-    warn: (message) => ctx.stderr.write(`${style.yellow("warning:")} ${message}\n`),
+    // Notices quote servers (an issuer, a deployment's message): shown, never interpreted; a
+    // notice may span lines of its own (issue 14, item 1).
+    info: (message) => ctx.stderr.write(`${shown(message, { multiline: true })}\n`),
+    warn: (message) => ctx.stderr.write(`${style.yellow("warning:")} ${shown(message, { multiline: true })}\n`),
     progress,
   };
 }
