@@ -5,6 +5,7 @@ import type * as z from "zod/mini";
 import { ConfigError, usage, type Diagnostic } from "../errors.ts";
 import { findConfigPath } from "./find.ts";
 import { indexPositions, type KeyPath, type PositionIndex } from "./positions.ts";
+import { assertSecretDestinations } from "./secret-pins.ts";
 import { FileSchema } from "./schema.ts";
 import type { AgentConfig, Config, ConnectionConfig } from "./types.ts";
 
@@ -49,7 +50,9 @@ export function loadConfig(options: LoadOptions): Config {
   } catch (error) {
     throw usage(`cannot read ${file}: ${(error as NodeJS.ErrnoException).code ?? "error"}`);
   }
-  return parseConfig(source, { path: file, cwd: options.cwd });
+  const config = parseConfig(source, { path: file, cwd: options.cwd });
+  assertSecretDestinations(config, options.env);
+  return config;
 }
 
 /** Parses and validates a substructure.toml; every problem is reported at once as file:line:col. */

@@ -4,7 +4,8 @@
 import type * as z from "zod/mini";
 import type { RemoteConfig } from "../config/types.ts";
 import type { Context } from "../context.ts";
-import { failed, interrupted, SubsError, usage } from "../errors.ts";
+import { remoteNotAllowed } from "../config/secret-pins.ts";
+import { failed, interrupted, refused, SubsError, usage } from "../errors.ts";
 import type { Reporter } from "../report.ts";
 import { withDeadline } from "../http/deadline.ts";
 import { guardedFetch, HttpGuardError, httpTimeoutMs } from "../http/guarded-fetch.ts";
@@ -90,6 +91,9 @@ export class DeploymentClient {
     this.reporter = options.reporter;
     this.retry = options.retry ?? DEFAULT_RETRY;
     this.base = new URL(options.remote.url.endsWith("/") ? options.remote.url : `${options.remote.url}/`);
+    // Also checked when the file is loaded; here too, where the token is attached (issue 14, item 8).
+    const notAllowed = remoteNotAllowed(options.ctx.env, options.remote);
+    if (notAllowed) throw refused(notAllowed.message, { code: "remote_not_allowed", hint: notAllowed.hint });
     const token = options.ctx.env[options.remote.tokenEnv];
     if (!token) {
       throw usage(`$${options.remote.tokenEnv} is not set: it holds the API credential of the deployment at ${this.base.origin}`, {
