@@ -72,11 +72,14 @@ const words = (scopes: string | undefined) => (scopes ?? "").split(" ").filter(B
 const tomlList = (scopes: readonly string[]) => `[${scopes.map((s) => JSON.stringify(s)).join(", ")}]`;
 
 /**
- * A person can answer a consent page: stderr (where the URL and the wait are shown) is a terminal
- * and this is not CI. Elsewhere no browser will ever come back, so a step-up fails at once rather
- * than wait out --timeout (issue 14, item 7). stdin is not asked: `--args -` pipes it on a terminal.
+ * Someone can answer a consent page: stderr (where the URL and the wait are shown) is a terminal
+ * and this is not CI, or the environment names its own opener in $BROWSER (an automated consent,
+ * as the conformance suite's adapter has; not under --no-browser, which opens nothing). Elsewhere
+ * no browser will ever come back, so a step-up fails at once rather than wait out --timeout
+ * (issue 14, item 7). stdin is not asked: `--args -` pipes it on a terminal.
  */
-export function personPresent(ctx: Pick<Context, "stderrIsTTY" | "env">): boolean {
+export function consentPossible(ctx: Pick<Context, "stderrIsTTY" | "env">, openBrowser: boolean): boolean {
+  if (openBrowser && ctx.env.BROWSER?.trim()) return true;
   return ctx.stderrIsTTY && !ctx.env.CI;
 }
 
@@ -107,7 +110,7 @@ async function stepUp(options: StepUpOptions, challenged: string | undefined): P
   try {
     const held = opened!.store.getCredential(connection.id)?.scopes.split(" ").filter(Boolean) ?? [];
     const scopes = stepUpScopes(connection, held, challenged);
-    if (!personPresent(ctx)) {
+    if (!consentPossible(ctx, options.login.openBrowser)) {
       const pinned = (connection.oauth?.scopes ?? []).length > 0;
       throw new SubsError("needs_login", `${connection.id}: the server needs more permissions (${challenged ?? "unspecified"}); authorizing them needs a person at a browser, and there is no terminal here${ctx.env.CI ? " (CI is set)" : ""}`, {
         code: "needs_step_up",

@@ -70,6 +70,17 @@ describe("step-up", () => {
     assert.deepEqual(opened, []);
   });
 
+  it("without a terminal but with $BROWSER naming an opener (an automated consent), even in CI: the step-up goes ahead", async () => {
+    env = await environment({ protect: PROTECT, as: { grantableScopes: ["files:read", "files:write"] } });
+    assert.equal((await env.subs(["mcp", "login", "demo"])).code, 0);
+    // --no-browser opens nothing, so $BROWSER does not count there.
+    const noBrowser = await env.subs(["mcp", "call", "demo", "echo", "--timeout", "5", "--no-browser"], { env: { BROWSER: "consent-bot" } });
+    assert.equal(noBrowser.code, 4, noBrowser.stderr);
+    const call = await env.subs(["mcp", "call", "demo", "echo", "--timeout", "5"], { env: { BROWSER: "consent-bot", CI: "true" } });
+    assert.equal(call.code, 0, call.stderr);
+    assert.equal(call.stdout, "echo:{}\n");
+  });
+
   it("a consent that does not come: exit 1, code timeout, the hint names --timeout (not --request-timeout)", async () => {
     env = await environment({ protect: PROTECT, as: { grantableScopes: ["files:read", "files:write"] } });
     assert.equal((await env.subs(["mcp", "login", "demo"])).code, 0);
