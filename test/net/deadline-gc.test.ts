@@ -11,6 +11,7 @@ import { tmpdir } from "node:os";
 import path from "node:path";
 import { after, before, describe, it } from "node:test";
 import { BIN, ensureBuilt, REPO } from "../support/cli.ts";
+import { annotatedTool, startMcpServer } from "../support/mcp-server.ts";
 
 const GC_OFTEN = path.join(REPO, "test", "support", "gc-often.cjs");
 const CHILD = path.join(REPO, "test", "support", "deadline-child.ts");
@@ -67,6 +68,24 @@ describe("deadlines under garbage collection", () => {
     assert.match(r.stderr, /GET \/v1\/mcp: no answer within 1s; 4 attempts/);
     // 4 attempts of 1 s and at most (0.25 + 0.5 + 1) × 1.25 s of backoff, plus start-up.
     assert.ok(r.ms < 12_000, `took ${r.ms} ms`);
+  });
+
+  it("mcp login: an authorization server that never answers ends at SUBS_HTTP_TIMEOUT (exit 1)", async () => {
+    ensureBuilt();
+    // The MCP server's resource metadata names the silent server as its authorization server.
+    const mcp = await startMcpServer({ tools: [annotatedTool("search")], oauth: { authServer: { issuer: `${url}/`, verifier: { verifyAccessToken: () => Promise.reject(new Error("no")) } } } });
+    try {
+      const dir = mkdtempSync(path.join(tmpdir(), "subs-deadline-gc-login-"));
+      writeFileSync(path.join(dir, "substructure.toml"), `[mcp.demo]\nurl = "${mcp.url}"\n`);
+      const r = await runWithGc([BIN, "mcp", "login", "demo", "--no-browser"], { cwd: dir, env: { SUBS_HTTP_TIMEOUT: "1" }, limitMs: 20_000 });
+      rmSync(dir, { recursive: true, force: true });
+      assert.equal(r.killed, false, `still waiting after 20 s: the deadline was lost\n${r.stderr}`);
+      assert.equal(r.code, 1, r.stderr);
+      assert.match(r.stderr, /cannot read the authorization server metadata of http:\/\/127\.0\.0\.1:\d+\/ \(no complete answer from http:\/\/127\.0\.0\.1:\d+ within 1s\)/);
+      assert.ok(r.ms < 8000, `took ${r.ms} ms`);
+    } finally {
+      await mcp.close();
+    }
   });
 
   it("revocation of a deleted section's credential gives up at its deadline", async () => {
