@@ -16,7 +16,7 @@ import {
   type OAuthProtectedResourceMetadata,
 } from "@modelcontextprotocol/sdk/shared/auth.js";
 import { isLoopbackHost } from "../config/schema.ts";
-import { failed, refused } from "../errors.ts";
+import { failed, refused, SubsError } from "../errors.ts";
 import { VERSION } from "../version.ts";
 import { HttpGuardError, networkFailure } from "../http/guarded-fetch.ts";
 
@@ -126,7 +126,11 @@ async function metadataDocument(url: URL, fetch: Fetch): Promise<unknown> {
 async function protectedResourceMetadata(serverUrl: string, challenge: Challenge, fetch: Fetch): Promise<OAuthProtectedResourceMetadata | undefined> {
   const server = new URL(serverUrl);
   const urls: URL[] = [];
-  if (challenge.resourceMetadataUrl) urls.push(challenge.resourceMetadataUrl);
+  if (challenge.resourceMetadataUrl) {
+    const insecure = insecureMetadataUrl(`the resource metadata URL in the 401 of ${new URL(serverUrl).origin}`, challenge.resourceMetadataUrl);
+    if (insecure) throw insecure;
+    urls.push(challenge.resourceMetadataUrl);
+  }
   else {
     const path = server.pathname.endsWith("/") ? server.pathname.slice(0, -1) : server.pathname;
     const pathAware = new URL(`/.well-known/oauth-protected-resource${path}`, server.origin);
@@ -193,6 +197,30 @@ export function endpointProblem(name: string, value: string | undefined): string
   return `its ${name} (${url.origin}) is not https`;
 }
 
+/**
+ * Metadata that decides where a login goes is fetched over https only, loopback aside, like the
+ * endpoints it names (issue 14, item 6): over plain http anyone on the path could rewrite the
+ * authorization server, its endpoints or the issuer. Checked before the request, so nothing is
+ * sent. Applies to an issuer (from resource metadata, a stored credential, or a 2025-03-26
+ * server's origin) and to the `resource_metadata` URL a 401 names: resource metadata chooses the
+ * authorization server, so an http copy of it is as good as an http issuer to an attacker.
+ */
+export function insecureMetadataUrl(what: string, value: string | URL): SubsError | undefined {
+  let url: URL;
+  try {
+    url = new URL(value);
+  } catch {
+    return refused(`${what} is not a valid URL; refusing it`, { code: "insecure_metadata" });
+  }
+  if (url.protocol === "https:") return undefined;
+  if (url.protocol === "http:" && isLoopbackHost(url.hostname)) return undefined;
+  const why = url.protocol === "http:" ? "is plain http off loopback" : "is not https";
+  return refused(`${what} ${why} (${url.origin}${url.pathname}); refusing to fetch metadata from it`, {
+    code: "insecure_metadata",
+    hint: "authorization metadata must use https (plain http only on 127.0.0.1/localhost); ask the server's operator",
+  });
+}
+
 /** RFC 8414 §3.3: the metadata's issuer is identical to the issuer it was fetched for. A pathless
  * issuer may be written with or without its "/" (URL parsers add it), nothing else differs. */
 export function sameIssuer(expected: string, stated: string): boolean {
@@ -223,6 +251,8 @@ export async function authorizationServerMetadata(
   issuer: string,
   options: { fetch: Fetch; requirePkce?: boolean; backCompat?: boolean },
 ): Promise<AuthorizationServerMetadata> {
+  const insecure = insecureMetadataUrl("the authorization server", issuer);
+  if (insecure) throw insecure;
   let metadata: AuthorizationServerMetadata | undefined;
   try {
     metadata = await publishedMetadata(issuer, options.fetch);
@@ -283,6 +313,9 @@ function checkedMetadata(metadata: AuthorizationServerMetadata, options: { requi
  */
 async function legacyAuthorizationServer(serverUrl: string, answered: boolean, fetch: Fetch): Promise<AuthorizationServerMetadata | undefined> {
   const origin = new URL("/", serverUrl).href;
+  // The file allows plain http only to loopback, so this holds already; checked where it is relied on.
+  const insecure = insecureMetadataUrl("the authorization server", origin);
+  if (insecure) throw insecure;
   let metadata: AuthorizationServerMetadata | undefined;
   try {
     // RFC 8414 at the root first (the 2025-03-26 location), then OpenID discovery at the root.
@@ -320,6 +353,7 @@ export async function discover(options: { serverUrl: string; fetch: Fetch; signa
   try {
     resourceMetadata = await protectedResourceMetadata(serverUrl, challenge, fetch);
   } catch (error) {
+    if (error instanceof SubsError) throw error;
     throw failed(`cannot read the protected resource metadata of ${new URL(serverUrl).origin} (${reason(error)})`, { cause: error });
   }
   let resource = canonicalResource(serverUrl);

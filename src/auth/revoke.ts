@@ -10,6 +10,7 @@ import { openEnvironmentStore, type EnvironmentStore } from "../store/environmen
 import type { CredentialRow } from "../store/schema.ts";
 import { authorizationServerMetadata, revocationEndpoint } from "./discovery.ts";
 import { credentialClient } from "./refresh.ts";
+import { withDeadline } from "../http/deadline.ts";
 import { guardedFetch } from "../http/guarded-fetch.ts";
 
 export const REVOCATION_TIMEOUT_MS = 3000;
@@ -45,8 +46,9 @@ type RevokeContext = Pick<Context, "env" | "fetch"> & Partial<Pick<Context, "sig
 export async function revokeCredentials(rows: readonly CredentialRow[], options: { ctx: RevokeContext; reporter: Reporter; storePath: string; timeoutMs?: number }): Promise<string[]> {
   if (rows.length === 0) return [];
   // Ctrl-C ends it too: the credentials are already deleted here, revocation is best effort.
-  const timeout = AbortSignal.timeout(options.timeoutMs ?? REVOCATION_TIMEOUT_MS);
-  const signal = options.ctx.signal ? AbortSignal.any([timeout, options.ctx.signal]) : timeout;
+  // A deadline that holds under GC (src/http/deadline.ts), cleared once every revocation is over.
+  const deadline = withDeadline(options.ctx.signal, options.timeoutMs ?? REVOCATION_TIMEOUT_MS);
+  const { signal } = deadline;
   const guarded = guardedFetch(options.ctx.fetch);
   const fetch: typeof globalThis.fetch = (input, init) => guarded(input, { ...init, signal });
   const results = await Promise.all(
@@ -73,7 +75,7 @@ export async function revokeCredentials(rows: readonly CredentialRow[], options:
         return undefined;
       }
     }),
-  );
+  ).finally(deadline.clear);
   const revoked = results.filter((id): id is string => id !== undefined);
   if (revoked.length > 0) options.reporter.info(`Revoked the credential${revoked.length > 1 ? "s" : ""} of ${revoked.join(", ")} at the authorization server.`);
   return revoked;

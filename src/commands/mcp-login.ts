@@ -3,6 +3,7 @@ import { loadConfig } from "../config/load.ts";
 import { findConnections } from "../config/lookup.ts";
 import type { Context } from "../context.ts";
 import { aboutId, usage, withDetails } from "../errors.ts";
+import { withDeadline } from "../http/deadline.ts";
 import { writeJson } from "../output/json.ts";
 import { stderrReporter } from "../output/reporter.ts";
 import { styleFor } from "../output/style.ts";
@@ -159,7 +160,9 @@ function connectionsLackingCredentials(config: Config, stored: StoredState, ctx:
 /** Tools the server offers with the new credential; a failure here does not undo the login. */
 async function countTools(ctx: Context, config: Config, connection: ConnectionConfig, reporter: Reporter): Promise<number | null> {
   const [{ openConnection }, { listAllTools }] = await Promise.all([import("../mcp/open.ts"), import("../mcp/connect.ts")]);
-  const signal = AbortSignal.any([ctx.signal, AbortSignal.timeout(15_000)]);
+  // A deadline that holds under GC (src/http/deadline.ts).
+  const deadline = withDeadline(ctx.signal, 15_000);
+  const { signal } = deadline;
   try {
     const client = await openConnection({ ctx, config, connection, signal });
     try {
@@ -171,5 +174,7 @@ async function countTools(ctx: Context, config: Config, connection: ConnectionCo
     if (ctx.signal.aborted) throw error;
     reporter.warn(`logged in, but listing ${connection.id}'s tools failed: ${error instanceof Error ? error.message : String(error)}`);
     return null;
+  } finally {
+    deadline.clear();
   }
 }

@@ -6,6 +6,7 @@ import { firstUnsafe, shown } from "../output/untrusted.ts";
 import { findConfigPath } from "./find.ts";
 import { readConfigFile } from "./read.ts";
 import { indexPositions, type KeyPath, type PositionIndex } from "./positions.ts";
+import { assertSecretDestinations } from "./secret-pins.ts";
 import { FileSchema } from "./schema.ts";
 import type { AgentConfig, Config, ConnectionConfig } from "./types.ts";
 
@@ -45,7 +46,10 @@ export type LoadOptions = {
 export function loadConfig(options: LoadOptions): Config {
   const file = findConfigPath({ explicit: options.configPath, env: options.env, cwd: options.cwd });
   const source = readConfigFile(file);
-  return parseConfig(source, { path: file, cwd: options.cwd });
+  const config = parseConfig(source, { path: file, cwd: options.cwd });
+  // Where environment secrets may go, when CI pins it (SUBS_ALLOWED_REMOTE, SUBS_ALLOWED_TOKEN_HOSTS).
+  assertSecretDestinations(config, options.env);
+  return config;
 }
 
 /** Parses and validates a substructure.toml; every problem is reported at once as file:line:col. */

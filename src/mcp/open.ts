@@ -6,9 +6,10 @@
 import path from "node:path";
 import type { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { UnauthorizedError } from "@modelcontextprotocol/sdk/client/auth.js";
+import { tokenHostNotAllowed } from "../config/secret-pins.ts";
 import type { Config, ConnectionConfig } from "../config/types.ts";
 import type { Context } from "../context.ts";
-import { aboutId, failed, needsLogin, SubsError } from "../errors.ts";
+import { aboutId, failed, needsLogin, refused, SubsError } from "../errors.ts";
 import { networkFailure } from "../http/guarded-fetch.ts";
 import { silentReporter, type Reporter } from "../report.ts";
 import { connectMcp } from "./connect.ts";
@@ -49,6 +50,9 @@ export async function openConnection(options: OpenConnectionOptions): Promise<Cl
   const { ctx, connection } = options;
   const headers: Record<string, string> = {};
   if (connection.auth) {
+    // Also checked when the file is loaded; here too, where the token is attached (issue 14, item 8).
+    const notAllowed = tokenHostNotAllowed(ctx.env, connection);
+    if (notAllowed) throw refused(notAllowed.message, { code: "token_host_not_allowed", hint: notAllowed.hint });
     const token = ctx.env[connection.auth.tokenEnv];
     if (!token) {
       throw new SubsError("needs_login", `${connection.id}: $${connection.auth.tokenEnv} is not set`, {

@@ -5,7 +5,7 @@
 import type { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import type { Config, ConnectionConfig } from "../config/types.ts";
 import type { Context } from "../context.ts";
-import { failed, interrupted } from "../errors.ts";
+import { failed, interrupted, refused, SubsError } from "../errors.ts";
 import type { Reporter } from "../report.ts";
 import { assertSameAuthorizationServer, InsufficientScopeError, mcpError, openConnection, type AuthChallenge } from "./open.ts";
 
@@ -68,13 +68,57 @@ export async function withConnection<T>(options: StepUpOptions, work: (client: C
   }
 }
 
+const words = (scopes: string | undefined) => (scopes ?? "").split(" ").filter(Boolean);
+const tomlList = (scopes: readonly string[]) => `[${scopes.map((s) => JSON.stringify(s)).join(", ")}]`;
+
+/**
+ * Someone can answer a consent page: stderr (where the URL and the wait are shown) is a terminal
+ * and this is not CI, or the environment names its own opener in $BROWSER (an automated consent,
+ * as the conformance suite's adapter has; not under --no-browser, which opens nothing). Elsewhere
+ * no browser will ever come back, so a step-up fails at once rather than wait out --timeout
+ * (issue 14, item 7). stdin is not asked: `--args -` pipes it on a terminal.
+ */
+export function consentPossible(ctx: Pick<Context, "stderrIsTTY" | "env">, openBrowser: boolean): boolean {
+  if (openBrowser && ctx.env.BROWSER?.trim()) return true;
+  return ctx.stderrIsTTY && !ctx.env.CI;
+}
+
+/**
+ * The scopes a step-up asks for: the union of those held and those challenged. When the file pins
+ * `oauth.scopes`, the union stays within them (the person chose them; login asks for exactly
+ * those, src/auth/login.ts selectScopes), and a challenged scope outside them is refused: the file
+ * must say it first.
+ */
+export function stepUpScopes(connection: ConnectionConfig, held: readonly string[], challenged: string | undefined): string[] {
+  const pinned = connection.oauth?.scopes ?? [];
+  const wanted = words(challenged);
+  if (pinned.length === 0) return [...new Set([...held, ...wanted])];
+  const outside = wanted.filter((s) => !pinned.includes(s));
+  if (outside.length > 0) {
+    throw refused(`${connection.id}: the server needs ${outside.join(" ")}, which the file's oauth.scopes does not include; not asking for it`, {
+      code: "scope_not_in_file",
+      hint: `add it to [mcp.${connection.id}] in the file: oauth.scopes = ${tomlList([...pinned, ...outside])}, then run \`subs mcp login ${connection.id}\``,
+    });
+  }
+  return [...new Set([...held.filter((s) => pinned.includes(s)), ...wanted])];
+}
+
 async function stepUp(options: StepUpOptions, challenged: string | undefined): Promise<void> {
   const { ctx, config, connection, reporter } = options;
   const [{ openStoreRevokingPurged }, { login }] = await Promise.all([import("../auth/revoke.ts"), import("../auth/login.ts")]);
   const opened = await openStoreRevokingPurged(config, { ctx, create: true, reporter });
   try {
     const held = opened!.store.getCredential(connection.id)?.scopes.split(" ").filter(Boolean) ?? [];
-    const scopes = [...new Set([...held, ...(challenged ?? "").split(" ").filter(Boolean)])];
+    const scopes = stepUpScopes(connection, held, challenged);
+    if (!consentPossible(ctx, options.login.openBrowser)) {
+      const pinned = (connection.oauth?.scopes ?? []).length > 0;
+      throw new SubsError("needs_login", `${connection.id}: the server needs more permissions (${challenged ?? "unspecified"}); authorizing them needs a person at a browser, and there is no terminal here${ctx.env.CI ? " (CI is set)" : ""}`, {
+        code: "needs_step_up",
+        hint: pinned
+          ? `run \`subs mcp login ${connection.id}\` on a machine with a browser (it asks for the file's oauth.scopes)`
+          : `on a machine with a browser, run this command on a terminal, or pin the scopes in the file (oauth.scopes = ${tomlList(scopes)} under [mcp.${connection.id}]) and run \`subs mcp login ${connection.id}\``,
+      });
+    }
     reporter.info(`${connection.id} needs more permissions (${challenged ?? "unspecified"}); authorizing again for: ${scopes.join(" ")}`);
     await login({
       ctx,

@@ -4,8 +4,10 @@
 import type * as z from "zod/mini";
 import type { RemoteConfig } from "../config/types.ts";
 import type { Context } from "../context.ts";
-import { failed, interrupted, SubsError, usage } from "../errors.ts";
+import { remoteNotAllowed } from "../config/secret-pins.ts";
+import { failed, interrupted, refused, SubsError, usage } from "../errors.ts";
 import type { Reporter } from "../report.ts";
+import { withDeadline } from "../http/deadline.ts";
 import { guardedFetch, HttpGuardError, httpTimeoutMs } from "../http/guarded-fetch.ts";
 import {
   AgentListSchema,
@@ -89,6 +91,9 @@ export class DeploymentClient {
     this.reporter = options.reporter;
     this.retry = options.retry ?? DEFAULT_RETRY;
     this.base = new URL(options.remote.url.endsWith("/") ? options.remote.url : `${options.remote.url}/`);
+    // Also checked when the file is loaded; here too, where the token is attached (issue 14, item 8).
+    const notAllowed = remoteNotAllowed(options.ctx.env, options.remote);
+    if (notAllowed) throw refused(notAllowed.message, { code: "remote_not_allowed", hint: notAllowed.hint });
     const token = options.ctx.env[options.remote.tokenEnv];
     if (!token) {
       throw usage(`$${options.remote.tokenEnv} is not set: it holds the API credential of the deployment at ${this.base.origin}`, {
@@ -195,64 +200,72 @@ export class DeploymentClient {
     for (let attempt = 1; ; attempt++) {
       if (this.ctx.signal.aborted) throw interrupted();
       if (callerSignal?.aborted) throw stopped();
-      let response: Response;
+      // Per attempt, the body included; a deadline that holds under GC (src/http/deadline.ts).
+      const deadline = withDeadline([this.ctx.signal, callerSignal], this.timeoutMs);
       try {
-        response = await this.fetch(url, {
-          method,
-          headers,
-          ...(options.body !== undefined ? { body: JSON.stringify(options.body) } : {}),
-          redirect: "error",
-          signal: AbortSignal.any([this.ctx.signal, AbortSignal.timeout(this.timeoutMs), ...(callerSignal ? [callerSignal] : [])]),
-        });
-      } catch (error) {
-        if (this.ctx.signal.aborted) throw interrupted();
-        if (callerSignal?.aborted) throw stopped();
-        const reason = networkReason(error, this.timeoutMs);
-        if (attempt < this.retry.attempts) {
-          await this.backoff(attempt, undefined, `${what}: ${reason}`, callerSignal);
+        let response: Response;
+        try {
+          response = await this.fetch(url, {
+            method,
+            headers,
+            ...(options.body !== undefined ? { body: JSON.stringify(options.body) } : {}),
+            redirect: "error",
+            signal: deadline.signal,
+          });
+        } catch (error) {
+          if (this.ctx.signal.aborted) throw interrupted();
+          if (callerSignal?.aborted) throw stopped();
+          const reason = networkReason(error, this.timeoutMs);
+          if (attempt < this.retry.attempts) {
+            deadline.clear();
+            await this.backoff(attempt, undefined, `${what}: ${reason}`, callerSignal);
+            if (callerSignal?.aborted) throw stopped();
+            continue;
+          }
+          throw new DeploymentUnreachableError("failed", `cannot reach the deployment at ${this.base.origin} (${what}: ${reason}; ${attempt} attempts)`, {
+            code: "deployment_unreachable",
+            hint: "check [remote].url and your network, then rerun: every step is safe to repeat",
+            cause: error,
+          });
+        }
+
+        if (response.ok) {
+          if (options.schema === null) {
+            await response.body?.cancel();
+            return { status: response.status, data: undefined };
+          }
+          let json: unknown;
+          try {
+            json = await response.json();
+          } catch (error) {
+            if (error instanceof HttpGuardError) throw failed(`the deployment answered ${what}: ${error.message}`, { code: "invalid_response" });
+            throw failed(`the deployment answered ${what} with a body that is not JSON`, { code: "invalid_response" });
+          }
+          const parsed = options.schema.safeParse(json);
+          if (!parsed.success) {
+            const issue = parsed.error.issues[0];
+            const where = issue?.path.length ? issue.path.join(".") : "the body";
+            throw failed(`the deployment answered ${what} with an unexpected body (${where}: ${issue?.message ?? "invalid"})`, {
+              code: "invalid_response",
+              hint: "the deployment does not follow docs/deployment-protocol.md; check its version",
+            });
+          }
+          return { status: response.status, data: parsed.data };
+        }
+
+        const body = await readErrorBody(response);
+        if (response.status === 404 && options.absentIsDone) return { status: 404, data: undefined };
+        const retryable = response.status >= 500 || response.status === 429;
+        if (retryable && attempt < this.retry.attempts) {
+          deadline.clear();
+          await this.backoff(attempt, response.headers.get("retry-after"), `${what}: ${response.status}${body ? ` ${body.error}` : ""}`, callerSignal);
           if (callerSignal?.aborted) throw stopped();
           continue;
         }
-        throw new DeploymentUnreachableError("failed", `cannot reach the deployment at ${this.base.origin} (${what}: ${reason}; ${attempt} attempts)`, {
-          code: "deployment_unreachable",
-          hint: "check [remote].url and your network, then rerun: every step is safe to repeat",
-          cause: error,
-        });
+        throw this.errorFor(what, response.status, body, retryable ? attempt : undefined);
+      } finally {
+        deadline.clear();
       }
-
-      if (response.ok) {
-        if (options.schema === null) {
-          await response.body?.cancel();
-          return { status: response.status, data: undefined };
-        }
-        let json: unknown;
-        try {
-          json = await response.json();
-        } catch (error) {
-          if (error instanceof HttpGuardError) throw failed(`the deployment answered ${what}: ${error.message}`, { code: "invalid_response" });
-          throw failed(`the deployment answered ${what} with a body that is not JSON`, { code: "invalid_response" });
-        }
-        const parsed = options.schema.safeParse(json);
-        if (!parsed.success) {
-          const issue = parsed.error.issues[0];
-          const where = issue?.path.length ? issue.path.join(".") : "the body";
-          throw failed(`the deployment answered ${what} with an unexpected body (${where}: ${issue?.message ?? "invalid"})`, {
-            code: "invalid_response",
-            hint: "the deployment does not follow docs/deployment-protocol.md; check its version",
-          });
-        }
-        return { status: response.status, data: parsed.data };
-      }
-
-      const body = await readErrorBody(response);
-      if (response.status === 404 && options.absentIsDone) return { status: 404, data: undefined };
-      const retryable = response.status >= 500 || response.status === 429;
-      if (retryable && attempt < this.retry.attempts) {
-        await this.backoff(attempt, response.headers.get("retry-after"), `${what}: ${response.status}${body ? ` ${body.error}` : ""}`, callerSignal);
-        if (callerSignal?.aborted) throw stopped();
-        continue;
-      }
-      throw this.errorFor(what, response.status, body, retryable ? attempt : undefined);
     }
   }
 

@@ -16,7 +16,8 @@ export type Env = {
   /** The MCP server's protection; change it while the server runs (e.g. another authServer). */
   protect: ProtectOptions;
   /** Runs subs in-process with a consenting browser (override with `openBrowser`). */
-  subs: (argv: string[], extra?: { env?: Record<string, string>; openBrowser?: (url: string) => Promise<void> }) => Promise<RunResult>;
+  /** `terminal`: stderr is a terminal (a person is there to consent, e.g. to a step-up). */
+  subs: (argv: string[], extra?: { env?: Record<string, string>; openBrowser?: (url: string) => Promise<void>; terminal?: boolean }) => Promise<RunResult>;
   write: (toml: string) => void;
   db: () => Database.Database;
   /** Every stdout/stderr seen so far, to assert no token leaked. */
@@ -48,7 +49,7 @@ export async function environment(
     outputs,
     write,
     subs: async (argv, extra = {}) => {
-      const result = await runInProcess(argv, { cwd: dir, env: { ...extra.env }, openBrowser: extra.openBrowser ?? consentingBrowser() });
+      const result = await runInProcess(argv, { cwd: dir, env: { ...extra.env }, openBrowser: extra.openBrowser ?? consentingBrowser(), ...(extra.terminal ? { stderrIsTTY: true } : {}) });
       outputs.push(result.stdout, result.stderr);
       return result;
     },

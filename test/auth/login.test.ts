@@ -502,13 +502,13 @@ test("step-up: a 403 insufficient_scope re-authorizes once for the union of scop
   const env = await environment({ protect: { requiredScopes: ["files:read"], toolScopes: { echo: ["files:write"], search: ["admin"] } }, as: { grantableScopes: ["files:read", "files:write"] } });
   try {
     assert.equal((await env.subs(["mcp", "login", "demo"])).code, 0);
-    const call = await env.subs(["mcp", "call", "demo", "echo", "--args", '{"n":1}']);
+    const call = await env.subs(["mcp", "call", "demo", "echo", "--args", '{"n":1}'], { terminal: true });
     assert.equal(call.code, 0, call.stderr);
     assert.equal(call.stdout, 'echo:{"n":1}\n');
     assert.deepEqual(env.as.authorizations[1]?.scopes, ["files:read", "files:write"]);
     assert.equal(credential(env, "demo")?.scopes, "files:read files:write");
 
-    const denied = await env.subs(["mcp", "call", "demo", "search"]);
+    const denied = await env.subs(["mcp", "call", "demo", "search"], { terminal: true });
     assert.equal(denied.code, 1);
     assert.match(denied.stderr, /still refuses for lack of scope/);
     assert.equal(env.as.counters.authorizations, 3, "exactly one more re-authorization");

@@ -1,0 +1,133 @@
+// Issue 14, item 5: every deadline holds under garbage collection. On Node 20 a signal from
+// AbortSignal.timeout() inside AbortSignal.any() is collected and its deadline lost (a deployment
+// call waited 302 s). Each case runs in a child with `--expose-gc` and a collection every 50 ms,
+// against a loopback server that accepts and never answers, and must end at its deadline.
+import assert from "node:assert/strict";
+import { spawn } from "node:child_process";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import net from "node:net";
+import type { AddressInfo } from "node:net";
+import { tmpdir } from "node:os";
+import path from "node:path";
+import { after, before, describe, it } from "node:test";
+import { BIN, ensureBuilt, REPO } from "../support/cli.ts";
+import { annotatedTool, startMcpServer } from "../support/mcp-server.ts";
+
+const GC_OFTEN = path.join(REPO, "test", "support", "gc-often.cjs");
+const CHILD = path.join(REPO, "test", "support", "deadline-child.ts");
+
+type Ran = { code: number | null; stdout: string; stderr: string; ms: number; killed: boolean };
+
+/** Runs node with GC exposed and forced often; killed after `limitMs` (a deadline that did not hold). */
+function runWithGc(args: string[], options: { cwd: string; env?: Record<string, string>; limitMs: number }): Promise<Ran> {
+  return new Promise((resolve, reject) => {
+    const started = Date.now();
+    const env = { PATH: process.env.PATH ?? "/usr/bin:/bin", HOME: options.cwd, ...options.env };
+    const child = spawn(process.execPath, ["--expose-gc", "--require", GC_OFTEN, ...args], { cwd: options.cwd, env, stdio: ["ignore", "pipe", "pipe"] });
+    let stdout = "";
+    let stderr = "";
+    let killed = false;
+    child.stdout.on("data", (d) => (stdout += d));
+    child.stderr.on("data", (d) => (stderr += d));
+    const timer = setTimeout(() => {
+      killed = true;
+      child.kill("SIGKILL");
+    }, options.limitMs);
+    child.on("error", reject);
+    child.on("close", (code) => {
+      clearTimeout(timer);
+      resolve({ code, stdout, stderr, ms: Date.now() - started, killed });
+    });
+  });
+}
+
+describe("deadlines under garbage collection", () => {
+  let server: net.Server;
+  const sockets: net.Socket[] = [];
+  let url: string;
+  let cwd: string;
+
+  before(async () => {
+    server = net.createServer((socket) => void sockets.push(socket));
+    await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+    url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+    cwd = mkdtempSync(path.join(tmpdir(), "subs-deadline-gc-"));
+  });
+  after(() => {
+    sockets.forEach((s) => s.destroy());
+    server.close();
+    rmSync(cwd, { recursive: true, force: true });
+  });
+
+  it("subs apply: each attempt at the deployment ends at SUBS_HTTP_TIMEOUT, then the run fails (exit 1)", async () => {
+    ensureBuilt();
+    writeFileSync(path.join(cwd, "substructure.toml"), `[remote]\nurl = "${url}"\n\n[mcp.a]\nurl = "https://mcp.example.com/mcp"\n`);
+    const r = await runWithGc([BIN, "apply"], { cwd, env: { SUBS_HTTP_TIMEOUT: "1", SUBSTRUCTURE_TOKEN: "deploy-token" }, limitMs: 25_000 });
+    assert.equal(r.killed, false, `still waiting after 25 s: the per-attempt deadline was lost\n${r.stderr}`);
+    assert.equal(r.code, 1, r.stderr);
+    assert.match(r.stderr, /GET \/v1\/mcp: no answer within 1s; 4 attempts/);
+    // 4 attempts of 1 s and at most (0.25 + 0.5 + 1) × 1.25 s of backoff, plus start-up.
+    assert.ok(r.ms < 12_000, `took ${r.ms} ms`);
+  });
+
+  it("mcp login: an authorization server that never answers ends at SUBS_HTTP_TIMEOUT (exit 1)", async () => {
+    ensureBuilt();
+    // The MCP server's resource metadata names the silent server as its authorization server.
+    const mcp = await startMcpServer({ tools: [annotatedTool("search")], oauth: { authServer: { issuer: `${url}/`, verifier: { verifyAccessToken: () => Promise.reject(new Error("no")) } } } });
+    try {
+      const dir = mkdtempSync(path.join(tmpdir(), "subs-deadline-gc-login-"));
+      writeFileSync(path.join(dir, "substructure.toml"), `[mcp.demo]\nurl = "${mcp.url}"\n`);
+      const r = await runWithGc([BIN, "mcp", "login", "demo", "--no-browser"], { cwd: dir, env: { SUBS_HTTP_TIMEOUT: "1" }, limitMs: 20_000 });
+      rmSync(dir, { recursive: true, force: true });
+      assert.equal(r.killed, false, `still waiting after 20 s: the deadline was lost\n${r.stderr}`);
+      assert.equal(r.code, 1, r.stderr);
+      assert.match(r.stderr, /cannot read the authorization server metadata of http:\/\/127\.0\.0\.1:\d+\/ \(no complete answer from http:\/\/127\.0\.0\.1:\d+ within 1s\)/);
+      assert.ok(r.ms < 8000, `took ${r.ms} ms`);
+    } finally {
+      await mcp.close();
+    }
+  });
+
+  it("revocation of a deleted section's credential gives up at its deadline", async () => {
+    const r = await runWithGc(["--import", "tsx", CHILD, "revoke"], { cwd: REPO, limitMs: 20_000 });
+    assert.equal(r.killed, false, `still waiting after 20 s: the revocation deadline was lost\n${r.stderr}`);
+    assert.equal(r.code, 0, r.stderr);
+    const { ms } = JSON.parse(r.stdout) as { ms: number };
+    assert.ok(ms >= 900 && ms < 5000, `took ${ms} ms for a 1 s deadline`);
+  });
+
+  it("withDeadline aborts a fetch at its deadline with a TimeoutError", async () => {
+    const r = await runWithGc(["--import", "tsx", CHILD, "deadline"], { cwd: REPO, limitMs: 20_000 });
+    assert.equal(r.killed, false, r.stderr);
+    assert.equal(r.code, 0, r.stderr);
+    const { ms, error } = JSON.parse(r.stdout) as { ms: number; error: string };
+    assert.equal(error, "TimeoutError");
+    assert.ok(ms >= 900 && ms < 5000, `took ${ms} ms for a 1 s deadline`);
+  });
+});
+
+describe("withDeadline", () => {
+  it("aborts with the reason of a given signal, and clear() lets go of it", async () => {
+    const { withDeadline } = await import("../../src/http/deadline.ts");
+    const interrupt = new AbortController();
+    const d = withDeadline([interrupt.signal, undefined], 60_000);
+    interrupt.abort(new Error("ctrl-c"));
+    assert.equal(d.signal.aborted, true);
+    assert.equal((d.signal.reason as Error).message, "ctrl-c");
+    assert.equal(d.timedOut(), false);
+
+    const other = new AbortController();
+    const cleared = withDeadline(other.signal, 60_000);
+    cleared.clear();
+    other.abort();
+    assert.equal(cleared.signal.aborted, false);
+  });
+
+  it("a signal already aborted aborts it at once", async () => {
+    const { withDeadline } = await import("../../src/http/deadline.ts");
+    const d = withDeadline(AbortSignal.abort("gone"), 60_000);
+    assert.equal(d.signal.aborted, true);
+    assert.equal(d.signal.reason, "gone");
+    d.clear();
+  });
+});

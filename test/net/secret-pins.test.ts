@@ -1,0 +1,156 @@
+// Issue 14, item 8: CI can pin where its secrets go. SUBS_ALLOWED_REMOTE names the deployment the
+// deployment token may go to, SUBS_ALLOWED_TOKEN_HOSTS the hosts static tokens may go to; a file
+// that disagrees (a pull request that changed [remote].url or a static connection's url) is
+// refused, exit 2, before any request. The test deployment and MCP servers record every request.
+import assert from "node:assert/strict";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import path from "node:path";
+import { after, afterEach, before, beforeEach, describe, it } from "node:test";
+import { runCli, runInProcess } from "../support/cli.ts";
+import { startDeployment, type RunningDeployment } from "../support/deployment/server.ts";
+import { annotatedTool, startMcpServer, type RunningMcpServer } from "../support/mcp-server.ts";
+
+const DEPLOY_TOKEN = "deploy-api-token-SECRET";
+const STATIC_TOKEN = "static-mcp-token-SECRET";
+const dirs: string[] = [];
+after(() => dirs.forEach((d) => rmSync(d, { recursive: true, force: true })));
+
+function project(toml: string): string {
+  const dir = mkdtempSync(path.join(tmpdir(), "subs-pins-"));
+  dirs.push(dir);
+  writeFileSync(path.join(dir, "substructure.toml"), toml);
+  return dir;
+}
+
+describe("SUBS_ALLOWED_REMOTE: where the deployment token may go", () => {
+  let deployment: RunningDeployment;
+  let dir: string;
+  beforeEach(async () => {
+    deployment = await startDeployment({ token: DEPLOY_TOKEN });
+    dir = project(`[remote]\nurl = "${deployment.url}"\n\n[mcp.sentry]\nurl = "https://mcp.sentry.dev/mcp"\n`);
+  });
+  afterEach(() => deployment.close());
+
+  it("subs apply, another deployment allowed: exit 2 naming the variable and the file's line, no request sent", async () => {
+    const r = await runCli(["apply"], { cwd: dir, env: { SUBSTRUCTURE_TOKEN: DEPLOY_TOKEN, SUBS_ALLOWED_REMOTE: "https://deploy.example.com" } });
+    assert.equal(r.code, 2, r.stderr);
+    assert.match(r.stderr, /substructure\.toml:2:\d+: \[remote\]\.url is http:\/\/127\.0\.0\.1:\d+, which \$SUBS_ALLOWED_REMOTE does not allow \(https:\/\/deploy\.example\.com\); refusing to send \$SUBSTRUCTURE_TOKEN there/);
+    assert.deepEqual(deployment.requests, []);
+    assert.doesNotMatch(r.stdout + r.stderr, /SECRET/);
+  });
+
+  it("--json: code remote_not_allowed", async () => {
+    const r = await runInProcess(["apply", "--json"], { cwd: dir, env: { SUBSTRUCTURE_TOKEN: DEPLOY_TOKEN, SUBS_ALLOWED_REMOTE: "https://deploy.example.com" } });
+    assert.equal(r.code, 2, r.stderr);
+    assert.equal(JSON.parse(r.stdout).error.code, "remote_not_allowed");
+    assert.deepEqual(deployment.requests, []);
+  });
+
+  it("the deployment allowed (by origin; a trailing path or slash is the same deployment): apply works", async () => {
+    for (const allowed of [deployment.url, `${deployment.url}/`, `https://other.example, ${deployment.url}/v1`]) {
+      const r = await runInProcess(["apply"], { cwd: dir, env: { SUBSTRUCTURE_TOKEN: DEPLOY_TOKEN, SUBS_ALLOWED_REMOTE: allowed } });
+      assert.equal(r.code, 0, `${allowed}: ${r.stderr}`);
+    }
+    assert.ok(deployment.requests.length > 0);
+    assert.ok(deployment.connections.has("sentry"));
+  });
+
+  it("every command that talks to the deployment refuses first: mcp login, mcp list, mcp tools, agent tools", async () => {
+    writeFileSync(path.join(dir, "substructure.toml"), `[remote]\nurl = "${deployment.url}"\n\n[mcp.sentry]\nurl = "https://mcp.sentry.dev/mcp"\n\n[agent.a]\nmcp = ["sentry"]\n`);
+    const env = { SUBSTRUCTURE_TOKEN: DEPLOY_TOKEN, SUBS_ALLOWED_REMOTE: "https://deploy.example.com" };
+    for (const argv of [["mcp", "login", "sentry"], ["mcp", "list", "--check"], ["mcp", "tools", "sentry"], ["agent", "tools", "a"]]) {
+      const r = await runInProcess(argv, { cwd: dir, env, openBrowser: async () => assert.fail("no browser") });
+      assert.equal(r.code, 2, `${argv.join(" ")}: ${r.stderr}`);
+      assert.match(r.stderr, /\$SUBS_ALLOWED_REMOTE does not allow/);
+    }
+    assert.deepEqual(deployment.requests, []);
+  });
+
+  it("set but empty allows no deployment; an entry that is not a url is a usage error", async () => {
+    const empty = await runInProcess(["apply"], { cwd: dir, env: { SUBSTRUCTURE_TOKEN: DEPLOY_TOKEN, SUBS_ALLOWED_REMOTE: "" } });
+    assert.equal(empty.code, 2, empty.stderr);
+    assert.match(empty.stderr, /does not allow \(nothing: it is empty\)/);
+    const bad = await runInProcess(["apply"], { cwd: dir, env: { SUBSTRUCTURE_TOKEN: DEPLOY_TOKEN, SUBS_ALLOWED_REMOTE: "deploy.example.com" } });
+    assert.equal(bad.code, 2, bad.stderr);
+    assert.match(bad.stderr, /SUBS_ALLOWED_REMOTE must list deployment urls/);
+    assert.deepEqual(deployment.requests, []);
+  });
+
+  it("where the token is attached: a DeploymentClient for another deployment refuses, whatever built its config", async () => {
+    const { DeploymentClient } = await import("../../src/remote/client.ts");
+    const { silentReporter } = await import("../../src/report.ts");
+    assert.throws(
+      () =>
+        new DeploymentClient({
+          remote: { url: deployment.url, tokenEnv: "SUBSTRUCTURE_TOKEN" },
+          ctx: { env: { SUBSTRUCTURE_TOKEN: DEPLOY_TOKEN, SUBS_ALLOWED_REMOTE: "https://deploy.example.com" }, fetch: globalThis.fetch, signal: new AbortController().signal },
+          reporter: silentReporter,
+        }),
+      (error: Error & { code?: string }) => error.code === "remote_not_allowed",
+    );
+  });
+});
+
+describe("SUBS_ALLOWED_TOKEN_HOSTS: where static tokens may go", () => {
+  let server: RunningMcpServer;
+  let dir: string;
+  before(async () => {
+    server = await startMcpServer({ tools: [annotatedTool("search")] });
+    dir = project(`[mcp.gh]\nurl = "${server.url}"\nauth = { token_env = "GH_TOKEN" }\n\n[agent.a]\nmcp = ["gh"]\n`);
+  });
+  after(() => server.close());
+  beforeEach(() => {
+    server.requests.length = 0;
+    server.authorizations.length = 0;
+  });
+
+  it("a host not listed: mcp tools, mcp call, mcp list --check and agent tools refuse (exit 2) before any request", async () => {
+    const env = { GH_TOKEN: STATIC_TOKEN, SUBS_ALLOWED_TOKEN_HOSTS: "api.githubcopilot.com,mcp.example.com" };
+    for (const argv of [["mcp", "tools", "gh"], ["mcp", "call", "gh", "search"], ["mcp", "list", "--check"], ["agent", "tools", "a"]]) {
+      const r = await runInProcess(argv, { cwd: dir, env });
+      assert.equal(r.code, 2, `${argv.join(" ")}: ${r.stderr}`);
+      assert.match(r.stderr, /substructure\.toml:2:\d+: \[mcp\.gh\] would send \$GH_TOKEN to 127\.0\.0\.1:\d+, which \$SUBS_ALLOWED_TOKEN_HOSTS does not list \(api\.githubcopilot\.com, mcp\.example\.com\); refusing/);
+      assert.doesNotMatch(r.stdout + r.stderr, /SECRET/);
+    }
+    assert.deepEqual(server.requests, []);
+    assert.deepEqual(server.authorizations, []);
+  });
+
+  it("the real CLI: the same refusal, --json code token_host_not_allowed", async () => {
+    const r = await runCli(["mcp", "tools", "gh", "--json"], { cwd: dir, env: { GH_TOKEN: STATIC_TOKEN, SUBS_ALLOWED_TOKEN_HOSTS: "api.githubcopilot.com" } });
+    assert.equal(r.code, 2, r.stderr);
+    assert.equal(JSON.parse(r.stdout).error.code, "token_host_not_allowed");
+    assert.deepEqual(server.requests, []);
+  });
+
+  it("the host listed (with or without its port, or as a url): the token goes there", async () => {
+    const port = new URL(server.url).port;
+    for (const allowed of ["127.0.0.1", `api.githubcopilot.com 127.0.0.1:${port}`, `http://127.0.0.1:${port}`]) {
+      const r = await runInProcess(["mcp", "tools", "gh", "--json"], { cwd: dir, env: { GH_TOKEN: STATIC_TOKEN, SUBS_ALLOWED_TOKEN_HOSTS: allowed } });
+      assert.equal(r.code, 0, `${allowed}: ${r.stderr}`);
+    }
+    assert.ok(server.authorizations.every((a) => a === `Bearer ${STATIC_TOKEN}`) && server.authorizations.length > 0);
+    const otherPort = await runInProcess(["mcp", "tools", "gh"], { cwd: dir, env: { GH_TOKEN: STATIC_TOKEN, SUBS_ALLOWED_TOKEN_HOSTS: "127.0.0.1:1" } });
+    assert.equal(otherPort.code, 2, otherPort.stderr);
+  });
+
+  it("OAuth connections are not pinned by it, and unset variables change nothing", async () => {
+    const oauthDir = project(`[mcp.open]\nurl = "${server.url}"\n`);
+    const r = await runInProcess(["mcp", "tools", "open", "--json"], { cwd: oauthDir, env: { SUBS_ALLOWED_TOKEN_HOSTS: "api.githubcopilot.com" } });
+    assert.equal(r.code, 0, r.stderr);
+    const free = await runInProcess(["mcp", "tools", "gh", "--json"], { cwd: dir, env: { GH_TOKEN: STATIC_TOKEN } });
+    assert.equal(free.code, 0, free.stderr);
+  });
+
+  it("where the token is attached: openConnection refuses a connection whose host is not listed", async () => {
+    const { openConnection } = await import("../../src/mcp/open.ts");
+    const { loadConfig } = await import("../../src/config/load.ts");
+    const config = loadConfig({ env: {}, cwd: dir });
+    await assert.rejects(
+      openConnection({ ctx: { env: { GH_TOKEN: STATIC_TOKEN, SUBS_ALLOWED_TOKEN_HOSTS: "" }, fetch: globalThis.fetch, now: Date.now }, config, connection: config.connections[0]! }),
+      (error: Error & { code?: string }) => error.code === "token_host_not_allowed",
+    );
+    assert.deepEqual(server.requests, []);
+  });
+});
