@@ -87,7 +87,7 @@ export function parseConfig(source: string, where: { path: string; cwd: string }
   const diagnostics: Diagnostic[] = shape.reserved.map((keyPath) =>
     at(keyPath, `\`${String(keyPath[keyPath.length - 1])}\` is a reserved name`, "JavaScript gives it a meaning of its own; choose another name"),
   );
-  const secretPaths = findSecretKeys(raw);
+  const { secretPaths, unsafe } = scanFile(raw);
   for (const keyPath of secretPaths) {
     const key = String(keyPath[keyPath.length - 1]);
     diagnostics.push(
@@ -95,7 +95,7 @@ export function parseConfig(source: string, where: { path: string; cwd: string }
     );
   }
 
-  for (const { keyPath, form, inKey } of findUnsafeStrings(raw)) {
+  for (const { keyPath, form, inKey } of unsafe) {
     diagnostics.push(
       at(
         keyPath,
@@ -184,47 +184,28 @@ function checkShape(raw: unknown): { tooDeep?: KeyPath; reserved: KeyPath[] } {
   return { reserved };
 }
 
-/** Paths of every secret key in the parsed file. One path is built per key found, none per node
+export type FileScan = {
+  /** Paths of every secret-named key (`token`, `client_secret`, …). */
+  secretPaths: (string | number)[][];
+  /**
+   * Every key and string value holding a character `shown` would escape: C0 and C1 controls, DEL,
+   * bidi overrides and isolates (issue 14, item 1). No field of the file is free text, so none
+   * needs one, and each could make what a terminal shows differ from what subs uses.
+   */
+  unsafe: { keyPath: (string | number)[]; form: string; inKey: boolean }[];
+};
+
+/** One walk over the parsed file for both checks. A path is built per finding, none per node
  *  visited: the walk touches every value of the file on every command (issue 6). */
-/**
- * Every key and string value holding a character `shown` would escape: C0 and C1 controls, DEL,
- * bidi overrides and isolates (issue 14, item 1). No field of the file is free text, so none
- * needs one, and each could make what a terminal shows differ from what subs uses.
- */
-export function findUnsafeStrings(value: unknown): { keyPath: (string | number)[]; form: string; inKey: boolean }[] {
-  const found: { keyPath: (string | number)[]; form: string; inKey: boolean }[] = [];
+export function scanFile(value: unknown): FileScan {
+  const scan: FileScan = { secretPaths: [], unsafe: [] };
   const at: (string | number)[] = [];
   const walk = (v: unknown) => {
     if (typeof v === "string") {
       const bad = firstUnsafe(v);
-      if (bad) found.push({ keyPath: [...at], form: bad.form, inKey: false });
+      if (bad) scan.unsafe.push({ keyPath: [...at], form: bad.form, inKey: false });
       return;
     }
-    if (v === null || typeof v !== "object" || v instanceof Date) return;
-    if (Array.isArray(v)) {
-      for (let n = 0; n < v.length; n++) {
-        at.push(n);
-        walk(v[n]);
-        at.pop();
-      }
-      return;
-    }
-    for (const key of Object.keys(v)) {
-      at.push(key);
-      const bad = firstUnsafe(key);
-      if (bad) found.push({ keyPath: [...at], form: bad.form, inKey: true });
-      walk((v as Record<string, unknown>)[key]);
-      at.pop();
-    }
-  };
-  walk(value);
-  return found;
-}
-
-export function findSecretKeys(value: unknown): (string | number)[][] {
-  const found: (string | number)[][] = [];
-  const at: (string | number)[] = [];
-  const walk = (v: unknown) => {
     if (v === null || typeof v !== "object" || v instanceof Date) return;
     if (Array.isArray(v)) {
       for (let n = 0; n < v.length; n++) {
@@ -238,13 +219,15 @@ export function findSecretKeys(value: unknown): (string | number)[][] {
     for (let n = 0; n < keys.length; n++) {
       const key = keys[n]!;
       at.push(key);
-      if (Object.hasOwn(SECRET_KEYS, key)) found.push([...at]);
+      if (Object.hasOwn(SECRET_KEYS, key)) scan.secretPaths.push([...at]);
+      const bad = firstUnsafe(key);
+      if (bad) scan.unsafe.push({ keyPath: [...at], form: bad.form, inKey: true });
       walk((v as Record<string, unknown>)[key]);
       at.pop();
     }
   };
   walk(value);
-  return found;
+  return scan;
 }
 
 const describePath = (keyPath: KeyPath) => {
