@@ -70,8 +70,8 @@ export async function withConnection<T>(options: StepUpOptions, work: (client: C
 
 async function stepUp(options: StepUpOptions, challenged: string | undefined): Promise<void> {
   const { ctx, config, connection, reporter } = options;
-  const [{ openStoreRevokingPurged }, { login }] = await Promise.all([import("../auth/revoke.ts"), import("../auth/login.ts")]);
-  const opened = await openStoreRevokingPurged(config, { ctx, create: true, reporter });
+  const [{ openEnvironmentStore }, { login }] = await Promise.all([import("../store/environment.ts"), import("../auth/login.ts")]);
+  const opened = await openEnvironmentStore(config, { create: true, reporter });
   try {
     const held = opened!.store.getCredential(connection.id)?.scopes.split(" ").filter(Boolean) ?? [];
     const scopes = [...new Set([...held, ...(challenged ?? "").split(" ").filter(Boolean)])];
