@@ -72,13 +72,13 @@ async function child(mode: string, dir: string, root: string): Promise<Timings> 
     const config = load.parseConfig(source, where); // not timed: warm by now
     const opened = await timeAsync("db open", () => store.openStore({ dbPath: config.dbPath, create: false, expectRows: config.connections.length }));
     if (!opened) throw new Error("fixture has no db");
-    const rows = time("db rows", () => opened.store.exclusive(() => ({ credentials: opened.store.listCredentials(), open: opened.store.listOpenConnections() })));
+    const rows = time("db rows", () => ({ credentials: opened.store.listCredentials(), open: opened.store.listOpenConnections() }));
     opened.store.close();
     const statuses = time("statuses", () => status.localStatuses(config, status.storedState(rows), {}, now));
     time("json", () => json.writeJson(sink, statuses.map(mcpList.connectionJson)));
   } else if (mode === "whole") {
     const config = time("loadConfig", () => load.loadConfig({ env: {}, cwd: dir }));
-    const statuses = await timeAsync("list", () =>
+    const { statuses } = await timeAsync("list", () =>
       list.listLocalConnections({ config, env: {}, now, reporter: { info() {}, warn() {}, progress: () => ({ update() {}, succeed() {}, fail() {} }) } }),
     );
     time("json", () => json.writeJson(sink, statuses.map(mcpList.connectionJson)));

@@ -57,8 +57,8 @@ test(`config fuzzing: ${CASES} mutated files (seed ${SEED.toString(16)})`, async
   for (let n = 0; n < CASES; n++) {
     const source = mutate(random);
     writeFileSync(file, source);
-    // A credential for an id no fixture declares: a valid file purges it (that is the rule), a
-    // broken one must not touch it.
+    // A credential for an id no fixture declares (only `subs apply` deletes one, issue 15): a
+    // broken file must not touch the db.
     if (n === 0 || lastWasValid) await seedCredentials(dbPath, [{ id: "zz-planted", url: "https://planted.example/mcp" }]);
     const before = createHash("sha256").update(readFileSync(dbPath)).digest("hex");
     const result = await runInProcess(["mcp", "list", "--json"], { cwd: dir, env: {} });

@@ -40,11 +40,18 @@ test("subs --debug mcp login / tools / a revocation: every exchange on stderr, n
     assert.match(tools.stderr, /authorization: \[redacted\]/);
     assert.ok(exchanges(tools.stderr).includes("POST /mcp"));
 
-    // Revocation: the section is gone, so the next command that talks to servers revokes it.
+    // Revocation: the section is gone, so `subs apply` deletes its credential and revokes it
+    // (a login of another id leaves it alone, issue 15).
     assert.ok(credential(env, "demo"));
     env.write(`[mcp.other]\nurl = "${env.mcp.url}"\n`);
     const other = await cli(["--debug", "mcp", "login", "other"]);
-    assert.ok(exchanges(other.stderr).includes("POST /revoke"), exchanges(other.stderr).join(", "));
+    assert.equal(other.code, 0, other.stderr);
+    // (Its POST /revoke with a dummy token only asks whether the stored registration is still known.)
+    assert.equal(env.as.counters.revocations, 0);
+    assert.ok(credential(env, "demo"));
+    const apply = await cli(["--debug", "apply"]);
+    assert.ok(exchanges(apply.stderr).includes("POST /revoke"), exchanges(apply.stderr).join(", "));
+    assert.match(apply.stderr, /token=\[redacted\]/);
     assert.ok(env.as.counters.revocations >= 1, "the revocation reached the authorization server");
 
     assert.deepEqual(leakedTokens(env), []);

@@ -36,7 +36,7 @@ describe("subs mcp list", () => {
     assert.equal(existsSync(path.join(dir, "substructure.db")), false, "listing must not create a db");
   });
 
-  test("statuses from the db: authorized, refreshable after expiry, expired without refresh, url changed; removed ids purged", async () => {
+  test("statuses from the db: authorized, refreshable after expiry, expired without refresh, url changed; removed ids undeclared, kept (issue 15)", async () => {
     const { dir, dbPath } = environment(
       [
         '[mcp.fresh]\nurl = "https://fresh.example/mcp"',
@@ -70,27 +70,66 @@ describe("subs mcp list", () => {
     assert.equal(byId.moved.usable, false);
     assert.equal(byId.never.status, "needs_login");
     assert.equal(byId.static.status, "env_unset");
-    assert.equal(byId.removed, undefined);
+    assert.deepEqual(byId.removed, {
+      id: "removed",
+      url: "https://removed.example/mcp",
+      auth: "oauth",
+      status: "undeclared",
+      usable: false,
+      issuer: "http://127.0.0.1:9",
+      scopes: ["read"],
+      expires_at: byId.removed.expires_at,
+      refreshable: true,
+      token_env: null,
+      logged_in_url: null,
+      agents: [],
+    });
+    assert.deepEqual(JSON.parse(result.stdout).map((c: { id: string }) => c.id), ["fresh", "stale", "dead", "moved", "never", "static", "removed"], "file order, then undeclared ids");
     assert.doesNotMatch(result.stdout + result.stderr, SECRET);
 
-    assert.match(result.stderr, /Deleted the stored credential of removed: no longer declared in substructure\.toml/);
+    assert.doesNotMatch(result.stderr, /Deleted/);
     const opened = await openStore({ dbPath, create: false });
-    assert.deepEqual(opened!.store.listCredentials().map((r) => r.id), ["dead", "fresh", "moved", "stale"]);
+    assert.deepEqual(opened!.store.listCredentials().map((r) => r.id), ["dead", "fresh", "moved", "removed", "stale"]);
     opened!.store.close();
     assert.equal(statSync(dbPath).mode & 0o777, 0o600);
   });
 
-  test("whichever command first opens the db deletes an undeclared id's credential and says so on stderr (README, \"The file\")", async () => {
-    const toml = '[mcp.kept]\nurl = "https://kept.example/mcp"\n[agent.a]\nmcp = ["kept"]\n';
-    for (const argv of [["mcp", "list"], ["mcp", "tools", "kept"], ["mcp", "call", "kept", "whoami"], ["agent", "tools", "a"]]) {
+  test("no command but apply deletes an undeclared id's credential or finding; mcp list shows the credential with the apply hint (issue 15)", async () => {
+    // Loopback, closed: the commands that talk to kept's server fail fast, and nothing leaves the machine.
+    const toml = '[mcp.kept]\nurl = "http://127.0.0.1:9/mcp"\n[agent.a]\nmcp = ["kept"]\n';
+    for (const argv of [["mcp", "list"], ["mcp", "list", "--json"], ["mcp", "tools", "kept"], ["mcp", "call", "kept", "whoami"], ["agent", "tools", "a"]]) {
       const { dir, dbPath } = environment(toml);
       await seedCredentials(dbPath, [{ id: "gone", url: "https://gone.example/mcp" }]);
+      const seeded = await openStore({ dbPath, create: false });
+      seeded!.store.putOpenConnection({ id: "was-open", url: "https://open.example/mcp", checked_at: 1 });
+      seeded!.store.close();
       const result = await runInProcess(argv, { cwd: dir });
-      assert.match(result.stderr, /Deleted the stored credential of gone: no longer declared in substructure\.toml/, argv.join(" "));
+      assert.doesNotMatch(result.stderr, /Deleted|Revoked/, argv.join(" "));
       const opened = await openStore({ dbPath, create: false });
-      assert.deepEqual(opened!.store.listCredentials(), [], argv.join(" "));
+      assert.deepEqual(opened!.store.listCredentials().map((r) => r.id), ["gone"], argv.join(" "));
+      assert.deepEqual(opened!.store.listOpenConnections().map((r) => r.id), ["was-open"], argv.join(" "));
       opened!.store.close();
+      if (argv.join(" ") === "mcp list") {
+        assert.equal(result.stdout, "kept\thttp://127.0.0.1:9/mcp\toauth\tneeds login · subs mcp login kept\ta\ngone\thttps://gone.example/mcp\toauth\tstored credential for an undeclared id · subs apply deletes it\t-\n");
+      }
+      if (argv.join(" ") === "mcp list --json") {
+        assert.deepEqual(JSON.parse(result.stdout).map((c: { id: string; status: string }) => [c.id, c.status]), [["kept", "needs_login"], ["gone", "undeclared"]]);
+      }
+      const applied = await runInProcess(["apply"], { cwd: dir });
+      assert.equal(applied.stdout, "- gone: deleted its credential (no longer declared)\n", argv.join(" "));
+      const after = await openStore({ dbPath, create: false });
+      assert.deepEqual([after!.store.listCredentials(), after!.store.listOpenConnections()], [[], []], "apply deleted both");
+      after!.store.close();
     }
+  });
+
+  test("with no connection declared, the undeclared credentials are still listed", async () => {
+    const { dir, dbPath } = environment("");
+    await seedCredentials(dbPath, [{ id: "gone", url: "https://gone.example/mcp" }]);
+    const result = await runInProcess(["mcp", "list"], { cwd: dir, stdoutIsTTY: true, color: false });
+    assert.equal(result.code, 0);
+    assert.match(result.stderr, /No connections declared in substructure\.toml/);
+    assert.match(result.stdout, /^gone +https:\/\/gone\.example\/mcp +oauth +stored credential for an undeclared id · subs apply deletes it +-$/m);
   });
 
   test("piped human output is one tab-separated line per connection, without colour", async () => {

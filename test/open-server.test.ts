@@ -96,7 +96,7 @@ describe("a server that asks for no credential", () => {
     }
   });
 
-  it("the finding is bound to the url: another url is tried afresh (here it asks: needs login); a deleted section takes it along", async () => {
+  it("the finding is bound to the url: another url is tried afresh (here it asks: needs login); a deleted section keeps it until subs apply (issue 15)", async () => {
     const moved = server.url.replace("/mcp", "/mcp/");
     writeFileSync(path.join(cwd, "substructure.toml"), file(moved));
     const list = await runInProcess(["mcp", "list", "--json"], { cwd });
@@ -109,12 +109,20 @@ describe("a server that asks for no credential", () => {
 
     writeFileSync(path.join(cwd, "substructure.toml"), "");
     assert.equal((await runInProcess(["mcp", "list"], { cwd })).code, 0);
-    const opened = (await openStore({ dbPath: path.join(cwd, "substructure.db"), create: false }))!;
-    try {
-      assert.deepEqual(opened.store.listOpenConnections(), []);
-    } finally {
-      opened.store.close();
-    }
+    const findings = async () => {
+      const opened = (await openStore({ dbPath: path.join(cwd, "substructure.db"), create: false }))!;
+      try {
+        return opened.store.listOpenConnections().map((row) => row.id);
+      } finally {
+        opened.store.close();
+      }
+    };
+    assert.deepEqual(await findings(), ["docs"], "looking never deletes");
+    writeFileSync(path.join(cwd, "substructure.toml"), file(server.url));
+    assert.equal(JSON.parse((await runInProcess(["mcp", "list", "--json"], { cwd })).stdout)[0].status, "open", "back as it was");
+    writeFileSync(path.join(cwd, "substructure.toml"), "");
+    assert.equal((await runInProcess(["apply"], { cwd })).code, 0);
+    assert.deepEqual(await findings(), [], "apply takes it along");
     writeFileSync(path.join(cwd, "substructure.toml"), file(server.url));
   });
 

@@ -8,7 +8,7 @@ import Database from "better-sqlite3";
 import { parseConfig } from "../src/config/load.ts";
 import { exitCodeFor, SubsError } from "../src/errors.ts";
 import { silentReporter } from "../src/report.ts";
-import { openEnvironmentStore } from "../src/store/environment.ts";
+import { openEnvironmentStore, storedRows, undeclaredCredentials } from "../src/store/environment.ts";
 import { CredentialRowSchema, MIGRATIONS } from "../src/store/schema.ts";
 import { openStore } from "../src/store/store.ts";
 import { seedCredentials } from "./support/credentials.ts";
@@ -145,19 +145,23 @@ test("a db from a newer subs is refused, not downgraded", async () => {
   await assert.rejects(openStore({ dbPath, create: false }), /newer subs/);
 });
 
-test("opening for a command deletes credentials of ids the file no longer declares, and says so", async () => {
+test("opening for a command deletes nothing: credentials and findings of ids the file no longer declares stay, silently (issue 15)", async () => {
   const dir = tempDir();
   const config = parseConfig('[mcp.kept]\nurl = "https://kept.example/mcp"\n', { path: path.join(dir, "substructure.toml"), cwd: dir });
   await seedCredentials(config.dbPath, [
     { id: "kept", url: "https://kept.example/mcp" },
     { id: "gone", url: "https://gone.example/mcp" },
   ]);
+  const seeded = await openStore({ dbPath: config.dbPath, create: false });
+  seeded!.store.putOpenConnection({ id: "gone-open", url: "https://open.example/mcp", checked_at: 1 });
+  seeded!.store.close();
   const notices: string[] = [];
   const opened = await openEnvironmentStore(config, { create: false, reporter: { ...silentReporter, info: (m) => notices.push(m), warn: (m) => notices.push(m) } });
-  assert.deepEqual(opened!.purged.map((r) => r.id), ["gone"]);
-  assert.deepEqual(opened!.store.listCredentials().map((r) => r.id), ["kept"]);
+  assert.deepEqual(opened!.store.listCredentials().map((r) => r.id), ["gone", "kept"]);
+  assert.deepEqual(opened!.store.listOpenConnections().map((r) => r.id), ["gone-open"]);
+  assert.deepEqual(undeclaredCredentials(storedRows(opened!).credentials, config).map((r) => r.id), ["gone"]);
   opened!.store.close();
-  assert.deepEqual(notices, ["Deleted the stored credential of gone: no longer declared in substructure.toml"]);
+  assert.deepEqual(notices, []);
 });
 
 test("creating a db in a git work tree that does not ignore it warns; an ignored one does not", async () => {

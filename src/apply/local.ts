@@ -1,5 +1,7 @@
 // `subs apply` without [remote]: the target is the local db, and making it match the file means
-// deleting the credentials the file no longer allows (product.md, "Commands").
+// deleting the credentials the file no longer allows (product.md, "Commands"). Besides `subs mcp
+// remove`, it is the one command that deletes what is stored for an id no longer declared: every
+// other command leaves it alone (issue 15, "Looking never deletes").
 import type { Config, ConnectionConfig } from "../config/types.ts";
 import type { Context } from "../context.ts";
 import type { Reporter } from "../report.ts";
@@ -37,7 +39,7 @@ export async function applyLocal(options: {
   revoke?: Pick<Context, "env" | "fetch"> & Partial<Pick<Context, "signal">>;
 }): Promise<LocalApplyResult> {
   const { config, dryRun } = options;
-  const opened = await openEnvironmentStore(config, { create: false, purge: false, reporter: options.reporter });
+  const opened = await openEnvironmentStore(config, { create: false, reporter: options.reporter });
   if (!opened) return { dryRun, changes: [], unchanged: [] };
   const { store } = opened;
   const declared = new Map(config.connections.map((c) => [c.id, c]));

@@ -1,12 +1,11 @@
-// Deleting a `[mcp.<id>]` section disconnects it: the credential is deleted from the db and, when
-// the authorization server offers it, revoked there (RFC 7009; product.md, "The file"). Revocation
-// is best effort and bounded in time: a slow or absent server never holds a command up for long.
+// A credential `subs apply` deletes (its section deleted, its url changed) or a login replaces is
+// also revoked where the authorization server offers it (RFC 7009; product.md, "The file"); no
+// command that only looks deletes or revokes one (issue 15). Revocation is best effort and
+// bounded in time: a slow or absent server never holds a command up for long.
 import { selectClientAuthMethod } from "@modelcontextprotocol/sdk/client/auth.js";
 import type { AuthorizationServerMetadata } from "@modelcontextprotocol/sdk/shared/auth.js";
-import type { Config } from "../config/types.ts";
 import type { Context } from "../context.ts";
 import type { Reporter } from "../report.ts";
-import { openEnvironmentStore, type EnvironmentStore } from "../store/environment.ts";
 import type { CredentialRow } from "../store/schema.ts";
 import { authorizationServerMetadata, revocationEndpoint } from "./discovery.ts";
 import { credentialClient } from "./refresh.ts";
@@ -79,16 +78,4 @@ export async function revokeCredentials(rows: readonly CredentialRow[], options:
   const revoked = results.filter((id): id is string => id !== undefined);
   if (revoked.length > 0) options.reporter.info(`Revoked the credential${revoked.length > 1 ? "s" : ""} of ${revoked.join(", ")} at the authorization server.`);
   return revoked;
-}
-
-/**
- * Opens the environment's db for a command that talks to servers anyway: credentials of ids the
- * file no longer declares are deleted (openEnvironmentStore) and then revoked.
- */
-export async function openStoreRevokingPurged(config: Config, options: { ctx: RevokeContext; create: boolean; reporter: Reporter }): Promise<EnvironmentStore | undefined> {
-  const opened = await openEnvironmentStore(config, { create: options.create, reporter: options.reporter });
-  if (opened && opened.purged.length > 0) {
-    await revokeCredentials(opened.purged, { ctx: options.ctx, reporter: options.reporter, storePath: opened.store.path });
-  }
-  return opened;
 }

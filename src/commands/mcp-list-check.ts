@@ -9,6 +9,7 @@ import type { Reporter } from "../report.ts";
 import { checkConnections, checkExitCode, statusAfterCheck, type CheckOptions, type ConnectionCheck } from "../status/check.ts";
 import { listLocalConnections } from "../status/list.ts";
 import type { ConnectionStatus } from "../status/status.ts";
+import type { CredentialRow } from "../store/schema.ts";
 import { fetchingProgress } from "./mcp-tools.ts";
 
 export { checkExitCode };
@@ -37,7 +38,7 @@ export async function checkLocal(
   reporter: Reporter,
   config: Config,
   timeoutSeconds: number,
-): Promise<{ checks: Map<string, ConnectionCheck>; statuses: ConnectionStatus[] }> {
+): Promise<{ checks: Map<string, ConnectionCheck>; statuses: ConnectionStatus[]; undeclared: CredentialRow[] }> {
   const targets = config.connections.map((connection) => ({ connection }));
   const { unauthenticatedInitialize } = await import("../auth/discovery.ts");
   const checks = await probe(ctx, reporter, targets.length, {
@@ -52,7 +53,7 @@ export async function checkLocal(
   });
   // Read again: the check may have refreshed, deleted (a rejected refresh) or recorded (an open server).
   const after = await listLocalConnections({ config, env: ctx.env, now: ctx.now(), reporter });
-  return { checks, statuses: after.map((s) => statusAfterCheck(s, checks.get(s.id)!)) };
+  return { checks, statuses: after.statuses.map((s) => statusAfterCheck(s, checks.get(s.id)!)), undeclared: after.undeclared };
 }
 
 export async function probe(ctx: Context, reporter: Reporter, n: number, options: CheckOptions): Promise<Map<string, ConnectionCheck>> {

@@ -8,6 +8,7 @@ import { isoOrNull, shortDuration } from "../output/time.ts";
 import { listLocalConnections } from "../status/list.ts";
 import type { ConnectionCheck } from "../status/check.ts";
 import type { ConnectionStatus } from "../status/status.ts";
+import type { CredentialRow } from "../store/schema.ts";
 
 export type McpListOptions = {
   config?: string;
@@ -16,12 +17,13 @@ export type McpListOptions = {
   check?: { timeoutSeconds: number };
 };
 
-/** The `--json` contract of `subs mcp list` (README, "JSON output"). Never holds a secret. */
+/** The `--json` contract of `subs mcp list` (README, "subs mcp list"). Never holds a secret. */
 export type ConnectionJson = {
   id: string;
   url: string;
   auth: "oauth" | "static" | "none";
-  status: ConnectionStatus["status"];
+  /** `undeclared`: a credential stored for an id the file no longer declares (issue 15). */
+  status: ConnectionStatus["status"] | "undeclared";
   usable: boolean;
   issuer: string | null;
   scopes: string[];
@@ -49,6 +51,29 @@ export function connectionJson(s: ConnectionStatus): ConnectionJson {
   };
 }
 
+/**
+ * A credential stored for an id the file no longer declares, after the declared connections: kept
+ * until `subs apply` deletes it, never used meanwhile (issue 15). `url` is the one it was issued for.
+ */
+export function undeclaredJson(row: CredentialRow): ConnectionJson {
+  return {
+    id: row.id,
+    url: row.url,
+    auth: "oauth",
+    status: "undeclared",
+    usable: false,
+    issuer: row.issuer,
+    scopes: row.scopes ? row.scopes.split(" ") : [],
+    expires_at: isoOrNull(row.expires_at),
+    refreshable: row.refresh_token !== null,
+    token_env: null,
+    logged_in_url: null,
+    agents: [],
+  };
+}
+
+const UNDECLARED = "stored credential for an undeclared id · subs apply deletes it";
+
 /** Returns the exit code: 0, or with `--check` what checkExitCode says. */
 export async function mcpListCommand(ctx: Context, options: McpListOptions): Promise<number> {
   const config = loadConfig({ configPath: options.config, env: ctx.env, cwd: ctx.cwd });
@@ -57,30 +82,37 @@ export async function mcpListCommand(ctx: Context, options: McpListOptions): Pro
     return mcpListRemote(ctx, config, { json: options.json, ...(options.check ? { check: options.check } : {}) });
   }
   const reporter = stderrReporter(ctx);
-  let statuses = await listLocalConnections({ config, env: ctx.env, now: ctx.now(), reporter });
+  let { statuses, undeclared } = await listLocalConnections({ config, env: ctx.env, now: ctx.now(), reporter });
   const checked = options.check && statuses.length > 0 ? await import("./mcp-list-check.ts") : undefined;
   let checks: Map<string, ConnectionCheck> | undefined;
-  if (checked) ({ checks, statuses } = await checked.checkLocal(ctx, reporter, config, options.check!.timeoutSeconds));
+  if (checked) ({ checks, statuses, undeclared } = await checked.checkLocal(ctx, reporter, config, options.check!.timeoutSeconds));
   const now = ctx.now();
   if (options.json) {
-    writeJson(ctx.stdout, statuses.map((s) => (checks ? { ...connectionJson(s), check: checked!.checkJson(checks.get(s.id)!) } : connectionJson(s))));
+    // Undeclared ids are never probed: nothing can name them. Their `check` is null.
+    writeJson(ctx.stdout, [
+      ...statuses.map((s) => (checks ? { ...connectionJson(s), check: checked!.checkJson(checks.get(s.id)!) } : connectionJson(s))),
+      ...undeclared.map((row) => (checks ? { ...undeclaredJson(row), check: null } : undeclaredJson(row))),
+    ]);
     // stderr explains the failures with --json too, as any failing command's message is there.
     if (checks) checked!.reportProblems(ctx, checks);
     return checks ? checked!.checkExitCode(checks.values()) : 0;
   }
   if (statuses.length === 0) {
     ctx.stderr.write(`No connections declared in ${config.displayPath}. Add one:\n\n  [mcp.sentry]\n  url = "https://mcp.sentry.dev/mcp"\n`);
-    return 0;
+    if (undeclared.length === 0) return 0;
   }
   const style = styleFor(ctx.color);
-  const rows = statuses.map((s) => [
-    s.id,
-    s.url,
-    s.auth,
-    describeStatus(s, now, style),
-    ...(checks ? [checked!.describeCheck(checks.get(s.id)!, style, s.tokenEnv)] : []),
-    s.agents.join(", ") || "-",
-  ]);
+  const rows = [
+    ...statuses.map((s) => [
+      s.id,
+      s.url,
+      s.auth,
+      describeStatus(s, now, style),
+      ...(checks ? [checked!.describeCheck(checks.get(s.id)!, style, s.tokenEnv)] : []),
+      s.agents.join(", ") || "-",
+    ]),
+    ...undeclared.map((row) => [row.id, row.url, "oauth", style.yellow(UNDECLARED), ...(checks ? ["-"] : []), "-"]),
+  ];
   const headers = ["ID", "URL", "AUTH", "STATUS", ...(checks ? ["CHECK"] : []), "AGENTS"];
   ctx.stdout.write(renderTable(headers, rows, { tty: ctx.stdoutIsTTY, style: style.bold }));
   if (!checks) return 0;

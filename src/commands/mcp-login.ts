@@ -46,11 +46,12 @@ export async function mcpLoginCommand(ctx: Context, options: McpLoginOptions): P
     const { mcpLoginRemote } = await import("./mcp-login-remote.ts");
     return mcpLoginRemote(ctx, config, options);
   }
-  const { openStoreRevokingPurged } = await import("../auth/revoke.ts");
+  const { openEnvironmentStore } = await import("../store/environment.ts");
   // One open of the db for the whole command (issue 6): --all chooses its targets from the rows
   // the logins then update. A db that does not exist yet is created only when some OAuth
-  // connection is to be logged in to (and with none stored, every one of them is).
-  const open = () => openStoreRevokingPurged(config, { ctx, create: true, reporter });
+  // connection is to be logged in to (and with none stored, every one of them is). What is stored
+  // for ids the file no longer declares stays: only `subs apply` deletes it (issue 15).
+  const open = () => openEnvironmentStore(config, { create: true, reporter });
   let opened: Awaited<ReturnType<typeof open>>;
   const style = styleFor(ctx.color);
   const results: LoginJson[] = [];

@@ -137,8 +137,8 @@ const UNTRIED = Symbol("no credential stored, none found needed");
  */
 async function oauthAccessToken(options: OpenConnectionOptions, rejectedAt?: number): Promise<string | typeof OPEN | typeof UNTRIED> {
   const { ctx, config, connection } = options;
-  const [{ openStoreRevokingPurged }, { freshCredential }] = await Promise.all([import("../auth/revoke.ts"), import("../auth/refresh.ts")]);
-  const opened = await openStoreRevokingPurged(config, { ctx, create: false, reporter: options.reporter ?? silentReporter });
+  const [{ openEnvironmentStore }, { freshCredential }] = await Promise.all([import("../store/environment.ts"), import("../auth/refresh.ts")]);
+  const opened = await openEnvironmentStore(config, { create: false, reporter: options.reporter ?? silentReporter });
   if (!opened) {
     if (rejectedAt === undefined) return UNTRIED;
     throw needsLogin(connection.id, "not logged in");
@@ -167,8 +167,7 @@ async function recordOpen(options: OpenConnectionOptions): Promise<void> {
   const reporter = options.reporter ?? silentReporter;
   const { openEnvironmentStore } = await import("../store/environment.ts");
   try {
-    // No purge: opening for the token just did it, or there was no db to purge.
-    const opened = await openEnvironmentStore(config, { create: true, purge: false, reporter });
+    const opened = await openEnvironmentStore(config, { create: true, reporter });
     try {
       if (opened!.store.putOpenConnectionUnlessLoggedIn({ id: connection.id, url: connection.url, checked_at: ctx.now() })) {
         reporter.info(`${connection.id}: the server asks for no credential; calls to it carry none (\`subs mcp list\` shows it open)`);

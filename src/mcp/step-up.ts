@@ -105,8 +105,8 @@ export function stepUpScopes(connection: ConnectionConfig, held: readonly string
 
 async function stepUp(options: StepUpOptions, challenged: string | undefined): Promise<void> {
   const { ctx, config, connection, reporter } = options;
-  const [{ openStoreRevokingPurged }, { login }] = await Promise.all([import("../auth/revoke.ts"), import("../auth/login.ts")]);
-  const opened = await openStoreRevokingPurged(config, { ctx, create: true, reporter });
+  const [{ openEnvironmentStore }, { login }] = await Promise.all([import("../store/environment.ts"), import("../auth/login.ts")]);
+  const opened = await openEnvironmentStore(config, { create: true, reporter });
   try {
     const held = opened!.store.getCredential(connection.id)?.scopes.split(" ").filter(Boolean) ?? [];
     const scopes = stepUpScopes(connection, held, challenged);

@@ -517,18 +517,70 @@ test("step-up: a 403 insufficient_scope re-authorizes once for the union of scop
   }
 });
 
-test("purge: a deleted section's credential is deleted and revoked at the authorization server", async () => {
-  const env = await environment({ toml: (url) => `[mcp.keep]\nurl = "${url}"\n\n[mcp.gone]\nurl = "${url}"\n` });
+test("looking never deletes (issue 15): a commented-out section's credential survives every command but apply, unrevoked and unused, and works again once uncommented", async () => {
+  const both = (url: string) => `[mcp.keep]\nurl = "${url}"\n\n[mcp.gone]\nurl = "${url}"\n\n[agent.a]\nmcp = ["keep"]\n`;
+  const env = await environment({ toml: both });
   try {
     assert.equal((await env.subs(["mcp", "login", "keep", "gone"])).code, 0);
     const gone = credential(env, "gone")!;
-    env.write(`[mcp.keep]\nurl = "${env.mcp.url}"\n`);
-    const tools = await env.subs(["mcp", "tools", "keep"]);
+    env.write(`[mcp.keep]\nurl = "${env.mcp.url}"\n\n# [mcp.gone]\n# url = "${env.mcp.url}"\n\n[agent.a]\nmcp = ["keep"]\n`);
+    const sentBefore = env.mcp.authorizations.length;
+
+    for (const argv of [
+      ["mcp", "list"],
+      ["mcp", "list", "--json"],
+      ["mcp", "list", "--check"],
+      ["mcp", "tools", "keep"],
+      ["mcp", "call", "keep", "echo"],
+      ["agent", "tools", "a"],
+      ["mcp", "login", "keep"],
+      ["mcp", "login", "--all"],
+    ]) {
+      const result = await env.subs(argv);
+      assert.equal(result.code, 0, `${argv.join(" ")}: ${result.stderr}`);
+      assert.doesNotMatch(result.stderr, /Deleted|Revoked/, argv.join(" "));
+      assert.deepEqual(credential(env, "gone"), gone, `${argv.join(" ")} left gone's credential as it was`);
+      assert.equal(env.as.counters.revocations, 0, `${argv.join(" ")} revoked nothing`);
+    }
+    // Nothing can name an undeclared id; its token was never sent.
+    assert.ok(env.mcp.authorizations.slice(sentBefore).every((h) => h !== `Bearer ${gone.access_token}`));
+    assert.equal((await env.subs(["mcp", "tools", "gone"])).code, 2, "not declared: a usage error, nothing sent");
+
+    const list = await env.subs(["mcp", "list"]);
+    assert.match(list.stdout, /^gone\thttp:\/\/127\.0\.0\.1:\d+\/mcp\toauth\tstored credential for an undeclared id · subs apply deletes it\t-$/m);
+    const json = JSON.parse((await env.subs(["mcp", "list", "--json"])).stdout);
+    assert.deepEqual(
+      json.map((c: { id: string; status: string; usable: boolean }) => [c.id, c.status, c.usable]),
+      [
+        ["keep", "authorized", true],
+        ["gone", "undeclared", false],
+      ],
+    );
+    assert.equal(json[1].url, env.mcp.url, "the url it was issued for");
+    assert.equal(json[1].issuer, env.as.issuer);
+    assert.deepEqual(json[1].agents, []);
+    const checked = JSON.parse((await env.subs(["mcp", "list", "--json", "--check"])).stdout);
+    assert.deepEqual(checked.map((c: { id: string; check: unknown }) => [c.id, c.check === null]), [["keep", false], ["gone", true]], "undeclared ids are never probed");
+
+    // Uncommented: the same credential works, with no new consent.
+    const authorizations = env.as.counters.authorizations;
+    env.write(both(env.mcp.url));
+    const tools = await env.subs(["mcp", "tools", "gone"]);
     assert.equal(tools.code, 0, tools.stderr);
-    assert.match(tools.stderr, /Revoked the credential of gone/);
+    assert.equal(env.mcp.authorizations.at(-1), `Bearer ${gone.access_token}`);
+    assert.equal(env.as.counters.authorizations, authorizations, "no new browser consent");
+    assert.equal(env.as.counters.revocations, 0);
+
+    // Deleted again: `subs apply` deletes and revokes it.
+    env.write(`[mcp.keep]\nurl = "${env.mcp.url}"\n`);
+    const apply = await env.subs(["apply"]);
+    assert.equal(apply.code, 0, apply.stderr);
+    assert.match(apply.stderr, /Revoked the credential of gone/);
     assert.equal(credential(env, "gone"), undefined);
+    assert.ok(credential(env, "keep"));
     assert.equal(env.as.counters.revocations, 2, "refresh and access token");
     await assert.rejects(env.as.verifier.verifyAccessToken(gone.access_token));
+    assert.deepEqual(JSON.parse((await env.subs(["mcp", "list", "--json"])).stdout).map((c: { id: string }) => c.id), ["keep"]);
   } finally {
     await env.close();
   }

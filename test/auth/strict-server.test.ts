@@ -287,18 +287,20 @@ test("strict: a denial redirected without state is the person's refusal (access_
   }
 });
 
-test("strict: after a restart, revoking a deleted section's credential gets invalid_client; it is deleted anyway and the login that purged it registers anew", async () => {
+test("strict: after a restart, apply's revocation of a deleted section's credential gets invalid_client; it is deleted anyway, and the next login registers anew", async () => {
   const env = await environment({ as: { exactRedirectUris: true }, toml: (url) => `[mcp.demo]\nurl = "${url}"\n\n[mcp.gone]\nurl = "${url}"\n` });
   try {
     assert.equal((await env.subs(["mcp", "login", "demo", "gone", "--timeout", "5"])).code, 0);
     assert.equal(env.as.counters.registrations, 1, "two ids, one issuer, one registration");
     env.as.restart();
     env.write(`[mcp.demo]\nurl = "${env.mcp.url}"\n`);
+    const apply = await env.subs(["apply"]);
+    assert.equal(apply.code, 0, apply.stderr);
+    assert.equal(credential(env, "gone"), undefined);
+    assert.doesNotMatch(apply.stderr, /Revoked the credential of gone/);
+    assert.ok(env.as.rejections.some((r) => r.endpoint === "revoke" && r.error === "invalid_client"));
     const login = await env.subs(LOGIN);
     assert.equal(login.code, 0, login.stderr);
-    assert.equal(credential(env, "gone"), undefined);
-    assert.doesNotMatch(login.stderr, /Revoked the credential of gone/);
-    assert.ok(env.as.rejections.some((r) => r.endpoint === "revoke" && r.error === "invalid_client"));
     assert.equal(env.as.counters.registrations, 2);
   } finally {
     await env.close();

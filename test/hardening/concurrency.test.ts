@@ -76,7 +76,7 @@ test("8 processes at once on one db: logins, refreshes and applies lose or corru
       cli(["mcp", "login", "a4", "--json"]),
     ]);
     allOk(mixed, "mixed");
-    // A command that talks to a server also purges undeclared ids; at most one refresh of a3.
+    // Only the applies delete a7 and a8 (issue 15); at most one refresh of a3.
     assert.equal(env.as.counters.refreshes - beforeMixed, 1);
     assert.equal(env.as.counters.rejectedRefreshes, 0);
     const final = rows(env);

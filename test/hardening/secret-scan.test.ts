@@ -59,7 +59,7 @@ test("secret scan: no planted secret appears in any output of any command, flag,
       `[mcp.demo]\nurl = "${mcp.url}"\n\n[mcp.pre]\nurl = "${mcp.url}"\noauth = { client_id = "pre-client", client_secret_env = "PRE_SECRET" }\n\n` +
         `[mcp.gh]\nurl = "${staticServer.url}"\nauth = { token_env = "GH_TOKEN" }\n\n[agent.a]\nmcp = ["demo", "gh", { id = "pre", tools = { read_only = true } }]\n`,
     );
-    // A credential of an id no longer declared: purged and revoked (its secrets in the revocation request).
+    // A credential of an id no longer declared: listed, kept, then deleted and revoked by `subs apply` (its secrets in the revocation request).
     await seedCredentials(path.join(dir, "substructure.db"), [{ id: "gone", url: "https://gone.example/mcp", issuer: as.issuer, client_json: JSON.stringify({ client_id: "pre-client", client_secret_env: "PRE_SECRET" }) }]);
     const seeded = ["access-gone-SECRET", "refresh-gone-SECRET"];
     const env = { GH_TOKEN: STATIC, PRE_SECRET: CLIENT_SECRET };
@@ -162,7 +162,7 @@ test("secret scan: no planted secret appears in any output of any command, flag,
     assert.ok(storedClientSecrets.length > 0, "dynamic registration stored a client secret");
     assert.ok(as.issuedTokens().length >= 6 && remoteAs.issuedTokens().length >= 2);
     assert.ok(mcp.authorizations.length > 0 && staticServer.authorizations.includes(`Bearer ${STATIC}`));
-    assert.ok(as.counters.revocations > 0, "the purged credential was revoked");
+    assert.ok(as.counters.revocations > 0, "apply revoked the undeclared credential");
     assert.ok(deployment.requests.length > 0);
     const debug = runs.filter((r) => r.argv.includes("--debug") || r.argv.includes("(SUBS_DEBUG=1)")).map((r) => r.result.stderr).join("\n");
     for (const shown of [/\[debug\] #\d+ → POST .*\/token/, /\[debug\] #\d+ → POST .*\/register/, /\[debug\] #\d+ → POST .*\/revoke/, /\[debug\] #\d+ → GET .*\/v1\/mcp/, /authorization: \[redacted\]/, /"access_token":"\[redacted\]"/, /"client_secret":"\[redacted\]"/]) {
