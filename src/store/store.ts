@@ -92,7 +92,7 @@ export async function openStore(options: OpenOptions): Promise<Opened | undefine
     if (!now || now.isSymbolicLink() || now.dev !== checked.dev || now.ino !== checked.ino) {
       throw refused(`${path.basename(dbPath)} was replaced while subs opened it`, { hint: `check who else writes to ${path.dirname(dbPath)}, then retry`, code: "unsafe_db" });
     }
-    db.pragma("journal_mode = WAL");
+    enableWal(db);
     migrate(db);
     // The -wal and -shm exist now: one put in place since the first check is caught here, before
     // any credential is written. By path only: SQLite holds them open (see liveFiles).
@@ -115,6 +115,24 @@ export async function openStore(options: OpenOptions): Promise<Opened | undefine
 const liveFiles = new Map<string, number>();
 const fileKey = (stat: Stats) => `${stat.dev}:${stat.ino}`;
 const isLive = (stat: Stats) => (liveFiles.get(fileKey(stat)) ?? 0) > 0;
+
+/**
+ * Switches a db to WAL, retrying while another process holds it: changing the journal mode takes
+ * an exclusive lock, and SQLite can answer SQLITE_BUSY at once there rather than through the busy
+ * handler, which eight processes creating one db at once can hit (test/hardening/concurrency).
+ */
+function enableWal(db: BetterSqlite3.Database) {
+  const until = Date.now() + BUSY_TIMEOUT_MS;
+  for (;;) {
+    try {
+      db.pragma("journal_mode = WAL");
+      return;
+    } catch (error) {
+      if ((error as { code?: string }).code !== "SQLITE_BUSY" || Date.now() > until) throw error;
+      Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 20);
+    }
+  }
+}
 
 function migrate(db: BetterSqlite3.Database) {
   db.exec("CREATE TABLE IF NOT EXISTS subs_schema (version INTEGER NOT NULL)");
