@@ -135,7 +135,7 @@ test("mcp remove: exactly that section goes (its keys, the comments among and ri
   assert.equal(github.code, 0, github.stderr);
   assert.equal(
     p.read(),
-    `# Servers\n[mcp.sentry]\nurl = "https://s.example/mcp"\n\n# Linear: the team's tracker\n# GitHub, static token\n\n[agent.triage]\nmcp = ["sentry"]\n`,
+    `# Servers\n[mcp.sentry]\nurl = "https://s.example/mcp"\n\n# Linear: the team's tracker\n\n# GitHub, static token\n\n[agent.triage]\nmcp = ["sentry"]\n`,
   );
   assert.deepEqual(readdirSync(p.dir), ["substructure.toml"]);
   // The last section at the end of a file leaves no trailing blank lines.
