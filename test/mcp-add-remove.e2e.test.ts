@@ -127,7 +127,7 @@ test("mcp remove: exactly that section goes (its keys, the comments among and ri
   assert.equal(r.code, 0, r.stderr);
   assert.equal(
     p.read(),
-    REMOVE_BEFORE.replace(`[mcp.linear]\n# comment among its keys\nurl = "https://l.example/mcp"\noauth = { client_id = "abc" }\n# scopes = ["later"]\n\n`, ""),
+    REMOVE_BEFORE.replace(`[mcp.linear]\n# comment among its keys\nurl = "https://l.example/mcp"\noauth = { client_id = "abc" }\n# scopes = ["later"]\n`, ""),
   );
   assert.match(r.stderr, /Removed \[mcp\.linear\] from substructure\.toml\./);
   // Its sub-tables go with it, wherever they are; the blank line before [agent] stays single.
