@@ -17,7 +17,8 @@ const jsonOption = () => new Option("--json", "print JSON (a documented, stable 
 // The MCP SDK gives up on a request after 60 s; a slow server or a long tool may need longer.
 const requestTimeoutOption = (what: string) => new Option("--request-timeout <seconds>", what).default("60", "60");
 
-export async function run(argv: readonly string[], given: Context): Promise<number> {
+export async function run(given_argv: readonly string[], given: Context): Promise<number> {
+  let argv = given_argv;
   let exitCode = 0;
   let jsonRequested = false;
   // A copy, so --debug can wrap its fetch for this run only. Every line printed passes the run's
@@ -26,6 +27,15 @@ export async function run(argv: readonly string[], given: Context): Promise<numb
   const ctx: Context = withSecrets(given, secrets);
   if (ctx.color || ctx.stderrColor) await loadStyles();
   if (animates(ctx)) await loadSpinner();
+  // Words other tools taught (logout, rm, `subs login`): the subs way, never the opposite action
+  // a spelling suggestion could offer (`logout` is two letters from `login`; issue 15).
+  const habit = habitFor(argv);
+  if (habit) {
+    renderError(ctx, habit, jsonFlagGiven(argv));
+    return 2;
+  }
+  // `subs help mcp login` is `subs mcp login --help` (commander's help command stops at one word).
+  if (argv[0] === "help") argv = [...argv.slice(1), "--help"];
   // A command that printed its whole result may still end non-zero (e.g. `agent tools` with a
   // connection unavailable); it reports that code here instead of throwing after its output.
   // A mistake the parser catches ends before any action runs, so before setJson could.
@@ -52,6 +62,11 @@ export async function run(argv: readonly string[], given: Context): Promise<numb
       ctx.fetch = debugFetch(learningFetch(given.fetch, secrets), ctx.stderr, ctx.now, secrets);
     }
   });
+  // `subs` alone asked for nothing wrong: the help, as data on stdout, exit 0 (issue 15).
+  if (commandWords(argv).length === 0 && argv.every((a, n) => a === "--debug" || a === "--config" || a.startsWith("--config=") || argv[n - 1] === "--config")) {
+    program.outputHelp();
+    return 0;
+  }
   try {
     await program.parseAsync(argv as string[], { from: "user" });
     // Ctrl-C came while the command wound down (e.g. cut its revocations short): still 130.
@@ -100,10 +115,78 @@ function parseMistakeJson({ message, path }: { message: string; path: string }):
   return { code: "usage", message: first.replace(/^error: /, ""), hint: suggestion ? `${suggestion.charAt(0).toLowerCase()}${suggestion.slice(1)} ${help}` : help };
 }
 
+/** The words before any `--`, options and the value of --config left out. */
+function commandWords(argv: readonly string[]): string[] {
+  const words: string[] = [];
+  for (let n = 0; n < argv.length && argv[n] !== "--"; n++) {
+    const arg = argv[n]!;
+    if (arg === "--config") n++;
+    else if (!arg.startsWith("-")) words.push(arg);
+  }
+  return words;
+}
+
+const LOGOUT_HINT = "there is no logout: `subs mcp remove <id>` disconnects it (or delete its [mcp.<id>] section; `subs apply` then deletes the credential)";
+const LOGOUT_WORDS = ["logout", "log-out", "signout", "sign-out", "disconnect", "deauth", "unauth", "revoke", "forget"];
+/** Words of other tools for what an `mcp` subcommand does. */
+const MCP_SYNONYMS: Record<string, string> = {
+  rm: "remove",
+  del: "remove",
+  delete: "remove",
+  unregister: "remove",
+  uninstall: "remove",
+  drop: "remove",
+  new: "add",
+  create: "add",
+  register: "add",
+  install: "add",
+  declare: "add",
+  connect: "add",
+  ls: "list",
+  signin: "login",
+  "sign-in": "login",
+  "log-in": "login",
+  auth: "login",
+  authorize: "login",
+  authenticate: "login",
+};
+
+/** Levenshtein distance, for the few short words compared here. */
+function distance(a: string, b: string): number {
+  let row = Array.from({ length: b.length + 1 }, (_, n) => n);
+  for (let i = 1; i <= a.length; i++) {
+    const next = [i];
+    for (let j = 1; j <= b.length; j++) next[j] = Math.min(row[j]! + 1, next[j - 1]! + 1, row[j - 1]! + (a[i - 1] === b[j - 1] ? 0 : 1));
+    row = next;
+  }
+  return row[b.length]!;
+}
+
+const looksLikeLogout = (word: string) =>
+  LOGOUT_WORDS.includes(word) || (distance(word, "logout") <= 2 && distance(word, "logout") < distance(word, "login"));
+
+/** The usage error for a command typed from another tool's habits, else undefined (issue 15). */
+export function habitFor(argv: readonly string[]): SubsError | undefined {
+  if (argv[0] === "-v") return usage("unknown option '-v'", { hint: "`subs --version` (or `subs -V`) prints the version; `-v` is --verbose of `subs agent tools`" });
+  const [group, sub] = commandWords(argv);
+  if (group === undefined) return undefined;
+  if (group === "mcp") {
+    if (sub === undefined || (COMMAND_TREE.mcp ?? []).includes(sub)) return undefined;
+    if (looksLikeLogout(sub)) return usage(`unknown command 'mcp ${sub}'`, { hint: LOGOUT_HINT });
+    const meant = MCP_SYNONYMS[sub];
+    return meant ? usage(`unknown command 'mcp ${sub}'`, { hint: `did you mean \`subs mcp ${meant}\`? (\`subs mcp --help\` lists every command)` }) : undefined;
+  }
+  if (Object.hasOwn(COMMAND_TREE, group) || group === "help") return undefined;
+  if (group === "version") return usage("unknown command 'version'", { hint: "`subs --version` prints the version" });
+  if (looksLikeLogout(group)) return usage(`unknown command '${group}'`, { hint: LOGOUT_HINT });
+  const meant = (COMMAND_TREE.mcp ?? []).includes(group) ? group : MCP_SYNONYMS[group];
+  return meant ? usage(`unknown command '${group}'`, { hint: `did you mean \`subs mcp ${meant}\`? (\`subs --help\` lists every command)` }) : undefined;
+}
+
 /** Every command, by path; test/comfort.test.ts checks it against the tree buildProgram builds. */
 export const COMMAND_TREE: Readonly<Record<string, readonly string[]>> = {
   init: [],
-  mcp: ["list", "login", "tools", "call"],
+  mcp: ["list", "login", "tools", "call", "add", "remove"],
   apply: [],
   completion: [],
   schema: [],
@@ -150,6 +233,8 @@ export function buildProgram(ctx: Context, { setJson, setExitCode, onParseMistak
     // Also before the command (`subs --config X mcp list`), as --debug is; after it, the command's own wins.
     .addOption(configOption())
     .helpOption("-h, --help", "show help")
+    // --debug and --config work after any command too: every command's help lists them (issue 15).
+    .configureHelp({ showGlobalOptions: true })
     .showSuggestionAfterError(true)
     .exitOverride()
     .configureOutput({
@@ -199,8 +284,18 @@ export function buildProgram(ctx: Context, { setJson, setExitCode, onParseMistak
 
   const mcp = wanted("mcp")
     ? commandWithDefaults(program, "mcp")
-        .description("Declared MCP connections: log in, list, inspect.")
-        .addHelpText("after", examples(["subs mcp login sentry", "subs mcp list", "subs mcp tools sentry", `subs mcp call sentry whoami --args '{}'`]))
+        .description("Declared MCP connections: add, log in, list, inspect, remove.")
+        .addHelpText(
+          "after",
+          examples([
+            "subs mcp add sentry https://mcp.sentry.dev/mcp",
+            "subs mcp login sentry",
+            "subs mcp list",
+            "subs mcp tools sentry",
+            `subs mcp call sentry whoami --args '{}'`,
+            "subs mcp remove sentry",
+          ]),
+        )
     : undefined;
 
   if (mcp && wanted("mcp", "list")) {
@@ -319,6 +414,70 @@ export function buildProgram(ctx: Context, { setJson, setExitCode, onParseMistak
           timeoutSeconds: parseSeconds(opts.timeout),
           requestTimeoutSeconds: parseSeconds(opts.requestTimeout, "--request-timeout"),
         });
+      });
+  }
+
+  if (mcp && wanted("mcp", "add")) {
+    const collect = (value: string, previous: string[] = []) => [...previous, ...value.split(",").map((s) => s.trim()).filter(Boolean)];
+    commandWithDefaults(mcp, "add")
+      .summary("Declare a connection: append its [mcp.<id>] section, the rest of the file kept.")
+      .description(
+        "Declare a connection: append its [mcp.<id>] section to the file (comments and layout elsewhere kept), checked before it is written. Never writes a secret: a token is named by an environment variable.",
+      )
+      .argument("<id>", "the new connection's id: lowercase letters, digits, '-' and '_'")
+      .argument("<url>", "the MCP server's URL")
+      .addOption(configOption())
+      .option("--token-env <var>", "a static token, read from this environment variable when a call is made (auth.token_env); no OAuth")
+      .option("--client-id <id>", "a client registered at the authorization server (oauth.client_id)")
+      .option("--client-secret-env <var>", "that client's secret, read from this environment variable (oauth.client_secret_env)")
+      .option("--scopes <scopes>", "scopes to ask for, comma-separated or repeated (oauth.scopes)", collect)
+      // Habits from other tools; a secret is never taken as a flag (it would end in shell history and in the file).
+      .addOption(new Option("--token <value>").hideHelp())
+      .addOption(new Option("--client-secret <value>").hideHelp())
+      .addHelpText(
+        "after",
+        examples([
+          "subs mcp add sentry https://mcp.sentry.dev/mcp && subs mcp login sentry",
+          "subs mcp add github https://api.githubcopilot.com/mcp/ --token-env GITHUB_TOKEN",
+          "subs mcp add linear https://mcp.linear.app/mcp --client-id abc123 --scopes read,write",
+        ]),
+      )
+      .action(
+        async (
+          id: string,
+          url: string,
+          opts: { config?: string; tokenEnv?: string; clientId?: string; clientSecretEnv?: string; scopes?: string[]; token?: string; clientSecret?: string },
+        ) => {
+          if (opts.token !== undefined) throw usage("subs never writes a token in the file", { hint: "export it and name the variable: --token-env GITHUB_TOKEN" });
+          if (opts.clientSecret !== undefined) {
+            throw usage("subs never writes a client secret in the file", { hint: "export it and name the variable: --client-secret-env MY_CLIENT_SECRET" });
+          }
+          const { mcpAddCommand } = await import("./commands/mcp-add.ts");
+          await mcpAddCommand(ctx, {
+            ...configOf(opts),
+            id,
+            url,
+            ...pick(opts, "tokenEnv"),
+            ...pick(opts, "clientId"),
+            ...pick(opts, "clientSecretEnv"),
+            ...pick(opts, "scopes"),
+          });
+        },
+      );
+  }
+
+  if (mcp && wanted("mcp", "remove")) {
+    commandWithDefaults(mcp, "remove")
+      .summary("Disconnect a connection: cut its section, delete and revoke its credential.")
+      .description(
+        "Disconnect a connection: cut its [mcp.<id>] section from the file (comments and layout elsewhere kept), then delete its stored credential and revoke it where the server offers revocation. With [remote], `subs apply` then removes it from the deployment.",
+      )
+      .argument("<id>", "connection id")
+      .addOption(configOption())
+      .addHelpText("after", examples(["subs mcp remove sentry", "subs mcp remove linear --config ./deploy/substructure.toml && subs apply --config ./deploy/substructure.toml"]))
+      .action(async (id: string, opts: { config?: string }) => {
+        const { mcpRemoveCommand } = await import("./commands/mcp-remove.ts");
+        await mcpRemoveCommand(ctx, { ...configOf(opts), id });
       });
   }
 

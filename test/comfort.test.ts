@@ -173,3 +173,34 @@ test("--help shows each --timeout default as the number of seconds README gives"
     assert.match(help, new RegExp(`--timeout <seconds> .*\\(default: ${seconds}\\)`), argv.join(" "));
   }
 });
+
+test("habits of other tools get the subs way, never the opposite action; `subs` alone and `subs help mcp login` print help on stdout (issue 15)", async () => {
+  const cwd = project(FILE);
+  const cases: Array<[string[], RegExp]> = [
+    [["mcp", "logout", "sentry"], /there is no logout: `subs mcp remove <id>` disconnects it/],
+    [["mcp", "logut"], /there is no logout/],
+    [["logout"], /there is no logout/],
+    [["mcp", "rm", "sentry"], /did you mean `subs mcp remove`\?/],
+    [["mcp", "delete", "sentry"], /did you mean `subs mcp remove`\?/],
+    [["login"], /did you mean `subs mcp login`\?/],
+    [["list"], /did you mean `subs mcp list`\?/],
+    [["version"], /`subs --version` prints the version/],
+    [["-v"], /`subs --version` \(or `subs -V`\) prints the version/],
+  ];
+  for (const [argv, hint] of cases) {
+    const r = await runInProcess(argv, { cwd });
+    assert.equal(r.code, 2, argv.join(" "));
+    assert.match(r.stderr, hint, argv.join(" "));
+    if (argv.some((a) => /log|rm|delete/.test(a) && a !== "login")) assert.doesNotMatch(r.stderr, /login/, argv.join(" "));
+  }
+  const alone = await runInProcess([], { cwd });
+  assert.equal(alone.code, 0);
+  assert.match(alone.stdout, /^Usage: subs /);
+  const help = await runInProcess(["help", "mcp", "login"], { cwd });
+  assert.equal(help.code, 0);
+  assert.match(help.stdout, /^Usage: subs mcp login /);
+  for (const argv of [["mcp", "add"], ["mcp", "remove"], ["agent", "tools"]]) {
+    const r = await runInProcess([...argv, "--help"], { cwd });
+    assert.match(r.stdout, /Global Options:[\s\S]*--debug[\s\S]*--config <path>/, argv.join(" "));
+  }
+});

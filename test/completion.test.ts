@@ -37,6 +37,8 @@ test("bash: commands, subcommands, flags and shells", () => {
   assert.ok(bashComplete(dir, "subs ").includes("mcp"));
   assert.ok(bashComplete(dir, "subs ").includes("apply"));
   assert.deepEqual(bashComplete(dir, "subs mcp li"), ["list"]);
+  assert.deepEqual(bashComplete(dir, "subs mcp "), ["add", "call", "list", "login", "remove", "tools"]);
+  assert.deepEqual(bashComplete(dir, "subs mcp add x https://x.example/mcp --to"), ["--token-env"]);
   assert.deepEqual(bashComplete(dir, "subs apply --d"), ["--debug", "--dry-run"]);
   assert.deepEqual(bashComplete(dir, "subs completion "), ["bash", "fish", "zsh"]);
 });
@@ -67,6 +69,9 @@ test("bash: connection ids for `mcp login`, `mcp tools`, `mcp call`; agent names
   assert.deepEqual(bashComplete(dir, "subs mcp call l"), ["linear"]);
   // the second argument of `call` is a tool name on the server: nothing from the file
   assert.deepEqual(bashComplete(dir, "subs mcp call sentry "), []);
+  assert.deepEqual(bashComplete(dir, "subs mcp remove "), ["linear", "sentry"]);
+  // `mcp add` takes a new id: offering a declared one would only lead to "already declared"
+  assert.deepEqual(bashComplete(dir, "subs mcp add "), []);
   assert.deepEqual(bashComplete(dir, "subs agent tools "), ["support", "triage"]);
   assert.deepEqual(bashComplete(dir, "subs agent tools t"), ["triage"]);
 

@@ -52,7 +52,9 @@ export function complete(program: Command, words: readonly string[], ctx: Pick<C
   } else {
     const args = command.registeredArguments;
     const arg = args[Math.min(positional, args.length - 1)];
-    const fill = arg && (positional < args.length || arg.variadic) ? ARGUMENT_SOURCES[arg.name()] : undefined;
+    // `mcp add` names a connection that does not exist yet: no declared id completes it.
+    const declares = command.name() === "add" && command.parent?.name() === "mcp";
+    const fill = arg && !declares && (positional < args.length || arg.variadic) ? ARGUMENT_SOURCES[arg.name()] : undefined;
     candidates = fill ? fill(source) : [];
     if (arg?.variadic) candidates = candidates.filter((c) => !before.includes(c));
   }

@@ -1,0 +1,53 @@
+// `subs mcp add <id> <url>` (issue 15): declares a connection by appending its section to the
+// file, every other byte kept; checked as every command checks the file, then written atomically.
+import { appendSection, connectionSection, writeConfigAtomically, type NewConnection } from "../config/edit.ts";
+import { loadConfig, parseConfig } from "../config/load.ts";
+import { readConfigFile } from "../config/read.ts";
+import { ENV_NAME_PATTERN, isValidName, urlProblem } from "../config/schema.ts";
+import type { Context } from "../context.ts";
+import { refused, usage } from "../errors.ts";
+import { shellWord } from "../output/shell-word.ts";
+import { styleFor } from "../output/style.ts";
+
+export type McpAddOptions = NewConnection & { config?: string };
+
+export async function mcpAddCommand(ctx: Context, options: McpAddOptions): Promise<void> {
+  const { config: configPath, ...connection } = options;
+  const added = addConnection(ctx, connection, configPath);
+  const style = styleFor(ctx.stderrColor);
+  ctx.stderr.write(`${style.green("✔")} Added [mcp.${connection.id}] to ${added.displayPath}.\n`);
+  const configArg = configPath !== undefined ? ` --config ${shellWord(configPath)}` : "";
+  ctx.stderr.write(
+    connection.tokenEnv !== undefined
+      ? `Next: export ${connection.tokenEnv}, then \`subs mcp tools ${connection.id}${configArg}\`.\n`
+      : `Next: \`subs mcp login ${connection.id}${configArg}\`.\n`,
+  );
+}
+
+/** Appends the section of `c` to the file; a mistake throws before anything is written. */
+export function addConnection(ctx: Pick<Context, "env" | "cwd">, c: NewConnection, configPath: string | undefined): { displayPath: string } {
+  if (!isValidName(c.id)) throw usage(`\`${c.id}\` is not a connection id: lowercase letters, digits, '-' and '_', never "__"`);
+  // The url is never echoed: it may carry a secret in its query (src/config/schema.ts).
+  const problem = urlProblem(c.url);
+  if (problem) throw usage(`the url of ${c.id} ${problem}`);
+  for (const [flag, name] of [["--token-env", c.tokenEnv], ["--client-secret-env", c.clientSecretEnv]] as const) {
+    if (name !== undefined && !ENV_NAME_PATTERN.test(name)) {
+      throw usage(`${flag} takes the name of an environment variable (letters, digits and '_'), not its value`, { hint: `e.g. ${flag} MY_TOKEN` });
+    }
+  }
+  if (c.tokenEnv !== undefined && (c.clientId !== undefined || c.clientSecretEnv !== undefined || (c.scopes?.length ?? 0) > 0)) {
+    throw usage("--token-env declares a static token; --client-id, --client-secret-env and --scopes are for OAuth", { hint: "give one or the other" });
+  }
+  const config = loadConfig({ configPath, env: ctx.env, cwd: ctx.cwd });
+  if (config.connections.some((existing) => existing.id === c.id)) {
+    throw refused(`\`${c.id}\` is already declared in ${config.displayPath}; nothing was written`, {
+      hint: `edit its section, or choose another id (one server under two ids connects two accounts)`,
+      code: "already_declared",
+    });
+  }
+  const text = readConfigFile(config.path, config.displayPath);
+  const edited = appendSection(text, connectionSection(c));
+  parseConfig(edited, { path: config.path, cwd: ctx.cwd });
+  writeConfigAtomically(config.path, text, edited, config.displayPath);
+  return { displayPath: config.displayPath };
+}

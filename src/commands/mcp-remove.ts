@@ -1,0 +1,78 @@
+// `subs mcp remove <id>` (issue 15): the two steps of disconnecting at once (product.md, "The
+// file"): the section is cut from the file (every other byte kept, checked, written atomically),
+// then, locally, what the db holds for it is deleted and the credential revoked where the
+// authorization server offers revocation (RFC 7009). With [remote], the deployment holds the
+// credential: `subs apply` removes it there, as for a section deleted by hand.
+import path from "node:path";
+import { removeSection, writeConfigAtomically } from "../config/edit.ts";
+import { loadConfig, parseConfig } from "../config/load.ts";
+import { findConnection } from "../config/lookup.ts";
+import { readConfigFile } from "../config/read.ts";
+import type { Config } from "../config/types.ts";
+import type { Context } from "../context.ts";
+import { refused } from "../errors.ts";
+import { stderrReporter } from "../output/reporter.ts";
+import { shellWord } from "../output/shell-word.ts";
+import { styleFor } from "../output/style.ts";
+import type { Reporter } from "../report.ts";
+
+export type McpRemoveOptions = { config?: string; id: string };
+
+export async function mcpRemoveCommand(ctx: Context, options: McpRemoveOptions): Promise<void> {
+  const reporter = stderrReporter(ctx);
+  const style = styleFor(ctx.stderrColor);
+  const { config } = removeFromFile(ctx, options.id, options.config);
+  ctx.stderr.write(`${style.green("✔")} Removed [mcp.${options.id}] from ${config.displayPath}.\n`);
+  if (config.remote) {
+    const configArg = options.config !== undefined ? ` --config ${shellWord(options.config)}` : "";
+    ctx.stderr.write(`Next: \`subs apply${configArg}\` removes ${options.id} and its credential from the deployment.\n`);
+    return;
+  }
+  await forgetLocally(ctx, config, options.id, reporter);
+}
+
+/** Cuts the section of `id` from the file; a mistake throws before anything is written. */
+export function removeFromFile(ctx: Pick<Context, "env" | "cwd">, id: string, configPath: string | undefined): { config: Config } {
+  const config = loadConfig({ configPath, env: ctx.env, cwd: ctx.cwd });
+  findConnection(config, id);
+  const users = config.agents.filter((agent) => agent.mcp.some((entry) => entry.id === id)).map((agent) => agent.name);
+  if (users.length > 0) {
+    throw refused(`${users.map((name) => `agent \`${name}\``).join(", ")} still use${users.length === 1 ? "s" : ""} \`${id}\`; nothing was written`, {
+      hint: `remove "${id}" from the mcp list of [agent.${users[0]}]${users.length > 1 ? " and the others" : ""} first, then run this again`,
+      code: "connection_in_use",
+    });
+  }
+  const text = readConfigFile(config.path, config.displayPath);
+  const edited = removeSection(text, id);
+  const after = edited === undefined ? undefined : parseConfig(edited, { path: config.path, cwd: ctx.cwd });
+  if (edited === undefined || after === undefined || after.connections.some((c) => c.id === id)) {
+    throw refused(`\`${id}\` is not declared under its own [mcp.${id}] header in ${config.displayPath}; nothing was written`, {
+      hint: "delete its declaration by hand",
+      code: "not_editable",
+    });
+  }
+  writeConfigAtomically(config.path, text, edited, config.displayPath);
+  return { config: after };
+}
+
+/** Deletes what the local db holds for `id` and revokes its credential where the server offers it. */
+async function forgetLocally(ctx: Context, config: Config, id: string, reporter: Reporter): Promise<void> {
+  const { openStore } = await import("../store/store.ts");
+  const opened = await openStore({ dbPath: config.dbPath, create: false, root: path.dirname(config.path) });
+  if (!opened) return;
+  for (const warning of opened.warnings) reporter.warn(warning);
+  const { store } = opened;
+  try {
+    const row = store.exclusive(() => {
+      const found = store.getCredential(id);
+      store.deleteCredentials([id]);
+      return found;
+    });
+    if (!row) return;
+    reporter.info(`Deleted the stored credential of ${id} from ${path.relative(ctx.cwd, config.dbPath) || config.dbPath}.`);
+    const { revokeCredentials } = await import("../auth/revoke.ts");
+    await revokeCredentials([row], { ctx, reporter, storePath: store.path });
+  } finally {
+    store.close();
+  }
+}

@@ -1,0 +1,196 @@
+// Issue 15: `subs mcp add` and `subs mcp remove` edit substructure.toml as text. Every byte outside
+// the added or removed section stays as it was, the result is checked before it is written, a
+// mistake writes nothing, and `remove` disconnects: the credential is deleted and revoked.
+import assert from "node:assert/strict";
+import { chmodSync, mkdtempSync, readFileSync, readdirSync, statSync, utimesSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import path from "node:path";
+import { test } from "node:test";
+import { runCli, runInProcess } from "./support/cli.ts";
+import { credential, environment, leakedTokens } from "./auth/harness.ts";
+import { appendSection, removeSection } from "../src/config/edit.ts";
+
+function project(toml: string): { dir: string; file: string; read: () => string } {
+  const dir = mkdtempSync(path.join(tmpdir(), "subs-edit-"));
+  const file = path.join(dir, "substructure.toml");
+  writeFileSync(file, toml);
+  return { dir, file, read: () => readFileSync(file, "utf8") };
+}
+
+const HEAD = `#:schema ./substructure.schema.json
+# Our servers.   (odd  spacing kept)
+db = "substructure.db"
+
+# Sentry, for triage
+[mcp.sentry]
+url = "https://s.example/mcp"   # trailing comment
+# auth = { token_env = "X" }  (a key kept for later)
+`;
+const TAIL = `
+# Agents below
+[agent.triage]
+mcp = [
+  "sentry",
+]
+`;
+
+test("mcp add: the new section right after the last [mcp.*] one; every other byte kept; the file's mode kept; it loads", async () => {
+  const p = project(HEAD + TAIL);
+  chmodSync(p.file, 0o640);
+  const r = await runCli(["mcp", "add", "linear", "https://l.example/mcp", "--client-id", "abc", "--scopes", "read,write", "--scopes", "admin"], { cwd: p.dir });
+  assert.equal(r.code, 0, r.stderr);
+  assert.equal(r.stdout, "");
+  assert.equal(
+    p.read(),
+    HEAD + `\n[mcp.linear]\nurl = "https://l.example/mcp"\noauth = { client_id = "abc", scopes = ["read", "write", "admin"] }\n` + TAIL,
+  );
+  assert.equal(statSync(p.file).mode & 0o777, 0o640);
+  assert.match(r.stderr, /Added \[mcp\.linear\] to substructure\.toml\.\nNext: `subs mcp login linear`/);
+  // No temporary file is left beside it.
+  assert.deepEqual(readdirSync(p.dir), ["substructure.toml"]);
+  const list = await runCli(["mcp", "list", "--json"], { cwd: p.dir });
+  assert.equal(list.code, 0, list.stderr);
+  assert.deepEqual(
+    JSON.parse(list.stdout).map((c: { id: string }) => c.id),
+    ["sentry", "linear"],
+  );
+
+  const token = await runCli(["mcp", "add", "github", "https://g.example/mcp/", "--token-env", "GITHUB_TOKEN"], { cwd: p.dir });
+  assert.equal(token.code, 0, token.stderr);
+  assert.ok(p.read().includes(`[mcp.github]\nurl = "https://g.example/mcp/"\nauth = { token_env = "GITHUB_TOKEN" }\n`));
+  assert.ok(p.read().startsWith(HEAD) && p.read().endsWith(TAIL));
+});
+
+test("mcp add: without any [mcp.*] section it goes at the end; CRLF files stay CRLF", () => {
+  assert.equal(appendSection('db = "x.db"\n', '[mcp.a]\nurl = "https://a.example"\n'), 'db = "x.db"\n\n[mcp.a]\nurl = "https://a.example"\n');
+  assert.equal(appendSection('db = "x.db"', '[mcp.a]\nurl = "u"\n'), 'db = "x.db"\n\n[mcp.a]\nurl = "u"\n');
+  assert.equal(appendSection("", '[mcp.a]\nurl = "u"\n'), '[mcp.a]\nurl = "u"\n');
+  assert.equal(appendSection('[mcp.b]\r\nurl = "v"\r\n', '[mcp.a]\nurl = "u"\n'), '[mcp.b]\r\nurl = "v"\r\n\r\n[mcp.a]\r\nurl = "u"\r\n');
+  // A `[` at the start of a line inside a multi-line string or array is no header.
+  const tricky = '[mcp.b]\nurl = "v"\n[agent.x]\nmcp = [\n["b"][0],\n]\nnote = """\n[mcp.fake]\n"""\n';
+  assert.equal(appendSection(tricky, "[mcp.a]\n"), '[mcp.b]\nurl = "v"\n\n[mcp.a]\n\n[agent.x]\nmcp = [\n["b"][0],\n]\nnote = """\n[mcp.fake]\n"""\n');
+});
+
+test("mcp add: a mistake writes nothing (same bytes, same mtime); exit 2; a secret is never taken", async () => {
+  const p = project(HEAD + TAIL);
+  const old = new Date("2020-01-01T00:00:00Z");
+  utimesSync(p.file, old, old);
+  const cases: Array<[string[], RegExp]> = [
+    [["mcp", "add", "sentry", "https://other.example/mcp"], /`sentry` is already declared in substructure\.toml; nothing was written/],
+    [["mcp", "add", "Bad__Id", "https://x.example/mcp"], /`Bad__Id` is not a connection id/],
+    [["mcp", "add", "x", "ftp://x.example/mcp"], /the url of x /],
+    [["mcp", "add", "x", "https://x.example/mcp", "--token", "ghp_SECRETVALUE"], /subs never writes a token in the file\nhint: export it and name the variable: --token-env/],
+    [["mcp", "add", "x", "https://x.example/mcp", "--client-secret", "SECRETVALUE"], /never writes a client secret/],
+    [["mcp", "add", "x", "https://x.example/mcp", "--token-env", "ghp-SECRETVALUE"], /--token-env takes the name of an environment variable/],
+    [["mcp", "add", "x", "https://x.example/mcp", "--token-env", "T", "--scopes", "a"], /--token-env declares a static token/],
+  ];
+  for (const [argv, message] of cases) {
+    const r = await runCli(argv, { cwd: p.dir });
+    assert.equal(r.code, 2, `${argv.join(" ")}: ${r.stderr}`);
+    assert.match(r.stderr, message, argv.join(" "));
+    assert.doesNotMatch(r.stderr + r.stdout, /SECRETVALUE/, argv.join(" "));
+    assert.equal(p.read(), HEAD + TAIL, argv.join(" "));
+    assert.equal(statSync(p.file).mtimeMs, old.getTime(), argv.join(" "));
+  }
+  // A result that would not load (the file declares its connections in an inline table) is refused by the check.
+  const inline = project('mcp = { a = { url = "https://a.example/mcp" } }\n');
+  const r = await runInProcess(["mcp", "add", "b", "https://b.example/mcp"], { cwd: inline.dir });
+  assert.equal(r.code, 2, r.stderr);
+  assert.match(r.stderr, /nothing was changed/);
+  assert.equal(inline.read(), 'mcp = { a = { url = "https://a.example/mcp" } }\n');
+});
+
+const REMOVE_BEFORE = `# Servers
+[mcp.sentry]
+url = "https://s.example/mcp"
+
+# Linear: the team's tracker
+[mcp.linear]
+# comment among its keys
+url = "https://l.example/mcp"
+oauth = { client_id = "abc" }
+# scopes = ["later"]
+
+# GitHub, static token
+[mcp.github]
+url = "https://g.example/mcp"
+[mcp.github.auth]
+token_env = "GITHUB_TOKEN"
+
+[agent.triage]
+mcp = ["sentry"]
+`;
+
+test("mcp remove: exactly that section goes (its keys, the comments among and right after them); every other byte kept", async () => {
+  const p = project(REMOVE_BEFORE);
+  const r = await runCli(["mcp", "remove", "linear"], { cwd: p.dir });
+  assert.equal(r.code, 0, r.stderr);
+  assert.equal(
+    p.read(),
+    REMOVE_BEFORE.replace(`[mcp.linear]\n# comment among its keys\nurl = "https://l.example/mcp"\noauth = { client_id = "abc" }\n# scopes = ["later"]\n`, ""),
+  );
+  assert.match(r.stderr, /Removed \[mcp\.linear\] from substructure\.toml\./);
+  // Its sub-tables go with it, wherever they are; the blank line before [agent] stays single.
+  const github = await runCli(["mcp", "remove", "github"], { cwd: p.dir });
+  assert.equal(github.code, 0, github.stderr);
+  assert.equal(
+    p.read(),
+    `# Servers\n[mcp.sentry]\nurl = "https://s.example/mcp"\n\n# Linear: the team's tracker\n\n# GitHub, static token\n\n[agent.triage]\nmcp = ["sentry"]\n`,
+  );
+  assert.deepEqual(readdirSync(p.dir), ["substructure.toml"]);
+  // The last section at the end of a file leaves no trailing blank lines.
+  assert.equal(removeSection('a = 1\n\n[mcp.x]\nurl = "u"\n', "x"), "a = 1\n");
+  assert.equal(removeSection('[mcp.x]\nurl = "u"\n\n[mcp.y]\nurl = "v"\n', "x"), '[mcp.y]\nurl = "v"\n');
+  assert.equal(removeSection('[mcp."x"]\r\nurl = "u"\r\n\r\n[mcp.y]\r\nurl = "v"\r\n', "x"), '[mcp.y]\r\nurl = "v"\r\n');
+  assert.equal(removeSection('[mcp]\nx = { url = "u" }\n', "x"), undefined);
+});
+
+test("mcp remove: refused, nothing written, when an agent still uses the id, when it is not declared, or not under its own header", async () => {
+  const p = project(REMOVE_BEFORE);
+  const old = new Date("2020-01-01T00:00:00Z");
+  utimesSync(p.file, old, old);
+  const used = await runCli(["mcp", "remove", "sentry"], { cwd: p.dir });
+  assert.equal(used.code, 2);
+  assert.match(used.stderr, /agent `triage` still uses `sentry`; nothing was written\nhint: remove "sentry" from the mcp list of \[agent\.triage\] first/);
+  const unknown = await runCli(["mcp", "remove", "linaer"], { cwd: p.dir });
+  assert.equal(unknown.code, 2);
+  assert.match(unknown.stderr, /`linaer` is not declared in substructure\.toml\nhint: did you mean `linear`\?/);
+  assert.equal(p.read(), REMOVE_BEFORE);
+  assert.equal(statSync(p.file).mtimeMs, old.getTime());
+  const json = await runCli(["mcp", "remove", "sentry", "--config", "substructure.toml"], { cwd: p.dir });
+  assert.equal(json.code, 2);
+  const inline = project('[mcp]\nx = { url = "https://x.example/mcp" }\n');
+  const r = await runInProcess(["mcp", "remove", "x"], { cwd: inline.dir });
+  assert.equal(r.code, 2);
+  assert.match(r.stderr, /not declared under its own \[mcp\.x\] header/);
+  assert.equal(inline.read(), '[mcp]\nx = { url = "https://x.example/mcp" }\n');
+});
+
+test("mcp remove, locally: the stored credential is deleted from the db and revoked at the authorization server", async () => {
+  const env = await environment({ toml: (url) => `# kept\n[mcp.demo]\nurl = "${url}"\n\n[mcp.other]\nurl = "${url}"\n` });
+  try {
+    const login = await env.subs(["mcp", "login", "demo"]);
+    assert.equal(login.code, 0, login.stderr);
+    assert.ok(credential(env, "demo"));
+    const before = env.as.counters.revocations;
+    const r = await runCli(["mcp", "remove", "demo"], { cwd: env.dir });
+    env.outputs.push(r.stdout, r.stderr);
+    assert.equal(r.code, 0, r.stderr);
+    assert.equal(credential(env, "demo"), undefined);
+    assert.ok(env.as.counters.revocations > before, "the revocation reached the authorization server");
+    assert.match(r.stderr, /Deleted the stored credential of demo from substructure\.db\.\nRevoked the credential of demo at the authorization server\./);
+    assert.equal(readFileSync(path.join(env.dir, "substructure.toml"), "utf8"), `# kept\n\n[mcp.other]\nurl = "${env.mcp.url}"\n`);
+    assert.deepEqual(leakedTokens(env), []);
+  } finally {
+    await env.close();
+  }
+});
+
+test("mcp remove with [remote]: the section goes from the file; `subs apply` is named to remove it from the deployment", async () => {
+  const p = project('[remote]\nurl = "https://deploy.example"\ntoken_env = "T"\n\n[mcp.a]\nurl = "https://a.example/mcp"\n\n[mcp.b]\nurl = "https://b.example/mcp"\n');
+  const r = await runInProcess(["mcp", "remove", "a"], { cwd: p.dir });
+  assert.equal(r.code, 0, r.stderr);
+  assert.equal(p.read(), '[remote]\nurl = "https://deploy.example"\ntoken_env = "T"\n\n[mcp.b]\nurl = "https://b.example/mcp"\n');
+  assert.match(r.stderr, /Next: `subs apply` removes a and its credential from the deployment\./);
+  assert.deepEqual(readdirSync(p.dir), ["substructure.toml"]);
+});
