@@ -22,6 +22,12 @@ export type Context = {
   terminalStdin?: () => Promise<NodeJS.ReadableStream | undefined>;
   /** All of stdin, for a command told to read its input there (`mcp call --args -`). */
   readStdin?: () => Promise<string>;
+  /**
+   * stdin and stdout as byte streams, for a command that speaks a protocol on them instead of
+   * printing (MCP over stdio: `subs agent serve`, `subs mcp proxy`; issue 16). Such a command
+   * writes nothing else to stdout: every message of its own goes to stderr.
+   */
+  protocolStreams?: () => { input: NodeJS.ReadableStream; output: NodeJS.WritableStream };
   /** Colour for human output on stdout (false under NO_COLOR or when piped). */
   color: boolean;
   /** Colour for messages on stderr (decided by stderr's own terminal). */
@@ -252,6 +258,7 @@ export async function processContext(signal: AbortSignal, onBrokenPipe: () => vo
       for await (const chunk of process.stdin.setEncoding("utf8")) text += chunk;
       return text;
     },
+    protocolStreams: () => ({ input: process.stdin, output: process.stdout }),
     color: colorWanted(env, stdoutIsTTY),
     stderrColor: colorWanted(env, stderrIsTTY),
     env,
