@@ -7,7 +7,7 @@ import { FileSchema, ID_PATTERN } from "./schema.ts";
 type JsonObject = { [key: string]: unknown };
 
 const DESCRIPTIONS: Record<string, string> = {
-  db: "The local engine's SQLite database, relative to this file. It holds credentials: add *.db* to .gitignore.",
+  db: "The local engine's SQLite database, relative to this file and inside its directory (no `..` out of it, no absolute path elsewhere). It holds credentials: add *.db* to .gitignore.",
   remote: "A deployment that holds declarations and credentials. `subs apply` pushes this file to it.",
   mcp: "MCP connections, by id (lowercase letters, digits, '-' and '_'; never '__').",
   agent: "Agents, by name, and the connections they use.",
