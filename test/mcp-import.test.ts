@@ -475,3 +475,12 @@ test("plan and values: references, ids, suggested variables, JSON with comments"
   assert.deepEqual(secrets, ["Bearer abcdef123456", "abcdef123456"], "every literal is handed to the run's scrubber");
   assert.deepEqual(plan.skipped.map((s) => [s.from.name, s.reason]), [["plain", "invalid_url"]]);
 });
+
+test("run in the home directory, a file that is both the project's and the user's is read once, as the user's", async () => {
+  const f = fixture({ "~/substructure.toml": "", "~/.cursor/mcp.json": JSON.stringify({ mcpServers: { a: { url: "https://a.example/mcp" } } }) });
+  const r = await runInProcess(["mcp", "import", "--json", "--dry-run"], { cwd: f.home, env: { HOME: f.home } });
+  assert.equal(r.code, 0, r.stderr);
+  const out = JSON.parse(r.stdout);
+  assert.deepEqual(out.read, [{ client: "cursor", scope: "user", file: path.join(f.home, ".cursor", "mcp.json"), servers: 1 }]);
+  assert.deepEqual(out.already_declared, []);
+});

@@ -127,9 +127,16 @@ function locateConfig(ctx: Pick<Context, "env" | "cwd">, explicit: string | unde
 const isClient = (from: string): from is ClientName => (CLIENTS as readonly string[]).includes(from);
 
 function filesFor(from: string | undefined, places: Places, cwd: string): ClientFile[] {
-  if (from === undefined) return CLIENTS.flatMap((client) => CLIENT_FILES[client](places));
-  if (isClient(from)) return CLIENT_FILES[from](places);
-  return [fileByShape(path.resolve(cwd, from), places)];
+  if (from !== undefined && !isClient(from)) return [fileByShape(path.resolve(cwd, from), places)];
+  const files = (from === undefined ? CLIENTS : [from]).flatMap((client) => CLIENT_FILES[client](places));
+  // Run in the home directory, a project file is the user file (~/.cursor/mcp.json): read once, as the user's.
+  const byPath = new Map<string, ClientFile>();
+  for (const file of files) {
+    const first = byPath.get(file.file);
+    if (!first) byPath.set(file.file, file);
+    else if (file.scope === "user") byPath.set(file.file, { ...first, scope: "user" });
+  }
+  return [...byPath.values()];
 }
 
 /**

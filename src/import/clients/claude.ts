@@ -3,6 +3,7 @@
 // local scope (this user, one project) in `~/.claude.json` under
 // `projects["<absolute project path>"].mcpServers`. A remote entry is `type: "http" | "sse"` with
 // `url` and `headers`, whose values may use `${VAR}` or `${VAR:-default}`; a local one `command`.
+import { realpathSync } from "node:fs";
 import path from "node:path";
 import { serversOf, typedTransport, type EntryRules } from "../shape.ts";
 import type { ClientFile, FoundServer, Places } from "../types.ts";
@@ -30,7 +31,9 @@ export function userFile(file: string, places: Places): ClientFile {
     servers: (parsed) => {
       const found: FoundServer[] = serversOf(mcpServers(parsed), rules);
       const projects = record(record(parsed)?.projects);
-      for (const dir of places.projectDirs) found.push(...serversOf(mcpServers(projects?.[dir]), rules));
+      // Claude Code keys a project by the directory it was started in; through a symlink that may be the real path.
+      const dirs = new Set(places.projectDirs.flatMap((dir) => [dir, realPath(dir)]));
+      for (const dir of dirs) if (projects && Object.hasOwn(projects, dir)) found.push(...serversOf(mcpServers(projects[dir]), rules));
       return found;
     },
   };
@@ -40,3 +43,11 @@ const record = (value: unknown): Record<string, unknown> | undefined =>
   typeof value === "object" && value !== null && !Array.isArray(value) ? (value as Record<string, unknown>) : undefined;
 
 const mcpServers = (value: unknown): unknown => record(value)?.mcpServers;
+
+function realPath(dir: string): string {
+  try {
+    return realpathSync(dir);
+  } catch {
+    return dir;
+  }
+}
