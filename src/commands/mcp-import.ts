@@ -109,7 +109,7 @@ function noteText(a: Addition, note: Note): string {
       return `${shown(note.header)} is the whole of $${note.env}; subs sends "Bearer <token>": export the token alone as ${note.suggested_env} and ${auth(note.suggested_env)}, or ${login}`;
     case "header_left_out":
       return note.credential
-        ? `${shown(note.header)} carries a credential subs cannot send (it sends only Authorization: Bearer): not copied; try ${login}`
+        ? `${shown(note.header)} carries a credential subs cannot send (it sends only Authorization: Bearer): left out; try ${login}`
         : `header ${shown(note.header)} not imported: substructure.toml declares no custom headers`;
     case "auth_on_deployment":
       return `token from $${note.env} not written: with [remote] the deployment holds credentials; authorize there with ${login}`;

@@ -127,7 +127,7 @@ function locateConfig(ctx: Pick<Context, "env" | "cwd">, explicit: string | unde
 const isClient = (from: string): from is ClientName => (CLIENTS as readonly string[]).includes(from);
 
 function filesFor(from: string | undefined, places: Places, cwd: string): ClientFile[] {
-  if (from !== undefined && !isClient(from)) return [fileByShape(path.resolve(cwd, from), places)];
+  if (from !== undefined && !isClient(from)) return [fileByShape(path.resolve(cwd, from), from, places)];
   const files = (from === undefined ? CLIENTS : [from]).flatMap((client) => CLIENT_FILES[client](places));
   // Run in the home directory, a project file is the user file (~/.cursor/mcp.json): read once, as the user's.
   const byPath = new Map<string, ClientFile>();
@@ -143,7 +143,7 @@ function filesFor(from: string | undefined, places: Places, cwd: string): Client
  * The client a file given by path belongs to: by its name where that says (`config.toml`,
  * `.claude.json`, `.mcp.json`, `.cursor/`, `.gemini/`, `.vscode/`), else by its shape.
  */
-function fileByShape(file: string, places: Places): ClientFile {
+function fileByShape(file: string, given: string, places: Places): ClientFile {
   const scope: Scope = places.home !== undefined && isInside(file, places.home) && !places.projectDirs.some((d) => isInside(file, d)) ? "user" : "project";
   const base = path.basename(file);
   const parent = path.basename(path.dirname(file));
@@ -154,10 +154,10 @@ function fileByShape(file: string, places: Places): ClientFile {
   if (parent === ".gemini") return geminiFile(file, scope);
   const text = readBounded(file);
   if (typeof text !== "string") {
-    throw usage(text.missing ? `${file}: no such file` : `${file} ${text.problem}`, { hint: "give a client's MCP config file, or --from claude|codex|cursor|vscode|gemini" });
+    throw usage(text.missing ? `${given}: no such file` : `${given} ${text.problem}`, { hint: "give a client's MCP config file, or --from claude|codex|cursor|vscode|gemini" });
   }
   const parsed = parseJsonc(text);
-  if (!parsed.ok) throw usage(`${file} ${parsed.problem}`, { hint: "give a client's MCP config file (JSON or TOML)" });
+  if (!parsed.ok) throw usage(`${given} ${parsed.problem}`, { hint: "give a client's MCP config file (JSON or TOML)" });
   const value = (typeof parsed.value === "object" && parsed.value !== null ? parsed.value : {}) as Record<string, unknown>;
   if (parent === ".vscode" || "servers" in value) return base === "settings.json" ? settingsJson(file, scope) : mcpJson(file, scope);
   if ("mcp.servers" in value || (typeof value.mcp === "object" && value.mcp !== null && "servers" in value.mcp)) return settingsJson(file, scope);
@@ -168,7 +168,7 @@ function fileByShape(file: string, places: Places): ClientFile {
     if (entries.some((e) => typeof e === "object" && e !== null && "httpUrl" in e)) return geminiFile(file, scope);
     return claudeProjectFile(file);
   }
-  throw usage(`${file} is not an MCP config file subs knows`, {
+  throw usage(`${given} is not an MCP config file subs knows`, {
     hint: "it reads `mcpServers` (Claude Code, Cursor, Gemini CLI), `servers` (VS Code) and `[mcp_servers.*]` (Codex)",
   });
 }

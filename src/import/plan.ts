@@ -92,7 +92,7 @@ function authOf(id: string, headers: readonly Header[]): { tokenEnv: string | un
   for (const header of headers) {
     const isAuthorization = header.name.toLowerCase() === "authorization";
     if (!isAuthorization || authorizationSeen) {
-      notes.push({ kind: "header_left_out", header: header.name, credential: looksLikeCredential(header.name) && !("fromEnv" in header) && referenceIn(header.value) === undefined });
+      notes.push({ kind: "header_left_out", header: header.name, credential: looksLikeCredential(header.name) });
       continue;
     }
     authorizationSeen = true;
