@@ -59,7 +59,8 @@ ${declared || `# [mcp.sentry]\n# url = "https://mcp.sentry.dev/mcp"\n`}
 
 /**
  * Writes the starter file at `path`, never over an existing one. The text is checked as every
- * command checks the file before it is written, so what `init` writes always loads.
+ * command checks the file before it is written, so what `init` writes always loads. `dryRun`:
+ * checked, not written (`subs mcp import --dry-run` with no file yet).
  */
 export function writeStarterConfig(options: { path: string; cwd: string; connections: readonly NewConnection[]; dryRun?: boolean }): void {
   const ids = new Set<string>();
