@@ -186,7 +186,7 @@ export function habitFor(argv: readonly string[]): SubsError | undefined {
 /** Every command, by path; test/comfort.test.ts checks it against the tree buildProgram builds. */
 export const COMMAND_TREE: Readonly<Record<string, readonly string[]>> = {
   init: [],
-  mcp: ["list", "login", "tools", "call", "add", "remove"],
+  mcp: ["list", "login", "tools", "call", "add", "remove", "import"],
   apply: [],
   completion: [],
   schema: [],
@@ -284,11 +284,12 @@ export function buildProgram(ctx: Context, { setJson, setExitCode, onParseMistak
 
   const mcp = wanted("mcp")
     ? commandWithDefaults(program, "mcp")
-        .description("Declared MCP connections: add, log in, list, inspect, remove.")
+        .description("Declared MCP connections: add, import, log in, list, inspect, remove.")
         .addHelpText(
           "after",
           examples([
             "subs mcp add sentry https://mcp.sentry.dev/mcp",
+            "subs mcp import --dry-run",
             "subs mcp login sentry",
             "subs mcp list",
             "subs mcp tools sentry",
@@ -478,6 +479,34 @@ export function buildProgram(ctx: Context, { setJson, setExitCode, onParseMistak
       .action(async (id: string, opts: { config?: string }) => {
         const { mcpRemoveCommand } = await import("./commands/mcp-remove.ts");
         await mcpRemoveCommand(ctx, { ...configOf(opts), id });
+      });
+  }
+
+  if (mcp && wanted("mcp", "import")) {
+    commandWithDefaults(mcp, "import")
+      .summary("Declare the remote MCP servers Claude Code, Codex, Cursor, VS Code or Gemini CLI already use.")
+      .description(
+        "Declare the remote MCP servers other clients already use: reads their project and user config files, prints what it adds, then appends the sections " +
+          "(comments and layout elsewhere kept), checked before it is written. `Authorization: Bearer ${VAR}` becomes auth.token_env; a token written in a file is never " +
+          "copied (the report names the variable to set); local (stdio) servers are listed as skipped. Without a substructure.toml, writes one as `subs init` does.",
+      )
+      .addOption(new Option("--from <client|path>", "read only this client (claude, codex, cursor, vscode, gemini) or this config file (default: every client whose files exist)"))
+      .option("--dry-run", "print what would be added; write nothing")
+      .addOption(configOption())
+      .addOption(jsonOption())
+      .addHelpText(
+        "after",
+        examples([
+          "subs mcp import --dry-run",
+          "subs mcp import --from claude",
+          "subs mcp import --from ~/.cursor/mcp.json",
+          "subs mcp import --from vscode --json | jq '.added[].id'",
+        ]),
+      )
+      .action(async (opts: { from?: string; dryRun?: boolean; config?: string; json?: boolean }) => {
+        setJson(Boolean(opts.json));
+        const { mcpImportCommand } = await import("./commands/mcp-import.ts");
+        await mcpImportCommand(ctx, { ...configOf(opts), ...pick(opts, "from"), dryRun: Boolean(opts.dryRun), json: Boolean(opts.json) });
       });
   }
 

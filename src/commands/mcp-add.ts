@@ -1,8 +1,7 @@
 // `subs mcp add <id> <url>` (issue 15): declares a connection by appending its section to the
 // file, every other byte kept; checked as every command checks the file, then written atomically.
-import { appendSection, connectionSection, writeConfigAtomically, type NewConnection } from "../config/edit.ts";
-import { loadConfig, parseConfig } from "../config/load.ts";
-import { readConfigFile } from "../config/read.ts";
+import { appendConnections, type NewConnection } from "../config/edit.ts";
+import { loadConfig } from "../config/load.ts";
 import { ENV_NAME_PATTERN, isValidName, urlProblem } from "../config/schema.ts";
 import type { Context } from "../context.ts";
 import { refused, usage } from "../errors.ts";
@@ -45,9 +44,6 @@ export function addConnection(ctx: Pick<Context, "env" | "cwd">, c: NewConnectio
       code: "already_declared",
     });
   }
-  const text = readConfigFile(config.path, config.displayPath);
-  const edited = appendSection(text, connectionSection(c));
-  parseConfig(edited, { path: config.path, cwd: ctx.cwd });
-  writeConfigAtomically(config.path, text, edited, config.displayPath);
+  appendConnections(config, [c], { cwd: ctx.cwd });
   return { displayPath: config.displayPath };
 }

@@ -4,6 +4,7 @@
 import type { Command } from "commander";
 import { loadConfig } from "../config/load.ts";
 import type { Context } from "../context.ts";
+import { CLIENTS } from "../import/types.ts";
 
 /** What a positional argument completes to, by its name in the command's usage. */
 const ARGUMENT_SOURCES: Record<string, (words: Source) => string[]> = {
@@ -36,6 +37,11 @@ export function complete(program: Command, words: readonly string[], ctx: Pick<C
     }
   }
   if (before[before.length - 1] === "--config") return [];
+  // `mcp import --from` takes a client or a file: the clients, unless a path is being typed (then
+  // nothing, and the shell completes the file itself).
+  if (before[before.length - 1] === "--from" && command.name() === "import") {
+    return /^[./~]/.test(current) ? [] : CLIENTS.filter((c) => c.startsWith(current));
+  }
 
   let file: { connections: string[]; agents: string[] } | undefined;
   const source: Source = {

@@ -6,7 +6,9 @@ import { chmodSync, closeSync, fsyncSync, openSync, realpathSync, renameSync, rm
 import { randomBytes } from "node:crypto";
 import path from "node:path";
 import { refused, usage } from "../errors.ts";
+import { parseConfig } from "./load.ts";
 import { readConfigFile } from "./read.ts";
+import type { Config } from "./types.ts";
 
 type LineKind = "blank" | "comment" | "header" | "content";
 type Line = { start: number; end: number; kind: LineKind; header?: string[] };
@@ -214,6 +216,24 @@ export function writeConfigAtomically(file: string, expected: string, text: stri
     rmSync(temp, { force: true });
     throw usage(`cannot write ${shown}: ${(error as NodeJS.ErrnoException).code ?? "error"}; nothing was written`);
   }
+}
+
+/**
+ * Appends the sections of `connections` to the file `config` was loaded from, each after the
+ * last [mcp.*] section, checks the result as every command checks the file, then writes it
+ * atomically (`dryRun`: checks only). A mistake throws before anything is written. Returns the
+ * file as it is (or would be) after the edit. Shared by `subs mcp add` and `subs mcp import`.
+ */
+export function appendConnections(
+  config: Pick<Config, "path" | "displayPath">,
+  connections: readonly NewConnection[],
+  options: { cwd: string; dryRun?: boolean },
+): Config {
+  const text = readConfigFile(config.path, config.displayPath);
+  const edited = connections.reduce((t, c) => appendSection(t, connectionSection(c)), text);
+  const after = parseConfig(edited, { path: config.path, cwd: options.cwd });
+  if (!options.dryRun) writeConfigAtomically(config.path, text, edited, config.displayPath);
+  return after;
 }
 
 /** What `subs mcp add` declares. Secrets are only ever named by an environment variable. */

@@ -3,6 +3,7 @@
 import { writeFileSync } from "node:fs";
 import path from "node:path";
 import { refused, usage } from "../errors.ts";
+import { connectionSection, type NewConnection } from "./edit.ts";
 import { parseConfig } from "./load.ts";
 import { isValidName, urlProblem } from "./schema.ts";
 
@@ -24,9 +25,12 @@ export function parseConnectionArgument(argument: string): StarterConnection {
   return { id, url };
 }
 
-/** The text of a starter file: the given connections declared, everything else as comments. */
-export function starterConfig(connections: readonly StarterConnection[]): string {
-  const declared = connections.map((c) => `[mcp.${c.id}]\nurl = ${JSON.stringify(c.url)}\n`).join("\n");
+/**
+ * The text of a starter file: the given connections declared (as `subs mcp add` writes a section;
+ * `subs mcp import` gives them with `auth`), everything else as comments.
+ */
+export function starterConfig(connections: readonly NewConnection[]): string {
+  const declared = connections.map(connectionSection).join("\n");
   return `# substructure.toml: the MCP servers your agents connect to, and the agents.
 # Secrets never go in this file: a token is named by an environment variable (\`*_env\`).
 # Editor completion: \`subs schema > substructure.schema.json\`, then make the first line
@@ -55,9 +59,10 @@ ${declared || `# [mcp.sentry]\n# url = "https://mcp.sentry.dev/mcp"\n`}
 
 /**
  * Writes the starter file at `path`, never over an existing one. The text is checked as every
- * command checks the file before it is written, so what `init` writes always loads.
+ * command checks the file before it is written, so what `init` writes always loads. `dryRun`:
+ * checked, not written (`subs mcp import --dry-run` with no file yet).
  */
-export function writeStarterConfig(options: { path: string; cwd: string; connections: readonly StarterConnection[] }): void {
+export function writeStarterConfig(options: { path: string; cwd: string; connections: readonly NewConnection[]; dryRun?: boolean }): void {
   const ids = new Set<string>();
   for (const c of options.connections) {
     if (ids.has(c.id)) throw usage(`${c.id} is given twice`, { hint: "declare one server twice under two ids to connect two accounts" });
@@ -65,6 +70,7 @@ export function writeStarterConfig(options: { path: string; cwd: string; connect
   }
   const text = starterConfig(options.connections);
   parseConfig(text, { path: options.path, cwd: options.cwd });
+  if (options.dryRun) return;
   try {
     writeFileSync(options.path, text, { flag: "wx" });
   } catch (error) {

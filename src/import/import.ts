@@ -1,0 +1,186 @@
+// `subs mcp import` (issue 15): the remote MCP servers a person already configured in Claude Code,
+// Codex, Cursor, VS Code or Gemini CLI, declared in substructure.toml. Each client's files are read
+// in its own documented format (src/import/clients/), the plan decides (plan.ts), and the file is
+// edited as `subs mcp add` edits it. Never prints: the command renders the result.
+import { existsSync } from "node:fs";
+import path from "node:path";
+import { appendConnections, type NewConnection } from "../config/edit.ts";
+import { CONFIG_FILE_NAME, findConfigPath } from "../config/find.ts";
+import { writeStarterConfig } from "../config/init.ts";
+import { loadConfig } from "../config/load.ts";
+import type { Context } from "../context.ts";
+import { SubsError, usage } from "../errors.ts";
+import { claudeFiles, projectFile as claudeProjectFile, userFile as claudeUserFile } from "./clients/claude.ts";
+import { codexFile, codexFiles } from "./clients/codex.ts";
+import { cursorFile, cursorFiles } from "./clients/cursor.ts";
+import { geminiFile, geminiFiles } from "./clients/gemini.ts";
+import { mcpJson, settingsJson, vscodeFiles } from "./clients/vscode.ts";
+import { parseJsonc, readBounded, readClientFile } from "./files.ts";
+import { planImport, type Plan } from "./plan.ts";
+import { CLIENTS, type ClientFile, type ClientName, type Places, type Scope } from "./types.ts";
+
+export type ImportOptions = {
+  /** A client's name, or the path of one of their files; absent: every client. */
+  from?: string;
+  dryRun: boolean;
+  config?: string;
+};
+
+export type FileReport = { client: ClientName; scope: Scope; file: string };
+
+export type ImportResult = Plan & {
+  /** substructure.toml: where it is, and whether this run creates it (there was none). */
+  config: { path: string; displayPath: string; created: boolean; remote: boolean };
+  dryRun: boolean;
+  /** The file was written (false under --dry-run, or with nothing to add). */
+  written: boolean;
+  /** Every client file read, with how many servers it declares. */
+  read: Array<FileReport & { servers: number }>;
+  /** Client files present but unreadable (not valid JSON, …); the rest was imported. */
+  unreadable: Array<FileReport & { problem: string }>;
+  /** Every file looked for (for "nothing found"). */
+  looked: FileReport[];
+};
+
+const CLIENT_FILES: Record<ClientName, (places: Places) => ClientFile[]> = {
+  claude: claudeFiles,
+  codex: codexFiles,
+  cursor: cursorFiles,
+  vscode: vscodeFiles,
+  gemini: geminiFiles,
+};
+
+export function importServers(ctx: Pick<Context, "env" | "cwd" | "secrets">, options: ImportOptions): ImportResult {
+  const target = locateConfig(ctx, options.config);
+  const config = target.exists ? loadConfig({ configPath: target.path, env: ctx.env, cwd: ctx.cwd }) : undefined;
+  const configPath = config?.path ?? target.path;
+  const places: Places = {
+    projectDirs: [...new Set([path.dirname(configPath), path.resolve(ctx.cwd)])],
+    // The home directory as the environment gives it (tests and sandboxes point it elsewhere).
+    home: ctx.env.HOME || ctx.env.USERPROFILE || undefined,
+    env: ctx.env,
+  };
+  const files = filesFor(options.from, places, ctx.cwd);
+
+  const read: ImportResult["read"] = [];
+  const unreadable: ImportResult["unreadable"] = [];
+  const found: Parameters<typeof planImport>[0]["found"][number][] = [];
+  for (const file of files) {
+    const where = { client: file.client, scope: file.scope, file: file.file };
+    const result = readClientFile(file.file, file.format);
+    if (!result.ok) {
+      if (!result.missing) unreadable.push({ ...where, problem: result.problem });
+      continue;
+    }
+    const servers = file.servers(result.value);
+    read.push({ ...where, servers: servers.length });
+    found.push({ origin: where, servers });
+  }
+  // A file named on the command line that cannot be read is the command's failure, not a note.
+  if (options.from !== undefined && !isClient(options.from) && unreadable.length > 0) {
+    throw usage(`${options.from} ${unreadable[0]!.problem}`, { hint: "give a client's MCP config file, or --from claude|codex|cursor|vscode|gemini" });
+  }
+
+  const plan = planImport({
+    found,
+    existing: config?.connections ?? [],
+    remote: config?.remote !== undefined,
+    secret: (value) => ctx.secrets?.add(value),
+  });
+  const connections: NewConnection[] = plan.added.map((a) => ({ id: a.id, url: a.url, ...(a.token_env !== null ? { tokenEnv: a.token_env } : {}) }));
+  const displayPath = config?.displayPath ?? shownPath(ctx.cwd, target.path);
+  if (connections.length > 0) {
+    if (config) appendConnections(config, connections, { cwd: ctx.cwd, dryRun: options.dryRun });
+    // No file yet: the one `subs init` writes (its comments show the rest of the format), with these declared.
+    else writeStarterConfig({ path: target.path, cwd: ctx.cwd, connections, dryRun: options.dryRun });
+  }
+  return {
+    ...plan,
+    config: { path: configPath, displayPath, created: !target.exists && connections.length > 0, remote: config?.remote !== undefined },
+    dryRun: options.dryRun,
+    written: !options.dryRun && connections.length > 0,
+    read,
+    unreadable,
+    looked: files.map((f) => ({ client: f.client, scope: f.scope, file: f.file })),
+  };
+}
+
+/**
+ * The file to import into: the one every command would read (--config, $SUBS_CONFIG, the nearest
+ * upward); when there is none, the one `subs init` would write (the named path, else
+ * ./substructure.toml), created as `subs init` creates it.
+ */
+function locateConfig(ctx: Pick<Context, "env" | "cwd">, explicit: string | undefined): { path: string; exists: boolean } {
+  const named = explicit ?? (ctx.env.SUBS_CONFIG || undefined);
+  if (named !== undefined) {
+    const resolved = path.resolve(ctx.cwd, named);
+    return { path: resolved, exists: existsSync(resolved) };
+  }
+  try {
+    return { path: findConfigPath({ env: ctx.env, cwd: ctx.cwd }), exists: true };
+  } catch (error) {
+    if (error instanceof SubsError && error.kind === "usage") return { path: path.resolve(ctx.cwd, CONFIG_FILE_NAME), exists: false };
+    throw error;
+  }
+}
+
+const isClient = (from: string): from is ClientName => (CLIENTS as readonly string[]).includes(from);
+
+function filesFor(from: string | undefined, places: Places, cwd: string): ClientFile[] {
+  if (from !== undefined && !isClient(from)) return [fileByShape(path.resolve(cwd, from), from, places)];
+  const files = (from === undefined ? CLIENTS : [from]).flatMap((client) => CLIENT_FILES[client](places));
+  // Run in the home directory, a project file is the user file (~/.cursor/mcp.json): read once, as the user's.
+  const byPath = new Map<string, ClientFile>();
+  for (const file of files) {
+    const first = byPath.get(file.file);
+    if (!first) byPath.set(file.file, file);
+    else if (file.scope === "user") byPath.set(file.file, { ...first, scope: "user" });
+  }
+  return [...byPath.values()];
+}
+
+/**
+ * The client a file given by path belongs to: by its name where that says (`config.toml`,
+ * `.claude.json`, `.mcp.json`, `.cursor/`, `.gemini/`, `.vscode/`), else by its shape.
+ */
+function fileByShape(file: string, given: string, places: Places): ClientFile {
+  const scope: Scope = places.home !== undefined && isInside(file, places.home) && !places.projectDirs.some((d) => isInside(file, d)) ? "user" : "project";
+  const base = path.basename(file);
+  const parent = path.basename(path.dirname(file));
+  if (file.endsWith(".toml")) return codexFile(file, scope);
+  if (base === ".claude.json") return claudeUserFile(file, places);
+  if (base === ".mcp.json") return claudeProjectFile(file);
+  if (parent === ".cursor") return cursorFile(file, scope);
+  if (parent === ".gemini") return geminiFile(file, scope);
+  const text = readBounded(file);
+  if (typeof text !== "string") {
+    throw usage(text.missing ? `${given}: no such file` : `${given} ${text.problem}`, { hint: "give a client's MCP config file, or --from claude|codex|cursor|vscode|gemini" });
+  }
+  const parsed = parseJsonc(text);
+  if (!parsed.ok) throw usage(`${given} ${parsed.problem}`, { hint: "give a client's MCP config file (JSON or TOML)" });
+  const value = (typeof parsed.value === "object" && parsed.value !== null ? parsed.value : {}) as Record<string, unknown>;
+  if (parent === ".vscode" || "servers" in value) return base === "settings.json" ? settingsJson(file, scope) : mcpJson(file, scope);
+  if ("mcp.servers" in value || (typeof value.mcp === "object" && value.mcp !== null && "servers" in value.mcp)) return settingsJson(file, scope);
+  if ("projects" in value) return claudeUserFile(file, places);
+  if ("mcpServers" in value) {
+    const entries = typeof value.mcpServers === "object" && value.mcpServers !== null ? Object.values(value.mcpServers) : [];
+    // `httpUrl` is Gemini CLI's alone; Claude Code's and Cursor's entries read alike.
+    if (entries.some((e) => typeof e === "object" && e !== null && "httpUrl" in e)) return geminiFile(file, scope);
+    return claudeProjectFile(file);
+  }
+  throw usage(`${given} is not an MCP config file subs knows`, {
+    hint: "it reads `mcpServers` (Claude Code, Cursor, Gemini CLI), `servers` (VS Code) and `[mcp_servers.*]` (Codex)",
+  });
+}
+
+const isInside = (file: string, dir: string) => {
+  const relative = path.relative(dir, file);
+  return relative !== "" && !relative.startsWith("..") && !path.isAbsolute(relative);
+};
+
+/** A path as messages show it: relative to the working directory when inside it. */
+export function shownPath(cwd: string, file: string, home?: string): string {
+  if (isInside(file, cwd)) return path.relative(cwd, file);
+  if (home !== undefined && isInside(file, home)) return `~/${path.relative(home, file)}`;
+  return file;
+}
