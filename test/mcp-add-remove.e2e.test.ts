@@ -92,6 +92,11 @@ test("mcp add: a mistake writes nothing (same bytes, same mtime); exit 2; a secr
     assert.equal(p.read(), HEAD + TAIL, argv.join(" "));
     assert.equal(statSync(p.file).mtimeMs, old.getTime(), argv.join(" "));
   }
+  // Under a CI pin every later command would refuse a token sent elsewhere: so is the edit.
+  const pinned = await runCli(["mcp", "add", "x", "https://x.example/mcp", "--token-env", "T"], { cwd: p.dir, env: { SUBS_ALLOWED_TOKEN_HOSTS: "s.example" } });
+  assert.equal(pinned.code, 2, pinned.stderr);
+  assert.match(pinned.stderr, /SUBS_ALLOWED_TOKEN_HOSTS/);
+  assert.equal(p.read(), HEAD + TAIL);
   // A result that would not load (the file declares its connections in an inline table) is refused by the check.
   const inline = project('mcp = { a = { url = "https://a.example/mcp" } }\n');
   const r = await runInProcess(["mcp", "add", "b", "https://b.example/mcp"], { cwd: inline.dir });

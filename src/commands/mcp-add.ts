@@ -44,6 +44,6 @@ export function addConnection(ctx: Pick<Context, "env" | "cwd">, c: NewConnectio
       code: "already_declared",
     });
   }
-  appendConnections(config, [c], { cwd: ctx.cwd });
+  appendConnections(config, [c], { cwd: ctx.cwd, env: ctx.env });
   return { displayPath: config.displayPath };
 }

@@ -7,6 +7,7 @@ import { randomBytes } from "node:crypto";
 import path from "node:path";
 import { refused, usage } from "../errors.ts";
 import { parseConfig } from "./load.ts";
+import { assertSecretDestinations } from "./secret-pins.ts";
 import { readConfigFile } from "./read.ts";
 import type { Config } from "./types.ts";
 
@@ -227,11 +228,14 @@ export function writeConfigAtomically(file: string, expected: string, text: stri
 export function appendConnections(
   config: Pick<Config, "path" | "displayPath">,
   connections: readonly NewConnection[],
-  options: { cwd: string; dryRun?: boolean },
+  options: { cwd: string; env: Readonly<Record<string, string | undefined>>; dryRun?: boolean },
 ): Config {
   const text = readConfigFile(config.path, config.displayPath);
   const edited = connections.reduce((t, c) => appendSection(t, connectionSection(c)), text);
   const after = parseConfig(edited, { path: config.path, cwd: options.cwd });
+  // As loadConfig does: under SUBS_ALLOWED_TOKEN_HOSTS a token_env for another host would make
+  // every later command refuse the file, so it is refused before it is written.
+  assertSecretDestinations(after, options.env);
   if (!options.dryRun) writeConfigAtomically(config.path, text, edited, config.displayPath);
   return after;
 }

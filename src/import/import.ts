@@ -90,7 +90,7 @@ export function importServers(ctx: Pick<Context, "env" | "cwd" | "secrets">, opt
   const connections: NewConnection[] = plan.added.map((a) => ({ id: a.id, url: a.url, ...(a.token_env !== null ? { tokenEnv: a.token_env } : {}) }));
   const displayPath = config?.displayPath ?? shownPath(ctx.cwd, target.path);
   if (connections.length > 0) {
-    if (config) appendConnections(config, connections, { cwd: ctx.cwd, dryRun: options.dryRun });
+    if (config) appendConnections(config, connections, { cwd: ctx.cwd, env: ctx.env, dryRun: options.dryRun });
     // No file yet: the one `subs init` writes (its comments show the rest of the format), with these declared.
     else writeStarterConfig({ path: target.path, cwd: ctx.cwd, connections, dryRun: options.dryRun });
   }
