@@ -154,7 +154,7 @@ function renderHuman(ctx: Context, r: Inspection, verbose: boolean): void {
   const err = styleFor(ctx.stderrColor);
   const source = (t: ModelTool) => (t.kind === "connector" ? t.connection : t.kind === "declared" ? "(declared)" : "(sub-agent)");
   const rows = r.tools.map((t) => [shown(t.name), source(t), t.kind === "connector" ? shown(t.tool.name) : "-"]);
-  if (rows.length > 0) ctx.stdout.write(renderTable(["NAME", "FROM", "TOOL ON CONNECTION"], rows, { tty: ctx.stdoutIsTTY, style: style.bold }));
+  if (rows.length > 0) ctx.stdout.write(renderTable(["NAME", "FROM", "TOOL ON CONNECTION"], rows, { tty: ctx.stdoutIsTTY, columns: ctx.stdoutColumns, style: style.bold }));
 
   for (const u of r.unavailable) {
     // Messages quote servers; tool names are theirs: shown, never interpreted (issue 14, item 1).
