@@ -6,7 +6,13 @@ import { writeJson } from "../output/json.ts";
 import { stderrReporter } from "../output/reporter.ts";
 import { styleFor } from "../output/style.ts";
 
-export type ApplyOptions = { config?: string; json: boolean; dryRun: boolean };
+export type ApplyOptions = {
+  config?: string;
+  json: boolean;
+  dryRun: boolean;
+  /** `--yes`: with [remote], no question before a plan that removes. */
+  yes?: boolean;
+};
 
 const REASONS: Record<LocalChange["reason"], string> = {
   not_declared: "no longer declared",
@@ -19,7 +25,7 @@ export async function applyCommand(ctx: Context, options: ApplyOptions): Promise
   const reporter = stderrReporter(ctx);
   if (config.remote) {
     const { applyRemote } = await import("./apply-remote.ts");
-    return applyRemote(ctx, config, { json: options.json, dryRun: options.dryRun });
+    return applyRemote(ctx, config, { json: options.json, dryRun: options.dryRun, yes: options.yes ?? false });
   }
   const result = await applyLocal({ config, dryRun: options.dryRun, reporter, revoke: ctx });
   if (options.json) {

@@ -82,6 +82,8 @@ describe("subs apply with [remote]", () => {
     assert.equal(result.code, 0, result.stderr);
     assert.match(result.stdout, /- linear .*credential dropped: declaration removed/);
     assert.match(result.stdout, /- triage/);
+    // Without a terminal (a child's pipes, as in CI) a plan that removes is applied without asking (issue 15).
+    assert.doesNotMatch(result.stderr, /Apply\?/);
     assert.equal(deployment.connections.has("linear"), false);
     assert.equal(deployment.credentials.has("linear"), false);
     assert.equal(deployment.agents.has("triage"), false);
