@@ -6,7 +6,7 @@ import type { Context } from "../context.ts";
 import { declined, failed, refused, SubsError } from "../errors.ts";
 import { writeJson } from "../output/json.ts";
 import { stderrReporter } from "../output/reporter.ts";
-import { styleFor, type Style } from "../output/style.ts";
+import { MARK, styleFor, type Style } from "../output/style.ts";
 import { shown } from "../output/untrusted.ts";
 import { DeploymentClient, DeploymentError } from "../remote/client.ts";
 import { executePlan, hasChanges, planRemote, readRemoteState, type PlanStep, type RemotePlan, type StepOutcome } from "../remote/plan.ts";
@@ -39,7 +39,7 @@ export async function applyRemote(ctx: Context, config: Config, options: ApplyRe
   const outcomes = await executePlan(client, plan, {
     onStep: (o) => {
       if (options.json) return;
-      const mark = o.outcome === "applied" ? errStyle.green("✔") : errStyle.red("✗");
+      const mark = o.outcome === "applied" ? errStyle.green(MARK.success) : errStyle.red(MARK.failure);
       ctx.stderr.write(`${mark} ${o.outcome === "failed" ? `could not ${shown(describeStep(o.step))}: ${shown(errorMessage(o.error))}` : describeStepDone(o.step)}\n`);
     },
   });

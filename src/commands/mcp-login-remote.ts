@@ -7,7 +7,7 @@ import type { Context } from "../context.ts";
 import { usage, withDetails } from "../errors.ts";
 import { writeJson } from "../output/json.ts";
 import { stderrReporter } from "../output/reporter.ts";
-import { styleFor } from "../output/style.ts";
+import { MARK, styleFor } from "../output/style.ts";
 import { shortDuration } from "../output/time.ts";
 import { shown } from "../output/untrusted.ts";
 import type { Progress } from "../report.ts";
@@ -112,7 +112,7 @@ export async function mcpLoginRemote(ctx: Context, config: Config, options: McpL
     });
     if (!options.json) {
       const expiry = expiresAt === null ? "" : ` (expires in ${shortDuration(expiresAt - ctx.now())}; the deployment refreshes it)`;
-      ctx.stdout.write(`${styleFor(ctx.color).green("✔")} ${connection.id}: authorized on ${client.base.origin}${expiry}\n`);
+      ctx.stdout.write(`${styleFor(ctx.color).green(MARK.success)} ${connection.id}: authorized on ${client.base.origin}${expiry}\n`);
     }
   }
 }
