@@ -107,12 +107,26 @@ function jsonFlagGiven(argv: readonly string[]): boolean {
   return (end === -1 ? argv : argv.slice(0, end)).includes("--json");
 }
 
-/** commander's "error: unknown option '--jsn'\n(Did you mean --json?)" as the --json error object. */
+/**
+ * commander's "error: unknown option '--jsn'\n(Did you mean --json?)" in subs's own words: the
+ * message, and a hint (issue 15: one style for suggestions, commander's included) that names the
+ * suggestion as every other "did you mean" does, then the command's --help. Also the --json error object.
+ */
 function parseMistakeJson({ message, path }: { message: string; path: string }): { code: "usage"; message: string; hint: string } {
   const [first = "", ...rest] = message.trim().split("\n");
-  const suggestion = rest.map((line) => line.replace(/^\((.*)\)$/, "$1")).join(" ");
   const help = `run \`${path} --help\` for its usage and examples`;
-  return { code: "usage", message: first.replace(/^error: /, ""), hint: suggestion ? `${suggestion.charAt(0).toLowerCase()}${suggestion.slice(1)} ${help}` : help };
+  const meant = rest.map((line) => /^\(Did you mean (one of )?(.*)\?\)$/.exec(line.trim())).find((m) => m !== null);
+  // A command is named whole (`subs mcp list`), as the hints for habits name it.
+  const whole = (word: string) => (first.startsWith("error: unknown command") ? `${path} ${word}` : word);
+  const suggestion = meant ? `did you mean ${meant[1] ?? ""}${meant[2]!.split(", ").map((word) => `\`${whole(word)}\``).join(", ")}? ` : "";
+  return { code: "usage", message: first.replace(/^error: /, ""), hint: `${suggestion}${help}` };
+}
+
+/** A parse mistake on stderr, as renderError writes every other usage error. */
+function parseMistakeText(ctx: Context, mistake: { message: string; path: string }): string {
+  const style = styleFor(ctx.stderrColor);
+  const { message, hint } = parseMistakeJson(mistake);
+  return `${style.red("error:")} ${message}\n${style.dim("hint:")} ${hint}\n`;
 }
 
 /** The words before any `--`, options and the value of --config left out. */
@@ -242,7 +256,7 @@ export function buildProgram(ctx: Context, { setJson, setExitCode, onParseMistak
       writeErr: (s) => ctx.stderr.write(s),
       outputError: (s, write) => {
         onParseMistake?.(s, "subs");
-        write(withHelpHint(s, "subs"));
+        write(parseMistakeText(ctx, { message: s, path: "subs" }));
       },
     })
     .addHelpText(
@@ -263,7 +277,7 @@ export function buildProgram(ctx: Context, { setJson, setExitCode, onParseMistak
       writeErr: (s) => ctx.stderr.write(s),
       outputError: (s, write) => {
         onParseMistake?.(s, path);
-        write(withHelpHint(s, path));
+        write(parseMistakeText(ctx, { message: s, path }));
       },
     });
     command.showSuggestionAfterError(true);
@@ -588,10 +602,6 @@ function commandPath(command: Command): string {
 }
 
 /** A usage mistake caught by the parser ends, like every error, with the next command to run. */
-function withHelpHint(message: string, path: string): string {
-  return `${message.replace(/\n?$/, "\n")}Run \`${path} --help\` for its usage and examples.\n`;
-}
-
 function parsePort(value: string): number {
   const port = Number(value);
   if (!/^\d+$/.test(value) || !Number.isInteger(port) || port < 1 || port > 65535) throw usage(`--port must be a port number (1-65535), not ${JSON.stringify(value)}`);
