@@ -51,12 +51,14 @@ export async function run(given_argv: readonly string[], given: Context): Promis
     return 0;
   }
   // What ran, for an error without a hint of its own: its next step names this command.
-  let ran: { path: string; args: string[]; debug: boolean } | undefined;
+  let ran: Ran | undefined;
   program.hook("preAction", async (_program, action) => {
     const debug = Boolean(program.opts().debug) || debugFromEnv(ctx.env);
     const config = (action.opts() as { config?: unknown }).config ?? (program.opts() as { config?: unknown }).config;
     const configArgs = typeof config === "string" ? ["--config", shellWord(config)] : [];
-    ran = { path: commandPath(action), args: [...action.args.filter((a) => !a.startsWith("-")), ...configArgs], debug };
+    const ranPath = commandPath(action);
+    const writes = WRITING_COMMANDS.has(ranPath) && !(action.opts() as { dryRun?: unknown }).dryRun;
+    ran = { path: ranPath, args: [...action.args.filter((a) => !a.startsWith("-")), ...configArgs], debug, writes };
     if (debug) {
       const { debugFetch } = await import("./output/debug-fetch.ts");
       ctx.fetch = debugFetch(learningFetch(given.fetch, secrets), ctx.stderr, ctx.now, secrets);
@@ -624,7 +626,7 @@ function pick<T extends object, K extends keyof T>(obj: T, key: K): Pick<T, K> |
  * rest: a usage mistake points at the command's --help, a failure at the same command with
  * --debug (every HTTP exchange, credentials redacted). Only on stderr: --json keeps its shape.
  */
-function fallbackHint(error: SubsError, ran: { path: string; args: string[]; debug: boolean } | undefined): string | undefined {
+function fallbackHint(error: SubsError, ran: Ran | undefined): string | undefined {
   if (!ran || error.code === "tool_error") return undefined;
   if (error.kind === "usage") return `run \`${ran.path} --help\` for its usage and examples`;
   if ((error.kind === "failed" || error.kind === "refused") && !ran.debug) {
@@ -634,7 +636,22 @@ function fallbackHint(error: SubsError, ran: { path: string; args: string[]; deb
   return undefined;
 }
 
-function renderError(ctx: Context, error: unknown, json: boolean, ran?: { path: string; args: string[]; debug: boolean }): void {
+/** What ran, once the parser chose a command. */
+type Ran = {
+  path: string;
+  args: string[];
+  debug: boolean;
+  /** The command would have changed a file, the db or a deployment (WRITING_COMMANDS, not --dry-run). */
+  writes: boolean;
+};
+
+/**
+ * The commands that change something: only after one of them does "nothing was changed" tell the
+ * person anything (issue 15). The others read, or write only a refreshed token on the way.
+ */
+const WRITING_COMMANDS = new Set(["subs init", "subs mcp add", "subs mcp remove", "subs mcp login", "subs apply"]);
+
+function renderError(ctx: Context, error: unknown, json: boolean, ran?: Ran): void {
   const style = styleFor(ctx.stderrColor);
   if (error instanceof ConfigError) {
     for (const d of error.diagnostics) {
@@ -643,7 +660,7 @@ function renderError(ctx: Context, error: unknown, json: boolean, ran?: { path: 
     }
     const n = error.diagnostics.length;
     const what = error.kind === "refused" ? "refusal" : "error";
-    ctx.stderr.write(`${n} ${what}${n === 1 ? "" : "s"} in ${shown(error.diagnostics[0]?.file ?? "the file")}; nothing was changed.\n`);
+    ctx.stderr.write(`${n} ${what}${n === 1 ? "" : "s"} in ${shown(error.diagnostics[0]?.file ?? "the file")}${ran?.writes ? "; nothing was changed" : ""}.\n`);
   } else if (error instanceof SubsError) {
     // Messages quote servers (an error_description, a JSON-RPC message, a deployment's words):
     // shown, never interpreted, here whatever the code that built them did (issue 14, item 1).

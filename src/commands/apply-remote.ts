@@ -47,16 +47,17 @@ export async function applyRemote(ctx: Context, config: Config, options: ApplyRe
   const applied = outcomes.filter((o) => o.outcome === "applied");
   if (failures.length === 0) {
     if (options.json) writeJson(ctx.stdout, planJson(plan, client.base.href, { dryRun: false, outcomes }));
-    else ctx.stdout.write(`Applied ${applied.length} change${applied.length === 1 ? "" : "s"} to ${client.base.href}.\n`);
+    // The summary is on stderr, as every other `subs apply` summary is (issue 15); stdout has the plan.
+    else ctx.stderr.write(`Applied ${applied.length} change${applied.length === 1 ? "" : "s"} to ${client.base.href}.\n`);
     return;
   }
 
   const notAttempted = outcomes.filter((o) => o.outcome === "not_attempted");
   if (!options.json) {
-    ctx.stdout.write(`\nApplied ${applied.length} of ${outcomes.length} changes:\n`);
+    ctx.stderr.write(`\nApplied ${applied.length} of ${outcomes.length} changes:\n`);
     for (const o of outcomes) {
-      const label = o.outcome === "applied" ? style.green("applied      ") : o.outcome === "failed" ? style.red("failed       ") : style.yellow("not attempted");
-      ctx.stdout.write(`  ${label} ${shown(describeStep(o.step))}\n`);
+      const label = o.outcome === "applied" ? errStyle.green("applied      ") : o.outcome === "failed" ? errStyle.red("failed       ") : errStyle.yellow("not attempted");
+      ctx.stderr.write(`  ${label} ${shown(describeStep(o.step))}\n`);
     }
   }
   const details = {

@@ -43,9 +43,13 @@ export async function applyCommand(ctx: Context, options: ApplyOptions): Promise
   for (const change of result.changes) {
     ctx.stdout.write(`${style.red("-")} ${change.id}: ${verb.toLowerCase()} its credential (${REASONS[change.reason]})\n`);
   }
+  const db = path.relative(ctx.cwd, config.dbPath) || config.dbPath;
+  // The summary is on stderr, as with [remote] (issue 15); stdout has the changes, one per line.
   const summary =
-    result.changes.length === 0
-      ? `Nothing to do: the local db matches ${config.displayPath}.`
-      : `${verb} ${result.changes.length} credential${result.changes.length > 1 ? "s" : ""} in ${path.relative(ctx.cwd, config.dbPath) || config.dbPath}${result.dryRun ? " (dry run: nothing changed)" : ""}.`;
+    result.changes.length > 0
+      ? `${verb} ${result.changes.length} credential${result.changes.length > 1 ? "s" : ""} in ${db}.${result.dryRun ? " Dry run: nothing was changed." : ""}`
+      : result.db
+        ? `Nothing to do: the local db matches ${config.displayPath}.`
+        : `Nothing to do: nothing is stored yet (no ${db}).`;
   ctx.stderr.write(`${summary}\n`);
 }
