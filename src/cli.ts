@@ -51,12 +51,14 @@ export async function run(given_argv: readonly string[], given: Context): Promis
     return 0;
   }
   // What ran, for an error without a hint of its own: its next step names this command.
-  let ran: { path: string; args: string[]; debug: boolean } | undefined;
+  let ran: Ran | undefined;
   program.hook("preAction", async (_program, action) => {
     const debug = Boolean(program.opts().debug) || debugFromEnv(ctx.env);
     const config = (action.opts() as { config?: unknown }).config ?? (program.opts() as { config?: unknown }).config;
     const configArgs = typeof config === "string" ? ["--config", shellWord(config)] : [];
-    ran = { path: commandPath(action), args: [...action.args.filter((a) => !a.startsWith("-")), ...configArgs], debug };
+    const ranPath = commandPath(action);
+    const writes = WRITING_COMMANDS.has(ranPath) && !(action.opts() as { dryRun?: unknown }).dryRun;
+    ran = { path: ranPath, args: [...action.args.filter((a) => !a.startsWith("-")), ...configArgs], debug, writes };
     if (debug) {
       const { debugFetch } = await import("./output/debug-fetch.ts");
       ctx.fetch = debugFetch(learningFetch(given.fetch, secrets), ctx.stderr, ctx.now, secrets);
@@ -107,12 +109,26 @@ function jsonFlagGiven(argv: readonly string[]): boolean {
   return (end === -1 ? argv : argv.slice(0, end)).includes("--json");
 }
 
-/** commander's "error: unknown option '--jsn'\n(Did you mean --json?)" as the --json error object. */
+/**
+ * commander's "error: unknown option '--jsn'\n(Did you mean --json?)" in subs's own words: the
+ * message, and a hint (issue 15: one style for suggestions, commander's included) that names the
+ * suggestion as every other "did you mean" does, then the command's --help. Also the --json error object.
+ */
 function parseMistakeJson({ message, path }: { message: string; path: string }): { code: "usage"; message: string; hint: string } {
   const [first = "", ...rest] = message.trim().split("\n");
-  const suggestion = rest.map((line) => line.replace(/^\((.*)\)$/, "$1")).join(" ");
   const help = `run \`${path} --help\` for its usage and examples`;
-  return { code: "usage", message: first.replace(/^error: /, ""), hint: suggestion ? `${suggestion.charAt(0).toLowerCase()}${suggestion.slice(1)} ${help}` : help };
+  const meant = rest.map((line) => /^\(Did you mean (one of )?(.*)\?\)$/.exec(line.trim())).find((m) => m !== null);
+  // A command is named whole (`subs mcp list`), as the hints for habits name it.
+  const whole = (word: string) => (first.startsWith("error: unknown command") ? `${path} ${word}` : word);
+  const suggestion = meant ? `did you mean ${meant[1] ?? ""}${meant[2]!.split(", ").map((word) => `\`${whole(word)}\``).join(", ")}? ` : "";
+  return { code: "usage", message: first.replace(/^error: /, ""), hint: `${suggestion}${help}` };
+}
+
+/** A parse mistake on stderr, as renderError writes every other usage error. */
+function parseMistakeText(ctx: Context, mistake: { message: string; path: string }): string {
+  const style = styleFor(ctx.stderrColor);
+  const { message, hint } = parseMistakeJson(mistake);
+  return `${style.red("error:")} ${message}\n${style.dim("hint:")} ${hint}\n`;
 }
 
 /** The words before any `--`, options and the value of --config left out. */
@@ -242,7 +258,7 @@ export function buildProgram(ctx: Context, { setJson, setExitCode, onParseMistak
       writeErr: (s) => ctx.stderr.write(s),
       outputError: (s, write) => {
         onParseMistake?.(s, "subs");
-        write(withHelpHint(s, "subs"));
+        write(parseMistakeText(ctx, { message: s, path: "subs" }));
       },
     })
     .addHelpText(
@@ -263,7 +279,7 @@ export function buildProgram(ctx: Context, { setJson, setExitCode, onParseMistak
       writeErr: (s) => ctx.stderr.write(s),
       outputError: (s, write) => {
         onParseMistake?.(s, path);
-        write(withHelpHint(s, path));
+        write(parseMistakeText(ctx, { message: s, path }));
       },
     });
     command.showSuggestionAfterError(true);
@@ -516,11 +532,12 @@ export function buildProgram(ctx: Context, { setJson, setExitCode, onParseMistak
       .addOption(configOption())
       .addOption(jsonOption())
       .option("--dry-run", "print the plan; change nothing")
+      .option("-y, --yes", "with [remote], apply a plan that removes without asking (on a terminal, subs asks first)")
       .addHelpText("after", examples(["subs apply --dry-run", "subs apply", "subs apply --json   # in CI"]))
-      .action(async (opts: { config?: string; json?: boolean; dryRun?: boolean }) => {
+      .action(async (opts: { config?: string; json?: boolean; dryRun?: boolean; yes?: boolean }) => {
         setJson(Boolean(opts.json));
         const { applyCommand } = await import("./commands/apply.ts");
-        await applyCommand(ctx, { ...configOf(opts), json: Boolean(opts.json), dryRun: Boolean(opts.dryRun) });
+        await applyCommand(ctx, { ...configOf(opts), json: Boolean(opts.json), dryRun: Boolean(opts.dryRun), yes: Boolean(opts.yes) });
       });
   }
 
@@ -616,10 +633,6 @@ function commandPath(command: Command): string {
 }
 
 /** A usage mistake caught by the parser ends, like every error, with the next command to run. */
-function withHelpHint(message: string, path: string): string {
-  return `${message.replace(/\n?$/, "\n")}Run \`${path} --help\` for its usage and examples.\n`;
-}
-
 function parsePort(value: string): number {
   const port = Number(value);
   if (!/^\d+$/.test(value) || !Number.isInteger(port) || port < 1 || port > 65535) throw usage(`--port must be a port number (1-65535), not ${JSON.stringify(value)}`);
@@ -642,7 +655,7 @@ function pick<T extends object, K extends keyof T>(obj: T, key: K): Pick<T, K> |
  * rest: a usage mistake points at the command's --help, a failure at the same command with
  * --debug (every HTTP exchange, credentials redacted). Only on stderr: --json keeps its shape.
  */
-function fallbackHint(error: SubsError, ran: { path: string; args: string[]; debug: boolean } | undefined): string | undefined {
+function fallbackHint(error: SubsError, ran: Ran | undefined): string | undefined {
   if (!ran || error.code === "tool_error") return undefined;
   if (error.kind === "usage") return `run \`${ran.path} --help\` for its usage and examples`;
   if ((error.kind === "failed" || error.kind === "refused") && !ran.debug) {
@@ -652,7 +665,22 @@ function fallbackHint(error: SubsError, ran: { path: string; args: string[]; deb
   return undefined;
 }
 
-function renderError(ctx: Context, error: unknown, json: boolean, ran?: { path: string; args: string[]; debug: boolean }): void {
+/** What ran, once the parser chose a command. */
+type Ran = {
+  path: string;
+  args: string[];
+  debug: boolean;
+  /** The command would have changed a file, the db or a deployment (WRITING_COMMANDS, not --dry-run). */
+  writes: boolean;
+};
+
+/**
+ * The commands that change something: only after one of them does "nothing was changed" tell the
+ * person anything (issue 15). The others read, or write only a refreshed token on the way.
+ */
+const WRITING_COMMANDS = new Set(["subs init", "subs mcp add", "subs mcp remove", "subs mcp login", "subs apply"]);
+
+function renderError(ctx: Context, error: unknown, json: boolean, ran?: Ran): void {
   const style = styleFor(ctx.stderrColor);
   if (error instanceof ConfigError) {
     for (const d of error.diagnostics) {
@@ -661,7 +689,7 @@ function renderError(ctx: Context, error: unknown, json: boolean, ran?: { path: 
     }
     const n = error.diagnostics.length;
     const what = error.kind === "refused" ? "refusal" : "error";
-    ctx.stderr.write(`${n} ${what}${n === 1 ? "" : "s"} in ${shown(error.diagnostics[0]?.file ?? "the file")}; nothing was changed.\n`);
+    ctx.stderr.write(`${n} ${what}${n === 1 ? "" : "s"} in ${shown(error.diagnostics[0]?.file ?? "the file")}${ran?.writes ? "; nothing was changed" : ""}.\n`);
   } else if (error instanceof SubsError) {
     // Messages quote servers (an error_description, a JSON-RPC message, a deployment's words):
     // shown, never interpreted, here whatever the code that built them did (issue 14, item 1).

@@ -11,6 +11,11 @@ export type Context = {
   stderr: Output;
   /** stdout is a terminal: tables instead of plain lines. */
   stdoutIsTTY: boolean;
+  /**
+   * The width of stdout's terminal in columns, when stdout is one and its width is known: tables
+   * fit it (issue 15). $COLUMNS, when set, wins over the terminal's own answer. Undefined when piped.
+   */
+  stdoutColumns?: number;
   /** stderr is a terminal: progress may animate. */
   stderrIsTTY: boolean;
   /**
@@ -53,6 +58,13 @@ export function colorWanted(env: Context["env"], isTTY: boolean): boolean {
   if (env.NO_COLOR !== undefined && env.NO_COLOR !== "") return false;
   if (env.FORCE_COLOR !== undefined && env.FORCE_COLOR !== "0") return true;
   return isTTY && env.TERM !== "dumb";
+}
+
+/** The width tables fit: $COLUMNS when it is a positive integer, else what the terminal says. */
+export function terminalColumns(env: Context["env"], reported: number | undefined): number | undefined {
+  const fromEnv = env.COLUMNS?.trim();
+  if (fromEnv && /^\d+$/.test(fromEnv) && Number(fromEnv) > 0) return Number(fromEnv);
+  return reported !== undefined && Number.isInteger(reported) && reported > 0 ? reported : undefined;
 }
 
 /**
@@ -247,10 +259,12 @@ export async function processContext(signal: AbortSignal, onBrokenPipe: () => vo
       if (error.code === "EPIPE") onBrokenPipe();
       throw error;
     });
+  const stdoutColumns = stdoutIsTTY ? terminalColumns(env, process.stdout.columns) : undefined;
   return {
     stdout: stdoutIsTTY ? terminal(process.stdout) : fdOutput(1, { onBrokenPipe }),
     stderr: stderrIsTTY ? terminal(process.stderr) : fdOutput(2, { onBrokenPipe }),
     stdoutIsTTY,
+    ...(stdoutColumns !== undefined ? { stdoutColumns } : {}),
     stderrIsTTY,
     terminalStdin: async () => ((await isTerminal(0)) ? process.stdin : undefined),
     readStdin: async () => {

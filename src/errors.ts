@@ -56,6 +56,11 @@ export const usage = (message: string, options?: { hint?: string }) => new SubsE
 export const refused = (message: string, options?: ErrorOptions) => new SubsError("refused", message, options);
 export const needsLogin = (id: string, reason: string) =>
   new SubsError("needs_login", `${id}: ${reason}`, { hint: `run \`subs mcp login ${id}\``, code: "needs_login" });
+/**
+ * The person answered no to a question before a change (`subs apply`'s "Apply? [y/N]"). Exit 1, as
+ * consent denied in a browser is: the command did not do what it was asked, and nothing changed.
+ */
+export const declined = (message: string, options?: { hint?: string }) => new SubsError("failed", message, { code: "declined", ...options });
 export const interrupted = () => new SubsError("interrupted", "interrupted", { code: "interrupted" });
 
 /**

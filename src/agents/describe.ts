@@ -1,6 +1,7 @@
 // Sentences for what resolve.ts decided, shared by the human output and the `message` fields of
 // `subs agent tools --json`. Pure: no colour, no I/O.
 import type { Claimant, DroppedTool, FilteredTool, Warning } from "./resolve.ts";
+import { possessive } from "../output/possessive.ts";
 
 export function describeClaimant(c: Claimant): string {
   switch (c.kind) {
@@ -9,12 +10,12 @@ export function describeClaimant(c: Claimant): string {
     case "sub_agent":
       return `the sub-agent \`${c.name}\``;
     case "connector":
-      return `${c.connection}'s \`${c.tool}\``;
+      return `${possessive(c.connection)} \`${c.tool}\``;
   }
 }
 
 export function describeDropped(d: DroppedTool): string {
-  const subject = `${d.connection}'s \`${d.tool}\` would be \`${d.name}\``;
+  const subject = `${possessive(d.connection)} \`${d.tool}\` would be \`${d.name}\``;
   switch (d.reason) {
     case "declared_tool":
     case "sub_agent": {

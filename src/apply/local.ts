@@ -19,6 +19,8 @@ export type LocalApplyResult = {
   changes: LocalChange[];
   /** Ids whose stored credential stays. */
   unchanged: string[];
+  /** False when there is no db at all: nothing is stored, so nothing can differ from the file. */
+  db: boolean;
 };
 
 /** Why what is stored for `row.id` no longer fits the file, or undefined when it still does. */
@@ -40,7 +42,7 @@ export async function applyLocal(options: {
 }): Promise<LocalApplyResult> {
   const { config, dryRun } = options;
   const opened = await openEnvironmentStore(config, { create: false, reporter: options.reporter });
-  if (!opened) return { dryRun, changes: [], unchanged: [] };
+  if (!opened) return { dryRun, changes: [], unchanged: [], db: false };
   const { store } = opened;
   const declared = new Map(config.connections.map((c) => [c.id, c]));
   try {
@@ -54,7 +56,7 @@ export async function applyLocal(options: {
       }
       return { changes, unchanged };
     };
-    if (dryRun) return { dryRun, ...plan() };
+    if (dryRun) return { dryRun, db: true, ...plan() };
     // Plan and delete under one write lock, so what we report is exactly what we deleted.
     let deleted: CredentialRow[] = [];
     const result = store.exclusive(() => {
@@ -70,7 +72,7 @@ export async function applyLocal(options: {
       const { revokeCredentials } = await import("../auth/revoke.ts");
       await revokeCredentials(deleted, { ctx: options.revoke, reporter: options.reporter, storePath: store.path });
     }
-    return { dryRun, ...result };
+    return { dryRun, db: true, ...result };
   } finally {
     store.close();
   }

@@ -185,7 +185,7 @@ export function dropRegistration(store: Store, issuer: string, client: Credentia
 
 /** The token endpoint no longer accepts the registration a login presented: it is dropped. */
 export function registrationRejected(id: string, issuer: string, error: unknown): SubsError {
-  return failed(`${id}: the authorization server ${issuer} no longer accepts subs's registration (${oauthProblem(error)}); it was dropped`, {
+  return failed(`${id}: the authorization server ${issuer} no longer accepts subs' registration (${oauthProblem(error)}); it was dropped`, {
     hint: `run \`subs mcp login ${id}\` again: it registers anew`,
     code: "registration_rejected",
     cause: error,

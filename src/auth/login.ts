@@ -17,6 +17,7 @@ import { oauthProblem } from "./errors.ts";
 import { pastedResponse, type ResponseCheck } from "./loopback.ts";
 import { checkedTokens } from "./tokens.ts";
 import { authFetch } from "../http/guarded-fetch.ts";
+import { loginWords } from "../output/login-words.ts";
 
 export type LoginContext = Pick<Context, "env" | "fetch" | "now" | "openBrowser" | "signal" | "terminalStdin">;
 
@@ -119,12 +120,12 @@ async function loginFlow(options: LoginOptions): Promise<LoginResult> {
   const fetch = fetchWithSignal(authFetch(ctx), ctx.signal);
   // Progress from the first request on (issue 13): discovery and registration can each take the
   // whole HTTP deadline on a slow server, and a terminal must not sit silent meanwhile.
-  const preparing = reporter.progress(`Contacting ${connection.id} at ${new URL(connection.url).origin}`);
+  const preparing = reporter.progress(loginWords.contacting(connection.id, new URL(connection.url).origin));
   let discovery: Awaited<ReturnType<typeof discover>>;
   try {
     discovery = await discover({ serverUrl: connection.url, fetch, signal: ctx.signal });
   } catch (error) {
-    preparing.fail(`Could not start the login of ${connection.id}`);
+    preparing.fail(loginWords.couldNotStart(connection.id));
     throw error;
   }
   if ("open" in discovery) {
@@ -143,7 +144,7 @@ async function loginFlow(options: LoginOptions): Promise<LoginResult> {
     // The client first: a reused registration listens on the port it registered (issue 13).
     setup = await clientAndLoopback({ connection, issuer, metadata, scope, store, env: ctx.env, fetch, now: ctx.now(), port: options.port, signal: ctx.signal });
   } catch (error) {
-    preparing.fail(`Could not start the login of ${connection.id}`);
+    preparing.fail(loginWords.couldNotStart(connection.id));
     throw error;
   }
   const { client, reused, loopback } = setup;
@@ -159,7 +160,7 @@ async function loginFlow(options: LoginOptions): Promise<LoginResult> {
       resource,
     });
     prepared = true;
-    preparing.succeed(`${connection.id} authorizes at ${issuer}`);
+    preparing.succeed(loginWords.authorizesAt(connection.id, issuer));
 
     const check = responseCheck({
       state,
@@ -188,37 +189,37 @@ async function loginFlow(options: LoginOptions): Promise<LoginResult> {
     linkReplayed.catch(() => {});
     let pasteFrom: NodeJS.ReadableStream | undefined;
     if (options.openBrowser) {
-      reporter.info(`Opening the browser to authorize ${connection.id} at ${new URL(url).origin} …`);
-      reporter.info(`If it does not open, visit:\n  ${url}`);
+      reporter.info(loginWords.opening(connection.id, new URL(url).origin));
+      reporter.info(loginWords.ifItDoesNotOpen(url));
       try {
         // Not the authorization URL itself: `state` must not be in the browser's argv (issue 14).
         await ctx.openBrowser(loopback.openUrl(url, replayed));
       } catch (error) {
         // Said at once, not after the timeout: the person can open the URL elsewhere and, on a
         // terminal, paste the redirect back as under --no-browser (product.md).
-        reporter.warn(`could not open a browser (${error instanceof Error ? error.message : String(error)}); open the URL above in a browser yourself`);
+        reporter.warn(loginWords.browserFailed(error));
         pasteFrom = await ctx.terminalStdin?.();
       }
     } else {
-      reporter.info(`Open this URL in a browser to authorize ${connection.id}:\n  ${url}`);
+      reporter.info(loginWords.visit(connection.id, url));
       pasteFrom = await ctx.terminalStdin?.();
     }
     if (pasteFrom) reporter.info("If the browser cannot reach this machine, paste the address it was redirected to here and press Enter.");
     // The URL stays on its own line above; the spinner (a terminal only) shows the elapsed time.
     // Not while the person may paste a URL on this terminal: redrawing would garble their input.
     const pasting = pasteFrom !== undefined;
-    const waitingText = `Waiting for consent for ${connection.id} (Ctrl-C to cancel, times out in ${Math.round(options.timeoutMs / 1000)}s)`;
+    const waitingText = loginWords.waiting(connection.id, options.timeoutMs);
     const waiting = pasting ? (reporter.info(`${waitingText} …`), silentProgress) : reporter.progress(waitingText);
     let params: URLSearchParams;
     try {
       params = await waitForResponse({ ctx, check, loopback: fromLoopback, stop: linkReplayed, timeoutMs: options.timeoutMs, pasteFrom, redirectUri: loopback.redirectUri, reporter });
     } catch (error) {
-      waiting.fail(ctx.signal.aborted ? `Stopped waiting for consent for ${connection.id}` : `No consent for ${connection.id}`);
+      waiting.fail(ctx.signal.aborted ? loginWords.stopped(connection.id) : loginWords.noConsent(connection.id));
       throw dropRegistrationAfterWait(error, { store, issuer, client, reused, id: connection.id });
     }
     const error = params.get("error");
-    if (error === null) waiting.succeed(`Consent received for ${connection.id}`);
-    else waiting.fail(`Consent not given for ${connection.id}`);
+    if (error === null) waiting.succeed(loginWords.received(connection.id));
+    else waiting.fail(loginWords.notGiven(connection.id));
     if (error !== null) {
       const description = params.get("error_description");
       throw failed(`${connection.id}: authorization was not granted (${error}${description ? `: ${description.slice(0, 200)}` : ""})`, {
@@ -272,7 +273,7 @@ async function loginFlow(options: LoginOptions): Promise<LoginResult> {
     );
     return { id: connection.id, issuer, scopes: granted, expiresAt, refreshable: tokens.refresh_token !== undefined, client: client.kind ?? "dynamic" };
   } catch (error) {
-    if (!prepared) preparing.fail(`Could not start the login of ${connection.id}`);
+    if (!prepared) preparing.fail(loginWords.couldNotStart(connection.id));
     throw error;
   } finally {
     await loopback.close();

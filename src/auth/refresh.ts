@@ -101,7 +101,7 @@ export async function freshCredential(options: {
         // A client the server no longer knows (issue 13): its registration is dropped too, so the
         // login that follows registers anew instead of failing the same way.
         if (clientRejected(error) && dropRegistration(store, current.issuer, client)) {
-          return { rejected: `the authorization server no longer accepts subs's registration (${oauthProblem(error)}); it was dropped, and the next login registers anew` };
+          return { rejected: `the authorization server no longer accepts subs' registration (${oauthProblem(error)}); it was dropped, and the next login registers anew` };
         }
         return { rejected: `the authorization server rejected the refresh token (${oauthProblem(error)})` };
       }

@@ -75,5 +75,5 @@ export async function agentListCommand(ctx: Context, options: AgentListOptions):
     a.tools.join(", ") || "-",
     a.agents.join(", ") || "-",
   ]);
-  ctx.stdout.write(renderTable(["AGENT", "CONNECTIONS", "TOOLS", "SUB-AGENTS"], rows, { tty: ctx.stdoutIsTTY, style: style.bold }));
+  ctx.stdout.write(renderTable(["AGENT", "CONNECTIONS", "TOOLS", "SUB-AGENTS"], rows, { tty: ctx.stdoutIsTTY, columns: ctx.stdoutColumns, style: style.bold }));
 }

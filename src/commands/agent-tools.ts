@@ -13,6 +13,7 @@ import { renderTable } from "../output/table.ts";
 import { shown } from "../output/untrusted.ts";
 import { silentProgress } from "../report.ts";
 import { fetchingProgress } from "./mcp-tools.ts";
+import { possessive } from "../output/possessive.ts";
 
 export type AgentToolsOptions = {
   agent: string;
@@ -41,7 +42,7 @@ export async function agentToolsCommand(ctx: Context, options: AgentToolsOptions
       signal: ctx.signal,
     });
   } catch (error) {
-    fetching.fail(`Could not fetch ${agentConfig.name}'s tools`);
+    fetching.fail(`Could not fetch ${possessive(agentConfig.name)} tools`);
     throw error;
   }
   const answered = n - result.unavailable.length;
@@ -154,11 +155,11 @@ function renderHuman(ctx: Context, r: Inspection, verbose: boolean): void {
   const err = styleFor(ctx.stderrColor);
   const source = (t: ModelTool) => (t.kind === "connector" ? t.connection : t.kind === "declared" ? "(declared)" : "(sub-agent)");
   const rows = r.tools.map((t) => [shown(t.name), source(t), t.kind === "connector" ? shown(t.tool.name) : "-"]);
-  if (rows.length > 0) ctx.stdout.write(renderTable(["NAME", "FROM", "TOOL ON CONNECTION"], rows, { tty: ctx.stdoutIsTTY, style: style.bold }));
+  if (rows.length > 0) ctx.stdout.write(renderTable(["NAME", "FROM", "TOOL ON CONNECTION"], rows, { tty: ctx.stdoutIsTTY, columns: ctx.stdoutColumns, style: style.bold }));
 
   for (const u of r.unavailable) {
     // Messages quote servers; tool names are theirs: shown, never interpreted (issue 14, item 1).
-    ctx.stderr.write(`${err.yellow("unavailable:")} ${shown(u.message)}; the model runs without ${u.connection}'s tools\n`);
+    ctx.stderr.write(`${err.yellow("unavailable:")} ${shown(u.message)}; the model runs without ${possessive(u.connection)} tools\n`);
     if (u.hint) ctx.stderr.write(`  ${err.dim("hint:")} ${shown(u.hint, { multiline: true })}\n`);
   }
   for (const d of r.dropped) ctx.stderr.write(`${err.yellow("dropped:")} ${shown(describeDropped(d))}\n`);
@@ -167,7 +168,7 @@ function renderHuman(ctx: Context, r: Inspection, verbose: boolean): void {
   for (const f of r.filtered) byConnection.set(f.connection, [...(byConnection.get(f.connection) ?? []), f]);
   for (const [connection, removed] of byConnection) {
     if (verbose) {
-      for (const f of removed) ctx.stderr.write(`${err.dim("filtered:")} ${connection}'s \`${shown(f.tool)}\`: ${shown(describeFiltered(f))}\n`);
+      for (const f of removed) ctx.stderr.write(`${err.dim("filtered:")} ${possessive(connection)} \`${shown(f.tool)}\`: ${shown(describeFiltered(f))}\n`);
       continue;
     }
     const counts = new Map<string, number>();

@@ -3,15 +3,20 @@
 import type { Config } from "../config/types.ts";
 import { assertNoLocalOnlyAuth } from "../config/remote-rules.ts";
 import type { Context } from "../context.ts";
-import { failed, refused, SubsError } from "../errors.ts";
+import { declined, failed, refused, SubsError } from "../errors.ts";
 import { writeJson } from "../output/json.ts";
 import { stderrReporter } from "../output/reporter.ts";
-import { styleFor, type Style } from "../output/style.ts";
+import { MARK, styleFor, type Style } from "../output/style.ts";
 import { shown } from "../output/untrusted.ts";
 import { DeploymentClient, DeploymentError } from "../remote/client.ts";
 import { executePlan, hasChanges, planRemote, readRemoteState, type PlanStep, type RemotePlan, type StepOutcome } from "../remote/plan.ts";
 
-export type ApplyRemoteOptions = { json: boolean; dryRun: boolean };
+export type ApplyRemoteOptions = {
+  json: boolean;
+  dryRun: boolean;
+  /** `--yes`: never ask. */
+  yes: boolean;
+};
 
 export async function applyRemote(ctx: Context, config: Config, options: ApplyRemoteOptions): Promise<void> {
   const remote = config.remote!;
@@ -30,10 +35,11 @@ export async function applyRemote(ctx: Context, config: Config, options: ApplyRe
   }
 
   const errStyle = styleFor(ctx.stderrColor);
+  await confirmRemovals(ctx, plan, client.base.href, options);
   const outcomes = await executePlan(client, plan, {
     onStep: (o) => {
       if (options.json) return;
-      const mark = o.outcome === "applied" ? errStyle.green("✔") : errStyle.red("✗");
+      const mark = o.outcome === "applied" ? errStyle.green(MARK.success) : errStyle.red(MARK.failure);
       ctx.stderr.write(`${mark} ${o.outcome === "failed" ? `could not ${shown(describeStep(o.step))}: ${shown(errorMessage(o.error))}` : describeStepDone(o.step)}\n`);
     },
   });
@@ -41,16 +47,17 @@ export async function applyRemote(ctx: Context, config: Config, options: ApplyRe
   const applied = outcomes.filter((o) => o.outcome === "applied");
   if (failures.length === 0) {
     if (options.json) writeJson(ctx.stdout, planJson(plan, client.base.href, { dryRun: false, outcomes }));
-    else ctx.stdout.write(`Applied ${applied.length} change${applied.length === 1 ? "" : "s"} to ${client.base.href}.\n`);
+    // The summary is on stderr, as every other `subs apply` summary is (issue 15); stdout has the plan.
+    else ctx.stderr.write(`Applied ${applied.length} change${applied.length === 1 ? "" : "s"} to ${client.base.href}.\n`);
     return;
   }
 
   const notAttempted = outcomes.filter((o) => o.outcome === "not_attempted");
   if (!options.json) {
-    ctx.stdout.write(`\nApplied ${applied.length} of ${outcomes.length} changes:\n`);
+    ctx.stderr.write(`\nApplied ${applied.length} of ${outcomes.length} changes:\n`);
     for (const o of outcomes) {
-      const label = o.outcome === "applied" ? style.green("applied      ") : o.outcome === "failed" ? style.red("failed       ") : style.yellow("not attempted");
-      ctx.stdout.write(`  ${label} ${shown(describeStep(o.step))}\n`);
+      const label = o.outcome === "applied" ? errStyle.green("applied      ") : o.outcome === "failed" ? errStyle.red("failed       ") : errStyle.yellow("not attempted");
+      ctx.stderr.write(`  ${label} ${shown(describeStep(o.step))}\n`);
     }
   }
   const details = {
@@ -85,6 +92,35 @@ export async function applyRemote(ctx: Context, config: Config, options: ApplyRe
     hint: "fix the cause and rerun `subs apply`: it reads the deployment again and carries out only what is left",
     details,
   });
+}
+
+/** What the plan takes away: removed connections and agents, and credentials the deployment drops. */
+export function removals(plan: RemotePlan): string[] {
+  const lines: string[] = [];
+  for (const step of plan.connections) {
+    if (step.action === "remove") lines.push(`connection ${step.id}${step.credential === "dropped" ? " and its credential" : ""}`);
+    else if (step.credential === "dropped") lines.push(`the credential of ${step.id} (${step.credentialReason === "url_changed" ? "url changed" : "declaration removed"})`);
+  }
+  for (const step of plan.agents) if (step.action === "remove") lines.push(`agent ${step.id}`);
+  return lines;
+}
+
+/**
+ * On a terminal (stdin and stderr), a plan that removes something asks first (issue 15): a
+ * removed connection's credential is gone for good, and getting it back costs a new consent.
+ * `--yes`, or no terminal (CI, a script), applies as before. A "no" changes nothing.
+ */
+async function confirmRemovals(ctx: Context, plan: RemotePlan, url: string, options: ApplyRemoteOptions): Promise<void> {
+  if (options.yes || !ctx.stderrIsTTY) return;
+  const removed = removals(plan);
+  if (removed.length === 0) return;
+  const stdin = await ctx.terminalStdin?.();
+  if (!stdin) return;
+  // Names may be the deployment's (a connection not in the file): shown, never interpreted.
+  ctx.stderr.write(`This removes from ${shown(url)}:\n${removed.map((r) => `  - ${shown(r)}\n`).join("")}Apply? [y/N] `);
+  const { readYes } = await import("../output/confirm.ts");
+  if (await readYes(stdin, ctx.signal)) return;
+  throw declined(`not applied: nothing was changed on ${url}`, { hint: "`subs apply --yes` applies without asking; `subs apply --dry-run` shows the plan only" });
 }
 
 const SIGN: Record<string, string> = { add: "+", change: "~", remove: "-", unchanged: "=" };

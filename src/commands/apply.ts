@@ -6,7 +6,13 @@ import { writeJson } from "../output/json.ts";
 import { stderrReporter } from "../output/reporter.ts";
 import { styleFor } from "../output/style.ts";
 
-export type ApplyOptions = { config?: string; json: boolean; dryRun: boolean };
+export type ApplyOptions = {
+  config?: string;
+  json: boolean;
+  dryRun: boolean;
+  /** `--yes`: with [remote], no question before a plan that removes. */
+  yes?: boolean;
+};
 
 const REASONS: Record<LocalChange["reason"], string> = {
   not_declared: "no longer declared",
@@ -19,7 +25,7 @@ export async function applyCommand(ctx: Context, options: ApplyOptions): Promise
   const reporter = stderrReporter(ctx);
   if (config.remote) {
     const { applyRemote } = await import("./apply-remote.ts");
-    return applyRemote(ctx, config, { json: options.json, dryRun: options.dryRun });
+    return applyRemote(ctx, config, { json: options.json, dryRun: options.dryRun, yes: options.yes ?? false });
   }
   const result = await applyLocal({ config, dryRun: options.dryRun, reporter, revoke: ctx });
   if (options.json) {
@@ -37,9 +43,13 @@ export async function applyCommand(ctx: Context, options: ApplyOptions): Promise
   for (const change of result.changes) {
     ctx.stdout.write(`${style.red("-")} ${change.id}: ${verb.toLowerCase()} its credential (${REASONS[change.reason]})\n`);
   }
+  const db = path.relative(ctx.cwd, config.dbPath) || config.dbPath;
+  // The summary is on stderr, as with [remote] (issue 15); stdout has the changes, one per line.
   const summary =
-    result.changes.length === 0
-      ? `Nothing to do: the local db matches ${config.displayPath}.`
-      : `${verb} ${result.changes.length} credential${result.changes.length > 1 ? "s" : ""} in ${path.relative(ctx.cwd, config.dbPath) || config.dbPath}${result.dryRun ? " (dry run: nothing changed)" : ""}.`;
+    result.changes.length > 0
+      ? `${verb} ${result.changes.length} credential${result.changes.length > 1 ? "s" : ""} in ${db}.${result.dryRun ? " Dry run: nothing was changed." : ""}`
+      : result.db
+        ? `Nothing to do: the local db matches ${config.displayPath}.`
+        : `Nothing to do: nothing is stored yet (no ${db}).`;
   ctx.stderr.write(`${summary}\n`);
 }

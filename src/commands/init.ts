@@ -3,7 +3,7 @@ import { CONFIG_FILE_NAME, findConfigPath } from "../config/find.ts";
 import { parseConnectionArgument, writeStarterConfig } from "../config/init.ts";
 import type { Context } from "../context.ts";
 import { shellWord } from "../output/shell-word.ts";
-import { styleFor } from "../output/style.ts";
+import { MARK, styleFor } from "../output/style.ts";
 
 export type InitOptions = {
   /** --config, else $SUBS_CONFIG, else ./substructure.toml: where every other command would look first. */
@@ -22,7 +22,7 @@ export async function initCommand(ctx: Context, options: InitOptions): Promise<v
   const style = styleFor(ctx.stderrColor);
   const shown = path.relative(ctx.cwd, file) || file;
   const what = connections.length === 0 ? "" : ` with ${connections.map((c) => c.id).join(", ")}`;
-  ctx.stderr.write(`${style.green("✔")} Wrote ${shown}${what}.\n`);
+  ctx.stderr.write(`${style.green(MARK.success)} Wrote ${shown}${what}.\n`);
   if (shadowed !== undefined && shadowed !== file) {
     ctx.stderr.write(`note: commands run in this directory now read ${shown}, no longer ${path.relative(ctx.cwd, shadowed)}\n`);
   }

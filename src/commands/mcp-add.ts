@@ -6,7 +6,7 @@ import { ENV_NAME_PATTERN, isValidName, urlProblem } from "../config/schema.ts";
 import type { Context } from "../context.ts";
 import { refused, usage } from "../errors.ts";
 import { shellWord } from "../output/shell-word.ts";
-import { styleFor } from "../output/style.ts";
+import { MARK, styleFor } from "../output/style.ts";
 
 export type McpAddOptions = NewConnection & { config?: string };
 
@@ -14,7 +14,7 @@ export async function mcpAddCommand(ctx: Context, options: McpAddOptions): Promi
   const { config: configPath, ...connection } = options;
   const added = addConnection(ctx, connection, configPath);
   const style = styleFor(ctx.stderrColor);
-  ctx.stderr.write(`${style.green("✔")} Added [mcp.${connection.id}] to ${added.displayPath}.\n`);
+  ctx.stderr.write(`${style.green(MARK.success)} Added [mcp.${connection.id}] to ${added.displayPath}.\n`);
   const configArg = configPath !== undefined ? ` --config ${shellWord(configPath)}` : "";
   ctx.stderr.write(
     connection.tokenEnv !== undefined

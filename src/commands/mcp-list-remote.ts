@@ -58,7 +58,7 @@ export async function mcpListRemote(ctx: Context, config: Config, options: McpLi
   const now = ctx.now();
   const rows = entries.map((e) => [e.id, e.url, describe(e, now, style), ...(checks ? [checked!.describeCheck(checks.get(e.id)!, style)] : []), e.agents.join(", ") || "-"]);
   const headers = ["ID", "URL", "STATUS ON " + client.base.host, ...(checks ? ["CHECK"] : []), "AGENTS"];
-  ctx.stdout.write(renderTable(headers, rows, { tty: ctx.stdoutIsTTY, style: style.bold }));
+  ctx.stdout.write(renderTable(headers, rows, { tty: ctx.stdoutIsTTY, columns: ctx.stdoutColumns, style: style.bold }));
   const drifted = entries.filter((e) => e.drift !== null).length;
   if (drifted > 0) ctx.stderr.write(`${drifted} connection${drifted === 1 ? "" : "s"} differ${drifted === 1 ? "s" : ""} between ${config.displayPath} and the deployment: run \`subs apply\`.\n`);
   if (!checks) return 0;

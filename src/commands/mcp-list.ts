@@ -114,7 +114,7 @@ export async function mcpListCommand(ctx: Context, options: McpListOptions): Pro
     ...undeclared.map((row) => [row.id, row.url, "oauth", style.yellow(UNDECLARED), ...(checks ? ["-"] : []), "-"]),
   ];
   const headers = ["ID", "URL", "AUTH", "STATUS", ...(checks ? ["CHECK"] : []), "AGENTS"];
-  ctx.stdout.write(renderTable(headers, rows, { tty: ctx.stdoutIsTTY, style: style.bold }));
+  ctx.stdout.write(renderTable(headers, rows, { tty: ctx.stdoutIsTTY, columns: ctx.stdoutColumns, style: style.bold }));
   if (!checks) return 0;
   checked!.reportProblems(ctx, checks);
   return checked!.checkExitCode(checks.values());

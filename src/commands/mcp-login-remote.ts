@@ -4,12 +4,12 @@ import { findConnections } from "../config/lookup.ts";
 import { assertNoLocalOnlyAuth } from "../config/remote-rules.ts";
 import type { Config, ConnectionConfig } from "../config/types.ts";
 import type { Context } from "../context.ts";
-import { usage, withDetails } from "../errors.ts";
+import { SubsError, usage, withDetails } from "../errors.ts";
 import { writeJson } from "../output/json.ts";
 import { stderrReporter } from "../output/reporter.ts";
-import { styleFor } from "../output/style.ts";
+import { MARK, styleFor } from "../output/style.ts";
+import { loginWords } from "../output/login-words.ts";
 import { shortDuration } from "../output/time.ts";
-import { shown } from "../output/untrusted.ts";
 import type { Progress } from "../report.ts";
 import { DeploymentClient } from "../remote/client.ts";
 import { loginOnDeployment } from "../remote/login.ts";
@@ -56,7 +56,6 @@ export async function mcpLoginRemote(ctx: Context, config: Config, options: McpL
       return;
     }
   }
-  const style = styleFor(ctx.stderrColor);
   const results: RemoteLoginJson[] = [];
   for (const [n, connection] of targets.entries()) {
     try {
@@ -69,7 +68,10 @@ export async function mcpLoginRemote(ctx: Context, config: Config, options: McpL
   if (options.json) writeJson(ctx.stdout, results);
 
   async function loginOne(connection: ConnectionConfig): Promise<void> {
-    let progress: Progress | undefined;
+    const id = connection.id;
+    // The same steps in the same words as a login without [remote] (src/output/login-words.ts).
+    const preparing = reporter.progress(loginWords.contactingThrough(id, client.base.origin));
+    let waiting: Progress | undefined;
     let remote;
     try {
       remote = await loginOnDeployment({
@@ -79,25 +81,24 @@ export async function mcpLoginRemote(ctx: Context, config: Config, options: McpL
         openBrowser: options.browser,
         timeoutMs: options.timeoutSeconds * 1000,
         events: {
-          onAuthorizationUrl: (url, opened, error) => {
-            // The URL is the deployment's: shown, never interpreted (issue 14, item 1).
-            const link = shown(url);
-            if (opened) ctx.stderr.write(`Opened a browser to authorize ${connection.id} on ${client.base.origin}. If it did not open, visit:\n  ${link}\n`);
-            else if (error) ctx.stderr.write(`${style.yellow("warning:")} could not open a browser (${shown(error instanceof Error ? error.message : String(error))}). Visit:\n  ${link}\n`);
-            else ctx.stderr.write(`To authorize ${connection.id} on ${client.base.origin}, visit:\n  ${link}\n`);
+          onAuthorizationUrl: (url, opened, error, waitMs) => {
+            preparing.succeed(loginWords.authorizesThrough(id, client.base.origin));
+            // The URL is the deployment's: the reporter shows it, never interprets it (issue 14, item 1).
+            if (options.browser) {
+              reporter.info(loginWords.opening(id, new URL(url).origin));
+              reporter.info(loginWords.ifItDoesNotOpen(url));
+              if (!opened) reporter.warn(loginWords.browserFailed(error));
+            } else reporter.info(loginWords.visit(id, url));
             // The spinner starts at once, below the URL, not after the first poll.
-            progress = reporter.progress(`waiting for consent on the deployment for ${connection.id} (Ctrl-C to cancel)`);
-          },
-          onWaiting: (elapsedMs, remainingMs) => {
-            const text = `waiting for consent on the deployment for ${connection.id} (gives up in ${shortDuration(remainingMs)})`;
-            if (progress) progress.update(text);
-            else progress = reporter.progress(text);
+            waiting = reporter.progress(loginWords.waiting(id, waitMs));
           },
         },
       });
-      progress?.succeed(`${connection.id}: consent received`);
+      waiting?.succeed(loginWords.received(id));
     } catch (error) {
-      progress?.fail(`${connection.id}: stopped waiting`);
+      const code = error instanceof SubsError ? error.code : undefined;
+      if (!waiting) preparing.fail(loginWords.couldNotStart(id));
+      else waiting.fail(ctx.signal.aborted ? loginWords.stopped(id) : code === "access_denied" || code === "authorization_failed" ? loginWords.notGiven(id) : loginWords.noConsent(id));
       throw error;
     }
     const expiresAt = remote.expires_at ? Date.parse(remote.expires_at) : null;
@@ -111,8 +112,9 @@ export async function mcpLoginRemote(ctx: Context, config: Config, options: McpL
       expires_at: remote.expires_at ?? null,
     });
     if (!options.json) {
-      const expiry = expiresAt === null ? "" : ` (expires in ${shortDuration(expiresAt - ctx.now())}; the deployment refreshes it)`;
-      ctx.stdout.write(`${styleFor(ctx.color).green("✔")} ${connection.id}: authorized on ${client.base.origin}${expiry}\n`);
+      // As a local login's result: the mark, who authorized it, then its expiry on a line of its own.
+      const expiry = expiresAt === null ? "" : `  expires in ${shortDuration(expiresAt - ctx.now())}, refreshed by the deployment\n`;
+      ctx.stdout.write(`${styleFor(ctx.color).green(MARK.success)} ${id}: authorized on ${client.base.origin}\n${expiry}`);
     }
   }
 }

@@ -6,12 +6,13 @@ import { aboutId, usage, withDetails } from "../errors.ts";
 import { withDeadline } from "../http/deadline.ts";
 import { writeJson } from "../output/json.ts";
 import { stderrReporter } from "../output/reporter.ts";
-import { styleFor } from "../output/style.ts";
+import { MARK, styleFor } from "../output/style.ts";
 import { isoOrNull, shortDuration } from "../output/time.ts";
 import { shown } from "../output/untrusted.ts";
 import type { Reporter } from "../report.ts";
 import { localStatuses, storedState, type StoredState } from "../status/status.ts";
 import { storedRows } from "../store/environment.ts";
+import { possessive } from "../output/possessive.ts";
 
 export type McpLoginOptions = {
   config?: string;
@@ -119,7 +120,7 @@ export async function mcpLoginCommand(ctx: Context, options: McpLoginOptions): P
       results.push({ id: result.id, result: "open", issuer: null, scopes: [], expires_at: null, refreshable: false, tools, token_env: null, token_env_set: null });
       if (!options.json) {
         ctx.stdout.write(
-          `${style.green("✔")} ${result.id}: the server asks for no credential; calls to it carry none\n` +
+          `${style.green(MARK.success)} ${result.id}: the server asks for no credential; calls to it carry none\n` +
             (tools === null ? "" : `  ${tools} tool${tools === 1 ? "" : "s"} offered\n`),
         );
       }
@@ -142,7 +143,7 @@ export async function mcpLoginCommand(ctx: Context, options: McpLoginOptions): P
         result.expiresAt === null ? "does not expire" : `expires in ${shortDuration(result.expiresAt - ctx.now())}${result.refreshable ? ", refreshable" : ", not refreshable"}`;
       ctx.stdout.write(
         // The issuer and the scopes granted are the authorization server's words (issue 14).
-        `${style.green("✔")} ${result.id}: authorized by ${shown(result.issuer)}\n` +
+        `${style.green(MARK.success)} ${result.id}: authorized by ${shown(result.issuer)}\n` +
           `  scopes: ${result.scopes.length > 0 ? shown(result.scopes.join(" ")) : "(none requested)"}\n` +
           `  ${expiry}\n` +
           (tools === null ? "" : `  ${tools} tool${tools === 1 ? "" : "s"} offered\n`),
@@ -173,7 +174,7 @@ async function countTools(ctx: Context, config: Config, connection: ConnectionCo
     }
   } catch (error) {
     if (ctx.signal.aborted) throw error;
-    reporter.warn(`logged in, but listing ${connection.id}'s tools failed: ${error instanceof Error ? error.message : String(error)}`);
+    reporter.warn(`logged in, but listing ${possessive(connection.id)} tools failed: ${error instanceof Error ? error.message : String(error)}`);
     return null;
   } finally {
     deadline.clear();

@@ -13,7 +13,7 @@ import type { Context } from "../context.ts";
 import { refused } from "../errors.ts";
 import { stderrReporter } from "../output/reporter.ts";
 import { shellWord } from "../output/shell-word.ts";
-import { styleFor } from "../output/style.ts";
+import { MARK, styleFor } from "../output/style.ts";
 import type { Reporter } from "../report.ts";
 
 export type McpRemoveOptions = { config?: string; id: string };
@@ -22,7 +22,7 @@ export async function mcpRemoveCommand(ctx: Context, options: McpRemoveOptions):
   const reporter = stderrReporter(ctx);
   const style = styleFor(ctx.stderrColor);
   const { config } = removeFromFile(ctx, options.id, options.config);
-  ctx.stderr.write(`${style.green("✔")} Removed [mcp.${options.id}] from ${config.displayPath}.\n`);
+  ctx.stderr.write(`${style.green(MARK.success)} Removed [mcp.${options.id}] from ${config.displayPath}.\n`);
   if (config.remote) {
     const configArg = options.config !== undefined ? ` --config ${shellWord(options.config)}` : "";
     ctx.stderr.write(`Next: \`subs apply${configArg}\` removes ${options.id} and its credential from the deployment.\n`);

@@ -7,6 +7,7 @@ import { stderrReporter } from "../output/reporter.ts";
 import { DeploymentClient } from "../remote/client.ts";
 import { findConnection } from "../config/lookup.ts";
 import { fetchingProgress, writeToolList } from "./mcp-tools.ts";
+import { possessive } from "../output/possessive.ts";
 
 export type McpToolsRemoteOptions = { id: string; json: boolean };
 
@@ -15,12 +16,12 @@ export async function mcpToolsRemote(ctx: Context, config: Config, options: McpT
   const reporter = stderrReporter(ctx);
   warnLocalOnlyAuth(config, reporter, [connection.id]);
   const client = new DeploymentClient({ remote: config.remote!, ctx, reporter });
-  const fetching = fetchingProgress(ctx, reporter, `Fetching ${connection.id}'s tools from the deployment at ${client.base.origin}`);
+  const fetching = fetchingProgress(ctx, reporter, `Fetching ${possessive(connection.id)} tools from the deployment at ${client.base.origin}`);
   let tools: Awaited<ReturnType<DeploymentClient["listTools"]>>;
   try {
     tools = await client.listTools(connection.id);
   } catch (error) {
-    fetching.fail(`Could not list ${connection.id}'s tools`);
+    fetching.fail(`Could not list ${possessive(connection.id)} tools`);
     throw error;
   }
   fetching.succeed(`${tools.length} tool${tools.length === 1 ? "" : "s"} on ${connection.id}, as the deployment sees them`);

@@ -9,6 +9,7 @@ import { styleFor } from "../output/style.ts";
 import { renderTable } from "../output/table.ts";
 import { shown } from "../output/untrusted.ts";
 import { silentProgress, type Progress, type Reporter } from "../report.ts";
+import { possessive } from "../output/possessive.ts";
 
 export type McpToolsOptions = {
   config?: string;
@@ -63,7 +64,7 @@ export async function mcpToolsCommand(ctx: Context, options: McpToolsOptions): P
   const connection = findConnection(config, options.id);
   const [{ withConnection }, { listAllTools }] = await Promise.all([import("../mcp/step-up.ts"), import("../mcp/connect.ts")]);
   const reporter = stderrReporter(ctx);
-  const fetching = fetchingProgress(ctx, reporter, `Fetching ${connection.id}'s tools from ${new URL(connection.url).origin}`);
+  const fetching = fetchingProgress(ctx, reporter, `Fetching ${possessive(connection.id)} tools from ${new URL(connection.url).origin}`);
   let tools: Awaited<ReturnType<typeof listAllTools>>;
   try {
     const requestTimeoutMs = options.requestTimeoutSeconds * 1000;
@@ -72,7 +73,7 @@ export async function mcpToolsCommand(ctx: Context, options: McpToolsOptions): P
       (client, signal) => listAllTools(client, { signal, requestTimeoutMs }),
     );
   } catch (error) {
-    fetching.fail(`Could not list ${connection.id}'s tools`);
+    fetching.fail(`Could not list ${possessive(connection.id)} tools`);
     throw withRequestTimeoutHint(error);
   }
   fetching.succeed(`${tools.length} tool${tools.length === 1 ? "" : "s"} on ${connection.id}`);
@@ -94,7 +95,7 @@ export function writeToolList(ctx: Context, list: { id: string; tools: ListedToo
   }
   const style = styleFor(ctx.color);
   const rows = tools.map((t) => [shown(t.name), annotationWords((t.annotations ?? undefined) as Record<string, unknown> | undefined).join(", ") || "-", firstLine(t.description ?? t.title ?? "")]);
-  ctx.stdout.write(renderTable(["NAME", "ANNOTATIONS", "DESCRIPTION"], rows, { tty: ctx.stdoutIsTTY, style: style.bold }));
+  ctx.stdout.write(renderTable(["NAME", "ANNOTATIONS", "DESCRIPTION"], rows, { tty: ctx.stdoutIsTTY, columns: ctx.stdoutColumns, style: style.bold }));
   if (ctx.stdoutIsTTY && !ctx.stderrIsTTY) ctx.stderr.write(`${tools.length} tool${tools.length === 1 ? "" : "s"} on ${id}${list.seenBy}.\n`);
 }
 

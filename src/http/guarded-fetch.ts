@@ -49,7 +49,7 @@ export class HttpGuardError extends Error {
 const NOT_CONNECTED = new Set(["ECONNREFUSED", "ENOTFOUND", "EAI_AGAIN", "EHOSTUNREACH", "ENETUNREACH", "EADDRNOTAVAIL", "UND_ERR_CONNECT_TIMEOUT", "ETIMEDOUT", "CERT_HAS_EXPIRED", "DEPTH_ZERO_SELF_SIGNED_CERT", "ERR_TLS_CERT_ALTNAME_INVALID"]);
 
 /** The innermost system error code of a failed fetch (fetch failed → cause → AggregateError). */
-function errorCode(error: unknown): string | undefined {
+export function errorCode(error: unknown): string | undefined {
   for (let e: unknown = error, depth = 0; e && typeof e === "object" && depth < 5; depth++) {
     const code = (e as { code?: unknown }).code;
     if (typeof code === "string") return code;
@@ -57,6 +57,15 @@ function errorCode(error: unknown): string | undefined {
     e = (e as { cause?: unknown }).cause ?? inner;
   }
   return undefined;
+}
+
+/**
+ * The name did not resolve (getaddrinfo's ENOTFOUND, or EAI_AGAIN: no DNS server answered). No
+ * connection was tried and trying again at once cannot help (issue 15): said at once, naming the host.
+ */
+export function isDnsFailure(error: unknown): boolean {
+  const code = errorCode(error);
+  return code === "ENOTFOUND" || code === "EAI_AGAIN";
 }
 
 /**
@@ -72,6 +81,9 @@ export function networkFailure(origin: string, error: unknown): SubsError {
       code: "timeout",
       hint: "the server may be overloaded or down; try again later, or raise SUBS_HTTP_TIMEOUT (seconds)",
     });
+  }
+  if (isDnsFailure(error)) {
+    return failed(`cannot resolve ${new URL(origin).hostname} (${code})`, { cause: error, code: "unreachable", hint: "check the host name in the url, and your network or DNS" });
   }
   if (code === undefined || NOT_CONNECTED.has(code)) {
     const why = code ?? (error instanceof Error ? error.message : String(error));

@@ -3,8 +3,8 @@
 // JSON bodies. What is not recognised as safe-to-show is shortened, never printed whole.
 import type { Output } from "../context.ts";
 import { REDACTED, SECRET_NAMES, worthScrubbing, type Secrets } from "./secrets.ts";
+import { MARK } from "./style.ts";
 import { shown } from "./untrusted.ts";
-
 
 /**
  * A JSON field that holds a secret: by name, but a number is never one. JSON-RPC errors carry a
@@ -136,7 +136,7 @@ export function debugFetch(inner: typeof globalThis.fetch, stderr: Output, now: 
       write(`[debug] #${n} ← ${response.status} ${response.statusText} (${now() - started} ms)\n${headerLines(response.headers)}${body ? `\n  body: ${body}` : ""}\n`);
       return response;
     } catch (error) {
-      write(`[debug] #${n} ✗ ${error instanceof Error ? error.message : String(error)} (${now() - started} ms)\n`);
+      write(`[debug] #${n} ${MARK.failure} ${error instanceof Error ? error.message : String(error)} (${now() - started} ms)\n`);
       throw error;
     }
   };

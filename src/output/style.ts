@@ -2,6 +2,13 @@
 // and --json (scripts, CI) never pay for its start-up, about 1.5 ms of every command (issue 6).
 import type { ChalkInstance } from "chalk";
 
+/**
+ * The one success mark and the one failure mark of everything subs prints (issue 15): the same
+ * glyphs the spinner ends its lines with (yocto-spinner's ✔ and ✖), so a finished step looks the
+ * same whether a spinner or a plain line reports it.
+ */
+export const MARK = { success: "✔", failure: "✖" } as const;
+
 export type Style = Record<"bold" | "dim" | "green" | "red" | "yellow", (text: string) => string>;
 
 const same = (text: string) => text;

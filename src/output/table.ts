@@ -1,10 +1,12 @@
 // On a terminal: aligned columns with a header. Piped: one tab-separated line per row and no
-// header, like `gh`, so `cut -f1` works (scripts that want structure use --json).
+// header, like `gh`, so `cut -f1` works (scripts that want structure use --json). On a terminal
+// the table fits its width: the longest columns are shortened with `…` (issue 15); piped values
+// stay whole.
 import { shown } from "./untrusted.ts";
+import { displayWidth, truncateToWidth } from "./width.ts";
 
 // subs's own colours (style.ts: chalk at level 1 writes only SGR sequences).
 const SGR = /\x1b\[[0-9;]*m/g;
-const visibleLength = (s: string) => [...s.replace(SGR, "")].length;
 
 /**
  * A cell with everything but subs's own colours shown visibly: cells carry server text (tool
@@ -22,14 +24,54 @@ const safeCell = (cell: string) => {
   return out + shown(cell.slice(last));
 };
 
-export function renderTable(header: string[], givenRows: string[][], options: { tty: boolean; style?: (s: string) => string }): string {
+export type TableOptions = {
+  tty: boolean;
+  style?: (s: string) => string;
+  /** The terminal's width (ctx.stdoutColumns); unknown: columns as wide as their widest cell. */
+  columns?: number | undefined;
+  /** Columns never shortened: what a person types next (an id, a tool name). The first by default. */
+  whole?: readonly number[];
+};
+
+const GAP = 2;
+/** A shortened column keeps at least its header, and this many columns. */
+const MIN_COLUMN = 6;
+
+/**
+ * Each column's width: as wide as its widest cell, then, while the line is wider than `columns`,
+ * the widest column that may shrink loses one, down to its header (or MIN_COLUMN). A table whose
+ * whole columns alone are too wide still overflows: those are never cut.
+ */
+export function columnWidths(natural: readonly number[], header: readonly string[], options: Pick<TableOptions, "columns" | "whole">): number[] {
+  const widths = [...natural];
+  if (options.columns === undefined) return widths;
+  const whole = new Set(options.whole ?? [0]);
+  const least = natural.map((n, col) => (whole.has(col) ? n : Math.min(n, Math.max(displayWidth(header[col] ?? ""), MIN_COLUMN))));
+  let excess = widths.reduce((a, b) => a + b, 0) + GAP * (widths.length - 1) - options.columns;
+  while (excess > 0) {
+    let widest = -1;
+    for (let col = 0; col < widths.length; col++) {
+      if (widths[col]! > least[col]! && (widest === -1 || widths[col]! > widths[widest]!)) widest = col;
+    }
+    if (widest === -1) break;
+    widths[widest]!--;
+    excess--;
+  }
+  return widths;
+}
+
+export function renderTable(header: string[], givenRows: string[][], options: TableOptions): string {
   const rows = givenRows.map((row) => row.map(safeCell));
   if (!options.tty) return rows.map((row) => row.map((cell) => cell.replace(SGR, "")).join("\t") + "\n").join("");
-  const widths = header.map((h, col) => Math.max(visibleLength(h), ...rows.map((row) => visibleLength(row[col] ?? ""))));
+  const natural = header.map((h, col) => Math.max(displayWidth(h), ...rows.map((row) => displayWidth(row[col] ?? ""))));
+  const widths = columnWidths(natural, header, options);
   const line = (cells: string[]) =>
     cells
-      .map((cell, col) => (col === cells.length - 1 ? cell : cell + " ".repeat(widths[col]! - visibleLength(cell))))
-      .join("  ")
+      .map((given, col) => {
+        const cell = truncateToWidth(given, widths[col]!);
+        return col === cells.length - 1 ? cell : cell + " ".repeat(Math.max(0, widths[col]! - displayWidth(cell)));
+      })
+      .join(" ".repeat(GAP))
       .trimEnd() + "\n";
   const headerLine = line(header);
   return (options.style ? options.style(headerLine.trimEnd()) + "\n" : headerLine) + rows.map(line).join("");

@@ -8,7 +8,7 @@ import { remoteNotAllowed } from "../config/secret-pins.ts";
 import { failed, interrupted, refused, SubsError, usage } from "../errors.ts";
 import type { Reporter } from "../report.ts";
 import { withDeadline } from "../http/deadline.ts";
-import { guardedFetch, HttpGuardError, httpTimeoutMs } from "../http/guarded-fetch.ts";
+import { guardedFetch, HttpGuardError, httpTimeoutMs, isDnsFailure } from "../http/guarded-fetch.ts";
 import {
   AgentListSchema,
   AgentSchema,
@@ -216,6 +216,14 @@ export class DeploymentClient {
           if (this.ctx.signal.aborted) throw interrupted();
           if (callerSignal?.aborted) throw stopped();
           const reason = networkReason(error, this.timeoutMs);
+          // A name that does not resolve will not resolve a second later either (issue 15).
+          if (isDnsFailure(error)) {
+            throw new DeploymentUnreachableError("failed", `cannot resolve ${this.base.hostname}: the deployment at ${this.base.origin} cannot be reached (${what}: ${reason})`, {
+              code: "deployment_unreachable",
+              hint: "check the host name in [remote].url, and your network or DNS",
+              cause: error,
+            });
+          }
           if (attempt < this.retry.attempts) {
             deadline.clear();
             await this.backoff(attempt, undefined, `${what}: ${reason}`, callerSignal);

@@ -10,10 +10,13 @@ import { connectionBody } from "./plan.ts";
 import type { RemoteConnection } from "./protocol.ts";
 
 export type RemoteLoginEvents = {
-  /** The URL to open, and whether a browser was started for it. Print it either way. */
-  onAuthorizationUrl(url: string, browserOpened: boolean, browserError?: unknown): void;
+  /**
+   * The URL to open, whether a browser was started for it (or why not), and how long the wait for
+   * consent may last (--timeout or the deployment's expiry, the sooner). Print it either way.
+   */
+  onAuthorizationUrl(url: string, browserOpened: boolean, browserError: unknown, waitMs: number): void;
   /** After each poll that is still pending. */
-  onWaiting(elapsedMs: number, remainingMs: number): void;
+  onWaiting?(elapsedMs: number, remainingMs: number): void;
 };
 
 export type RemoteLoginOptions = {
@@ -34,6 +37,7 @@ export async function loginOnDeployment(options: RemoteLoginOptions): Promise<Re
   const started = ctx.now();
   const authorization = await client.startAuthorization(connection.id);
   const url = authorization.authorizationUrl.href;
+  const waitMs = Math.min(authorization.expires_in * 1000, options.timeoutMs);
   // The browser gets a one-time loopback link to the deployment's authorization URL, so its
   // `state` is in no process's argv (issue 14). Opened twice, someone else may have used it first.
   let link: Loopback | undefined;
@@ -44,12 +48,12 @@ export async function loginOnDeployment(options: RemoteLoginOptions): Promise<Re
         const { startLoopback } = await import("../auth/loopback.ts");
         link = await startLoopback({});
         await ctx.openBrowser(link.openUrl(url, () => (replayed = true)));
-        events.onAuthorizationUrl(url, true);
+        events.onAuthorizationUrl(url, true, undefined, waitMs);
       } catch (error) {
-        events.onAuthorizationUrl(url, false, error);
+        events.onAuthorizationUrl(url, false, error, waitMs);
       }
     } else {
-      events.onAuthorizationUrl(url, false);
+      events.onAuthorizationUrl(url, false, undefined, waitMs);
     }
     return await poll(options, authorization, started, () => replayed);
   } finally {
@@ -85,7 +89,7 @@ async function poll(
     const status = await client.pollAuthorization(authorization.pollUrl);
     if (status.status === "authorized") break;
     if (status.status === "pending") {
-      events.onWaiting(ctx.now() - started, deadline - ctx.now());
+      events.onWaiting?.(ctx.now() - started, deadline - ctx.now());
       continue;
     }
     const detail = [status.error, status.message].filter(Boolean).join(": ");

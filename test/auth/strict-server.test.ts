@@ -193,7 +193,7 @@ test("strict: a server that forgets the client between consent and the token req
     };
     const login = await env.subs(LOGIN, { openBrowser: restartingBrowser });
     assert.equal(login.code, 1);
-    assert.match(login.stderr, /no longer accepts subs's registration \(invalid_client/);
+    assert.match(login.stderr, /no longer accepts subs' registration \(invalid_client/);
     assert.match(login.stderr, /run `subs mcp login demo` again/);
     assert.deepEqual(storedClients(env), []);
     assert.equal((await env.subs(LOGIN)).code, 0);
@@ -221,7 +221,7 @@ test("strict: a refresh rejected with invalid_client drops the registration too;
     expire();
     const client = await env.subs(["mcp", "tools", "demo"]);
     assert.equal(client.code, 4);
-    assert.match(client.stderr, /no longer accepts subs's registration \(invalid_client/);
+    assert.match(client.stderr, /no longer accepts subs' registration \(invalid_client/);
     assert.match(client.stderr, /run `subs mcp login demo`/);
     assert.equal(credential(env, "demo"), undefined);
     assert.deepEqual(storedClients(env), []);

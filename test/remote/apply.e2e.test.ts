@@ -57,6 +57,9 @@ describe("subs apply with [remote]", () => {
     assert.match(first.stdout, /\+ sentry/);
     assert.match(first.stdout, /\+ support/);
     assert.match(first.stdout, /4 to add, 0 to change, 0 to remove, 0 unchanged/);
+    // The plan is on stdout; the summary on stderr, as every apply summary is, local or remote (issue 15).
+    assert.match(first.stderr, /^Applied 4 changes to http:\/\/127\.0\.0\.1:\d+\/\.$/m);
+    assert.doesNotMatch(first.stdout, /Applied/);
     assert.deepEqual([...deployment.connections.keys()].sort(), ["linear", "sentry"]);
     assert.equal(deployment.connections.get("linear")!.prefix_tools, false);
     assert.deepEqual(deployment.agents.get("triage")!.mcp, [{ id: "sentry", tools: { read_only: true } }, { id: "linear" }]);
@@ -82,6 +85,8 @@ describe("subs apply with [remote]", () => {
     assert.equal(result.code, 0, result.stderr);
     assert.match(result.stdout, /- linear .*credential dropped: declaration removed/);
     assert.match(result.stdout, /- triage/);
+    // Without a terminal (a child's pipes, as in CI) a plan that removes is applied without asking (issue 15).
+    assert.doesNotMatch(result.stderr, /Apply\?/);
     assert.equal(deployment.connections.has("linear"), false);
     assert.equal(deployment.credentials.has("linear"), false);
     assert.equal(deployment.agents.has("triage"), false);
@@ -221,7 +226,9 @@ describe("subs apply when the deployment fails", () => {
 
     const text = await p.apply();
     assert.equal(text.code, 1);
-    assert.match(text.stdout, /applied +add connection|failed +add agent|not attempted/);
+    // The report is the summary of this apply: on stderr, as every apply summary is (issue 15).
+    assert.match(text.stderr, /Applied 0 of 2 changes:\n(  (failed|not attempted) +add agent \w+\n){2}/);
+    assert.doesNotMatch(text.stdout, /Applied/);
 
     deployment.clearFaults();
     const rerun = await p.apply();

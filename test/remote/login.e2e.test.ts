@@ -58,7 +58,7 @@ describe("subs mcp login with [remote]", () => {
     const result = await p.run(["mcp", "login", "tracker", "--timeout", "20"]);
     assert.equal(result.code, 0, result.stderr);
     assert.match(result.stdout, /✔ tracker: authorized on http:\/\/127\.0\.0\.1/);
-    assert.match(result.stderr, /Opened a browser to authorize tracker/);
+    assert.match(result.stderr, /Opening the browser to authorize tracker at /);
     // The browser was given a one-time loopback link (no `state` in its argv, issue 14) that sent
     // it to the authorization server, with the deployment's own redirect URI.
     const link = readFileSync(p.log, "utf8").trim();
@@ -122,7 +122,8 @@ describe("subs mcp login with [remote]", () => {
     const p = project(`[mcp.nobrowser]\nurl = "${mcp.url}"\n`);
     const result = await p.run(["mcp", "login", "nobrowser", "--no-browser", "--timeout", "1"]);
     assert.equal(result.code, 1);
-    assert.match(result.stderr, new RegExp(`visit:\\n  ${authServer.url}/authorize\\?`));
+    // The words of a local login under --no-browser (issue 15).
+    assert.match(result.stderr, new RegExp(`Open this URL in a browser to authorize nobrowser:\\n  ${authServer.url}/authorize\\?`));
     assert.match(result.stderr, /no consent within 1s \(--timeout\)/);
     assert.equal(existsSync(p.log), false, "no browser was started");
     assert.equal(result.stdout, "");
@@ -137,7 +138,7 @@ describe("subs mcp login with [remote]", () => {
     const result = await runCli(["mcp", "login", "interrupted", "--no-browser"], {
       cwd: p.dir,
       env: { SUBSTRUCTURE_TOKEN: TOKEN },
-      onSpawn: signalOnce("visit:").onSpawn,
+      onSpawn: signalOnce("Waiting for consent").onSpawn,
     });
     assert.equal(result.code, 130, result.stderr);
     assert.match(result.stderr, /Interrupted/);
@@ -239,5 +240,48 @@ describe("subs mcp list with [remote]", () => {
     const text = await p.run(["mcp", "list"]);
     assert.match(text.stdout, /gone\t.*not in the file/);
     assert.match(text.stderr, /run `subs apply`/);
+  });
+});
+
+describe("one voice (issue 15)", () => {
+  /** The steps a login printed on stderr, with what differs by nature (where, URLs, timings) left out. */
+  const steps = (stderr: string) =>
+    stderr
+      .replace(/ (at|through) http:\/\/127\.0\.0\.1:\d+\/?/g, " <where>")
+      .replace(/http:\/\/127\.0\.0\.1:\d+\S*/g, "<url>")
+      .split("\n")
+      .filter((line) => line !== "");
+
+  test("local and remote `subs mcp login` say the same steps in the same words, and end with the same mark", async () => {
+    const remote = project(`[mcp.tracker]\nurl = "${mcp.url}"\n`);
+    const remoteRun = await remote.run(["mcp", "login", "tracker", "--timeout", "20"]);
+    assert.equal(remoteRun.code, 0, remoteRun.stderr);
+    const localDir = mkdtempSync(path.join(tmpdir(), "subs-local-login-"));
+    dirs.push(localDir);
+    writeFileSync(path.join(localDir, "substructure.toml"), `[mcp.tracker]\nurl = "${mcp.url}"\n`);
+    writeFileSync(path.join(localDir, ".gitignore"), "*.db*\n");
+    const localRun = await runCli(["mcp", "login", "tracker", "--timeout", "20"], { cwd: localDir, env: { BROWSER: browserCommand() } });
+    assert.equal(localRun.code, 0, localRun.stderr);
+    const expected = [
+      "Contacting tracker <where>",
+      "tracker authorizes <where>",
+      "Opening the browser to authorize tracker <where> …",
+      "If it does not open, visit:",
+      "  <url>",
+      "Waiting for consent for tracker (Ctrl-C to cancel, times out in 20s)",
+      "Consent received for tracker",
+    ];
+    assert.deepEqual(steps(localRun.stderr), expected);
+    assert.deepEqual(steps(remoteRun.stderr), expected);
+    assert.match(localRun.stdout, /^✔ tracker: authorized by \S+\n/);
+    assert.match(remoteRun.stdout, /^✔ tracker: authorized on \S+\n/);
+  });
+
+  test("--no-browser: the same line to open the URL", async () => {
+    const remote = project(`[mcp.tracker]\nurl = "${mcp.url}"\n`);
+    const r = await remote.run(["mcp", "login", "tracker", "--no-browser", "--timeout", "1"]);
+    assert.equal(r.code, 1);
+    assert.match(r.stderr, /^Open this URL in a browser to authorize tracker:\n {2}http/m);
+    assert.match(r.stderr, /^No consent for tracker$/m);
   });
 });

@@ -1,0 +1,87 @@
+// A name that does not resolve is not retried (issue 15): it fails at once, naming the host.
+// Names under `.invalid` never resolve (RFC 6761 §6.4), and the resolver says so without the network.
+import assert from "node:assert/strict";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import path from "node:path";
+import { after, test } from "node:test";
+import { SubsError } from "../../src/errors.ts";
+import { DeploymentClient } from "../../src/remote/client.ts";
+import { ensureBuilt, runCli, runInProcess } from "../support/cli.ts";
+
+const dirs: string[] = [];
+after(() => dirs.forEach((d) => rmSync(d, { recursive: true, force: true })));
+
+function project(body: string): string {
+  const dir = mkdtempSync(path.join(tmpdir(), "subs-dns-"));
+  dirs.push(dir);
+  writeFileSync(path.join(dir, "substructure.toml"), body);
+  return dir;
+}
+
+test("the deployment client: one attempt for a name that does not resolve, no retry warning", async () => {
+  let attempts = 0;
+  const warnings: string[] = [];
+  const client = new DeploymentClient({
+    remote: { url: "https://deploy.subs-test.invalid/", tokenEnv: "SUBSTRUCTURE_TOKEN" },
+    ctx: {
+      env: { SUBSTRUCTURE_TOKEN: "t" },
+      fetch: (input, init) => {
+        attempts++;
+        return globalThis.fetch(input, init);
+      },
+      signal: new AbortController().signal,
+    },
+    reporter: { info: () => {}, warn: (m) => warnings.push(m), progress: () => ({ update: () => {}, succeed: () => {}, fail: () => {} }) },
+    // A retry would wait at least 2 s: the elapsed time shows there was none.
+    retry: { attempts: 4, baseDelayMs: 2000, maxDelayMs: 2000 },
+  });
+  const started = Date.now();
+  await assert.rejects(client.listAgents(), (e: SubsError) => {
+    assert.equal(e.code, "deployment_unreachable");
+    assert.match(e.message, /^cannot resolve deploy\.subs-test\.invalid\b/);
+    assert.match(e.message, /ENOTFOUND|EAI_AGAIN/);
+    return true;
+  });
+  assert.equal(attempts, 1);
+  assert.deepEqual(warnings, []);
+  assert.ok(Date.now() - started < 2000, `failed in ${Date.now() - started} ms`);
+});
+
+test("a deployment connection refused is still retried (only DNS failures are not)", async () => {
+  let attempts = 0;
+  const client = new DeploymentClient({
+    remote: { url: "http://127.0.0.1:9/", tokenEnv: "SUBSTRUCTURE_TOKEN" },
+    ctx: {
+      env: { SUBSTRUCTURE_TOKEN: "t" },
+      fetch: (input, init) => {
+        attempts++;
+        return globalThis.fetch(input, init);
+      },
+      signal: new AbortController().signal,
+    },
+    reporter: { info: () => {}, warn: () => {}, progress: () => ({ update: () => {}, succeed: () => {}, fail: () => {} }) },
+    retry: { attempts: 3, baseDelayMs: 1, maxDelayMs: 1 },
+  });
+  await assert.rejects(client.listAgents(), (e: SubsError) => e.code === "deployment_unreachable" && /3 attempts/.test(e.message));
+  assert.equal(attempts, 3);
+});
+
+test("subs apply with [remote] on an unresolvable host: exit 1 at once, `cannot resolve <host>`, no retry", async () => {
+  const dir = project(`[remote]\nurl = "https://deploy.subs-test.invalid"\n\n[mcp.docs]\nurl = "https://docs.example/mcp"\n`);
+  ensureBuilt();
+  const started = Date.now();
+  const r = await runCli(["apply"], { cwd: dir, env: { SUBSTRUCTURE_TOKEN: "t" } });
+  assert.equal(r.code, 1, r.stderr);
+  assert.match(r.stderr, /error: cannot resolve deploy\.subs-test\.invalid/);
+  assert.doesNotMatch(r.stderr, /retrying/);
+  // The default policy would wait 0.25 + 0.5 + 1 s between four attempts.
+  assert.ok(Date.now() - started < 1750, `took ${Date.now() - started} ms`);
+});
+
+test("an MCP server on an unresolvable host: `cannot resolve <host>`", async () => {
+  const dir = project(`[mcp.docs]\nurl = "https://mcp.subs-test.invalid/mcp"\n`);
+  const r = await runInProcess(["mcp", "login", "docs", "--no-browser"], { cwd: dir });
+  assert.equal(r.code, 1, r.stderr);
+  assert.match(r.stderr, /error: docs: cannot resolve mcp\.subs-test\.invalid \((ENOTFOUND|EAI_AGAIN)\)/);
+});
