@@ -678,7 +678,7 @@ type Ran = {
  * The commands that change something: only after one of them does "nothing was changed" tell the
  * person anything (issue 15). The others read, or write only a refreshed token on the way.
  */
-const WRITING_COMMANDS = new Set(["subs init", "subs mcp add", "subs mcp remove", "subs mcp login", "subs apply"]);
+const WRITING_COMMANDS = new Set(["subs init", "subs mcp add", "subs mcp remove", "subs mcp import", "subs mcp login", "subs apply"]);
 
 function renderError(ctx: Context, error: unknown, json: boolean, ran?: Ran): void {
   const style = styleFor(ctx.stderrColor);

@@ -6,7 +6,7 @@ import { importServers, shownPath, type ImportResult } from "../import/import.ts
 import type { Addition, Note, Origin } from "../import/plan.ts";
 import { writeJson } from "../output/json.ts";
 import { shellWord } from "../output/shell-word.ts";
-import { styleFor } from "../output/style.ts";
+import { MARK, styleFor } from "../output/style.ts";
 import { shown } from "../output/untrusted.ts";
 
 export type McpImportOptions = { from?: string; dryRun: boolean; config?: string; json: boolean };
@@ -86,7 +86,7 @@ function renderReport(ctx: Context, r: ImportResult, options: McpImportOptions):
     out(`Dry run: ${n} would be added; nothing was written.`);
     return;
   }
-  out(`${style.green("✔")} ${r.config.created ? `Wrote ${target} with` : `Added`} ${n}${r.config.created ? "" : ` to ${target}`}.`);
+  out(`${style.green(MARK.success)} ${r.config.created ? `Wrote ${target} with` : `Added`} ${n}${r.config.created ? "" : ` to ${target}`}.`);
   const configArg = options.config !== undefined ? ` --config ${shellWord(options.config)}` : "";
   const login = r.added.filter((a) => a.token_env === null).map((a) => a.id);
   const unset = [...new Set(r.added.flatMap((a) => (a.token_env !== null && !ctx.env[a.token_env] ? [a.token_env] : [])))];

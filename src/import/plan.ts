@@ -2,6 +2,7 @@
 // one the file already has, or a reason to skip it; never a secret carried over. Pure: the caller
 // reads the files before and writes after.
 import { isValidName, urlProblem } from "../config/schema.ts";
+import { possessive } from "../output/possessive.ts";
 import type { ClientName, FoundServer, Header, Scope } from "./types.ts";
 import { bearerPart, looksLikeCredential, referenceIn, suggestedVariable } from "./values.ts";
 
@@ -65,7 +66,7 @@ export function planImport(input: PlanInput): Plan {
         continue;
       }
       if (server.disabled) {
-        plan.skipped.push({ from, reason: "disabled", message: `turned off in ${from.client}'s file` });
+        plan.skipped.push({ from, reason: "disabled", message: `turned off in ${possessive(from.client)} file` });
         continue;
       }
       const known = urls.get(sameUrl(server.url));
