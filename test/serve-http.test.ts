@@ -286,6 +286,26 @@ describe("serveHttp", () => {
     await Promise.all([a.client.close(), b.client.close()]);
   });
 
+  it("serves other sessions while one is still starting (a stuck upstream at initialize), and still ends on the signal", async () => {
+    const sessions = numberedSessions();
+    let calls = 0;
+    const server = await start(async () => (++calls === 1 ? new Promise<never>(() => {}) : sessions.factory()));
+    const stuck = connect(server).then(
+      () => "connected",
+      () => "ended",
+    );
+    // The stuck initialize reached the factory before the next one starts.
+    while (calls === 0) await new Promise((resolve) => setTimeout(resolve, 5));
+    const a = await connect(server);
+    assert.equal(textOf(await a.client.callTool({ name: "whoami" })), "session 1");
+    const started = Date.now();
+    await server.stop();
+    assert.ok(Date.now() - started < 3000, "the stop did not wait for the stuck start");
+    assert.equal(await stuck, "ended");
+    assert.deepEqual(sessions.closed, [1]);
+    await a.client.close();
+  });
+
   it("answers 500 when a session cannot start, and serves the next one", async () => {
     const sessions = numberedSessions();
     let fail = true;
