@@ -37,7 +37,7 @@ test("bash: commands, subcommands, flags and shells", () => {
   assert.ok(bashComplete(dir, "subs ").includes("mcp"));
   assert.ok(bashComplete(dir, "subs ").includes("apply"));
   assert.deepEqual(bashComplete(dir, "subs mcp li"), ["list"]);
-  assert.deepEqual(bashComplete(dir, "subs mcp "), ["add", "call", "list", "login", "remove", "tools"]);
+  assert.deepEqual(bashComplete(dir, "subs mcp "), ["add", "call", "list", "login", "proxy", "remove", "tools"]);
   assert.deepEqual(bashComplete(dir, "subs mcp add x https://x.example/mcp --to"), ["--token-env"]);
   assert.deepEqual(bashComplete(dir, "subs apply --d"), ["--debug", "--dry-run"]);
   assert.deepEqual(bashComplete(dir, "subs completion "), ["bash", "fish", "zsh"]);
