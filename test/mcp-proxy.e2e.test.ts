@@ -405,6 +405,37 @@ describe("subs mcp proxy with OAuth (end to end)", () => {
   });
 });
 
+describe("subs mcp proxy with short-lived tokens (end to end)", () => {
+  it("a token that expires by time mid-session is refreshed on its 401, without a failed call", async () => {
+    const dir = mkdtempSync(path.join(tmpdir(), "subs-proxy-ttl-"));
+    const as = await startAuthServer({ accessTokenTtlSeconds: 2 });
+    const rich = await startRichServer({ oauth: { authServer: as } });
+    try {
+      writeFileSync(path.join(dir, "substructure.toml"), `[mcp.rich]\nurl = "${rich.url}"\n`);
+      const login = await runCli(["mcp", "login", "rich"], { cwd: dir, env: { BROWSER: browserCommand() } });
+      assert.equal(login.code, 0, login.stderr);
+      const p = await proxied(dir, "rich");
+      try {
+        const echo = async (n: number) => ((await p.client.callTool({ name: "echo", arguments: { n } })).content as Array<{ text: string }>)[0]!.text;
+        assert.equal(await echo(1), '{"n":1}');
+        const refreshes = as.counters.refreshes;
+        const before = rich.authorizations.at(-1);
+        await new Promise((r) => setTimeout(r, 2500)); // the session's token is now expired at the server
+        assert.equal(await echo(2), '{"n":2}');
+        assert.equal(as.counters.refreshes, refreshes + 1);
+        assert.notEqual(rich.authorizations.at(-1), before);
+        noTokenIn([...p.received, p.stderr()], as.issuedTokens());
+      } finally {
+        await p.close();
+      }
+    } finally {
+      await rich.close();
+      await as.close();
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});
+
 describe("subs mcp proxy in front of the SDK's example server (a server this project did not write)", () => {
   let dir: string;
   let example: ReturnType<typeof spawn>;
