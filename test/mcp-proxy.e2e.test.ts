@@ -355,6 +355,8 @@ describe("subs mcp proxy with OAuth (end to end)", () => {
     as = await startAuthServer();
     rich = await startRichServer({ oauth: { authServer: as } });
     writeFileSync(path.join(dir, "substructure.toml"), `[mcp.rich]\nurl = "${rich.url}"\n\n[mcp.locked]\nurl = "${rich.url}"\n`);
+    const login = await runCli(["mcp", "login", "rich"], { cwd: dir, env: { BROWSER: browserCommand() } });
+    assert.equal(login.code, 0, login.stderr);
   });
 
   after(async () => {
@@ -364,8 +366,6 @@ describe("subs mcp proxy with OAuth (end to end)", () => {
   });
 
   it("a connection that needs a login fails initialize with an error naming `subs mcp login`, exits 4, opens no browser", async () => {
-    const login = await runCli(["mcp", "login", "rich"], { cwd: dir, env: { BROWSER: browserCommand() } });
-    assert.equal(login.code, 0, login.stderr);
     const authorizations = as.counters.authorizations;
     await assert.rejects(proxied(dir, "locked", { env: { BROWSER: browserCommand() } }), (error: McpError) => {
       assert.equal(error.code, -32603);
@@ -402,6 +402,31 @@ describe("subs mcp proxy with OAuth (end to end)", () => {
       await p.close();
     }
     assert.equal(await p.exited, 0, p.stderr());
+  });
+
+  it("a credential gone for good fails the call naming `subs mcp login`; a login meanwhile is picked up without a restart", async () => {
+    const p = await proxied(dir, "rich");
+    try {
+      const echo = async (n: number) => ((await p.client.callTool({ name: "echo", arguments: { n } })).content as Array<{ text: string }>)[0]!.text;
+      assert.equal(await echo(1), '{"n":1}');
+      as.revokeAllRefreshTokens();
+      as.forgetAccessTokens();
+      await assert.rejects(echo(2), (error: McpError) => {
+        assert.equal(error.code, -32603);
+        assert.match(error.message, /rich: the server rejected the stored credential.*; run `subs mcp login rich`$/);
+        assert.equal((error.data as { code: string }).code, "needs_login");
+        return true;
+      });
+      assert.match(p.stderr(), /warning: rich: the server rejected the stored credential.*run `subs mcp login rich`/);
+      const login = await runCli(["mcp", "login", "rich"], { cwd: dir, env: { BROWSER: browserCommand() } });
+      assert.equal(login.code, 0, login.stderr);
+      const refreshes = as.counters.refreshes;
+      assert.equal(await echo(3), '{"n":3}');
+      assert.equal(as.counters.refreshes, refreshes, "the new login's token was used as it is");
+      noTokenIn([...p.received, p.stderr()], as.issuedTokens());
+    } finally {
+      await p.close();
+    }
   });
 });
 

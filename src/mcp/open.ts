@@ -177,7 +177,11 @@ function renewer(options: OpenConnectionOptions, headers: Record<string, string>
     pending ??= (async () => {
       try {
         await assertSameAuthorizationServer(options, challenge);
-        const token = await oauthAccessToken(options, options.ctx.now());
+        // A token stored since (a `subs mcp login`, another process's refresh) is used as it is;
+        // only the rejected one is refreshed.
+        const rejectedAt = options.ctx.now();
+        let token = await oauthAccessToken(options);
+        if (typeof token === "string" && `Bearer ${token}` === rejected) token = await oauthAccessToken(options, rejectedAt);
         if (typeof token !== "string") return undefined;
         headers.authorization = `Bearer ${token}`;
         return headers.authorization;

@@ -187,7 +187,10 @@ async function proxySession(ctx: Pick<Context, "env" | "fetch" | "now" | "signal
     try {
       return clean(await forward(upstream as unknown as Side, request, extra as unknown as Extra, clean));
     } catch (error) {
-      throw clean(asJsonRpcError(error, connection));
+      const failure = clean(asJsonRpcError(error, connection));
+      // The person who can run the login reads stderr (the client's log), not the client's error.
+      if (error instanceof StreamableHTTPError && (error.code === 401 || error.code === 403)) reporter.warn(failure.message);
+      throw failure;
     } finally {
       inFlight.delete(extra.requestId);
     }
