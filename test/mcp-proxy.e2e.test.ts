@@ -208,6 +208,11 @@ describe("subs mcp proxy (end to end)", () => {
       await client.callTool({ name: "log", arguments: { text: "careful" } });
       await waitFor(() => logs.length === 1, "the log message");
       assert.deepEqual(logs, [{ level: "warning", logger: "rich", data: { said: "careful" } }]);
+      // A log message quoting the credential reaches the client without it.
+      await client.callTool({ name: "log", arguments: { text: "quoting", quote: true } });
+      await waitFor(() => logs.length === 2, "the second log message");
+      assert.deepEqual(logs[1], { level: "warning", logger: "rich", data: { said: "quoting", heard: "[redacted]" } });
+      noTokenIn([...p.received, p.stderr()], [MCP_TOKEN]);
 
       await client.sendRootsListChanged();
       await rich.seen(/^roots changed$/);

@@ -57,7 +57,7 @@ export const RICH_TOOLS: Tool[] = [
   tool("ask_elicitation", "asks the client for elicitation/create"),
   tool("ask_roots", "asks the client for roots/list"),
   tool("ask_then_cancel", "asks the client for elicitation/create and cancels it after 300 ms"),
-  tool("log", "sends a logging message at level warning"),
+  tool("log", "sends a logging message at level warning (quoting the Authorization header it received when `quote`)"),
   tool("add_tool", "adds a tool named `added` and sends tools/list_changed"),
   tool("quote_credential", "answers an error quoting the Authorization header it received"),
 ];
@@ -141,7 +141,10 @@ export async function startRichServer(options: RichServerOptions = {}): Promise<
           }
         }
         case "log":
-          await server.sendLoggingMessage({ level: "warning", logger: "rich", data: { said: args.text ?? "hello" } }, extra.sessionId);
+          await server.sendLoggingMessage(
+            { level: "warning", logger: "rich", data: { said: args.text ?? "hello", ...(args.quote ? { heard: extra.requestInfo?.headers.authorization } : {}) } },
+            extra.sessionId,
+          );
           return { content: [{ type: "text", text: "logged" }] };
         case "add_tool":
           extraTool = true;
