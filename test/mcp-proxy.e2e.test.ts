@@ -307,6 +307,32 @@ describe("subs mcp proxy (end to end)", () => {
     }
   });
 
+  it("starts a new upstream session when the server ends its own (a restart): the call goes through, log level and subscriptions set up again", async () => {
+    const updates: string[] = [];
+    const p = await proxied(dir, "rich", {
+      env: { MCP_TOKEN },
+      setup: (client) => client.setNotificationHandler(ResourceUpdatedNotificationSchema, (n) => void updates.push(n.params.uri)),
+    });
+    try {
+      const { client } = p;
+      await client.subscribeResource({ uri: "rich://doc/2" });
+      await client.setLoggingLevel("error");
+      const count = (event: string) => rich.events.filter((e) => e === event).length;
+      const [initializes, subscribes, levels] = [count("initialize"), count("subscribe rich://doc/2"), count("setLevel error")];
+      await rich.endSessions();
+      const echo = await client.callTool({ name: "echo", arguments: { after: "restart" } });
+      assert.deepEqual(echo.structuredContent, { echoed: { after: "restart" } });
+      assert.equal(count("initialize"), initializes + 1, "one new upstream session");
+      assert.equal(count("subscribe rich://doc/2"), subscribes + 1);
+      assert.equal(count("setLevel error"), levels + 1);
+      await rich.touch("rich://doc/2");
+      await waitFor(() => updates.includes("rich://doc/2"), "the update on the new session");
+      assert.match(p.stderr(), /rich: the server ended its session; starting a new one/);
+    } finally {
+      await p.close();
+    }
+  });
+
   it("ends cleanly when stdin closes and on SIGTERM, ending the upstream session; stdout carries only JSON-RPC", async () => {
     ensureBuilt();
     for (const how of ["stdin", "SIGTERM"] as const) {

@@ -112,6 +112,23 @@ async function proxySession(ctx: Pick<Context, "env" | "fetch" | "now" | "signal
   let unavailable: Error | undefined;
   let initializing = false;
   let closing = false;
+  let clientCapabilities: ClientCapabilities = {};
+  // What the client set up on the upstream's session, to set up again on a new one (below).
+  const subscriptions = new Set<string>();
+  let logLevel: string | undefined;
+  const open = () =>
+    openConnection({
+      ctx: { env: ctx.env, now: ctx.now, fetch },
+      config,
+      connection,
+      signal: ctx.signal,
+      reporter,
+      capabilities: clientCapabilities,
+      renewMidSession: true,
+      // The initialize of the upstream: the client waits for its answer, and cancels or times
+      // out on its own terms.
+      requestTimeoutMs: NO_DEADLINE_MS,
+    });
   // The client's requests being answered: a request or a notification the upstream sends while
   // exactly one is in flight belongs to it (a sampling request inside a tools/call), which over
   // Streamable HTTP puts it on that request's response stream. The upstream's transport does not
@@ -132,20 +149,10 @@ async function proxySession(ctx: Pick<Context, "env" | "fetch" | "now" | "signal
     const request = { params: parsed.data };
     if (initializing) throw new McpError(ErrorCode.InvalidRequest, "the session is already initialized");
     initializing = true;
+    clientCapabilities = request.params.capabilities as ClientCapabilities;
     let client: Client;
     try {
-      client = await openConnection({
-        ctx: { env: ctx.env, now: ctx.now, fetch },
-        config,
-        connection,
-        signal: ctx.signal,
-        reporter,
-        capabilities: request.params.capabilities as ClientCapabilities,
-        renewMidSession: true,
-        // The initialize of the upstream: the client waits for its answer, and cancels or times
-        // out on its own terms.
-        requestTimeoutMs: NO_DEADLINE_MS,
-      });
+      client = await open();
     } catch (error) {
       const problem = error instanceof SubsError ? error : connectionError(connection, error);
       const words = clean(`${problem.message}${problem.hint ? `; ${problem.hint}` : ""}`);
@@ -185,7 +192,16 @@ async function proxySession(ctx: Pick<Context, "env" | "fetch" | "now" | "signal
     }
     inFlight.add(extra.requestId);
     try {
-      return clean(await forward(upstream as unknown as Side, request, extra as unknown as Extra, clean));
+      const used = upstream;
+      let result: Record<string, unknown>;
+      try {
+        result = await forward(used as unknown as Side, request, extra as unknown as Extra, clean);
+      } catch (error) {
+        if (!sessionGone(error) || extra.signal.aborted) throw error;
+        result = await forward((await restart(used)) as unknown as Side, request, extra as unknown as Extra, clean);
+      }
+      remember(request);
+      return clean(result);
     } catch (error) {
       const failure = clean(asJsonRpcError(error, connection));
       // The person who can run the login reads stderr (the client's log), not the client's error.
@@ -194,6 +210,48 @@ async function proxySession(ctx: Pick<Context, "env" | "fetch" | "now" | "signal
     } finally {
       inFlight.delete(extra.requestId);
     }
+  };
+
+  /** Subscriptions and the log level, as the upstream accepted them. */
+  const remember = (request: JSONRPCRequest) => {
+    const params = request.params as { uri?: unknown; level?: unknown } | undefined;
+    if (request.method === "resources/subscribe" && typeof params?.uri === "string") subscriptions.add(params.uri);
+    else if (request.method === "resources/unsubscribe" && typeof params?.uri === "string") subscriptions.delete(params.uri);
+    else if (request.method === "logging/setLevel" && typeof params?.level === "string") logLevel = params.level;
+  };
+
+  /**
+   * The upstream answered 404 to its session id: it ended the session (a restart, an expiry). MCP
+   * Streamable HTTP, "Session Management": the client then starts a new one. The proxy's client
+   * keeps its own session, so the proxy starts the new upstream session itself, with the same
+   * capabilities, and sets up again what the client had set up (log level, subscriptions); the
+   * request that met the 404 is sent again, once. One restart for every request that met it.
+   */
+  let restarting: Promise<Client> | undefined;
+  const retired = new WeakSet<Client>();
+  const restart = (stale: Client): Promise<Client> => {
+    if (upstream && upstream !== stale) return Promise.resolve(upstream);
+    restarting ??= (async () => {
+      try {
+        reporter.info(`${connection.id}: the server ended its session; starting a new one`);
+        const client = await open();
+        if (closing) {
+          await client.close().catch(() => {});
+          throw new McpError(ErrorCode.ConnectionClosed, "the session closed");
+        }
+        wireUpstream(client);
+        retired.add(stale);
+        upstream = client;
+        void stale.close().catch(() => {});
+        const again = { timeout: NO_DEADLINE_MS };
+        if (logLevel !== undefined) await client.setLoggingLevel(logLevel as never, again).catch(() => {});
+        for (const uri of subscriptions) await client.subscribeResource({ uri }, again).catch(() => {});
+        return client;
+      } finally {
+        restarting = undefined;
+      }
+    })();
+    return restarting;
   };
 
   server.fallbackNotificationHandler = async (notification) => {
@@ -221,7 +279,7 @@ async function proxySession(ctx: Pick<Context, "env" | "fetch" | "now" | "signal
     // The upstream went away for good (an SSE connection closed): this session has nothing left
     // to serve, and ending it tells the client, which may start another.
     client.onclose = () => {
-      if (closing) return;
+      if (closing || retired.has(client)) return;
       reporter.warn(`${connection.id}: the server closed the connection; ending the session`);
       void server.close().catch(() => {});
     };
@@ -241,6 +299,11 @@ async function proxySession(ctx: Pick<Context, "env" | "fetch" | "now" | "signal
       await client.close().catch(() => {});
     },
   };
+}
+
+/** A 404 to a request carrying the upstream's session id: the session is gone (MCP Streamable HTTP). */
+function sessionGone(error: unknown): boolean {
+  return error instanceof StreamableHTTPError && error.code === 404;
 }
 
 /**

@@ -41,6 +41,8 @@ export type RichServer = {
   authorizations: string[];
   /** Sends notifications/resources/updated for `uri` to every session subscribed to it. */
   touch(uri: string): Promise<void>;
+  /** Ends every session, as a restarted server has: their ids then answer 404. */
+  endSessions(): Promise<void>;
   /** Waits until `events` holds an entry matching `pattern`. */
   seen(pattern: RegExp, timeoutMs?: number): Promise<string>;
   close(): Promise<void>;
@@ -255,6 +257,11 @@ export async function startRichServer(options: RichServerOptions = {}): Promise<
     authorizations,
     async touch(uri) {
       for (const s of sessions.values()) if (s.subscriptions.has(uri)) await s.server.sendResourceUpdated({ uri });
+    },
+    async endSessions() {
+      const ending = [...sessions.values()];
+      sessions.clear();
+      for (const s of ending) await s.transport.close().catch(() => {});
     },
     seen(pattern, timeoutMs = 5000) {
       const deadline = Date.now() + timeoutMs;
