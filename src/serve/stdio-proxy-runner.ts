@@ -16,6 +16,8 @@ export async function serveStdio(ctx: Pick<Context, "protocolStreams" | "signal"
   const ended = new Promise<void>((resolve) => (end = resolve));
   input.once("end", end);
   input.once("close", end);
+  // The client went away while an answer was being written (EPIPE): the same end, not a crash.
+  output.on("error", end);
   ctx.signal.addEventListener("abort", end, { once: true });
   if (ctx.signal.aborted) end();
   session.server.onclose = end;
