@@ -78,7 +78,6 @@ type Extra = {
  * registerCapabilities no longer may), and the upstream answers for what it does not support.
  */
 class ProxyServer extends Server {
-  upstreamCapabilities: ServerCapabilities = {};
   protected override assertCapabilityForMethod(): void {}
   protected override assertNotificationCapability(): void {}
   protected override assertRequestHandlerCapability(): void {}
@@ -171,11 +170,11 @@ async function proxySession(ctx: Pick<Context, "env" | "fetch" | "now" | "signal
     }
     upstream = client;
     wireUpstream(client);
-    server.upstreamCapabilities = client.getServerCapabilities() ?? {};
+    const capabilities: ServerCapabilities = client.getServerCapabilities() ?? {};
     const upstreamVersion = (client.transport as { protocolVersion?: string } | undefined)?.protocolVersion;
     const result: InitializeResult = {
       protocolVersion: negotiated(request.params.protocolVersion, upstreamVersion),
-      capabilities: server.upstreamCapabilities,
+      capabilities,
       // The upstream's own name: what a client shows is the server it is talking to.
       serverInfo: client.getServerVersion() ?? { name: connection.id, version: "unknown" },
       ...(client.getInstructions() ? { instructions: client.getInstructions()! } : {}),
