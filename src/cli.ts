@@ -202,7 +202,7 @@ export function habitFor(argv: readonly string[]): SubsError | undefined {
 /** Every command, by path; test/comfort.test.ts checks it against the tree buildProgram builds. */
 export const COMMAND_TREE: Readonly<Record<string, readonly string[]>> = {
   init: [],
-  mcp: ["list", "login", "tools", "call", "add", "remove", "import"],
+  mcp: ["list", "login", "tools", "call", "proxy", "add", "remove", "import"],
   apply: [],
   completion: [],
   schema: [],
@@ -300,7 +300,7 @@ export function buildProgram(ctx: Context, { setJson, setExitCode, onParseMistak
 
   const mcp = wanted("mcp")
     ? commandWithDefaults(program, "mcp")
-        .description("Declared MCP connections: add, import, log in, list, inspect, remove.")
+        .description("Declared MCP connections: add, import, log in, list, inspect, call, proxy, remove.")
         .addHelpText(
           "after",
           examples([
@@ -310,6 +310,7 @@ export function buildProgram(ctx: Context, { setJson, setExitCode, onParseMistak
             "subs mcp list",
             "subs mcp tools sentry",
             `subs mcp call sentry whoami --args '{}'`,
+            "claude mcp add sentry -- subs mcp proxy sentry",
             "subs mcp remove sentry",
           ]),
         )
@@ -431,6 +432,29 @@ export function buildProgram(ctx: Context, { setJson, setExitCode, onParseMistak
           timeoutSeconds: parseSeconds(opts.timeout),
           requestTimeoutSeconds: parseSeconds(opts.requestTimeout, "--request-timeout"),
         });
+      });
+  }
+
+  if (mcp && wanted("mcp", "proxy")) {
+    commandWithDefaults(mcp, "proxy")
+      .summary("Serve one connection to an MCP client over stdio, with its stored credential.")
+      .description(
+        "Serve one connection as an MCP server on stdin/stdout, for any MCP client (Claude Code, Codex, Cursor, VS Code): everything is forwarded to the connection's server with its stored credential, refreshed as needed; the client never sees a token. Never opens a browser: log in first with `subs mcp login <id>`. Human messages go to stderr.",
+      )
+      .argument("<id>", "connection id")
+      .addOption(configOption())
+      .addHelpText(
+        "after",
+        examples([
+          "subs mcp proxy sentry                # what an MCP client runs; it speaks MCP on stdin/stdout",
+          "subs mcp proxy sentry --config ~/work/substructure.toml",
+          "claude mcp add sentry -- subs mcp proxy sentry",
+          "codex mcp add sentry -- subs mcp proxy sentry",
+        ]),
+      )
+      .action(async (id: string, opts: { config?: string }) => {
+        const { mcpProxyCommand } = await import("./commands/mcp-proxy.ts");
+        setExitCode(await mcpProxyCommand(ctx, { ...configOf(opts), id }));
       });
   }
 

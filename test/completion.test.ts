@@ -37,7 +37,7 @@ test("bash: commands, subcommands, flags and shells", () => {
   assert.ok(bashComplete(dir, "subs ").includes("mcp"));
   assert.ok(bashComplete(dir, "subs ").includes("apply"));
   assert.deepEqual(bashComplete(dir, "subs mcp li"), ["list"]);
-  assert.deepEqual(bashComplete(dir, "subs mcp "), ["add", "call", "import", "list", "login", "remove", "tools"]);
+  assert.deepEqual(bashComplete(dir, "subs mcp "), ["add", "call", "import", "list", "login", "proxy", "remove", "tools"]);
   assert.deepEqual(bashComplete(dir, "subs mcp import --from c"), ["claude", "codex", "cursor"]);
   assert.ok(bashComplete(dir, "subs mcp import --").includes("--dry-run"));
   assert.deepEqual(bashComplete(dir, "subs mcp add x https://x.example/mcp --to"), ["--token-env"]);

@@ -8,7 +8,7 @@ import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import type { OAuthClientProvider } from "@modelcontextprotocol/sdk/client/auth.js";
 import { SSEClientTransport } from "@modelcontextprotocol/sdk/client/sse.js";
 import { StreamableHTTPClientTransport, StreamableHTTPError } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
-import type { Tool } from "@modelcontextprotocol/sdk/types.js";
+import type { ClientCapabilities, Tool } from "@modelcontextprotocol/sdk/types.js";
 import { VERSION } from "../version.ts";
 
 export type { Tool };
@@ -26,6 +26,11 @@ export type McpConnectOptions = {
    * which would cut short a command given longer (`--timeout`, `--request-timeout`).
    */
   requestTimeoutMs?: number;
+  /**
+   * What this client says it can do at `initialize` (none by default). `subs mcp proxy` passes its
+   * own client's (sampling, elicitation, roots) so the server may ask them of it (issue 16).
+   */
+  capabilities?: ClientCapabilities;
 };
 
 /** The SDK's per-request options for a signal and a timeout, leaving out what is unset. */
@@ -42,7 +47,8 @@ export async function connectMcp(options: McpConnectOptions): Promise<Client> {
     requestInit,
     ...(options.authProvider ? { authProvider: options.authProvider } : {}),
   };
-  const client = new Client({ name: "subs", version: VERSION });
+  const clientOptions = options.capabilities ? { capabilities: options.capabilities } : undefined;
+  const client = new Client({ name: "subs", version: VERSION }, clientOptions);
   try {
     await client.connect(new StreamableHTTPClientTransport(url, common), requestOptions(options));
     return client;
@@ -50,7 +56,7 @@ export async function connectMcp(options: McpConnectOptions): Promise<Client> {
     const status = error instanceof StreamableHTTPError ? error.code : undefined;
     if (status === undefined || status < 400 || status >= 500 || status === 401 || status === 403) throw error;
   }
-  const sseClient = new Client({ name: "subs", version: VERSION });
+  const sseClient = new Client({ name: "subs", version: VERSION }, clientOptions);
   await sseClient.connect(new SSEClientTransport(url, common), requestOptions(options));
   return sseClient;
 }

@@ -5,6 +5,7 @@
 // answer is recorded as `subs mcp login` records an open server, a 401 needs a login (issue 13).
 import path from "node:path";
 import type { Client } from "@modelcontextprotocol/sdk/client/index.js";
+import type { ClientCapabilities } from "@modelcontextprotocol/sdk/types.js";
 import { UnauthorizedError } from "@modelcontextprotocol/sdk/client/auth.js";
 import { tokenHostNotAllowed } from "../config/secret-pins.ts";
 import type { Config, ConnectionConfig } from "../config/types.ts";
@@ -30,6 +31,16 @@ export type OpenConnectionOptions = {
   tokenRejectedAt?: number;
   /** Called with every 401/403 answer's WWW-Authenticate challenge (step-up needs its scope). */
   onChallenge?: (challenge: AuthChallenge) => void;
+  /** What the client says it can do at `initialize` (src/mcp/connect.ts). */
+  capabilities?: ClientCapabilities;
+  /**
+   * The client lives as long as a session (`subs mcp proxy`, issue 16), longer than a token may:
+   * a 401 to the stored OAuth token after connecting is answered by one race-safe refresh (as at
+   * connect) and one retry of the same HTTP request, so no MCP request fails for it. A refresh that
+   * fails leaves the 401 as the answer; the next 401 tries again, so a `subs mcp login` run
+   * meanwhile is picked up without a restart.
+   */
+  renewMidSession?: boolean;
 };
 
 export type AuthChallenge = { status: 401 | 403; error?: string; scope?: string; resourceMetadataUrl?: string };
@@ -63,7 +74,8 @@ export async function openConnection(options: OpenConnectionOptions): Promise<Cl
     headers.authorization = `Bearer ${token}`;
   }
   let last: AuthChallenge | undefined;
-  const fetch = challengeRecorder(ctx.fetch, (challenge) => {
+  const renewal: Renewal = {};
+  const fetch = challengeRecorder(renewingFetch(ctx.fetch, renewal), (challenge) => {
     last = challenge;
     options.onChallenge?.(challenge);
   });
@@ -74,6 +86,7 @@ export async function openConnection(options: OpenConnectionOptions): Promise<Cl
       headers,
       ...(options.signal ? { signal: options.signal } : {}),
       ...(options.requestTimeoutMs !== undefined ? { requestTimeoutMs: options.requestTimeoutMs } : {}),
+      ...(options.capabilities ? { capabilities: options.capabilities } : {}),
     });
   if (connection.auth) {
     try {
@@ -105,9 +118,13 @@ export async function openConnection(options: OpenConnectionOptions): Promise<Cl
     return client;
   }
   headers.authorization = `Bearer ${token}`;
+  const connected = (client: Client) => {
+    if (options.renewMidSession) renewal.renew = renewer(options, headers);
+    return client;
+  };
   let rejectedAt: number;
   try {
-    return await connect();
+    return connected(await connect());
   } catch (error) {
     const problem = mcpError(connection, error, last);
     if (problem.code !== "token_rejected" || options.tokenRejectedAt !== undefined) throw problem;
@@ -120,10 +137,60 @@ export async function openConnection(options: OpenConnectionOptions): Promise<Cl
   if (typeof refreshed !== "string") throw needsLogin(connection.id, "not logged in");
   headers.authorization = `Bearer ${refreshed}`;
   try {
-    return await connect();
+    return connected(await connect());
   } catch (error) {
     throw mcpError(connection, error, last);
   }
+}
+
+/** Set once connected under `renewMidSession`: the new Authorization for one that got a 401. */
+type Renewal = { renew?: (rejected: string, challenge: AuthChallenge | undefined) => Promise<string | undefined> };
+
+/**
+ * Retries a request answered 401 once, with the Authorization `renewal` gives. The SDK's
+ * transports send every POST body as a string, so the same request can be sent again.
+ */
+function renewingFetch(fetch: typeof globalThis.fetch, renewal: Renewal): typeof globalThis.fetch {
+  return async (input, init) => {
+    const response = await fetch(input, init);
+    const renew = renewal.renew;
+    if (response.status !== 401 || !renew || (init?.body !== undefined && init.body !== null && typeof init.body !== "string")) return response;
+    const sent = new Headers(init?.headers).get("authorization");
+    if (!sent) return response;
+    const fresh = await renew(sent, challengeOf(response)).catch(() => undefined);
+    if (!fresh) return response;
+    await response.body?.cancel().catch(() => {});
+    const headers = new Headers(init?.headers);
+    headers.set("authorization", fresh);
+    return fetch(input, { ...init, headers });
+  };
+}
+
+/**
+ * One refresh for every request that got a 401 with the same token (they arrive together when a
+ * token expires under concurrent calls); `headers` is what the transport sends from then on.
+ */
+function renewer(options: OpenConnectionOptions, headers: Record<string, string>): NonNullable<Renewal["renew"]> {
+  let pending: Promise<string | undefined> | undefined;
+  return (rejected, challenge) => {
+    if (rejected !== headers.authorization) return Promise.resolve(headers.authorization);
+    pending ??= (async () => {
+      try {
+        await assertSameAuthorizationServer(options, challenge);
+        // A token stored since (a `subs mcp login`, another process's refresh) is used as it is;
+        // only the rejected one is refreshed.
+        const rejectedAt = options.ctx.now();
+        let token = await oauthAccessToken(options);
+        if (typeof token === "string" && `Bearer ${token}` === rejected) token = await oauthAccessToken(options, rejectedAt);
+        if (typeof token !== "string") return undefined;
+        headers.authorization = `Bearer ${token}`;
+        return headers.authorization;
+      } finally {
+        pending = undefined;
+      }
+    })();
+    return pending;
+  };
 }
 
 const OPEN = Symbol("no credential needed");
@@ -226,20 +293,25 @@ async function authorizationServerNow(fetch: typeof globalThis.fetch, connection
 export function challengeRecorder(fetch: typeof globalThis.fetch, record: (challenge: AuthChallenge) => void): typeof globalThis.fetch {
   return async (input, init) => {
     const response = await fetch(input, init);
-    if (response.status === 401 || response.status === 403) {
-      const header = response.headers.get("www-authenticate") ?? "";
-      const field = (name: string) => new RegExp(`${name}=(?:"([^"]*)"|([^\\s,]+))`).exec(header)?.slice(1).find((v) => v !== undefined);
-      const error = field("error");
-      const scope = field("scope");
-      const resourceMetadataUrl = field("resource_metadata");
-      record({
-        status: response.status,
-        ...(error ? { error } : {}),
-        ...(scope ? { scope } : {}),
-        ...(resourceMetadataUrl ? { resourceMetadataUrl } : {}),
-      });
-    }
+    const challenge = challengeOf(response);
+    if (challenge) record(challenge);
     return response;
+  };
+}
+
+/** The WWW-Authenticate challenge of a 401/403 answer (RFC 6750 §3). */
+function challengeOf(response: Response): AuthChallenge | undefined {
+  if (response.status !== 401 && response.status !== 403) return undefined;
+  const header = response.headers.get("www-authenticate") ?? "";
+  const field = (name: string) => new RegExp(`${name}=(?:"([^"]*)"|([^\\s,]+))`).exec(header)?.slice(1).find((v) => v !== undefined);
+  const error = field("error");
+  const scope = field("scope");
+  const resourceMetadataUrl = field("resource_metadata");
+  return {
+    status: response.status,
+    ...(error ? { error } : {}),
+    ...(scope ? { scope } : {}),
+    ...(resourceMetadataUrl ? { resourceMetadataUrl } : {}),
   };
 }
 

@@ -151,7 +151,7 @@ export const annotatedTool = (name: string, annotations: Tool["annotations"] = u
  * metadata (RFC 9728) and bearer-token middleware, run as an express app in front of the handler.
  * Resolves true when it answered the request itself (metadata, 401, 403).
  */
-function oauthGate(url: string, protect: ProtectOptions) {
+export function oauthGate(url: string, protect: ProtectOptions) {
   const origin = new URL(url).origin;
   const path = new URL(url).pathname;
   const metadataPath = protect.metadataAt === "root" ? "/.well-known/oauth-protected-resource" : `/.well-known/oauth-protected-resource${path}`;

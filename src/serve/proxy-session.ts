@@ -1,0 +1,436 @@
+// `subs mcp proxy <id>` (issue 16): one MCP session in front of one declared connection, with
+// its stored credential. Transparent, as mcp-remote is: what the upstream server can do is what
+// the client is told at `initialize`, what the client can do (sampling, elicitation, roots) is
+// what the upstream is told, and every other request and notification crosses unchanged, in
+// either direction, through the SDK's fallback handlers (shared/protocol.js `_onrequest` and
+// `_onnotification` use them for any method without a handler of its own). Only what is per hop
+// is rewritten: request ids (each side's Protocol numbers its own), progress tokens (mapped back
+// to the one the sender chose) and cancellations (an abort of the forwarded request's signal
+// sends `notifications/cancelled` with the id the other side knows).
+import type { Client } from "@modelcontextprotocol/sdk/client/index.js";
+import { StreamableHTTPError } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
+import { Server } from "@modelcontextprotocol/sdk/server/index.js";
+import type { RequestOptions } from "@modelcontextprotocol/sdk/shared/protocol.js";
+import type { Transport } from "@modelcontextprotocol/sdk/shared/transport.js";
+import {
+  CancelledNotificationSchema,
+  ErrorCode,
+  type ClientCapabilities,
+  LATEST_PROTOCOL_VERSION,
+  McpError,
+  ProgressNotificationSchema,
+  SUPPORTED_PROTOCOL_VERSIONS,
+  type InitializeResult,
+  type JSONRPCRequest,
+  type Notification,
+  type RequestId,
+  type ServerCapabilities,
+} from "@modelcontextprotocol/sdk/types.js";
+import { z } from "zod";
+import type { Config, ConnectionConfig } from "../config/types.ts";
+import type { Context } from "../context.ts";
+import { SubsError } from "../errors.ts";
+import { connectionError, openConnection } from "../mcp/open.ts";
+import { learningFetch, Secrets } from "../output/secrets.ts";
+import type { Reporter } from "../report.ts";
+import { VERSION } from "../version.ts";
+import type { SessionFactory, SessionServer } from "./session.ts";
+
+export type ProxyOptions = {
+  /** stderr: the one-line notices of a session (connected, could not connect, upstream gone). */
+  reporter: Reporter;
+  /** The upstream could not be opened at a session's `initialize` (needs a login, unreachable…). */
+  onUnavailable?: (error: SubsError) => void;
+};
+
+/**
+ * The proxy has no deadline of its own: the client decides how long it waits and cancels when it
+ * gives up, and that cancellation is forwarded. (The SDK's 60 s default would cut a long tool short
+ * behind a client that allows more.) The largest delay a Node timer takes.
+ */
+const NO_DEADLINE_MS = 2_147_483_647;
+
+/** What the proxy needs of an initialize; everything else in it is passed on as it came. */
+const InitializeParams = z.looseObject({
+  protocolVersion: z.string(),
+  capabilities: z.looseObject({}),
+  clientInfo: z.looseObject({ name: z.string() }),
+});
+
+/** Any JSON-RPC result, kept whole: the SDK's per-method schemas would drop or reject what they do not know. */
+const AnyResult = z.looseObject({});
+
+/** Notifications that are about the session, not about a request in flight. */
+const UNRELATED = new Set(["notifications/tools/list_changed", "notifications/prompts/list_changed", "notifications/resources/list_changed", "notifications/resources/updated"]);
+
+type Side = {
+  request(request: { method: string; params?: Record<string, unknown> }, schema: typeof AnyResult, options?: RequestOptions): Promise<Record<string, unknown>>;
+};
+type Extra = {
+  signal: AbortSignal;
+  requestId: RequestId;
+  sendNotification(notification: { method: string; params?: Record<string, unknown> }): Promise<void>;
+};
+
+/**
+ * The SDK's low-level server with its capability checks left to the upstream: it advertises the
+ * upstream's capabilities, learnt only at `initialize` (after the transport is connected, when
+ * registerCapabilities no longer may), and the upstream answers for what it does not support.
+ */
+class ProxyServer extends Server {
+  protected override assertCapabilityForMethod(): void {}
+  protected override assertNotificationCapability(): void {}
+  protected override assertRequestHandlerCapability(): void {}
+  protected override assertTaskCapability(): void {}
+  protected override assertTaskHandlerCapability(): void {}
+  override async connect(transport: Transport): Promise<void> {
+    await super.connect(transport);
+    progressInOrder(this, transport);
+  }
+}
+
+export function proxySessionFactory(
+  ctx: Pick<Context, "env" | "fetch" | "now" | "signal">,
+  config: Config,
+  connection: ConnectionConfig,
+  options: ProxyOptions,
+): SessionFactory {
+  return async () => proxySession(ctx, config, connection, options);
+}
+
+async function proxySession(ctx: Pick<Context, "env" | "fetch" | "now" | "signal">, config: Config, connection: ConnectionConfig, options: ProxyOptions): Promise<SessionServer> {
+  const { reporter } = options;
+  // Every credential this session sends is learnt, and removed from everything the client
+  // receives: a server that quotes the bearer token back in an error or a log message must not
+  // hand it to the client (issue 16, "no token ever appears in what the client receives").
+  const secrets = new Secrets();
+  const fetch = learningFetch(ctx.fetch, secrets);
+  const clean = <T>(value: T): T => scrubbed(value, secrets);
+  const server = new ProxyServer({ name: `subs-proxy-${connection.id}`, version: VERSION });
+  let upstream: Client | undefined;
+  let unavailable: Error | undefined;
+  let initializing = false;
+  let closing = false;
+  let clientCapabilities: ClientCapabilities = {};
+  // What the client set up on the upstream's session, to set up again on a new one (below).
+  const subscriptions = new Set<string>();
+  let logLevel: string | undefined;
+  const open = () =>
+    openConnection({
+      ctx: { env: ctx.env, now: ctx.now, fetch },
+      config,
+      connection,
+      signal: ctx.signal,
+      reporter,
+      capabilities: clientCapabilities,
+      renewMidSession: true,
+      // The initialize of the upstream: the client waits for its answer, and cancels or times
+      // out on its own terms.
+      requestTimeoutMs: NO_DEADLINE_MS,
+    });
+  // The client's requests being answered: a request or a notification the upstream sends while
+  // exactly one is in flight belongs to it (a sampling request inside a tools/call), which over
+  // Streamable HTTP puts it on that request's response stream. The upstream's transport does not
+  // say which of several it came with; then it goes on the session's own stream.
+  const inFlight = new Set<RequestId>();
+  const related = (method?: string): RequestId | undefined => (inFlight.size === 1 && !(method && UNRELATED.has(method)) ? inFlight.values().next().value : undefined);
+
+  // A ping crosses to the other end too: the client learns whether the server answers, not just subs.
+  server.removeRequestHandler("ping");
+  cancelsEveryId(server);
+
+  // initialize is taken raw, through the fallback: the SDK's schema for it keeps only the client
+  // capabilities it knows, and the upstream is to be told all of them.
+  server.removeRequestHandler("initialize");
+  const initialize = async (raw: JSONRPCRequest) => {
+    const parsed = InitializeParams.safeParse(raw.params);
+    if (!parsed.success) throw new McpError(ErrorCode.InvalidParams, `invalid initialize: ${z.prettifyError(parsed.error)}`);
+    const request = { params: parsed.data };
+    if (initializing) throw new McpError(ErrorCode.InvalidRequest, "the session is already initialized");
+    initializing = true;
+    clientCapabilities = request.params.capabilities as ClientCapabilities;
+    let client: Client;
+    try {
+      client = await open();
+    } catch (error) {
+      const problem = error instanceof SubsError ? error : connectionError(connection, error);
+      const words = clean(`${problem.message}${problem.hint ? `; ${problem.hint}` : ""}`);
+      reporter.warn(words);
+      options.onUnavailable?.(problem);
+      // The client shows this message (in its list of servers, its logs): it says what to do.
+      unavailable = Object.assign(new Error(words), {
+        code: ErrorCode.InternalError,
+        data: { code: problem.code ?? problem.kind, ...(problem.hint ? { hint: clean(problem.hint) } : {}) },
+      });
+      throw unavailable;
+    }
+    if (closing) {
+      await client.close().catch(() => {});
+      throw new McpError(ErrorCode.ConnectionClosed, "the session closed");
+    }
+    upstream = client;
+    wireUpstream(client);
+    const capabilities: ServerCapabilities = client.getServerCapabilities() ?? {};
+    const upstreamVersion = (client.transport as { protocolVersion?: string } | undefined)?.protocolVersion;
+    const result: InitializeResult = {
+      protocolVersion: negotiated(request.params.protocolVersion, upstreamVersion),
+      capabilities,
+      // The upstream's own name: what a client shows is the server it is talking to.
+      serverInfo: client.getServerVersion() ?? { name: connection.id, version: "unknown" },
+      ...(client.getInstructions() ? { instructions: client.getInstructions()! } : {}),
+    };
+    reporter.info(`${connection.id}: connected to ${new URL(connection.url).origin}; proxying for ${request.params.clientInfo.name}`);
+    return clean(result);
+  };
+
+  server.fallbackRequestHandler = async (request, extra) => {
+    if (request.method === "initialize") return initialize(request);
+    if (!upstream) {
+      if (request.method === "ping") return {};
+      throw unavailable ?? new McpError(ErrorCode.InvalidRequest, "the session is not initialized");
+    }
+    inFlight.add(extra.requestId);
+    try {
+      const used = upstream;
+      let result: Record<string, unknown>;
+      try {
+        result = await forward(used as unknown as Side, request, extra as unknown as Extra, clean);
+      } catch (error) {
+        if (!sessionGone(error) || extra.signal.aborted) throw error;
+        result = await forward((await restart(used)) as unknown as Side, request, extra as unknown as Extra, clean);
+      }
+      remember(request);
+      return clean(result);
+    } catch (error) {
+      const failure = clean(asJsonRpcError(error, connection));
+      // The person who can run the login reads stderr (the client's log), not the client's error.
+      if (error instanceof StreamableHTTPError && (error.code === 401 || error.code === 403)) reporter.warn(failure.message);
+      throw failure;
+    } finally {
+      inFlight.delete(extra.requestId);
+    }
+  };
+
+  /** Subscriptions and the log level, as the upstream accepted them. */
+  const remember = (request: JSONRPCRequest) => {
+    const params = request.params as { uri?: unknown; level?: unknown } | undefined;
+    if (request.method === "resources/subscribe" && typeof params?.uri === "string") subscriptions.add(params.uri);
+    else if (request.method === "resources/unsubscribe" && typeof params?.uri === "string") subscriptions.delete(params.uri);
+    else if (request.method === "logging/setLevel" && typeof params?.level === "string") logLevel = params.level;
+  };
+
+  /**
+   * The upstream answered 404 to its session id: it ended the session (a restart, an expiry). MCP
+   * Streamable HTTP, "Session Management": the client then starts a new one. The proxy's client
+   * keeps its own session, so the proxy starts the new upstream session itself, with the same
+   * capabilities, and sets up again what the client had set up (log level, subscriptions); the
+   * request that met the 404 is sent again, once. One restart for every request that met it.
+   */
+  let restarting: Promise<Client> | undefined;
+  const retired = new WeakSet<Client>();
+  const restart = (stale: Client): Promise<Client> => {
+    if (upstream && upstream !== stale) return Promise.resolve(upstream);
+    restarting ??= (async () => {
+      try {
+        reporter.info(`${connection.id}: the server ended its session; starting a new one`);
+        const client = await open();
+        if (closing) {
+          await client.close().catch(() => {});
+          throw new McpError(ErrorCode.ConnectionClosed, "the session closed");
+        }
+        wireUpstream(client);
+        retired.add(stale);
+        upstream = client;
+        void stale.close().catch(() => {});
+        const again = { timeout: NO_DEADLINE_MS };
+        if (logLevel !== undefined) await client.setLoggingLevel(logLevel as never, again).catch(() => {});
+        for (const uri of subscriptions) await client.subscribeResource({ uri }, again).catch(() => {});
+        return client;
+      } finally {
+        restarting = undefined;
+      }
+    })();
+    return restarting;
+  };
+
+  server.fallbackNotificationHandler = async (notification) => {
+    await upstream?.transport?.send({ jsonrpc: "2.0", ...(notification as Notification) }).catch(() => {});
+  };
+
+  function wireUpstream(client: Client): void {
+    client.removeRequestHandler("ping");
+    cancelsEveryId(client);
+    if (client.transport) progressInOrder(client, client.transport);
+    client.fallbackRequestHandler = async (request, extra) => {
+      const relatedRequestId = related();
+      try {
+        return await forward(server as unknown as Side, clean(request), extra as unknown as Extra, (v) => v, relatedRequestId);
+      } catch (error) {
+        throw asJsonRpcError(error, connection);
+      }
+    };
+    client.fallbackNotificationHandler = async (notification) => {
+      const relatedRequestId = related(notification.method);
+      await server.transport
+        ?.send(clean({ jsonrpc: "2.0" as const, ...(notification as Notification) }), relatedRequestId !== undefined ? { relatedRequestId } : undefined)
+        .catch(() => {});
+    };
+    // The upstream went away for good (an SSE connection closed): this session has nothing left
+    // to serve, and ending it tells the client, which may start another.
+    client.onclose = () => {
+      if (closing || retired.has(client)) return;
+      reporter.warn(`${connection.id}: the server closed the connection; ending the session`);
+      void server.close().catch(() => {});
+    };
+  }
+
+  return {
+    server,
+    async close() {
+      closing = true;
+      const client = upstream;
+      upstream = undefined;
+      if (!client) return;
+      // Polite end of the upstream's session (MCP Streamable HTTP, "Session Management"), capped:
+      // a server that does not answer must not hold the proxy open.
+      const transport = client.transport as { terminateSession?: () => Promise<void> } | undefined;
+      await Promise.race([transport?.terminateSession?.().catch(() => {}), new Promise((resolve) => setTimeout(resolve, 1000).unref())]);
+      await client.close().catch(() => {});
+    },
+  };
+}
+
+/** A 404 to a request carrying the upstream's session id: the session is gone (MCP Streamable HTTP). */
+function sessionGone(error: unknown): boolean {
+  return error instanceof StreamableHTTPError && error.code === 404;
+}
+
+/**
+ * Sends `request` on to the other side as it came, but for the progress token: the other side
+ * gets one of the forwarding side's (the SDK numbers them by request), and each progress report
+ * comes back with the token the sender chose. Aborting `extra.signal` (the sender cancelled, or
+ * the session closed) cancels it on the other side.
+ */
+async function forward(
+  to: Side,
+  request: JSONRPCRequest,
+  extra: Extra,
+  clean: <T>(value: T) => T,
+  relatedRequestId?: RequestId,
+): Promise<Record<string, unknown>> {
+  const { params, progressToken } = withoutProgressToken(request.params as Record<string, unknown> | undefined);
+  // Reports go out in order and before the result: over Streamable HTTP each is a POST of its
+  // own, and one that arrived after the result would be dropped as being for an unknown token.
+  let reported = Promise.resolve();
+  const result = await to.request({ method: request.method, ...(params ? { params } : {}) }, AnyResult, {
+    signal: extra.signal,
+    timeout: NO_DEADLINE_MS,
+    ...(relatedRequestId !== undefined ? { relatedRequestId } : {}),
+    ...(progressToken !== undefined
+      ? {
+          onprogress: (progress) => {
+            const notification = { method: "notifications/progress", params: clean({ ...progress, progressToken }) };
+            reported = reported.then(() => extra.sendNotification(notification)).catch(() => {});
+          },
+        }
+      : {}),
+  });
+  await reported;
+  return result;
+}
+
+/**
+ * Progress reports handled as they arrive, not a microtask later: the SDK defers every
+ * notification (shared/protocol.js `_onnotification`) but handles a response at once, so a last
+ * report that came in the same read as the result (a client answering a sampling request over
+ * stdio) found its request gone and was dropped. A forwarded request's reports must all get
+ * through before its result.
+ */
+function progressInOrder(side: Client | Server, transport: Transport): void {
+  const sdk = side as unknown as { _onprogress(notification: unknown): void };
+  const dispatch = transport.onmessage;
+  side.setNotificationHandler(ProgressNotificationSchema, () => {});
+  transport.onmessage = (message, extra) => {
+    if ("method" in message && message.method === "notifications/progress" && !("id" in message)) sdk._onprogress(message);
+    else dispatch?.(message, extra);
+  };
+}
+
+/**
+ * Cancellation by request id, 0 included: the SDK's own handler (shared/protocol.js `_oncancel`)
+ * tests `!requestId` and so ignores a cancellation of request 0, the first request a server sends
+ * its client (a sampling or elicitation request the upstream then gives up on). Same effect
+ * otherwise: the handler's signal aborts, and the forwarded request is cancelled on the other side.
+ */
+function cancelsEveryId(side: Client | Server): void {
+  const controllers = (side as unknown as { _requestHandlerAbortControllers: Map<RequestId, AbortController> })._requestHandlerAbortControllers;
+  side.setNotificationHandler(CancelledNotificationSchema, (notification) => {
+    const id = notification.params.requestId;
+    if (id !== undefined) controllers.get(id)?.abort(notification.params.reason);
+  });
+}
+
+function withoutProgressToken(params: Record<string, unknown> | undefined): { params: Record<string, unknown> | undefined; progressToken: string | number | undefined } {
+  const meta = params?._meta as Record<string, unknown> | undefined;
+  if (!params || !meta || !("progressToken" in meta)) return { params, progressToken: undefined };
+  const { progressToken, ...rest } = meta;
+  const { _meta: _, ...others } = params;
+  return {
+    params: { ...others, ...(Object.keys(rest).length > 0 ? { _meta: rest } : {}) },
+    progressToken: typeof progressToken === "string" || typeof progressToken === "number" ? progressToken : undefined,
+  };
+}
+
+/**
+ * The error the other side answered, as it answered it (code, message, data): the SDK's McpError
+ * prefixes its message with "MCP error <code>: ", which is not the server's. A failure of the
+ * proxy's own (the upstream unreachable, a credential it rejects) becomes an internal error whose
+ * message says what to do.
+ */
+function asJsonRpcError(error: unknown, connection: ConnectionConfig): Error & { code: number; data?: unknown } {
+  if (error instanceof McpError) {
+    const prefix = `MCP error ${error.code}: `;
+    const message = error.message.startsWith(prefix) ? error.message.slice(prefix.length) : error.message;
+    return Object.assign(new Error(message), { code: error.code, ...(error.data !== undefined ? { data: error.data } : {}) });
+  }
+  const status = error instanceof StreamableHTTPError ? error.code : undefined;
+  if (status === 401 || status === 403) {
+    const why = status === 401 ? "the server rejected the stored credential and a refresh did not help" : "the server refused the stored credential (it may need more permissions)";
+    const hint = `run \`subs mcp login ${connection.id}\``;
+    return Object.assign(new Error(`${connection.id}: ${why}; ${hint}`), { code: ErrorCode.InternalError, data: { code: status === 401 ? "needs_login" : "insufficient_scope", hint } });
+  }
+  const problem = error instanceof SubsError ? error : connectionError(connection, error);
+  return Object.assign(new Error(`${problem.message}${problem.hint ? `; ${problem.hint}` : ""}`), {
+    code: ErrorCode.InternalError,
+    data: { code: problem.code ?? problem.kind },
+  });
+}
+
+/**
+ * The version to answer the client with: the one it asked for when the upstream speaks it or a
+ * later one (the spec's rule: the same version when supported), else the upstream's own, older
+ * one, which the client may accept or refuse (MCP lifecycle, "Version Negotiation").
+ */
+function negotiated(requested: string, upstream: string | undefined): string {
+  const supported = (version: string | undefined): version is string => version !== undefined && SUPPORTED_PROTOCOL_VERSIONS.includes(version);
+  if (supported(requested) && (!upstream || requested <= upstream)) return requested;
+  if (supported(upstream)) return upstream;
+  return LATEST_PROTOCOL_VERSION;
+}
+
+/** `value` with every known secret replaced (tokens are URL-safe, so JSON text can be scrubbed as text). */
+function scrubbed<T>(value: T, secrets: Secrets): T {
+  if (value === undefined || value === null) return value;
+  if (typeof value === "string") return secrets.scrub(value) as T;
+  if (value instanceof Error) {
+    const message = secrets.scrub(value.message);
+    const data = (value as { data?: unknown }).data;
+    const cleanData = data === undefined ? undefined : scrubbed(data, secrets);
+    if (message === value.message && cleanData === data) return value;
+    return Object.assign(new Error(message), { ...value, ...(cleanData !== undefined ? { data: cleanData } : {}) }) as T;
+  }
+  const text = JSON.stringify(value);
+  if (text === undefined) return value;
+  const clean = secrets.scrub(text);
+  return clean === text ? value : (JSON.parse(clean) as T);
+}
