@@ -1,0 +1,379 @@
+// `subs agent serve` end to end (issue 16): the real CLI (bin/subs.cjs) spawned by the MCP SDK's
+// StdioClientTransport and driven by its Client, as Claude Code or Cursor would, in front of real
+// MCP servers on loopback (one down, one whose token is unset), and with a real OAuth server for
+// the credential cases.
+import assert from "node:assert/strict";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import path from "node:path";
+import { setTimeout as sleep } from "node:timers/promises";
+import { after, before, describe, it } from "node:test";
+import { Client } from "@modelcontextprotocol/sdk/client/index.js";
+import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
+import { McpError, type Progress } from "@modelcontextprotocol/sdk/types.js";
+import type { AgentToolsJson } from "../src/commands/agent-tools.ts";
+import { environment, TOOLS as OAUTH_TOOLS, type Env } from "./auth/harness.ts";
+import { runCli } from "./support/cli.ts";
+import { annotatedTool, startMcpServer, type RunningMcpServer, type TestTool } from "./support/mcp-server.ts";
+import { serveSession, type ServeSession } from "./support/serve-client.ts";
+
+const MCP_TOKEN = "mcp-static-SECRET-value";
+
+describe("subs agent serve (end to end, static tokens)", () => {
+  let dir: string;
+  let alpha: RunningMcpServer;
+  let beta: RunningMcpServer;
+  let alphaTools: TestTool[];
+  const sessions: ServeSession[] = [];
+
+  const serve = async (agent = "triage") => {
+    const session = await serveSession(["agent", "serve", agent], { cwd: dir, env: { MCP_TOKEN } });
+    sessions.push(session);
+    return session;
+  };
+
+  before(async () => {
+    dir = mkdtempSync(path.join(tmpdir(), "subs-agent-serve-"));
+    alphaTools = [
+      annotatedTool("search", { readOnlyHint: true }),
+      { ...annotatedTool("echo"), reply: (args) => `echo:${JSON.stringify(args)}` },
+      {
+        ...annotatedTool("rich"),
+        outputSchema: { type: "object", properties: { count: { type: "number" } }, required: ["count"] },
+        result: (args) => ({ content: [{ type: "text", text: "two blocks" }, { type: "text", text: String(args.n) }], structuredContent: { count: Number(args.n) } }),
+      },
+      { ...annotatedTool("broken"), result: () => ({ content: [{ type: "text", text: "it broke" }], isError: true }) },
+      { ...annotatedTool("slow"), work: { steps: 100, everyMs: 50, reports: true } },
+    ];
+    alpha = await startMcpServer({ name: "alpha", tools: alphaTools });
+    beta = await startMcpServer({ name: "beta", tools: [annotatedTool("search"), annotatedTool("beta_only")] });
+    const down = await startMcpServer({ tools: [] });
+    await down.close(); // a closed port: connection refused
+    writeFileSync(
+      path.join(dir, "substructure.toml"),
+      `
+[mcp.alpha]
+url = "${alpha.url}"
+auth = { token_env = "MCP_TOKEN" }
+
+[mcp.beta]
+url = "${beta.url}"
+auth = { token_env = "MCP_TOKEN" }
+prefix_tools = false
+
+[mcp.down]
+url = "${down.url}"
+auth = { token_env = "MCP_TOKEN" }
+
+[mcp.locked]
+url = "${beta.url}"
+auth = { token_env = "LOCKED_TOKEN" }
+
+[agent.helper]
+mcp = ["beta"]
+
+[agent.triage]
+mcp = ["alpha", "beta", "down", "locked"]
+tools = ["search"]
+agents = ["helper"]
+`,
+    );
+  });
+
+  after(async () => {
+    await Promise.all(sessions.map((s) => s.close().catch(() => {})));
+    await Promise.all([alpha, beta].map((s) => s.close()));
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  const noToken = (s: ServeSession) => {
+    assert.ok(!s.stderr().includes(MCP_TOKEN), "the token reached stderr");
+    assert.ok(!s.received.some((m) => m.includes(MCP_TOKEN)), "the token reached the client");
+  };
+
+  it("serves exactly what `subs agent tools --json` lists, without declared tools and sub-agents; what is left out is reported on stderr and to the client", async () => {
+    const listed = await runCli(["agent", "tools", "triage", "--json"], { cwd: dir, env: { MCP_TOKEN } });
+    const expected = (JSON.parse(listed.stdout) as AgentToolsJson).tools.filter((t) => t.kind === "connector");
+    assert.deepEqual(
+      expected.map((t) => t.name),
+      ["alpha__search", "alpha__echo", "alpha__rich", "alpha__broken", "alpha__slow", "beta_only"],
+    );
+
+    const s = await serve();
+    const { tools } = await s.client.listTools();
+    assert.deepEqual(
+      tools.map((t) => [t.name, t.description, t.inputSchema, t.annotations ?? null]),
+      expected.map((t) => [t.name, t.description, t.input_schema, t.annotations]),
+    );
+    assert.deepEqual(tools.find((t) => t.name === "alpha__rich")?.outputSchema, alphaTools[2]!.outputSchema);
+    assert.deepEqual(s.client.getServerCapabilities()?.tools, { listChanged: false });
+
+    const logs = s.logs.map((l) => [l.level, l.logger, l.data]);
+    assert.deepEqual(
+      logs.map(([level, logger]) => [level, logger]),
+      [
+        ["warning", "subs"],
+        ["warning", "subs"],
+        ["warning", "subs"],
+      ],
+    );
+    const texts = logs.map(([, , data]) => String(data));
+    assert.match(texts[0]!, /^down: cannot reach .*; this session serves none of down's tools \(check the url in the file and that the server is up\)$/);
+    assert.match(texts[1]!, /^locked: \$LOCKED_TOKEN is not set; this session serves none of locked's tools \(export LOCKED_TOKEN=/);
+    assert.equal(texts[2], "not served: beta's `search` would be `search`; the declared tool `search` keeps its name");
+    for (const text of texts) assert.ok(s.stderr().includes(text), `stderr reports: ${text}\n${s.stderr()}`);
+    assert.match(s.stderr(), /Serving agent `triage`: 6 tools from 2 of 4 connections\./);
+    noToken(s);
+  });
+
+  it("runs calls on the connection, results unchanged: content, structuredContent, isError", async () => {
+    const s = await serve();
+    const direct = new Client({ name: "direct", version: "1.0.0" });
+    await direct.connect(new StreamableHTTPClientTransport(new URL(alpha.url)));
+    try {
+      for (const [tool, args] of [
+        ["echo", { q: "x", nested: { a: [1, 2] } }],
+        ["rich", { n: 7 }],
+        ["broken", {}],
+      ] as const) {
+        const served = await s.client.callTool({ name: `alpha__${tool}`, arguments: args });
+        const upstream = await direct.callTool({ name: tool, arguments: args });
+        assert.deepEqual(served, upstream, tool);
+      }
+      assert.deepEqual(await s.client.callTool({ name: "alpha__rich", arguments: { n: 3 } }), {
+        content: [
+          { type: "text", text: "two blocks" },
+          { type: "text", text: "3" },
+        ],
+        structuredContent: { count: 3 },
+      });
+      assert.equal((await s.client.callTool({ name: "alpha__broken", arguments: {} })).isError, true);
+      assert.deepEqual((await s.client.callTool({ name: "beta_only", arguments: { z: 1 } })).content, [{ type: "text", text: '{"z":1}' }]);
+    } finally {
+      await direct.close();
+    }
+    noToken(s);
+  });
+
+  it("a name not served (unknown, declared, a sub-agent, a dropped one) is an MCP error, not a tool result", async () => {
+    const s = await serve();
+    for (const name of ["nope", "search", "helper", "alpha__nope", "echo"]) {
+      await assert.rejects(
+        () => s.client.callTool({ name, arguments: {} }),
+        (error: unknown) => error instanceof McpError && error.code === -32602 && error.message.includes(`Unknown tool: ${name}`),
+        name,
+      );
+    }
+    // The session goes on.
+    assert.equal((await s.client.callTool({ name: "alpha__echo", arguments: {} })).isError, undefined);
+  });
+
+  it("fetches once per session: an upstream's new tool is not served mid-session; a new session serves it", async () => {
+    const s = await serve();
+    const first = (await s.client.listTools()).tools.map((t) => t.name);
+    const lists = () => alpha.requests.filter((m) => m === "tools/list").length;
+    const listsBefore = lists();
+    alphaTools.push(annotatedTool("fresh"));
+    try {
+      assert.deepEqual((await s.client.listTools()).tools.map((t) => t.name), first);
+      await assert.rejects(() => s.client.callTool({ name: "alpha__fresh", arguments: {} }), McpError);
+      assert.equal(lists(), listsBefore, "tools/list answered from the snapshot, upstream not asked again");
+      const next = await serve();
+      assert.deepEqual((await next.client.listTools()).tools.map((t) => t.name), [...first.filter((n) => n.startsWith("alpha__")), "alpha__fresh", "beta_only"]);
+      assert.deepEqual((await next.client.callTool({ name: "alpha__fresh", arguments: { a: 1 } })).content, [{ type: "text", text: '{"a":1}' }]);
+    } finally {
+      alphaTools.pop();
+    }
+  });
+
+  it("passes progress back under the client's token and a cancellation on to the upstream", async () => {
+    const s = await serve();
+    const progress: Progress[] = [];
+    const controller = new AbortController();
+    const started = Date.now();
+    const cancelledBefore = alpha.requests.filter((m) => m === "notifications/cancelled").length;
+    await assert.rejects(() =>
+      s.client.callTool({ name: "alpha__slow", arguments: {} }, undefined, {
+        signal: controller.signal,
+        onprogress: (p) => {
+          progress.push(p);
+          if (progress.length === 3) controller.abort(new Error("the user stopped it"));
+        },
+      }),
+    );
+    assert.deepEqual(progress, [1, 2, 3].map((n) => ({ progress: n, total: 100, message: `step ${n}` })));
+    assert.ok(Date.now() - started < 3000, "ended well before the tool would have");
+    for (let n = 0; n < 50 && alpha.requests.filter((m) => m === "notifications/cancelled").length === cancelledBefore; n++) await sleep(20);
+    assert.equal(alpha.requests.filter((m) => m === "notifications/cancelled").length, cancelledBefore + 1, "the upstream was told the request is cancelled");
+    // The session still serves calls.
+    assert.deepEqual((await s.client.callTool({ name: "alpha__echo", arguments: {} })).content, [{ type: "text", text: "echo:{}" }]);
+  });
+
+  it("ends cleanly and at once when the client closes stdin", async () => {
+    const s = await serve();
+    await s.client.listTools();
+    const started = Date.now();
+    s.child.stdin!.end();
+    const { code, signal } = await s.exited;
+    assert.equal(signal, null);
+    assert.equal(code, 0, s.stderr());
+    assert.ok(Date.now() - started < 1500, `ended ${Date.now() - started} ms after stdin closed`);
+  });
+
+  it("ends cleanly (exit 0) and at once on SIGTERM and on SIGINT, mid-call too", async () => {
+    for (const sig of ["SIGTERM", "SIGINT"] as const) {
+      const s = await serve();
+      await s.client.listTools();
+      const call = s.client.callTool({ name: "alpha__slow", arguments: {} }).catch((error: unknown) => error);
+      await sleep(200);
+      const started = Date.now();
+      s.child.kill(sig);
+      const { code, signal } = await s.exited;
+      assert.equal(signal, null, sig);
+      assert.equal(code, 0, `${sig}: ${s.stderr()}`);
+      assert.ok(Date.now() - started < 1500, `${sig}: ended ${Date.now() - started} ms after`);
+      assert.ok((await call) instanceof Error, "the call in flight ends with the server");
+      assert.ok(!s.stderr().includes("Interrupted"), s.stderr());
+    }
+  });
+
+  it("with [remote]: exit 2, the deployment runs the calls; nothing on stdout", async () => {
+    const remote = mkdtempSync(path.join(tmpdir(), "subs-agent-serve-remote-"));
+    try {
+      writeFileSync(path.join(remote, "substructure.toml"), `[remote]\nurl = "https://deploy.example"\n\n[mcp.a]\nurl = "https://a.example/mcp"\n\n[agent.triage]\nmcp = ["a"]\n`);
+      const r = await runCli(["agent", "serve", "triage"], { cwd: remote });
+      assert.equal(r.code, 2, r.stderr);
+      assert.equal(r.stdout, "");
+      assert.match(r.stderr, /error: subs agent serve works only without \[remote\]: with \[remote\], the deployment holds the credentials and runs the agent's tool calls/);
+    } finally {
+      rmSync(remote, { recursive: true, force: true });
+    }
+  });
+
+  it("an unknown agent: exit 2 with a suggestion, before anything is served", async () => {
+    const r = await runCli(["agent", "serve", "triag"], { cwd: dir, env: { MCP_TOKEN } });
+    assert.equal(r.code, 2);
+    assert.equal(r.stdout, "");
+    assert.match(r.stderr, /no agent `triag`.*\n.*did you mean `triage`\?/);
+  });
+});
+
+describe("subs agent serve (end to end, OAuth credentials)", () => {
+  const agentToml = (url: string) => `[mcp.demo]\nurl = "${url}"\n\n[agent.bot]\nmcp = ["demo"]\n`;
+
+  const leaks = (env: Env, sessions: ServeSession[]) => {
+    const seen = sessions.flatMap((s) => [s.stderr(), ...s.received]).join("\n");
+    return env.as.issuedTokens().filter((token) => seen.includes(token));
+  };
+
+  it("an access token that expires mid-session is refreshed before a call, with no failed call", { timeout: 30_000 }, async () => {
+    const env = await environment({ as: { accessTokenTtlSeconds: 2 }, toml: agentToml });
+    const sessions: ServeSession[] = [];
+    try {
+      assert.equal((await env.subs(["mcp", "login", "demo"])).code, 0);
+      const s = await serveSession(["agent", "serve", "bot"], { cwd: env.dir });
+      sessions.push(s);
+      assert.deepEqual((await s.client.listTools()).tools.map((t) => t.name), OAUTH_TOOLS.map((t) => `demo__${t.name}`));
+      const refreshes = env.as.counters.refreshes;
+      for (let n = 0; n < 4; n++) {
+        const result = await s.client.callTool({ name: "demo__echo", arguments: { n } });
+        assert.deepEqual(result.content, [{ type: "text", text: `echo:{"n":${n}}` }], `call ${n}: ${JSON.stringify(result)}`);
+        await sleep(1100);
+      }
+      assert.ok(env.as.counters.refreshes - refreshes >= 1, "the token was refreshed mid-session");
+      assert.equal(env.as.counters.rejectedRefreshes, 0);
+      // Each refresh stored: the db holds the newest token.
+      const row = env.db().prepare("SELECT access_token FROM subs_credentials WHERE id = 'demo'").get() as { access_token: string };
+      assert.equal(env.mcp.authorizations.at(-1), `Bearer ${row.access_token}`);
+      assert.deepEqual(leaks(env, sessions), []);
+    } finally {
+      await Promise.all(sessions.map((s) => s.close()));
+      await env.close();
+    }
+  });
+
+  it("a 401 to a token the store thinks valid: one refresh and the same call again, which succeeds", { timeout: 30_000 }, async () => {
+    const env = await environment({ toml: agentToml });
+    const sessions: ServeSession[] = [];
+    try {
+      assert.equal((await env.subs(["mcp", "login", "demo"])).code, 0);
+      const s = await serveSession(["agent", "serve", "bot"], { cwd: env.dir });
+      sessions.push(s);
+      await s.client.listTools();
+      env.as.forgetAccessTokens(); // a restarted server: the token answers 401 before its expiry
+      const refreshes = env.as.counters.refreshes;
+      const calls = env.mcp.requests.filter((m) => m === "tools/call").length;
+      const result = await s.client.callTool({ name: "demo__echo", arguments: { a: 1 } });
+      assert.deepEqual(result.content, [{ type: "text", text: 'echo:{"a":1}' }], JSON.stringify(result));
+      assert.equal(env.as.counters.refreshes - refreshes, 1);
+      assert.equal(env.mcp.requests.filter((m) => m === "tools/call").length - calls, 1, "the rejected request never reached the tool");
+      assert.deepEqual(leaks(env, sessions), []);
+    } finally {
+      await Promise.all(sessions.map((s) => s.close()));
+      await env.close();
+    }
+  });
+
+  it("a connection that needs a login answers the call with a tool error naming `subs mcp login <id>`; no browser is opened", { timeout: 30_000 }, async () => {
+    const env = await environment({ toml: agentToml });
+    const sessions: ServeSession[] = [];
+    try {
+      assert.equal((await env.subs(["mcp", "login", "demo"])).code, 0);
+      const authorizations = env.as.counters.authorizations;
+      // $BROWSER would record any attempt to open one.
+      const opened = path.join(env.dir, "opened.txt");
+      const s = await serveSession(["agent", "serve", "bot"], { cwd: env.dir, env: { BROWSER: `sh -c 'echo "$0" >> ${opened}'` } });
+      sessions.push(s);
+      await s.client.listTools();
+      env.as.revokeAllRefreshTokens();
+      env.as.forgetAccessTokens();
+      const result = await s.client.callTool({ name: "demo__echo", arguments: {} });
+      assert.equal(result.isError, true);
+      const text = (result.content as Array<{ text: string }>)[0]!.text;
+      assert.match(text, /^demo: the authorization server rejected the refresh token .*run `subs mcp login demo`/);
+      assert.equal(env.as.counters.authorizations, authorizations, "no authorization was started");
+      assert.throws(() => rmSync(opened), /ENOENT/, "no browser was opened");
+      // The session goes on: the next call says the same, without a second refresh attempt at a dead grant.
+      const again = await s.client.callTool({ name: "demo__echo", arguments: {} });
+      assert.equal(again.isError, true);
+      assert.match((again.content as Array<{ text: string }>)[0]!.text, /subs mcp login demo/);
+      assert.deepEqual(leaks(env, sessions), []);
+    } finally {
+      await Promise.all(sessions.map((s) => s.close()));
+      await env.close();
+    }
+  });
+
+  it("8 serve processes on one db and a rotating refresh token: every call succeeds, no refresh token is used twice", { timeout: 90_000 }, async () => {
+    const env = await environment({ as: { accessTokenTtlSeconds: 2, refreshDelayMs: 150 }, toml: agentToml });
+    const sessions: ServeSession[] = [];
+    try {
+      assert.equal((await env.subs(["mcp", "login", "demo"])).code, 0);
+      sessions.push(...(await Promise.all(Array.from({ length: 8 }, () => serveSession(["agent", "serve", "bot"], { cwd: env.dir })))));
+      const refreshes = env.as.counters.refreshes;
+      const until = Date.now() + 6000;
+      const failures: string[] = [];
+      let calls = 0;
+      await Promise.all(
+        sessions.map(async (s, n) => {
+          while (Date.now() < until) {
+            const result = await s.client.callTool({ name: "demo__echo", arguments: { n } });
+            calls++;
+            if (result.isError || JSON.stringify(result.content) !== JSON.stringify([{ type: "text", text: `echo:{"n":${n}}` }])) failures.push(JSON.stringify(result));
+            await sleep(100);
+          }
+        }),
+      );
+      assert.deepEqual(failures, []);
+      assert.ok(calls > 100, `${calls} calls`);
+      assert.equal(env.as.counters.rejectedRefreshes, 0, "no process used a refresh token another had rotated");
+      const rotated = env.as.counters.refreshes - refreshes;
+      // One refresh per second at most (the 2 s token is refreshed in its second half), not one per process.
+      assert.ok(rotated >= 2 && rotated <= 8, `${rotated} refreshes in 6 s`);
+      assert.deepEqual(leaks(env, sessions), []);
+    } finally {
+      await Promise.all(sessions.map((s) => s.close()));
+      await env.close();
+    }
+  });
+});
