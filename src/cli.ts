@@ -599,6 +599,7 @@ export function buildProgram(ctx: Context, { setJson, setExitCode, onParseMistak
       .addHelpText(
         "after",
         examples([
+          "subs agent serve triage            # an MCP client starts this; it speaks MCP on stdin/stdout",
           "claude mcp add triage -- subs agent serve triage",
           "codex mcp add triage -- subs agent serve triage",
           "subs agent serve triage --config ~/work/substructure.toml --request-timeout 300",

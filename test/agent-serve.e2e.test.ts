@@ -23,6 +23,7 @@ describe("subs agent serve (end to end, static tokens)", () => {
   let dir: string;
   let alpha: RunningMcpServer;
   let beta: RunningMcpServer;
+  let gamma: RunningMcpServer;
   let alphaTools: TestTool[];
   const sessions: ServeSession[] = [];
 
@@ -44,9 +45,16 @@ describe("subs agent serve (end to end, static tokens)", () => {
       },
       { ...annotatedTool("broken"), result: () => ({ content: [{ type: "text", text: "it broke" }], isError: true }) },
       { ...annotatedTool("slow"), work: { steps: 100, everyMs: 50, reports: true } },
+      {
+        ...annotatedTool("refuses"),
+        result: () => {
+          throw new McpError(-32602, "refuses: argument `q` is required", { field: "q" });
+        },
+      },
     ];
     alpha = await startMcpServer({ name: "alpha", tools: alphaTools });
     beta = await startMcpServer({ name: "beta", tools: [annotatedTool("search"), annotatedTool("beta_only")] });
+    gamma = await startMcpServer({ name: "gamma", tools: [annotatedTool("ping")] });
     const down = await startMcpServer({ tools: [] });
     await down.close(); // a closed port: connection refused
     writeFileSync(
@@ -72,6 +80,13 @@ auth = { token_env = "LOCKED_TOKEN" }
 [agent.helper]
 mcp = ["beta"]
 
+[mcp.gamma]
+url = "${gamma.url}"
+auth = { token_env = "MCP_TOKEN" }
+
+[agent.pair]
+mcp = ["alpha", "gamma"]
+
 [agent.triage]
 mcp = ["alpha", "beta", "down", "locked"]
 tools = ["search"]
@@ -82,7 +97,7 @@ agents = ["helper"]
 
   after(async () => {
     await Promise.all(sessions.map((s) => s.close().catch(() => {})));
-    await Promise.all([alpha, beta].map((s) => s.close()));
+    await Promise.all([alpha, beta, gamma].map((s) => s.close()));
     rmSync(dir, { recursive: true, force: true });
   });
 
@@ -96,7 +111,7 @@ agents = ["helper"]
     const expected = (JSON.parse(listed.stdout) as AgentToolsJson).tools.filter((t) => t.kind === "connector");
     assert.deepEqual(
       expected.map((t) => t.name),
-      ["alpha__search", "alpha__echo", "alpha__rich", "alpha__broken", "alpha__slow", "beta_only"],
+      ["alpha__search", "alpha__echo", "alpha__rich", "alpha__broken", "alpha__slow", "alpha__refuses", "beta_only"],
     );
 
     const s = await serve();
@@ -122,7 +137,7 @@ agents = ["helper"]
     assert.match(texts[1]!, /^locked: \$LOCKED_TOKEN is not set; this session serves none of locked's tools \(export LOCKED_TOKEN=/);
     assert.equal(texts[2], "not served: beta's `search` would be `search`; the declared tool `search` keeps its name");
     for (const text of texts) assert.ok(s.stderr().includes(text), `stderr reports: ${text}\n${s.stderr()}`);
-    assert.match(s.stderr(), /Serving agent `triage`: 6 tools from 2 of 4 connections\./);
+    assert.match(s.stderr(), /Serving agent `triage`: 7 tools from 2 of 4 connections\./);
     noToken(s);
   });
 
@@ -149,6 +164,16 @@ agents = ["helper"]
       });
       assert.equal((await s.client.callTool({ name: "alpha__broken", arguments: {} })).isError, true);
       assert.deepEqual((await s.client.callTool({ name: "beta_only", arguments: { z: 1 } })).content, [{ type: "text", text: '{"z":1}' }]);
+      // A JSON-RPC error from the upstream reaches the client as the upstream sent it.
+      const rpcError = async (call: () => Promise<unknown>) => {
+        const error = await call().then(() => undefined, (e: unknown) => e);
+        assert.ok(error instanceof McpError, String(error));
+        return { code: error.code, message: error.message, data: error.data };
+      };
+      const servedError = await rpcError(() => s.client.callTool({ name: "alpha__refuses", arguments: {} }));
+      assert.deepEqual(servedError, await rpcError(() => direct.callTool({ name: "refuses", arguments: {} })));
+      assert.equal(servedError.code, -32602);
+      assert.deepEqual(servedError.data, { field: "q" });
     } finally {
       await direct.close();
     }
@@ -160,7 +185,7 @@ agents = ["helper"]
     for (const name of ["nope", "search", "helper", "alpha__nope", "echo"]) {
       await assert.rejects(
         () => s.client.callTool({ name, arguments: {} }),
-        (error: unknown) => error instanceof McpError && error.code === -32602 && error.message.includes(`Unknown tool: ${name}`),
+        (error: unknown) => error instanceof McpError && error.code === -32602 && error.message === `MCP error -32602: Unknown tool: ${name}`,
         name,
       );
     }
@@ -207,6 +232,21 @@ agents = ["helper"]
     assert.equal(alpha.requests.filter((m) => m === "notifications/cancelled").length, cancelledBefore + 1, "the upstream was told the request is cancelled");
     // The session still serves calls.
     assert.deepEqual((await s.client.callTool({ name: "alpha__echo", arguments: {} })).content, [{ type: "text", text: "echo:{}" }]);
+  });
+
+  it("a call in progress holds up no other; a server gone mid-session answers its calls with a tool error, and the others still work", async () => {
+    const s = await serve("pair");
+    const slow = s.client.callTool({ name: "alpha__slow", arguments: {} });
+    const started = Date.now();
+    assert.deepEqual((await s.client.callTool({ name: "gamma__ping", arguments: { x: 1 } })).content, [{ type: "text", text: '{"x":1}' }]);
+    assert.ok(Date.now() - started < 1000, "answered while alpha__slow still runs");
+    await gamma.close();
+    const gone = await s.client.callTool({ name: "gamma__ping", arguments: {} });
+    assert.equal(gone.isError, true);
+    assert.match((gone.content as Array<{ text: string }>)[0]!.text, /^gamma: cannot reach http:\/\/127\.0\.0\.1:\d+/);
+    assert.deepEqual((await s.client.callTool({ name: "alpha__echo", arguments: {} })).content, [{ type: "text", text: "echo:{}" }]);
+    assert.equal((await slow).isError, undefined);
+    noToken(s);
   });
 
   it("ends cleanly and at once when the client closes stdin", async () => {

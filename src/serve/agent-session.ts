@@ -135,7 +135,7 @@ async function startSession(ctx: Context, config: Config, agentName: string, opt
       if (initialized) await reported.catch(() => {});
       return s;
     } catch (error) {
-      throw new McpError(ErrorCode.InternalError, scrub(`could not fetch agent \`${agentName}\`'s tools: ${error instanceof Error ? error.message : String(error)}`));
+      throw rpcError(ErrorCode.InternalError, scrub(`could not fetch agent \`${agentName}\`'s tools: ${error instanceof Error ? error.message : String(error)}`));
     }
   };
 
@@ -146,7 +146,7 @@ async function startSession(ctx: Context, config: Config, agentName: string, opt
     const s = await ready();
     const target = s.served.get(name);
     // MCP "Tools: Error Handling": an unknown tool is a protocol error (-32602), not a tool result.
-    if (!target) throw new McpError(ErrorCode.InvalidParams, `Unknown tool: ${name}`);
+    if (!target) throw rpcError(ErrorCode.InvalidParams, `Unknown tool: ${name}`);
     const upstream = upstreams.get(target.connection)!;
     const progressToken = _meta?.progressToken;
     const { progressToken: _token, ...meta } = _meta ?? {};
@@ -206,8 +206,15 @@ function upstreamRpcError(error: unknown): Error | undefined {
   if (!(error instanceof McpError)) return undefined;
   if (error.code === ErrorCode.RequestTimeout || error.code === ErrorCode.ConnectionClosed) return undefined;
   // McpError prefixes "MCP error <code>: " to the server's message; the client adds its own.
-  const message = error.message.replace(/^MCP error -?\d+: /, "");
-  return Object.assign(new Error(message), { code: error.code, data: error.data });
+  return rpcError(error.code, error.message.replace(/^MCP error -?\d+: /, ""), error.data);
+}
+
+/**
+ * A JSON-RPC error as the SDK sends a thrown error: its code, message and data. Not an McpError,
+ * whose message carries a "MCP error <code>: " prefix that the client's McpError repeats.
+ */
+function rpcError(code: number, message: string, data?: unknown): Error {
+  return Object.assign(new Error(message), { code, ...(data !== undefined ? { data } : {}) });
 }
 
 /**
