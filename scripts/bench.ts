@@ -9,6 +9,7 @@ import path from "node:path";
 import { ensureBuilt, BIN, REPO } from "../test/support/cli.ts";
 import { benchEnvironment, median } from "./bench-fixture.ts";
 import { annotatedTool, startMcpServer } from "../test/support/mcp-server.ts";
+import { benchServe, printServeBench } from "./bench-serve.ts";
 
 const RUNS = Number(process.env.BENCH_RUNS ?? 15);
 
@@ -158,7 +159,10 @@ for (const r of rows) {
   console.log(`${pad(r.name, 42)} ${pad(r.ms.toFixed(1), 10)} ${pad(r.ratio.toFixed(2), 7)} ${pad(r.target === null ? "-" : `≤${r.target}`, 7)} ${r.against}${verdict}`);
 }
 console.log(`peak RSS of subs mcp list --json (1000): ${(rssKiB / 1024).toFixed(1)} MiB`);
+// Issue 16: what `subs agent serve` adds to a call (targets: +1 ms median, +3 ms p99).
+const serve = await benchServe();
+printServeBench(serve);
 mkdirSync(path.join(REPO, "bench-results"), { recursive: true });
 const out = path.join(REPO, "bench-results", "bench.json");
-writeFileSync(out, JSON.stringify({ date: new Date().toISOString(), node: process.version, runs: RUNS, results: rows, peak_rss_kib_mcp_list_1000: rssKiB }, null, 2) + "\n");
+writeFileSync(out, JSON.stringify({ date: new Date().toISOString(), node: process.version, runs: RUNS, results: rows, peak_rss_kib_mcp_list_1000: rssKiB, agent_serve: serve }, null, 2) + "\n");
 console.log(`written: ${path.relative(process.cwd(), out)}`);

@@ -39,18 +39,20 @@ export async function openUpstream(options: OpenUpstreamOptions): Promise<Upstre
   const bearer = connection.auth ? undefined : new Bearer(options);
   // Until the connection is open, the opening's own signal (a timeout) ends its requests too.
   let opening: AbortSignal | undefined = options.openSignal;
-  const fetch = upstreamFetch(ctx.fetch, bearer, () => (opening ? AbortSignal.any([options.sessionSignal, opening]) : options.sessionSignal));
+  // Once open, the session ends the connection's requests by closing its client (which aborts
+  // the transport's own signal): no signal is combined per request, which costs on every call.
+  const openingSignal = AbortSignal.any(opening ? [options.sessionSignal, opening] : [options.sessionSignal]);
+  const fetch = upstreamFetch(ctx.fetch, bearer, () => (opening ? openingSignal : undefined));
   // Refreshed here, one at a time in this process, so openConnection finds the token fresh and
   // never takes the db's write lock beside another connection's refresh (see `serially`).
   await bearer?.load();
-  const signal = opening ? AbortSignal.any([options.sessionSignal, opening]) : options.sessionSignal;
   // While it opens, openConnection owns the token (and its own 401 retry); from then on the
   // session does, starting from what openConnection left stored.
   const client = await openConnection({
     ctx: { env: ctx.env, now: ctx.now, fetch },
     config: options.config,
     connection,
-    signal,
+    signal: openingSignal,
     reporter: options.reporter,
     requestTimeoutMs: options.requestTimeoutMs,
   });
@@ -69,12 +71,18 @@ export async function openUpstream(options: OpenUpstreamOptions): Promise<Upstre
  * Sends each request with the current token: the Authorization header openConnection set is
  * replaced, so the transport (opened once) never sends one the session has since replaced.
  */
-function upstreamFetch(inner: typeof globalThis.fetch, bearer: Bearer | undefined, signal: () => AbortSignal): typeof globalThis.fetch {
+function upstreamFetch(inner: typeof globalThis.fetch, bearer: Bearer | undefined, opening: () => AbortSignal | undefined): typeof globalThis.fetch {
   return async (input, init) => {
-    const bound = init?.signal ? AbortSignal.any([init.signal, signal()]) : signal();
+    // A signal of its own per request: fetch (undici) adds a listener to the signal it is given
+    // and removes it only when the request is garbage-collected, so the transport's one signal for
+    // the whole session collected thousands (MaxListenersExceededWarning on stderr, and memory).
+    // A dependent signal (AbortSignal.any) holds no listener on its source.
+    const sources = [init?.signal, opening()].filter((s): s is AbortSignal => s !== undefined && s !== null);
+    const bound = sources.length > 0 ? AbortSignal.any(sources) : undefined;
+    if (!bearer?.active) return inner(input, bound ? { ...init, signal: bound } : init);
     const headers = new Headers(init?.headers);
     const sent = /^Bearer\s+(\S+)$/i.exec(headers.get("authorization") ?? "")?.[1];
-    if (!bearer?.active || sent === undefined) return inner(input, { ...init, signal: bound });
+    if (sent === undefined) return inner(input, { ...init, signal: bound });
     const token = await bearer.current();
     headers.set("authorization", `Bearer ${token}`);
     const response = await inner(input, { ...init, headers, signal: bound });
