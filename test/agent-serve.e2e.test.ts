@@ -3,6 +3,9 @@
 // MCP servers on loopback (one down, one whose token is unset), and with a real OAuth server for
 // the credential cases.
 import assert from "node:assert/strict";
+import { randomUUID } from "node:crypto";
+import { createServer } from "node:http";
+import type { AddressInfo } from "node:net";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
@@ -10,7 +13,9 @@ import { setTimeout as sleep } from "node:timers/promises";
 import { after, before, describe, it } from "node:test";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
-import { McpError, type Progress } from "@modelcontextprotocol/sdk/types.js";
+import { Server } from "@modelcontextprotocol/sdk/server/index.js";
+import { StreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/streamableHttp.js";
+import { CallToolRequestSchema, ListToolsRequestSchema, McpError, type Progress } from "@modelcontextprotocol/sdk/types.js";
 import type { AgentToolsJson } from "../src/commands/agent-tools.ts";
 import { environment, TOOLS as OAUTH_TOOLS, type Env } from "./auth/harness.ts";
 import { runCli } from "./support/cli.ts";
@@ -295,6 +300,79 @@ agents = ["helper"]
     assert.equal(r.code, 2);
     assert.equal(r.stdout, "");
     assert.match(r.stderr, /no agent `triag`.*\n.*did you mean `triage`\?/);
+  });
+});
+
+/**
+ * An MCP server with sessions (MCP Streamable HTTP, "Session Management"), as most real ones are:
+ * `forget()` ends every session, as a restart or an idle timeout does, and a request with an
+ * unknown session id is answered 404.
+ */
+async function startSessionServer() {
+  const sessions = new Map<string, StreamableHTTPServerTransport>();
+  const stats = { started: 0, calls: 0 };
+  const http = createServer(async (req, res) => {
+    const chunks: Buffer[] = [];
+    for await (const chunk of req) chunks.push(chunk as Buffer);
+    const body = chunks.length > 0 ? JSON.parse(Buffer.concat(chunks).toString("utf8")) : undefined;
+    const id = req.headers["mcp-session-id"];
+    if (typeof id === "string") {
+      const transport = sessions.get(id);
+      if (!transport) return void res.writeHead(404, { "content-type": "application/json" }).end(JSON.stringify({ jsonrpc: "2.0", id: null, error: { code: -32001, message: "Session not found" } }));
+      return void (await transport.handleRequest(req, res, body));
+    }
+    const transport: StreamableHTTPServerTransport = new StreamableHTTPServerTransport({
+      sessionIdGenerator: () => randomUUID(),
+      enableJsonResponse: true,
+      onsessioninitialized: (sid) => void sessions.set(sid, transport),
+    });
+    const server = new Server({ name: "sessions", version: "1.0.0" }, { capabilities: { tools: {} } });
+    server.setRequestHandler(ListToolsRequestSchema, async () => ({ tools: [{ name: "whoami", inputSchema: { type: "object" } }] }));
+    server.setRequestHandler(CallToolRequestSchema, async () => {
+      stats.calls++;
+      return { content: [{ type: "text", text: `session ${transport.sessionId}` }] };
+    });
+    stats.started++;
+    await server.connect(transport);
+    await transport.handleRequest(req, res, body);
+  });
+  await new Promise<void>((resolve) => http.listen(0, "127.0.0.1", resolve));
+  return {
+    url: `http://127.0.0.1:${(http.address() as AddressInfo).port}/mcp`,
+    stats,
+    forget: () => sessions.clear(),
+    close: () => new Promise<void>((resolve) => (http.closeAllConnections(), http.close(() => resolve()))),
+  };
+}
+
+describe("subs agent serve (end to end, an upstream with sessions)", () => {
+  it("a session the upstream ended (404) is replaced by a new one and the call sent again, once", async () => {
+    const upstream = await startSessionServer();
+    const dir = mkdtempSync(path.join(tmpdir(), "subs-agent-serve-sessions-"));
+    let s: ServeSession | undefined;
+    try {
+      writeFileSync(path.join(dir, "substructure.toml"), `[mcp.keep]\nurl = "${upstream.url}"\nauth = { token_env = "MCP_TOKEN" }\n\n[agent.bot]\nmcp = ["keep"]\n`);
+      s = await serveSession(["agent", "serve", "bot"], { cwd: dir, env: { MCP_TOKEN } });
+      const text = async () => {
+        const result = await s!.client.callTool({ name: "keep__whoami", arguments: {} });
+        assert.equal(result.isError, undefined, JSON.stringify(result));
+        return (result.content as Array<{ text: string }>)[0]!.text;
+      };
+      const first = await text();
+      assert.equal(await text(), first, "calls share the upstream session");
+      assert.equal(upstream.stats.started, 1);
+      upstream.forget();
+      const calls = upstream.stats.calls;
+      const [a, b] = await Promise.all([text(), text()]);
+      assert.notEqual(a, first);
+      assert.equal(a, b, "both calls that found the session ended went to one new session");
+      assert.equal(upstream.stats.started, 2);
+      assert.equal(upstream.stats.calls - calls, 2, "each call ran once");
+    } finally {
+      await s?.close();
+      await upstream.close();
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 });
 
