@@ -107,6 +107,7 @@ agents = ["helper"]
   });
 
   const noToken = (s: ServeSession) => {
+    assert.deepEqual(s.errors, [], "stdout carried only JSON-RPC");
     assert.ok(!s.stderr().includes(MCP_TOKEN), "the token reached stderr");
     assert.ok(!s.received.some((m) => m.includes(MCP_TOKEN)), "the token reached the client");
   };
@@ -383,6 +384,25 @@ describe("subs agent serve (end to end, OAuth credentials)", () => {
     const seen = sessions.flatMap((s) => [s.stderr(), ...s.received]).join("\n");
     return env.as.issuedTokens().filter((token) => seen.includes(token));
   };
+
+  it("a connection not logged in is left out at the start and reported with `subs mcp login <id>`; nothing waits for a browser", { timeout: 30_000 }, async () => {
+    const env = await environment({ toml: agentToml });
+    let s: ServeSession | undefined;
+    try {
+      s = await serveSession(["agent", "serve", "bot"], { cwd: env.dir });
+      assert.deepEqual((await s.client.listTools()).tools, []);
+      assert.deepEqual(
+        s.logs.map((l) => l.data),
+        ["demo: not logged in; this session serves none of demo's tools (run `subs mcp login demo`)"],
+      );
+      assert.match(s.stderr(), /warning: demo: not logged in; this session serves none of demo's tools \(run `subs mcp login demo`\)/);
+      assert.equal(env.as.counters.authorizations, 0);
+      await assert.rejects(() => s!.client.callTool({ name: "demo__echo", arguments: {} }), McpError);
+    } finally {
+      await s?.close();
+      await env.close();
+    }
+  });
 
   it("an access token that expires mid-session is refreshed before a call, with no failed call", { timeout: 30_000 }, async () => {
     const env = await environment({ as: { accessTokenTtlSeconds: 2 }, toml: agentToml });

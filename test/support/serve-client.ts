@@ -14,6 +14,8 @@ export type ServeSession = {
   logs: Array<LoggingMessageNotification["params"]>;
   /** Every JSON-RPC message received so far, serialized. */
   received: string[];
+  /** What the client's side could not take (e.g. a line on stdout that is not JSON-RPC). */
+  errors: Error[];
   stderr(): string;
   /** The server process (to signal it, or to see how it ended). */
   child: ChildProcess;
@@ -38,6 +40,8 @@ export async function serveSession(argv: string[], options: { cwd: string; env?:
   const logs: ServeSession["logs"] = [];
   client.setNotificationHandler(LoggingMessageNotificationSchema, (n) => void logs.push(n.params));
   const received: string[] = [];
+  const errors: Error[] = [];
+  client.onerror = (error) => void errors.push(error);
   await client.connect(transport);
   const onmessage = transport.onmessage!.bind(transport);
   transport.onmessage = ((message: JSONRPCMessage) => {
@@ -50,5 +54,5 @@ export async function serveSession(argv: string[], options: { cwd: string; env?:
     if (child.exitCode !== null || child.signalCode !== null) resolve({ code: child.exitCode, signal: child.signalCode });
     else child.once("exit", (code, signal) => resolve({ code, signal }));
   });
-  return { client, logs, received, stderr: () => stderr, child, exited, close: () => client.close() };
+  return { client, logs, received, errors, stderr: () => stderr, child, exited, close: () => client.close() };
 }
