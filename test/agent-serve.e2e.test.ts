@@ -266,6 +266,24 @@ agents = ["helper"]
     assert.ok(Date.now() - started < 1500, `ended ${Date.now() - started} ms after stdin closed`);
   });
 
+  it("a client that writes its requests and closes stdin still gets every answer, then the server ends (exit 0)", async () => {
+    const lines = [
+      { jsonrpc: "2.0", id: 1, method: "initialize", params: { protocolVersion: "2025-06-18", capabilities: {}, clientInfo: { name: "pipe", version: "1" } } },
+      { jsonrpc: "2.0", method: "notifications/initialized" },
+      { jsonrpc: "2.0", id: 2, method: "tools/call", params: { name: "alpha__echo", arguments: { piped: true } } },
+      { jsonrpc: "2.0", id: 3, method: "tools/call", params: { name: "nope", arguments: {} } },
+    ];
+    const r = await runCli(["agent", "serve", "triage"], { cwd: dir, env: { MCP_TOKEN }, input: lines.map((l) => JSON.stringify(l)).join("\n") + "\n" });
+    assert.equal(r.code, 0, r.stderr);
+    const out = r.stdout.trimEnd().split("\n").map((l) => JSON.parse(l) as { id?: number; method?: string; result?: unknown; error?: { code: number } });
+    const byId = new Map(out.filter((m) => m.id !== undefined).map((m) => [m.id, m]));
+    assert.deepEqual([...byId.keys()].sort(), [1, 2, 3]);
+    assert.deepEqual(byId.get(2)!.result, { content: [{ type: "text", text: 'echo:{"piped":true}' }] });
+    assert.equal(byId.get(3)!.error?.code, -32602);
+    // Everything else on stdout is protocol too: the log messages of what was left out.
+    assert.ok(out.filter((m) => m.id === undefined).every((m) => m.method === "notifications/message"));
+  });
+
   it("ends cleanly (exit 0) and at once on SIGTERM and on SIGINT, mid-call too", async () => {
     for (const sig of ["SIGTERM", "SIGINT"] as const) {
       const s = await serve();
