@@ -92,6 +92,9 @@ auth = { token_env = "MCP_TOKEN" }
 [agent.pair]
 mcp = ["alpha", "gamma"]
 
+[agent.nothing]
+mcp = ["locked"]
+
 [agent.triage]
 mcp = ["alpha", "beta", "down", "locked"]
 tools = ["search"]
@@ -139,8 +142,8 @@ agents = ["helper"]
       ],
     );
     const texts = logs.map(([, , data]) => String(data));
-    assert.match(texts[0]!, /^down: cannot reach .*; this session serves none of down's tools \(check the url in the file and that the server is up\)$/);
-    assert.match(texts[1]!, /^locked: \$LOCKED_TOKEN is not set; this session serves none of locked's tools \(export LOCKED_TOKEN=/);
+    assert.match(texts[0]!, /^down: cannot reach .*; this session serves none of down's tools; hint: check the url in the file and that the server is up$/);
+    assert.match(texts[1]!, /^locked: \$LOCKED_TOKEN is not set; this session serves none of locked's tools; hint: export LOCKED_TOKEN=/);
     assert.equal(texts[2], "not served: beta's `search` would be `search`; the declared tool `search` keeps its name");
     for (const text of texts) assert.ok(s.stderr().includes(text), `stderr reports: ${text}\n${s.stderr()}`);
     assert.match(s.stderr(), /Serving agent `triage`: 7 tools from 2 of 4 connections\./);
@@ -280,8 +283,25 @@ agents = ["helper"]
     assert.deepEqual([...byId.keys()].sort(), [1, 2, 3]);
     assert.deepEqual(byId.get(2)!.result, { content: [{ type: "text", text: 'echo:{"piped":true}' }] });
     assert.equal(byId.get(3)!.error?.code, -32602);
+    assert.equal(out[0]!.id, 1, "the initialize answer comes first");
     // Everything else on stdout is protocol too: the log messages of what was left out.
     assert.ok(out.filter((m) => m.id === undefined).every((m) => m.method === "notifications/message"));
+  });
+
+  it("the initialize answer comes first even when what is left out is known at once", async () => {
+    const lines = [
+      { jsonrpc: "2.0", id: 1, method: "initialize", params: { protocolVersion: "2025-06-18", capabilities: {}, clientInfo: { name: "pipe", version: "1" } } },
+      { jsonrpc: "2.0", method: "notifications/initialized" },
+      { jsonrpc: "2.0", id: 2, method: "tools/list" },
+    ];
+    const r = await runCli(["agent", "serve", "nothing"], { cwd: dir, input: lines.map((l) => JSON.stringify(l)).join("\n") + "\n" });
+    assert.equal(r.code, 0, r.stderr);
+    const out = r.stdout.trimEnd().split("\n").map((l) => JSON.parse(l) as { id?: number; method?: string; result?: unknown });
+    assert.deepEqual(
+      out.map((m) => m.id ?? m.method),
+      [1, "notifications/message", 2],
+    );
+    assert.deepEqual(out[2]!.result, { tools: [] });
   });
 
   it("ends cleanly (exit 0) and at once on SIGTERM and on SIGINT, mid-call too", async () => {
@@ -411,9 +431,9 @@ describe("subs agent serve (end to end, OAuth credentials)", () => {
       assert.deepEqual((await s.client.listTools()).tools, []);
       assert.deepEqual(
         s.logs.map((l) => l.data),
-        ["demo: not logged in; this session serves none of demo's tools (run `subs mcp login demo`)"],
+        ["demo: not logged in; this session serves none of demo's tools; hint: run `subs mcp login demo`"],
       );
-      assert.match(s.stderr(), /warning: demo: not logged in; this session serves none of demo's tools \(run `subs mcp login demo`\)/);
+      assert.match(s.stderr(), /warning: demo: not logged in; this session serves none of demo's tools; hint: run `subs mcp login demo`/);
       assert.equal(env.as.counters.authorizations, 0);
       await assert.rejects(() => s!.client.callTool({ name: "demo__echo", arguments: {} }), McpError);
     } finally {

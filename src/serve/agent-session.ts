@@ -123,6 +123,9 @@ async function startSession(ctx: Context, config: Config, agentName: string, opt
     markInitialized();
   };
   const reported = Promise.all([whenInitialized, snapshot]).then(async ([, s]) => {
+    // After the initialize answer is written: a client that sends `initialized` without waiting
+    // for it (a pipe) would otherwise read a log message first.
+    await new Promise((resolve) => setImmediate(resolve));
     for (const { level, text } of reports(s.inspection)) {
       await server.sendLoggingMessage({ level, logger: "subs", data: scrub(text) }, server.transport?.sessionId).catch(() => {});
     }
@@ -225,7 +228,7 @@ function reports(r: Inspection): Report[] {
   return [
     ...r.unavailable.map((u) => ({
       level: "warning" as const,
-      text: `${u.message}; this session serves none of ${u.connection}'s tools${u.hint ? ` (${u.hint})` : ""}`,
+      text: `${u.message}; this session serves none of ${u.connection}'s tools${u.hint ? `; hint: ${u.hint}` : ""}`,
     })),
     ...r.dropped.map((d) => ({ level: "warning" as const, text: `not served: ${describeDropped(d)}` })),
     ...r.warnings.map((w) => ({ level: "warning" as const, text: describeWarning(w, r.agent) })),
