@@ -24,6 +24,8 @@ export type ServeBench = {
   single: { direct: number; served: number; added: number };
   /** Resident memory of the serve process, KiB, after the measured calls and then every `every` calls more. */
   rssKiB: { every: number; samples: number[] };
+  /** CPU time (user + system) the serve process spent per call over those calls, ms. */
+  cpuMsPerCall: number;
 };
 
 const percentile = (xs: readonly number[], p: number) => {
@@ -47,6 +49,12 @@ async function timeCalls(client: Client, name: string, calls: number, inFlight: 
     }),
   );
   return times;
+}
+
+/** User + system CPU time of a process so far, ms (Linux: /proc/PID/stat, in clock ticks of 10 ms). */
+function cpuMs(pid: number): number {
+  const fields = readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1]!.split(" ");
+  return (Number(fields[11]) + Number(fields[12])) * 10;
 }
 
 function rssKiB(pid: number): number {
@@ -97,10 +105,12 @@ export async function benchServe(options: { calls?: number; inFlight?: number; m
     }
     const every = Math.max(1, Math.floor(moreCalls / 4));
     const samples = [rssKiB(served.child.pid!)];
+    const cpuBefore = cpuMs(served.child.pid!);
     for (let done = 0; done < moreCalls; done += every) {
       await timeCalls(served.client, "up__echo", every, inFlight);
       samples.push(rssKiB(served.child.pid!));
     }
+    const cpuMsPerCall = moreCalls > 0 ? (cpuMs(served.child.pid!) - cpuBefore) / moreCalls : NaN;
     const result = {
       direct: { median: percentile(d, 50), p99: percentile(d, 99) },
       served: { median: percentile(s, 50), p99: percentile(s, 99) },
@@ -113,6 +123,7 @@ export async function benchServe(options: { calls?: number; inFlight?: number; m
       added: { median: result.served.median - result.direct.median, p99: result.served.p99 - result.direct.p99 },
       single: { ...single, added: single.served - single.direct },
       rssKiB: { every, samples },
+      cpuMsPerCall,
     };
   } finally {
     await Promise.all([direct.close(), served.close()]);
@@ -130,6 +141,7 @@ export function printServeBench(b: ServeBench): void {
     `  added               median ${ms(b.added.median)} (target ≤1 ms${b.added.median <= 1 ? " ok" : " MISSED"})   p99 ${ms(b.added.p99)} (target ≤3 ms${b.added.p99 <= 3 ? " ok" : " MISSED"})`,
   );
   console.log(`  one call at a time: direct median ${ms(b.single.direct)}, through serve ${ms(b.single.served)}, added ${ms(b.single.added)}`);
+  console.log(`  serve's CPU time per call: ${ms(b.cpuMsPerCall)}`);
   console.log(`  serve's RSS every ${b.rssKiB.every} calls: ${b.rssKiB.samples.map((k) => `${(k / 1024).toFixed(1)}`).join(" → ")} MiB`);
 }
 
