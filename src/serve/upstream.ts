@@ -21,7 +21,7 @@ export type OpenUpstreamOptions = {
   config: Config;
   connection: ConnectionConfig;
   reporter: Reporter;
-  /** Ends every request of the connection: the session is over. */
+  /** The session is over: ends the requests of an opening (an open connection is closed instead). */
   sessionSignal: AbortSignal;
   /** Also ends the requests made while opening (the fetch's timeout at session start). */
   openSignal?: AbortSignal;
@@ -37,11 +37,11 @@ export type Upstream = {
 export async function openUpstream(options: OpenUpstreamOptions): Promise<Upstream> {
   const { ctx, connection } = options;
   const bearer = connection.auth ? undefined : new Bearer(options);
-  // Until the connection is open, the opening's own signal (a timeout) ends its requests too.
-  let opening: AbortSignal | undefined = options.openSignal;
-  // Once open, the session ends the connection's requests by closing its client (which aborts
-  // the transport's own signal): no signal is combined per request, which costs on every call.
-  const openingSignal = AbortSignal.any(opening ? [options.sessionSignal, opening] : [options.sessionSignal]);
+  // Until the connection is open, the session's end and the opening's own signal (a timeout)
+  // end its requests; from then on the session ends them by closing the client, which aborts
+  // the transport's own signal.
+  let opening = true;
+  const openingSignal = AbortSignal.any(options.openSignal ? [options.sessionSignal, options.openSignal] : [options.sessionSignal]);
   const fetch = upstreamFetch(ctx.fetch, bearer, () => (opening ? openingSignal : undefined));
   // Refreshed here, one at a time in this process, so openConnection finds the token fresh and
   // never takes the db's write lock beside another connection's refresh (see `serially`).
@@ -62,7 +62,7 @@ export async function openUpstream(options: OpenUpstreamOptions): Promise<Upstre
     await client.close().catch(() => {});
     throw error;
   }
-  opening = undefined;
+  opening = false;
   bearer?.take();
   return { connection, client, close: () => client.close().catch(() => {}) };
 }
