@@ -11,6 +11,8 @@ import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
+import { annotatedTool, startMcpServer } from "../test/support/mcp-server.ts";
+import { median } from "./bench-fixture.ts";
 import { serveSession } from "../test/support/serve-client.ts";
 
 export type ServeBench = {
@@ -132,6 +134,39 @@ export async function benchServe(options: { calls?: number; inFlight?: number; m
   }
 }
 
+/**
+ * Session start (issue 16, "Speed"): from launching `subs agent serve` to the answer of its first
+ * tools/list, for an agent of one connection and of `servers`, each server answering every
+ * request after `delayMs`. The connections are fetched in parallel, so `all / one` stays near 1.
+ */
+export async function benchSessionStart(servers = 20, delayMs = 200, runs = 3): Promise<{ one: number; all: number; ratio: number }> {
+  const running = await Promise.all(Array.from({ length: servers }, () => startMcpServer({ tools: [annotatedTool("search")], delayMs })));
+  const dir = mkdtempSync(path.join(tmpdir(), "subs-bench-serve-start-"));
+  const toml = running.map((s, i) => `[mcp.s${i}]\nurl = "${s.url}"\nauth = { token_env = "BENCH_TOKEN" }\n`).join("\n");
+  writeFileSync(path.join(dir, "substructure.toml"), `${toml}\n[agent.one]\nmcp = ["s0"]\n\n[agent.all]\nmcp = [${running.map((_, i) => `"s${i}"`).join(", ")}]\n`);
+  const start = async (agent: string) => {
+    const t0 = process.hrtime.bigint();
+    const session = await serveSession(["agent", "serve", agent], { cwd: dir, env: { BENCH_TOKEN: "bench" } });
+    const { tools } = await session.client.listTools();
+    const ms = Number(process.hrtime.bigint() - t0) / 1e6;
+    await session.close();
+    if (tools.length !== (agent === "one" ? 1 : servers)) throw new Error(`${agent}: ${tools.length} tools\n${session.stderr()}`);
+    return ms;
+  };
+  try {
+    const one: number[] = [];
+    const all: number[] = [];
+    for (let i = 0; i < runs; i++) {
+      one.push(await start("one"));
+      all.push(await start("all"));
+    }
+    return { one: median(one), all: median(all), ratio: median(all) / median(one) };
+  } finally {
+    await Promise.all(running.map((s) => s.close()));
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
 export function printServeBench(b: ServeBench): void {
   const ms = (x: number) => `${x.toFixed(2)} ms`;
   console.log(`subs agent serve, ${b.calls} calls with ${b.inFlight} in flight (per call):`);
@@ -183,4 +218,6 @@ if (process.argv[2] === "--upstream") {
   process.stdout.write(`${await fastUpstream()}\n`);
 } else if (process.argv[1] && path.resolve(process.argv[1]) === fileURLToPath(import.meta.url)) {
   printServeBench(await benchServe());
+  const start = await benchSessionStart();
+  console.log(`session start to first tools/list, servers at 200 ms: 1 connection ${start.one.toFixed(0)} ms, 20 connections ${start.all.toFixed(0)} ms, ratio ${start.ratio.toFixed(2)} (target <2)`);
 }
