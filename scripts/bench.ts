@@ -9,6 +9,7 @@ import path from "node:path";
 import { ensureBuilt, BIN, REPO } from "../test/support/cli.ts";
 import { benchEnvironment, median } from "./bench-fixture.ts";
 import { annotatedTool, startMcpServer } from "../test/support/mcp-server.ts";
+import { benchServe, benchSessionStart, printServeBench } from "./bench-serve.ts";
 
 const RUNS = Number(process.env.BENCH_RUNS ?? 15);
 
@@ -158,7 +159,13 @@ for (const r of rows) {
   console.log(`${pad(r.name, 42)} ${pad(r.ms.toFixed(1), 10)} ${pad(r.ratio.toFixed(2), 7)} ${pad(r.target === null ? "-" : `≤${r.target}`, 7)} ${r.against}${verdict}`);
 }
 console.log(`peak RSS of subs mcp list --json (1000): ${(rssKiB / 1024).toFixed(1)} MiB`);
+// Issue 16: what `subs agent serve` adds to a call (targets: +1 ms median, +3 ms p99).
+const serve = await benchServe();
+printServeBench(serve);
+const serveStart = await benchSessionStart(20, 200);
+rows.push({ name: "subs agent serve: start, 20 servers at 200 ms", ms: serveStart.all, ratio: serveStart.ratio, against: "the same with 1 server", target: 2 });
+console.log(`subs agent serve session start, 20 servers at 200 ms: ${serveStart.all.toFixed(0)} ms, ${serveStart.ratio.toFixed(2)}x one server (target <2)`);
 mkdirSync(path.join(REPO, "bench-results"), { recursive: true });
 const out = path.join(REPO, "bench-results", "bench.json");
-writeFileSync(out, JSON.stringify({ date: new Date().toISOString(), node: process.version, runs: RUNS, results: rows, peak_rss_kib_mcp_list_1000: rssKiB }, null, 2) + "\n");
+writeFileSync(out, JSON.stringify({ date: new Date().toISOString(), node: process.version, runs: RUNS, results: rows, peak_rss_kib_mcp_list_1000: rssKiB, agent_serve: serve }, null, 2) + "\n");
 console.log(`written: ${path.relative(process.cwd(), out)}`);

@@ -21,6 +21,8 @@ export async function run(given_argv: readonly string[], given: Context): Promis
   let argv = given_argv;
   let exitCode = 0;
   let jsonRequested = false;
+  // A server's normal end is a signal (an MCP client stops it with SIGTERM): exit 0, not 130/143.
+  let endsOnSignal = false;
   // A copy, so --debug can wrap its fetch for this run only. Every line printed passes the run's
   // secrets, --json included, and every request teaches them (issue 14, item 3).
   const secrets = new Secrets();
@@ -42,7 +44,12 @@ export async function run(given_argv: readonly string[], given: Context): Promis
   let parseMistake: { message: string; path: string } | undefined;
   const program = buildProgram(
     ctx,
-    { setJson: (json) => (jsonRequested = json), setExitCode: (code) => (exitCode = code), onParseMistake: (message, path) => (parseMistake = { message, path }) },
+    {
+      setJson: (json) => (jsonRequested = json),
+      setExitCode: (code) => (exitCode = code),
+      onParseMistake: (message, path) => (parseMistake = { message, path }),
+      servesUntilStopped: () => (endsOnSignal = true),
+    },
     namedPath(argv),
   );
   if (argv[0] === "__complete") {
@@ -72,7 +79,7 @@ export async function run(given_argv: readonly string[], given: Context): Promis
   try {
     await program.parseAsync(argv as string[], { from: "user" });
     // Ctrl-C came while the command wound down (e.g. cut its revocations short): still 130.
-    if (ctx.signal.aborted) {
+    if (ctx.signal.aborted && !endsOnSignal) {
       ctx.stderr.write("Interrupted.\n");
       return 130;
     }
@@ -101,6 +108,8 @@ type ProgramHooks = {
   setExitCode: (code: number) => void;
   /** The parser's own error text (e.g. "error: unknown option '--x'") and the command it is about. */
   onParseMistake?: (message: string, path: string) => void;
+  /** The command serves until stopped: Ctrl-C or SIGTERM is its normal end (exit 0). */
+  servesUntilStopped?: () => void;
 };
 
 /** `--json` as a flag: before a `--`, after which every word is an argument. */
@@ -206,7 +215,7 @@ export const COMMAND_TREE: Readonly<Record<string, readonly string[]>> = {
   apply: [],
   completion: [],
   schema: [],
-  agent: ["list", "tools"],
+  agent: ["list", "tools", "serve"],
 };
 
 /**
@@ -234,7 +243,7 @@ export function namedPath(argv: readonly string[]): string[] | undefined {
   return command !== undefined && subcommands.includes(command) ? [group, command] : [group];
 }
 
-export function buildProgram(ctx: Context, { setJson, setExitCode, onParseMistake }: ProgramHooks, only?: readonly string[]): Command {
+export function buildProgram(ctx: Context, { setJson, setExitCode, onParseMistake, servesUntilStopped }: ProgramHooks, only?: readonly string[]): Command {
   /** The command's --config, else one given before the command; absent when neither was. */
   const configOf = (opts: { config?: string }): { config: string } | Record<string, never> => {
     const config = opts.config ?? (program.opts() as { config?: string }).config;
@@ -596,7 +605,7 @@ export function buildProgram(ctx: Context, { setJson, setExitCode, onParseMistak
   const agent = wanted("agent")
     ? commandWithDefaults(program, "agent")
         .description("Declared agents: what each one's model can call.")
-        .addHelpText("after", examples(["subs agent list", "subs agent tools triage"]))
+        .addHelpText("after", examples(["subs agent list", "subs agent tools triage", "claude mcp add triage -- subs agent serve triage"]))
     : undefined;
 
   if (agent && wanted("agent", "list")) {
@@ -641,6 +650,37 @@ export function buildProgram(ctx: Context, { setJson, setExitCode, onParseMistak
         const timeoutSeconds = parseSeconds(opts.timeout);
         const { agentToolsCommand } = await import("./commands/agent-tools.ts");
         setExitCode(await agentToolsCommand(ctx, { agent: name, ...configOf(opts), json: Boolean(opts.json), timeoutSeconds, verbose: Boolean(opts.verbose) }));
+      });
+  }
+
+  if (agent && wanted("agent", "serve")) {
+    commandWithDefaults(agent, "serve")
+      .summary("Serve an agent's tools to any MCP client over stdio, run with the stored credentials.")
+      .description(
+        "Serve exactly the tools `subs agent tools <name>` shows, as an MCP server on stdin/stdout, for Claude Code, Codex, Cursor, VS Code or your own agent. " +
+          "Each session fetches the agent's connections once, in parallel, and keeps that list until it ends; a connection that fails is left out and reported " +
+          "(stderr and an MCP log message). Calls run on the connection with its stored credential, refreshed as needed; a connection that needs a login answers " +
+          "with a tool error naming `subs mcp login <id>` (a server never opens a browser). stdout carries only the protocol. Ends when stdin closes, on Ctrl-C or SIGTERM (exit 0).",
+      )
+      .argument("<name>", "the agent, as in [agent.<name>]")
+      .addOption(configOption())
+      .addOption(new Option("--timeout <seconds>", "give each connection this long to list its tools when a session starts").default("10", "10"))
+      .addOption(requestTimeoutOption("how long a call may go without an answer or a progress report"))
+      .addHelpText(
+        "after",
+        examples([
+          "subs agent serve triage            # an MCP client starts this; it speaks MCP on stdin/stdout",
+          "claude mcp add triage -- subs agent serve triage",
+          "codex mcp add triage -- subs agent serve triage",
+          "subs agent serve triage --config ~/work/substructure.toml --request-timeout 300",
+        ]),
+      )
+      .action(async (name: string, opts: { config?: string; timeout: string; requestTimeout: string }) => {
+        const timeoutSeconds = parseSeconds(opts.timeout);
+        const requestTimeoutSeconds = parseSeconds(opts.requestTimeout, "--request-timeout");
+        servesUntilStopped?.();
+        const { agentServeCommand } = await import("./commands/agent-serve.ts");
+        await agentServeCommand(ctx, { agent: name, ...configOf(opts), timeoutSeconds, requestTimeoutSeconds });
       });
   }
 

@@ -50,7 +50,11 @@ export type Context = {
    * `run` sets it, and its fetch learns every secret a request carries or a token answer issues;
    * code that holds a secret it has not sent yet and may print near one can add it here.
    */
-  secrets?: { add(value: string | null | undefined): void };
+  secrets?: {
+    add(value: string | null | undefined): void;
+    /** `text` with every known secret replaced, for text that leaves by another way than stdout and stderr (an MCP message). */
+    scrub?(text: string): string;
+  };
 };
 
 export function colorWanted(env: Context["env"], isTTY: boolean): boolean {

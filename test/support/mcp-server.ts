@@ -4,7 +4,7 @@ import { createServer, type IncomingMessage, type Server as HttpServer, type Ser
 import type { AddressInfo } from "node:net";
 import { Server } from "@modelcontextprotocol/sdk/server/index.js";
 import { StreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/streamableHttp.js";
-import { CallToolRequestSchema, ListToolsRequestSchema, type Tool } from "@modelcontextprotocol/sdk/types.js";
+import { CallToolRequestSchema, ListToolsRequestSchema, type CallToolResult, type Tool } from "@modelcontextprotocol/sdk/types.js";
 import express from "express";
 import { requireBearerAuth } from "@modelcontextprotocol/sdk/server/auth/middleware/bearerAuth.js";
 import { metadataHandler } from "@modelcontextprotocol/sdk/server/auth/handlers/metadata.js";
@@ -13,6 +13,8 @@ import type { OAuthTokenVerifier } from "@modelcontextprotocol/sdk/server/auth/p
 export type TestTool = Tool & {
   /** What a call returns as text; default echoes the arguments. */
   reply?: (args: Record<string, unknown>) => string;
+  /** The whole result a call returns (structuredContent, isError, several blocks), instead of `reply`'s text. */
+  result?: (args: Record<string, unknown>) => CallToolResult;
   /**
    * A call works `steps` times `everyMs` before it replies, sending an MCP progress notification
    * after each step when `reports` and the caller asked for progress (a progressToken). Reports
@@ -95,7 +97,7 @@ export async function startMcpServer(options: McpServerOptions): Promise<Running
 
       const server = new Server({ name: options.name ?? "test-mcp", version: "1.0.0" }, { capabilities: { tools: {} } });
       server.setRequestHandler(ListToolsRequestSchema, async () => ({
-        tools: options.tools.map(({ reply: _reply, ...tool }) => tool),
+        tools: options.tools.map(({ reply: _reply, result: _result, ...tool }) => tool),
       }));
       server.setRequestHandler(CallToolRequestSchema, async (request, extra) => {
         const tool = options.tools.find((t) => t.name === request.params.name);
@@ -108,6 +110,7 @@ export async function startMcpServer(options: McpServerOptions): Promise<Running
             await extra.sendNotification({ method: "notifications/progress", params: { progressToken, progress: step, total: tool.work!.steps, message: `step ${step}` } });
           }
         }
+        if (tool.result) return tool.result(args);
         return { content: [{ type: "text", text: tool.reply ? tool.reply(args) : JSON.stringify(args) }] };
       });
       const streams = options.tools.some((t) => t.work);

@@ -1,0 +1,277 @@
+// `subs agent serve <name>` (issue 16): one MCP server whose tools are exactly what the agent's
+// model sees. Each session fetches the agent's connections once, in parallel, with the code and
+// rules of `subs agent tools` (src/agents/inspect.ts: capability keys, include, exclude, names,
+// collisions), and answers tools/list with that snapshot until it ends: an upstream's
+// list_changed changes nothing (connectors.md, "When tools are fetched"). Each connection that
+// answered stays open for the session and runs its calls with the stored credential.
+import type { Tool } from "@modelcontextprotocol/sdk/types.js";
+import { StreamableHTTPError } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
+import { Server } from "@modelcontextprotocol/sdk/server/index.js";
+import {
+  CallToolRequestSchema,
+  CallToolResultSchema,
+  ErrorCode,
+  ListToolsRequestSchema,
+  McpError,
+  type CallToolResult,
+  type LoggingLevel,
+} from "@modelcontextprotocol/sdk/types.js";
+import { describeDropped, describeWarning } from "../agents/describe.ts";
+import type { ToolSource } from "../agents/fetch.ts";
+import { findAgent, inspectAgentTools, type Inspection } from "../agents/inspect.ts";
+import type { Config, ConnectionConfig } from "../config/types.ts";
+import type { Context } from "../context.ts";
+import { refused, SubsError } from "../errors.ts";
+import { listAllTools } from "../mcp/connect.ts";
+import { mcpError } from "../mcp/open.ts";
+import type { Reporter } from "../report.ts";
+import { VERSION } from "../version.ts";
+import type { SessionFactory, SessionServer } from "./session.ts";
+import { openUpstream, type Upstream } from "./upstream.ts";
+
+export type AgentSessionOptions = {
+  /** Notices for a person (stderr): what each session serves, and what it left out. */
+  reporter: Reporter;
+  /** How long each connection has to list its tools at the start of a session. */
+  timeoutMs: number;
+  /**
+   * How long an upstream request may go unanswered; a progress notification restarts the wait,
+   * so a long tool that reports progress is not cut short.
+   */
+  requestTimeoutMs: number;
+};
+
+type Served = { connection: string; tool: Tool };
+
+type Snapshot = { inspection: Inspection; tools: Tool[]; served: Map<string, Served> };
+
+/**
+ * The factory of one agent's sessions. Refuses at once what no session could serve: an unknown
+ * agent, or a file with [remote], where the deployment holds the credentials and runs the calls.
+ */
+export function agentSessionFactory(ctx: Context, config: Config, agentName: string, options: AgentSessionOptions): SessionFactory {
+  if (config.remote) {
+    throw refused(`subs agent serve works only without [remote]: with [remote], the deployment holds the credentials and runs the agent's tool calls`, {
+      code: "remote_unsupported",
+      hint: `see what the deployment gives the agent's model with \`subs agent tools ${agentName}\``,
+    });
+  }
+  const agent = findAgent(config, agentName);
+  return async () => startSession(ctx, config, agent.name, options);
+}
+
+async function startSession(ctx: Context, config: Config, agentName: string, options: AgentSessionOptions): Promise<SessionServer> {
+  const { reporter } = options;
+  const ended = new AbortController();
+  const sessionSignal = AbortSignal.any([ctx.signal, ended.signal]);
+  // Only what an upstream connection needs: a served session never opens a browser, whatever
+  // a server answers (a login needs a person; the call says which command gives it).
+  const upstreamCtx = { env: ctx.env, fetch: ctx.fetch, now: ctx.now };
+  const scrub = (text: string) => ctx.secrets?.scrub?.(text) ?? text;
+  const upstreams = new Map<string, Upstream>();
+
+  const source: ToolSource = {
+    target: "local",
+    async listTools(connection, signal) {
+      const upstream = await openUpstream({ ctx: upstreamCtx, config, connection, reporter, sessionSignal, openSignal: signal, requestTimeoutMs: options.requestTimeoutMs });
+      try {
+        const tools = await listAllTools(upstream.client, { signal, requestTimeoutMs: options.timeoutMs });
+        // Timed out meanwhile (the session goes on without it) or the session ended: not kept.
+        if (signal.aborted || sessionSignal.aborted) throw signal.reason ?? sessionSignal.reason;
+        upstreams.set(connection.id, upstream);
+        return tools;
+      } catch (error) {
+        await upstream.close();
+        throw error;
+      }
+    },
+  };
+
+  const snapshot: Promise<Snapshot> = inspectAgentTools({ config, agent: agentName, source, timeoutMs: options.timeoutMs, signal: sessionSignal }).then((inspection) => {
+    const served = new Map<string, Served>();
+    const tools: Tool[] = [];
+    for (const t of inspection.tools) {
+      // Declared tools and sub-agents are the worker's own; only connector tools are served here.
+      if (t.kind !== "connector") continue;
+      const tool = { ...(t.tool as Tool), name: t.name };
+      served.set(t.name, { connection: t.connection, tool: t.tool as Tool });
+      tools.push(tool);
+    }
+    return { inspection, tools, served };
+  });
+  snapshot.then(
+    (s) => {
+      for (const { text } of reports(s.inspection)) reporter.warn(text);
+      const named = new Set(findAgent(config, agentName).mcp.map((m) => m.id)).size;
+      const answered = named - s.inspection.unavailable.length;
+      reporter.info(`Serving agent \`${agentName}\`: ${s.tools.length} tool${s.tools.length === 1 ? "" : "s"} from ${answered} of ${named} connection${named === 1 ? "" : "s"}.`);
+    },
+    (error: unknown) => {
+      if (!sessionSignal.aborted) reporter.warn(`could not fetch agent \`${agentName}\`'s tools: ${error instanceof Error ? error.message : String(error)}`);
+    },
+  );
+
+  const server = new Server({ name: "subs", title: `subs agent serve ${agentName}`, version: VERSION }, { capabilities: { tools: { listChanged: false }, logging: {} } });
+
+  // What the session left out goes to the client too, as MCP log messages, once it is initialized
+  // (MCP lifecycle: nothing but pings and logging before the client's `initialized`).
+  let initialized = false;
+  let markInitialized = () => {};
+  const whenInitialized = new Promise<void>((resolve) => (markInitialized = resolve));
+  server.oninitialized = () => {
+    initialized = true;
+    markInitialized();
+  };
+  const reported = Promise.all([whenInitialized, snapshot]).then(async ([, s]) => {
+    // After the initialize answer is written: a client that sends `initialized` without waiting
+    // for it (a pipe) would otherwise read a log message first.
+    await new Promise((resolve) => setImmediate(resolve));
+    for (const { level, text } of reports(s.inspection)) {
+      await server.sendLoggingMessage({ level, logger: "subs", data: scrub(text) }, server.transport?.sessionId).catch(() => {});
+    }
+  });
+  reported.catch(() => {});
+
+  const ready = async (): Promise<Snapshot> => {
+    try {
+      const s = await snapshot;
+      // The reports reach the client before the list does, so it can tell why a tool is missing.
+      if (initialized) await reported.catch(() => {});
+      return s;
+    } catch (error) {
+      throw rpcError(ErrorCode.InternalError, scrub(`could not fetch agent \`${agentName}\`'s tools: ${error instanceof Error ? error.message : String(error)}`));
+    }
+  };
+
+  server.setRequestHandler(ListToolsRequestSchema, async () => ({ tools: (await ready()).tools }));
+
+  server.setRequestHandler(CallToolRequestSchema, async (request, extra): Promise<CallToolResult> => {
+    const { name, arguments: args, _meta } = request.params;
+    const s = await ready();
+    const target = s.served.get(name);
+    // MCP "Tools: Error Handling": an unknown tool is a protocol error (-32602), not a tool result.
+    if (!target) throw rpcError(ErrorCode.InvalidParams, `Unknown tool: ${name}`);
+    const progressToken = _meta?.progressToken;
+    const { progressToken: _token, ...meta } = _meta ?? {};
+    const call = (upstream: Upstream) =>
+      upstream.client.request(
+        { method: "tools/call", params: { name: target.tool.name, ...(args !== undefined ? { arguments: args } : {}), ...(Object.keys(meta).length > 0 ? { _meta: meta } : {}) } },
+        CallToolResultSchema,
+        {
+          // The client's notifications/cancelled aborts this signal; the SDK then cancels upstream.
+          signal: extra.signal,
+          timeout: options.requestTimeoutMs,
+          resetTimeoutOnProgress: true,
+          // Upstream progress goes back under the client's own token (MCP "Progress").
+          ...(progressToken !== undefined
+            ? { onprogress: (progress) => void extra.sendNotification({ method: "notifications/progress", params: { ...progress, progressToken } }).catch(() => {}) }
+            : {}),
+        },
+      );
+    let upstream = upstreams.get(target.connection)!;
+    try {
+      try {
+        return await call(upstream);
+      } catch (error) {
+        // MCP Streamable HTTP, "Session Management": a 404 to a request carrying a session id means
+        // the server ended the session (a restart, an idle timeout); the client must start a new
+        // one. The request was not run there, so it is sent once more on the new session.
+        if (extra.signal.aborted || !sessionEnded(error, upstream)) throw error;
+        upstream = await reopen(upstream);
+        return await call(upstream);
+      }
+    } catch (error) {
+      if (extra.signal.aborted) throw error;
+      const fromServer = upstreamRpcError(error);
+      if (fromServer) throw fromServer;
+      return callFailure(upstream.connection, error, scrub);
+    }
+  });
+
+  // One new session per ended one, however many calls found it ended.
+  const reopening = new Map<Upstream, Promise<Upstream>>();
+  const reopen = (ended: Upstream): Promise<Upstream> => {
+    const current = upstreams.get(ended.connection.id);
+    if (current && current !== ended) return Promise.resolve(current);
+    let next = reopening.get(ended);
+    if (!next) {
+      next = openUpstream({ ctx: upstreamCtx, config, connection: ended.connection, reporter, sessionSignal, requestTimeoutMs: options.requestTimeoutMs }).then(async (opened) => {
+        if (sessionSignal.aborted) {
+          await opened.close();
+          throw sessionSignal.reason;
+        }
+        upstreams.set(ended.connection.id, opened);
+        void ended.close();
+        return opened;
+      });
+      next.finally(() => reopening.delete(ended)).catch(() => {});
+      reopening.set(ended, next);
+    }
+    return next;
+  };
+
+  return {
+    server,
+    async close() {
+      ended.abort();
+      await snapshot.catch(() => {});
+      await Promise.all([...upstreams.values()].map((u) => u.close()));
+      upstreams.clear();
+    },
+  };
+}
+
+type Report = { level: LoggingLevel; text: string };
+
+/** Everything a session leaves out and why: unavailable connections, dropped names, warnings. */
+function reports(r: Inspection): Report[] {
+  return [
+    ...r.unavailable.map((u) => ({
+      level: "warning" as const,
+      text: `${u.message}; this session serves none of ${u.connection}'s tools${u.hint ? `; hint: ${u.hint}` : ""}`,
+    })),
+    ...r.dropped.map((d) => ({ level: "warning" as const, text: `not served: ${describeDropped(d)}` })),
+    ...r.warnings.map((w) => ({ level: "warning" as const, text: describeWarning(w, r.agent) })),
+  ];
+}
+
+/**
+ * A JSON-RPC error the upstream server answered, passed on as it is (code, message, data). The
+ * SDK's own errors for the request (its timeout, a closed connection) are ours to explain.
+ */
+function upstreamRpcError(error: unknown): Error | undefined {
+  if (!(error instanceof McpError)) return undefined;
+  if (error.code === ErrorCode.RequestTimeout || error.code === ErrorCode.ConnectionClosed) return undefined;
+  // McpError prefixes "MCP error <code>: " to the server's message; the client adds its own.
+  return rpcError(error.code, error.message.replace(/^MCP error -?\d+: /, ""), error.data);
+}
+
+/**
+ * A JSON-RPC error as the SDK sends a thrown error: its code, message and data. Not an McpError,
+ * whose message carries a "MCP error <code>: " prefix that the client's McpError repeats.
+ */
+function rpcError(code: number, message: string, data?: unknown): Error {
+  return Object.assign(new Error(message), { code, ...(data !== undefined ? { data } : {}) });
+}
+
+/**
+ * A call that could not run (no answer, not logged in, server gone) as a tool error the model
+ * can read (MCP "Tools: Error Handling"), naming the command that fixes it.
+ */
+function callFailure(connection: ConnectionConfig, error: unknown, scrub: (text: string) => string): CallToolResult {
+  const problem = subsErrorIn(error) ?? mcpError(connection, error, undefined);
+  const text = `${problem.message}${problem.hint ? ` (${problem.hint})` : ""}`;
+  return { content: [{ type: "text", text: scrub(text) }], isError: true };
+}
+
+function sessionEnded(error: unknown, upstream: Upstream): boolean {
+  const transport = upstream.client.transport as { sessionId?: string } | undefined;
+  return error instanceof StreamableHTTPError && error.code === 404 && transport?.sessionId !== undefined;
+}
+
+function subsErrorIn(error: unknown): SubsError | undefined {
+  for (let e = error, depth = 0; e !== undefined && e !== null && depth < 5; e = (e as { cause?: unknown }).cause, depth++) {
+    if (e instanceof SubsError) return e;
+  }
+  return undefined;
+}
