@@ -14,6 +14,20 @@ const examples = (lines: string[]) => `\nExamples:\n${lines.map((l) => `  $ ${l}
 
 const configOption = () => new Option("--config <path>", "use this substructure.toml (default: $SUBS_CONFIG, else the nearest one upward)");
 const jsonOption = () => new Option("--json", "print JSON (a documented, stable shape) on stdout");
+// `subs agent serve` and `subs mcp proxy`: stdio unless --http (issue 16).
+const httpOption = () => new Option("--http <[host:]port>", "serve Streamable HTTP on loopback at http://HOST:PORT/mcp instead of stdio (HOST: 127.0.0.1, ::1 or localhost; PORT 0 picks one)");
+const tokenFileOption = () => new Option("--token-file <path>", "with --http: write the bearer token clients must send to this file (mode 0600) instead of printing it on stderr");
+
+/** --http and --token-file, checked before anything is loaded or served (a usage mistake is exit 2). */
+async function httpTransportOptions(opts: { http?: string; tokenFile?: string }): Promise<{ http?: import("./serve/address.ts").HttpAddress; tokenFile?: string }> {
+  if (opts.http === undefined) {
+    if (opts.tokenFile !== undefined) throw usage("--token-file goes with --http", { hint: "over stdio there is no token: the MCP client starts subs itself" });
+    return {};
+  }
+  const { parseHttpAddress } = await import("./serve/address.ts");
+  return { http: parseHttpAddress(opts.http), ...(opts.tokenFile !== undefined ? { tokenFile: opts.tokenFile } : {}) };
+}
+
 // The MCP SDK gives up on a request after 60 s; a slow server or a long tool may need longer.
 const requestTimeoutOption = (what: string) => new Option("--request-timeout <seconds>", what).default("60", "60");
 
@@ -452,18 +466,23 @@ export function buildProgram(ctx: Context, { setJson, setExitCode, onParseMistak
       )
       .argument("<id>", "connection id")
       .addOption(configOption())
+      .addOption(httpOption())
+      .addOption(tokenFileOption())
       .addHelpText(
         "after",
         examples([
           "subs mcp proxy sentry                # what an MCP client runs; it speaks MCP on stdin/stdout",
+          "subs mcp proxy sentry --http 8931    # Streamable HTTP at http://127.0.0.1:8931/mcp; the bearer token on stderr",
           "subs mcp proxy sentry --config ~/work/substructure.toml",
           "claude mcp add sentry -- subs mcp proxy sentry",
           "codex mcp add sentry -- subs mcp proxy sentry",
         ]),
       )
-      .action(async (id: string, opts: { config?: string }) => {
+      .action(async (id: string, opts: { config?: string; http?: string; tokenFile?: string }) => {
+        const transport = await httpTransportOptions(opts);
+        servesUntilStopped?.();
         const { mcpProxyCommand } = await import("./commands/mcp-proxy.ts");
-        setExitCode(await mcpProxyCommand(ctx, { ...configOf(opts), id }));
+        setExitCode(await mcpProxyCommand(ctx, { ...configOf(opts), id, ...transport }));
       });
   }
 
@@ -660,27 +679,31 @@ export function buildProgram(ctx: Context, { setJson, setExitCode, onParseMistak
         "Serve exactly the tools `subs agent tools <name>` shows, as an MCP server on stdin/stdout, for Claude Code, Codex, Cursor, VS Code or your own agent. " +
           "Each session fetches the agent's connections once, in parallel, and keeps that list until it ends; a connection that fails is left out and reported " +
           "(stderr and an MCP log message). Calls run on the connection with its stored credential, refreshed as needed; a connection that needs a login answers " +
-          "with a tool error naming `subs mcp login <id>` (a server never opens a browser). stdout carries only the protocol. Ends when stdin closes, on Ctrl-C or SIGTERM (exit 0).",
+          "with a tool error naming `subs mcp login <id>` (a server never opens a browser). stdout carries only the protocol. Ends when stdin closes, on Ctrl-C or SIGTERM (exit 0). --http serves Streamable HTTP on loopback instead, one snapshot per client session.",
       )
       .argument("<name>", "the agent, as in [agent.<name>]")
       .addOption(configOption())
       .addOption(new Option("--timeout <seconds>", "give each connection this long to list its tools when a session starts").default("10", "10"))
       .addOption(requestTimeoutOption("how long a call may go without an answer or a progress report"))
+      .addOption(httpOption())
+      .addOption(tokenFileOption())
       .addHelpText(
         "after",
         examples([
           "subs agent serve triage            # an MCP client starts this; it speaks MCP on stdin/stdout",
+          "subs agent serve triage --http 8931  # Streamable HTTP at http://127.0.0.1:8931/mcp; the bearer token on stderr",
           "claude mcp add triage -- subs agent serve triage",
           "codex mcp add triage -- subs agent serve triage",
           "subs agent serve triage --config ~/work/substructure.toml --request-timeout 300",
         ]),
       )
-      .action(async (name: string, opts: { config?: string; timeout: string; requestTimeout: string }) => {
+      .action(async (name: string, opts: { config?: string; timeout: string; requestTimeout: string; http?: string; tokenFile?: string }) => {
         const timeoutSeconds = parseSeconds(opts.timeout);
         const requestTimeoutSeconds = parseSeconds(opts.requestTimeout, "--request-timeout");
+        const transport = await httpTransportOptions(opts);
         servesUntilStopped?.();
         const { agentServeCommand } = await import("./commands/agent-serve.ts");
-        await agentServeCommand(ctx, { agent: name, ...configOf(opts), timeoutSeconds, requestTimeoutSeconds });
+        await agentServeCommand(ctx, { agent: name, ...configOf(opts), timeoutSeconds, requestTimeoutSeconds, ...transport });
       });
   }
 

@@ -1,8 +1,8 @@
 import { loadConfig } from "../config/load.ts";
 import type { Context } from "../context.ts";
 import { stderrReporter } from "../output/reporter.ts";
+import type { HttpAddress } from "../serve/address.ts";
 import { agentSessionFactory } from "../serve/agent-session.ts";
-import { serveStdio } from "../serve/stdio.ts";
 
 export type AgentServeOptions = {
   agent: string;
@@ -11,9 +11,13 @@ export type AgentServeOptions = {
   timeoutSeconds: number;
   /** How long an upstream request may go unanswered (progress restarts the wait). */
   requestTimeoutSeconds: number;
+  /** `--http [HOST:]PORT`: Streamable HTTP on loopback instead of stdio; every client session gets its own snapshot. */
+  http?: HttpAddress;
+  /** `--token-file PATH` (with --http): the bearer token written there, not printed. */
+  tokenFile?: string;
 };
 
-/** Serves until the client closes stdin or the process is told to stop (README, "subs agent serve"). */
+/** Serves until the client closes stdin (stdio) or the process is told to stop (docs/serve.md). */
 export async function agentServeCommand(ctx: Context, options: AgentServeOptions): Promise<void> {
   const config = loadConfig({ configPath: options.config, env: ctx.env, cwd: ctx.cwd });
   const factory = agentSessionFactory(ctx, config, options.agent, {
@@ -21,5 +25,11 @@ export async function agentServeCommand(ctx: Context, options: AgentServeOptions
     timeoutMs: options.timeoutSeconds * 1000,
     requestTimeoutMs: options.requestTimeoutSeconds * 1000,
   });
+  if (options.http) {
+    const { serveHttp } = await import("../serve/http.ts");
+    await serveHttp(ctx, { ...options.http, ...(options.tokenFile !== undefined ? { tokenFile: options.tokenFile } : {}), newSession: factory });
+    return;
+  }
+  const { serveStdio } = await import("../serve/stdio.ts");
   await serveStdio(ctx, factory);
 }

@@ -3,16 +3,23 @@ import { findConnection } from "../config/lookup.ts";
 import type { Context } from "../context.ts";
 import { exitCodeFor, refused, type SubsError } from "../errors.ts";
 import { stderrReporter } from "../output/reporter.ts";
+import type { HttpAddress } from "../serve/address.ts";
 
 export type McpProxyOptions = {
   config?: string;
   id: string;
+  /** `--http [HOST:]PORT`: Streamable HTTP on loopback instead of stdio. */
+  http?: HttpAddress;
+  /** `--token-file PATH` (with --http): the bearer token written there, not printed. */
+  tokenFile?: string;
 };
 
 /**
- * Serves one connection as an MCP server on stdin/stdout until the client closes stdin (issue 16).
- * Returns the exit code: 0, or the code of the failure that kept the upstream from opening (4 when
- * it needs a login), already reported on stderr and to the client as the `initialize` error.
+ * Serves one connection as an MCP server on stdin/stdout until the client closes stdin (issue 16),
+ * or with `--http` on loopback until Ctrl-C/SIGTERM, one upstream session per client session.
+ * Returns the exit code: 0, or over stdio the code of the failure that kept the upstream from
+ * opening (4 when it needs a login), already reported on stderr and to the client as the
+ * `initialize` error. Over HTTP such a failure ends that client's session only.
  */
 export async function mcpProxyCommand(ctx: Context, options: McpProxyOptions): Promise<number> {
   const config = loadConfig({ configPath: options.config, env: ctx.env, cwd: ctx.cwd });
@@ -25,9 +32,15 @@ export async function mcpProxyCommand(ctx: Context, options: McpProxyOptions): P
     });
   }
   const connection = findConnection(config, options.id);
-  const [{ proxySessionFactory }, { serveStdio }] = await Promise.all([import("../serve/proxy-session.ts"), import("../serve/stdio-proxy-runner.ts")]);
+  const { proxySessionFactory } = await import("../serve/proxy-session.ts");
   let unavailable: SubsError | undefined;
   const factory = proxySessionFactory(ctx, config, connection, { reporter: stderrReporter(ctx), onUnavailable: (error) => (unavailable ??= error) });
+  if (options.http) {
+    const { serveHttp } = await import("../serve/http.ts");
+    await serveHttp(ctx, { ...options.http, ...(options.tokenFile !== undefined ? { tokenFile: options.tokenFile } : {}), newSession: factory });
+    return 0;
+  }
+  const { serveStdio } = await import("../serve/stdio.ts");
   await serveStdio(ctx, factory);
   return unavailable ? exitCodeFor(unavailable) : 0;
 }
