@@ -2,6 +2,7 @@ import { loadConfig } from "../config/load.ts";
 import { findConnection } from "../config/lookup.ts";
 import type { Context } from "../context.ts";
 import { exitCodeFor, refused, type SubsError } from "../errors.ts";
+import { possessive } from "../output/possessive.ts";
 import { stderrReporter } from "../output/reporter.ts";
 import type { HttpAddress } from "../serve/address.ts";
 
@@ -26,7 +27,7 @@ export async function mcpProxyCommand(ctx: Context, options: McpProxyOptions): P
   if (config.remote) {
     // The deployment holds the credential and runs the calls; its protocol has no call endpoint
     // (product.md, "The deployment protocol"), so there is nothing here to forward to.
-    throw refused(`subs mcp proxy works only without [remote]: with [remote] in ${config.displayPath} the deployment holds ${options.id}'s credential and runs the calls`, {
+    throw refused(`subs mcp proxy works only without [remote]: with [remote] in ${config.displayPath} the deployment holds ${possessive(options.id)} credential and runs the calls`, {
       hint: "run the proxy with a substructure.toml without [remote] (e.g. --config pointing at a local one)",
       code: "remote_unsupported",
     });

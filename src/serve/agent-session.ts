@@ -24,6 +24,7 @@ import type { Context } from "../context.ts";
 import { refused, SubsError } from "../errors.ts";
 import { listAllTools } from "../mcp/connect.ts";
 import { mcpError } from "../mcp/open.ts";
+import { possessive } from "../output/possessive.ts";
 import type { Reporter } from "../report.ts";
 import { VERSION } from "../version.ts";
 import type { SessionFactory, SessionServer } from "./session.ts";
@@ -228,7 +229,7 @@ function reports(r: Inspection): Report[] {
   return [
     ...r.unavailable.map((u) => ({
       level: "warning" as const,
-      text: `${u.message}; this session serves none of ${u.connection}'s tools${u.hint ? `; hint: ${u.hint}` : ""}`,
+      text: `${u.message}; this session serves none of ${possessive(u.connection)} tools${u.hint ? `; hint: ${u.hint}` : ""}`,
     })),
     ...r.dropped.map((d) => ({ level: "warning" as const, text: `not served: ${describeDropped(d)}` })),
     ...r.warnings.map((w) => ({ level: "warning" as const, text: describeWarning(w, r.agent) })),
