@@ -209,7 +209,7 @@ async function proxySession(ctx: Pick<Context, "env" | "fetch" | "now" | "signal
     } catch (error) {
       const failure = clean(asJsonRpcError(error, connection));
       // The person who can run the login reads stderr (the client's log), not the client's error.
-      if (error instanceof CredentialRejected || (error instanceof SubsError && error.kind === "needs_login") || (error instanceof StreamableHTTPError && error.code === 403)) {
+      if (error instanceof CredentialRejected || (error instanceof SubsError && error.kind === "needs_login") || (error instanceof StreamableHTTPError && (error.code === 401 || error.code === 403))) {
         reporter.warn(failure.message);
       }
       throw failure;
