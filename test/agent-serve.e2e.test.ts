@@ -407,6 +407,8 @@ describe("subs agent serve (end to end, an upstream with sessions)", () => {
       assert.equal(a, b, "both calls that found the session ended went to one new session");
       assert.equal(upstream.stats.started, 2);
       assert.equal(upstream.stats.calls - calls, 2, "each call ran once");
+      // The same recovery as `subs mcp proxy` (src/serve/upstream.ts), which says so once on stderr.
+      assert.equal(s.stderr().match(/keep: the server ended its session; starting a new one/g)?.length, 1, s.stderr());
     } finally {
       await s?.close();
       await upstream.close();

@@ -333,6 +333,26 @@ describe("subs mcp proxy (end to end)", () => {
     }
   });
 
+  it("10,000 calls, 16 in flight, leave no listener behind on a signal (no MaxListenersExceededWarning)", { timeout: 120_000 }, async () => {
+    const p = await proxied(dir, "rich", { env: { MCP_TOKEN } });
+    try {
+      let next = 0;
+      await Promise.all(
+        Array.from({ length: 16 }, async () => {
+          while (next < 10_000) {
+            const n = next++;
+            const result = await p.client.callTool({ name: "echo", arguments: { n } });
+            assert.deepEqual(result.structuredContent, { echoed: { n } });
+          }
+        }),
+      );
+      assert.doesNotMatch(p.stderr(), /MaxListenersExceededWarning|memory leak/);
+    } finally {
+      await p.close();
+    }
+    assert.equal(await p.exited, 0, p.stderr());
+  });
+
   it("ends cleanly when stdin closes and on SIGTERM, ending the upstream session; stdout carries only JSON-RPC", async () => {
     ensureBuilt();
     for (const how of ["stdin", "SIGTERM"] as const) {
@@ -463,7 +483,7 @@ describe("subs mcp proxy with OAuth (end to end)", () => {
 });
 
 describe("subs mcp proxy with short-lived tokens (end to end)", () => {
-  it("a token that expires by time mid-session is refreshed on its 401, without a failed call", async () => {
+  it("a token that expires by time mid-session is refreshed before it is sent: no 401, no failed call", async () => {
     const dir = mkdtempSync(path.join(tmpdir(), "subs-proxy-ttl-"));
     const as = await startAuthServer({ accessTokenTtlSeconds: 2 });
     const rich = await startRichServer({ oauth: { authServer: as } });
@@ -478,9 +498,12 @@ describe("subs mcp proxy with short-lived tokens (end to end)", () => {
         const refreshes = as.counters.refreshes;
         const before = rich.authorizations.at(-1);
         await new Promise((r) => setTimeout(r, 2500)); // the session's token is now expired at the server
+        const unauthorized = rich.unauthorized;
         assert.equal(await echo(2), '{"n":2}');
         assert.equal(as.counters.refreshes, refreshes + 1);
         assert.notEqual(rich.authorizations.at(-1), before);
+        // Refreshed ahead of its expiry (src/serve/upstream.ts), not after the server refused it.
+        assert.equal(rich.unauthorized, unauthorized, "the expired token was never sent");
         noTokenIn([...p.received, p.stderr()], as.issuedTokens());
       } finally {
         await p.close();

@@ -33,14 +33,6 @@ export type OpenConnectionOptions = {
   onChallenge?: (challenge: AuthChallenge) => void;
   /** What the client says it can do at `initialize` (src/mcp/connect.ts). */
   capabilities?: ClientCapabilities;
-  /**
-   * The client lives as long as a session (`subs mcp proxy`, issue 16), longer than a token may:
-   * a 401 to the stored OAuth token after connecting is answered by one race-safe refresh (as at
-   * connect) and one retry of the same HTTP request, so no MCP request fails for it. A refresh that
-   * fails leaves the 401 as the answer; the next 401 tries again, so a `subs mcp login` run
-   * meanwhile is picked up without a restart.
-   */
-  renewMidSession?: boolean;
 };
 
 export type AuthChallenge = { status: 401 | 403; error?: string; scope?: string; resourceMetadataUrl?: string };
@@ -74,8 +66,7 @@ export async function openConnection(options: OpenConnectionOptions): Promise<Cl
     headers.authorization = `Bearer ${token}`;
   }
   let last: AuthChallenge | undefined;
-  const renewal: Renewal = {};
-  const fetch = challengeRecorder(renewingFetch(ctx.fetch, renewal), (challenge) => {
+  const fetch = challengeRecorder(ctx.fetch, (challenge) => {
     last = challenge;
     options.onChallenge?.(challenge);
   });
@@ -118,13 +109,9 @@ export async function openConnection(options: OpenConnectionOptions): Promise<Cl
     return client;
   }
   headers.authorization = `Bearer ${token}`;
-  const connected = (client: Client) => {
-    if (options.renewMidSession) renewal.renew = renewer(options, headers);
-    return client;
-  };
   let rejectedAt: number;
   try {
-    return connected(await connect());
+    return await connect();
   } catch (error) {
     const problem = mcpError(connection, error, last);
     if (problem.code !== "token_rejected" || options.tokenRejectedAt !== undefined) throw problem;
@@ -137,60 +124,10 @@ export async function openConnection(options: OpenConnectionOptions): Promise<Cl
   if (typeof refreshed !== "string") throw needsLogin(connection.id, "not logged in");
   headers.authorization = `Bearer ${refreshed}`;
   try {
-    return connected(await connect());
+    return await connect();
   } catch (error) {
     throw mcpError(connection, error, last);
   }
-}
-
-/** Set once connected under `renewMidSession`: the new Authorization for one that got a 401. */
-type Renewal = { renew?: (rejected: string, challenge: AuthChallenge | undefined) => Promise<string | undefined> };
-
-/**
- * Retries a request answered 401 once, with the Authorization `renewal` gives. The SDK's
- * transports send every POST body as a string, so the same request can be sent again.
- */
-function renewingFetch(fetch: typeof globalThis.fetch, renewal: Renewal): typeof globalThis.fetch {
-  return async (input, init) => {
-    const response = await fetch(input, init);
-    const renew = renewal.renew;
-    if (response.status !== 401 || !renew || (init?.body !== undefined && init.body !== null && typeof init.body !== "string")) return response;
-    const sent = new Headers(init?.headers).get("authorization");
-    if (!sent) return response;
-    const fresh = await renew(sent, challengeOf(response)).catch(() => undefined);
-    if (!fresh) return response;
-    await response.body?.cancel().catch(() => {});
-    const headers = new Headers(init?.headers);
-    headers.set("authorization", fresh);
-    return fetch(input, { ...init, headers });
-  };
-}
-
-/**
- * One refresh for every request that got a 401 with the same token (they arrive together when a
- * token expires under concurrent calls); `headers` is what the transport sends from then on.
- */
-function renewer(options: OpenConnectionOptions, headers: Record<string, string>): NonNullable<Renewal["renew"]> {
-  let pending: Promise<string | undefined> | undefined;
-  return (rejected, challenge) => {
-    if (rejected !== headers.authorization) return Promise.resolve(headers.authorization);
-    pending ??= (async () => {
-      try {
-        await assertSameAuthorizationServer(options, challenge);
-        // A token stored since (a `subs mcp login`, another process's refresh) is used as it is;
-        // only the rejected one is refreshed.
-        const rejectedAt = options.ctx.now();
-        let token = await oauthAccessToken(options);
-        if (typeof token === "string" && `Bearer ${token}` === rejected) token = await oauthAccessToken(options, rejectedAt);
-        if (typeof token !== "string") return undefined;
-        headers.authorization = `Bearer ${token}`;
-        return headers.authorization;
-      } finally {
-        pending = undefined;
-      }
-    })();
-    return pending;
-  };
 }
 
 const OPEN = Symbol("no credential needed");

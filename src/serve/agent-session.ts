@@ -4,8 +4,8 @@
 // collisions), and answers tools/list with that snapshot until it ends: an upstream's
 // list_changed changes nothing (connectors.md, "When tools are fetched"). Each connection that
 // answered stays open for the session and runs its calls with the stored credential.
+import type { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import type { Tool } from "@modelcontextprotocol/sdk/types.js";
-import { StreamableHTTPError } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import { Server } from "@modelcontextprotocol/sdk/server/index.js";
 import {
   CallToolRequestSchema,
@@ -154,8 +154,8 @@ async function startSession(ctx: Context, config: Config, agentName: string, opt
     if (!target) throw rpcError(ErrorCode.InvalidParams, `Unknown tool: ${name}`);
     const progressToken = _meta?.progressToken;
     const { progressToken: _token, ...meta } = _meta ?? {};
-    const call = (upstream: Upstream) =>
-      upstream.client.request(
+    const call = (client: Client) =>
+      client.request(
         { method: "tools/call", params: { name: target.tool.name, ...(args !== undefined ? { arguments: args } : {}), ...(Object.keys(meta).length > 0 ? { _meta: meta } : {}) } },
         CallToolResultSchema,
         {
@@ -169,18 +169,10 @@ async function startSession(ctx: Context, config: Config, agentName: string, opt
             : {}),
         },
       );
-    let upstream = upstreams.get(target.connection)!;
+    const upstream = upstreams.get(target.connection)!;
     try {
-      try {
-        return await call(upstream);
-      } catch (error) {
-        // MCP Streamable HTTP, "Session Management": a 404 to a request carrying a session id means
-        // the server ended the session (a restart, an idle timeout); the client must start a new
-        // one. The request was not run there, so it is sent once more on the new session.
-        if (extra.signal.aborted || !sessionEnded(error, upstream)) throw error;
-        upstream = await reopen(upstream);
-        return await call(upstream);
-      }
+      // A session the upstream ended is replaced and the call sent again, once (src/serve/upstream.ts).
+      return await upstream.run(call, extra.signal);
     } catch (error) {
       if (extra.signal.aborted) throw error;
       const fromServer = upstreamRpcError(error);
@@ -188,28 +180,6 @@ async function startSession(ctx: Context, config: Config, agentName: string, opt
       return callFailure(upstream.connection, error, scrub);
     }
   });
-
-  // One new session per ended one, however many calls found it ended.
-  const reopening = new Map<Upstream, Promise<Upstream>>();
-  const reopen = (ended: Upstream): Promise<Upstream> => {
-    const current = upstreams.get(ended.connection.id);
-    if (current && current !== ended) return Promise.resolve(current);
-    let next = reopening.get(ended);
-    if (!next) {
-      next = openUpstream({ ctx: upstreamCtx, config, connection: ended.connection, reporter, sessionSignal, requestTimeoutMs: options.requestTimeoutMs }).then(async (opened) => {
-        if (sessionSignal.aborted) {
-          await opened.close();
-          throw sessionSignal.reason;
-        }
-        upstreams.set(ended.connection.id, opened);
-        void ended.close();
-        return opened;
-      });
-      next.finally(() => reopening.delete(ended)).catch(() => {});
-      reopening.set(ended, next);
-    }
-    return next;
-  };
 
   return {
     server,
@@ -263,11 +233,6 @@ function callFailure(connection: ConnectionConfig, error: unknown, scrub: (text:
   const problem = subsErrorIn(error) ?? mcpError(connection, error, undefined);
   const text = `${problem.message}${problem.hint ? ` (${problem.hint})` : ""}`;
   return { content: [{ type: "text", text: scrub(text) }], isError: true };
-}
-
-function sessionEnded(error: unknown, upstream: Upstream): boolean {
-  const transport = upstream.client.transport as { sessionId?: string } | undefined;
-  return error instanceof StreamableHTTPError && error.code === 404 && transport?.sessionId !== undefined;
 }
 
 function subsErrorIn(error: unknown): SubsError | undefined {

@@ -30,11 +30,12 @@ import { z } from "zod";
 import type { Config, ConnectionConfig } from "../config/types.ts";
 import type { Context } from "../context.ts";
 import { SubsError } from "../errors.ts";
-import { connectionError, openConnection } from "../mcp/open.ts";
+import { connectionError } from "../mcp/open.ts";
 import { learningFetch, Secrets } from "../output/secrets.ts";
 import type { Reporter } from "../report.ts";
 import { VERSION } from "../version.ts";
 import type { SessionFactory, SessionServer } from "./session.ts";
+import { CredentialRejected, openUpstream, type Upstream } from "./upstream.ts";
 
 export type ProxyOptions = {
   /** stderr: the one-line notices of a session (connected, could not connect, upstream gone). */
@@ -107,7 +108,7 @@ async function proxySession(ctx: Pick<Context, "env" | "fetch" | "now" | "signal
   const fetch = learningFetch(ctx.fetch, secrets);
   const clean = <T>(value: T): T => scrubbed(value, secrets);
   const server = new ProxyServer({ name: `subs-proxy-${connection.id}`, version: VERSION });
-  let upstream: Client | undefined;
+  let upstream: Upstream | undefined;
   let unavailable: Error | undefined;
   let initializing = false;
   let closing = false;
@@ -115,18 +116,28 @@ async function proxySession(ctx: Pick<Context, "env" | "fetch" | "now" | "signal
   // What the client set up on the upstream's session, to set up again on a new one (below).
   const subscriptions = new Set<string>();
   let logLevel: string | undefined;
+  const ended = new AbortController();
+  // The connection, its token and its session kept current for the client's session: one
+  // implementation with `subs agent serve` (src/serve/upstream.ts).
   const open = () =>
-    openConnection({
+    openUpstream({
       ctx: { env: ctx.env, now: ctx.now, fetch },
       config,
       connection,
-      signal: ctx.signal,
       reporter,
+      sessionSignal: AbortSignal.any([ctx.signal, ended.signal]),
       capabilities: clientCapabilities,
-      renewMidSession: true,
       // The initialize of the upstream: the client waits for its answer, and cancels or times
       // out on its own terms.
       requestTimeoutMs: NO_DEADLINE_MS,
+      // The upstream ended its session: the proxy's client keeps its own, so what the client set
+      // up on the old one (log level, subscriptions) is set up again on the new one.
+      onReopen: async (client) => {
+        wireUpstream(client);
+        const again = { timeout: NO_DEADLINE_MS };
+        if (logLevel !== undefined) await client.setLoggingLevel(logLevel as never, again).catch(() => {});
+        for (const uri of subscriptions) await client.subscribeResource({ uri }, again).catch(() => {});
+      },
     });
   // The client's requests being answered: a request or a notification the upstream sends while
   // exactly one is in flight belongs to it (a sampling request inside a tools/call), which over
@@ -149,9 +160,9 @@ async function proxySession(ctx: Pick<Context, "env" | "fetch" | "now" | "signal
     if (initializing) throw new McpError(ErrorCode.InvalidRequest, "the session is already initialized");
     initializing = true;
     clientCapabilities = request.params.capabilities as ClientCapabilities;
-    let client: Client;
+    let opened: Upstream;
     try {
-      client = await open();
+      opened = await open();
     } catch (error) {
       const problem = error instanceof SubsError ? error : connectionError(connection, error);
       const words = clean(`${problem.message}${problem.hint ? `; ${problem.hint}` : ""}`);
@@ -165,10 +176,11 @@ async function proxySession(ctx: Pick<Context, "env" | "fetch" | "now" | "signal
       throw unavailable;
     }
     if (closing) {
-      await client.close().catch(() => {});
+      await opened.close();
       throw new McpError(ErrorCode.ConnectionClosed, "the session closed");
     }
-    upstream = client;
+    upstream = opened;
+    const { client } = opened;
     wireUpstream(client);
     const capabilities: ServerCapabilities = client.getServerCapabilities() ?? {};
     const upstreamVersion = (client.transport as { protocolVersion?: string } | undefined)?.protocolVersion;
@@ -191,20 +203,15 @@ async function proxySession(ctx: Pick<Context, "env" | "fetch" | "now" | "signal
     }
     inFlight.add(extra.requestId);
     try {
-      const used = upstream;
-      let result: Record<string, unknown>;
-      try {
-        result = await forward(used as unknown as Side, request, extra as unknown as Extra, clean);
-      } catch (error) {
-        if (!sessionGone(error) || extra.signal.aborted) throw error;
-        result = await forward((await restart(used)) as unknown as Side, request, extra as unknown as Extra, clean);
-      }
+      const result = await upstream.run((client) => forward(client as unknown as Side, request, extra as unknown as Extra, clean), extra.signal);
       remember(request);
       return clean(result);
     } catch (error) {
       const failure = clean(asJsonRpcError(error, connection));
       // The person who can run the login reads stderr (the client's log), not the client's error.
-      if (error instanceof StreamableHTTPError && (error.code === 401 || error.code === 403)) reporter.warn(failure.message);
+      if (error instanceof CredentialRejected || (error instanceof SubsError && error.kind === "needs_login") || (error instanceof StreamableHTTPError && (error.code === 401 || error.code === 403))) {
+        reporter.warn(failure.message);
+      }
       throw failure;
     } finally {
       inFlight.delete(extra.requestId);
@@ -219,42 +226,8 @@ async function proxySession(ctx: Pick<Context, "env" | "fetch" | "now" | "signal
     else if (request.method === "logging/setLevel" && typeof params?.level === "string") logLevel = params.level;
   };
 
-  /**
-   * The upstream answered 404 to its session id: it ended the session (a restart, an expiry). MCP
-   * Streamable HTTP, "Session Management": the client then starts a new one. The proxy's client
-   * keeps its own session, so the proxy starts the new upstream session itself, with the same
-   * capabilities, and sets up again what the client had set up (log level, subscriptions); the
-   * request that met the 404 is sent again, once. One restart for every request that met it.
-   */
-  let restarting: Promise<Client> | undefined;
-  const retired = new WeakSet<Client>();
-  const restart = (stale: Client): Promise<Client> => {
-    if (upstream && upstream !== stale) return Promise.resolve(upstream);
-    restarting ??= (async () => {
-      try {
-        reporter.info(`${connection.id}: the server ended its session; starting a new one`);
-        const client = await open();
-        if (closing) {
-          await client.close().catch(() => {});
-          throw new McpError(ErrorCode.ConnectionClosed, "the session closed");
-        }
-        wireUpstream(client);
-        retired.add(stale);
-        upstream = client;
-        void stale.close().catch(() => {});
-        const again = { timeout: NO_DEADLINE_MS };
-        if (logLevel !== undefined) await client.setLoggingLevel(logLevel as never, again).catch(() => {});
-        for (const uri of subscriptions) await client.subscribeResource({ uri }, again).catch(() => {});
-        return client;
-      } finally {
-        restarting = undefined;
-      }
-    })();
-    return restarting;
-  };
-
   server.fallbackNotificationHandler = async (notification) => {
-    await upstream?.transport?.send({ jsonrpc: "2.0", ...(notification as Notification) }).catch(() => {});
+    await upstream?.client.transport?.send({ jsonrpc: "2.0", ...(notification as Notification) }).catch(() => {});
   };
 
   function wireUpstream(client: Client): void {
@@ -278,7 +251,7 @@ async function proxySession(ctx: Pick<Context, "env" | "fetch" | "now" | "signal
     // The upstream went away for good (an SSE connection closed): this session has nothing left
     // to serve, and ending it tells the client, which may start another.
     client.onclose = () => {
-      if (closing || retired.has(client)) return;
+      if (closing) return;
       reporter.warn(`${connection.id}: the server closed the connection; ending the session`);
       void server.close().catch(() => {});
     };
@@ -288,21 +261,18 @@ async function proxySession(ctx: Pick<Context, "env" | "fetch" | "now" | "signal
     server,
     async close() {
       closing = true;
-      const client = upstream;
+      ended.abort();
+      const opened = upstream;
       upstream = undefined;
-      if (!client) return;
+      if (!opened) return;
+      const { client } = opened;
       // Polite end of the upstream's session (MCP Streamable HTTP, "Session Management"), capped:
       // a server that does not answer must not hold the proxy open.
       const transport = client.transport as { terminateSession?: () => Promise<void> } | undefined;
       await Promise.race([transport?.terminateSession?.().catch(() => {}), new Promise((resolve) => setTimeout(resolve, 1000).unref())]);
-      await client.close().catch(() => {});
+      await opened.close();
     },
   };
-}
-
-/** A 404 to a request carrying the upstream's session id: the session is gone (MCP Streamable HTTP). */
-function sessionGone(error: unknown): boolean {
-  return error instanceof StreamableHTTPError && error.code === 404;
 }
 
 /**
@@ -392,6 +362,17 @@ function asJsonRpcError(error: unknown, connection: ConnectionConfig): Error & {
     const prefix = `MCP error ${error.code}: `;
     const message = error.message.startsWith(prefix) ? error.message.slice(prefix.length) : error.message;
     return Object.assign(new Error(message), { code: error.code, ...(error.data !== undefined ? { data: error.data } : {}) });
+  }
+  if (error instanceof CredentialRejected) {
+    // The server answered 401 and src/serve/upstream.ts found no token it would take.
+    const { problem } = error;
+    const why = problem.message.startsWith(`${connection.id}: `) ? problem.message.slice(connection.id.length + 2) : problem.message;
+    const login = problem.kind === "needs_login";
+    const hint = login ? `run \`subs mcp login ${connection.id}\`` : problem.hint;
+    return Object.assign(new Error(`${connection.id}: the server rejected the stored credential and a refresh did not help (${why})${hint ? `; ${hint}` : ""}`), {
+      code: ErrorCode.InternalError,
+      data: { code: login ? "needs_login" : (problem.code ?? problem.kind), ...(hint ? { hint } : {}) },
+    });
   }
   const status = error instanceof StreamableHTTPError ? error.code : undefined;
   if (status === 401 || status === 403) {

@@ -1,14 +1,23 @@
-// One upstream MCP connection kept open for a whole served session (issue 16): opened once by
-// openConnection (src/mcp/open.ts: static token, stored OAuth credential, open server, the 401 and
-// issuer checks), then used for every call of the session. A session outlives an access token, so
-// every request of an OAuth connection carries the token that is current when it is sent: one
-// about to expire is refreshed first (src/auth/refresh.ts, race-safe across processes), and a 401
-// is answered by one refresh and one retry of the same request, which the server did not run.
+// One upstream MCP connection kept open for a whole served session (issue 16), the one
+// implementation behind `subs agent serve` (one per connection of the agent) and `subs mcp proxy`
+// (one per client session). Opened by openConnection (src/mcp/open.ts: static token, stored
+// OAuth credential, open server, the 401 and issuer checks), then used for every request of the
+// session. Two things outlive what openConnection gives a one-shot command:
+// - the access token: every request of an OAuth connection carries the token current when it is
+//   sent. One about to expire is refreshed first (src/auth/refresh.ts, race-safe across
+//   processes); a 401 is answered by one refresh, shared by every request that met it, and one
+//   retry of the same request, which the server did not run. A token stored since by another
+//   process (a `subs mcp login`, another process's refresh) is used as it is.
+// - the upstream's own session: a 404 to a request carrying its session id means the server ended
+//   it (MCP Streamable HTTP, "Session Management"); a new one is opened, once for every request
+//   that met it, and the request is sent again, once.
 import type { Client } from "@modelcontextprotocol/sdk/client/index.js";
+import { StreamableHTTPError } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
+import type { ClientCapabilities } from "@modelcontextprotocol/sdk/types.js";
 import { isFresh, freshCredential, storedCredential } from "../auth/refresh.ts";
 import type { Config, ConnectionConfig } from "../config/types.ts";
 import type { Context } from "../context.ts";
-import { needsLogin } from "../errors.ts";
+import { needsLogin, SubsError } from "../errors.ts";
 import { assertSameAuthorizationServer, challengeRecorder, openConnection, type AuthChallenge } from "../mcp/open.ts";
 import type { Reporter } from "../report.ts";
 import type { CredentialRow } from "../store/schema.ts";
@@ -23,26 +32,105 @@ export type OpenUpstreamOptions = {
   reporter: Reporter;
   /** The session is over: ends the requests of an opening (an open connection is closed instead). */
   sessionSignal: AbortSignal;
-  /** Also ends the requests made while opening (the fetch's timeout at session start). */
+  /** Also ends the requests made while first opening (the fetch's timeout at session start). */
   openSignal?: AbortSignal;
+  /** How long one MCP request of an opening may go unanswered (src/mcp/connect.ts). */
   requestTimeoutMs: number;
+  /** What the client says it can do at `initialize`, on every session opened (the proxy's client's). */
+  capabilities?: ClientCapabilities;
+  /**
+   * Sets up the client of a new upstream session before any request is sent on it: the proxy
+   * wires its handlers and sets up again what its client had set up (log level, subscriptions).
+   */
+  onReopen?: (client: Client) => Promise<void>;
 };
 
 export type Upstream = {
   connection: ConnectionConfig;
-  client: Client;
+  /** The client of the upstream's current session. */
+  readonly client: Client;
+  /**
+   * Runs `send` on the current session; when the server ended that session (a 404 to its id), on
+   * a new one, once. Not again once `signal` is aborted (the caller gave up).
+   */
+  run<T>(send: (client: Client) => Promise<T>, signal?: AbortSignal): Promise<T>;
   close(): Promise<void>;
 };
 
+/**
+ * The server answered 401 and no other token could be had (the refresh was refused, the
+ * credential is gone, the server moved to another authorization server): `problem` says why.
+ */
+export class CredentialRejected extends SubsError {
+  constructor(readonly problem: SubsError) {
+    super(problem.kind, problem.message, { cause: problem, ...(problem.hint ? { hint: problem.hint } : {}), ...(problem.code ? { code: problem.code } : {}) });
+  }
+}
+
 export async function openUpstream(options: OpenUpstreamOptions): Promise<Upstream> {
+  const { connection, sessionSignal, reporter } = options;
+  let current = await openClient(options, options.openSignal);
+  let closed = false;
+  // One new session per ended one, however many requests found it ended.
+  let reopening: Promise<Client> | undefined;
+  const reopen = (stale: Client): Promise<Client> => {
+    if (current !== stale) return Promise.resolve(current);
+    reopening ??= (async () => {
+      try {
+        reporter.info(`${connection.id}: the server ended its session; starting a new one`);
+        const client = await openClient(options, undefined);
+        if (closed || sessionSignal.aborted) {
+          await client.close().catch(() => {});
+          throw sessionSignal.reason ?? new Error("the session closed");
+        }
+        await options.onReopen?.(client);
+        current = client;
+        // Retired, not lost: its end is no news to whoever listens for the upstream going away.
+        stale.onclose = undefined;
+        void stale.close().catch(() => {});
+        return client;
+      } finally {
+        reopening = undefined;
+      }
+    })();
+    return reopening;
+  };
+  return {
+    connection,
+    get client() {
+      return current;
+    },
+    async run(send, signal) {
+      const used = current;
+      try {
+        return await send(used);
+      } catch (error) {
+        if (signal?.aborted || !sessionEnded(error, used)) throw error;
+        return send(await reopen(used));
+      }
+    },
+    async close() {
+      closed = true;
+      await current.close().catch(() => {});
+    },
+  };
+}
+
+/** A 404 to a request that carried the upstream's session id: the server ended the session. */
+function sessionEnded(error: unknown, client: Client): boolean {
+  const transport = client.transport as { sessionId?: string } | undefined;
+  return error instanceof StreamableHTTPError && error.code === 404 && transport?.sessionId !== undefined;
+}
+
+async function openClient(options: OpenUpstreamOptions, openSignal: AbortSignal | undefined): Promise<Client> {
   const { ctx, connection } = options;
   const bearer = connection.auth ? undefined : new Bearer(options);
   // Until the connection is open, the session's end and the opening's own signal (a timeout)
   // end its requests; from then on the session ends them by closing the client, which aborts
   // the transport's own signal.
   let opening = true;
-  const openingSignal = AbortSignal.any(options.openSignal ? [options.sessionSignal, options.openSignal] : [options.sessionSignal]);
-  const fetch = upstreamFetch(ctx.fetch, bearer, () => (opening ? openingSignal : undefined));
+  const openingSignal = AbortSignal.any(openSignal ? [options.sessionSignal, openSignal] : [options.sessionSignal]);
+  const fetch = upstreamFetch(ctx.fetch, connection, bearer, () => (opening ? openingSignal : undefined));
   // Refreshed here, one at a time in this process, so openConnection finds the token fresh and
   // never takes the db's write lock beside another connection's refresh (see `serially`).
   await bearer?.load();
@@ -55,6 +143,7 @@ export async function openUpstream(options: OpenUpstreamOptions): Promise<Upstre
     signal: openingSignal,
     reporter: options.reporter,
     requestTimeoutMs: options.requestTimeoutMs,
+    ...(options.capabilities ? { capabilities: options.capabilities } : {}),
   });
   try {
     await bearer?.load();
@@ -64,14 +153,14 @@ export async function openUpstream(options: OpenUpstreamOptions): Promise<Upstre
   }
   opening = false;
   bearer?.take();
-  return { connection, client, close: () => client.close().catch(() => {}) };
+  return client;
 }
 
 /**
  * Sends each request with the current token: the Authorization header openConnection set is
  * replaced, so the transport (opened once) never sends one the session has since replaced.
  */
-function upstreamFetch(inner: typeof globalThis.fetch, bearer: Bearer | undefined, opening: () => AbortSignal | undefined): typeof globalThis.fetch {
+function upstreamFetch(inner: typeof globalThis.fetch, connection: ConnectionConfig, bearer: Bearer | undefined, opening: () => AbortSignal | undefined): typeof globalThis.fetch {
   return async (input, init) => {
     // A signal of its own per request: fetch (undici) adds a listener to the signal it is given
     // and removes it only when the request is garbage-collected, so the transport's one signal for
@@ -90,8 +179,14 @@ function upstreamFetch(inner: typeof globalThis.fetch, bearer: Bearer | undefine
     if (response.status !== 401 || (init?.body !== undefined && init?.body !== null && typeof init.body !== "string")) return response;
     let challenge: AuthChallenge | undefined;
     await challengeRecorder(async () => response, (c) => (challenge = c))(input, init);
-    const next = await bearer.rejected(token, challenge);
     await response.body?.cancel().catch(() => {});
+    let next: string;
+    try {
+      next = await bearer.rejected(token, challenge);
+    } catch (error) {
+      const problem = error instanceof SubsError ? error : new SubsError("failed", `${connection.id}: ${error instanceof Error ? error.message : String(error)}`, { cause: error });
+      throw new CredentialRejected(problem);
+    }
     headers.set("authorization", `Bearer ${next}`);
     return inner(input, { ...init, headers, signal: bound });
   };

@@ -39,6 +39,8 @@ export type RichServer = {
   events: string[];
   /** Authorization headers of every HTTP request that reached the MCP handler. */
   authorizations: string[];
+  /** How many HTTP requests the OAuth gate answered 401 (a missing, expired or unknown token). */
+  readonly unauthorized: number;
   /** Sends notifications/resources/updated for `uri` to every session subscribed to it. */
   touch(uri: string): Promise<void>;
   /** Ends every session, as a restarted server has: their ids then answer 404. */
@@ -67,6 +69,7 @@ export const RICH_TOOLS: Tool[] = [
 export async function startRichServer(options: RichServerOptions = {}): Promise<RichServer> {
   const events: string[] = [];
   const authorizations: string[] = [];
+  let unauthorized = 0;
   const waiters: Array<() => void> = [];
   const record = (event: string) => {
     events.push(event);
@@ -208,7 +211,10 @@ export async function startRichServer(options: RichServerOptions = {}): Promise<
         const text = Buffer.concat(chunks).toString("utf8");
         body = text ? JSON.parse(text) : undefined;
       }
-      if (protect && (await protect(req, res, body))) return;
+      if (protect && (await protect(req, res, body))) {
+        if (res.statusCode === 401) unauthorized++;
+        return;
+      }
       if (!req.url?.startsWith("/mcp")) {
         res.writeHead(404).end();
         return;
@@ -255,6 +261,9 @@ export async function startRichServer(options: RichServerOptions = {}): Promise<
     url,
     events,
     authorizations,
+    get unauthorized() {
+      return unauthorized;
+    },
     async touch(uri) {
       for (const s of sessions.values()) if (s.subscriptions.has(uri)) await s.server.sendResourceUpdated({ uri });
     },
