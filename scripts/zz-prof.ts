@@ -1,0 +1,223 @@
+// What `subs agent serve` adds to a tool call (issue 16, "Speed"): 1,000 calls with 32 in flight,
+// each timed from the client's request to its answer, through `subs agent serve` over stdio and
+// straight from an SDK client to the same loopback server; the medians and the p99s are compared.
+// Then the server's resident memory after a further 10,000 calls (it should stay flat).
+// The MCP server runs in a process of its own, so neither client shares its event loop.
+//   node --import tsx scripts/bench-serve.ts        (also part of `npm run bench`)
+import { spawn } from "node:child_process";
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import path from "node:path";
+import { fileURLToPath } from "node:url";
+import { Client } from "@modelcontextprotocol/sdk/client/index.js";
+import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
+import { annotatedTool, startMcpServer } from "/work/main/test/support/mcp-server.ts";
+import { median } from "/work/main/scripts/bench-fixture.ts";
+import { serveSession } from "/work/main/test/support/serve-client.ts";
+
+export type ServeBench = {
+  calls: number;
+  inFlight: number;
+  direct: { median: number; p99: number };
+  served: { median: number; p99: number };
+  /** What serve adds, ms. */
+  added: { median: number; p99: number };
+  /** The same with one call at a time: what serve adds to a call when nothing queues. */
+  single: { direct: number; served: number; added: number };
+  /** Resident memory of the serve process, KiB, after the measured calls and then every `every` calls more. */
+  rssKiB: { every: number; samples: number[] };
+  /** CPU time (user + system) the serve process spent per call over those calls, ms. */
+  cpuMsPerCall: number;
+};
+
+const percentile = (xs: readonly number[], p: number) => {
+  const s = [...xs].sort((a, b) => a - b);
+  return s[Math.min(s.length - 1, Math.ceil((p / 100) * s.length) - 1)]!;
+};
+
+/** Per-call latencies (ms) of `calls` calls, `inFlight` at a time. */
+async function timeCalls(client: Client, name: string, calls: number, inFlight: number): Promise<number[]> {
+  const times: number[] = [];
+  let next = 0;
+  await Promise.all(
+    Array.from({ length: inFlight }, async () => {
+      while (next < calls) {
+        const n = next++;
+        const start = process.hrtime.bigint();
+        const result = await client.callTool({ name, arguments: { n } });
+        times.push(Number(process.hrtime.bigint() - start) / 1e6);
+        if (result.isError) throw new Error(`${name} failed: ${JSON.stringify(result)}`);
+      }
+    }),
+  );
+  return times;
+}
+
+/** User + system CPU time of a process so far, ms (Linux: /proc/PID/stat, in clock ticks of 10 ms). */
+function cpuMs(pid: number): number {
+  const fields = readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1]!.split(" ");
+  return (Number(fields[11]) + Number(fields[12])) * 10;
+}
+
+function rssKiB(pid: number): number {
+  const line = readFileSync(`/proc/${pid}/status`, "utf8").split("\n").find((l) => l.startsWith("VmRSS:"));
+  return Number(line?.match(/(\d+)/)?.[1] ?? NaN);
+}
+
+/** The loopback MCP server, in a child process: resolves with its URL. */
+function startUpstream(): Promise<{ url: string; stop: () => void }> {
+  const child = spawn(process.execPath, ["--import", "tsx", fileURLToPath(import.meta.url), "--upstream"], { stdio: ["ignore", "pipe", "inherit"] });
+  return new Promise((resolve, reject) => {
+    let out = "";
+    child.stdout.on("data", (d) => {
+      out += d;
+      const url = out.match(/^(http\S+)\n/)?.[1];
+      if (url) resolve({ url, stop: () => child.kill() });
+    });
+    child.once("exit", (code) => reject(new Error(`the upstream exited ${code}`)));
+  });
+}
+
+export async function benchServe(options: { calls?: number; inFlight?: number; moreCalls?: number } = {}): Promise<ServeBench> {
+  const calls = options.calls ?? 1000;
+  const inFlight = options.inFlight ?? 32;
+  const moreCalls = options.moreCalls ?? 10_000;
+  const upstream = await startUpstream();
+  const dir = mkdtempSync(path.join(tmpdir(), "subs-bench-serve-"));
+  writeFileSync(path.join(dir, "substructure.toml"), `[mcp.up]\nurl = "${upstream.url}"\nauth = { token_env = "BENCH_TOKEN" }\n\n[agent.bench]\nmcp = ["up"]\n`);
+  const direct = new Client({ name: "bench-direct", version: "1.0.0" });
+  await direct.connect(new StreamableHTTPClientTransport(new URL(upstream.url), { requestInit: { headers: { authorization: "Bearer bench" } } }));
+  const served = await serveSession(["agent", "serve", "bench"], { cwd: dir, env: { BENCH_TOKEN: "bench", NODE_OPTIONS: "--cpu-prof --cpu-prof-dir=/tmp/prof" } });
+  try {
+    // Warm both paths (JIT, sockets), then alternate rounds so load on the machine affects both alike.
+    await timeCalls(direct, "echo", 200, inFlight);
+    await timeCalls(served.client, "up__echo", 200, inFlight);
+    const d: number[] = [];
+    const s: number[] = [];
+    const rounds = 4;
+    for (let r = 0; r < rounds; r++) {
+      d.push(...(await timeCalls(direct, "echo", calls / rounds, inFlight)));
+      s.push(...(await timeCalls(served.client, "up__echo", calls / rounds, inFlight)));
+    }
+    const oneDirect: number[] = [];
+    const oneServed: number[] = [];
+    for (let r = 0; r < rounds; r++) {
+      oneDirect.push(...(await timeCalls(direct, "echo", 100, 1)));
+      oneServed.push(...(await timeCalls(served.client, "up__echo", 100, 1)));
+    }
+    const every = Math.max(1, Math.floor(moreCalls / 4));
+    const samples = [rssKiB(served.child.pid!)];
+    const cpuBefore = cpuMs(served.child.pid!);
+    for (let done = 0; done < moreCalls; done += every) {
+      await timeCalls(served.client, "up__echo", every, inFlight);
+      samples.push(rssKiB(served.child.pid!));
+    }
+    const cpuMsPerCall = moreCalls > 0 ? (cpuMs(served.child.pid!) - cpuBefore) / moreCalls : NaN;
+    const result = {
+      direct: { median: percentile(d, 50), p99: percentile(d, 99) },
+      served: { median: percentile(s, 50), p99: percentile(s, 99) },
+    };
+    const single = { direct: percentile(oneDirect, 50), served: percentile(oneServed, 50) };
+    return {
+      calls,
+      inFlight,
+      ...result,
+      added: { median: result.served.median - result.direct.median, p99: result.served.p99 - result.direct.p99 },
+      single: { ...single, added: single.served - single.direct },
+      rssKiB: { every, samples },
+      cpuMsPerCall,
+    };
+  } finally {
+    await Promise.all([direct.close(), served.close()]);
+    upstream.stop();
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+/**
+ * Session start (issue 16, "Speed"): from launching `subs agent serve` to the answer of its first
+ * tools/list, for an agent of one connection and of `servers`, each server answering every
+ * request after `delayMs`. The connections are fetched in parallel, so `all / one` stays near 1.
+ */
+export async function benchSessionStart(servers = 20, delayMs = 200, runs = 3): Promise<{ one: number; all: number; ratio: number }> {
+  const running = await Promise.all(Array.from({ length: servers }, () => startMcpServer({ tools: [annotatedTool("search")], delayMs })));
+  const dir = mkdtempSync(path.join(tmpdir(), "subs-bench-serve-start-"));
+  const toml = running.map((s, i) => `[mcp.s${i}]\nurl = "${s.url}"\nauth = { token_env = "BENCH_TOKEN" }\n`).join("\n");
+  writeFileSync(path.join(dir, "substructure.toml"), `${toml}\n[agent.one]\nmcp = ["s0"]\n\n[agent.all]\nmcp = [${running.map((_, i) => `"s${i}"`).join(", ")}]\n`);
+  const start = async (agent: string) => {
+    const t0 = process.hrtime.bigint();
+    const session = await serveSession(["agent", "serve", agent], { cwd: dir, env: { BENCH_TOKEN: "bench", NODE_OPTIONS: "--cpu-prof --cpu-prof-dir=/tmp/prof" } });
+    const { tools } = await session.client.listTools();
+    const ms = Number(process.hrtime.bigint() - t0) / 1e6;
+    await session.close();
+    if (tools.length !== (agent === "one" ? 1 : servers)) throw new Error(`${agent}: ${tools.length} tools\n${session.stderr()}`);
+    return ms;
+  };
+  try {
+    const one: number[] = [];
+    const all: number[] = [];
+    for (let i = 0; i < runs; i++) {
+      one.push(await start("one"));
+      all.push(await start("all"));
+    }
+    return { one: median(one), all: median(all), ratio: median(all) / median(one) };
+  } finally {
+    await Promise.all(running.map((s) => s.close()));
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+export function printServeBench(b: ServeBench): void {
+  const ms = (x: number) => `${x.toFixed(2)} ms`;
+  console.log(`subs agent serve, ${b.calls} calls with ${b.inFlight} in flight (per call):`);
+  console.log(`  direct SDK client   median ${ms(b.direct.median)}   p99 ${ms(b.direct.p99)}`);
+  console.log(`  through serve       median ${ms(b.served.median)}   p99 ${ms(b.served.p99)}`);
+  console.log(
+    `  added               median ${ms(b.added.median)} (target ≤1 ms${b.added.median <= 1 ? " ok" : " MISSED"})   p99 ${ms(b.added.p99)} (target ≤3 ms${b.added.p99 <= 3 ? " ok" : " MISSED"})`,
+  );
+  console.log(`  one call at a time: direct median ${ms(b.single.direct)}, through serve ${ms(b.single.served)}, added ${ms(b.single.added)}`);
+  console.log(`  serve's CPU time per call: ${ms(b.cpuMsPerCall)}`);
+  console.log(`  serve's RSS every ${b.rssKiB.every} calls: ${b.rssKiB.samples.map((k) => `${(k / 1024).toFixed(1)}`).join(" → ")} MiB`);
+}
+
+/**
+ * The fastest MCP server that is still one: JSON-RPC over Streamable HTTP with JSON answers, no
+ * session, a tool that echoes its arguments. The test server (test/support/mcp-server.ts) builds
+ * an SDK server per request, whose own cost would hide what is measured here.
+ */
+async function fastUpstream(): Promise<string> {
+  const { createServer } = await import("node:http");
+  const tools = [{ name: "echo", description: "echoes its arguments", inputSchema: { type: "object", properties: {} } }];
+  const answer = (message: { id?: unknown; method?: string; params?: { protocolVersion?: string; arguments?: unknown } }) => {
+    switch (message.method) {
+      case "initialize":
+        return { protocolVersion: message.params?.protocolVersion, capabilities: { tools: {} }, serverInfo: { name: "bench", version: "1.0.0" } };
+      case "tools/list":
+        return { tools };
+      case "tools/call":
+        return { content: [{ type: "text", text: JSON.stringify(message.params?.arguments ?? {}) }] };
+      default:
+        return {};
+    }
+  };
+  const server = createServer((req, res) => {
+    if (req.method !== "POST") return void res.writeHead(405).end();
+    const chunks: Buffer[] = [];
+    req.on("data", (c: Buffer) => chunks.push(c));
+    req.on("end", () => {
+      const message = JSON.parse(Buffer.concat(chunks).toString("utf8"));
+      if (message.id === undefined) return void res.writeHead(202).end();
+      res.writeHead(200, { "content-type": "application/json" }).end(JSON.stringify({ jsonrpc: "2.0", id: message.id, result: answer(message) }));
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  return `http://127.0.0.1:${(server.address() as { port: number }).port}/mcp`;
+}
+
+if (process.argv[2] === "--upstream") {
+  process.stdout.write(`${await fastUpstream()}\n`);
+} else if (process.argv[1] && path.resolve(process.argv[1]) === fileURLToPath(import.meta.url)) {
+  printServeBench(await benchServe());
+  const start = await benchSessionStart();
+  console.log(`session start to first tools/list, servers at 200 ms: 1 connection ${start.one.toFixed(0)} ms, 20 connections ${start.all.toFixed(0)} ms, ratio ${start.ratio.toFixed(2)} (target <2)`);
+}
