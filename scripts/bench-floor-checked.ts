@@ -1,5 +1,5 @@
 // A second reference row of `npm run bench` (issue 6), not part of subs: scripts/bench-floor.cjs
-// plus the one check of the file that README, Development, rule 5 requires, done by subs's own
+// plus the one check of the file that CONTRIBUTING.md, rule 5 requires, done by subs's own
 // parseConfig (smol-toml, the secret-key walk, zod's check of the file, cross-references). Rows
 // are still read without zod, and there is no CLI and no statuses. The gap between this row and
 // the plain reference is what validating the file costs; bench.ts runs both the same way.

@@ -1,5 +1,5 @@
 // Builds the command tree. Each action parses its flags into a typed options object and loads its
-// command module only when it runs (README, Development, rule 7).
+// command module only when it runs (CONTRIBUTING.md, rule 7).
 import { Command, CommanderError, Option } from "commander";
 import type { Context } from "./context.ts";
 import { ConfigError, SubsError, exitCodeFor, formatDiagnostic, usage } from "./errors.ts";
@@ -101,7 +101,7 @@ export async function run(given_argv: readonly string[], given: Context): Promis
     if (error instanceof CommanderError) {
       // --help and --version end here with exitCode 0; usage mistakes with 1, which is our 2.
       if (error.exitCode === 0) return 0;
-      // --json promises an error object for every failure (README, "Errors with --json").
+      // --json promises an error object for every failure (docs/exit-codes.md, "Errors with `--json`").
       if (parseMistake && jsonFlagGiven(argv)) ctx.stdout.write(JSON.stringify({ error: parseMistakeJson(parseMistake) }, null, 2) + "\n");
       return 2;
     }

@@ -1,5 +1,5 @@
 // One object carries every outside effect a command may use. The CLI builds it from the real
-// process (processContext); tests build their own (README, Development, rule 2).
+// process (processContext); tests build their own (CONTRIBUTING.md, rule 2).
 
 import type { ChildProcess } from "node:child_process";
 import { fstatSync, statSync, writeSync } from "node:fs";

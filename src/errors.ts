@@ -95,7 +95,7 @@ export function formatDiagnostic(d: Diagnostic): string {
   return `${d.file}:${d.line}:${d.col}: ${d.message}`;
 }
 
-/** The one place errors become exit codes (README, "Exit codes"). */
+/** The one place errors become exit codes (docs/exit-codes.md). */
 export function exitCodeFor(error: unknown): number {
   if (!(error instanceof SubsError)) return 1;
   switch (error.kind) {

@@ -58,7 +58,7 @@ describe("--request-timeout (mcp tools, mcp call)", () => {
   it("mcp tools: a server slower than --request-timeout fails with the same hint; given longer it lists", async () => {
     const short = await runInProcess(["mcp", "tools", "slow", "--request-timeout", "1", "--json"], { cwd, env });
     assert.equal(short.code, 1, short.stderr);
-    // With --json the error is the document on stdout (README, "Errors with --json").
+    // With --json the error is the document on stdout (docs/exit-codes.md, "Errors with `--json`").
     const { error } = JSON.parse(short.stdout);
     assert.equal(error.code, "timeout");
     assert.match(error.message, /^slow: http:\/\/127\.0\.0\.1:\d+ gave no answer within 1s$/);

@@ -9,7 +9,7 @@ import { renderTable } from "../output/table.ts";
 
 export type AgentListOptions = { config?: string; json: boolean };
 
-/** The `--json` contract of `subs agent list` (README, "subs agent …"). */
+/** The `--json` contract of `subs agent list` (docs/commands.md, "subs agent …"). */
 export type AgentJson = {
   name: string;
   mcp: Array<{

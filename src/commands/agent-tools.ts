@@ -25,7 +25,7 @@ export type AgentToolsOptions = {
   verbose: boolean;
 };
 
-/** Exit codes (README, "subs agent …"): 0 every connection answered; 4 the only failures need a login; 1 otherwise. */
+/** Exit codes (docs/commands.md, "subs agent …"): 0 every connection answered; 4 the only failures need a login; 1 otherwise. */
 export async function agentToolsCommand(ctx: Context, options: AgentToolsOptions): Promise<number> {
   const config = loadConfig({ configPath: options.config, env: ctx.env, cwd: ctx.cwd });
   const source = await toolSourceFor(ctx, config, options.timeoutSeconds * 1000);
@@ -68,7 +68,7 @@ async function toolSourceFor(ctx: Context, config: Config, timeoutMs: number): P
   });
 }
 
-/** The `--json` contract of `subs agent tools` (README, "subs agent …"). */
+/** The `--json` contract of `subs agent tools` (docs/commands.md, "subs agent …"). */
 export type AgentToolsJson = {
   agent: string;
   target: "local" | "remote";

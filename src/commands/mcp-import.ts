@@ -19,7 +19,7 @@ export async function mcpImportCommand(ctx: Context, options: McpImportOptions):
   renderReport(ctx, result, options);
 }
 
-/** The --json document (README, `subs mcp import`): paths absolute, no header value anywhere. */
+/** The --json document (docs/commands.md, `subs mcp import`): paths absolute, no header value anywhere. */
 export function jsonOf(r: ImportResult) {
   return {
     config: r.config.path,

@@ -14,7 +14,7 @@ import { fetchingProgress } from "./mcp-tools.ts";
 
 export { checkExitCode };
 
-/** The `check` object of `subs mcp list --check --json` entries (README, "subs mcp list"). */
+/** The `check` object of `subs mcp list --check --json` entries (docs/commands.md, "subs mcp list"). */
 export function checkJson(check: ConnectionCheck) {
   return {
     reachable: check.reachable,

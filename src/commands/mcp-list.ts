@@ -13,11 +13,11 @@ import type { CredentialRow } from "../store/schema.ts";
 export type McpListOptions = {
   config?: string;
   json: boolean;
-  /** `--check`: probe every server, each within this many seconds (README, "subs mcp list"). */
+  /** `--check`: probe every server, each within this many seconds (docs/commands.md, "subs mcp list"). */
   check?: { timeoutSeconds: number };
 };
 
-/** The `--json` contract of `subs mcp list` (README, "subs mcp list"). Never holds a secret. */
+/** The `--json` contract of `subs mcp list` (docs/commands.md, "subs mcp list"). Never holds a secret. */
 export type ConnectionJson = {
   id: string;
   url: string;

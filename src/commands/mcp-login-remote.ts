@@ -61,7 +61,7 @@ export async function mcpLoginRemote(ctx: Context, config: Config, options: McpL
     try {
       await loginOne(connection);
     } catch (error) {
-      // With several ids, --json still tells which were done (README, "With `[remote]`").
+      // With several ids, --json still tells which were done (docs/remote.md).
       throw targets.length > 1 ? withDetails(error, { id: connection.id, done: results, not_attempted: targets.slice(n + 1).map((c) => c.id) }) : error;
     }
   }

@@ -25,7 +25,7 @@ export type McpLoginOptions = {
   json: boolean;
 };
 
-/** The `--json` contract of `subs mcp login` (README, "subs mcp login"). Never holds a secret. */
+/** The `--json` contract of `subs mcp login` (docs/commands.md, "subs mcp login"). Never holds a secret. */
 export type LoginJson = {
   id: string;
   /** `open`: the server answered without asking for a credential; none is stored or sent. */
@@ -74,7 +74,7 @@ export async function mcpLoginCommand(ctx: Context, options: McpLoginOptions): P
         await loginOne(connection);
       } catch (caught) {
         const error = aboutId(caught, connection.id);
-        // With several ids, --json still tells which were done (README, "subs mcp login").
+        // With several ids, --json still tells which were done (docs/commands.md, "subs mcp login").
         throw targets.length > 1 ? withDetails(error, { id: connection.id, done: results, not_attempted: targets.slice(n + 1).map((c) => c.id) }) : error;
       }
     }

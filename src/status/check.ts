@@ -92,7 +92,7 @@ function unreachable(connection: ConnectionConfig, reach: Extract<Reach, { ok: f
     : { code: "unreachable", message: `${connection.id}: cannot reach ${origin} (${reach.reason})`, hint: "check the url in the file and that the server is up", needsLogin: false };
 }
 
-/** 0 every connection listed its tools; 4 the only problems need a login; 1 otherwise (README, "subs mcp list"). */
+/** 0 every connection listed its tools; 4 the only problems need a login; 1 otherwise (docs/commands.md, "subs mcp list"). */
 export function checkExitCode(checks: Iterable<ConnectionCheck>): number {
   let code = 0;
   for (const check of checks) {

@@ -1,5 +1,5 @@
 // Rows read back from the db are validated like any other input: a corrupt row is an error the
-// user must see, never a silent "logged out" (README, Development, rule 5).
+// user must see, never a silent "logged out" (CONTRIBUTING.md, rule 5).
 import * as z from "zod/mini";
 
 const text = (min = 1) => z.string().check(z.minLength(min));

@@ -127,7 +127,7 @@ describe("subs mcp login with [remote]", () => {
     assert.match(result.stderr, /no consent within 1s \(--timeout\)/);
     assert.equal(existsSync(p.log), false, "no browser was started");
     assert.equal(result.stdout, "");
-    // The same code as a local login's --timeout (README, "Exit codes of `mcp login` …").
+    // The same code as a local login's --timeout (docs/exit-codes.md).
     const json = await p.run(["mcp", "login", "nobrowser", "--no-browser", "--timeout", "1", "--json"]);
     assert.equal(json.code, 1);
     assert.equal(JSON.parse(json.stdout).error.code, "timeout");

@@ -276,7 +276,7 @@ export async function startDeployment(options: DeploymentOptions): Promise<Runni
     const server = a.server.authorizationServerUrl;
     const preRegistered = connection.oauth?.client_id;
     // Section 3.2: client_id wins over client_metadata_url. A metadata document is used where the
-    // authorization server accepts them, as `subs` does for local logins (README, "Client").
+    // authorization server accepts them, as `subs` does for local logins (docs/oauth.md).
     const metadataDocument = preRegistered ? undefined : connection.oauth?.client_metadata_url;
     const usesMetadataDocument = metadataDocument !== undefined && a.server.authorizationServerMetadata?.client_id_metadata_document_supported === true;
     return {
