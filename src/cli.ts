@@ -623,7 +623,7 @@ export function buildProgram(ctx: Context, { setJson, setExitCode, onParseMistak
 
   const agent = wanted("agent")
     ? commandWithDefaults(program, "agent")
-        .description("Declared agents: what each one's model can call.")
+        .description("Declared agents: what each one's model can call, and serving those tools to any MCP client.")
         .addHelpText("after", examples(["subs agent list", "subs agent tools triage", "claude mcp add triage -- subs agent serve triage"]))
     : undefined;
 
