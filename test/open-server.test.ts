@@ -11,6 +11,7 @@ import { openStore } from "../src/store/store.ts";
 import { seedCredentials } from "./support/credentials.ts";
 import { runCli, runInProcess } from "./support/cli.ts";
 import { annotatedTool, startMcpServer, type RunningMcpServer } from "./support/mcp-server.ts";
+import { startAuthServer } from "./support/oauth-server.ts";
 
 describe("a server that asks for no credential", () => {
   let server: RunningMcpServer;
@@ -254,6 +255,30 @@ describe("a connection never logged in is tried without a credential", () => {
     assert.deepEqual(refused.slice(before).filter((h) => h !== ""), [], "no request carried a credential");
     const left = await stored(dir);
     assert.deepEqual([left?.open ?? [], left?.credentials ?? []], [[], []]);
+  });
+
+  it("a server that lets initialize through and then answers 401 is not recorded open: needs login (exit 4)", async () => {
+    const as = await startAuthServer();
+    const halfOpen = await startMcpServer({
+      tools: [annotatedTool("search", { readOnlyHint: true })],
+      oauth: { authServer: as, openMethods: ["initialize", "notifications/initialized"] },
+    });
+    try {
+      const dir = fresh(halfOpen.url);
+      const agent = await runCli(["agent", "tools", "reader", "--json"], { cwd: dir });
+      assert.equal(agent.code, 4, agent.stderr);
+      assert.equal(JSON.parse(agent.stdout).unavailable[0]?.code, "needs_login");
+      const call = await runCli(["mcp", "call", "docs", "search"], { cwd: dir });
+      assert.equal(call.code, 4, call.stderr);
+      assert.match(call.stderr, /docs: not logged in\nhint: run `subs mcp login docs`/);
+      assert.doesNotMatch(agent.stderr + call.stderr, /asks for no credential/);
+      const left = await stored(dir);
+      assert.deepEqual(left?.open ?? [], [], "not recorded as a server that asks for no credential");
+      const list = await runCli(["mcp", "list", "--json"], { cwd: dir });
+      assert.notEqual(JSON.parse(list.stdout)[0].status, "open");
+    } finally {
+      await Promise.all([halfOpen.close(), as.close()]);
+    }
   });
 
   it("a server that cannot be reached: exit 1, cannot reach, with what to check", async () => {

@@ -13,7 +13,7 @@ import type { Context } from "../context.ts";
 import { aboutId, failed, needsLogin, refused, SubsError } from "../errors.ts";
 import { networkFailure } from "../http/guarded-fetch.ts";
 import { silentReporter, type Reporter } from "../report.ts";
-import { connectMcp } from "./connect.ts";
+import { connectMcp, requestOptions } from "./connect.ts";
 
 export type OpenConnectionOptions = {
   ctx: Pick<Context, "env" | "fetch" | "now">;
@@ -92,10 +92,15 @@ export async function openConnection(options: OpenConnectionOptions): Promise<Cl
   if (token === OPEN || token === UNTRIED) {
     // No credential to send: found open by `subs mcp login`, or never tried (issue 13: a server
     // that needs none is found without a login; MCP authorization is optional for a server).
-    let client: Client;
+    let client: Client | undefined;
     try {
       client = await connect();
+      // Some servers answer `initialize` to anyone and ask for authorization from the first real
+      // request: a request past the handshake decides, before the server is recorded as open.
+      // Only the first time: once recorded, the finding is OPEN and costs nothing more.
+      if (token === UNTRIED) await answeredPastHandshake(client, options);
     } catch (error) {
+      await client?.close().catch(() => {});
       const problem = mcpError(connection, error, last);
       if (token === OPEN) {
         if (problem.code !== "token_rejected") throw problem;
@@ -127,6 +132,22 @@ export async function openConnection(options: OpenConnectionOptions): Promise<Cl
     return await connect();
   } catch (error) {
     throw mcpError(connection, error, last);
+  }
+}
+
+/**
+ * `ping` past the handshake (MCP "Ping": either side may send it, the receiver MUST answer). A
+ * JSON-RPC error answer still came through without a credential: only a 401/403 or no answer
+ * counts against the server being open.
+ */
+async function answeredPastHandshake(client: Client, options: OpenConnectionOptions): Promise<void> {
+  try {
+    await client.ping(requestOptions(options));
+  } catch (error) {
+    const code = error instanceof Error && error.name === "McpError" ? (error as { code?: unknown }).code : undefined;
+    // -32001 is the SDK's own timeout: no answer at all.
+    if (typeof code === "number" && code !== -32001) return;
+    throw error;
   }
 }
 

@@ -52,6 +52,11 @@ export type ProtectOptions = {
   metadataInChallenge?: boolean;
   /** The `resource` the metadata states (default: the server's URL). */
   resource?: string;
+  /**
+   * JSON-RPC methods answered without a token, as servers that let `initialize` through and ask
+   * for authorization only from the first real request do (default none).
+   */
+  openMethods?: string[];
 };
 
 export type RunningMcpServer = {
@@ -173,7 +178,12 @@ export function oauthGate(url: string, protect: ProtectOptions) {
     );
   }
   const challengeUrl = protect.metadataInChallenge === false ? undefined : metadataUrl;
-  app.use(path, requireBearerAuth({ verifier, requiredScopes: protect.requiredScopes ?? [], ...(challengeUrl ? { resourceMetadataUrl: challengeUrl } : {}) }));
+  const bearer = requireBearerAuth({ verifier, requiredScopes: protect.requiredScopes ?? [], ...(challengeUrl ? { resourceMetadataUrl: challengeUrl } : {}) });
+  app.use(path, (req, res, next) => {
+    const method = (req as { body?: { method?: string } }).body?.method;
+    if (method !== undefined && protect.openMethods?.includes(method)) return next();
+    return bearer(req, res, next);
+  });
   app.use(path, (req, res, next) => {
     const body = (req as { body?: { method?: string; params?: { name?: string } } }).body;
     const needed = body?.method === "tools/call" ? protect.toolScopes?.[body.params?.name ?? ""] : undefined;
