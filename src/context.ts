@@ -3,6 +3,7 @@
 
 import type { ChildProcess } from "node:child_process";
 import { fstatSync, statSync, writeSync } from "node:fs";
+import { mcpFetch } from "./http/mcp-fetch.ts";
 
 export type Output = { write(chunk: string): unknown };
 
@@ -282,7 +283,7 @@ export async function processContext(signal: AbortSignal, onBrokenPipe: () => vo
     env,
     cwd: process.cwd(),
     now: () => Date.now(),
-    fetch: globalThis.fetch,
+    fetch: mcpFetch(globalThis.fetch),
     openBrowser: (url) => defaultOpenBrowser(env, url, { signal }),
     signal,
   };

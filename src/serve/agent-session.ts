@@ -7,14 +7,15 @@
 import type { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import type { Tool } from "@modelcontextprotocol/sdk/types.js";
 import { Server } from "@modelcontextprotocol/sdk/server/index.js";
+import { Protocol } from "@modelcontextprotocol/sdk/shared/protocol.js";
 import {
   CallToolRequestSchema,
-  CallToolResultSchema,
   ErrorCode,
   ListToolsRequestSchema,
   McpError,
   type CallToolResult,
   type LoggingLevel,
+  type Result,
 } from "@modelcontextprotocol/sdk/types.js";
 import { describeDropped, describeWarning } from "../agents/describe.ts";
 import type { ToolSource } from "../agents/fetch.ts";
@@ -26,6 +27,7 @@ import { listAllTools } from "../mcp/connect.ts";
 import { mcpError } from "../mcp/open.ts";
 import { possessive } from "../output/possessive.ts";
 import type { Reporter } from "../report.ts";
+import { z } from "zod";
 import { VERSION } from "../version.ts";
 import type { SessionFactory, SessionServer } from "./session.ts";
 import { openUpstream, type Upstream } from "./upstream.ts";
@@ -41,6 +43,14 @@ export type AgentSessionOptions = {
    */
   requestTimeoutMs: number;
 };
+
+/**
+ * An upstream's tools/call result, passed on unchanged (as `subs mcp proxy` passes every result):
+ * anything but a JSON object is refused. The SDK's CallToolResultSchema parsed every result twice
+ * (once as the upstream's answer, once more by Server before sending it on), a large share of
+ * serve's CPU per call (issue 16, "Speed"), only to hand the client what the upstream sent.
+ */
+const UpstreamResult = z.looseObject({});
 
 type Served = { connection: string; tool: Tool };
 
@@ -146,7 +156,9 @@ async function startSession(ctx: Context, config: Config, agentName: string, opt
 
   server.setRequestHandler(ListToolsRequestSchema, async () => ({ tools: (await ready()).tools }));
 
-  server.setRequestHandler(CallToolRequestSchema, async (request, extra): Promise<CallToolResult> => {
+  // Registered past Server's own setRequestHandler, which parses a tools/call request a second
+  // time and its result against CallToolResultSchema: Protocol still validates the request.
+  Protocol.prototype.setRequestHandler.call(server, CallToolRequestSchema, async (request, extra): Promise<CallToolResult | Result> => {
     const { name, arguments: args, _meta } = request.params;
     const s = await ready();
     const target = s.served.get(name);
@@ -157,7 +169,7 @@ async function startSession(ctx: Context, config: Config, agentName: string, opt
     const call = (client: Client) =>
       client.request(
         { method: "tools/call", params: { name: target.tool.name, ...(args !== undefined ? { arguments: args } : {}), ...(Object.keys(meta).length > 0 ? { _meta: meta } : {}) } },
-        CallToolResultSchema,
+        UpstreamResult,
         {
           // The client's notifications/cancelled aborts this signal; the SDK then cancels upstream.
           signal: extra.signal,

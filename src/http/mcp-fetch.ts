@@ -1,0 +1,159 @@
+// The fetch behind every MCP Streamable HTTP request subs sends (issue 16, "Speed"). Node's global
+// fetch (undici) builds per request a Request with its own AbortController, a clone of the body's
+// web stream, a fetch controller and the web streams of the answer: with `subs agent serve` and
+// `subs mcp proxy` under load that was the largest share of their CPU per tool call. This sends
+// the requests the MCP SDK's transport makes (a string body or none, redirects left to the SDK,
+// which follows them itself: sdk shared/transport.js) with node:http on kept-alive sockets, and
+// answers with a real Response whose body streams as it arrives (SSE). Any other request (OAuth
+// discovery, token requests, a deployment) goes to the fetch it wraps, unchanged.
+//
+// What it keeps of fetch: a 3xx under redirect "manual" is returned as it is (what undici does in
+// Node); an aborted signal rejects with its reason, before the answer and while its body is read;
+// a network failure rejects with TypeError("fetch failed") and the cause, as undici does; one
+// listener per request on the signal, removed when the request ends (never one left behind: see
+// src/serve/upstream.ts on undici's).
+import type { Agent, ClientRequest, IncomingMessage } from "node:http";
+import type { Socket } from "node:net";
+
+type Fetch = typeof globalThis.fetch;
+
+/** Statuses whose answer has no body (Fetch standard, "null body status"). */
+const NULL_BODY = new Set([101, 103, 204, 205, 304]);
+
+/** An MCP transport's request: its answer may be SSE (the SDK always accepts text/event-stream). */
+function isMcpRequest(input: Parameters<Fetch>[0], init: RequestInit | undefined): init is RequestInit {
+  if (init?.redirect !== "manual") return false;
+  if (typeof input !== "string" && !(input instanceof URL)) return false;
+  if (init.body !== undefined && init.body !== null && typeof init.body !== "string") return false;
+  const accept = init.headers instanceof Headers ? init.headers.get("accept") : new Headers(init.headers).get("accept");
+  return accept?.includes("text/event-stream") ?? false;
+}
+
+function destroyIdle(this: Socket) {
+  this.destroy();
+}
+
+let transports: Promise<{ request: (url: URL, options: object, onResponse: (res: IncomingMessage) => void) => ClientRequest }> | undefined;
+
+/**
+ * node:http and node:https, loaded on the first MCP request (a command that sends none never loads
+ * them), each with one keep-alive agent. Idle sockets close after 4 s, undici's default, and
+ * sooner when the server's Keep-Alive hint says so (Node's agent), so a request rarely meets a
+ * socket the server is closing.
+ */
+function loadTransports() {
+  transports ??= Promise.all([import("node:http"), import("node:https")]).then(([http, https]) => {
+    const agents: Record<string, Agent> = { "http:": new http.Agent({ keepAlive: true, timeout: 4000 }), "https:": new https.Agent({ keepAlive: true, timeout: 4000 }) };
+    // An idle socket the server closed is dropped at its end of stream: left to Node's agent, it
+    // stays free until its own end completes, a turn later, and a request sent on it meanwhile
+    // fails (ECONNRESET) where one on a new connection would have gone through or been refused.
+    for (const agent of Object.values(agents)) agent.on("free", (socket: Socket) => socket.once("end", destroyIdle));
+    return {
+      request: (url: URL, options: object, onResponse: (res: IncomingMessage) => void) => {
+        const req = (url.protocol === "https:" ? https.request : http.request)(url, { ...options, agent: agents[url.protocol] }, onResponse);
+        req.once("socket", (socket) => socket.off("end", destroyIdle));
+        return req;
+      },
+    };
+  });
+  return transports;
+}
+
+export function mcpFetch(fallback: Fetch): Fetch {
+  return (input, init) => {
+    if (!isMcpRequest(input, init)) return fallback(input, init);
+    const url = new URL(input as string | URL);
+    if (url.protocol !== "http:" && url.protocol !== "https:") return fallback(input, init);
+    return loadTransports().then((t) => send(t.request, url, init));
+  };
+}
+
+function send(request: Awaited<ReturnType<typeof loadTransports>>["request"], url: URL, init: RequestInit): Promise<Response> {
+  const signal = init.signal ?? undefined;
+  if (signal?.aborted) return Promise.reject(signal.reason);
+  const headers: Record<string, string> = {};
+  new Headers(init.headers).forEach((value, name) => (headers[name] = value));
+  // undici's defaults where the caller set none; no compression is asked for (none to undo).
+  headers["user-agent"] ??= "node";
+  headers["accept-encoding"] = "identity";
+  const body = typeof init.body === "string" ? init.body : undefined;
+  if (body !== undefined) headers["content-length"] = String(Buffer.byteLength(body));
+  return new Promise<Response>((resolve, reject) => {
+    // Before the answer, aborting ends the request; once it came, it errors the body.
+    let onAbort = () => {};
+    const listener = () => onAbort();
+    const done = () => signal?.removeEventListener("abort", listener);
+    const req = request(url, { method: init.method ?? "GET", headers }, (res) => {
+      const status = res.statusCode ?? 0;
+      const answer = new Headers();
+      try {
+        for (let i = 0; i < res.rawHeaders.length; i += 2) answer.append(res.rawHeaders[i]!, res.rawHeaders[i + 1]!);
+      } catch (error) {
+        done();
+        res.destroy();
+        return reject(new TypeError("fetch failed", { cause: error }));
+      }
+      if (status < 200 || status > 599) {
+        done();
+        res.destroy();
+        return reject(new TypeError("fetch failed", { cause: new Error(`invalid HTTP status ${status}`) }));
+      }
+      let stream: ReadableStream<Uint8Array> | null = null;
+      if (NULL_BODY.has(status) || init.method === "HEAD") {
+        done();
+        res.resume();
+      } else {
+        let finished = false;
+        stream = new ReadableStream<Uint8Array>({
+          start(controller) {
+            const fail = (error: unknown) => {
+              if (finished) return;
+              finished = true;
+              done();
+              controller.error(error);
+              res.destroy();
+            };
+            onAbort = () => fail(signal!.reason);
+            res.on("data", (chunk: Buffer) => {
+              if (finished) return;
+              controller.enqueue(new Uint8Array(chunk.buffer, chunk.byteOffset, chunk.byteLength));
+              // Backpressure: the socket is read as fast as the body is.
+              if ((controller.desiredSize ?? 1) <= 0) res.pause();
+            });
+            res.on("end", () => {
+              if (finished) return;
+              finished = true;
+              done();
+              controller.close();
+            });
+            res.on("error", (error) => fail(new TypeError("terminated", { cause: error })));
+            // Closed before its end (the connection dropped mid-body).
+            res.on("close", () => fail(new TypeError("terminated", { cause: new Error("the connection closed before the body ended") })));
+          },
+          pull() {
+            res.resume();
+          },
+          cancel() {
+            finished = true;
+            done();
+            res.destroy();
+          },
+        });
+      }
+      const response = new Response(stream, { status, statusText: res.statusMessage ?? "", headers: answer });
+      Object.defineProperty(response, "url", { value: url.href });
+      resolve(response);
+    });
+    onAbort = () => {
+      done();
+      req.destroy();
+      reject(signal!.reason);
+    };
+    signal?.addEventListener("abort", listener, { once: true });
+    req.on("error", (error) => {
+      done();
+      reject(new TypeError("fetch failed", { cause: error }));
+    });
+    req.end(body);
+  });
+}
