@@ -46,7 +46,24 @@ export class HttpGuardError extends Error {
 }
 
 /** Codes of a connection that was never made (undici and libuv names). */
-const NOT_CONNECTED = new Set(["ECONNREFUSED", "ENOTFOUND", "EAI_AGAIN", "EHOSTUNREACH", "ENETUNREACH", "EADDRNOTAVAIL", "UND_ERR_CONNECT_TIMEOUT", "ETIMEDOUT", "CERT_HAS_EXPIRED", "DEPTH_ZERO_SELF_SIGNED_CERT", "ERR_TLS_CERT_ALTNAME_INVALID"]);
+const NOT_CONNECTED = new Set(["ECONNREFUSED", "ENOTFOUND", "EAI_AGAIN", "EHOSTUNREACH", "ENETUNREACH", "EADDRNOTAVAIL", "UND_ERR_CONNECT_TIMEOUT", "ETIMEDOUT"]);
+/**
+ * The TLS handshake's refusals of a certificate (OpenSSL's verify codes as Node names them, and
+ * Node's own host-name check): the server was reached, but it is not the server it must prove to
+ * be, so nothing was sent.
+ */
+const UNTRUSTED_CERTIFICATE = new Set([
+  "CERT_HAS_EXPIRED",
+  "CERT_NOT_YET_VALID",
+  "CERT_REVOKED",
+  "CERT_UNTRUSTED",
+  "DEPTH_ZERO_SELF_SIGNED_CERT",
+  "SELF_SIGNED_CERT_IN_CHAIN",
+  "UNABLE_TO_GET_ISSUER_CERT",
+  "UNABLE_TO_GET_ISSUER_CERT_LOCALLY",
+  "UNABLE_TO_VERIFY_LEAF_SIGNATURE",
+  "ERR_TLS_CERT_ALTNAME_INVALID",
+]);
 
 /** The innermost system error code of a failed fetch (fetch failed → cause → AggregateError). */
 export function errorCode(error: unknown): string | undefined {
@@ -84,6 +101,13 @@ export function networkFailure(origin: string, error: unknown): SubsError {
   }
   if (isDnsFailure(error)) {
     return failed(`cannot resolve ${new URL(origin).hostname} (${code})`, { cause: error, code: "unreachable", hint: "check the host name in the url, and your network or DNS" });
+  }
+  if (code !== undefined && UNTRUSTED_CERTIFICATE.has(code)) {
+    return failed(`the certificate of ${origin} is not trusted (${code}); nothing was sent`, {
+      cause: error,
+      code: "untrusted_certificate",
+      hint: "check the url; for a server whose certificate your own CA issued, point NODE_EXTRA_CA_CERTS at that CA's certificate",
+    });
   }
   if (code === undefined || NOT_CONNECTED.has(code)) {
     const why = code ?? (error instanceof Error ? error.message : String(error));
