@@ -394,7 +394,7 @@ describe("subs agent serve (end to end, an upstream with sessions)", () => {
       s = await serveSession(["agent", "serve", "bot"], { cwd: dir, env: { MCP_TOKEN } });
       const text = async () => {
         const result = await s!.client.callTool({ name: "keep__whoami", arguments: {} });
-        assert.equal(result.isError, undefined, JSON.stringify(result));
+        assert.equal(result.isError, undefined, JSON.stringify(result) + "\nSTDERR:" + s!.stderr());
         return (result.content as Array<{ text: string }>)[0]!.text;
       };
       const first = await text();

@@ -73,6 +73,27 @@ export async function openUpstream(options: OpenUpstreamOptions): Promise<Upstre
   let closed = false;
   // One new session per ended one, however many requests found it ended.
   let reopening: Promise<Client> | undefined;
+  // Requests still out on each client. A replaced client is closed once its last one settles:
+  // closing it at once would end a request whose own 404 had not arrived yet ("Connection
+  // closed"), which could then not tell whether the server had run it, so could not resend it.
+  const pending = new Map<Client, number>();
+  const retired = new Set<Client>();
+  const closeWhenIdle = (client: Client) => {
+    if ((pending.get(client) ?? 0) > 0) return;
+    retired.delete(client);
+    void client.close().catch(() => {});
+  };
+  const on = async <T>(client: Client, send: (client: Client) => Promise<T>): Promise<T> => {
+    pending.set(client, (pending.get(client) ?? 0) + 1);
+    try {
+      return await send(client);
+    } finally {
+      const left = pending.get(client)! - 1;
+      if (left > 0) pending.set(client, left);
+      else pending.delete(client);
+      if (retired.has(client)) closeWhenIdle(client);
+    }
+  };
   const reopen = (stale: Client): Promise<Client> => {
     if (current !== stale) return Promise.resolve(current);
     reopening ??= (async () => {
@@ -87,7 +108,8 @@ export async function openUpstream(options: OpenUpstreamOptions): Promise<Upstre
         current = client;
         // Retired, not lost: its end is no news to whoever listens for the upstream going away.
         stale.onclose = undefined;
-        void stale.close().catch(() => {});
+        retired.add(stale);
+        closeWhenIdle(stale);
         return client;
       } finally {
         reopening = undefined;
@@ -102,24 +124,29 @@ export async function openUpstream(options: OpenUpstreamOptions): Promise<Upstre
     },
     async run(send, signal) {
       const used = current;
+      // Read before the request: once it settles, a replaced client may be closed (closeWhenIdle).
+      const sessionId = sessionOf(used);
       try {
-        return await send(used);
+        return await on(used, send);
       } catch (error) {
-        if (signal?.aborted || !sessionEnded(error, used)) throw error;
-        return send(await reopen(used));
+        if (signal?.aborted || !sessionEnded(error, sessionId)) throw error;
       }
+      return on(await reopen(used), send);
     },
     async close() {
       closed = true;
-      await current.close().catch(() => {});
+      await Promise.all([current, ...retired].map((client) => client.close().catch(() => {})));
     },
   };
 }
 
+function sessionOf(client: Client): string | undefined {
+  return (client.transport as { sessionId?: string } | undefined)?.sessionId;
+}
+
 /** A 404 to a request that carried the upstream's session id: the server ended the session. */
-function sessionEnded(error: unknown, client: Client): boolean {
-  const transport = client.transport as { sessionId?: string } | undefined;
-  return error instanceof StreamableHTTPError && error.code === 404 && transport?.sessionId !== undefined;
+function sessionEnded(error: unknown, sessionId: string | undefined): boolean {
+  return error instanceof StreamableHTTPError && error.code === 404 && sessionId !== undefined;
 }
 
 async function openClient(options: OpenUpstreamOptions, openSignal: AbortSignal | undefined): Promise<Client> {
