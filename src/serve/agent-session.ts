@@ -30,6 +30,7 @@ import type { Reporter } from "../report.ts";
 import { z } from "zod";
 import { VERSION } from "../version.ts";
 import type { SessionFactory, SessionServer } from "./session.ts";
+import { passedOn, rpcError } from "./rpc-error.ts";
 import { openUpstream, type Upstream } from "./upstream.ts";
 
 export type AgentSessionOptions = {
@@ -225,16 +226,7 @@ function reports(r: Inspection): Report[] {
 function upstreamRpcError(error: unknown): Error | undefined {
   if (!(error instanceof McpError)) return undefined;
   if (error.code === ErrorCode.RequestTimeout || error.code === ErrorCode.ConnectionClosed) return undefined;
-  // McpError prefixes "MCP error <code>: " to the server's message; the client adds its own.
-  return rpcError(error.code, error.message.replace(/^MCP error -?\d+: /, ""), error.data);
-}
-
-/**
- * A JSON-RPC error as the SDK sends a thrown error: its code, message and data. Not an McpError,
- * whose message carries a "MCP error <code>: " prefix that the client's McpError repeats.
- */
-function rpcError(code: number, message: string, data?: unknown): Error {
-  return Object.assign(new Error(message), { code, ...(data !== undefined ? { data } : {}) });
+  return passedOn(error);
 }
 
 /**

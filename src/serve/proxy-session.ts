@@ -35,6 +35,7 @@ import { learningFetch, Secrets } from "../output/secrets.ts";
 import type { Reporter } from "../report.ts";
 import { VERSION } from "../version.ts";
 import type { SessionFactory, SessionServer } from "./session.ts";
+import { passedOn, rpcError, type RpcError } from "./rpc-error.ts";
 import { CredentialRejected, openUpstream, type Upstream } from "./upstream.ts";
 
 export type ProxyOptions = {
@@ -169,10 +170,7 @@ async function proxySession(ctx: Pick<Context, "env" | "fetch" | "now" | "signal
       reporter.warn(words);
       options.onUnavailable?.(problem);
       // The client shows this message (in its list of servers, its logs): it says what to do.
-      unavailable = Object.assign(new Error(words), {
-        code: ErrorCode.InternalError,
-        data: { code: problem.code ?? problem.kind, ...(problem.hint ? { hint: clean(problem.hint) } : {}) },
-      });
+      unavailable = rpcError(ErrorCode.InternalError, words, { code: problem.code ?? problem.kind, ...(problem.hint ? { hint: clean(problem.hint) } : {}) });
       throw unavailable;
     }
     if (closing) {
@@ -357,34 +355,27 @@ function withoutProgressToken(params: Record<string, unknown> | undefined): { pa
  * proxy's own (the upstream unreachable, a credential it rejects) becomes an internal error whose
  * message says what to do.
  */
-function asJsonRpcError(error: unknown, connection: ConnectionConfig): Error & { code: number; data?: unknown } {
-  if (error instanceof McpError) {
-    const prefix = `MCP error ${error.code}: `;
-    const message = error.message.startsWith(prefix) ? error.message.slice(prefix.length) : error.message;
-    return Object.assign(new Error(message), { code: error.code, ...(error.data !== undefined ? { data: error.data } : {}) });
-  }
+function asJsonRpcError(error: unknown, connection: ConnectionConfig): RpcError {
+  if (error instanceof McpError) return passedOn(error);
   if (error instanceof CredentialRejected) {
     // The server answered 401 and src/serve/upstream.ts found no token it would take.
     const { problem } = error;
     const why = problem.message.startsWith(`${connection.id}: `) ? problem.message.slice(connection.id.length + 2) : problem.message;
     const login = problem.kind === "needs_login";
     const hint = login ? `run \`subs mcp login ${connection.id}\`` : problem.hint;
-    return Object.assign(new Error(`${connection.id}: the server rejected the stored credential and a refresh did not help (${why})${hint ? `; ${hint}` : ""}`), {
-      code: ErrorCode.InternalError,
-      data: { code: login ? "needs_login" : (problem.code ?? problem.kind), ...(hint ? { hint } : {}) },
+    return rpcError(ErrorCode.InternalError, `${connection.id}: the server rejected the stored credential and a refresh did not help (${why})${hint ? `; ${hint}` : ""}`, {
+      code: login ? "needs_login" : (problem.code ?? problem.kind),
+      ...(hint ? { hint } : {}),
     });
   }
   const status = error instanceof StreamableHTTPError ? error.code : undefined;
   if (status === 401 || status === 403) {
     const why = status === 401 ? "the server rejected the stored credential and a refresh did not help" : "the server refused the stored credential (it may need more permissions)";
     const hint = `run \`subs mcp login ${connection.id}\``;
-    return Object.assign(new Error(`${connection.id}: ${why}; ${hint}`), { code: ErrorCode.InternalError, data: { code: status === 401 ? "needs_login" : "insufficient_scope", hint } });
+    return rpcError(ErrorCode.InternalError, `${connection.id}: ${why}; ${hint}`, { code: status === 401 ? "needs_login" : "insufficient_scope", hint });
   }
   const problem = error instanceof SubsError ? error : connectionError(connection, error);
-  return Object.assign(new Error(`${problem.message}${problem.hint ? `; ${problem.hint}` : ""}`), {
-    code: ErrorCode.InternalError,
-    data: { code: problem.code ?? problem.kind },
-  });
+  return rpcError(ErrorCode.InternalError, `${problem.message}${problem.hint ? `; ${problem.hint}` : ""}`, { code: problem.code ?? problem.kind });
 }
 
 /**
