@@ -50,3 +50,21 @@ it("an upstream's tools/list_changed changes nothing in the session: not forward
     await second.close();
   }
 });
+
+it("an upstream that quotes the credential back (in an error, a log message) does not hand it to the client", async () => {
+  const token = "serve-SECRET-static-token-value";
+  const s = await serveSession(["agent", "serve", "triage"], { cwd: dir, env: { MCP_TOKEN: token } });
+  try {
+    const failed = await s.client.callTool({ name: "rich__quote_credential", arguments: {} }).then(
+      () => undefined,
+      (error: Error) => error,
+    );
+    assert.ok(failed, "the upstream's JSON-RPC error is passed on as an error");
+    assert.match(failed.message, /you sent (Bearer )?\[redacted\]$/);
+    await s.client.callTool({ name: "rich__log", arguments: { text: "hi", quote: true } });
+    const all = [...s.received, s.stderr()].join("\n");
+    assert.ok(!all.includes(token), "the token reached the client or stderr");
+  } finally {
+    await s.close();
+  }
+});

@@ -42,6 +42,27 @@ export class Secrets {
 }
 
 /**
+ * `value` with every secret `scrub` knows replaced: a string, an Error (its message and data), or
+ * anything JSON (tokens are URL-safe, so its JSON text can be scrubbed as text). For messages
+ * passed on to an MCP client (src/serve/), which no scrubbed output stream sees.
+ */
+export function scrubbedValue<T>(value: T, scrub: (text: string) => string): T {
+  if (value === undefined || value === null) return value;
+  if (typeof value === "string") return scrub(value) as T;
+  if (value instanceof Error) {
+    const message = scrub(value.message);
+    const data = (value as { data?: unknown }).data;
+    const cleanData = data === undefined ? undefined : scrubbedValue(data, scrub);
+    if (message === value.message && cleanData === data) return value;
+    return Object.assign(new Error(message), { ...value, ...(cleanData !== undefined ? { data: cleanData } : {}) }) as T;
+  }
+  const text = JSON.stringify(value);
+  if (text === undefined) return value;
+  const clean = scrub(text);
+  return clean === text ? value : (JSON.parse(clean) as T);
+}
+
+/**
  * `out` with every chunk scrubbed before it is written. A terminal stream stays itself in every
  * other respect (the spinner reads `isTTY`, `columns`, calls `cursorTo`, listens for `resize`):
  * only `write` is replaced. yocto-spinner hooks `write` (it saves `stream.write`, sets its own,

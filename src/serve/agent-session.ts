@@ -26,6 +26,7 @@ import { refused, SubsError } from "../errors.ts";
 import { listAllTools } from "../mcp/connect.ts";
 import { mcpError } from "../mcp/open.ts";
 import { possessive } from "../output/possessive.ts";
+import { scrubbedValue } from "../output/secrets.ts";
 import type { Reporter } from "../report.ts";
 import { z } from "zod";
 import { VERSION } from "../version.ts";
@@ -185,11 +186,12 @@ async function startSession(ctx: Context, config: Config, agentName: string, opt
     const upstream = upstreams.get(target.connection)!;
     try {
       // A session the upstream ended is replaced and the call sent again, once (src/serve/upstream.ts).
-      return await upstream.run(call, extra.signal);
+      // An upstream may quote the credential back: the client never gets it (as mcp proxy).
+      return scrubbedValue(await upstream.run(call, extra.signal), scrub);
     } catch (error) {
       if (extra.signal.aborted) throw error;
       const fromServer = upstreamRpcError(error);
-      if (fromServer) throw fromServer;
+      if (fromServer) throw scrubbedValue(fromServer, scrub);
       return callFailure(upstream.connection, error, scrub);
     }
   });

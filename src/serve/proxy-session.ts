@@ -31,7 +31,7 @@ import type { Config, ConnectionConfig } from "../config/types.ts";
 import type { Context } from "../context.ts";
 import { SubsError } from "../errors.ts";
 import { connectionError } from "../mcp/open.ts";
-import { learningFetch, Secrets } from "../output/secrets.ts";
+import { learningFetch, scrubbedValue, Secrets } from "../output/secrets.ts";
 import type { Reporter } from "../report.ts";
 import { VERSION } from "../version.ts";
 import type { SessionFactory, SessionServer } from "./session.ts";
@@ -107,7 +107,7 @@ async function proxySession(ctx: Pick<Context, "env" | "fetch" | "now" | "signal
   // hand it to the client (issue 16, "no token ever appears in what the client receives").
   const secrets = new Secrets();
   const fetch = learningFetch(ctx.fetch, secrets);
-  const clean = <T>(value: T): T => scrubbed(value, secrets);
+  const clean = <T>(value: T): T => scrubbedValue(value, (text) => secrets.scrub(text));
   const server = new ProxyServer({ name: `subs-proxy-${connection.id}`, version: VERSION });
   let upstream: Upstream | undefined;
   let unavailable: Error | undefined;
@@ -390,19 +390,3 @@ function negotiated(requested: string, upstream: string | undefined): string {
   return LATEST_PROTOCOL_VERSION;
 }
 
-/** `value` with every known secret replaced (tokens are URL-safe, so JSON text can be scrubbed as text). */
-function scrubbed<T>(value: T, secrets: Secrets): T {
-  if (value === undefined || value === null) return value;
-  if (typeof value === "string") return secrets.scrub(value) as T;
-  if (value instanceof Error) {
-    const message = secrets.scrub(value.message);
-    const data = (value as { data?: unknown }).data;
-    const cleanData = data === undefined ? undefined : scrubbed(data, secrets);
-    if (message === value.message && cleanData === data) return value;
-    return Object.assign(new Error(message), { ...value, ...(cleanData !== undefined ? { data: cleanData } : {}) }) as T;
-  }
-  const text = JSON.stringify(value);
-  if (text === undefined) return value;
-  const clean = secrets.scrub(text);
-  return clean === text ? value : (JSON.parse(clean) as T);
-}
