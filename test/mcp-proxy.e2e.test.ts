@@ -4,7 +4,7 @@
 // one of the SDK's example servers (a server this project did not write).
 import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import path from "node:path";
@@ -39,8 +39,6 @@ type Proxied = {
   stderr: () => string;
   /** Resolves with the child's exit code once it has ended. */
   exited: Promise<number | null>;
-  /** The proxy's resident memory now, KiB (Linux /proc). */
-  rssKiB: () => number;
   close: () => Promise<void>;
 };
 
@@ -74,16 +72,13 @@ async function proxied(dir: string, id: string, options: { env?: Record<string, 
   let exit: (code: number | null) => void = () => {};
   const exited = new Promise<number | null>((resolve) => (exit = resolve));
   const started = transport.start.bind(transport);
-  let pid: number | undefined;
   transport.start = async () => {
     await started();
     const child = (transport as unknown as { _process: ReturnType<typeof spawn> })._process;
-    pid = child.pid;
     child.once("exit", (code) => exit(code));
   };
   await client.connect(transport);
-  const rssKiB = () => Number(/^VmRSS:\s+(\d+)/m.exec(readFileSync(`/proc/${pid}/status`, "utf8"))?.[1]);
-  return { client, received, stderr: () => stderr, exited, rssKiB, close: () => client.close() };
+  return { client, received, stderr: () => stderr, exited, close: () => client.close() };
 }
 
 function noTokenIn(texts: string[], tokens: string[]): void {
@@ -338,28 +333,27 @@ describe("subs mcp proxy (end to end)", () => {
     }
   });
 
-  it("10,000 calls, 16 in flight, leave no listener behind on a signal (no MaxListenersExceededWarning), and memory flat", { timeout: 120_000 }, async () => {
-    const p = await proxied(dir, "rich", { env: { MCP_TOKEN } });
+  it("10,000 calls, 16 in flight, leave no listener behind on a signal (no MaxListenersExceededWarning), and hold no memory per call", { timeout: 120_000 }, async () => {
+    // A leak is judged by what the proxy keeps, not by a resident-memory figure (which V8's lazy
+    // heap growth and a loaded machine move by tens of MiB): with the old generation capped at
+    // 40 MiB, V8 collects as often as it must, and a proxy keeping 5 KB per call (50 MB over
+    // 10,000 calls; tried) dies with "JavaScript heap out of memory" instead of answering them all.
+    const p = await proxied(dir, "rich", { env: { MCP_TOKEN, NODE_OPTIONS: "--max-old-space-size=40" } });
     try {
       let next = 0;
-      // Resident memory once the first half is done (JIT and heap sizing settle early), then at the
-      // end: a leak grows linearly, so the second 5,000 calls would add what the first did.
-      let halfway = 0;
+      let answered = 0;
       await Promise.all(
         Array.from({ length: 16 }, async () => {
           while (next < 10_000) {
             const n = next++;
             const result = await p.client.callTool({ name: "echo", arguments: { n } });
             assert.deepEqual(result.structuredContent, { echoed: { n } });
-            if (n === 5_000) halfway = p.rssKiB();
+            answered++;
           }
         }),
       );
-      const end = p.rssKiB();
-      assert.doesNotMatch(p.stderr(), /MaxListenersExceededWarning|memory leak/);
-      // Under 6.5 KB per call over the second half (32 MiB / 5,000 calls); 8–15 MiB measured, from V8
-      // growing its heap lazily: 40,000 calls stayed at about 200 MiB.
-      assert.ok(halfway > 0 && end - halfway < 32 * 1024, `resident memory grew from ${halfway} KiB at 5,000 calls to ${end} KiB at 10,000`);
+      assert.equal(answered, 10_000);
+      assert.doesNotMatch(p.stderr(), /MaxListenersExceededWarning|memory leak|heap out of memory/);
     } finally {
       await p.close();
     }
