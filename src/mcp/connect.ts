@@ -8,8 +8,10 @@ import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import type { OAuthClientProvider } from "@modelcontextprotocol/sdk/client/auth.js";
 import { SSEClientTransport } from "@modelcontextprotocol/sdk/client/sse.js";
 import { StreamableHTTPClientTransport, StreamableHTTPError } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
-import type { ClientCapabilities, Tool } from "@modelcontextprotocol/sdk/types.js";
+import { ErrorCode, McpError, type ClientCapabilities, type Tool } from "@modelcontextprotocol/sdk/types.js";
+import { SubsError } from "../errors.ts";
 import { VERSION } from "../version.ts";
+import { cappedAnswers, DEFAULT_MAX_ANSWER_MIB, type AnswerLimit } from "./answer-cap.ts";
 
 export type { Tool };
 
@@ -31,6 +33,8 @@ export type McpConnectOptions = {
    * own client's (sampling, elicitation, roots) so the server may ask them of it (issue 16).
    */
   capabilities?: ClientCapabilities;
+  /** How large one answer may be (src/mcp/answer-cap.ts); the default limit, naming the host, when unset. */
+  answerLimit?: AnswerLimit;
 };
 
 /** The SDK's per-request options for a signal and a timeout, leaving out what is unset. */
@@ -39,25 +43,53 @@ export function requestOptions(options: { signal?: AbortSignal | undefined; requ
   return { ...(options.signal ? { signal: options.signal } : {}), ...(options.requestTimeoutMs !== undefined ? { timeout: options.requestTimeoutMs } : {}) };
 }
 
+/**
+ * A Client whose requests fail with subs's own error where the transport failed them with one: an
+ * answer over the limit arrives as a JSON-RPC error carrying it (see connectMcp), which the SDK
+ * turns into an McpError. Unwrapped here, every caller sees the same error as for a JSON answer
+ * over the limit, which the transport's send() rejects with as it is.
+ */
+class SubsClient extends Client {
+  override async request(...args: Parameters<Client["request"]>): ReturnType<Client["request"]> {
+    try {
+      return await super.request(...args);
+    } catch (error) {
+      throw error instanceof McpError && error.data instanceof SubsError ? error.data : error;
+    }
+  }
+}
+
 export async function connectMcp(options: McpConnectOptions): Promise<Client> {
   const url = new URL(options.url);
   const requestInit: RequestInit = options.headers ? { headers: options.headers } : {};
+  const limit = options.answerLimit ?? { id: url.host, mib: DEFAULT_MAX_ANSWER_MIB };
   const common = {
-    fetch: options.fetch,
     requestInit,
     ...(options.authProvider ? { authProvider: options.authProvider } : {}),
   };
   const clientOptions = options.capabilities ? { capabilities: options.capabilities } : undefined;
-  const client = new Client({ name: "subs", version: VERSION }, clientOptions);
+  const client = new SubsClient({ name: "subs", version: VERSION }, clientOptions);
+  // An event stream answering a request that went over the limit ends that request at once: the
+  // transport itself would only report the broken stream, and the request wait for its timeout.
+  // The error is delivered as the JSON-RPC error answer the request gets (Protocol's own path);
+  // its data, an object no server can send, is what SubsClient unwraps.
+  const streamable: StreamableHTTPClientTransport = new StreamableHTTPClientTransport(url, {
+    ...common,
+    fetch: cappedAnswers(options.fetch, limit, (id, error) =>
+      streamable.onmessage?.({ jsonrpc: "2.0", id, error: { code: ErrorCode.InternalError, message: error.message, data: error } }),
+    ),
+  });
   try {
-    await client.connect(new StreamableHTTPClientTransport(url, common), requestOptions(options));
+    await client.connect(streamable, requestOptions(options));
     return client;
   } catch (error) {
     const status = error instanceof StreamableHTTPError ? error.code : undefined;
     if (status === undefined || status < 400 || status >= 500 || status === 401 || status === 403) throw error;
   }
-  const sseClient = new Client({ name: "subs", version: VERSION }, clientOptions);
-  await sseClient.connect(new SSEClientTransport(url, common), requestOptions(options));
+  // HTTP+SSE answers every request on the one GET stream: an event over the limit there cannot be
+  // told apart by request, so it only ends that stream (the request then meets its timeout).
+  const sseClient = new SubsClient({ name: "subs", version: VERSION }, clientOptions);
+  await sseClient.connect(new SSEClientTransport(url, { ...common, fetch: cappedAnswers(options.fetch, limit) }), requestOptions(options));
   return sseClient;
 }
 

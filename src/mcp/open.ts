@@ -13,6 +13,7 @@ import type { Context } from "../context.ts";
 import { aboutId, failed, needsLogin, refused, SubsError } from "../errors.ts";
 import { networkFailure } from "../http/guarded-fetch.ts";
 import { silentReporter, type Reporter } from "../report.ts";
+import { answerLimitMiB } from "./answer-cap.ts";
 import { connectMcp, requestOptions } from "./connect.ts";
 
 export type OpenConnectionOptions = {
@@ -51,6 +52,7 @@ export class InsufficientScopeError extends SubsError {
 
 export async function openConnection(options: OpenConnectionOptions): Promise<Client> {
   const { ctx, connection } = options;
+  const answerLimit = { id: connection.id, mib: answerLimitMiB(ctx.env) };
   const headers: Record<string, string> = {};
   if (connection.auth) {
     // Also checked when the file is loaded; here too, where the token is attached (issue 14, item 8).
@@ -75,6 +77,7 @@ export async function openConnection(options: OpenConnectionOptions): Promise<Cl
       url: connection.url,
       fetch,
       headers,
+      answerLimit,
       ...(options.signal ? { signal: options.signal } : {}),
       ...(options.requestTimeoutMs !== undefined ? { requestTimeoutMs: options.requestTimeoutMs } : {}),
       ...(options.capabilities ? { capabilities: options.capabilities } : {}),

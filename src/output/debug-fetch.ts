@@ -100,6 +100,32 @@ function scrub(text: string, secrets: readonly string[]): string {
   return secrets.reduce((out, secret) => out.replaceAll(secret, REDACTED), text);
 }
 
+/**
+ * How much of an answer the trace reads. Past it, the answer is not the trace's: held whole here
+ * (a clone's bytes stay queued until both copies read them), it would undo the limits on answers
+ * behind this fetch (src/mcp/answer-cap.ts, src/http/guarded-fetch.ts). No token answer comes near.
+ */
+const TRACED_BYTES = 1024 * 1024;
+
+/** A clone of the answer as text, or undefined when it is longer than `max` bytes (the clone is then cancelled). */
+async function leadingText(response: Response, max: number): Promise<string | undefined> {
+  const body = response.clone().body;
+  if (body === null) return "";
+  const reader = body.getReader();
+  const chunks: Uint8Array[] = [];
+  let size = 0;
+  for (;;) {
+    const { done, value } = await reader.read();
+    if (done) return Buffer.concat(chunks).toString("utf8");
+    size += value.byteLength;
+    if (size > max) {
+      void reader.cancel().catch(() => {});
+      return undefined;
+    }
+    chunks.push(value);
+  }
+}
+
 export function debugFetch(inner: typeof globalThis.fetch, stderr: Output, now: () => number, shared?: Secrets): typeof globalThis.fetch {
   let sequence = 0;
   // Every secret seen in this run, sent or received: a token issued in one answer and quoted by
@@ -127,11 +153,14 @@ export function debugFetch(inner: typeof globalThis.fetch, stderr: Output, now: 
       let body = "";
       // Event streams stay open; reading them here would hang the exchange.
       if (!type?.includes("text/event-stream")) {
-        const text = await response.clone().text();
-        const received: string[] = [];
-        secretsInBody(text, received);
-        remember(received);
-        body = redactBody(text, type);
+        const text = await leadingText(response, TRACED_BYTES);
+        if (text === undefined) body = `(more than ${TRACED_BYTES / 1024 / 1024} MiB of ${type ?? "unknown content"}; not shown)`;
+        else {
+          const received: string[] = [];
+          secretsInBody(text, received);
+          remember(received);
+          body = redactBody(text, type);
+        }
       }
       write(`[debug] #${n} ← ${response.status} ${response.statusText} (${now() - started} ms)\n${headerLines(response.headers)}${body ? `\n  body: ${body}` : ""}\n`);
       return response;

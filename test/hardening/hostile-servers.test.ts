@@ -149,6 +149,34 @@ describe("hostile authorization servers", () => {
     }
   });
 
+  test("oversized registration and token answers (valid JSON padded to 3 MB, chunked) are refused while read; nothing stored", async () => {
+    for (const where of ["register", "token"]) {
+      const h = await behindHostile(async (req, res, origin, env) => {
+        if (req.url === METADATA_PATH) {
+          const endpoints = where === "register" ? { registration_endpoint: `${origin}/register` } : { token_endpoint: `${origin}/token` };
+          res.writeHead(200, { "content-type": "application/json" }).end(JSON.stringify(await metadataOf(env, { issuer: `${origin}/`, ...endpoints })));
+        } else if (req.url === `/${where}`) {
+          const fields = where === "register" ? { client_id: "c", redirect_uris: ["http://127.0.0.1/callback"] } : { access_token: "a", token_type: "Bearer" };
+          const body = JSON.stringify({ ...fields, padding: "x".repeat(3_000_000) });
+          res.on("error", () => {});
+          res.writeHead(where === "register" ? 201 : 200, { "content-type": "application/json" });
+          for (let i = 0; i < body.length; i += 64_000) res.write(body.slice(i, i + 64_000));
+          res.end();
+        } else res.writeHead(404).end();
+      });
+      try {
+        const login = await h.env.subs(["mcp", "login", "demo"]);
+        assert.equal(login.code, 1, `${where}: ${login.stderr}`);
+        assert.match(login.stderr, /larger than 1000 kB; refusing it/, where);
+        assert.doesNotMatch(login.stderr, NO_STACK);
+        assert.ok(h.hostile.requests.includes(`POST /${where}`), `${where}: the request went to the hostile endpoint`);
+        h.assertNothingStored();
+      } finally {
+        await h.close();
+      }
+    }
+  });
+
   test("malformed or wrongly typed JSON in metadata and token answers: a clear failure, no stack trace, nothing stored", async () => {
     const bodies: Array<[string, string, RegExp]> = [
       ["metadata", '{"issuer": "http://x", ', /cannot read the authorization server metadata/],
