@@ -2,7 +2,8 @@
 // send upstream (docs/serve.md, "No token ... ever appears in what a client receives"). The
 // upstream here (test/support/mcp-quoting-server.ts) quotes the bearer token it received in every
 // field a server can fill, as itself and encoded (percent, base64, base64url, hex; of the token,
-// of `Bearer <token>`, of a JSON blob holding it). Both commands run as a user runs them, the
+// of `Bearer <token>`, of a JSON blob holding it), and in an HTTP error padded so that where subs
+// shortens the message the cut falls inside a copy. Both commands run as a user runs them, the
 // built CLI (bin/subs.cjs) as a child, driven by the SDK's own client over stdio and over --http;
 // every message the client receives and everything on stderr is searched for the token, decoded
 // every way it was encoded.
@@ -23,6 +24,7 @@ import {
   LoggingMessageNotificationSchema,
   ResourceUpdatedNotificationSchema,
 } from "@modelcontextprotocol/sdk/types.js";
+import { cut, scrubbedJson, Secrets } from "../src/output/secrets.ts";
 import { BIN, ensureBuilt } from "./support/cli.ts";
 import { echoesOf, startQuotingServer, type QuotingServer } from "./support/mcp-quoting-server.ts";
 
@@ -134,6 +136,37 @@ async function start(dir: string, mode: Mode): Promise<Running> {
 
 const settled = (p: Promise<unknown>) => p.then((v) => JSON.stringify(v), (e: Error) => `error: ${e.message}`);
 
+describe("the run's secrets, in every form", () => {
+  const secrets = new Secrets();
+  secrets.add(TOKEN);
+  const scrub = (text: string) => secrets.scrub(text);
+
+  it("every form the quoting server sends is removed from text; text without one is left as it is", () => {
+    for (const form of echoesOf(`Bearer ${TOKEN}`)) assert.deepEqual(leaks(scrub(`said ${form}.`), TOKEN), [], form);
+    const plain = "cX5+ Bearer 717e7e q~~~ and so on… the end";
+    assert.equal(scrub(plain), plain);
+  });
+
+  it("a text cut inside a form loses the form's start too, from four characters on", () => {
+    const bytes = Buffer.from(TOKEN, "utf8");
+    for (const form of [TOKEN, bytes.toString("base64"), bytes.toString("base64url"), bytes.toString("hex").toUpperCase()]) {
+      // Of base64, the last character (four bits of the token, two of padding) and the padding may stay.
+      for (let kept = 4; kept < form.length; kept++) assert.match(scrub(`error: ${cut(`${form}!`, kept)}`), /^error: \[redacted\](\w?=*)?…$/, form.slice(0, kept));
+      assert.equal(scrub(`error: ${cut(form, 3)}`), `error: ${form.slice(0, 3)}…`);
+    }
+  });
+
+  it("a message: values, keys and a number that spells a secret are replaced; one without a secret is the same object", () => {
+    const digits = new Secrets();
+    digits.add("73194852");
+    const clean = { jsonrpc: "2.0", id: 7, result: { content: [{ type: "text", text: "nothing to see here" }], n: 123456789 } };
+    assert.equal(scrubbedJson(clean, scrub), clean);
+    const quoted = { result: { [TOKEN]: [`a ${TOKEN} b`, 73194852, { ok: true }], n: 73194852 } };
+    assert.deepEqual(scrubbedJson(quoted, scrub), { result: { "[redacted]": ["a [redacted] b", 73194852, { ok: true }], n: 73194852 } });
+    assert.deepEqual(scrubbedJson(quoted, (text) => digits.scrub(text)), { result: { [TOKEN]: [`a ${TOKEN} b`, "[redacted]", { ok: true }], n: "[redacted]" } });
+  });
+});
+
 describe("an upstream that quotes the credential it received in every field, in every encoding", () => {
   let dir: string;
   let upstream: QuotingServer;
@@ -191,6 +224,11 @@ describe("an upstream that quotes the credential it received in every field, in 
         // An HTTP error, shortened before it is passed on: wherever the cut falls, no part of the token shows.
         for (const pad of [0, 10, 20]) for (const form of ["raw", "base64"]) outcomes.push(await settled(client.callTool({ name: named("http_fail")!, arguments: { pad, form } })));
         assert.ok(outcomes.slice(-6).some((o) => o.includes("[redacted]…")), outcomes.slice(-6).join("\n"));
+        if (!proxy) {
+          // Two tools whose names spell the token collide and are left out, with a warning naming them.
+          assert.match(s.stderr(), /not served: .*dup_\[redacted\]/, "the warning on stderr");
+          assert.ok(s.logs.some((l) => JSON.stringify(l).includes("dup_[redacted]")), "the warning to the client");
+        }
         if (proxy) {
           assert.equal(s.asked.length, 3, "sampling, elicitation and roots reached the client");
           assert.ok(s.asked.slice(0, 2).every((a) => a.includes("[redacted]")), s.asked.join("\n"));

@@ -71,8 +71,11 @@ export async function startQuotingServer(): Promise<QuotingServer> {
         { name: "quote", title: q, description: q, inputSchema: schema, outputSchema: schema, annotations: { title: q }, _meta: keyed },
         { name: "fail", description: q, inputSchema: { type: "object" } },
         { name: "http_fail", description: q, inputSchema: { type: "object" } },
-        // A name made of the token (hex is a valid tool name): served renamed, or left out with a warning naming it.
+        // Names made of the token (hex is a valid tool name): one served, two that collide, which
+        // `subs agent serve` leaves out with a warning naming them (on stderr and to the client).
         { name: `t_${hex}`, description: q, inputSchema: { type: "object" } },
+        { name: `dup_${hex}`, description: q, inputSchema: { type: "object" } },
+        { name: `dup_${hex}`, description: q, inputSchema: { type: "object" } },
       ],
       _meta: keyed,
     }));
