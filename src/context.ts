@@ -54,7 +54,7 @@ export type Context = {
   secrets?: {
     add(value: string | null | undefined): void;
     /** `text` with every known secret replaced, for text that leaves by another way than stdout and stderr (an MCP message). */
-    scrub?(text: string): string;
+    scrub(text: string): string;
   };
 };
 

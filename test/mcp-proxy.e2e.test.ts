@@ -169,8 +169,8 @@ describe("subs mcp proxy (end to end)", () => {
       // The upstream quotes the credential it received: the client gets the error, not the token.
       await assert.rejects(client.callTool({ name: "quote_credential" }), (error: McpError) => {
         assert.equal(error.code, -32600);
-        assert.match(error.message, /you sent \[redacted\]$/);
-        assert.deepEqual(error.data, { header: "[redacted]" });
+        assert.match(error.message, /you sent Bearer \[redacted\]$/);
+        assert.deepEqual(error.data, { header: "Bearer [redacted]" });
         return true;
       });
       noTokenIn([...p.received, p.stderr()], [MCP_TOKEN]);
@@ -211,7 +211,7 @@ describe("subs mcp proxy (end to end)", () => {
       // A log message quoting the credential reaches the client without it.
       await client.callTool({ name: "log", arguments: { text: "quoting", quote: true } });
       await waitFor(() => logs.length === 2, "the second log message");
-      assert.deepEqual(logs[1], { level: "warning", logger: "rich", data: { said: "quoting", heard: "[redacted]" } });
+      assert.deepEqual(logs[1], { level: "warning", logger: "rich", data: { said: "quoting", heard: "Bearer [redacted]" } });
       noTokenIn([...p.received, p.stderr()], [MCP_TOKEN]);
 
       await client.sendRootsListChanged();
@@ -455,7 +455,7 @@ describe("subs mcp proxy with OAuth (end to end)", () => {
       assert.equal(as.counters.refreshes, refreshes + 1, "one refresh for the three calls");
       assert.notEqual(rich.authorizations.at(-1), before, "the calls went on with the new token");
       noTokenIn([...p.received, p.stderr()], as.issuedTokens());
-      await assert.rejects(client.callTool({ name: "quote_credential" }), /you sent \[redacted\]$/);
+      await assert.rejects(client.callTool({ name: "quote_credential" }), /you sent Bearer \[redacted\]$/);
       noTokenIn([...p.received, p.stderr()], as.issuedTokens());
     } finally {
       await p.close();

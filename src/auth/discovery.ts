@@ -18,6 +18,7 @@ import {
 import { isLoopbackHost } from "../config/schema.ts";
 import { failed, refused, SubsError } from "../errors.ts";
 import { VERSION } from "../version.ts";
+import { cut } from "../output/secrets.ts";
 import { HttpGuardError, networkFailure } from "../http/guarded-fetch.ts";
 
 export type Challenge = {
@@ -378,5 +379,5 @@ export async function discover(options: { serverUrl: string; fetch: Fetch; signa
 export function reason(error: unknown): string {
   const message = error instanceof Error ? error.message : String(error);
   const cause = error instanceof Error && error.cause instanceof Error ? `: ${error.cause.message}` : "";
-  return (message + cause).slice(0, 300);
+  return cut(message + cause, 300);
 }

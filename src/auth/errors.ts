@@ -2,6 +2,7 @@
 // which may hold anything the server sent back; only the OAuth error code and description are
 // shown (RFC 6749 §5.2), and never more than a line.
 import { OAuthError, ServerError } from "@modelcontextprotocol/sdk/server/auth/errors.js";
+import { cut } from "../output/secrets.ts";
 
 export function oauthProblem(error: unknown): string {
   if (error instanceof ServerError) {
@@ -9,12 +10,12 @@ export function oauthProblem(error: unknown): string {
     return status ? `HTTP ${status}` : "server_error";
   }
   if (error instanceof OAuthError) {
-    const description = error.message ? `: ${error.message.replace(/\s+/g, " ").slice(0, 200)}` : "";
+    const description = error.message ? `: ${cut(error.message.replace(/\s+/g, " "), 200)}` : "";
     return `${error.errorCode}${description}`;
   }
   if (error instanceof Error && (error.name === "ZodError" || error.constructor.name === "ZodError")) return "the server's answer is not a valid OAuth response";
-  if (error instanceof Error) return (error.cause instanceof Error ? `${error.message}: ${error.cause.message}` : error.message).slice(0, 200);
-  return String(error).slice(0, 200);
+  if (error instanceof Error) return cut(error.cause instanceof Error ? `${error.message}: ${error.cause.message}` : error.message, 200);
+  return cut(String(error), 200);
 }
 
 /** An OAuth error that means the grant itself is dead (revoked, expired, or the client is gone):

@@ -18,6 +18,7 @@ import { pastedResponse, type ResponseCheck } from "./loopback.ts";
 import { checkedTokens } from "./tokens.ts";
 import { authFetch } from "../http/guarded-fetch.ts";
 import { loginWords } from "../output/login-words.ts";
+import { cut } from "../output/secrets.ts";
 
 export type LoginContext = Pick<Context, "env" | "fetch" | "now" | "openBrowser" | "signal" | "terminalStdin">;
 
@@ -222,7 +223,7 @@ async function loginFlow(options: LoginOptions): Promise<LoginResult> {
     else waiting.fail(loginWords.notGiven(connection.id));
     if (error !== null) {
       const description = params.get("error_description");
-      throw failed(`${connection.id}: authorization was not granted (${error}${description ? `: ${description.slice(0, 200)}` : ""})`, {
+      throw failed(`${connection.id}: authorization was not granted (${error}${description ? `: ${cut(description, 200)}` : ""})`, {
         code: error === "access_denied" ? "access_denied" : "authorization_failed",
         ...(error === "access_denied" ? { hint: `run \`subs mcp login ${connection.id}\` again and approve the request` } : {}),
       });

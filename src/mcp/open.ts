@@ -12,6 +12,7 @@ import type { Config, ConnectionConfig } from "../config/types.ts";
 import type { Context } from "../context.ts";
 import { aboutId, failed, needsLogin, refused, SubsError } from "../errors.ts";
 import { networkFailure } from "../http/guarded-fetch.ts";
+import { cut } from "../output/secrets.ts";
 import { silentReporter, type Reporter } from "../report.ts";
 import { answerLimitMiB } from "./answer-cap.ts";
 import { connectMcp, requestOptions } from "./connect.ts";
@@ -298,7 +299,7 @@ export function mcpError(connection: ConnectionConfig, error: unknown, challenge
 
 export function connectionError(connection: ConnectionConfig, error: unknown): SubsError {
   if (error instanceof SubsError) return error;
-  const reason = (error instanceof Error ? error.message : String(error)).slice(0, 300);
+  const reason = cut(error instanceof Error ? error.message : String(error), 300);
   const origin = new URL(connection.url).origin;
   const status = (error as { code?: unknown }).code;
   if (error instanceof Error && error.name === "McpError") {

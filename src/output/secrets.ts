@@ -7,8 +7,10 @@ import type { Context, Output } from "../context.ts";
 
 export const REDACTED = "[redacted]";
 
-/** Short values ("1", "true") would blank out unrelated text; no real credential is that short. */
-export const worthScrubbing = (value: string) => value.length >= 6;
+/** Shorter values ("1", "true") would blank out unrelated text; no real credential is that short. */
+const MIN_SECRET_LENGTH = 6;
+
+export const worthScrubbing = (value: string) => value.length >= MIN_SECRET_LENGTH;
 
 /**
  * Field and header names whose values are credentials (shared with --debug's redaction by name,
@@ -17,49 +19,124 @@ export const worthScrubbing = (value: string) => value.length >= 6;
 export const SECRET_NAMES =
   /^(authorization|proxy-authorization|cookie|set-cookie|x-api-key|api[-_]?key|access_token|refresh_token|id_token|token|client_secret|registration_access_token|code|code_verifier|password|secret|assertion|client_assertion|subject_token|actor_token|device_code|pre-authorized_code)$/i;
 
+/**
+ * The forms a secret is quoted back in, each removed wherever it appears: as it is;
+ * percent-encoded (a query string, a form body); JSON-escaped (a value with `"` or `\` in --json);
+ * hex, either case; base64 and base64url (RFC 4648 §4, §5). Base64 writes each three bytes as four
+ * characters of six bits, so what a character shows depends on where the secret starts: learnt for
+ * each of the three byte alignments are the characters whose bits all come from the secret. One of
+ * the three is in the base64 of any text holding the secret (the secret alone, padded or not,
+ * `Bearer <secret>`, a JSON blob), which is why no padded or whole-text form is needed. At each end
+ * at most one character, which mixes at most four bits of the secret with its neighbour's, stays.
+ * Each form is longer than the secret itself, so none matches unrelated text more than it does.
+ */
+function formsOf(value: string): string[] {
+  const bytes = Buffer.from(value, "utf8");
+  const forms = [value, encodeURIComponent(value), JSON.stringify(value).slice(1, -1), bytes.toString("hex"), bytes.toString("hex").toUpperCase()];
+  for (const before of [0, 1, 2]) {
+    const aligned = Buffer.concat([Buffer.alloc(before), bytes]);
+    const from = Math.ceil((8 * before) / 6);
+    const to = Math.floor((8 * aligned.length) / 6);
+    forms.push(aligned.toString("base64").slice(from, to), aligned.toString("base64url").slice(from, to));
+  }
+  return forms;
+}
+
 export class Secrets {
   private readonly values = new Set<string>();
+  private readonly forms = new Set<string>();
   private sorted: string[] | undefined = [];
 
   add(value: string | null | undefined): void {
     if (typeof value !== "string" || !worthScrubbing(value) || this.values.has(value)) return;
     this.values.add(value);
-    // An encoded form travels too: a token in a query string or a form body is percent-encoded,
-    // and a server may quote the encoded text.
-    const encoded = encodeURIComponent(value);
-    if (encoded !== value) this.values.add(encoded);
+    for (const form of formsOf(value)) this.forms.add(form);
     this.sorted = undefined;
   }
 
-  /** `text` with every known value replaced by [redacted], longest first (a token inside a longer one). */
+  /** `text` with every form of every known value replaced by [redacted], longest first (a token inside a longer one). */
   scrub(text: string): string {
-    if (this.values.size === 0) return text;
-    this.sorted ??= [...this.values].sort((a, b) => b.length - a.length);
+    if (this.forms.size === 0) return text;
+    this.sorted ??= [...this.forms].sort((a, b) => b.length - a.length);
     let out = text;
     for (const secret of this.sorted) if (out.includes(secret)) out = out.replaceAll(secret, REDACTED);
-    return out;
+    return out.includes(CUT) ? this.withoutCutForms(out, this.sorted) : out;
+  }
+
+  /**
+   * `text` without the start of a form that a cut ended: a server's text is shortened before it
+   * is shown (`cut`, a table's column), so a server that pads its message to put the cut inside
+   * a token would otherwise have all of it but its last characters shown.
+   */
+  private withoutCutForms(text: string, forms: readonly string[]): string {
+    let out = "";
+    let from = 0;
+    for (let at = text.indexOf(CUT); at !== -1; at = text.indexOf(CUT, at + 1)) {
+      let longest = 0;
+      for (const form of forms) {
+        for (let kept = Math.min(form.length - 1, at - from); kept > longest && kept >= MIN_CUT_FORM; kept--) {
+          if (form.charCodeAt(kept - 1) === text.charCodeAt(at - 1) && text.startsWith(form.slice(0, kept), at - kept)) {
+            longest = kept;
+            break;
+          }
+        }
+      }
+      if (longest === 0) continue;
+      out += `${text.slice(from, at - longest)}${REDACTED}`;
+      from = at;
+    }
+    return from === 0 ? text : out + text.slice(from);
   }
 }
 
+/** How a shortened text ends (`cut`, a table's column): Secrets.scrub looks before it for the start of a secret. */
+const CUT = "…";
+
+/** Fewer characters of a secret say next to nothing about it, and would match ordinary words before a cut. */
+const MIN_CUT_FORM = 4;
+
+/** `text` in at most `max` characters and a `…` that marks the cut, for a server's words in a message. */
+export function cut(text: string, max: number): string {
+  return text.length <= max ? text : `${text.slice(0, max)}${CUT}`;
+}
+
 /**
- * `value` with every secret `scrub` knows replaced: a string, an Error (its message and data), or
- * anything JSON (tokens are URL-safe, so its JSON text can be scrubbed as text). For messages
- * passed on to an MCP client (src/serve/), which no scrubbed output stream sees.
+ * `value` (JSON: a message for an MCP client, which no scrubbed output stream sees) with every
+ * secret `scrub` knows removed from each of its strings, keys included, and a number that spells
+ * one replaced; `value` itself when none holds one. The strings are checked as one text first, so
+ * a message without a secret (nearly every one) costs one pass per form, and neither a copy nor a
+ * JSON round trip.
  */
-export function scrubbedValue<T>(value: T, scrub: (text: string) => string): T {
-  if (value === undefined || value === null) return value;
-  if (typeof value === "string") return scrub(value) as T;
-  if (value instanceof Error) {
-    const message = scrub(value.message);
-    const data = (value as { data?: unknown }).data;
-    const cleanData = data === undefined ? undefined : scrubbedValue(data, scrub);
-    if (message === value.message && cleanData === data) return value;
-    return Object.assign(new Error(message), { ...value, ...(cleanData !== undefined ? { data: cleanData } : {}) }) as T;
+export function scrubbedJson<T>(value: T, scrub: (text: string) => string): T {
+  const texts: string[] = [];
+  collect(value, texts);
+  if (texts.length === 0) return value;
+  const joined = texts.join("\n");
+  return scrub(joined) === joined ? value : (rewritten(value, scrub) as T);
+}
+
+/** The strings of `value` long enough to hold a secret, and the numbers long enough to spell one. */
+function collect(value: unknown, into: string[]): void {
+  if (typeof value === "string") {
+    if (value.length >= MIN_SECRET_LENGTH) into.push(value);
+  } else if (typeof value === "number") {
+    if (Math.abs(value) >= 10 ** (MIN_SECRET_LENGTH - 1)) into.push(String(value));
+  } else if (Array.isArray(value)) {
+    for (const item of value) collect(item, into);
+  } else if (value !== null && typeof value === "object") {
+    for (const key in value) {
+      if (key.length >= MIN_SECRET_LENGTH) into.push(key);
+      collect((value as Record<string, unknown>)[key], into);
+    }
   }
-  const text = JSON.stringify(value);
-  if (text === undefined) return value;
-  const clean = scrub(text);
-  return clean === text ? value : (JSON.parse(clean) as T);
+}
+
+function rewritten(value: unknown, scrub: (text: string) => string): unknown {
+  if (typeof value === "string") return scrub(value);
+  if (typeof value === "number") return scrub(String(value)) === String(value) ? value : REDACTED;
+  if (Array.isArray(value)) return value.map((item) => rewritten(item, scrub));
+  if (value !== null && typeof value === "object") return Object.fromEntries(Object.entries(value).map(([key, item]) => [scrub(key), rewritten(item, scrub)]));
+  return value;
 }
 
 /**
@@ -124,10 +201,11 @@ export function learningFetch(inner: typeof globalThis.fetch, secrets: Secrets):
     const headers = headersOf(input, init);
     headers.forEach((value, name) => {
       if (!SECRET_NAMES.test(name)) return;
-      add(value);
-      const credentials = /^\S+\s+(\S+)$/.exec(value)?.[1]; // "Bearer <token>", "Basic <base64>"
+      // "Bearer <token>", "Basic <base64>" (RFC 9110 §11.4): the scheme is no secret, so the
+      // credentials alone are learnt (every form of the whole value holds one of theirs).
+      const credentials = /authorization$/i.test(name) ? /^\S+\s+(\S+)$/.exec(value)?.[1] : undefined;
+      add(credentials ?? value);
       if (credentials) {
-        add(credentials);
         if (/^basic$/i.test(value.split(/\s/)[0] ?? "")) {
           // Basic carries id:secret (RFC 6749 §2.3.1, each form-encoded): the secret alone too.
           const decoded = Buffer.from(credentials, "base64").toString("utf8");
@@ -182,6 +260,16 @@ async function learnFrom(response: Response, add: (value: string) => void): Prom
   }
   // An answer's `code` is an error code ("not_found"), never a credential: blanking it would hide it.
   secretsInText(Buffer.concat(chunks).toString("utf8"), (value, name) => name.toLowerCase() !== "code" && add(value));
+}
+
+/**
+ * The run's secrets and the fetch that learns them (withSecrets); a context built without them (a
+ * test's) gets a pair of its own.
+ */
+export function learnt(ctx: Pick<Context, "fetch" | "secrets">): { secrets: NonNullable<Context["secrets"]>; fetch: typeof globalThis.fetch } {
+  if (ctx.secrets) return { secrets: ctx.secrets, fetch: ctx.fetch };
+  const secrets = new Secrets();
+  return { secrets, fetch: learningFetch(ctx.fetch, secrets) };
 }
 
 /** The context `run` gives every command: output scrubbed of `secrets`, fetch learning them. */

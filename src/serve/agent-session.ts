@@ -6,7 +6,6 @@
 // answered stays open for the session and runs its calls with the stored credential.
 import type { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import type { Tool } from "@modelcontextprotocol/sdk/types.js";
-import { Server } from "@modelcontextprotocol/sdk/server/index.js";
 import { Protocol } from "@modelcontextprotocol/sdk/shared/protocol.js";
 import {
   CallToolRequestSchema,
@@ -26,11 +25,11 @@ import { refused, SubsError } from "../errors.ts";
 import { listAllTools } from "../mcp/connect.ts";
 import { mcpError } from "../mcp/open.ts";
 import { possessive } from "../output/possessive.ts";
-import { scrubbedValue } from "../output/secrets.ts";
+import { learnt } from "../output/secrets.ts";
 import type { Reporter } from "../report.ts";
 import { z } from "zod";
 import { VERSION } from "../version.ts";
-import type { SessionFactory, SessionServer } from "./session.ts";
+import { ServedServer, type SessionFactory, type SessionServer } from "./session.ts";
 import { passedOn, rpcError } from "./rpc-error.ts";
 import { openUpstream, type Upstream } from "./upstream.ts";
 
@@ -79,8 +78,10 @@ async function startSession(ctx: Context, config: Config, agentName: string, opt
   const sessionSignal = AbortSignal.any([ctx.signal, ended.signal]);
   // Only what an upstream connection needs: a served session never opens a browser, whatever
   // a server answers (a login needs a person; the call says which command gives it).
-  const upstreamCtx = { env: ctx.env, fetch: ctx.fetch, now: ctx.now };
-  const scrub = (text: string) => ctx.secrets?.scrub?.(text) ?? text;
+  // Every credential an upstream request carries is learnt before it is sent, and removed from
+  // everything the client receives (ServedServer); `run` scrubs stderr of the same secrets.
+  const { secrets, fetch } = learnt(ctx);
+  const upstreamCtx = { env: ctx.env, fetch, now: ctx.now };
   const upstreams = new Map<string, Upstream>();
 
   const source: ToolSource = {
@@ -124,7 +125,7 @@ async function startSession(ctx: Context, config: Config, agentName: string, opt
     },
   );
 
-  const server = new Server({ name: "subs", title: `subs agent serve ${agentName}`, version: VERSION }, { capabilities: { tools: { listChanged: false }, logging: {} } });
+  const server = new ServedServer({ name: "subs", title: `subs agent serve ${agentName}`, version: VERSION }, { capabilities: { tools: { listChanged: false }, logging: {} } }, secrets);
 
   // What the session left out goes to the client too, as MCP log messages, once it is initialized
   // (MCP lifecycle: nothing but pings and logging before the client's `initialized`).
@@ -140,7 +141,7 @@ async function startSession(ctx: Context, config: Config, agentName: string, opt
     // for it (a pipe) would otherwise read a log message first.
     await new Promise((resolve) => setImmediate(resolve));
     for (const { level, text } of reports(s.inspection)) {
-      await server.sendLoggingMessage({ level, logger: "subs", data: scrub(text) }, server.transport?.sessionId).catch(() => {});
+      await server.sendLoggingMessage({ level, logger: "subs", data: text }, server.transport?.sessionId).catch(() => {});
     }
   });
   reported.catch(() => {});
@@ -152,7 +153,7 @@ async function startSession(ctx: Context, config: Config, agentName: string, opt
       if (initialized) await reported.catch(() => {});
       return s;
     } catch (error) {
-      throw rpcError(ErrorCode.InternalError, scrub(`could not fetch agent \`${agentName}\`'s tools: ${error instanceof Error ? error.message : String(error)}`));
+      throw rpcError(ErrorCode.InternalError, `could not fetch agent \`${agentName}\`'s tools: ${error instanceof Error ? error.message : String(error)}`);
     }
   };
 
@@ -186,13 +187,12 @@ async function startSession(ctx: Context, config: Config, agentName: string, opt
     const upstream = upstreams.get(target.connection)!;
     try {
       // A session the upstream ended is replaced and the call sent again, once (src/serve/upstream.ts).
-      // An upstream may quote the credential back: the client never gets it (as mcp proxy).
-      return scrubbedValue(await upstream.run(call, extra.signal), scrub);
+      return await upstream.run(call, extra.signal);
     } catch (error) {
       if (extra.signal.aborted) throw error;
       const fromServer = upstreamRpcError(error);
-      if (fromServer) throw scrubbedValue(fromServer, scrub);
-      return callFailure(upstream.connection, error, scrub);
+      if (fromServer) throw fromServer;
+      return callFailure(upstream.connection, error);
     }
   });
 
@@ -235,10 +235,9 @@ function upstreamRpcError(error: unknown): Error | undefined {
  * A call that could not run (no answer, not logged in, server gone) as a tool error the model
  * can read (MCP "Tools: Error Handling"), naming the command that fixes it.
  */
-function callFailure(connection: ConnectionConfig, error: unknown, scrub: (text: string) => string): CallToolResult {
+function callFailure(connection: ConnectionConfig, error: unknown): CallToolResult {
   const problem = subsErrorIn(error) ?? mcpError(connection, error, undefined);
-  const text = `${problem.message}${problem.hint ? ` (${problem.hint})` : ""}`;
-  return { content: [{ type: "text", text: scrub(text) }], isError: true };
+  return { content: [{ type: "text", text: `${problem.message}${problem.hint ? ` (${problem.hint})` : ""}` }], isError: true };
 }
 
 function subsErrorIn(error: unknown): SubsError | undefined {

@@ -9,7 +9,7 @@
 // sends `notifications/cancelled` with the id the other side knows).
 import type { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StreamableHTTPError } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
-import { Server } from "@modelcontextprotocol/sdk/server/index.js";
+import type { Server } from "@modelcontextprotocol/sdk/server/index.js";
 import type { RequestOptions } from "@modelcontextprotocol/sdk/shared/protocol.js";
 import type { Transport } from "@modelcontextprotocol/sdk/shared/transport.js";
 import {
@@ -31,10 +31,10 @@ import type { Config, ConnectionConfig } from "../config/types.ts";
 import type { Context } from "../context.ts";
 import { SubsError } from "../errors.ts";
 import { connectionError } from "../mcp/open.ts";
-import { learningFetch, scrubbedValue, Secrets } from "../output/secrets.ts";
+import { learnt } from "../output/secrets.ts";
 import type { Reporter } from "../report.ts";
 import { VERSION } from "../version.ts";
-import type { SessionFactory, SessionServer } from "./session.ts";
+import { ServedServer, type SessionFactory, type SessionServer } from "./session.ts";
 import { passedOn, rpcError, type RpcError } from "./rpc-error.ts";
 import { CredentialRejected, openUpstream, type Upstream } from "./upstream.ts";
 
@@ -79,7 +79,7 @@ type Extra = {
  * upstream's capabilities, learnt only at `initialize` (after the transport is connected, when
  * registerCapabilities no longer may), and the upstream answers for what it does not support.
  */
-class ProxyServer extends Server {
+class ProxyServer extends ServedServer {
   protected override assertCapabilityForMethod(): void {}
   protected override assertNotificationCapability(): void {}
   protected override assertRequestHandlerCapability(): void {}
@@ -92,7 +92,7 @@ class ProxyServer extends Server {
 }
 
 export function proxySessionFactory(
-  ctx: Pick<Context, "env" | "fetch" | "now" | "signal">,
+  ctx: Pick<Context, "env" | "fetch" | "now" | "signal" | "secrets">,
   config: Config,
   connection: ConnectionConfig,
   options: ProxyOptions,
@@ -100,15 +100,12 @@ export function proxySessionFactory(
   return async () => proxySession(ctx, config, connection, options);
 }
 
-async function proxySession(ctx: Pick<Context, "env" | "fetch" | "now" | "signal">, config: Config, connection: ConnectionConfig, options: ProxyOptions): Promise<SessionServer> {
+async function proxySession(ctx: Pick<Context, "env" | "fetch" | "now" | "signal" | "secrets">, config: Config, connection: ConnectionConfig, options: ProxyOptions): Promise<SessionServer> {
   const { reporter } = options;
-  // Every credential this session sends is learnt, and removed from everything the client
-  // receives: a server that quotes the bearer token back in an error or a log message must not
-  // hand it to the client (issue 16, "no token ever appears in what the client receives").
-  const secrets = new Secrets();
-  const fetch = learningFetch(ctx.fetch, secrets);
-  const clean = <T>(value: T): T => scrubbedValue(value, (text) => secrets.scrub(text));
-  const server = new ProxyServer({ name: `subs-proxy-${connection.id}`, version: VERSION });
+  // Every credential this session sends is learnt before it is sent, and removed from everything
+  // the client receives (ServedServer); `run` scrubs stderr of the same secrets.
+  const { secrets, fetch } = learnt(ctx);
+  const server = new ProxyServer({ name: `subs-proxy-${connection.id}`, version: VERSION }, undefined, secrets);
   let upstream: Upstream | undefined;
   let unavailable: Error | undefined;
   let initializing = false;
@@ -166,11 +163,11 @@ async function proxySession(ctx: Pick<Context, "env" | "fetch" | "now" | "signal
       opened = await open();
     } catch (error) {
       const problem = error instanceof SubsError ? error : connectionError(connection, error);
-      const words = clean(`${problem.message}${problem.hint ? `; ${problem.hint}` : ""}`);
+      const words = `${problem.message}${problem.hint ? `; ${problem.hint}` : ""}`;
       reporter.warn(words);
       options.onUnavailable?.(problem);
       // The client shows this message (in its list of servers, its logs): it says what to do.
-      unavailable = rpcError(ErrorCode.InternalError, words, { code: problem.code ?? problem.kind, ...(problem.hint ? { hint: clean(problem.hint) } : {}) });
+      unavailable = rpcError(ErrorCode.InternalError, words, { code: problem.code ?? problem.kind, ...(problem.hint ? { hint: problem.hint } : {}) });
       throw unavailable;
     }
     if (closing) {
@@ -190,7 +187,7 @@ async function proxySession(ctx: Pick<Context, "env" | "fetch" | "now" | "signal
       ...(client.getInstructions() ? { instructions: client.getInstructions()! } : {}),
     };
     reporter.info(`${connection.id}: connected to ${new URL(connection.url).origin}; proxying for ${request.params.clientInfo.name}`);
-    return clean(result);
+    return result;
   };
 
   server.fallbackRequestHandler = async (request, extra) => {
@@ -201,11 +198,11 @@ async function proxySession(ctx: Pick<Context, "env" | "fetch" | "now" | "signal
     }
     inFlight.add(extra.requestId);
     try {
-      const result = await upstream.run((client) => forward(client as unknown as Side, request, extra as unknown as Extra, clean), extra.signal);
+      const result = await upstream.run((client) => forward(client as unknown as Side, request, extra as unknown as Extra), extra.signal);
       remember(request);
-      return clean(result);
+      return result;
     } catch (error) {
-      const failure = clean(asJsonRpcError(error, connection));
+      const failure = asJsonRpcError(error, connection);
       // The person who can run the login reads stderr (the client's log), not the client's error.
       if (error instanceof CredentialRejected || (error instanceof SubsError && error.kind === "needs_login") || (error instanceof StreamableHTTPError && (error.code === 401 || error.code === 403))) {
         reporter.warn(failure.message);
@@ -235,7 +232,7 @@ async function proxySession(ctx: Pick<Context, "env" | "fetch" | "now" | "signal
     client.fallbackRequestHandler = async (request, extra) => {
       const relatedRequestId = related();
       try {
-        return await forward(server as unknown as Side, clean(request), extra as unknown as Extra, (v) => v, relatedRequestId);
+        return await forward(server as unknown as Side, request, extra as unknown as Extra, relatedRequestId);
       } catch (error) {
         throw asJsonRpcError(error, connection);
       }
@@ -243,7 +240,7 @@ async function proxySession(ctx: Pick<Context, "env" | "fetch" | "now" | "signal
     client.fallbackNotificationHandler = async (notification) => {
       const relatedRequestId = related(notification.method);
       await server.transport
-        ?.send(clean({ jsonrpc: "2.0" as const, ...(notification as Notification) }), relatedRequestId !== undefined ? { relatedRequestId } : undefined)
+        ?.send({ jsonrpc: "2.0" as const, ...(notification as Notification) }, relatedRequestId !== undefined ? { relatedRequestId } : undefined)
         .catch(() => {});
     };
     // The upstream went away for good (an SSE connection closed): this session has nothing left
@@ -283,7 +280,6 @@ async function forward(
   to: Side,
   request: JSONRPCRequest,
   extra: Extra,
-  clean: <T>(value: T) => T,
   relatedRequestId?: RequestId,
 ): Promise<Record<string, unknown>> {
   const { params, progressToken } = withoutProgressToken(request.params as Record<string, unknown> | undefined);
@@ -297,7 +293,7 @@ async function forward(
     ...(progressToken !== undefined
       ? {
           onprogress: (progress) => {
-            const notification = { method: "notifications/progress", params: clean({ ...progress, progressToken }) };
+            const notification = { method: "notifications/progress", params: { ...progress, progressToken } };
             reported = reported.then(() => extra.sendNotification(notification)).catch(() => {});
           },
         }

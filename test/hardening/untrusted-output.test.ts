@@ -205,7 +205,7 @@ describe("hostile MCP servers", () => {
       assert.ok(!(r.stdout + r.stderr).includes(STATIC), `the static token leaked: ${r.stdout}${r.stderr}`);
       assertHarmless(r.stderr, "stderr");
     }
-    assert.match(runs[0]!.stderr, /refused \[redacted\]\\x1b\]2;pwned\\x07/);
+    assert.match(runs[0]!.stderr, /refused Bearer \[redacted\]\\x1b\]2;pwned\\x07/);
     const checked = JSON.parse(runs[2]!.stdout) as Array<{ id: string; check: { error: { message: string } | null } }>;
     assert.match(checked.find((e) => e.id === "echo")!.check.error!.message, /\[redacted\]/);
   });
