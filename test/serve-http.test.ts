@@ -528,6 +528,36 @@ describe("serveHttp", () => {
     }
   });
 
+  it("ends the POST of a call the client cancels (notifications/cancelled), without an answer: cancelled calls do not stay in progress", async () => {
+    const sessions = numberedSessions();
+    const server = await start(sessions.factory, { limits: { maxCalls: 3 } });
+    try {
+      const a = await connect(server);
+      for (let n = 1; n <= 5; n++) {
+        const controller = new AbortController();
+        const call = a.client.callTool({ name: "hang" }, undefined, { signal: controller.signal });
+        await waitFor(() => sessions.hanging() === n, "the call to reach the handler");
+        controller.abort("enough");
+        await assert.rejects(call);
+        await waitFor(() => sessions.cancelled() === n, "the handler to see the cancellation");
+      }
+      assert.equal(textOf(await a.client.callTool({ name: "whoami" })), "session 1", "five cancelled calls hold none of the three places");
+      await a.client.close();
+
+      // Seen on the wire: the POST's answer ends, and carries no answer to the call.
+      const session = await rawSession(server);
+      const call = await rawCall(server, session, 41, "hang");
+      await waitFor(() => sessions.hanging() === 6, "the raw call to reach the handler");
+      const cancel = JSON.stringify({ jsonrpc: "2.0", method: "notifications/cancelled", params: { requestId: 41, reason: "enough" } });
+      assert.equal((await raw(server.url, { body: cancel, headers: { Authorization: `Bearer ${server.token}`, "Mcp-Session-Id": session } })).status, 202);
+      const body = await Promise.race([call.answer(), sleep(5000).then(() => "still open after 5 s")]);
+      assert.doesNotMatch(body, /still open|"id":41/);
+      await waitFor(() => sessions.cancelled() === 6, "the handler to see the cancellation");
+    } finally {
+      await server.stop();
+    }
+  });
+
   it("cancels each call whose client closed its POST before the answer (300 of them), and the session goes on", async () => {
     const sessions = numberedSessions();
     const server = await start(sessions.factory);

@@ -10,8 +10,8 @@
 // request (401 otherwise), which a page can neither read nor guess.
 //
 // Every program on the machine can also open connections and, with the token, sessions and calls:
-// each is bounded (HttpLimits, docs/serve.md "Limits"), so no client can hold this server's memory,
-// descriptors or upstream connections without end.
+// each is bounded (HttpLimits; docs/serve.md, "Limits of --http"), so no client can hold this
+// server's memory, descriptors or upstream connections without end.
 import { createHash, randomBytes, randomUUID, timingSafeEqual } from "node:crypto";
 import { lookup } from "node:dns/promises";
 import { constants } from "node:fs";
@@ -45,7 +45,7 @@ export type ServeHttpOptions = {
   limits?: Partial<HttpLimits>;
 };
 
-/** What one client, or every program on the machine together, can hold of the server (docs/serve.md, "Limits"). */
+/** What one client, or every program on the machine together, can hold of the server (docs/serve.md, "Limits of --http"). */
 export type HttpLimits = {
   /** Sessions open or starting; one more `initialize` is answered 503 with Retry-After. */
   maxSessions: number;
@@ -99,6 +99,8 @@ type Live = {
   open: number;
   /** JSON-RPC requests in those POSTs. */
   calls: number;
+  /** Each of those requests, by id, with the ids of every request its POST carries. */
+  inProgress: Map<RequestId, RequestId[]>;
   /** Armed while nothing is open; ends the session when it fires. */
   idle?: NodeJS.Timeout;
   idleSince: number;
@@ -142,10 +144,10 @@ export async function serveHttp(ctx: Context, options: ServeHttpOptions): Promis
 
   const armIdle = (live: Live) => {
     clearTimeout(live.idle);
-    live.idleSince = Date.now();
+    live.idleSince = ctx.now();
     live.idle = setTimeout(() => {
       if (live.open > 0 || live.ended) return;
-      ctx.stderr.write(`subs: ended a session idle for ${seconds(limits.idleTimeoutMs)}; its client starts a new one\n`);
+      ctx.stderr.write(`subs: ended a session idle for ${seconds(limits.idleTimeoutMs)} (its id now gets 404: its client starts a new session)\n`);
       // Closing the transport ends the session (its onclose); its id is then unknown: 404.
       void live.transport.close();
     }, limits.idleTimeoutMs);
@@ -155,33 +157,56 @@ export async function serveHttp(ctx: Context, options: ServeHttpOptions): Promis
   /**
    * Counts `res` as open on `live` until it closes, with the ids of the JSON-RPC requests it
    * carries. One that closes before its answers went out had its client go away: no answer can
-   * reach that client any more (nothing is buffered for a resumption), so each request still
-   * running is cancelled as if the client had sent notifications/cancelled (MCP "Cancellation"),
-   * which ends it upstream too. The SDK's answer for it is then not waited for.
+   * reach that client any more (no event store, so no resumption: transports, "Resumability and
+   * Redelivery"), so each request still running is cancelled as if the client had sent
+   * notifications/cancelled (MCP "Cancellation"); the session's server passes that on upstream.
    */
   const hold = (live: Live, res: ServerResponse, ids: RequestId[]) => {
     live.open++;
     live.calls += ids.length;
+    for (const id of ids) live.inProgress.set(id, ids);
     clearTimeout(live.idle);
     res.once("close", () => {
       live.open--;
       live.calls -= ids.length;
+      for (const id of ids) if (live.inProgress.get(id) === ids) live.inProgress.delete(id);
       if (!res.writableFinished && !live.ended) {
         for (const requestId of ids) {
           const cancel: JSONRPCMessage = { jsonrpc: "2.0", method: "notifications/cancelled", params: { requestId, reason: "the client closed the connection before the answer" } };
           live.transport.onmessage?.(cancel);
-          // An answer the transport can no longer deliver releases what it keeps for the request
-          // (webStandardStreamableHttp.js `send`); the aborted handler sends none of its own.
-          live.transport.send({ jsonrpc: "2.0", id: requestId, error: { code: -32800, message: "Request cancelled" } }).catch(() => {});
+          forget(live, requestId);
         }
       }
       if (live.open === 0 && !live.ended) armIdle(live);
     });
   };
 
+  /**
+   * A request the client cancelled gets no answer (MCP "Cancellation": the receiver SHOULD NOT
+   * respond), so the SDK's transport would keep the POST that carried it open, and the session
+   * would count it in progress, until the client hung up. Its POST is ended now, without an
+   * answer, when it carried only that request; a batch's stream carries the others' answers, so
+   * there the cancelled one is answered an error instead.
+   */
+  const cancelled = (live: Live, requestId: RequestId) => {
+    const group = live.inProgress.get(requestId);
+    if (!group) return;
+    if (group.length === 1) live.transport.closeSSEStream(requestId);
+    forget(live, requestId);
+  };
+
+  /**
+   * An answer the transport can no longer deliver releases what it keeps for the request
+   * (webStandardStreamableHttp.js `send`: a missing stream drops the request's entries); the
+   * aborted handler sends none of its own.
+   */
+  const forget = (live: Live, requestId: RequestId) => {
+    live.transport.send({ jsonrpc: "2.0", id: requestId, error: { code: -32800, message: "Request cancelled" } }).catch(() => {});
+  };
+
   /** Seconds until a session may end on its own: the soonest idle one's expiry, else a whole idle timeout. */
   const retryAfter = () => {
-    const now = Date.now();
+    const now = ctx.now();
     let soonest = limits.idleTimeoutMs;
     for (const live of all) if (live.open === 0) soonest = Math.min(soonest, live.idleSince + limits.idleTimeoutMs - now);
     return String(Math.max(1, Math.ceil(soonest / 1000)));
@@ -207,7 +232,7 @@ export async function serveHttp(ctx: Context, options: ServeHttpOptions): Promis
         sessions.set(id, live);
       },
     });
-    const live: Live = { transport, session, open: 0, calls: 0, idleSince: Date.now() };
+    const live: Live = { transport, session, open: 0, calls: 0, inProgress: new Map(), idleSince: ctx.now() };
     // Set before connect: Protocol.connect chains its own onclose after this one. Runs on DELETE,
     // on shutdown, at the idle timeout, and when the session's server closes itself.
     transport.onclose = () => void endSession(live);
@@ -246,7 +271,8 @@ export async function serveHttp(ctx: Context, options: ServeHttpOptions): Promis
       return;
     }
     hold(live, res, ids);
-    return live.transport.handleRequest(req, res, body);
+    await live.transport.handleRequest(req, res, body);
+    for (const requestId of cancellations(body)) cancelled(live, requestId);
   };
 
   /** Sockets open, oldest first, and those that have carried a request with the token. */
@@ -440,8 +466,7 @@ async function writeTokenFile(file: string, token: string): Promise<void> {
   let handle: FileHandle | undefined;
   try {
     handle = await open(fresh, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW, 0o600);
-    // The mode open gives is narrowed by the umask, never widened; one that took the owner's
-    // read or write bit would leave a token file subs itself cannot use.
+    // open's mode is narrowed by the umask: exactly 0600, whatever the umask.
     await handle.chmod(0o600);
     await handle.writeFile(`${token}\n`, "utf8");
     await handle.close();
@@ -461,6 +486,18 @@ function requestIds(body: unknown): RequestId[] {
     if (message === null || typeof message !== "object") continue;
     const { method, id } = message as { method?: unknown; id?: unknown };
     if (typeof method === "string" && (typeof id === "string" || typeof id === "number")) ids.push(id);
+  }
+  return ids;
+}
+
+/** The ids that the notifications/cancelled in a POST's body name. */
+function cancellations(body: unknown): RequestId[] {
+  const ids: RequestId[] = [];
+  for (const message of Array.isArray(body) ? body : [body]) {
+    if (message === null || typeof message !== "object") continue;
+    const { method, params } = message as { method?: unknown; params?: { requestId?: unknown } };
+    const id = params?.requestId;
+    if (method === "notifications/cancelled" && (typeof id === "string" || typeof id === "number")) ids.push(id);
   }
   return ids;
 }
