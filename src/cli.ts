@@ -18,7 +18,7 @@ const jsonOption = () => new Option("--json", "print JSON (a documented, stable 
 const httpOption = () => new Option("--http <[host:]port>", "serve Streamable HTTP on loopback at http://HOST:PORT/mcp instead of stdio (HOST: 127.0.0.1, ::1 or localhost; PORT 0 picks one)");
 const tokenFileOption = () => new Option("--token-file <path>", "with --http: write the bearer token clients must send to this file (mode 0600) instead of printing it on stderr");
 
-// What a client can hold of an --http server (src/serve/http.ts DEFAULT_LIMITS, docs/serve.md "Limits").
+// What a client can hold of an --http server (src/serve/http.ts DEFAULT_LIMITS; docs/serve.md, "Limits of --http").
 const maxSessionsOption = () => new Option("--max-sessions <n>", "with --http: sessions at once; one more `initialize` is answered 503 with Retry-After (default 32)");
 const idleTimeoutOption = () => new Option("--idle-timeout <seconds>", "with --http: end a session after this long with no request in progress and no stream open (default 300)");
 const maxCallsOption = () => new Option("--max-calls <n>", "with --http: requests in progress per session; one more is answered a JSON-RPC error (default 64)");
