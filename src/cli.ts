@@ -18,14 +18,32 @@ const jsonOption = () => new Option("--json", "print JSON (a documented, stable 
 const httpOption = () => new Option("--http <[host:]port>", "serve Streamable HTTP on loopback at http://HOST:PORT/mcp instead of stdio (HOST: 127.0.0.1, ::1 or localhost; PORT 0 picks one)");
 const tokenFileOption = () => new Option("--token-file <path>", "with --http: write the bearer token clients must send to this file (mode 0600) instead of printing it on stderr");
 
-/** --http and --token-file, checked before anything is loaded or served (a usage mistake is exit 2). */
-async function httpTransportOptions(opts: { http?: string; tokenFile?: string }): Promise<{ http?: import("./serve/address.ts").HttpAddress; tokenFile?: string }> {
+// What a client can hold of an --http server (src/serve/http.ts DEFAULT_LIMITS; docs/serve.md, "Limits of --http").
+const maxSessionsOption = () => new Option("--max-sessions <n>", "with --http: sessions at once; one more `initialize` is answered 503 with Retry-After (default 32)");
+const idleTimeoutOption = () => new Option("--idle-timeout <seconds>", "with --http: end a session after this long with no request in progress and no stream open (default 300)");
+const maxCallsOption = () => new Option("--max-calls <n>", "with --http: requests in progress per session; one more is answered a JSON-RPC error (default 64)");
+const maxConnectionsOption = () => new Option("--max-connections <n>", "with --http: open connections; one more closes the oldest that has not sent the token (default 100)");
+
+type HttpFlags = { http?: string; tokenFile?: string; maxSessions?: string; idleTimeout?: string; maxCalls?: string; maxConnections?: string };
+
+/** --http and the flags that go with it, checked before anything is loaded or served (a usage mistake is exit 2). */
+async function httpTransportOptions(
+  opts: HttpFlags,
+): Promise<{ http?: import("./serve/address.ts").HttpAddress; tokenFile?: string; limits?: Partial<import("./serve/http.ts").HttpLimits> }> {
   if (opts.http === undefined) {
     if (opts.tokenFile !== undefined) throw usage("--token-file goes with --http", { hint: "over stdio there is no token: the MCP client starts subs itself" });
+    const stray = (["maxSessions", "idleTimeout", "maxCalls", "maxConnections"] as const).find((key) => opts[key] !== undefined);
+    if (stray) throw usage(`--${stray.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`)} goes with --http`, { hint: "over stdio the MCP client starts subs itself, for one session" });
     return {};
   }
   const { parseHttpAddress } = await import("./serve/address.ts");
-  return { http: parseHttpAddress(opts.http), ...(opts.tokenFile !== undefined ? { tokenFile: opts.tokenFile } : {}) };
+  const limits = {
+    ...(opts.maxSessions !== undefined ? { maxSessions: parseCount(opts.maxSessions, "--max-sessions") } : {}),
+    ...(opts.idleTimeout !== undefined ? { idleTimeoutMs: parseSeconds(opts.idleTimeout, "--idle-timeout") * 1000 } : {}),
+    ...(opts.maxCalls !== undefined ? { maxCalls: parseCount(opts.maxCalls, "--max-calls") } : {}),
+    ...(opts.maxConnections !== undefined ? { maxConnections: parseCount(opts.maxConnections, "--max-connections") } : {}),
+  };
+  return { http: parseHttpAddress(opts.http), ...(opts.tokenFile !== undefined ? { tokenFile: opts.tokenFile } : {}), limits };
 }
 
 // The MCP SDK gives up on a request after 60 s; a slow server or a long tool may need longer.
@@ -468,6 +486,10 @@ export function buildProgram(ctx: Context, { setJson, setExitCode, onParseMistak
       .addOption(configOption())
       .addOption(httpOption())
       .addOption(tokenFileOption())
+      .addOption(maxSessionsOption())
+      .addOption(idleTimeoutOption())
+      .addOption(maxCallsOption())
+      .addOption(maxConnectionsOption())
       .addHelpText(
         "after",
         examples([
@@ -478,7 +500,7 @@ export function buildProgram(ctx: Context, { setJson, setExitCode, onParseMistak
           "codex mcp add sentry -- subs mcp proxy sentry",
         ]),
       )
-      .action(async (id: string, opts: { config?: string; http?: string; tokenFile?: string }) => {
+      .action(async (id: string, opts: { config?: string } & HttpFlags) => {
         const transport = await httpTransportOptions(opts);
         servesUntilStopped?.();
         const { mcpProxyCommand } = await import("./commands/mcp-proxy.ts");
@@ -687,6 +709,10 @@ export function buildProgram(ctx: Context, { setJson, setExitCode, onParseMistak
       .addOption(requestTimeoutOption("how long a call may go without an answer or a progress report"))
       .addOption(httpOption())
       .addOption(tokenFileOption())
+      .addOption(maxSessionsOption())
+      .addOption(idleTimeoutOption())
+      .addOption(maxCallsOption())
+      .addOption(maxConnectionsOption())
       .addHelpText(
         "after",
         examples([
@@ -697,7 +723,7 @@ export function buildProgram(ctx: Context, { setJson, setExitCode, onParseMistak
           "subs agent serve triage --config ~/work/substructure.toml --request-timeout 300",
         ]),
       )
-      .action(async (name: string, opts: { config?: string; timeout: string; requestTimeout: string; http?: string; tokenFile?: string }) => {
+      .action(async (name: string, opts: { config?: string; timeout: string; requestTimeout: string } & HttpFlags) => {
         const timeoutSeconds = parseSeconds(opts.timeout);
         const requestTimeoutSeconds = parseSeconds(opts.requestTimeout, "--request-timeout");
         const transport = await httpTransportOptions(opts);
@@ -724,6 +750,12 @@ function parsePort(value: string): number {
   const port = Number(value);
   if (!/^\d+$/.test(value) || !Number.isInteger(port) || port < 1 || port > 65535) throw usage(`--port must be a port number (1-65535), not ${JSON.stringify(value)}`);
   return port;
+}
+
+function parseCount(value: string, flag: string): number {
+  const count = Number(value);
+  if (!/^\d+$/.test(value) || !(count >= 1) || !Number.isSafeInteger(count)) throw usage(`${flag} must be a whole number from 1, not ${JSON.stringify(value)}`);
+  return count;
 }
 
 function parseSeconds(value: string, flag = "--timeout"): number {

@@ -12,15 +12,20 @@ import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import { BIN, ensureBuilt, runCli } from "./support/cli.ts";
 import { RICH_TOOLS, startRichServer, type RichServer } from "./support/mcp-rich-server.ts";
+import { halfOpen, rawCall } from "./support/serve-client.ts";
 
 const MCP_TOKEN = "serve-http-SECRET-upstream-token";
 
 type Served = { child: ChildProcess; url: URL; token: string; stderr: () => string; exited: Promise<number | null> };
 
-/** Starts `argv` (which ends in --http 127.0.0.1:0 --token-file …) and waits for its endpoint. */
-async function serve(dir: string, argv: string[], tokenFile: string): Promise<Served> {
+/**
+ * Starts `argv` (which ends in --http 127.0.0.1:0 --token-file …) and waits for its endpoint;
+ * with `descriptors`, under that many open files at most (`ulimit -n`, macOS's default is 256).
+ */
+async function serve(dir: string, argv: string[], tokenFile: string, options: { descriptors?: number } = {}): Promise<Served> {
   ensureBuilt();
-  const child = spawn(process.execPath, [BIN, ...argv], { cwd: dir, env: { PATH: process.env.PATH, HOME: dir, MCP_TOKEN }, stdio: ["ignore", "pipe", "pipe"] });
+  const command = options.descriptors === undefined ? [process.execPath, BIN, ...argv] : ["bash", "-c", `ulimit -n ${options.descriptors} && exec "$0" "$@"`, process.execPath, BIN, ...argv];
+  const child = spawn(command[0]!, command.slice(1), { cwd: dir, env: { PATH: process.env.PATH, HOME: dir, MCP_TOKEN }, stdio: ["ignore", "pipe", "pipe"] });
   let stderr = "";
   let stdout = "";
   child.stderr!.on("data", (d) => (stderr += d));
@@ -42,6 +47,27 @@ async function connect(served: Served, token = served.token): Promise<Client> {
   const client = new Client({ name: "serve-http-e2e", version: "1.0.0" });
   await client.connect(new StreamableHTTPClientTransport(served.url, { requestInit: { headers: { authorization: `Bearer ${token}` } } }));
   return client;
+}
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+async function waitFor(condition: () => boolean, what: () => string, timeoutMs = 15_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!condition()) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what()}`);
+    await sleep(25);
+  }
+}
+
+/** A raw `initialize`; the answer's status, Retry-After and session id. */
+async function initialize(served: Served): Promise<{ status: number; retryAfter: string | null; session: string | null }> {
+  const answer = await fetch(served.url, {
+    method: "POST",
+    headers: { "content-type": "application/json", accept: "application/json, text/event-stream", authorization: `Bearer ${served.token}` },
+    body: JSON.stringify({ jsonrpc: "2.0", id: 1, method: "initialize", params: { protocolVersion: "2025-06-18", capabilities: {}, clientInfo: { name: "raw", version: "1" } } }),
+  });
+  await answer.text();
+  return { status: answer.status, retryAfter: answer.headers.get("retry-after"), session: answer.headers.get("mcp-session-id") };
 }
 
 describe("--http, through the built CLI", () => {
@@ -104,16 +130,98 @@ describe("--http, through the built CLI", () => {
     assert.equal(await served.exited, 0, served.stderr());
   });
 
-  it("refuses what it cannot serve safely, before serving: a host not on loopback, --token-file without --http (exit 2)", async () => {
-    for (const argv of [
-      ["mcp", "proxy", "rich", "--http", "0.0.0.0:0"],
-      ["agent", "serve", "triage", "--http", "192.168.1.5:8931"],
-      ["mcp", "proxy", "rich", "--token-file", "t"],
-    ]) {
-      const r = await runCli(argv, { cwd: dir, env: { MCP_TOKEN } });
+  it("refuses what it cannot serve safely, before serving: a host not on loopback, --token-file or a limit without --http, a limit that is not a count (exit 2)", async () => {
+    for (const [argv, why] of [
+      [["mcp", "proxy", "rich", "--http", "0.0.0.0:0"], /loopback/],
+      [["agent", "serve", "triage", "--http", "192.168.1.5:8931"], /loopback/],
+      [["mcp", "proxy", "rich", "--token-file", "t"], /--token-file goes with --http/],
+      [["agent", "serve", "triage", "--max-sessions", "3"], /--max-sessions goes with --http/],
+      [["mcp", "proxy", "rich", "--idle-timeout", "60"], /--idle-timeout goes with --http/],
+      [["mcp", "proxy", "rich", "--http", "0", "--max-calls", "0"], /--max-calls must be a whole number from 1/],
+      [["agent", "serve", "triage", "--http", "0", "--max-connections", "ten"], /--max-connections must be a whole number from 1/],
+      [["agent", "serve", "triage", "--http", "0", "--idle-timeout", "-1"], /--idle-timeout must be a positive number of seconds/],
+    ] as const) {
+      const r = await runCli([...argv], { cwd: dir, env: { MCP_TOKEN } });
       assert.equal(r.code, 2, `${argv.join(" ")}: ${r.stderr}`);
-      assert.match(r.stderr, /loopback|--token-file goes with --http/, argv.join(" "));
+      assert.match(r.stderr, why, argv.join(" "));
       assert.equal(r.stdout, "");
     }
+  });
+
+  for (const [command, tool] of [
+    [["mcp", "proxy", "rich"], "hang"],
+    [["agent", "serve", "triage"], "rich__hang"],
+  ] as const) {
+    it(`${command.slice(0, 2).join(" ")} --http: 300 calls whose client closed the POST are cancelled upstream (notifications/cancelled), leaving no request open there`, async () => {
+      const calls = () => rich.events.filter((e) => e === "call hang").length;
+      const cancelled = () => rich.events.filter((e) => e === "hang cancelled").length;
+      const [callsBefore, cancelledBefore] = [calls(), cancelled()];
+      const served = await serve(dir, [...command, "--http", "127.0.0.1:0", "--token-file", "abandon.token"], "abandon.token");
+      try {
+        const client = await connect(served);
+        const session = (client.transport as StreamableHTTPClientTransport).sessionId!;
+        for (let round = 0; round < 6; round++) {
+          const dropped = await Promise.all(Array.from({ length: 50 }, (_, n) => rawCall(served, session, 1000 + round * 50 + n, tool)));
+          await waitFor(() => calls() - callsBefore === (round + 1) * 50, () => `the upstream to get ${(round + 1) * 50} calls (${calls() - callsBefore})`);
+          for (const call of dropped) call.drop();
+        }
+        await waitFor(() => cancelled() - cancelledBefore === 300 && rich.openPosts === 0, () => `300 cancelled upstream (${cancelled() - cancelledBefore}) and no POST open there (${rich.openPosts})`);
+        assert.equal(rich.events.filter((e) => /^cancelled \d+$/.test(e)).length >= 300, true, "each as notifications/cancelled");
+        // The session goes on.
+        const echoed = await client.callTool({ name: tool.replace("hang", "echo"), arguments: { text: "still here" } });
+        assert.match(JSON.stringify(echoed.content), /still here/);
+        await client.close();
+      } finally {
+        served.child.kill("SIGTERM");
+      }
+      assert.equal(await served.exited, 0, served.stderr());
+    });
+  }
+
+  it("subs mcp proxy --http under 256 descriptors: 300 connections left half-open (headers never finished) do not keep out the client with the token", async () => {
+    const served = await serve(dir, ["mcp", "proxy", "rich", "--http", "127.0.0.1:0", "--token-file", "crowd.token"], "crowd.token", { descriptors: 256 });
+    const held: Array<Awaited<ReturnType<typeof halfOpen>>> = [];
+    try {
+      for (let n = 0; n < 300; n++) held.push(await halfOpen(served.url));
+      const call = (async () => {
+        const client = await connect(served);
+        const echoed = await client.callTool({ name: "echo", arguments: { text: "through the crowd" } });
+        await client.close();
+        return JSON.stringify(echoed.content);
+      })();
+      const outcome = await Promise.race([call, sleep(8000).then(() => "no answer within 8 s")]);
+      assert.match(outcome, /through the crowd/);
+      assert.ok(held.filter((h) => !h.closed()).length <= 100, "the server holds at most --max-connections of them");
+      assert.equal(served.child.exitCode, null, served.stderr());
+    } finally {
+      for (const h of held) h.socket.destroy();
+      served.child.kill("SIGTERM");
+    }
+    assert.equal(await served.exited, 0, served.stderr());
+  });
+
+  it("subs mcp proxy --http --max-sessions 2 --idle-timeout 1: a third initialize gets 503 with Retry-After; idle sessions end, upstream too, and new ones start", async () => {
+    const deletes = () => rich.events.filter((e) => e === "HTTP DELETE").length;
+    const deletesBefore = deletes();
+    const served = await serve(dir, ["mcp", "proxy", "rich", "--http", "127.0.0.1:0", "--token-file", "limits.token", "--max-sessions", "2", "--idle-timeout", "1"], "limits.token");
+    try {
+      const [a, b] = [await initialize(served), await initialize(served)];
+      assert.deepEqual([a.status, b.status], [200, 200]);
+      const third = await initialize(served);
+      assert.equal(third.status, 503);
+      assert.equal(third.retryAfter, "1");
+      await waitFor(() => deletes() - deletesBefore === 2, () => `both upstream sessions ended (${deletes() - deletesBefore})`);
+      assert.match(served.stderr(), /ended a session idle for 1 s/);
+      const ping = await fetch(served.url, {
+        method: "POST",
+        headers: { "content-type": "application/json", accept: "application/json, text/event-stream", authorization: `Bearer ${served.token}`, "mcp-session-id": a.session! },
+        body: JSON.stringify({ jsonrpc: "2.0", id: 2, method: "ping" }),
+      });
+      assert.equal(ping.status, 404, "an ended session's id: the client initializes again");
+      assert.equal((await initialize(served)).status, 200);
+    } finally {
+      served.child.kill("SIGTERM");
+    }
+    assert.equal(await served.exited, 0, served.stderr());
   });
 });

@@ -2,7 +2,7 @@
 // `subs mcp proxy`, driven by the MCP SDK's own Client over StreamableHTTPClientTransport against a
 // SessionFactory built here from the SDK's low-level Server.
 import assert from "node:assert/strict";
-import { mkdtempSync, readFileSync, statSync, writeFileSync } from "node:fs";
+import { fstatSync, mkdirSync, mkdtempSync, openSync, readdirSync, readFileSync, readSync, closeSync, chmodSync, lstatSync, statSync, symlinkSync, writeFileSync } from "node:fs";
 import { request } from "node:http";
 import { tmpdir } from "node:os";
 import path from "node:path";
@@ -16,13 +16,16 @@ import { parseHttpAddress } from "../src/serve/address.ts";
 import { serveHttp, type ServeHttpOptions } from "../src/serve/http.ts";
 import type { SessionFactory } from "../src/serve/session.ts";
 import { testContext } from "./support/cli.ts";
+import { halfOpen, rawCall } from "./support/serve-client.ts";
 
 /**
  * Sessions numbered from 1. Tools: `whoami` (the session's number), `remember`/`recall` (state of
- * this session only), `hang` (answers only when the test releases it).
+ * this session only), `hang` (answers only when the test releases it, or stops when cancelled).
  */
 function numberedSessions(options: { stuckClose?: (n: number) => boolean } = {}) {
   let count = 0;
+  let cancelled = 0;
+  let hanging = 0;
   const closed: number[] = [];
   let release: () => void = () => {};
   const released = new Promise<void>((resolve) => (release = resolve));
@@ -33,7 +36,7 @@ function numberedSessions(options: { stuckClose?: (n: number) => boolean } = {})
     server.setRequestHandler(ListToolsRequestSchema, async () => ({
       tools: ["whoami", "remember", "recall", "hang"].map((name) => ({ name, inputSchema: { type: "object" as const } })),
     }));
-    server.setRequestHandler(CallToolRequestSchema, async (req): Promise<CallToolResult> => {
+    server.setRequestHandler(CallToolRequestSchema, async (req, extra): Promise<CallToolResult> => {
       const text = (t: string): CallToolResult => ({ content: [{ type: "text", text: t }] });
       switch (req.params.name) {
         case "whoami":
@@ -44,7 +47,9 @@ function numberedSessions(options: { stuckClose?: (n: number) => boolean } = {})
         case "recall":
           return text(remembered);
         case "hang":
-          await released;
+          hanging++;
+          await Promise.race([released, new Promise((resolve) => extra.signal.addEventListener("abort", resolve, { once: true }))]);
+          if (extra.signal.aborted) cancelled++;
           return text("released");
         default:
           return { content: [{ type: "text", text: "unknown tool" }], isError: true };
@@ -58,7 +63,7 @@ function numberedSessions(options: { stuckClose?: (n: number) => boolean } = {})
       },
     };
   };
-  return { factory, closed, release: () => release(), started: () => count };
+  return { factory, closed, release: () => release(), started: () => count, cancelled: () => cancelled, hanging: () => hanging };
 }
 
 type Running = {
@@ -117,6 +122,28 @@ function raw(url: URL, options: { method?: string; headers?: Record<string, stri
     req.on("error", reject);
     req.end(options.body);
   });
+}
+
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+async function waitFor(condition: () => boolean, what: string, timeoutMs = 5000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!condition()) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await sleep(20);
+  }
+}
+
+/** A session begun with a raw initialize and initialized; its id. */
+async function rawSession(server: Pick<Running, "url" | "token">): Promise<string> {
+  const auth = { Authorization: `Bearer ${server.token}` };
+  const started = await raw(server.url, { body: initialize, headers: auth });
+  assert.equal(started.status, 200, started.body);
+  const id = String(started.headers["mcp-session-id"]);
+  const initialized = await raw(server.url, { body: JSON.stringify({ jsonrpc: "2.0", method: "notifications/initialized" }), headers: { ...auth, "Mcp-Session-Id": id } });
+  assert.equal(initialized.status, 202, initialized.body);
+  return id;
 }
 
 describe("serveHttp", () => {
@@ -327,16 +354,24 @@ describe("serveHttp", () => {
     }
   });
 
-  it("with --token-file writes the token there (mode 0600, even over an existing file) and never prints it", async () => {
+  it("with --token-file writes the token to a new 0600 file renamed into place: a descriptor open on the old file never reads it; never printed", async () => {
     const dir = mkdtempSync(path.join(tmpdir(), "subs-serve-http-"));
     const file = path.join(dir, "token");
-    writeFileSync(file, "old\n", { mode: 0o644 });
+    writeFileSync(file, "old\n");
+    chmodSync(file, 0o644);
+    // Another user's program that opened the file while it was readable.
+    const reader = openSync(file, "r");
     const sessions = numberedSessions();
     const server = await start(sessions.factory, { tokenFile: "token" }, dir);
     try {
       assert.equal(statSync(file).mode & 0o777, 0o600);
       const token = readFileSync(file, "utf8").trim();
       assert.match(token, /^[A-Za-z0-9_-]{43}$/);
+      const seen = Buffer.alloc(256);
+      const n = readSync(reader, seen, 0, seen.length, 0);
+      assert.equal(seen.subarray(0, n).toString("utf8"), "old\n", "the old descriptor still reads the old file");
+      assert.notEqual(fstatSync(reader).ino, statSync(file).ino, "a new file, not the old one rewritten");
+      assert.deepEqual(readdirSync(dir), ["token"], "nothing left beside it");
       assert.equal(server.token, "", "no Bearer line on stderr");
       assert.ok(!server.stderr().includes(token), server.stderr());
       assert.match(server.stderr(), /serving MCP on http:\/\/127\.0\.0\.1:\d+\/mcp/);
@@ -345,7 +380,236 @@ describe("serveHttp", () => {
       assert.equal(textOf(await a.client.callTool({ name: "whoami" })), "session 1");
       await a.client.close();
     } finally {
+      closeSync(reader);
       await server.stop();
+    }
+  });
+
+  it("refuses a --token-file that is a symbolic link (dangling or not), a directory, or in a missing directory: usage, exit 2, nothing written or left", async () => {
+    const dir = mkdtempSync(path.join(tmpdir(), "subs-serve-http-"));
+    writeFileSync(path.join(dir, "elsewhere"), "keep\n");
+    symlinkSync(path.join(dir, "elsewhere"), path.join(dir, "link"));
+    symlinkSync(path.join(dir, "nowhere"), path.join(dir, "dangling"));
+    mkdirSync(path.join(dir, "adir"));
+    const t = testContext({ cwd: dir });
+    for (const [tokenFile, why] of [
+      ["link", /symbolic link/],
+      ["dangling", /symbolic link/],
+      ["adir", /not a regular file/],
+      ["no/such/dir/token", /cannot write it \(ENOENT\)/],
+    ] as const) {
+      const error = await serveHttp(t.ctx, { host: "127.0.0.1", port: 0, tokenFile, newSession: numberedSessions().factory }).then(
+        () => assert.fail(`${tokenFile} was accepted`),
+        (e: unknown) => e,
+      );
+      assert.ok(error instanceof SubsError, String(error));
+      assert.equal(exitCodeFor(error), 2, tokenFile);
+      assert.match(error.message, why, tokenFile);
+    }
+    assert.equal(readFileSync(path.join(dir, "elsewhere"), "utf8"), "keep\n");
+    assert.ok(lstatSync(path.join(dir, "link")).isSymbolicLink(), "the link is left as it was");
+    assert.deepEqual(readdirSync(dir).sort(), ["adir", "dangling", "elsewhere", "link"], "nothing created, no temporary file left");
+    assert.equal(t.stderr(), "", "nothing was served");
+  });
+
+  it("answers 401 before reading a body sent without the token, and 413 past 4 MB, declared or chunked, with or without a session", async () => {
+    const sessions = numberedSessions();
+    const server = await start(sessions.factory);
+    const auth = { Authorization: `Bearer ${server.token}` };
+    /** Sends headers and `sent` bytes of a body declared `declared` long (chunked when undefined), never the rest unless it is whole. */
+    const partial = (headers: Record<string, string>, sent: number, declared?: number) =>
+      new Promise<number>((resolve, reject) => {
+        const req = request(server.url, {
+          method: "POST",
+          agent: false,
+          headers: { "Content-Type": "application/json", Accept: "application/json, text/event-stream", ...headers, ...(declared !== undefined ? { "Content-Length": String(declared) } : {}) },
+        });
+        req.on("response", (res) => {
+          res.resume();
+          resolve(res.statusCode ?? 0);
+          req.destroy();
+        });
+        req.on("error", reject);
+        req.write(Buffer.alloc(sent, 0x20));
+        if (declared === undefined || sent === declared) req.end();
+      });
+    try {
+      assert.equal(await partial({}, 1024, 5 * 1024 * 1024), 401, "answered without the rest of the body");
+      assert.equal(await partial(auth, 1024, 5 * 1024 * 1024), 413, "declared too large");
+      assert.equal(await partial(auth, 5 * 1024 * 1024), 413, "chunked, too large");
+      const session = await rawSession(server);
+      assert.equal(await partial({ ...auth, "Mcp-Session-Id": session }, 1024, 5 * 1024 * 1024), 413);
+      assert.equal(await partial({ ...auth, "Mcp-Session-Id": session }, 5 * 1024 * 1024), 413);
+      assert.equal(sessions.started(), 1);
+    } finally {
+      await server.stop();
+    }
+  });
+
+  it("keeps at most 32 sessions by default: of 2,000 initializes never deleted, the rest get 503 with Retry-After and start nothing", async () => {
+    const sessions = numberedSessions();
+    const server = await start(sessions.factory);
+    const auth = { Authorization: `Bearer ${server.token}` };
+    try {
+      const statuses = new Map<number, number>();
+      const retryAfter = new Set<string>();
+      for (let sent = 0; sent < 2000; sent += 50) {
+        const answers = await Promise.all(Array.from({ length: 50 }, () => raw(server.url, { body: initialize, headers: auth })));
+        for (const answer of answers) {
+          statuses.set(answer.status, (statuses.get(answer.status) ?? 0) + 1);
+          if (answer.status === 503) {
+            retryAfter.add(String(answer.headers["retry-after"]));
+            assert.match(answer.body, /too many sessions \(at most 32\)/);
+          }
+        }
+      }
+      assert.deepEqual([...statuses].sort(), [[200, 32], [503, 1968]]);
+      assert.equal(sessions.started(), 32, "no session begun past the cap");
+      for (const value of retryAfter) assert.match(value, /^\d+$/, "Retry-After in seconds");
+      assert.ok([...retryAfter].every((v) => Number(v) >= 1 && Number(v) <= 300), [...retryAfter].join(","));
+    } finally {
+      await server.stop();
+    }
+  });
+
+  it("ends a session idle past --idle-timeout (its id then 404, a new one can start), never one with a call in progress or a GET stream open", async () => {
+    const sessions = numberedSessions();
+    const server = await start(sessions.factory, { limits: { maxSessions: 4, idleTimeoutMs: 1000 } });
+    const auth = { Authorization: `Bearer ${server.token}` };
+    const ping = JSON.stringify({ jsonrpc: "2.0", id: 9, method: "ping" });
+    try {
+      // Session 1: the SDK's client, which keeps its GET stream open.
+      const streaming = await connect(server);
+      const idleA = await rawSession(server);
+      const idleB = await rawSession(server);
+      const busy = await rawSession(server);
+      const call = await rawCall(server, busy, 7, "hang");
+      const full = await raw(server.url, { body: initialize, headers: auth });
+      assert.equal(full.status, 503);
+      assert.equal(full.headers["retry-after"], "1", "an idle session ends within the second");
+
+      await waitFor(() => sessions.closed.length === 2, "the two idle sessions to end");
+      // Two idle timeouts more: the call and the stream keep theirs.
+      await sleep(2000);
+      assert.deepEqual([...sessions.closed].sort(), [2, 3]);
+      assert.match(server.stderr(), /ended a session idle for 1 s \(its id now gets 404/);
+      for (const id of [idleA, idleB]) assert.equal((await raw(server.url, { body: ping, headers: { ...auth, "Mcp-Session-Id": id } })).status, 404);
+      assert.equal(textOf(await streaming.client.callTool({ name: "whoami" })), "session 1");
+      sessions.release();
+      assert.match(await call.answer(), /released/);
+
+      const next = await raw(server.url, { body: initialize, headers: auth });
+      assert.equal(next.status, 200, next.body);
+      // The busy one, now idle, ends too.
+      await waitFor(() => sessions.closed.includes(4), "the session whose call ended to expire");
+      assert.ok(!sessions.closed.includes(1), "the session with a GET stream is kept");
+      await streaming.client.close();
+    } finally {
+      await server.stop();
+    }
+  });
+
+  it("caps the requests in progress on one session: one more is answered a JSON-RPC error; other sessions and later calls go on", async () => {
+    const sessions = numberedSessions();
+    const server = await start(sessions.factory, { limits: { maxCalls: 3 } });
+    try {
+      const a = await connect(server);
+      const b = await connect(server);
+      const hung = [1, 2, 3].map(() => a.client.callTool({ name: "hang" }));
+      await waitFor(() => sessions.hanging() === 3, "three calls in progress");
+      await assert.rejects(a.client.callTool({ name: "whoami" }), /too many requests in progress on this session \(at most 3\)/);
+      assert.equal(textOf(await b.client.callTool({ name: "whoami" })), "session 2");
+      sessions.release();
+      for (const result of await Promise.all(hung)) assert.equal(textOf(result), "released");
+      assert.equal(textOf(await a.client.callTool({ name: "whoami" })), "session 1");
+      await Promise.all([a.client.close(), b.client.close()]);
+    } finally {
+      await server.stop();
+    }
+  });
+
+  it("ends the POST of a call the client cancels (notifications/cancelled), without an answer: cancelled calls do not stay in progress", async () => {
+    const sessions = numberedSessions();
+    const server = await start(sessions.factory, { limits: { maxCalls: 3 } });
+    try {
+      const a = await connect(server);
+      for (let n = 1; n <= 5; n++) {
+        const controller = new AbortController();
+        const call = a.client.callTool({ name: "hang" }, undefined, { signal: controller.signal });
+        await waitFor(() => sessions.hanging() === n, "the call to reach the handler");
+        controller.abort("enough");
+        await assert.rejects(call);
+        await waitFor(() => sessions.cancelled() === n, "the handler to see the cancellation");
+      }
+      assert.equal(textOf(await a.client.callTool({ name: "whoami" })), "session 1", "five cancelled calls hold none of the three places");
+      await a.client.close();
+
+      // Seen on the wire: the POST's answer ends, and carries no answer to the call.
+      const session = await rawSession(server);
+      const call = await rawCall(server, session, 41, "hang");
+      await waitFor(() => sessions.hanging() === 6, "the raw call to reach the handler");
+      const cancel = JSON.stringify({ jsonrpc: "2.0", method: "notifications/cancelled", params: { requestId: 41, reason: "enough" } });
+      assert.equal((await raw(server.url, { body: cancel, headers: { Authorization: `Bearer ${server.token}`, "Mcp-Session-Id": session } })).status, 202);
+      const body = await Promise.race([call.answer(), sleep(5000).then(() => "still open after 5 s")]);
+      assert.doesNotMatch(body, /still open|"id":41/);
+      await waitFor(() => sessions.cancelled() === 6, "the handler to see the cancellation");
+    } finally {
+      await server.stop();
+    }
+  });
+
+  it("cancels each call whose client closed its POST before the answer (300 of them), and the session goes on", async () => {
+    const sessions = numberedSessions();
+    const server = await start(sessions.factory);
+    try {
+      const session = await rawSession(server);
+      for (let round = 0; round < 6; round++) {
+        const calls = await Promise.all(Array.from({ length: 50 }, (_, n) => rawCall(server, session, 100 + round * 50 + n, "hang")));
+        await waitFor(() => sessions.hanging() === (round + 1) * 50, "the calls to reach the handler");
+        for (const call of calls) call.drop();
+      }
+      await waitFor(() => sessions.cancelled() === 300, `300 calls cancelled (${sessions.cancelled()})`);
+      const whoami = await rawCall(server, session, 1, "whoami");
+      assert.match(await whoami.answer(), /session 1/);
+      assert.equal(sessions.started(), 1);
+    } finally {
+      await server.stop();
+    }
+  });
+
+  it("holds at most --max-connections: connections that never send the token give way to the one that does, and half-open ones are dropped at the headers timeout", async () => {
+    const sessions = numberedSessions();
+    const server = await start(sessions.factory, { limits: { maxConnections: 10 } });
+    try {
+      const held: Array<Awaited<ReturnType<typeof halfOpen>>> = [];
+      for (let n = 0; n < 40; n++) held.push(await halfOpen(server.url));
+      await waitFor(() => held.filter((h) => h.closed()).length >= 30, "the server to close all but 10");
+      const a = await connect(server);
+      assert.equal(textOf(await a.client.callTool({ name: "whoami" })), "session 1");
+      await a.client.close();
+      for (const h of held) h.socket.destroy();
+    } finally {
+      await server.stop();
+    }
+
+    const timed = await start(sessions.factory, { limits: { headersTimeoutMs: 300, requestTimeoutMs: 600, idleTimeoutMs: 300 } });
+    try {
+      const a = await connect(timed);
+      const started = Date.now();
+      const call = a.client.callTool({ name: "hang" });
+      const headers = await halfOpen(timed.url);
+      // Headers sent whole, with the token; the body never.
+      const body = await halfOpen(timed.url);
+      body.socket.write(`Authorization: Bearer ${timed.token}\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{"jsonrpc"`);
+      await waitFor(() => headers.closed() && body.closed(), "both to be dropped");
+      // A call longer than the request timeout and the idle timeout, on a session with its GET stream: not cut.
+      while (Date.now() - started < 1500) await sleep(50);
+      sessions.release();
+      assert.equal(textOf(await call), "released");
+      assert.equal(textOf(await a.client.callTool({ name: "whoami" })), "session 2");
+      await a.client.close();
+    } finally {
+      await timed.stop();
     }
   });
 });

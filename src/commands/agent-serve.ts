@@ -2,6 +2,7 @@ import { loadConfig } from "../config/load.ts";
 import type { Context } from "../context.ts";
 import { stderrReporter } from "../output/reporter.ts";
 import type { HttpAddress } from "../serve/address.ts";
+import type { HttpLimits } from "../serve/http.ts";
 import { agentSessionFactory } from "../serve/agent-session.ts";
 
 export type AgentServeOptions = {
@@ -15,6 +16,8 @@ export type AgentServeOptions = {
   http?: HttpAddress;
   /** `--token-file PATH` (with --http): the bearer token written there, not printed. */
   tokenFile?: string;
+  /** `--max-sessions`, `--idle-timeout`, `--max-calls`, `--max-connections` (with --http). */
+  limits?: Partial<HttpLimits>;
 };
 
 /** Serves until the client closes stdin (stdio) or the process is told to stop (docs/serve.md). */
@@ -27,7 +30,7 @@ export async function agentServeCommand(ctx: Context, options: AgentServeOptions
   });
   if (options.http) {
     const { serveHttp } = await import("../serve/http.ts");
-    await serveHttp(ctx, { ...options.http, ...(options.tokenFile !== undefined ? { tokenFile: options.tokenFile } : {}), newSession: factory });
+    await serveHttp(ctx, { ...options.http, ...(options.tokenFile !== undefined ? { tokenFile: options.tokenFile } : {}), ...(options.limits ? { limits: options.limits } : {}), newSession: factory });
     return;
   }
   const { serveStdio } = await import("../serve/stdio.ts");

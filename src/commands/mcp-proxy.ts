@@ -5,6 +5,7 @@ import { exitCodeFor, refused, type SubsError } from "../errors.ts";
 import { possessive } from "../output/possessive.ts";
 import { stderrReporter } from "../output/reporter.ts";
 import type { HttpAddress } from "../serve/address.ts";
+import type { HttpLimits } from "../serve/http.ts";
 
 export type McpProxyOptions = {
   config?: string;
@@ -13,6 +14,8 @@ export type McpProxyOptions = {
   http?: HttpAddress;
   /** `--token-file PATH` (with --http): the bearer token written there, not printed. */
   tokenFile?: string;
+  /** `--max-sessions`, `--idle-timeout`, `--max-calls`, `--max-connections` (with --http). */
+  limits?: Partial<HttpLimits>;
 };
 
 /**
@@ -38,7 +41,7 @@ export async function mcpProxyCommand(ctx: Context, options: McpProxyOptions): P
   const factory = proxySessionFactory(ctx, config, connection, { reporter: stderrReporter(ctx), onUnavailable: (error) => (unavailable ??= error) });
   if (options.http) {
     const { serveHttp } = await import("../serve/http.ts");
-    await serveHttp(ctx, { ...options.http, ...(options.tokenFile !== undefined ? { tokenFile: options.tokenFile } : {}), newSession: factory });
+    await serveHttp(ctx, { ...options.http, ...(options.tokenFile !== undefined ? { tokenFile: options.tokenFile } : {}), ...(options.limits ? { limits: options.limits } : {}), newSession: factory });
     return 0;
   }
   const { serveStdio } = await import("../serve/stdio.ts");

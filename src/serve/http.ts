@@ -8,17 +8,21 @@
 // web pages in its browser (transports, "Security Warning"). So: loopback only; Host and Origin
 // must name loopback (403 otherwise); and a bearer token made at start must come with every
 // request (401 otherwise), which a page can neither read nor guess.
+//
+// Every program on the machine can also open connections and, with the token, sessions and calls:
+// each is bounded (HttpLimits; docs/serve.md, "Limits of --http"), so no client can hold this
+// server's memory, descriptors or upstream connections without end.
 import { createHash, randomBytes, randomUUID, timingSafeEqual } from "node:crypto";
 import { lookup } from "node:dns/promises";
 import { constants } from "node:fs";
-import { open, type FileHandle } from "node:fs/promises";
+import { lstat, open, rename, unlink, type FileHandle } from "node:fs/promises";
 import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
-import { isIP } from "node:net";
+import { isIP, type Socket } from "node:net";
 import path from "node:path";
 import { StreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/streamableHttp.js";
-import { isInitializeRequest } from "@modelcontextprotocol/sdk/types.js";
+import { isInitializeRequest, type JSONRPCMessage, type RequestId } from "@modelcontextprotocol/sdk/types.js";
 import type { Context } from "../context.ts";
-import { failed, usage } from "../errors.ts";
+import { failed, SubsError, usage } from "../errors.ts";
 import { checkLoopback, checkPort } from "./address.ts";
 import type { SessionFactory, SessionServer } from "./session.ts";
 
@@ -37,6 +41,47 @@ export type ServeHttpOptions = {
   onListening?: (url: URL) => void;
   /** How long a session's close() may take at shutdown before serveHttp stops waiting for it. */
   closeGraceMs?: number;
+  /** Each one not given is DEFAULT_LIMITS'. */
+  limits?: Partial<HttpLimits>;
+};
+
+/** What one client, or every program on the machine together, can hold of the server (docs/serve.md, "Limits of --http"). */
+export type HttpLimits = {
+  /** Sessions open or starting; one more `initialize` is answered 503 with Retry-After. */
+  maxSessions: number;
+  /**
+   * A session with no request in progress and no GET stream open for this long is ended; its id
+   * then gets 404 and the client starts a new one (transports, "Session Management").
+   */
+  idleTimeoutMs: number;
+  /** JSON-RPC requests in progress on one session; past it a request is answered a JSON-RPC error. */
+  maxCalls: number;
+  /**
+   * Open TCP connections. A new one past it ends the oldest connection that has not yet carried a
+   * request with the token (else it is itself refused), so connections nobody authenticates
+   * cannot keep out the client that holds the token.
+   */
+  maxConnections: number;
+  /** To receive a request's headers (node:http `headersTimeout`). */
+  headersTimeoutMs: number;
+  /**
+   * To receive a whole request, headers and body (node:http `requestTimeout`). Only the request:
+   * the answer, a long call's SSE stream or the GET stream, is not cut.
+   */
+  requestTimeoutMs: number;
+};
+
+/**
+ * With these, `subs mcp proxy` stays within macOS's default of 256 descriptors: 100 client
+ * connections (32 sessions' GET streams and calls) and as many to the upstream, plus Node's own.
+ */
+export const DEFAULT_LIMITS: HttpLimits = {
+  maxSessions: 32,
+  idleTimeoutMs: 300_000,
+  maxCalls: 64,
+  maxConnections: 100,
+  headersTimeoutMs: 10_000,
+  requestTimeoutMs: 30_000,
 };
 
 export const MCP_PATH = "/mcp";
@@ -50,6 +95,15 @@ type Live = {
   transport: StreamableHTTPServerTransport;
   session: SessionServer;
   ended?: Promise<void>;
+  /** HTTP requests of this session still open: POSTs not yet answered, the GET stream. */
+  open: number;
+  /** JSON-RPC requests in those POSTs. */
+  calls: number;
+  /** Each of those requests, by id, with the ids of every request its POST carries. */
+  inProgress: Map<RequestId, RequestId[]>;
+  /** Armed while nothing is open; ends the session when it fires. */
+  idle?: NodeJS.Timeout;
+  idleSince: number;
 };
 
 /**
@@ -59,6 +113,7 @@ type Live = {
 export async function serveHttp(ctx: Context, options: ServeHttpOptions): Promise<void> {
   const host = checkLoopback(options.host);
   const port = checkPort(options.port);
+  const limits: HttpLimits = { ...DEFAULT_LIMITS, ...options.limits };
   const bindAddress = await loopbackAddress(host);
   if (ctx.signal.aborted) return;
 
@@ -69,10 +124,13 @@ export async function serveHttp(ctx: Context, options: ServeHttpOptions): Promis
   const sessions = new Map<string, Live>();
   /** Every session that has a transport, initialized or not yet: shutdown closes them all. */
   const all = new Set<Live>();
+  /** Sessions whose SessionFactory has not answered yet: they count against maxSessions too. */
+  let starting = 0;
   let stopping = false;
 
   const endSession = (live: Live): Promise<void> => {
     live.ended ??= (async () => {
+      clearTimeout(live.idle);
       all.delete(live);
       if (live.transport.sessionId !== undefined) sessions.delete(live.transport.sessionId);
       try {
@@ -84,13 +142,89 @@ export async function serveHttp(ctx: Context, options: ServeHttpOptions): Promis
     return live.ended;
   };
 
+  const armIdle = (live: Live) => {
+    clearTimeout(live.idle);
+    live.idleSince = ctx.now();
+    live.idle = setTimeout(() => {
+      if (live.open > 0 || live.ended) return;
+      ctx.stderr.write(`subs: ended a session idle for ${seconds(limits.idleTimeoutMs)} (its id now gets 404: its client starts a new session)\n`);
+      // Closing the transport ends the session (its onclose); its id is then unknown: 404.
+      void live.transport.close();
+    }, limits.idleTimeoutMs);
+    live.idle.unref();
+  };
+
+  /**
+   * Counts `res` as open on `live` until it closes, with the ids of the JSON-RPC requests it
+   * carries. One that closes before its answers went out had its client go away: no answer can
+   * reach that client any more (no event store, so no resumption: transports, "Resumability and
+   * Redelivery"), so each request still running is cancelled as if the client had sent
+   * notifications/cancelled (MCP "Cancellation"); the session's server passes that on upstream.
+   */
+  const hold = (live: Live, res: ServerResponse, ids: RequestId[]) => {
+    live.open++;
+    live.calls += ids.length;
+    for (const id of ids) live.inProgress.set(id, ids);
+    clearTimeout(live.idle);
+    res.once("close", () => {
+      live.open--;
+      live.calls -= ids.length;
+      for (const id of ids) if (live.inProgress.get(id) === ids) live.inProgress.delete(id);
+      if (!res.writableFinished && !live.ended) {
+        for (const requestId of ids) {
+          const cancel: JSONRPCMessage = { jsonrpc: "2.0", method: "notifications/cancelled", params: { requestId, reason: "the client closed the connection before the answer" } };
+          live.transport.onmessage?.(cancel);
+          forget(live, requestId);
+        }
+      }
+      if (live.open === 0 && !live.ended) armIdle(live);
+    });
+  };
+
+  /**
+   * A request the client cancelled gets no answer (MCP "Cancellation": the receiver SHOULD NOT
+   * respond), so the SDK's transport would keep the POST that carried it open, and the session
+   * would count it in progress, until the client hung up. Its POST is ended now, without an
+   * answer, when it carried only that request; a batch's stream carries the others' answers, so
+   * there the cancelled one is answered an error instead.
+   */
+  const cancelled = (live: Live, requestId: RequestId) => {
+    const group = live.inProgress.get(requestId);
+    if (!group) return;
+    if (group.length === 1) live.transport.closeSSEStream(requestId);
+    forget(live, requestId);
+  };
+
+  /**
+   * An answer the transport can no longer deliver releases what it keeps for the request
+   * (webStandardStreamableHttp.js `send`: a missing stream drops the request's entries); the
+   * aborted handler sends none of its own.
+   */
+  const forget = (live: Live, requestId: RequestId) => {
+    live.transport.send({ jsonrpc: "2.0", id: requestId, error: { code: -32800, message: "Request cancelled" } }).catch(() => {});
+  };
+
+  /** Seconds until a session may end on its own: the soonest idle one's expiry, else a whole idle timeout. */
+  const retryAfter = () => {
+    const now = ctx.now();
+    let soonest = limits.idleTimeoutMs;
+    for (const live of all) if (live.open === 0) soonest = Math.min(soonest, live.idleSince + limits.idleTimeoutMs - now);
+    return String(Math.max(1, Math.ceil(soonest / 1000)));
+  };
+
   const startSession = async (req: IncomingMessage, res: ServerResponse, body: unknown) => {
+    if (all.size + starting >= limits.maxSessions) {
+      return jsonRpcError(res, 503, -32000, `too many sessions (at most ${limits.maxSessions}): end one (DELETE) or retry later`, { "Retry-After": retryAfter() });
+    }
     let session: SessionServer;
+    starting++;
     try {
       session = await options.newSession();
     } catch (error) {
       ctx.stderr.write(`subs: could not start a session: ${error instanceof Error ? error.message : String(error)}\n`);
       return jsonRpcError(res, 500, -32603, "could not start the session");
+    } finally {
+      starting--;
     }
     const transport = new StreamableHTTPServerTransport({
       sessionIdGenerator: () => randomUUID(),
@@ -98,15 +232,16 @@ export async function serveHttp(ctx: Context, options: ServeHttpOptions): Promis
         sessions.set(id, live);
       },
     });
-    const live: Live = { transport, session };
+    const live: Live = { transport, session, open: 0, calls: 0, inProgress: new Map(), idleSince: ctx.now() };
     // Set before connect: Protocol.connect chains its own onclose after this one. Runs on DELETE,
-    // on shutdown, and when the session's server closes itself.
+    // on shutdown, at the idle timeout, and when the session's server closes itself.
     transport.onclose = () => void endSession(live);
     if (stopping) {
       await endSession(live);
       return jsonRpcError(res, 503, -32000, "the server is shutting down");
     }
     all.add(live);
+    hold(live, res, []);
     try {
       await session.server.connect(transport);
       await transport.handleRequest(req, res, body);
@@ -115,6 +250,34 @@ export async function serveHttp(ctx: Context, options: ServeHttpOptions): Promis
       if (transport.sessionId === undefined || !sessions.has(transport.sessionId)) await transport.close().then(() => endSession(live));
     }
   };
+
+  /** A request on an open session. A POST's body is read here, to know the requests it carries. */
+  const onSession = async (live: Live, req: IncomingMessage, res: ServerResponse) => {
+    if (req.method !== "POST") {
+      hold(live, res, []);
+      return live.transport.handleRequest(req, res);
+    }
+    const read = await readJson(req, res);
+    if (!read) return;
+    const { body } = read;
+    const ids = requestIds(body);
+    if (ids.length > 0 && live.calls + ids.length > limits.maxCalls) {
+      // Each request answered (MCP transports: a POST of requests gets their responses), so the
+      // client sees which call failed and why.
+      const message = `too many requests in progress on this session (at most ${limits.maxCalls}): wait for an answer, or cancel a request`;
+      const answers = ids.map((id) => ({ jsonrpc: "2.0", id, error: { code: -32000, message } }));
+      res.writeHead(200, { "Content-Type": "application/json" });
+      res.end(JSON.stringify(Array.isArray(body) ? answers : answers[0]));
+      return;
+    }
+    hold(live, res, ids);
+    await live.transport.handleRequest(req, res, body);
+    for (const requestId of cancellations(body)) cancelled(live, requestId);
+  };
+
+  /** Sockets open, oldest first, and those that have carried a request with the token. */
+  const connections = new Set<Socket>();
+  const trusted = new WeakSet<Socket>();
 
   const handle = async (req: IncomingMessage, res: ServerResponse) => {
     const url = new URL(req.url ?? "/", "http://localhost");
@@ -128,6 +291,7 @@ export async function serveHttp(ctx: Context, options: ServeHttpOptions): Promis
       const challenge = req.headers.authorization === undefined ? `Bearer realm="subs"` : `Bearer realm="subs", error="invalid_token"`;
       return jsonRpcError(res, 401, -32000, "Unauthorized: send the token subs printed at start as `Authorization: Bearer <token>`", { "WWW-Authenticate": challenge });
     }
+    trusted.add(req.socket);
     if (stopping) return jsonRpcError(res, 503, -32000, "the server is shutting down");
     if (req.method !== "POST" && req.method !== "GET" && req.method !== "DELETE") {
       return jsonRpcError(res, 405, -32000, "Method not allowed", { Allow: "GET, POST, DELETE" });
@@ -135,32 +299,52 @@ export async function serveHttp(ctx: Context, options: ServeHttpOptions): Promis
     const sessionId = req.headers["mcp-session-id"];
     if (typeof sessionId === "string") {
       const live = sessions.get(sessionId);
-      // transports, "Session Management": an id the server does not know (ended, or never
-      // issued) is 404, so the client starts a new session.
+      // transports, "Session Management": an id the server does not know (ended, expired or
+      // never issued) is 404, so the client starts a new session.
       if (!live) return jsonRpcError(res, 404, -32001, "Session not found");
-      return live.transport.handleRequest(req, res);
+      return onSession(live, req, res);
     }
     if (req.method !== "POST") return jsonRpcError(res, 400, -32000, "Bad Request: Mcp-Session-Id header is required");
-    const read = await readBody(req);
-    if (read === "too large") return jsonRpcError(res, 413, -32000, `Payload too large: at most ${MAX_BODY_BYTES} bytes`);
-    let body: unknown;
-    try {
-      body = JSON.parse(read);
-    } catch {
-      return jsonRpcError(res, 400, -32700, "Parse error");
-    }
+    const read = await readJson(req, res);
+    if (!read) return;
+    const { body } = read;
     if (!isInitializeRequest(body)) return jsonRpcError(res, 400, -32000, "Bad Request: Mcp-Session-Id header is required");
     return startSession(req, res, body);
   };
 
-  const server = createServer((req, res) => {
-    // Each request is its own promise: a session whose handler never returns holds only its own
-    // requests, never the others'.
-    handle(req, res).catch((error: unknown) => {
-      ctx.stderr.write(`subs: a request failed: ${error instanceof Error ? error.message : String(error)}\n`);
-      if (!res.headersSent) jsonRpcError(res, 500, -32603, "Internal error");
-      else res.destroy();
-    });
+  const server = createServer(
+    {
+      headersTimeout: limits.headersTimeoutMs,
+      requestTimeout: limits.requestTimeoutMs,
+      // How often node:http looks for connections past those two (its default, 30 s, would let a
+      // half-open connection live three times the headers timeout).
+      connectionsCheckingInterval: Math.max(100, Math.min(limits.headersTimeoutMs, limits.requestTimeoutMs) / 4),
+    },
+    (req, res) => {
+      // Each request is its own promise: a session whose handler never returns holds only its own
+      // requests, never the others'.
+      handle(req, res).catch((error: unknown) => {
+        ctx.stderr.write(`subs: a request failed: ${error instanceof Error ? error.message : String(error)}\n`);
+        if (!res.headersSent) jsonRpcError(res, 500, -32603, "Internal error");
+        else res.destroy();
+      });
+    },
+  );
+  // node:http's own maxConnections refuses the newest connection, the token holder's as readily
+  // as the hundredth one a local program left half-open; here the oldest untrusted one goes.
+  server.on("connection", (socket: Socket) => {
+    connections.add(socket);
+    socket.once("close", () => connections.delete(socket));
+    if (connections.size <= limits.maxConnections) return;
+    let victim = socket;
+    for (const held of connections) {
+      if (!trusted.has(held)) {
+        victim = held;
+        break;
+      }
+    }
+    connections.delete(victim);
+    victim.destroy();
   });
 
   await new Promise<void>((resolve, reject) => {
@@ -260,33 +444,91 @@ function authorized(header: string | undefined, expected: Buffer): boolean {
 }
 
 /**
- * Written with O_NOFOLLOW and mode 0600, and chmod-ed in case the file existed with a wider mode:
- * the token is a credential to every connection this server holds.
+ * A new file, mode 0600, renamed into place: a program that opened the file that was there before
+ * (readable by others, say) keeps reading what it held through its descriptor, never this token,
+ * which is a credential to every connection this server holds. Written under a random name in the
+ * same directory (O_EXCL, so nothing already there is written through) and renamed over the path.
+ * A symbolic link at the path is refused, as before: rename would replace the link rather than
+ * write through it, but a link there says the token is meant to go somewhere else.
  */
 async function writeTokenFile(file: string, token: string): Promise<void> {
+  const refused = (why: string) => usage(`--token-file ${file}: ${why}`, { hint: "give the path of a regular file, or of a new one, in a directory you can write" });
+  const code = (error: unknown) => (error as NodeJS.ErrnoException).code ?? String(error);
+  try {
+    const existing = await lstat(file);
+    if (existing.isSymbolicLink()) throw refused("it is a symbolic link; subs does not write the token through one");
+    if (!existing.isFile()) throw refused("it is not a regular file");
+  } catch (error) {
+    if (error instanceof SubsError) throw error;
+    if (code(error) !== "ENOENT") throw refused(`cannot check it (${code(error)})`);
+  }
+  const fresh = path.join(path.dirname(file), `.${path.basename(file)}.${randomBytes(8).toString("hex")}`);
   let handle: FileHandle | undefined;
   try {
-    handle = await open(file, constants.O_WRONLY | constants.O_CREAT | constants.O_TRUNC | constants.O_NOFOLLOW, 0o600);
+    handle = await open(fresh, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW, 0o600);
+    // open's mode is narrowed by the umask: exactly 0600, whatever the umask.
     await handle.chmod(0o600);
     await handle.writeFile(`${token}\n`, "utf8");
+    await handle.close();
+    handle = undefined;
+    await rename(fresh, file);
   } catch (error) {
-    throw usage(`--token-file ${file}: cannot write it (${(error as NodeJS.ErrnoException).code ?? String(error)})`, { hint: "give a writable path, not a symbolic link" });
-  } finally {
-    await handle?.close();
+    await handle?.close().catch(() => {});
+    await unlink(fresh).catch(() => {});
+    throw refused(`cannot write it (${code(error)})`);
   }
 }
 
-async function readBody(req: IncomingMessage): Promise<string | "too large"> {
+/** The ids of the JSON-RPC requests in a POST's body (one message, or a batch of them). */
+function requestIds(body: unknown): RequestId[] {
+  const ids: RequestId[] = [];
+  for (const message of Array.isArray(body) ? body : [body]) {
+    if (message === null || typeof message !== "object") continue;
+    const { method, id } = message as { method?: unknown; id?: unknown };
+    if (typeof method === "string" && (typeof id === "string" || typeof id === "number")) ids.push(id);
+  }
+  return ids;
+}
+
+/** The ids that the notifications/cancelled in a POST's body name. */
+function cancellations(body: unknown): RequestId[] {
+  const ids: RequestId[] = [];
+  for (const message of Array.isArray(body) ? body : [body]) {
+    if (message === null || typeof message !== "object") continue;
+    const { method, params } = message as { method?: unknown; params?: { requestId?: unknown } };
+    const id = params?.requestId;
+    if (method === "notifications/cancelled" && (typeof id === "string" || typeof id === "number")) ids.push(id);
+  }
+  return ids;
+}
+
+const seconds = (ms: number) => `${Math.round(ms / 100) / 10} s`;
+
+/**
+ * A POST's JSON body, or undefined once answered (413 past MAX_BODY_BYTES, 400 when it is not
+ * JSON) or when the connection closed first (the client left, or the request timeout ended it).
+ */
+async function readJson(req: IncomingMessage, res: ServerResponse): Promise<{ body: unknown } | undefined> {
+  const tooLarge = () => jsonRpcError(res, 413, -32000, `Payload too large: at most ${MAX_BODY_BYTES} bytes`);
   const declared = Number(req.headers["content-length"]);
-  if (Number.isFinite(declared) && declared > MAX_BODY_BYTES) return "too large";
+  if (Number.isFinite(declared) && declared > MAX_BODY_BYTES) return void tooLarge();
   const chunks: Buffer[] = [];
   let size = 0;
-  for await (const chunk of req as AsyncIterable<Buffer>) {
-    size += chunk.length;
-    if (size > MAX_BODY_BYTES) return "too large";
-    chunks.push(chunk);
+  try {
+    for await (const chunk of req as AsyncIterable<Buffer>) {
+      size += chunk.length;
+      if (size > MAX_BODY_BYTES) break;
+      chunks.push(chunk);
+    }
+  } catch {
+    return undefined;
   }
-  return Buffer.concat(chunks).toString("utf8");
+  if (size > MAX_BODY_BYTES) return void tooLarge();
+  try {
+    return { body: JSON.parse(Buffer.concat(chunks).toString("utf8")) };
+  } catch {
+    return void jsonRpcError(res, 400, -32700, "Parse error");
+  }
 }
 
 function jsonRpcError(res: ServerResponse, status: number, code: number, message: string, headers: Record<string, string> = {}): void {

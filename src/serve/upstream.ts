@@ -13,7 +13,7 @@
 //   that met it, and the request is sent again, once.
 import type { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StreamableHTTPError } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
-import type { ClientCapabilities } from "@modelcontextprotocol/sdk/types.js";
+import type { ClientCapabilities, RequestId } from "@modelcontextprotocol/sdk/types.js";
 import { isFresh, freshCredential, storedCredential } from "../auth/refresh.ts";
 import type { Config, ConnectionConfig } from "../config/types.ts";
 import type { Context } from "../context.ts";
@@ -157,7 +157,7 @@ async function openClient(options: OpenUpstreamOptions, openSignal: AbortSignal 
   // the transport's own signal.
   let opening = true;
   const openingSignal = AbortSignal.any(openSignal ? [options.sessionSignal, openSignal] : [options.sessionSignal]);
-  const fetch = upstreamFetch(ctx.fetch, connection, bearer, () => (opening ? openingSignal : undefined));
+  const fetch = endingCancelledExchanges(upstreamFetch(ctx.fetch, connection, bearer, () => (opening ? openingSignal : undefined)));
   // Refreshed here, one at a time in this process, so openConnection finds the token fresh and
   // never takes the db's write lock beside another connection's refresh (see `serially`).
   await bearer?.load();
@@ -217,6 +217,86 @@ function upstreamFetch(inner: typeof globalThis.fetch, connection: ConnectionCon
     headers.set("authorization", `Bearer ${next}`);
     return inner(input, { ...init, headers, signal: bound });
   };
+}
+
+/**
+ * A cancelled request's HTTP exchange ends once the cancellation is sent. A server stops a
+ * request it is told is cancelled and sends no answer (MCP "Cancellation": receivers SHOULD NOT
+ * respond), and the SDK's transport reads the POST's SSE answer until it ends, so without this
+ * every call a client gave up on (or that timed out) would hold a socket here and a request at
+ * the server for as long as the session lasts. Each POST the SDK's transport sends carries one
+ * message; a request's is tracked by its id until its answer's body ends.
+ */
+function endingCancelledExchanges(inner: typeof globalThis.fetch): typeof globalThis.fetch {
+  const exchanges = new Map<RequestId, AbortController>();
+  return async (input, init) => {
+    const message = typeof init?.body === "string" ? sentMessage(init.body) : undefined;
+    if (message?.cancels !== undefined) {
+      const cancelled = message.cancels;
+      try {
+        return await inner(input, init);
+      } finally {
+        exchanges.get(cancelled)?.abort(new Error("the request was cancelled"));
+        exchanges.delete(cancelled);
+      }
+    }
+    if (message?.request === undefined) return inner(input, init);
+    const id = message.request;
+    const exchange = new AbortController();
+    exchanges.set(id, exchange);
+    const release = () => {
+      if (exchanges.get(id) === exchange) exchanges.delete(id);
+    };
+    try {
+      const response = await inner(input, { ...init, signal: init?.signal ? AbortSignal.any([init.signal, exchange.signal]) : exchange.signal });
+      if (!response.ok || response.body === null) {
+        release();
+        return response;
+      }
+      return new Response(untilEnd(response.body, release), { status: response.status, statusText: response.statusText, headers: response.headers });
+    } catch (error) {
+      release();
+      throw error;
+    }
+  };
+}
+
+/** The request id a POST body carries, or the id a cancellation names; nothing for anything else. */
+function sentMessage(body: string): { request?: RequestId; cancels?: RequestId } | undefined {
+  let message: unknown;
+  try {
+    message = JSON.parse(body);
+  } catch {
+    return undefined;
+  }
+  if (message === null || typeof message !== "object" || Array.isArray(message)) return undefined;
+  const { method, id, params } = message as { method?: unknown; id?: unknown; params?: { requestId?: unknown } };
+  const isId = (value: unknown): value is RequestId => typeof value === "string" || typeof value === "number";
+  if (method === "notifications/cancelled") return isId(params?.requestId) ? { cancels: params.requestId } : undefined;
+  return typeof method === "string" && isId(id) ? { request: id } : undefined;
+}
+
+/** `body` as it is, calling `ended` once it is read to its end, fails, or is cancelled. */
+function untilEnd(body: ReadableStream<Uint8Array>, ended: () => void): ReadableStream<Uint8Array> {
+  const reader = body.getReader();
+  return new ReadableStream<Uint8Array>({
+    async pull(controller) {
+      try {
+        const { done, value } = await reader.read();
+        if (done) {
+          ended();
+          controller.close();
+        } else controller.enqueue(value);
+      } catch (error) {
+        ended();
+        controller.error(error);
+      }
+    },
+    cancel(reason) {
+      ended();
+      return reader.cancel(reason);
+    },
+  });
 }
 
 /** The OAuth access token of one connection for the life of a session. */

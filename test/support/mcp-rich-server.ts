@@ -41,6 +41,8 @@ export type RichServer = {
   authorizations: string[];
   /** How many HTTP requests the OAuth gate answered 401 (a missing, expired or unknown token). */
   readonly unauthorized: number;
+  /** POSTs still open: received, and their answer (an SSE stream for a request) not yet ended or dropped. */
+  readonly openPosts: number;
   /** Sends notifications/resources/updated for `uri` to every session subscribed to it. */
   touch(uri: string): Promise<void>;
   /** Ends every session, as a restarted server has: their ids then answer 404. */
@@ -64,12 +66,14 @@ export const RICH_TOOLS: Tool[] = [
   tool("log", "sends a logging message at level warning (quoting the Authorization header it received when `quote`)"),
   tool("add_tool", "adds a tool named `added` and sends tools/list_changed"),
   tool("quote_credential", "answers an error quoting the Authorization header it received"),
+  tool("hang", "never answers; stops when cancelled, as the SDK does, without an answer"),
 ];
 
 export async function startRichServer(options: RichServerOptions = {}): Promise<RichServer> {
   const events: string[] = [];
   const authorizations: string[] = [];
   let unauthorized = 0;
+  let openPosts = 0;
   const waiters: Array<() => void> = [];
   const record = (event: string) => {
     events.push(event);
@@ -155,6 +159,10 @@ export async function startRichServer(options: RichServerOptions = {}): Promise<
           extraTool = true;
           for (const s of sessions.values()) await s.server.sendToolListChanged();
           return { content: [{ type: "text", text: "added" }] };
+        case "hang":
+          await new Promise((resolve) => extra.signal.addEventListener("abort", resolve, { once: true }));
+          record("hang cancelled");
+          return { content: [{ type: "text", text: "cancelled" }] };
         case "quote_credential":
           throw new McpError(ErrorCode.InvalidRequest, `you sent ${extra.requestInfo?.headers.authorization ?? "nothing"}`, { header: extra.requestInfo?.headers.authorization });
         default:
@@ -203,6 +211,10 @@ export async function startRichServer(options: RichServerOptions = {}): Promise<
   };
 
   const http: HttpServer = createServer(async (req, res) => {
+    if (req.method === "POST") {
+      openPosts++;
+      res.once("close", () => openPosts--);
+    }
     try {
       let body: unknown;
       if (req.method === "POST") {
@@ -263,6 +275,9 @@ export async function startRichServer(options: RichServerOptions = {}): Promise<
     authorizations,
     get unauthorized() {
       return unauthorized;
+    },
+    get openPosts() {
+      return openPosts;
     },
     async touch(uri) {
       for (const s of sessions.values()) if (s.subscriptions.has(uri)) await s.server.sendResourceUpdated({ uri });
