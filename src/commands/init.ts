@@ -1,6 +1,6 @@
 import path from "node:path";
 import { CONFIG_FILE_NAME, findConfigPath } from "../config/find.ts";
-import { parseConnectionArgument, writeStarterConfig } from "../config/init.ts";
+import { parseConnectionArgument, starterFile } from "../config/init.ts";
 import { withConfigLock } from "../config/lock.ts";
 import type { Context } from "../context.ts";
 import { stderrReporter } from "../output/reporter.ts";
@@ -24,7 +24,7 @@ export async function initCommand(ctx: Context, options: InitOptions): Promise<v
   // Under the file's lock, as every edit of it: an import or another init at the same moment
   // creating it is waited for, then this one finds the file there and writes nothing.
   await withConfigLock(file, { shown, signal: ctx.signal, reporter: stderrReporter(ctx) }, () =>
-    writeStarterConfig({ path: file, cwd: ctx.cwd, env: ctx.env, connections }),
+    starterFile({ path: file, cwd: ctx.cwd, env: ctx.env, connections }).write(),
   );
   const style = styleFor(ctx.stderrColor);
   const what = connections.length === 0 ? "" : ` with ${connections.map((c) => c.id).join(", ")}`;

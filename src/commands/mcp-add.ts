@@ -54,7 +54,7 @@ export async function addConnection(
         code: "already_declared",
       });
     }
-    appendConnections(config, text, [c], { cwd: ctx.cwd, env: ctx.env });
+    appendConnections(config, text, [c], { cwd: ctx.cwd, env: ctx.env }).write();
     return { displayPath: config.displayPath };
   });
 }

@@ -268,21 +268,21 @@ export function checkedEdit(config: Pick<Config, "path" | "displayPath">, edited
 }
 
 /**
- * Appends the sections of `connections` to `text` (the file `config` was loaded from, read under
- * its lock), after the last [mcp.*] section, in one pass over the text however many there are;
- * checks the result (checkedEdit), then writes it atomically (`dryRun`: checks only). Returns the
- * file as it is (or would be) after the edit. Shared by `subs mcp add` and `subs mcp import`.
+ * The sections of `connections` appended to `text` (the file `config` was loaded from, read under
+ * its lock), after the last [mcp.*] section, in one pass over the text however many there are, and
+ * checked (checkedEdit): a mistake throws. Returns the file as it would be after the edit, and
+ * `write`, which writes it atomically; the caller may look at Ctrl-C between the two. Shared by
+ * `subs mcp add` and `subs mcp import`.
  */
 export function appendConnections(
   config: Pick<Config, "path" | "displayPath">,
   text: string,
   connections: readonly NewConnection[],
-  options: { cwd: string; env: Readonly<Record<string, string | undefined>>; dryRun?: boolean },
-): Config {
+  options: { cwd: string; env: Readonly<Record<string, string | undefined>> },
+): { after: Config; write: () => void } {
   const edited = connections.length === 0 ? text : appendSection(text, connections.map(connectionSection).join("\n"));
   const after = checkedEdit(config, edited, options);
-  if (!options.dryRun) writeConfigAtomically(config.path, text, edited, config.displayPath);
-  return after;
+  return { after, write: () => writeConfigAtomically(config.path, text, edited, config.displayPath) };
 }
 
 /** What `subs mcp add` declares. Secrets are only ever named by an environment variable. */

@@ -57,18 +57,17 @@ ${declared || `# [mcp.sentry]\n# url = "https://mcp.sentry.dev/mcp"\n`}
 }
 
 /**
- * Writes the starter file at `path`, never over an existing one; the caller holds the lock on that
- * path (src/config/lock.ts). The text is checked as every command checks the file before it is
- * written, so what `init` writes always loads. `dryRun`: checked, not written (`subs mcp import
- * --dry-run` with no file yet).
+ * The starter file for `path`, with `connections` declared, checked as every command checks the
+ * file (so what `init` writes always loads), and `write`, which creates it, never over an existing
+ * one; the caller holds the lock on that path (src/config/lock.ts). Checked and not written:
+ * `subs mcp import --dry-run` with no file yet.
  */
-export function writeStarterConfig(options: {
+export function starterFile(options: {
   path: string;
   cwd: string;
   env: Readonly<Record<string, string | undefined>>;
   connections: readonly NewConnection[];
-  dryRun?: boolean;
-}): void {
+}): { write: () => void } {
   const ids = new Set<string>();
   for (const c of options.connections) {
     if (ids.has(c.id)) throw usage(`${c.id} is given twice`, { hint: "declare one server twice under two ids to connect two accounts" });
@@ -77,13 +76,15 @@ export function writeStarterConfig(options: {
   const text = starterConfig(options.connections);
   const shown = displayPathOf(options.path, options.cwd);
   checkedEdit({ path: options.path, displayPath: shown }, text, options);
-  if (options.dryRun) return;
-  assertLockHeld(options.path, shown);
-  try {
-    writeFileSync(options.path, text, { flag: "wx" });
-  } catch (error) {
-    const code = (error as NodeJS.ErrnoException).code;
-    if (code === "EEXIST") throw refused(`${shown} already exists; nothing was written`, { hint: "edit it, or run `subs init` in another directory", code: "config_exists" });
-    throw usage(`cannot write ${shown}: ${code ?? "error"}`);
-  }
+  const write = () => {
+    assertLockHeld(options.path, shown);
+    try {
+      writeFileSync(options.path, text, { flag: "wx" });
+    } catch (error) {
+      const code = (error as NodeJS.ErrnoException).code;
+      if (code === "EEXIST") throw refused(`${shown} already exists; nothing was written`, { hint: "edit it, or run `subs init` in another directory", code: "config_exists" });
+      throw usage(`cannot write ${shown}: ${code ?? "error"}`);
+    }
+  };
+  return { write };
 }

@@ -12,7 +12,7 @@ export const ENV_NAME_PATTERN = /^[A-Za-z_][A-Za-z0-9_]*$/;
 
 /**
  * Names that mean something to JavaScript objects: as a key they would be dropped or reach a
- * prototype (issue 14: `[mcp.__proto__]` was silently ignored), so the file refuses them wherever
+ * prototype (`[mcp.__proto__]` was once silently ignored), so the file refuses them wherever
  * they are written (load.ts), and nothing subs writes uses one.
  */
 export const RESERVED_NAMES: ReadonlySet<string> = new Set(["__proto__", "constructor", "prototype"]);

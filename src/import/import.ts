@@ -6,7 +6,7 @@ import { existsSync } from "node:fs";
 import path from "node:path";
 import { appendConnections, type NewConnection } from "../config/edit.ts";
 import { CONFIG_FILE_NAME, findConfigPath } from "../config/find.ts";
-import { writeStarterConfig } from "../config/init.ts";
+import { starterFile } from "../config/init.ts";
 import { loadConfigText } from "../config/load.ts";
 import { withConfigLock } from "../config/lock.ts";
 import { readConfigFile } from "../config/read.ts";
@@ -106,11 +106,16 @@ export async function importServers(
     }
     const plan = planner.plan;
     const connections: NewConnection[] = plan.added.map((a) => ({ id: a.id, url: a.url, ...(a.token_env !== null ? { tokenEnv: a.token_env } : {}) }));
-    await stopIfAsked(ctx.signal);
     if (connections.length > 0) {
-      if (config && text !== undefined) appendConnections(config, text, connections, { cwd: ctx.cwd, env: ctx.env, dryRun: options.dryRun });
-      // No file yet: the one `subs init` writes (its comments show the rest of the format), with these declared.
-      else writeStarterConfig({ path: target.path, cwd: ctx.cwd, env: ctx.env, connections, dryRun: options.dryRun });
+      await stopIfAsked(ctx.signal);
+      const edit =
+        config && text !== undefined
+          ? appendConnections(config, text, connections, { cwd: ctx.cwd, env: ctx.env })
+          : // No file yet: the one `subs init` writes (its comments show the rest of the format), with these declared.
+            starterFile({ path: target.path, cwd: ctx.cwd, env: ctx.env, connections });
+      // The check of a large edit takes a moment: a signal during it is seen here, before anything is written.
+      await stopIfAsked(ctx.signal);
+      if (!options.dryRun) edit.write();
     }
     return {
       ...plan,
