@@ -677,24 +677,24 @@ test("8,000 servers import in well under 2 s, and the time grows with the count,
   assert.ok(large < small * 24, `1,000 servers took ${Math.round(small)} ms, 8,000 took ${Math.round(large)} ms`);
 });
 
-test("a client file past the caps is refused with a clear message, the others import: 4 MiB of TOML, 2,000,000 JSON values, 10,000 servers", async () => {
+test("a client file past the caps is refused with a clear message, the others import: 4 MiB of TOML, 1,000,000 JSON values, 10,000 servers", async () => {
   const f = fixture({
     "substructure.toml": "",
     "~/.codex/config.toml": `[mcp_servers.toml]\nurl = "https://toml.example/mcp"\n# ${"x".repeat(4 * 1024 * 1024)}\n`,
-    ".cursor/mcp.json": JSON.stringify({ mcpServers: { values: { url: "https://values.example/mcp" } }, filler: new Array(2_000_001).fill(0) }),
+    ".cursor/mcp.json": JSON.stringify({ mcpServers: { values: { url: "https://values.example/mcp" } }, filler: new Array(1_000_001).fill(0) }),
     ".mcp.json": JSON.stringify({ mcpServers: Object.fromEntries(Array.from({ length: 10_001 }, (_, i) => [`s${i}`, { type: "http", url: `https://s${i}.example/mcp` }])) }),
     ".gemini/settings.json": JSON.stringify({ mcpServers: { fine: { httpUrl: "https://fine.example/mcp" } } }),
   });
   const r = await cli(f, []);
   assert.equal(r.code, 0, r.stderr);
   assert.match(r.stderr, /warning: ~\/\.codex\/config\.toml is larger than 4 MiB, the most subs reads of such a file; its servers were not read/);
-  assert.match(r.stderr, /warning: \.cursor\/mcp\.json holds more than 2,000,000 JSON values, the most subs reads; its servers were not read/);
+  assert.match(r.stderr, /warning: \.cursor\/mcp\.json holds more than 1,000,000 JSON values, the most subs reads; its servers were not read/);
   assert.match(r.stderr, /warning: \.mcp\.json declares more than 10,000 MCP servers, the most subs reads from one file; its servers were not read/);
   assert.equal(f.read(), `[mcp.fine]\nurl = "https://fine.example/mcp"\n`);
   // Named with --from, such a file is the command's failure (exit 2), nothing written.
   for (const [from, message] of [
     [path.join(f.home, ".codex", "config.toml"), /is larger than 4 MiB/],
-    [".cursor/mcp.json", /holds more than 2,000,000 JSON values/],
+    [".cursor/mcp.json", /holds more than 1,000,000 JSON values/],
     [".mcp.json", /declares more than 10,000 MCP servers/],
   ] as const) {
     const named = await cli(f, ["--from", from]);

@@ -14,9 +14,10 @@ export const JSON_MAX_BYTES = 64 * 1024 * 1024;
 /**
  * The most values (objects, arrays, and the items and members after the first) a JSON client file
  * may hold: a file of tiny values is parsed ten times slower per byte than one of strings, and in
- * one synchronous call that Ctrl-C cannot cut short. Two million `{}` parse in well under a second.
+ * one synchronous call that Ctrl-C cannot cut short: a million members of one object, the slowest
+ * to parse, take half a second.
  */
-export const JSON_MAX_VALUES = 2_000_000;
+export const JSON_MAX_VALUES = 1_000_000;
 /**
  * The largest TOML client file read (Codex's config.toml holds a few kilobytes). smol-toml reads
  * the densest TOML at ~8 MB/s: 4 MiB is half a second, in one call Ctrl-C cannot cut short.
