@@ -7,7 +7,7 @@ import { mkdirSync, mkdtempSync, readFileSync, readdirSync, statSync, utimesSync
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { test } from "node:test";
-import { runCli, runInProcess, type RunResult } from "./support/cli.ts";
+import { runCli, runInProcess, signalOnce, type RunResult } from "./support/cli.ts";
 import { planImport, uniqueId, validId } from "../src/import/plan.ts";
 import { parseJsonc } from "../src/import/files.ts";
 import { referenceIn, suggestedVariable } from "../src/import/values.ts";
@@ -483,4 +483,250 @@ test("run in the home directory, a file that is both the project's and the user'
   const out = JSON.parse(r.stdout);
   assert.deepEqual(out.read, [{ client: "cursor", scope: "user", file: path.join(f.home, ".cursor", "mcp.json"), servers: 1 }]);
   assert.deepEqual(out.already_declared, []);
+});
+
+// A project's `.codex/config.toml` comes with the repository: every value in it is another
+// program's text. Printed, it is shown (escapes visible, never run); a variable name that is not one
+// (escape sequences, a token pasted where the name goes) keeps its server out, and is never printed.
+test("values from another program's file are shown escaped; a header variable that is not a variable name skips its server, unprinted", async () => {
+  const osc = "\u001b]52;c;SGVsbG8=\u0007\u001b]2;pwned\u0007\u001b[2K\r";
+  const token = "sk-live-PASTED_WHERE_THE_NAME_GOES_1234";
+  const f = fixture({
+    "substructure.toml": "",
+    ".codex/config.toml": `[mcp_servers.escapes]
+url = "https://escapes.example/mcp"
+env_http_headers = { "Authorization" = "${osc.replace(/\u001b/g, "\\u001b").replace(/\u0007/g, "\\u0007").replace(/\r/g, "\\r")}" }
+
+[mcp_servers.pasted]
+url = "https://pasted.example/mcp"
+env_http_headers = { "Authorization" = "${token}" }
+
+[mcp_servers.bearer]
+url = "https://bearer.example/mcp"
+bearer_token_env_var = "\\u001b[2KTOKEN"
+
+[mcp_servers."na\\u001b]2;me\\u0007"]
+url = "https://named.example/mcp"
+http_headers = { "X-\\u001b[31mEvil" = "v" }
+env_http_headers = { "Authorization" = "CATALOG_AUTH" }
+`,
+  });
+  const r = await cli(f, ["--from", "codex"]);
+  assert.equal(r.code, 0, r.stderr);
+  for (const raw of ["\u001b", "\u0007", "\r"]) assert.ok(!r.stderr.includes(raw), `a raw ${JSON.stringify(raw)} reached stderr:\n${JSON.stringify(r.stderr)}`);
+  assertNoSecret(token, r, f.read());
+  assert.ok(!r.stderr.includes("SGVsbG8") && !r.stderr.includes("pwned"), r.stderr);
+  for (const name of ["escapes", "pasted", "bearer"]) {
+    assert.match(r.stderr, new RegExp(`"${name}": its Authorization header is to come from a variable, but what names the variable is not a variable name`));
+  }
+  // The one that names a real variable is imported; its name and header names are shown escaped.
+  assert.match(r.stderr, /\+ na-2-me +https:\/\/named\.example\/mcp +\(codex \.codex\/config\.toml: "na\\x1b\]2;me\\x07"\)/);
+  assert.match(r.stderr, /header X-\\x1b\[31mEvil not imported/);
+  assert.match(r.stderr, /Authorization is the whole of \$CATALOG_AUTH/);
+  assert.equal(f.read(), `[mcp.na-2-me]\nurl = "https://named.example/mcp"\n`);
+  const json = JSON.parse((await cli(f, ["--from", "codex", "--dry-run", "--json"])).stdout);
+  assert.deepEqual(
+    json.skipped.map((s: { from: { name: string }; reason: string }) => [s.from.name, s.reason]),
+    [
+      ["escapes", "invalid_variable"],
+      ["pasted", "invalid_variable"],
+      ["bearer", "invalid_variable"],
+    ],
+  );
+});
+
+// A secret can be the url itself: a fragment or a signed url's signature, or a path segment that
+// is a key (hosted servers that give each user a url of their own). None is copied or printed; the
+// urls of ordinary servers, short tenant ids and readable slugs still import.
+test("urls carrying a secret in a fragment, a signature parameter or a random path segment are skipped, unprinted; ordinary MCP urls import", async () => {
+  const secrets = {
+    fragment: ["https://frag.example/mcp#access_token=FRAGMENT_SECRET_9a8b7c", "FRAGMENT_SECRET_9a8b7c"],
+    sas: ["https://acct.blob.core.windows.net/mcp?sv=2022-11-02&sp=r&sig=AZURE_SAS_SIG_5d4c3b2a1", "AZURE_SAS_SIG_5d4c3b2a1"],
+    amz: ["https://s3.example/mcp?X-Amz-Algorithm=AWS4-HMAC-SHA256&X-Amz-Signature=AMZ_SIGNATURE_ab12cd34", "AMZ_SIGNATURE_ab12cd34"],
+    goog: ["https://storage.example/mcp?X-Goog-Signature=GOOG_SIGNATURE_ef56ab78", "GOOG_SIGNATURE_ef56ab78"],
+    token: ["https://t.example/mcp?token=QUERY_TOKEN_1f2e3d", "QUERY_TOKEN_1f2e3d"],
+    key: ["https://k.example/mcp?key=QUERY_KEY_4c5b6a", "QUERY_KEY_4c5b6a"],
+    zapier: ["https://mcp.zapier.com/api/mcp/s/NjM5ZTU4YjQtMmQzZC00ZjA1LWE2ZDUtYjQ4ZWE5ZTYyZTk2OjE2YjU2ZjM2/mcp", "NjM5ZTU4YjQtMmQzZC00ZjA1LWE2ZDUtYjQ4ZWE5ZTYyZTk2OjE2YjU2ZjM2"],
+    uuid: ["https://mcp.pipedream.example/3f2a6c1e-8b7d-4e5f-9a0b-1c2d3e4f5a6b/gmail", "3f2a6c1e-8b7d-4e5f-9a0b-1c2d3e4f5a6b"],
+    apikey: ["https://hooks.example/mcp/sk_live_51HbQkRLx0ZfVx8Qj3pZ9yT2mN4wK7vB/sse", "sk_live_51HbQkRLx0ZfVx8Qj3pZ9yT2mN4wK7vB"],
+  };
+  const ordinary = {
+    sentry: "https://mcp.sentry.dev/mcp",
+    github: "https://api.githubcopilot.com/mcp/",
+    linear: "https://mcp.linear.app/sse",
+    atlassian: "https://mcp.atlassian.com/v1/sse",
+    smithery: "https://server.smithery.ai/@org/name/mcp",
+    context7: "https://server.smithery.ai/@upstash/context7-mcp/mcp",
+    tenant: "https://mcp.example.com/t/8f3k2a/mcp",
+    slug: "https://mcp.example.com/my-company-internal-knowledge-base/mcp",
+    camel: "https://mcp.example.com/MCPServerForGitHubV2/mcp",
+    dated: "https://mcp.example.com/v2025-06-18/mcp",
+    project: "https://mcp.supabase.com/mcp?project_ref=abcdefghijklmnopqrst&read_only=true",
+  };
+  const servers = Object.fromEntries([
+    ...Object.entries(secrets).map(([name, [url]]) => [name, { type: "http", url }]),
+    ...Object.entries(ordinary).map(([name, url]) => [name, { type: "http", url }]),
+  ]);
+  const f = fixture({ "substructure.toml": "", ".mcp.json": JSON.stringify({ mcpServers: servers }) });
+  const r = await cli(f, ["--from", "claude", "--json"]);
+  assert.equal(r.code, 0, r.stderr);
+  const out = JSON.parse(r.stdout);
+  assert.deepEqual(out.added.map((a: { id: string }) => a.id), Object.keys(ordinary));
+  const reasons = Object.fromEntries(out.skipped.map((s: { from: { name: string }; reason: string }) => [s.from.name, s.reason]));
+  assert.deepEqual(reasons, {
+    fragment: "url_has_credential",
+    sas: "url_has_credential",
+    amz: "url_has_credential",
+    goog: "url_has_credential",
+    token: "url_has_credential",
+    key: "url_has_credential",
+    zapier: "url_path_looks_secret",
+    uuid: "url_path_looks_secret",
+    apikey: "url_path_looks_secret",
+  });
+  for (const [, secret] of Object.values(secrets)) assertNoSecret(secret!, r, f.read());
+  const human = await cli(f, ["--from", "claude", "--dry-run"]);
+  assert.match(human.stderr, /"zapier": its url path holds what looks like a key \(a long random segment\), which is never copied: .* declare it with `subs mcp add <id> <url>`/);
+  assert.match(human.stderr, /"fragment": its url carries a credential \(in its query, its fragment or user:password@\)/);
+  for (const [, secret] of Object.values(secrets)) assertNoSecret(secret!, human);
+});
+
+// One hostile entry used to abort the whole import (exit 2, nothing imported) with an error citing a
+// line of the edited file, which was never written: a url the file cannot hold, a reserved name.
+test("one bad entry is skipped with its reason or renamed, the rest import; no error cites a line of a file never written", async () => {
+  const bad = {
+    del: "https://del.example/a\u007fb",
+    c1: "https://c1.example/a\u009bb",
+    bidi: "https://bidi.example/a\u202eb",
+    surrogate: "https://surrogate.example/a\ud800b",
+    unparsable: "https://exa mple.com/mcp",
+  };
+  const f = fixture({
+    "substructure.toml": EXISTING,
+    ".mcp.json": JSON.stringify({
+      mcpServers: {
+        ...Object.fromEntries(Object.entries(bad).map(([name, url]) => [name, { type: "http", url }])),
+        constructor: { type: "http", url: "https://a.example/mcp" },
+        prototype: { type: "http", url: "https://b.example/mcp" },
+        good: { type: "http", url: "https://good.example/mcp" },
+      },
+    }).replace('"good"', '"__proto__": {"type": "http", "url": "https://p.example/mcp"}, "good"'),
+  });
+  const r = await cli(f, ["--from", "claude", "--json"]);
+  assert.equal(r.code, 0, r.stderr);
+  const out = JSON.parse(r.stdout);
+  assert.deepEqual(
+    out.added.map((a: { id: string; from: { name: string } }) => [a.from.name, a.id]),
+    [
+      ["constructor", "constructor-2"],
+      ["prototype", "prototype-2"],
+      ["__proto__", "proto"],
+      ["good", "good"],
+    ],
+  );
+  assert.deepEqual(
+    out.skipped.map((s: { from: { name: string }; reason: string }) => [s.from.name, s.reason]),
+    Object.keys(bad).map((name) => [name, "invalid_url"]),
+  );
+  const after = f.read();
+  assert.ok(after.startsWith(EXISTING.split("# Agents below")[0]!.trimEnd()), after);
+  assert.match(after, /\[mcp\.constructor-2\]\nurl = "https:\/\/a\.example\/mcp"\n\n\[mcp\.prototype-2\]\n.*\n\n\[mcp\.proto\]\n.*\n\n\[mcp\.good\]\n/);
+  assert.equal((await runInProcess(["mcp", "list", "--json"], { cwd: f.dir })).code, 0);
+  // The same urls and names given to `subs mcp add` are its usage mistakes, also without a line.
+  for (const [argv, message] of [
+    [["mcp", "add", "x", bad.del], /the url of x holds a control or invisible character/],
+    [["mcp", "add", "x", bad.surrogate], /the url of x holds a control or invisible character/],
+    [["mcp", "add", "constructor", "https://a.example/mcp"], /`constructor` is a reserved name/],
+  ] as const) {
+    const before = f.read();
+    const added = await runInProcess([...argv], { cwd: f.dir });
+    assert.equal(added.code, 2, added.stderr);
+    assert.match(added.stderr, message);
+    assert.doesNotMatch(added.stderr, /substructure\.toml:\d+/);
+    assert.equal(f.read(), before);
+  }
+});
+
+/** A Codex config declaring `n` servers: every other one with a token written in the file. */
+function codexServers(n: number): string {
+  let text = "";
+  for (let i = 0; i < n; i++) {
+    text += `[mcp_servers.s${i}]\nurl = "https://mcp${i}.example.com/mcp"\n`;
+    text += i % 2 === 0 ? `bearer_token_env_var = "TOKEN_${i}"\n\n` : `bearer_token = "sk-live-${i}-literal-${(i * 7919).toString(36)}"\nhttp_headers = { "X-Api-Key" = "key-${i}-literal" }\n\n`;
+  }
+  return text;
+}
+
+// Each server used to be appended by re-scanning the whole file, and every printed line scrubbed
+// for every token learnt: 1,000 servers took 0.6 s, 8,000 took 28 s.
+test("8,000 servers import in well under 2 s, and the time grows with the count, not its square", { timeout: 300_000 }, async () => {
+  const timed = async (n: number) => {
+    const f = fixture({ "substructure.toml": EXISTING, "~/.codex/config.toml": codexServers(n) });
+    const started = performance.now();
+    const r = await inProcess(f, ["--from", "codex"]);
+    const ms = performance.now() - started;
+    assert.equal(r.code, 0, r.stderr.slice(-2000));
+    assert.equal(f.read().match(/^\[mcp\./gm)?.length, n + 1);
+    return ms;
+  };
+  // The smaller twice: the first run also compiles the code both use.
+  const small = Math.min(await timed(1000), await timed(1000));
+  const large = await timed(8000);
+  assert.ok(large < 2000, `8,000 servers took ${Math.round(large)} ms`);
+  // Linear is 8 times the time; quadratic was 64.
+  assert.ok(large < small * 24, `1,000 servers took ${Math.round(small)} ms, 8,000 took ${Math.round(large)} ms`);
+});
+
+test("a client file past the caps is refused with a clear message, the others import: 4 MiB of TOML, 1,000,000 JSON values, 10,000 servers", async () => {
+  const f = fixture({
+    "substructure.toml": "",
+    "~/.codex/config.toml": `[mcp_servers.toml]\nurl = "https://toml.example/mcp"\n# ${"x".repeat(4 * 1024 * 1024)}\n`,
+    ".cursor/mcp.json": JSON.stringify({ mcpServers: { values: { url: "https://values.example/mcp" } }, filler: new Array(1_000_001).fill(0) }),
+    ".mcp.json": JSON.stringify({ mcpServers: Object.fromEntries(Array.from({ length: 10_001 }, (_, i) => [`s${i}`, { type: "http", url: `https://s${i}.example/mcp` }])) }),
+    ".gemini/settings.json": JSON.stringify({ mcpServers: { fine: { httpUrl: "https://fine.example/mcp" } } }),
+  });
+  const r = await cli(f, []);
+  assert.equal(r.code, 0, r.stderr);
+  assert.match(r.stderr, /warning: ~\/\.codex\/config\.toml is larger than 4 MiB, the most subs reads of such a file; its servers were not read/);
+  assert.match(r.stderr, /warning: \.cursor\/mcp\.json holds more than 1,000,000 JSON values, the most subs reads; its servers were not read/);
+  assert.match(r.stderr, /warning: \.mcp\.json declares more than 10,000 MCP servers, the most subs reads from one file; its servers were not read/);
+  assert.equal(f.read(), `[mcp.fine]\nurl = "https://fine.example/mcp"\n`);
+  // Named with --from, such a file is the command's failure (exit 2), nothing written.
+  for (const [from, message] of [
+    [path.join(f.home, ".codex", "config.toml"), /is larger than 4 MiB/],
+    [".cursor/mcp.json", /holds more than 1,000,000 JSON values/],
+    [".mcp.json", /declares more than 10,000 MCP servers/],
+  ] as const) {
+    const named = await cli(f, ["--from", from]);
+    assert.equal(named.code, 2, named.stderr);
+    assert.match(named.stderr, message);
+    assert.equal(f.read(), `[mcp.fine]\nurl = "https://fine.example/mcp"\n`);
+  }
+});
+
+// A synchronous import never looked at Ctrl-C or SIGTERM: a 24 MB codex config ran for minutes and
+// ignored both. Between files and steps it now looks, and stops with nothing written.
+test("SIGTERM during a real import of large client files ends it at once: exit 143, substructure.toml untouched", { timeout: 120_000 }, async () => {
+  // As Claude Code grows ~/.claude.json (per-project history beside the servers), twice over.
+  const large = (key: string, entry: (i: number) => object) =>
+    JSON.stringify({
+      [key]: Object.fromEntries(Array.from({ length: 10_000 }, (_, i) => [`s${i}`, entry(i)])),
+      projects: Object.fromEntries(Array.from({ length: 200 }, (_, p) => [`/p${p}`, { history: Array.from({ length: 200 }, (_, h) => ({ display: `${p}.${h} ${"lorem ipsum dolor sit amet ".repeat(16)}` })) }])),
+    });
+  const f = fixture({
+    "substructure.toml": EXISTING,
+    "~/.claude.json": large("mcpServers", (i) => ({ type: "http", url: `https://c${i}.example/mcp`, headers: { Authorization: `Bearer sk-${i}-literal-token` } })),
+    "~/.gemini/settings.json": large("mcpServers", (i) => ({ httpUrl: `https://g${i}.example/mcp` })),
+  });
+  const old = new Date("2020-01-01T00:00:00Z");
+  utimesSync(f.toml, old, old);
+  const term = signalOnce(/Reading ~\/\.claude\.json \(\d+ MiB\)…/, "SIGTERM");
+  const r = await runCli(["mcp", "import"], { cwd: f.dir, env: { HOME: f.home }, timeoutMs: 60_000, onSpawn: term.onSpawn });
+  assert.ok(term.state.sent, `no reading was said:\n${r.stderr.slice(0, 2000)}`);
+  assert.equal(r.code, 143, r.stderr.slice(-2000));
+  assert.ok(Date.now() - term.state.sentAt! < 3000, `stopped ${Date.now() - term.state.sentAt!} ms after the signal`);
+  assert.match(r.stderr, /Interrupted\.\n$/);
+  assert.equal(f.read(), EXISTING);
+  assert.equal(statSync(f.toml).mtimeMs, old.getTime());
+  assert.deepEqual(readdirSync(f.dir).sort(), ["substructure.toml"]);
 });

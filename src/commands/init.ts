@@ -1,7 +1,9 @@
 import path from "node:path";
 import { CONFIG_FILE_NAME, findConfigPath } from "../config/find.ts";
-import { parseConnectionArgument, writeStarterConfig } from "../config/init.ts";
+import { parseConnectionArgument, starterFile } from "../config/init.ts";
+import { withConfigLock } from "../config/lock.ts";
 import type { Context } from "../context.ts";
+import { stderrReporter } from "../output/reporter.ts";
 import { shellWord } from "../output/shell-word.ts";
 import { MARK, styleFor } from "../output/style.ts";
 
@@ -18,9 +20,13 @@ export async function initCommand(ctx: Context, options: InitOptions): Promise<v
   const file = path.resolve(ctx.cwd, named ?? CONFIG_FILE_NAME);
   // The file commands here used until now: one in a parent directory is shadowed from now on.
   const shadowed = named === undefined ? nearestConfig(ctx.cwd) : undefined;
-  writeStarterConfig({ path: file, cwd: ctx.cwd, connections });
-  const style = styleFor(ctx.stderrColor);
   const shown = path.relative(ctx.cwd, file) || file;
+  // Under the file's lock, as every edit of it: an import or another init at the same moment
+  // creating it is waited for, then this one finds the file there and writes nothing.
+  await withConfigLock(file, { shown, signal: ctx.signal, reporter: stderrReporter(ctx) }, () =>
+    starterFile({ path: file, cwd: ctx.cwd, env: ctx.env, connections }).write(),
+  );
+  const style = styleFor(ctx.stderrColor);
   const what = connections.length === 0 ? "" : ` with ${connections.map((c) => c.id).join(", ")}`;
   ctx.stderr.write(`${style.green(MARK.success)} Wrote ${shown}${what}.\n`);
   if (shadowed !== undefined && shadowed !== file) {

@@ -7,6 +7,7 @@ import type { Addition, Note, Origin } from "../import/plan.ts";
 import { writeJson } from "../output/json.ts";
 import { shellWord } from "../output/shell-word.ts";
 import { MARK, styleFor } from "../output/style.ts";
+import { stderrReporter } from "../output/reporter.ts";
 import { shown } from "../output/untrusted.ts";
 
 export type McpImportOptions = { from?: string; dryRun: boolean; config?: string; json: boolean };
@@ -14,7 +15,11 @@ export type McpImportOptions = { from?: string; dryRun: boolean; config?: string
 const CLIENT_NAMES: Record<string, string> = { claude: "Claude Code", codex: "Codex", cursor: "Cursor", vscode: "VS Code", gemini: "Gemini CLI" };
 
 export async function mcpImportCommand(ctx: Context, options: McpImportOptions): Promise<void> {
-  const result = importServers(ctx, { ...(options.from !== undefined ? { from: options.from } : {}), ...(options.config !== undefined ? { config: options.config } : {}), dryRun: options.dryRun });
+  const result = await importServers(
+    ctx,
+    { ...(options.from !== undefined ? { from: options.from } : {}), ...(options.config !== undefined ? { config: options.config } : {}), dryRun: options.dryRun },
+    stderrReporter(ctx),
+  );
   if (options.json) writeJson(ctx.stdout, jsonOf(result));
   renderReport(ctx, result, options);
 }
@@ -58,7 +63,7 @@ function renderReport(ctx: Context, r: ImportResult, options: McpImportOptions):
     out(`${r.dryRun ? "Would add to" : "Adding to"} ${target}${r.config.created ? " (a new file, as `subs init` writes it)" : ""}:`);
     const width = Math.max(...r.added.map((a) => a.id.length));
     for (const a of r.added) {
-      const auth = a.token_env !== null ? `  token from $${a.token_env}` : "";
+      const auth = a.token_env !== null ? `  token from $${shown(a.token_env)}` : "";
       out(`  ${style.green("+")} ${a.id.padEnd(width)}  ${shown(a.url)}${auth}  ${style.dim(`(${origin(a.from)})`)}`);
       for (const note of a.notes) out(`      ${style.yellow("!")} ${noteText(a, note)}`);
     }
@@ -74,7 +79,7 @@ function renderReport(ctx: Context, r: ImportResult, options: McpImportOptions):
   if (r.skipped.length > 0) {
     out();
     out("Skipped:");
-    for (const s of r.skipped) out(`  - ${origin(s.from)}: ${s.message}`);
+    for (const s of r.skipped) out(`  - ${origin(s.from)}: ${shown(s.message)}`);
   }
   out();
   if (r.added.length === 0) {
@@ -91,11 +96,15 @@ function renderReport(ctx: Context, r: ImportResult, options: McpImportOptions):
   const login = r.added.filter((a) => a.token_env === null).map((a) => a.id);
   const unset = [...new Set(r.added.flatMap((a) => (a.token_env !== null && !ctx.env[a.token_env] ? [a.token_env] : [])))];
   const steps: string[] = [];
-  if (unset.length > 0) steps.push(`export ${unset.join(", ")}`);
-  if (login.length > 0) steps.push(`\`subs mcp login ${login.join(" ")}${configArg}\``);
+  if (unset.length > 0) steps.push(`export ${listed(unset.map((name) => shown(name)))}`);
+  if (login.length > 0) steps.push(login.length > LISTED ? `\`subs mcp login --all${configArg}\`` : `\`subs mcp login ${login.join(" ")}${configArg}\``);
   steps.push(`\`subs mcp list${configArg}\``);
   out(`Next: ${steps.join(", then ")}.`);
 }
+
+/** How many names a "Next:" step lists before it says how many more there are. */
+const LISTED = 8;
+const listed = (names: readonly string[]) => (names.length > LISTED ? `${names.slice(0, LISTED).join(", ")} and ${names.length - LISTED} more` : names.join(", "));
 
 function noteText(a: Addition, note: Note): string {
   const auth = (env: string) => `add \`auth = { token_env = "${env}" }\` to [mcp.${a.id}]`;
@@ -106,12 +115,12 @@ function noteText(a: Addition, note: Note): string {
     case "prompted_input":
       return `VS Code prompts for ${shown(note.header)} (\${input:${shown(note.input)}}); subs reads a variable: export ${note.suggested_env} and ${auth(note.suggested_env)}, or ${login}`;
     case "header_from_env":
-      return `${shown(note.header)} is the whole of $${note.env}; subs sends "Bearer <token>": export the token alone as ${note.suggested_env} and ${auth(note.suggested_env)}, or ${login}`;
+      return `${shown(note.header)} is the whole of $${shown(note.env)}; subs sends "Bearer <token>": export the token alone as ${note.suggested_env} and ${auth(note.suggested_env)}, or ${login}`;
     case "header_left_out":
       return note.credential
         ? `${shown(note.header)} carries a credential subs cannot send (it sends only Authorization: Bearer): left out; try ${login}`
         : `header ${shown(note.header)} not imported: substructure.toml declares no custom headers`;
     case "auth_on_deployment":
-      return `token from $${note.env} not written: with [remote] the deployment holds credentials; authorize there with ${login}`;
+      return `token from $${shown(note.env)} not written: with [remote] the deployment holds credentials; authorize there with ${login}`;
   }
 }

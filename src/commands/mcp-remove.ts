@@ -4,10 +4,8 @@
 // authorization server offers revocation (RFC 7009). With [remote], the deployment holds the
 // credential: `subs apply` removes it there, as for a section deleted by hand.
 import path from "node:path";
-import { removeSection, writeConfigAtomically } from "../config/edit.ts";
-import { loadConfig, parseConfig } from "../config/load.ts";
+import { checkedEdit, editConfig, removeSection, writeConfigAtomically } from "../config/edit.ts";
 import { findConnection } from "../config/lookup.ts";
-import { readConfigFile } from "../config/read.ts";
 import type { Config } from "../config/types.ts";
 import type { Context } from "../context.ts";
 import { refused } from "../errors.ts";
@@ -21,7 +19,7 @@ export type McpRemoveOptions = { config?: string; id: string };
 export async function mcpRemoveCommand(ctx: Context, options: McpRemoveOptions): Promise<void> {
   const reporter = stderrReporter(ctx);
   const style = styleFor(ctx.stderrColor);
-  const { config } = removeFromFile(ctx, options.id, options.config);
+  const { config } = await removeFromFile(ctx, options.id, options.config, reporter);
   ctx.stderr.write(`${style.green(MARK.success)} Removed [mcp.${options.id}] from ${config.displayPath}.\n`);
   if (config.remote) {
     const configArg = options.config !== undefined ? ` --config ${shellWord(options.config)}` : "";
@@ -31,9 +29,20 @@ export async function mcpRemoveCommand(ctx: Context, options: McpRemoveOptions):
   await forgetLocally(ctx, config, options.id, reporter);
 }
 
-/** Cuts the section of `id` from the file; a mistake throws before anything is written. */
-export function removeFromFile(ctx: Pick<Context, "env" | "cwd">, id: string, configPath: string | undefined): { config: Config } {
-  const config = loadConfig({ configPath, env: ctx.env, cwd: ctx.cwd });
+/**
+ * Cuts the section of `id` from the file, holding its lock from the read to the write (another
+ * edit at the same time waits, src/config/lock.ts); a mistake throws before anything is written.
+ */
+export function removeFromFile(
+  ctx: Pick<Context, "env" | "cwd" | "signal">,
+  id: string,
+  configPath: string | undefined,
+  reporter?: Pick<Reporter, "info">,
+): Promise<{ config: Config }> {
+  return editConfig(ctx, configPath, reporter, ({ text, config }) => cut(ctx, config, text, id));
+}
+
+function cut(ctx: Pick<Context, "env" | "cwd">, config: Config, text: string, id: string): { config: Config } {
   findConnection(config, id);
   const users = config.agents.filter((agent) => agent.mcp.some((entry) => entry.id === id)).map((agent) => agent.name);
   if (users.length > 0) {
@@ -42,9 +51,8 @@ export function removeFromFile(ctx: Pick<Context, "env" | "cwd">, id: string, co
       code: "connection_in_use",
     });
   }
-  const text = readConfigFile(config.path, config.displayPath);
   const edited = removeSection(text, id);
-  const after = edited === undefined ? undefined : parseConfig(edited, { path: config.path, cwd: ctx.cwd });
+  const after = edited === undefined ? undefined : checkedEdit(config, edited, ctx);
   if (edited === undefined || after === undefined || after.connections.some((c) => c.id === id)) {
     throw refused(`\`${id}\` is not declared under its own [mcp.${id}] header in ${config.displayPath}; nothing was written`, {
       hint: "delete its declaration by hand",

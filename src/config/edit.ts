@@ -5,10 +5,13 @@
 import { chmodSync, closeSync, fsyncSync, openSync, realpathSync, renameSync, rmSync, statSync, writeSync } from "node:fs";
 import { randomBytes } from "node:crypto";
 import path from "node:path";
-import { refused, usage } from "../errors.ts";
-import { parseConfig } from "./load.ts";
-import { assertSecretDestinations } from "./secret-pins.ts";
-import { readConfigFile } from "./read.ts";
+import type { Context } from "../context.ts";
+import { ConfigError, SubsError, refused, usage } from "../errors.ts";
+import type { Reporter } from "../report.ts";
+import { findConfigPath } from "./find.ts";
+import { displayPathOf, loadConfigText } from "./load.ts";
+import { assertLockHeld, withConfigLock } from "./lock.ts";
+import { CONFIG_MAX_BYTES, readConfigFile } from "./read.ts";
 import type { Config } from "./types.ts";
 
 type LineKind = "blank" | "comment" | "header" | "content";
@@ -187,8 +190,9 @@ export function appendSection(text: string, section: string): string {
 /**
  * Writes `text` over the config file at `file` atomically: a temporary file beside it, with the
  * file's mode, renamed over it (rename(2) is atomic within a directory), so a reader sees the old
- * file or the new one, never half of one. A symlinked file is written where it points. The file
- * must still hold `expected` (what was read and edited): another edit meanwhile is never lost.
+ * file or the new one, never half of one. A symlinked file is written where it points. The caller
+ * holds the file's lock (src/config/lock.ts) from before its read; as a second line, for an editor
+ * that takes no lock, the file must still hold `expected` (what was read and edited).
  */
 export function writeConfigAtomically(file: string, expected: string, text: string, shown: string): void {
   let target: string;
@@ -197,6 +201,7 @@ export function writeConfigAtomically(file: string, expected: string, text: stri
   } catch (error) {
     throw usage(`cannot write ${shown}: ${(error as NodeJS.ErrnoException).code ?? "error"}`);
   }
+  assertLockHeld(target, shown);
   if (readConfigFile(target, shown) !== expected) {
     throw refused(`${shown} changed while subs was editing it; nothing was written`, { hint: "run the command again", code: "config_changed" });
   }
@@ -220,24 +225,64 @@ export function writeConfigAtomically(file: string, expected: string, text: stri
 }
 
 /**
- * Appends the sections of `connections` to the file `config` was loaded from, each after the
- * last [mcp.*] section, checks the result as every command checks the file, then writes it
- * atomically (`dryRun`: checks only). A mistake throws before anything is written. Returns the
- * file as it is (or would be) after the edit. Shared by `subs mcp add` and `subs mcp import`.
+ * Runs `edit` on the config file every command would read (--config, $SUBS_CONFIG, the nearest
+ * upward) while holding its lock: `edit` gets the text as read under the lock and what it
+ * declares, checks, and writes with writeConfigAtomically before the lock is released.
+ */
+export async function editConfig<T>(
+  ctx: Pick<Context, "env" | "cwd" | "signal">,
+  configPath: string | undefined,
+  reporter: Pick<Reporter, "info"> | undefined,
+  edit: (current: { text: string; config: Config }) => T,
+): Promise<T> {
+  const file = findConfigPath({ explicit: configPath, env: ctx.env, cwd: ctx.cwd });
+  return withConfigLock(file, { shown: displayPathOf(file, ctx.cwd), signal: ctx.signal, ...(reporter ? { reporter } : {}) }, () => {
+    const text = readConfigFile(file);
+    return edit({ text, config: loadConfigText(file, text, ctx) });
+  });
+}
+
+/**
+ * The edited text checked as every command checks the file (its size, its syntax and rules, where
+ * its tokens may go), before it is written. A mistake is reported without a line number: the
+ * lines are those of a file that was never written, and would point nowhere.
+ */
+export function checkedEdit(config: Pick<Config, "path" | "displayPath">, edited: string, options: { cwd: string; env: Readonly<Record<string, string | undefined>> }): Config {
+  if (Buffer.byteLength(edited) > CONFIG_MAX_BYTES) {
+    throw refused(`${config.displayPath} would be larger than ${CONFIG_MAX_BYTES / 1024 / 1024} MiB, the most subs reads; nothing was written`, {
+      hint: "declare fewer servers in it",
+      code: "config_too_large",
+    });
+  }
+  try {
+    return loadConfigText(config.path, edited, options);
+  } catch (error) {
+    if (!(error instanceof ConfigError)) throw error;
+    const why = error.diagnostics.map((d) => d.message).join("; ") || error.message;
+    const hint = error.diagnostics[0]?.hint;
+    throw new SubsError(error.kind, `${config.displayPath} as edited would be refused: ${why}; nothing was written`, {
+      ...(hint !== undefined ? { hint } : {}),
+      code: error.code ?? "edit_invalid",
+    });
+  }
+}
+
+/**
+ * The sections of `connections` appended to `text` (the file `config` was loaded from, read under
+ * its lock), after the last [mcp.*] section, in one pass over the text however many there are, and
+ * checked (checkedEdit): a mistake throws. Returns the file as it would be after the edit, and
+ * `write`, which writes it atomically; the caller may look at Ctrl-C between the two. Shared by
+ * `subs mcp add` and `subs mcp import`.
  */
 export function appendConnections(
   config: Pick<Config, "path" | "displayPath">,
+  text: string,
   connections: readonly NewConnection[],
-  options: { cwd: string; env: Readonly<Record<string, string | undefined>>; dryRun?: boolean },
-): Config {
-  const text = readConfigFile(config.path, config.displayPath);
-  const edited = connections.reduce((t, c) => appendSection(t, connectionSection(c)), text);
-  const after = parseConfig(edited, { path: config.path, cwd: options.cwd });
-  // As loadConfig does: under SUBS_ALLOWED_TOKEN_HOSTS a token_env for another host would make
-  // every later command refuse the file, so it is refused before it is written.
-  assertSecretDestinations(after, options.env);
-  if (!options.dryRun) writeConfigAtomically(config.path, text, edited, config.displayPath);
-  return after;
+  options: { cwd: string; env: Readonly<Record<string, string | undefined>> },
+): { after: Config; write: () => void } {
+  const edited = connections.length === 0 ? text : appendSection(text, connections.map(connectionSection).join("\n"));
+  const after = checkedEdit(config, edited, options);
+  return { after, write: () => writeConfigAtomically(config.path, text, edited, config.displayPath) };
 }
 
 /** What `subs mcp add` declares. Secrets are only ever named by an environment variable. */

@@ -1,11 +1,11 @@
 // `subs init`: a first substructure.toml, so a new user starts from a file that is valid and
 // explains itself instead of from an error (the hint of a missing file names this command).
 import { writeFileSync } from "node:fs";
-import path from "node:path";
 import { refused, usage } from "../errors.ts";
-import { connectionSection, type NewConnection } from "./edit.ts";
-import { parseConfig } from "./load.ts";
-import { isValidName, urlProblem } from "./schema.ts";
+import { checkedEdit, connectionSection, type NewConnection } from "./edit.ts";
+import { displayPathOf } from "./load.ts";
+import { assertLockHeld } from "./lock.ts";
+import { idProblem, newUrlProblem } from "./schema.ts";
 
 export type StarterConnection = { id: string; url: string };
 
@@ -16,11 +16,10 @@ export function parseConnectionArgument(argument: string): StarterConnection {
   if (at <= 0) throw usage(`\`${argument}\` is not ID=URL`, { hint: example });
   const id = argument.slice(0, at);
   const url = argument.slice(at + 1);
-  if (!isValidName(id)) {
-    throw usage(`\`${id}\` is not a connection id: lowercase letters, digits, '-' and '_', never "__"`, { hint: example });
-  }
+  const badId = idProblem(id);
+  if (badId) throw usage(badId, { hint: example });
   // The url is never echoed: it may carry a secret in its query (src/config/schema.ts).
-  const problem = urlProblem(url);
+  const problem = newUrlProblem(url);
   if (problem) throw usage(`the url of ${id} ${problem}`, { hint: example });
   return { id, url };
 }
@@ -58,25 +57,34 @@ ${declared || `# [mcp.sentry]\n# url = "https://mcp.sentry.dev/mcp"\n`}
 }
 
 /**
- * Writes the starter file at `path`, never over an existing one. The text is checked as every
- * command checks the file before it is written, so what `init` writes always loads. `dryRun`:
- * checked, not written (`subs mcp import --dry-run` with no file yet).
+ * The starter file for `path`, with `connections` declared, checked as every command checks the
+ * file (so what `init` writes always loads), and `write`, which creates it, never over an existing
+ * one; the caller holds the lock on that path (src/config/lock.ts). Checked and not written:
+ * `subs mcp import --dry-run` with no file yet.
  */
-export function writeStarterConfig(options: { path: string; cwd: string; connections: readonly NewConnection[]; dryRun?: boolean }): void {
+export function starterFile(options: {
+  path: string;
+  cwd: string;
+  env: Readonly<Record<string, string | undefined>>;
+  connections: readonly NewConnection[];
+}): { write: () => void } {
   const ids = new Set<string>();
   for (const c of options.connections) {
     if (ids.has(c.id)) throw usage(`${c.id} is given twice`, { hint: "declare one server twice under two ids to connect two accounts" });
     ids.add(c.id);
   }
   const text = starterConfig(options.connections);
-  parseConfig(text, { path: options.path, cwd: options.cwd });
-  if (options.dryRun) return;
-  try {
-    writeFileSync(options.path, text, { flag: "wx" });
-  } catch (error) {
-    const code = (error as NodeJS.ErrnoException).code;
-    const shown = path.relative(options.cwd, options.path) || options.path;
-    if (code === "EEXIST") throw refused(`${shown} already exists; nothing was written`, { hint: "edit it, or run `subs init` in another directory", code: "config_exists" });
-    throw usage(`cannot write ${shown}: ${code ?? "error"}`);
-  }
+  const shown = displayPathOf(options.path, options.cwd);
+  checkedEdit({ path: options.path, displayPath: shown }, text, options);
+  const write = () => {
+    assertLockHeld(options.path, shown);
+    try {
+      writeFileSync(options.path, text, { flag: "wx" });
+    } catch (error) {
+      const code = (error as NodeJS.ErrnoException).code;
+      if (code === "EEXIST") throw refused(`${shown} already exists; nothing was written`, { hint: "edit it, or run `subs init` in another directory", code: "config_exists" });
+      throw usage(`cannot write ${shown}: ${code ?? "error"}`);
+    }
+  };
+  return { write };
 }

@@ -7,7 +7,7 @@ import { findConfigPath } from "./find.ts";
 import { readConfigFile } from "./read.ts";
 import { indexPositions, type KeyPath, type PositionIndex } from "./positions.ts";
 import { assertSecretDestinations } from "./secret-pins.ts";
-import { FileSchema } from "./schema.ts";
+import { FileSchema, RESERVED_NAMES } from "./schema.ts";
 import type { AgentConfig, Config, ConnectionConfig } from "./types.ts";
 
 /**
@@ -45,17 +45,26 @@ export type LoadOptions = {
 
 export function loadConfig(options: LoadOptions): Config {
   const file = findConfigPath({ explicit: options.configPath, env: options.env, cwd: options.cwd });
-  const source = readConfigFile(file);
+  return loadConfigText(file, readConfigFile(file), options);
+}
+
+/** The config `source` (the text of the file at `file`) declares, checked as loadConfig checks it. */
+export function loadConfigText(file: string, source: string, options: Pick<LoadOptions, "env" | "cwd">): Config {
   const config = parseConfig(source, { path: file, cwd: options.cwd });
   // Where environment secrets may go, when CI pins it (SUBS_ALLOWED_REMOTE, SUBS_ALLOWED_TOKEN_HOSTS).
   assertSecretDestinations(config, options.env);
   return config;
 }
 
+/** The config file's path as messages show it: relative to the working directory when inside it and shorter. */
+export function displayPathOf(file: string, cwd: string): string {
+  const relative = path.relative(cwd, file);
+  return relative && !relative.startsWith("..") && relative.length < file.length ? relative : file;
+}
+
 /** Parses and validates a substructure.toml; every problem is reported at once as file:line:col. */
 export function parseConfig(source: string, where: { path: string; cwd: string }): Config {
-  const relative = path.relative(where.cwd, where.path);
-  const displayPath = relative && !relative.startsWith("..") && relative.length < where.path.length ? relative : where.path;
+  const displayPath = displayPathOf(where.path, where.cwd);
   const diagnostic = (line: number, col: number, message: string, hint?: string): Diagnostic =>
     hint === undefined ? { file: displayPath, line, col, message } : { file: displayPath, line, col, message, hint };
 
@@ -154,10 +163,6 @@ export function parseConfig(source: string, where: { path: string; cwd: string }
 /** How deep tables and arrays may nest: the deepest real path, [agent.x.mcp[0].tools.include[0]], has 6. */
 export const MAX_DEPTH = 64;
 
-/** Names that mean something to JavaScript objects: as a key they would be dropped or reach a
- *  prototype (issue 14: `[mcp.__proto__]` was silently ignored), so they are refused where written. */
-const RESERVED_KEYS = new Set(["__proto__", "constructor", "prototype"]);
-
 /**
  * One iterative pass over the parsed file: the first path deeper than MAX_DEPTH, and every reserved
  * key, which is removed so the checks that follow see an ordinary object.
@@ -175,7 +180,7 @@ function checkShape(raw: unknown): { tooDeep?: KeyPath; reserved: KeyPath[] } {
     }
     const table = value as Record<string, unknown>;
     for (const key of Object.keys(table)) {
-      if (RESERVED_KEYS.has(key)) {
+      if (RESERVED_NAMES.has(key)) {
         reserved.push([...keyPath, key]);
         delete table[key];
       } else stack.push({ value: table[key], path: [...keyPath, key] });

@@ -3,11 +3,26 @@
 // zod/mini: the same validation as classic zod for a fraction of its start-up cost, and every
 // command loads this file (issue 6).
 import * as z from "zod/mini";
+import { firstUnsafe } from "../output/untrusted.ts";
 
 export const ID_PATTERN = /^[a-z0-9_-]+$/;
 /** A connection id or agent name: ID_PATTERN, and never "__" (it separates id and tool name). */
 export const isValidName = (name: string): boolean => ID_PATTERN.test(name) && !name.includes("__");
 export const ENV_NAME_PATTERN = /^[A-Za-z_][A-Za-z0-9_]*$/;
+
+/**
+ * Names that mean something to JavaScript objects: as a key they would be dropped or reach a
+ * prototype (`[mcp.__proto__]` was once silently ignored), so the file refuses them wherever
+ * they are written (load.ts), and nothing subs writes uses one.
+ */
+export const RESERVED_NAMES: ReadonlySet<string> = new Set(["__proto__", "constructor", "prototype"]);
+
+/** Why `id` cannot be a new connection's id, or undefined (for `subs mcp add` and `subs init`). */
+export function idProblem(id: string): string | undefined {
+  if (!isValidName(id)) return `\`${id}\` is not a connection id: lowercase letters, digits, '-' and '_', never "__"`;
+  if (RESERVED_NAMES.has(id)) return `\`${id}\` is a reserved name (JavaScript gives it a meaning of its own); choose another id`;
+  return undefined;
+}
 
 const id = (what: string) =>
   z.string().check(
@@ -50,6 +65,15 @@ export function urlProblem(value: string, { httpsOnly = false } = {}): string | 
   // parses, such a value is https without credentials, so it passes every rule below.
   if (PLAIN_HTTPS.test(value) && URL.canParse(value)) return undefined;
   return parsedUrlProblem(value, httpsOnly);
+}
+
+/**
+ * Why `url` cannot be written into the file as a new connection's, or undefined: urlProblem's
+ * rules, and none of the characters the file refuses in any string (load.ts: controls, DEL, C1,
+ * bidi controls, lone surrogates), which TOML cannot even hold raw and would fail the edited file.
+ */
+export function newUrlProblem(url: string): string | undefined {
+  return urlProblem(url) ?? (firstUnsafe(url) ? "holds a control or invisible character" : undefined);
 }
 
 /** The rules of urlProblem, always through `new URL` (test/url-problem.test.ts holds the fast path to them). */

@@ -6,25 +6,46 @@ import { closeSync, constants, fstatSync, openSync, readSync } from "node:fs";
 import { parse as parseToml, TomlError } from "smol-toml";
 
 /**
- * The largest client file read. ~/.claude.json also keeps Claude Code's per-project history and
- * grows to megabytes; this is far above that and far below memory trouble.
+ * The largest JSON client file read. ~/.claude.json also keeps Claude Code's per-project state and
+ * has been seen at tens of megabytes; that is mostly long strings, which JSON.parse reads at
+ * hundreds of MB/s. What makes a parse slow is the number of values, bounded below.
  */
-export const CLIENT_FILE_MAX_BYTES = 64 * 1024 * 1024;
+export const JSON_MAX_BYTES = 64 * 1024 * 1024;
+/**
+ * The most values (objects, arrays, and the items and members after the first) a JSON client file
+ * may hold: a file of tiny values is parsed ten times slower per byte than one of strings, and in
+ * one synchronous call that Ctrl-C cannot cut short: a million members of one object, the slowest
+ * to parse, take half a second.
+ */
+export const JSON_MAX_VALUES = 1_000_000;
+/**
+ * The largest TOML client file read (Codex's config.toml holds a few kilobytes). smol-toml reads
+ * the densest TOML at ~8 MB/s: 4 MiB is half a second, in one call Ctrl-C cannot cut short.
+ */
+export const TOML_MAX_BYTES = 4 * 1024 * 1024;
+/** A file this large is said to be read (a line on stderr), so a run that takes a moment says why. */
+export const LARGE_FILE_BYTES = 4 * 1024 * 1024;
 
 export type ReadResult = { ok: true; value: unknown } | { ok: false; missing: boolean; problem: string };
 
-/** The parsed file at `file` (JSON with comments, or TOML), or why it could not be read. */
-export function readClientFile(file: string, format: "json" | "toml"): ReadResult {
-  const text = readBounded(file);
+/**
+ * The parsed file at `file` (JSON with comments, or TOML), or why it could not be read;
+ * `onLarge` is told the size of a file of LARGE_FILE_BYTES or more before it is read.
+ */
+export function readClientFile(file: string, format: "json" | "toml", onLarge?: (bytes: number) => void): ReadResult {
+  const text = readBounded(file, format === "toml" ? TOML_MAX_BYTES : JSON_MAX_BYTES, onLarge);
   if (typeof text !== "string") return { ok: false, ...text };
   return format === "toml" ? parseTomlQuietly(text) : parseJsonc(text);
 }
 
+const mib = (bytes: number) => `${bytes / 1024 / 1024} MiB`;
+
 /**
- * The text of `file`, or why not; `missing` when nothing is there (a client not installed, not an
- * error). Opened without blocking and checked to be a regular file, as substructure.toml is.
+ * The text of `file`, at most `maxBytes` long, or why not; `missing` when nothing is there (a
+ * client not installed, not an error). Opened without blocking and checked to be a regular file,
+ * as substructure.toml is.
  */
-export function readBounded(file: string): string | { missing: boolean; problem: string } {
+export function readBounded(file: string, maxBytes: number = JSON_MAX_BYTES, onLarge?: (bytes: number) => void): string | { missing: boolean; problem: string } {
   let fd: number;
   try {
     // O_NONBLOCK: a FIFO at that path would otherwise block the open forever (src/config/read.ts).
@@ -36,7 +57,9 @@ export function readBounded(file: string): string | { missing: boolean; problem:
   try {
     const stats = fstatSync(fd);
     if (!stats.isFile()) return { missing: false, problem: "is not a regular file" };
-    if (stats.size > CLIENT_FILE_MAX_BYTES) return { missing: false, problem: `is larger than ${CLIENT_FILE_MAX_BYTES / 1024 / 1024} MiB` };
+    if (stats.size > maxBytes) return { missing: false, problem: `is larger than ${mib(maxBytes)}, the most subs reads of such a file` };
+    if (stats.size >= LARGE_FILE_BYTES) onLarge?.(stats.size);
+    // The size read by fstat is the bound: a file growing meanwhile is read up to it.
     const buffer = Buffer.alloc(stats.size);
     let length = 0;
     while (length < buffer.length) {
@@ -67,7 +90,11 @@ function parseTomlQuietly(text: string): ReadResult {
  * file, so an error can name its line and column.
  */
 export function parseJsonc(text: string): ReadResult {
-  const source = stripJsonc(text.charCodeAt(0) === 0xfeff ? ` ${text.slice(1)}` : text);
+  const scanned = scanJsonc(text.charCodeAt(0) === 0xfeff ? ` ${text.slice(1)}` : text, JSON_MAX_VALUES);
+  if (scanned.values > JSON_MAX_VALUES) {
+    return { ok: false, missing: false, problem: `holds more than ${JSON_MAX_VALUES.toLocaleString("en-US")} JSON values, the most subs reads` };
+  }
+  const source = scanned.source;
   try {
     return { ok: true, value: JSON.parse(source) };
   } catch (error) {
@@ -83,31 +110,68 @@ export function parseJsonc(text: string): ReadResult {
 
 /** `text` with comments and trailing commas replaced by spaces (line breaks kept). */
 export function stripJsonc(text: string): string {
-  const out = text.split("");
-  const blank = (from: number, to: number) => {
-    for (let k = from; k < to; k++) if (out[k] !== "\n" && out[k] !== "\r") out[k] = " ";
-  };
+  return scanJsonc(text).source;
+}
+
+/**
+ * One pass over `text`: its comments and trailing commas blanked (`source`; `text` itself when it
+ * has none), and how many values it holds, counted up to one past `maxValues`. Strings are
+ * skipped with indexOf, so a file of long strings costs little more than its copy; the pass stops
+ * as soon as the count is over.
+ */
+function scanJsonc(text: string, maxValues = Infinity): { source: string; values: number } {
+  const blanks: Array<[number, number]> = [];
+  let values = 0;
   let lastComma = -1;
-  for (let i = 0; i < text.length; i++) {
-    const c = text[i]!;
-    if (c === '"') {
+  let i = 0;
+  while (i < text.length) {
+    const c = text.charCodeAt(i);
+    if (c === 0x22 /* " */) {
+      i = stringEnd(text, i);
       lastComma = -1;
-      for (i++; i < text.length && text[i] !== '"'; i++) if (text[i] === "\\") i++;
-    } else if (c === "/" && text[i + 1] === "/") {
-      const end = text.indexOf("\n", i);
-      const to = end === -1 ? text.length : end;
-      blank(i, to);
-      i = to - 1;
-    } else if (c === "/" && text[i + 1] === "*") {
-      const end = text.indexOf("*/", i + 2);
-      const to = end === -1 ? text.length : end + 2;
-      blank(i, to);
-      i = to - 1;
-    } else if (c === ",") lastComma = i;
-    else if (c === "}" || c === "]") {
-      if (lastComma !== -1) out[lastComma] = " ";
+      continue;
+    }
+    if (c === 0x2f /* / */ && (text.charCodeAt(i + 1) === 0x2f || text.charCodeAt(i + 1) === 0x2a)) {
+      const line = text.charCodeAt(i + 1) === 0x2f;
+      const end = line ? text.indexOf("\n", i) : text.indexOf("*/", i + 2);
+      const to = end === -1 ? text.length : line ? end : end + 2;
+      blanks.push([i, to]);
+      i = to;
+      continue;
+    }
+    if (c === 0x2c /* , */) {
+      lastComma = i;
+      if (++values > maxValues) return { source: text, values };
+    } else if (c === 0x7b /* { */ || c === 0x5b /* [ */) {
       lastComma = -1;
-    } else if (!/\s/.test(c)) lastComma = -1;
+      if (++values > maxValues) return { source: text, values };
+    } else if (c === 0x7d /* } */ || c === 0x5d /* ] */) {
+      if (lastComma !== -1) blanks.push([lastComma, lastComma + 1]);
+      lastComma = -1;
+    } else if (c !== 0x20 && c !== 0x0a && c !== 0x0d && c !== 0x09) lastComma = -1;
+    i++;
   }
-  return out.join("");
+  if (blanks.length === 0) return { source: text, values };
+  // A trailing comma is found after the comments that follow it.
+  blanks.sort((a, b) => a[0] - b[0]);
+  const parts: string[] = [];
+  let at = 0;
+  for (const [from, to] of blanks) {
+    parts.push(text.slice(at, from), text.slice(from, to).replace(/[^\r\n]/g, " "));
+    at = to;
+  }
+  parts.push(text.slice(at));
+  return { source: parts.join(""), values };
+}
+
+/** The index after the string that starts at `start` (its closing quote not escaped), or the end of the text. */
+function stringEnd(text: string, start: number): number {
+  let quote = start;
+  for (;;) {
+    quote = text.indexOf('"', quote + 1);
+    if (quote === -1) return text.length;
+    let backslash = quote - 1;
+    while (text.charCodeAt(backslash) === 0x5c) backslash--;
+    if ((quote - 1 - backslash) % 2 === 0) return quote + 1;
+  }
 }

@@ -6,18 +6,21 @@ import { existsSync } from "node:fs";
 import path from "node:path";
 import { appendConnections, type NewConnection } from "../config/edit.ts";
 import { CONFIG_FILE_NAME, findConfigPath } from "../config/find.ts";
-import { writeStarterConfig } from "../config/init.ts";
-import { loadConfig } from "../config/load.ts";
+import { starterFile } from "../config/init.ts";
+import { loadConfigText } from "../config/load.ts";
+import { withConfigLock } from "../config/lock.ts";
+import { readConfigFile } from "../config/read.ts";
 import type { Context } from "../context.ts";
-import { SubsError, usage } from "../errors.ts";
+import { interrupted, SubsError, usage } from "../errors.ts";
+import type { Reporter } from "../report.ts";
 import { claudeFiles, projectFile as claudeProjectFile, userFile as claudeUserFile } from "./clients/claude.ts";
 import { codexFile, codexFiles } from "./clients/codex.ts";
 import { cursorFile, cursorFiles } from "./clients/cursor.ts";
 import { geminiFile, geminiFiles } from "./clients/gemini.ts";
 import { mcpJson, settingsJson, vscodeFiles } from "./clients/vscode.ts";
 import { parseJsonc, readBounded, readClientFile } from "./files.ts";
-import { planImport, type Plan } from "./plan.ts";
-import { CLIENTS, type ClientFile, type ClientName, type Places, type Scope } from "./types.ts";
+import { createPlanner, type Plan } from "./plan.ts";
+import { CLIENTS, MAX_SERVERS_PER_FILE, TooManyServers, type ClientFile, type ClientName, type FoundServer, type Places, type Scope } from "./types.ts";
 
 export type ImportOptions = {
   /** A client's name, or the path of one of their files; absent: every client. */
@@ -50,59 +53,105 @@ const CLIENT_FILES: Record<ClientName, (places: Places) => ClientFile[]> = {
   gemini: geminiFiles,
 };
 
-export function importServers(ctx: Pick<Context, "env" | "cwd" | "secrets">, options: ImportOptions): ImportResult {
+/**
+ * Reads the client files (each bounded: src/import/files.ts), then, holding substructure.toml's
+ * lock (src/config/lock.ts), reads it, plans and writes. Ctrl-C and SIGTERM (ctx.signal) are
+ * looked at between files and between steps: they stop the import with nothing written.
+ */
+export async function importServers(
+  ctx: Pick<Context, "env" | "cwd" | "secrets" | "signal">,
+  options: ImportOptions,
+  reporter?: Pick<Reporter, "info">,
+): Promise<ImportResult> {
   const target = locateConfig(ctx, options.config);
-  const config = target.exists ? loadConfig({ configPath: target.path, env: ctx.env, cwd: ctx.cwd }) : undefined;
-  const configPath = config?.path ?? target.path;
   const places: Places = {
-    projectDirs: [...new Set([path.dirname(configPath), path.resolve(ctx.cwd)])],
+    projectDirs: [...new Set([path.dirname(target.path), path.resolve(ctx.cwd)])],
     // The home directory as the environment gives it (tests and sandboxes point it elsewhere).
     home: ctx.env.HOME || ctx.env.USERPROFILE || undefined,
     env: ctx.env,
   };
+  const home = places.home;
   const files = filesFor(options.from, places, ctx.cwd);
 
   const read: ImportResult["read"] = [];
   const unreadable: ImportResult["unreadable"] = [];
-  const found: Parameters<typeof planImport>[0]["found"][number][] = [];
+  const found: Array<{ origin: FileReport; servers: FoundServer[] }> = [];
   for (const file of files) {
+    await stopIfAsked(ctx.signal);
     const where = { client: file.client, scope: file.scope, file: file.file };
-    const result = readClientFile(file.file, file.format);
+    const onLarge = (bytes: number) => reporter?.info(`Reading ${shownPath(ctx.cwd, file.file, home)} (${Math.round(bytes / 1024 / 1024)} MiB)…`);
+    const result = readServers(file, onLarge);
     if (!result.ok) {
       if (!result.missing) unreadable.push({ ...where, problem: result.problem });
       continue;
     }
-    const servers = file.servers(result.value);
-    read.push({ ...where, servers: servers.length });
-    found.push({ origin: where, servers });
+    read.push({ ...where, servers: result.servers.length });
+    found.push({ origin: where, servers: result.servers });
   }
   // A file named on the command line that cannot be read is the command's failure, not a note.
   if (options.from !== undefined && !isClient(options.from) && unreadable.length > 0) {
     throw usage(`${options.from} ${unreadable[0]!.problem}`, { hint: "give a client's MCP config file, or --from claude|codex|cursor|vscode|gemini" });
   }
 
-  const plan = planImport({
-    found,
-    existing: config?.connections ?? [],
-    remote: config?.remote !== undefined,
-    secret: (value) => ctx.secrets?.add(value),
-  });
-  const connections: NewConnection[] = plan.added.map((a) => ({ id: a.id, url: a.url, ...(a.token_env !== null ? { tokenEnv: a.token_env } : {}) }));
-  const displayPath = config?.displayPath ?? shownPath(ctx.cwd, target.path);
-  if (connections.length > 0) {
-    if (config) appendConnections(config, connections, { cwd: ctx.cwd, env: ctx.env, dryRun: options.dryRun });
-    // No file yet: the one `subs init` writes (its comments show the rest of the format), with these declared.
-    else writeStarterConfig({ path: target.path, cwd: ctx.cwd, connections, dryRun: options.dryRun });
-  }
-  return {
-    ...plan,
-    config: { path: configPath, displayPath, created: !target.exists && connections.length > 0, remote: config?.remote !== undefined },
-    dryRun: options.dryRun,
-    written: !options.dryRun && connections.length > 0,
-    read,
-    unreadable,
-    looked: files.map((f) => ({ client: f.client, scope: f.scope, file: f.file })),
+  const shown = shownPath(ctx.cwd, target.path);
+  const edit = async () => {
+    // Read again under the lock: the file as it is now, not as it was before the lock was had.
+    const exists = existsSync(target.path);
+    const text = exists ? readConfigFile(target.path) : undefined;
+    const config = text !== undefined ? loadConfigText(target.path, text, ctx) : undefined;
+    const planner = createPlanner({ existing: config?.connections ?? [], remote: config?.remote !== undefined, secret: (value) => ctx.secrets?.add(value) });
+    for (const file of found) {
+      await stopIfAsked(ctx.signal);
+      planner.add(file);
+    }
+    const plan = planner.plan;
+    const connections: NewConnection[] = plan.added.map((a) => ({ id: a.id, url: a.url, ...(a.token_env !== null ? { tokenEnv: a.token_env } : {}) }));
+    if (connections.length > 0) {
+      await stopIfAsked(ctx.signal);
+      const edit =
+        config && text !== undefined
+          ? appendConnections(config, text, connections, { cwd: ctx.cwd, env: ctx.env })
+          : // No file yet: the one `subs init` writes (its comments show the rest of the format), with these declared.
+            starterFile({ path: target.path, cwd: ctx.cwd, env: ctx.env, connections });
+      // The check of a large edit takes a moment: a signal during it is seen here, before anything is written.
+      await stopIfAsked(ctx.signal);
+      if (!options.dryRun) edit.write();
+    }
+    return {
+      ...plan,
+      config: { path: config?.path ?? target.path, displayPath: config?.displayPath ?? shown, created: !exists && connections.length > 0, remote: config?.remote !== undefined },
+      dryRun: options.dryRun,
+      written: !options.dryRun && connections.length > 0,
+      read,
+      unreadable,
+      looked: files.map((f) => ({ client: f.client, scope: f.scope, file: f.file })),
+    };
   };
+  // A dry run writes nothing, so it takes no lock (and works where the file cannot be written).
+  return options.dryRun ? edit() : withConfigLock(target.path, { shown, signal: ctx.signal, ...(reporter ? { reporter } : {}) }, edit);
+}
+
+/**
+ * Lets pending events run (a signal is one), then throws if Ctrl-C or SIGTERM came: the import's
+ * long parts are synchronous, and a signal is only seen between them.
+ */
+async function stopIfAsked(signal: AbortSignal): Promise<void> {
+  await new Promise((resolve) => setImmediate(resolve));
+  if (signal.aborted) throw interrupted();
+}
+
+/** The servers `file` declares, or why they could not be read (past the caps: src/import/files.ts, MAX_SERVERS_PER_FILE). */
+function readServers(file: ClientFile, onLarge: (bytes: number) => void): { ok: true; servers: FoundServer[] } | { ok: false; missing: boolean; problem: string } {
+  const result = readClientFile(file.file, file.format, onLarge);
+  if (!result.ok) return result;
+  try {
+    const servers = file.servers(result.value);
+    if (servers.length > MAX_SERVERS_PER_FILE) throw new TooManyServers();
+    return { ok: true, servers };
+  } catch (error) {
+    if (error instanceof TooManyServers) return { ok: false, missing: false, problem: error.message };
+    throw error;
+  }
 }
 
 /**

@@ -1,7 +1,7 @@
 // Deciding what `subs mcp import` declares (issue 15): for each server found, a connection to add,
 // one the file already has, or a reason to skip it; never a secret carried over. Pure: the caller
 // reads the files before and writes after.
-import { isValidName, urlProblem } from "../config/schema.ts";
+import { ENV_NAME_PATTERN, idProblem, newUrlProblem } from "../config/schema.ts";
 import { possessive } from "../output/possessive.ts";
 import type { ClientName, FoundServer, Header, Scope } from "./types.ts";
 import { bearerPart, looksLikeCredential, referenceIn, suggestedVariable } from "./values.ts";
@@ -24,12 +24,23 @@ export type Note =
 
 export type Addition = { id: string; url: string; transport: "http" | "sse" | null; token_env: string | null; from: Origin; notes: Note[] };
 export type AlreadyDeclared = { id: string; url: string; from: Origin; by: "file" | "import" };
-export type SkipReason = "stdio" | "disabled" | "unrecognized" | "invalid_url" | "url_has_variable" | "url_has_credential";
+/** Why a server is not imported (docs/commands.md lists them: `--json` consumers match on them). */
+export type SkipReason =
+  | "stdio"
+  | "disabled"
+  | "unrecognized"
+  | "invalid_url"
+  | "url_has_variable"
+  | "url_has_credential"
+  | "url_path_looks_secret"
+  | "invalid_variable";
 export type Skipped = { from: Origin; reason: SkipReason; message: string };
 export type Plan = { added: Addition[]; already_declared: AlreadyDeclared[]; skipped: Skipped[] };
 
+type Found = { origin: Omit<Origin, "name">; servers: readonly FoundServer[] };
+
 export type PlanInput = {
-  found: ReadonlyArray<{ origin: Omit<Origin, "name">; servers: readonly FoundServer[] }>;
+  found: readonly Found[];
   /** The file's connections. */
   existing: ReadonlyArray<{ id: string; url: string }>;
   /** The file has [remote]: no `auth` is written. */
@@ -39,10 +50,20 @@ export type PlanInput = {
 };
 
 export function planImport(input: PlanInput): Plan {
+  const planner = createPlanner(input);
+  for (const found of input.found) planner.add(found);
+  return planner.plan;
+}
+
+/**
+ * A plan built one client file at a time (`add`), so the caller can look at Ctrl-C between files;
+ * what was added before decides what comes after (ids taken, urls already imported).
+ */
+export function createPlanner(input: Omit<PlanInput, "found">): { plan: Plan; add: (found: Found) => void } {
   const plan: Plan = { added: [], already_declared: [], skipped: [] };
   const ids = new Set(input.existing.map((c) => c.id));
   const urls = new Map<string, { id: string; by: "file" | "import" }>(input.existing.map((c) => [sameUrl(c.url), { id: c.id, by: "file" }]));
-  for (const { origin: where, servers } of input.found) {
+  const add = ({ origin: where, servers }: Found) => {
     for (const server of servers) {
       const from: Origin = { ...where, name: server.name };
       if (server.kind === "stdio") {
@@ -60,9 +81,9 @@ export function planImport(input: PlanInput): Plan {
         input.secret(header.value);
         if (bearer !== undefined) input.secret(bearer);
       }
-      const urlSkip = urlSkipReason(server.url, input.secret);
-      if (urlSkip) {
-        plan.skipped.push({ from, ...urlSkip });
+      const skip = urlSkipReason(server.url, input.secret) ?? variableSkipReason(server.headers, input.secret);
+      if (skip) {
+        plan.skipped.push({ from, ...skip });
         continue;
       }
       if (server.disabled) {
@@ -81,8 +102,22 @@ export function planImport(input: PlanInput): Plan {
       if (tokenEnv !== undefined && input.remote) notes.unshift({ kind: "auth_on_deployment", env: tokenEnv });
       plan.added.push({ id, url: server.url, transport: server.transport ?? null, token_env: tokenEnv !== undefined && !input.remote ? tokenEnv : null, from, notes });
     }
-  }
-  return plan;
+  };
+  return { plan, add };
+}
+
+/**
+ * A header whose value comes from a variable must name one: anything else (a token pasted where
+ * the name goes, escape sequences) is never written, never shown, and keeps the server out.
+ */
+function variableSkipReason(headers: readonly Header[], secret: (value: string) => void): { reason: SkipReason; message: string } | undefined {
+  const bad = headers.find((h) => "fromEnv" in h && !ENV_NAME_PATTERN.test(h.fromEnv));
+  if (!bad || !("fromEnv" in bad)) return undefined;
+  secret(bad.fromEnv);
+  return {
+    reason: "invalid_variable",
+    message: `its ${bad.name} header is to come from a variable, but what names the variable is not a variable name (letters, digits and '_'); correct it there, then import again`,
+  };
 }
 
 /** What the headers say about authentication, as `auth.token_env` and notes; no value is kept. */
@@ -98,7 +133,8 @@ function authOf(id: string, headers: readonly Header[]): { tokenEnv: string | un
     }
     authorizationSeen = true;
     if ("fromEnv" in header) {
-      notes.push({ kind: "header_from_env", header: header.name, env: header.fromEnv, suggested_env: suggestedVariable(id) });
+      if (header.bearer) tokenEnv = header.fromEnv;
+      else notes.push({ kind: "header_from_env", header: header.name, env: header.fromEnv, suggested_env: suggestedVariable(id) });
       continue;
     }
     const bearer = bearerPart(header.value);
@@ -117,8 +153,9 @@ function authOf(id: string, headers: readonly Header[]): { tokenEnv: string | un
 
 /**
  * Why a url cannot go into the file as it is, if it cannot. A client may expand variables in its
- * urls; substructure.toml's are literal. A query parameter named like a credential (or a
- * user:password@) is a secret written into the url: copying the url would copy the secret.
+ * urls; substructure.toml's are literal. A secret written into the url (user:password@, a query
+ * or fragment parameter named like a credential or a signature, a path segment that looks like a
+ * key) would be copied with it into a file meant to be committed, and printed.
  */
 function urlSkipReason(url: string, secret: (value: string) => void): { reason: SkipReason; message: string } | undefined {
   if (/\$\{|\$[A-Za-z_]/.test(url)) return { reason: "url_has_variable", message: "its url uses a variable; substructure.toml takes a literal url" };
@@ -128,15 +165,92 @@ function urlSkipReason(url: string, secret: (value: string) => void): { reason: 
   } catch {
     parsed = undefined;
   }
-  if (parsed && (parsed.username || parsed.password || [...parsed.searchParams.keys()].some(looksLikeCredential))) {
-    secret(url);
-    for (const value of parsed.searchParams.values()) secret(value);
-    if (parsed.password) secret(decodeURIComponent(parsed.password));
-    return { reason: "url_has_credential", message: "its url carries a credential (in its query or user:password@), which is never copied; add it by hand with the credential in a variable, or log in with OAuth" };
+  if (parsed) {
+    const fragment = new URLSearchParams(parsed.hash.slice(1));
+    if (parsed.username || parsed.password || [...parsed.searchParams.keys(), ...fragment.keys()].some(credentialParameter)) {
+      secret(url);
+      for (const value of [...parsed.searchParams.values(), ...fragment.values()]) secret(value);
+      if (parsed.password) secret(decodeURIComponent(parsed.password));
+      return {
+        reason: "url_has_credential",
+        message:
+          "its url carries a credential (in its query, its fragment or user:password@), which is never copied; add it by hand with the credential in a variable, or log in with OAuth",
+      };
+    }
   }
-  const problem = urlProblem(url);
+  const problem = newUrlProblem(url);
   if (problem) return { reason: "invalid_url", message: `its url ${problem}` };
+  const segment = parsed && secretLookingSegment(parsed.pathname);
+  if (segment) {
+    secret(url);
+    secret(segment);
+    return {
+      reason: "url_path_looks_secret",
+      message:
+        "its url path holds what looks like a key (a long random segment), which is never copied: if the server gives each user such a url, keep it out of substructure.toml and log in with OAuth if it offers that; if the segment is no secret, declare it with `subs mcp add <id> <url>`",
+    };
+  }
   return undefined;
+}
+
+/**
+ * Query and fragment parameters whose value is a credential: those named like one (`api_key`,
+ * `access_token`, `X-Amz-Signature`, `X-Goog-Credential`…) and the short names of signed urls
+ * (Azure SAS `sig`) and keys.
+ */
+const credentialParameter = (name: string) => looksLikeCredential(name) || /credential|^(sig|sign|hmac|jwt|pwd|pass|passwd)$/i.test(name);
+
+/**
+ * The first path segment of `pathname` that looks like a secret, decoded, or undefined. Such urls
+ * are capabilities (Zapier's `…/s/<key>/mcp`, a webhook id as the only credential). A segment looks
+ * like one when it holds 32 or more hex digits (a UUID, a hex key), or a run of 20 or more letters
+ * and digits ('-' and '_' aside) mixed as random text mixes them: the class (lowercase, uppercase,
+ * digit) changes at least every 5 characters, and its lowercase letters are not the bodies of
+ * words (`GitHub`, `ServerV2`). Words, slugs, versions, dates and short ids do not: `@org/name`,
+ * `v1`, `acme-corp`, `context7-mcp`, `2025-06-18`, `MCPServerForGitHubV2` all pass. Measured on
+ * random keys: base62 of 20 characters is caught 98 times in 100, of 32 characters 999 in 1000.
+ */
+export function secretLookingSegment(pathname: string): string | undefined {
+  for (const raw of pathname.split("/")) {
+    let segment: string;
+    try {
+      segment = decodeURIComponent(raw);
+    } catch {
+      segment = raw;
+    }
+    if (/^[0-9a-f-]+$/i.test(segment) && segment.replace(/-/g, "").length >= 32) return segment;
+    // '-' and '_' are joined over: base64url and many key formats (`sk_live_…`) hold them.
+    for (const run of segment.split(/[^A-Za-z0-9_-]+/).map((part) => part.replace(/[-_]/g, ""))) {
+      if (run.length >= 20 && looksRandom(run)) return segment;
+    }
+  }
+  return undefined;
+}
+
+const DIGIT = 0;
+const UPPER = 1;
+const LOWER = 2;
+const classOf = (c: number) => (c <= 0x39 ? DIGIT : c <= 0x5a ? UPPER : LOWER);
+
+/** Whether a run of letters and digits reads as random text rather than words (see secretLookingSegment). */
+function looksRandom(run: string): boolean {
+  let changes = 0;
+  let words = true;
+  let hasLower = false;
+  for (let i = 0; i < run.length; ) {
+    const kind = classOf(run.charCodeAt(i));
+    let end = i + 1;
+    while (end < run.length && classOf(run.charCodeAt(end)) === kind) end++;
+    if (i > 0) changes++;
+    if (kind === LOWER) {
+      hasLower = true;
+      // A word's body: three letters, or two after its capital (`Hub`).
+      const afterCapital = i > 0 && classOf(run.charCodeAt(i - 1)) === UPPER;
+      if (end - i < (afterCapital ? 2 : 3)) words = false;
+    }
+    i = end;
+  }
+  return changes * 5 >= run.length && !(hasLower && words);
 }
 
 /** The url as compared for "already declared": parsed (case of scheme and host, default port), without a trailing slash. */
@@ -160,8 +274,8 @@ export function validId(name: string): string {
   return id === "" ? "server" : id.slice(0, 64).replace(/[-_]+$/, "");
 }
 
-/** `id`, or `id-2`, `id-3`… the first not in `taken`. */
+/** `id`, or `id-2`, `id-3`… the first not in `taken` (nor reserved: `constructor` becomes `constructor-2`). */
 export function uniqueId(id: string, taken: ReadonlySet<string>): string {
-  if (!taken.has(id) && isValidName(id)) return id;
+  if (!taken.has(id) && idProblem(id) === undefined) return id;
   for (let n = 2; ; n++) if (!taken.has(`${id}-${n}`)) return `${id}-${n}`;
 }

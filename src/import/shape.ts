@@ -2,7 +2,7 @@
 // `command` for a local process or a URL and `headers` for a remote server). Each client's reader
 // says which keys it documents; the parsing and checking (zod: these files are a boundary) is here.
 import * as z from "zod/mini";
-import type { FoundServer, Header } from "./types.ts";
+import { MAX_SERVERS_PER_FILE, TooManyServers, type FoundServer, type Header } from "./types.ts";
 
 const Entry = z.looseObject({
   type: z.optional(z.string()),
@@ -23,9 +23,18 @@ export type EntryRules = {
 
 /** The servers of a `name -> entry` map; `map` not being an object yields none. */
 export function serversOf(map: unknown, rules: EntryRules): FoundServer[] {
-  const parsed = z.safeParse(ServerMap, map);
-  if (!parsed.success) return [];
-  return Object.entries(parsed.data).map(([name, raw]) => entryToServer(name, raw, rules));
+  return serverEntries(map).map(([name, raw]) => entryToServer(name, raw, rules));
+}
+
+/**
+ * The entries of a `name -> entry` map (none when `map` is not an object). Counted before anything
+ * else is done with them: past MAX_SERVERS_PER_FILE the file is refused (TooManyServers).
+ */
+export function serverEntries(map: unknown): Array<[string, unknown]> {
+  if (typeof map === "object" && map !== null && Object.keys(map).length > MAX_SERVERS_PER_FILE) throw new TooManyServers();
+  // The entries of the object read, not of zod's copy: assigning `__proto__` to the copy would
+  // drop that server without a word, where it must be reported (renamed) like any other.
+  return z.safeParse(ServerMap, map).success ? Object.entries(map as Record<string, unknown>) : [];
 }
 
 function entryToServer(name: string, raw: unknown, rules: EntryRules): FoundServer {

@@ -7,8 +7,12 @@ export type ClientName = (typeof CLIENTS)[number];
 /** Project files are shared with a repository; user files are the person's own. */
 export type Scope = "project" | "user";
 
-/** A header as the client sends it: a value written in the file, or one read from a variable (codex `env_http_headers`). */
-export type Header = { name: string; value: string } | { name: string; fromEnv: string };
+/**
+ * A header as the client sends it: a value written in the file, or one read from a variable:
+ * the whole value (codex `env_http_headers`), or, with `bearer`, a bearer token (codex
+ * `bearer_token_env_var`: `Authorization: Bearer <$VAR>`).
+ */
+export type Header = { name: string; value: string } | { name: string; fromEnv: string; bearer?: true };
 
 export type FoundServer = { name: string } & (
   | { kind: "remote"; url: string; transport: "http" | "sse" | undefined; headers: Header[]; disabled: boolean }
@@ -33,3 +37,13 @@ export type Places = {
   home: string | undefined;
   env: Readonly<Record<string, string | undefined>>;
 };
+
+/** The most servers one client file may declare (docs/commands.md); more is refused, not cut. */
+export const MAX_SERVERS_PER_FILE = 10_000;
+
+/** Thrown by a client's reader for a file declaring more than MAX_SERVERS_PER_FILE servers. */
+export class TooManyServers extends Error {
+  constructor() {
+    super(`declares more than ${MAX_SERVERS_PER_FILE.toLocaleString("en-US")} MCP servers, the most subs reads from one file`);
+  }
+}

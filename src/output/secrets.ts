@@ -42,25 +42,42 @@ function formsOf(value: string): string[] {
   return forms;
 }
 
+/** Past this many forms, scrub looks them up by their first characters instead of searching for each. */
+const INDEXED_FROM = 1024;
+/**
+ * The keys values are indexed by: their first SHORT_KEY characters (every value scrubbed is that
+ * long, worthScrubbing), or LONG_KEY for a value that long. Tokens share their first characters
+ * (`Bearer `, `sk-live-`, `ghp_`) and text quotes those often; their first 16 it does not.
+ */
+const SHORT_KEY = 6;
+const LONG_KEY = 16;
+
 export class Secrets {
   private readonly values = new Set<string>();
   private readonly forms = new Set<string>();
   private sorted: string[] | undefined = [];
+  private index: { short: Map<string, string[]>; long: Map<string, string[]> } | undefined;
 
   add(value: string | null | undefined): void {
     if (typeof value !== "string" || !worthScrubbing(value) || this.values.has(value)) return;
     this.values.add(value);
     for (const form of formsOf(value)) this.forms.add(form);
     this.sorted = undefined;
+    this.index = undefined;
   }
 
   /** `text` with every form of every known value replaced by [redacted], longest first (a token inside a longer one). */
   scrub(text: string): string {
     if (this.forms.size === 0) return text;
     this.sorted ??= [...this.forms].sort((a, b) => b.length - a.length);
-    let out = text;
-    for (const secret of this.sorted) if (out.includes(secret)) out = out.replaceAll(secret, REDACTED);
+    const out = this.forms.size > INDEXED_FROM ? this.scrubIndexed(text) : this.scrubEach(text, this.sorted);
     return out.includes(CUT) ? this.withoutCutForms(out, this.sorted) : out;
+  }
+
+  private scrubEach(text: string, forms: readonly string[]): string {
+    let out = text;
+    for (const form of forms) if (out.includes(form)) out = out.replaceAll(form, REDACTED);
+    return out;
   }
 
   /**
@@ -86,6 +103,53 @@ export class Secrets {
       from = at;
     }
     return from === 0 ? text : out + text.slice(from);
+  }
+
+  /**
+   * scrub for many forms (`subs mcp import` learns every token of thousands of servers): one
+   * pass over `text`, each position looked up by the characters that start there, so the cost
+   * follows the text's length and not values × text. Every stretch some value covers is
+   * replaced, overlapping ones as one.
+   */
+  private scrubIndexed(text: string): string {
+    const index = (this.index ??= this.buildIndex());
+    let out = "";
+    let copied = 0;
+    let start = -1;
+    let end = -1;
+    const match = (candidates: readonly string[] | undefined, i: number) => {
+      if (!candidates) return;
+      for (const value of candidates) {
+        if (!text.startsWith(value, i)) continue;
+        if (start === -1) start = i;
+        end = Math.max(end, i + value.length);
+      }
+    };
+    for (let i = 0; i + SHORT_KEY <= text.length; i++) {
+      if (start !== -1 && i >= end) {
+        out += text.slice(copied, start) + REDACTED;
+        copied = end;
+        start = -1;
+      }
+      if (index.short.size > 0) match(index.short.get(text.slice(i, i + SHORT_KEY)), i);
+      if (i + LONG_KEY <= text.length) match(index.long.get(text.slice(i, i + LONG_KEY)), i);
+    }
+    if (start !== -1) {
+      out += text.slice(copied, start) + REDACTED;
+      copied = end;
+    }
+    return copied === 0 ? text : out + text.slice(copied);
+  }
+
+  private buildIndex(): { short: Map<string, string[]>; long: Map<string, string[]> } {
+    const index = { short: new Map<string, string[]>(), long: new Map<string, string[]>() };
+    for (const value of this.forms) {
+      const [map, key] = value.length >= LONG_KEY ? [index.long, value.slice(0, LONG_KEY)] : [index.short, value.slice(0, SHORT_KEY)];
+      const list = map.get(key);
+      if (list) list.push(value);
+      else map.set(key, [value]);
+    }
+    return index;
   }
 }
 

@@ -4,14 +4,15 @@
 // rotation at the authorization server (the others wait on the db's write lock, then use the
 // token the first one stored: src/auth/refresh.ts).
 import assert from "node:assert/strict";
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, statSync, utimesSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { test } from "node:test";
 import Database from "better-sqlite3";
+import { parse as parseToml } from "smol-toml";
 import { environment, leakedTokens, type Env, type Row } from "../auth/harness.ts";
 import { browserCommand } from "../support/browser.ts";
-import { runCli, type RunResult } from "../support/cli.ts";
+import { runCli, signalOnce, type RunResult } from "../support/cli.ts";
 import { startDeployment } from "../support/deployment/server.ts";
 
 const IDS = ["a1", "a2", "a3", "a4", "a5", "a6", "a7", "a8"];
@@ -112,6 +113,152 @@ test("8 remote applies at once converge: the deployment ends as the file says, a
     for (const r of [...results, next]) assert.ok(!r.stdout.includes(TOKEN) && !r.stderr.includes(TOKEN));
   } finally {
     await deployment.close();
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+/** The connection ids substructure.toml at `file` declares (it must parse). */
+function declared(file: string): Set<string> {
+  const parsed = parseToml(readFileSync(file, "utf8")) as { mcp?: Record<string, unknown> };
+  return new Set(Object.keys(parsed.mcp ?? {}));
+}
+
+/** Nothing an edit leaves behind: no lock directory, no temporary file. */
+function assertNoLeftovers(dir: string) {
+  assert.deepEqual(readdirSync(dir).filter((name) => name.endsWith(".lock") || name.endsWith(".tmp")), []);
+}
+
+// Every edit of substructure.toml reads it, checks it and renames the edited text over it. Sixteen
+// at once used to lose edits (runs printed "Added" and were not in the file) and bring back
+// sections a remove had just cut. Each run now holds the file's lock from its read to its rename:
+// every run that says it landed is in the file, and every one that did not says so and fails.
+test("16 edits of substructure.toml at once, 20 times: adds, removes and imports all land, or say they did not", { timeout: 900_000 }, async () => {
+  const dir = mkdtempSync(path.join(tmpdir(), "subs-concurrent-edits-"));
+  const file = path.join(dir, "substructure.toml");
+  const adds = Array.from({ length: 10 }, (_, i) => `a${i}`);
+  const removes = ["r0", "r1", "r2", "r3"];
+  const imports = ["i0", "i1"];
+  try {
+    mkdirSync(path.join(dir, "clients"));
+    let landed = 0;
+    for (let round = 0; round < 20; round++) {
+      writeFileSync(file, `# kept\n[mcp.base]\nurl = "https://base.example/mcp"\n\n${removes.map((id) => `[mcp.${id}]\nurl = "https://${id}.example/mcp"\n`).join("\n")}`);
+      for (const id of imports) {
+        writeFileSync(path.join(dir, "clients", `${id}.json`), JSON.stringify({ mcpServers: { [id]: { type: "http", url: `https://${id}.example/r${round}/mcp` } } }));
+      }
+      const cli = (argv: string[]) => runCli(argv, { cwd: dir, timeoutMs: 120_000 });
+      const runs = [
+        ...adds.map((id) => ({ id, kind: "add" as const, run: cli(["mcp", "add", id, `https://${id}.example/mcp`]) })),
+        ...removes.map((id) => ({ id, kind: "remove" as const, run: cli(["mcp", "remove", id]) })),
+        ...imports.map((id) => ({ id, kind: "import" as const, run: cli(["mcp", "import", "--from", path.join("clients", `${id}.json`)]) })),
+      ];
+      const results = await Promise.all(runs.map((r) => r.run));
+      const ids = declared(file);
+      const expected = new Set(["base"]);
+      runs.forEach(({ id, kind }, n) => {
+        const r = results[n]!;
+        const what = `round ${round}, ${kind} ${id} (exit ${r.code}):\n${r.stderr}`;
+        if (r.code === 0) {
+          landed++;
+          assert.match(r.stderr, kind === "add" ? /Added \[mcp\.a\d\]/ : kind === "remove" ? /Removed \[mcp\.r\d\]/ : /Added 1 connection/, what);
+          if (kind !== "remove") expected.add(id);
+        } else {
+          // The only way an edit may not land: the lock stayed busy past the bounded wait.
+          assert.equal(r.code, 1, what);
+          assert.match(r.stderr, /another subs has been editing substructure\.toml for 15 s; nothing was written/, what);
+          if (kind === "remove") expected.add(id);
+        }
+      });
+      assert.deepEqual([...ids].sort(), [...expected].sort(), `round ${round}: the file does not hold what the runs said`);
+      assert.match(readFileSync(file, "utf8"), /^# kept\n\[mcp\.base\]\n/);
+      assertNoLeftovers(dir);
+    }
+    // Each edit holds the lock for milliseconds: every one gets its turn well within the wait.
+    assert.equal(landed, 20 * 16);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+test("init and import creating substructure.toml at once: one creates it, every import lands, every other init says the file exists", { timeout: 300_000 }, async () => {
+  for (let round = 0; round < 3; round++) {
+    const dir = mkdtempSync(path.join(tmpdir(), "subs-concurrent-create-"));
+    try {
+      mkdirSync(path.join(dir, "clients"));
+      const imports = Array.from({ length: 8 }, (_, i) => `i${i}`);
+      for (const id of imports) writeFileSync(path.join(dir, "clients", `${id}.json`), JSON.stringify({ mcpServers: { [id]: { type: "http", url: `https://${id}.example/mcp` } } }));
+      const inits = Array.from({ length: 8 }, (_, i) => `n${i}`);
+      const cli = (argv: string[]) => runCli(argv, { cwd: dir, timeoutMs: 120_000 });
+      const results = await Promise.all([
+        ...inits.map((id) => cli(["init", `${id}=https://${id}.example/mcp`])),
+        ...imports.map((id) => cli(["mcp", "import", "--from", path.join("clients", `${id}.json`)])),
+      ]);
+      const ids = declared(path.join(dir, "substructure.toml"));
+      const initResults = results.slice(0, inits.length);
+      const created = initResults.filter((r) => r.code === 0).length;
+      assert.ok(created <= 1, "at most one init wrote the file");
+      initResults.forEach((r, n) => {
+        if (r.code === 0) assert.ok(ids.has(inits[n]!));
+        else {
+          assert.equal(r.code, 2, r.stderr);
+          assert.match(r.stderr, /substructure\.toml already exists; nothing was written/);
+          assert.ok(!ids.has(inits[n]!));
+        }
+      });
+      results.slice(inits.length).forEach((r, n) => {
+        assert.equal(r.code, 0, r.stderr);
+        assert.ok(ids.has(imports[n]!), `import ${imports[n]} said ${r.stderr}`);
+      });
+      assertNoLeftovers(dir);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  }
+});
+
+// The lock's edges: a wait is said, and Ctrl-C/SIGTERM end it at once; a lock its holder stopped
+// refreshing (killed with SIGKILL) is taken over; a lock held past the wait is exit 1 with nothing written.
+test("an edit waiting for the lock says so and stops at once on SIGTERM; a dead run's lock is taken over; a lock held past 15 s is exit 1", { timeout: 120_000 }, async () => {
+  const dir = mkdtempSync(path.join(tmpdir(), "subs-lock-"));
+  const file = path.join(dir, "substructure.toml");
+  const lock = `${file}.lock`;
+  const text = `[mcp.base]\nurl = "https://base.example/mcp"\n`;
+  writeFileSync(file, text);
+  const old = new Date("2020-01-01T00:00:00Z");
+  utimesSync(file, old, old);
+  const untouched = () => {
+    assert.equal(readFileSync(file, "utf8"), text);
+    assert.equal(statSync(file).mtimeMs, old.getTime());
+  };
+  try {
+    // Another run holds the lock (and keeps it fresh, as proper-lockfile does).
+    mkdirSync(lock);
+    const fresh = setInterval(() => utimesSync(lock, new Date(), new Date()), 1000);
+    try {
+      const term = signalOnce("Waiting for another subs to finish editing substructure.toml", "SIGTERM");
+      const r = await runCli(["mcp", "add", "x", "https://x.example/mcp"], { cwd: dir, timeoutMs: 30_000, onSpawn: term.onSpawn });
+      assert.ok(term.state.sent, `no wait was said:\n${r.stderr}`);
+      assert.equal(r.code, 143, r.stderr);
+      assert.ok(Date.now() - term.state.sentAt! < 3000, "stopped at once");
+      untouched();
+
+      const t0 = Date.now();
+      const timedOut = await runCli(["mcp", "add", "y", "https://y.example/mcp"], { cwd: dir, timeoutMs: 60_000 });
+      assert.equal(timedOut.code, 1, timedOut.stderr);
+      assert.match(timedOut.stderr, /another subs has been editing substructure\.toml for 15 s; nothing was written\nhint: run the command again when it is done/);
+      assert.ok(Date.now() - t0 >= 14_000, "it waited");
+      untouched();
+    } finally {
+      clearInterval(fresh);
+    }
+    // The holder died (nothing refreshes the lock): after 10 s it is anyone's.
+    const stale = new Date(Date.now() - 11_000);
+    utimesSync(lock, stale, stale);
+    const taken = await runCli(["mcp", "add", "z", "https://z.example/mcp"], { cwd: dir, timeoutMs: 30_000 });
+    assert.equal(taken.code, 0, taken.stderr);
+    assert.deepEqual([...declared(file)].sort(), ["base", "z"]);
+    assertNoLeftovers(dir);
+  } finally {
     rmSync(dir, { recursive: true, force: true });
   }
 });

@@ -84,6 +84,30 @@ describe("secret registry", () => {
     assert.equal(out.columns, 80);
     assert.equal(out.cursorTo(), 80);
   });
+
+  // `subs mcp import` learns every token written in thousands of servers' headers; searching each
+  // printed line for each of them made an 8,000-server import take minutes.
+  test("with thousands of values, each is still removed (overlapping ones as one), at a cost that follows the text", () => {
+    const secrets = new Secrets();
+    const tokens = Array.from({ length: 10_000 }, (_, i) => `Bearer sk-live-${i}-shared-suffix`);
+    for (const token of tokens) {
+      secrets.add(token);
+      secrets.add(token.slice("Bearer ".length));
+    }
+    secrets.add("short1"); // 6 characters: the shortest value kept
+    secrets.add("abcdefghij");
+    secrets.add("ghijklmnopqrstuvwxyz");
+    assert.equal(
+      secrets.scrub(`a ${tokens[42]} b sk-live-9999-shared-suffix c short1 d sk-live-10000-shared-suffix e sk%2Dlive x abcdefghijklmnopqrstuvwxyz!`),
+      "a [redacted] b [redacted] c [redacted] d sk-live-10000-shared-suffix e sk%2Dlive x [redacted]!",
+    );
+    assert.equal(secrets.scrub("Bearer tokens are sent as Bearer <token>"), "Bearer tokens are sent as Bearer <token>");
+    const lines = Array.from({ length: 20_000 }, (_, i) => `  + s${i}  https://mcp${i}.example/mcp  ! Authorization: Bearer held a token written in the file\n`);
+    const started = performance.now();
+    for (const line of lines) assert.equal(secrets.scrub(line), line);
+    const ms = performance.now() - started;
+    assert.ok(ms < 2000, `20,000 lines took ${Math.round(ms)} ms`);
+  });
 });
 
 test("the spinner on a scrubbed terminal stream: it hooks write without looping, and what it shows is scrubbed", async () => {

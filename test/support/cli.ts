@@ -122,13 +122,14 @@ export function runCli(argv: string[], options: ChildOptions): Promise<RunResult
  * means "exit now" and would skip the clean shutdown a test is checking.
  */
 export function signalOnce(marker: string | RegExp, signal: NodeJS.Signals = "SIGINT") {
-  const state = { sent: false };
+  const state: { sent: boolean; sentAt?: number } = { sent: false };
   const onSpawn = (child: ReturnType<typeof spawn>) => {
     let stderr = "";
     child.stderr?.on("data", (d) => {
       stderr += d;
       if (!state.sent && (typeof marker === "string" ? stderr.includes(marker) : marker.test(stderr))) {
         state.sent = true;
+        state.sentAt = Date.now();
         child.kill(signal);
       }
     });

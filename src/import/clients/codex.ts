@@ -6,6 +6,7 @@
 // one `command` and `args`; `enabled = false` turns one off. Values are never expanded.
 import path from "node:path";
 import * as z from "zod/mini";
+import { serverEntries } from "../shape.ts";
 import type { ClientFile, FoundServer, Header, Places } from "../types.ts";
 
 const Table = z.looseObject({
@@ -31,16 +32,14 @@ export function codexFile(file: string, scope: "project" | "user"): ClientFile {
 }
 
 function codexServers(parsed: unknown): FoundServer[] {
-  const tables = z.safeParse(z.record(z.string(), z.unknown()), (parsed as { mcp_servers?: unknown } | null)?.mcp_servers);
-  if (!tables.success) return [];
-  return Object.entries(tables.data).map(([name, raw]): FoundServer => {
+  return serverEntries((parsed as { mcp_servers?: unknown } | null)?.mcp_servers).map(([name, raw]): FoundServer => {
     const table = z.safeParse(Table, raw);
     if (!table.success) return { name, kind: "unrecognized", why: "its table is not in the documented shape" };
     const t = table.data;
     if (t.command !== undefined) return { name, kind: "stdio" };
     if (t.url === undefined) return { name, kind: "unrecognized", why: "it has neither a command nor a url" };
     const headers: Header[] = [];
-    if (t.bearer_token_env_var !== undefined) headers.push({ name: "Authorization", value: `Bearer \${${t.bearer_token_env_var}}` });
+    if (t.bearer_token_env_var !== undefined) headers.push({ name: "Authorization", fromEnv: t.bearer_token_env_var, bearer: true });
     else if (t.bearer_token !== undefined) headers.push({ name: "Authorization", value: `Bearer ${t.bearer_token}` });
     for (const [header, value] of Object.entries(t.http_headers ?? {})) headers.push({ name: header, value });
     for (const [header, variable] of Object.entries(t.env_http_headers ?? {})) headers.push({ name: header, fromEnv: variable });
