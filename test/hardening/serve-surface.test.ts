@@ -11,7 +11,7 @@ import { existsSync, mkdtempSync, readFileSync, rmSync, statSync, symlinkSync, w
 import { request, type IncomingMessage } from "node:http";
 import { networkInterfaces, tmpdir } from "node:os";
 import path from "node:path";
-import { after, before, describe, it } from "node:test";
+import { after, afterEach, before, describe, it } from "node:test";
 import { runCli } from "../support/cli.ts";
 import { startRichServer, type RichServer } from "../support/mcp-rich-server.ts";
 import { rawExchange, INITIALIZE, rawRequest, serveOverHttp, type ServedHttp } from "../support/served-http.ts";
@@ -26,6 +26,8 @@ type Endpoint = {
   upstream: RichServer;
   /** Initialize requests this endpoint accepted: each starts exactly one upstream session. */
   accepted: number;
+  /** The sessions those started, ended after each test (an endpoint may bound how many are open). */
+  open: string[];
 };
 
 /**
@@ -49,9 +51,18 @@ describe("--http as an attacker meets it (subs mcp proxy and subs agent serve, t
   /** `rawRequest`, counting the initialize requests the endpoint accepts. */
   const send = async (e: Endpoint, options: Parameters<typeof rawRequest>[1], url = e.served.url) => {
     const answer = await rawRequest(url, options);
-    if (answer.status === 200 && typeof options.body === "string" && options.body.includes('"initialize"')) e.accepted++;
+    if (answer.status === 200 && typeof options.body === "string" && options.body.includes('"initialize"')) {
+      e.accepted++;
+      e.open.push(String(answer.headers["mcp-session-id"]));
+    }
     return answer;
   };
+
+  afterEach(async () => {
+    for (const e of [proxy, agent]) {
+      for (const id of e.open.splice(0)) await rawRequest(e.served.url, { method: "DELETE", headers: { Authorization: `Bearer ${e.served.token}`, "Mcp-Session-Id": id } });
+    }
+  });
 
   before(async () => {
     dir = mkdtempSync(path.join(tmpdir(), "subs-surface-"));
@@ -64,8 +75,8 @@ describe("--http as an attacker meets it (subs mcp proxy and subs agent serve, t
       serveOverHttp(dir, ["mcp", "proxy", "proxied"], { env: { MCP_TOKEN }, tokenFile: "proxy.token" }),
       serveOverHttp(dir, ["agent", "serve", "triage"], { env: { MCP_TOKEN }, tokenFile: "agent.token" }),
     ]);
-    proxy = { served: p, upstream: forProxy, accepted: 0 };
-    agent = { served: a, upstream: forAgent, accepted: 0 };
+    proxy = { served: p, upstream: forProxy, accepted: 0, open: [] };
+    agent = { served: a, upstream: forAgent, accepted: 0, open: [] };
   });
 
   after(async () => {
