@@ -360,6 +360,28 @@ describe("subs mcp proxy (end to end)", () => {
     assert.equal(await p.exited, 0, p.stderr());
   });
 
+  it("requests a client sends before the initialize answer (a pipe) wait for the upstream and are answered in order", async () => {
+    const lines = [
+      { jsonrpc: "2.0", id: 1, method: "initialize", params: { protocolVersion: "2025-06-18", capabilities: {}, clientInfo: { name: "pipe", version: "1" } } },
+      { jsonrpc: "2.0", method: "notifications/initialized" },
+      { jsonrpc: "2.0", id: 2, method: "tools/list" },
+      { jsonrpc: "2.0", id: 3, method: "tools/call", params: { name: "echo", arguments: { n: 3 } } },
+      { jsonrpc: "2.0", id: 4, method: "ping" },
+    ];
+    const r = await runCli(["mcp", "proxy", "rich"], { cwd: dir, env: { MCP_TOKEN }, input: lines.map((l) => JSON.stringify(l)).join("\n") + "\n" });
+    assert.equal(r.code, 0, r.stderr);
+    const out = r.stdout.trimEnd().split("\n").map((l) => JSON.parse(l) as { id?: number; result?: { tools?: Array<{ name: string }>; structuredContent?: unknown }; error?: { message: string } });
+    const answers = out.filter((m) => m.id !== undefined);
+    // A ping is answered at once, upstream or not (MCP "Ping": either side, at any time).
+    assert.deepEqual(answers.filter((m) => m.id !== 4).map((m) => m.id), [1, 2, 3], "every request answered in order, the initialize answer first");
+    assert.deepEqual(answers.find((m) => m.id === 4)?.result, {});
+    assert.ok(answers.every((m) => m.error === undefined), JSON.stringify(answers.find((m) => m.error)));
+    const byId = new Map(answers.map((m) => [m.id, m]));
+    const listed = byId.get(2)!.result!.tools!.map((t) => t.name);
+    for (const tool of RICH_TOOLS) assert.ok(listed.includes(tool.name), `tools/list lacks ${tool.name}`);
+    assert.deepEqual(byId.get(3)!.result!.structuredContent, { echoed: { n: 3 } });
+  });
+
   it("ends cleanly when stdin closes and on SIGTERM, ending the upstream session; stdout carries only JSON-RPC", async () => {
     ensureBuilt();
     for (const how of ["stdin", "SIGTERM"] as const) {

@@ -109,6 +109,12 @@ async function proxySession(ctx: Pick<Context, "env" | "fetch" | "now" | "signal
   let upstream: Upstream | undefined;
   let unavailable: Error | undefined;
   let initializing = false;
+  // Settles once `initialize` has opened the upstream or failed to. A client may send its next
+  // requests without waiting for the initialize answer (a pipe, a client that pipelines): they
+  // wait for it here, and go on in the order they came (MCP lifecycle: the client SHOULD wait,
+  // but nothing is gained by refusing one that did not).
+  let settleInitialize = () => {};
+  const initialized = new Promise<void>((resolve) => (settleInitialize = resolve));
   let closing = false;
   let clientCapabilities: ClientCapabilities = {};
   // What the client set up on the upstream's session, to set up again on a new one (below).
@@ -157,6 +163,13 @@ async function proxySession(ctx: Pick<Context, "env" | "fetch" | "now" | "signal
     const request = { params: parsed.data };
     if (initializing) throw new McpError(ErrorCode.InvalidRequest, "the session is already initialized");
     initializing = true;
+    try {
+      return await openFor(request);
+    } finally {
+      settleInitialize();
+    }
+  };
+  const openFor = async (request: { params: z.output<typeof InitializeParams> }): Promise<InitializeResult> => {
     clientCapabilities = request.params.capabilities as ClientCapabilities;
     let opened: Upstream;
     try {
@@ -192,8 +205,9 @@ async function proxySession(ctx: Pick<Context, "env" | "fetch" | "now" | "signal
 
   server.fallbackRequestHandler = async (request, extra) => {
     if (request.method === "initialize") return initialize(request);
+    if (!upstream && request.method === "ping") return {};
+    if (!upstream && initializing) await initialized;
     if (!upstream) {
-      if (request.method === "ping") return {};
       throw unavailable ?? new McpError(ErrorCode.InvalidRequest, "the session is not initialized");
     }
     inFlight.add(extra.requestId);
@@ -222,6 +236,7 @@ async function proxySession(ctx: Pick<Context, "env" | "fetch" | "now" | "signal
   };
 
   server.fallbackNotificationHandler = async (notification) => {
+    if (!upstream && initializing) await initialized;
     await upstream?.client.transport?.send({ jsonrpc: "2.0", ...(notification as Notification) }).catch(() => {});
   };
 
