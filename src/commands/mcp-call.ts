@@ -2,7 +2,9 @@ import { readFile } from "node:fs/promises";
 import path from "node:path";
 import { loadConfig } from "../config/load.ts";
 import type { Context } from "../context.ts";
-import { failed, usage } from "../errors.ts";
+import { ErrorCode } from "@modelcontextprotocol/sdk/types.js";
+import { closestNames } from "../config/load.ts";
+import { failed, usage, type SubsError } from "../errors.ts";
 import { writeJson } from "../output/json.ts";
 import { stderrReporter } from "../output/reporter.ts";
 import { shown } from "../output/untrusted.ts";
@@ -83,21 +85,40 @@ export async function mcpCallCommand(ctx: Context, options: McpCallOptions): Pro
   try {
     result = await withConnection(
       { ctx, config, connection, reporter, login: { timeoutMs: options.timeoutSeconds * 1000, openBrowser: options.browser }, requestTimeoutMs },
-      (client, signal) =>
-        client.callTool({ name: options.tool, arguments: args }, undefined, {
+      async (client, signal) => {
+        const call = client.callTool({ name: options.tool, arguments: args }, undefined, {
           signal,
           timeout: requestTimeoutMs,
           // A long tool that reports progress (MCP "Progress" notifications) is working, not
           // silent: each report restarts the wait, and a terminal shows it.
           resetTimeoutOnProgress: true,
           onprogress: (progress) => calling.update(`Calling ${options.tool} on ${connection.id}: ${progressText(progress)}`),
-        }),
+        });
+        // A name the server does not have fails as a protocol error (MCP "Tools: Error Handling",
+        // -32602) or, from older servers, as a tool error: either way, the server's own list says
+        // whether the name was the problem, and which it has instead. Asked only after a failure.
+        const unknown = async () => {
+          const { listAllTools } = await import("../mcp/connect.ts");
+          const names = (await listAllTools(client, { signal, requestTimeoutMs }).catch(() => undefined))?.map((t) => t.name);
+          return names !== undefined && !names.includes(options.tool) ? unknownTool(connection.id, options.tool, names) : undefined;
+        };
+        const answered = await call.catch(async (error: unknown) => {
+          if ((error as { code?: unknown }).code === ErrorCode.InvalidParams) throw (await unknown()) ?? error;
+          throw error;
+        });
+        if (answered.isError === true) {
+          const problem = await unknown();
+          if (problem) throw problem;
+        }
+        return answered;
+      },
     );
   } catch (error) {
     calling.fail(`${options.tool} on ${connection.id} did not finish`);
     throw withRequestTimeoutHint(error);
   }
-  calling.succeed(`${options.tool} on ${connection.id} finished`);
+  if (result.isError === true) calling.fail(`${options.tool} on ${connection.id} reported an error`);
+  else calling.succeed(`${options.tool} on ${connection.id} finished`);
   if (options.json) {
     writeJson(ctx.stdout, result);
   } else {
@@ -116,6 +137,16 @@ export async function mcpCallCommand(ctx: Context, options: McpCallOptions): Pro
   if (result.isError === true) {
     throw failed(`${connection.id}: the tool ${options.tool} reported an error`, { code: "tool_error" });
   }
+}
+
+/** The failure of a call to a tool the server does not list, naming the names it has that are closest. */
+function unknownTool(id: string, tool: string, names: readonly string[]): SubsError {
+  const near = closestNames(tool, names, 3);
+  const listed = `\`subs mcp tools ${id}\` lists its ${names.length} tool${names.length === 1 ? "" : "s"}`;
+  return failed(`${id} has no tool named ${shown(tool)}`, {
+    code: "unknown_tool",
+    hint: near.length > 0 ? `did you mean ${near.map((n) => `\`${shown(n)}\``).join(", ")}? (${listed})` : listed,
+  });
 }
 
 /** A progress notification as a few words: `3/10 indexing`, or the count alone when there is no total. */

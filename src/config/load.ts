@@ -394,6 +394,21 @@ export function closest(word: string, candidates: Iterable<string>): string | un
   return best;
 }
 
+/**
+ * Up to `max` of `candidates` nearest to `word`: within an edit distance of 2, else those that
+ * contain it or that it contains (a tool `search` for `search_notes`), nearest first.
+ */
+export function closestNames(word: string, candidates: readonly string[], max: number): string[] {
+  const lower = word.toLowerCase();
+  const ranked: Array<[distance: number, name: string]> = [];
+  for (const name of candidates) {
+    const d = editDistanceUpTo2(lower, name.toLowerCase());
+    if (d <= 2) ranked.push([d, name]);
+    else if (lower.length >= 3 && (name.toLowerCase().includes(lower) || lower.includes(name.toLowerCase()))) ranked.push([3, name]);
+  }
+  return ranked.sort((a, b) => a[0] - b[0] || a[1].localeCompare(b[1])).slice(0, max).map(([, name]) => name);
+}
+
 /** Unknown names that get a "did you mean": beyond them the hint is the plain fix, so a file of
  *  thousands of dangling names costs linear time, not names × candidates (issue 14). */
 export const SUGGESTION_BUDGET = 50;
