@@ -64,20 +64,6 @@ export const declined = (message: string, options?: { hint?: string }) => new Su
 export const interrupted = () => new SubsError("interrupted", "interrupted", { code: "interrupted" });
 
 /**
- * The same failure, carrying what a command of several steps did before it (for --json). Config
- * refusals come before any step, and an interrupt is reported as one: both are left as they are.
- */
-export function withDetails(error: unknown, details: Record<string, unknown>): unknown {
-  if (!(error instanceof SubsError) || error instanceof ConfigError || error.kind === "interrupted") return error;
-  return new SubsError(error.kind, error.message, {
-    ...(error.hint !== undefined ? { hint: error.hint } : {}),
-    ...(error.code !== undefined ? { code: error.code } : {}),
-    cause: error,
-    details: { ...error.details, ...details },
-  });
-}
-
-/**
  * The same failure, its message prefixed with the id it happened to, unless it names it already:
  * a step of a command over several ids (`mcp login --all`) must say which one failed (issue 13).
  */

@@ -4,7 +4,7 @@ import { findConnections } from "../config/lookup.ts";
 import { assertNoLocalOnlyAuth } from "../config/remote-rules.ts";
 import type { Config, ConnectionConfig } from "../config/types.ts";
 import type { Context } from "../context.ts";
-import { SubsError, usage, withDetails } from "../errors.ts";
+import { SubsError, usage } from "../errors.ts";
 import { writeJson } from "../output/json.ts";
 import { stderrReporter } from "../output/reporter.ts";
 import { MARK, styleFor } from "../output/style.ts";
@@ -57,14 +57,8 @@ export async function mcpLoginRemote(ctx: Context, config: Config, options: McpL
     }
   }
   const results: RemoteLoginJson[] = [];
-  for (const [n, connection] of targets.entries()) {
-    try {
-      await loginOne(connection);
-    } catch (error) {
-      // With several ids, --json still tells which were done (docs/remote.md).
-      throw targets.length > 1 ? withDetails(error, { id: connection.id, done: results, not_attempted: targets.slice(n + 1).map((c) => c.id) }) : error;
-    }
-  }
+  const { loginEach } = await import("./login-each.ts");
+  await loginEach(ctx, targets, results, loginOne);
   if (options.json) writeJson(ctx.stdout, results);
 
   async function loginOne(connection: ConnectionConfig): Promise<void> {

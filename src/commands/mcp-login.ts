@@ -2,7 +2,7 @@ import type { Config, ConnectionConfig } from "../config/types.ts";
 import { loadConfig } from "../config/load.ts";
 import { findConnections } from "../config/lookup.ts";
 import type { Context } from "../context.ts";
-import { aboutId, usage, withDetails } from "../errors.ts";
+import { usage } from "../errors.ts";
 import { withDeadline } from "../http/deadline.ts";
 import { writeJson } from "../output/json.ts";
 import { stderrReporter } from "../output/reporter.ts";
@@ -69,15 +69,8 @@ export async function mcpLoginCommand(ctx: Context, options: McpLoginOptions): P
       targets = findConnections(config, options.ids);
       opened = targets.some((c) => !c.auth) ? await open() : undefined;
     }
-    for (const [n, connection] of targets.entries()) {
-      try {
-        await loginOne(connection);
-      } catch (caught) {
-        const error = aboutId(caught, connection.id);
-        // With several ids, --json still tells which were done (docs/commands.md, "subs mcp login").
-        throw targets.length > 1 ? withDetails(error, { id: connection.id, done: results, not_attempted: targets.slice(n + 1).map((c) => c.id) }) : error;
-      }
-    }
+    const { loginEach } = await import("./login-each.ts");
+    await loginEach(ctx, targets, results, loginOne);
   } finally {
     opened?.store.close();
   }

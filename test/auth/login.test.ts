@@ -680,21 +680,26 @@ test("login: a browser that is never used leaves nothing behind on interrupt", a
 });
 
 
-test("login of several ids with --json: a failure part-way still tells which logins were done and which were not attempted", async () => {
+test("login of several ids: a failure part-way is said at once and the others are still tried; --json tells what was done and what failed; exit is the worst code", async () => {
   const env = await environment({
-    toml: (url) => `[mcp.demo]\nurl = "${url}"\n[mcp.down]\nurl = "http://127.0.0.1:9/mcp"\n[mcp.gh]\nurl = "${url}"\nauth = { token_env = "GH_TOKEN" }\n`,
+    toml: (url) => `[mcp.demo]\nurl = "${url}"\n[mcp.down]\nurl = "http://127.0.0.1:9/mcp"\n[mcp.gh]\nurl = "${url}"\nauth = { token_env = "GH_TOKEN" }\n[mcp.demo2]\nurl = "${url}"\n`,
   });
   try {
-    const result = await env.subs(["mcp", "login", "demo", "down", "gh", "--json"]);
+    const result = await env.subs(["mcp", "login", "demo", "down", "gh", "demo2", "--json"]);
     assert.equal(result.code, 1, result.stderr);
     const { error } = JSON.parse(result.stdout);
-    assert.equal(error.id, "down");
+    assert.equal(error.code, "unreachable");
     assert.deepEqual(
       error.done.map((d: { id: string; result: string }) => [d.id, d.result]),
-      [["demo", "authorized"]],
+      [["demo", "authorized"], ["gh", "static"], ["demo2", "authorized"]],
     );
-    assert.deepEqual(error.not_attempted, ["gh"]);
-    assert.ok(credential(env, "demo"), "the login that was done stays done");
+    assert.deepEqual(error.failed.map((f: { id: string; code: string }) => [f.id, f.code]), [["down", "unreachable"]]);
+    assert.deepEqual(error.not_attempted, []);
+    assert.match(error.message, /1 of 4 logins failed \(down\); the others are done/);
+    // The person reads the failure when it happens, with its hint, and the summary at the end.
+    assert.match(result.stderr, /✖ down: [^\n]+\n\s+hint: /);
+    assert.ok(result.stderr.indexOf("✖ down") < result.stderr.lastIndexOf("1 of 4 logins failed"), result.stderr);
+    assert.ok(credential(env, "demo") && credential(env, "demo2"), "the logins before and after the failure are done");
     // One id: the error object as before (its hint fits the failure), no progress fields added.
     const one = JSON.parse((await env.subs(["mcp", "login", "down", "--json"])).stdout).error;
     assert.deepEqual(Object.keys(one).sort(), ["code", "hint", "message"]);
