@@ -606,7 +606,7 @@ export function buildProgram(ctx: Context, { setJson, setExitCode, onParseMistak
       .addOption(configOption())
       .addOption(jsonOption())
       .option("--dry-run", "print the plan; change nothing")
-      .option("-y, --yes", "with [remote], apply a plan that removes without asking (on a terminal, subs asks first)")
+      .option("-y, --yes", "apply a plan that removes without asking (on a terminal, subs asks first)")
       .addHelpText("after", examples(["subs apply --dry-run", "subs apply", "subs apply --json   # in CI"]))
       .action(async (opts: { config?: string; json?: boolean; dryRun?: boolean; yes?: boolean }) => {
         setJson(Boolean(opts.json));

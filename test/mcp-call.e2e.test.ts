@@ -6,28 +6,13 @@ import { mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { after, before, describe, it } from "node:test";
-import { spawn } from "node:child_process";
-import { BIN, ensureBuilt, runCli } from "./support/cli.ts";
+import { runCli } from "./support/cli.ts";
+import { onTerminal } from "./support/terminal.ts";
 import { annotatedTool, startMcpServer, type RunningMcpServer } from "./support/mcp-server.ts";
 import { startRichServer, type RichServer } from "./support/mcp-rich-server.ts";
 
 const MARK_OK = "✔";
 const MARK_FAILED = "✖";
-
-/**
- * What a person at a terminal sees: the CLI under a pseudo-terminal (util-linux `script`), stdout
- * and stderr together. Asynchronous: the test's servers run in this process.
- */
-function onTerminal(argv: string[], cwd: string, env: Record<string, string>): Promise<{ code: number | null; screen: string }> {
-  ensureBuilt();
-  const quote = (word: string) => `'${word.replaceAll("'", `'\\''`)}'`;
-  const command = [process.execPath, BIN, ...argv].map(quote).join(" ");
-  const child = spawn("script", ["-qec", command, "/dev/null"], { cwd, env: { PATH: process.env.PATH, HOME: cwd, TERM: "xterm", ...env }, stdio: ["ignore", "pipe", "pipe"] });
-  let screen = "";
-  child.stdout.on("data", (d) => (screen += d));
-  // Colours and cursor movement out: the words and marks a person reads.
-  return new Promise((resolve) => child.on("close", (code) => resolve({ code, screen: screen.replace(/\x1b\[[0-9;?]*[A-Za-z]/g, "") })));
-}
 
 describe("subs mcp call, failing", () => {
   let notes: RunningMcpServer;
@@ -62,7 +47,7 @@ describe("subs mcp call, failing", () => {
       const json = await runCli(["mcp", "call", server, misspelt, "--json"], { cwd, env });
       assert.equal(json.code, 1);
       assert.equal((JSON.parse(json.stdout) as { error: { code: string } }).error.code, "unknown_tool");
-      const seen = await onTerminal(["mcp", "call", server, misspelt], cwd, env);
+      const seen = await onTerminal(["mcp", "call", server, misspelt], { cwd, env });
       assert.equal(seen.code, 1, seen.screen);
       assert.ok(!seen.screen.includes(MARK_OK) && seen.screen.includes(MARK_FAILED), seen.screen);
     });
@@ -80,14 +65,14 @@ describe("subs mcp call, failing", () => {
     assert.equal(r.code, 1, r.stderr);
     assert.equal(r.stdout, "bad input\n");
     assert.match(r.stderr, /the tool tool_error reported an error/);
-    const seen = await onTerminal(["mcp", "call", "rich", "tool_error"], cwd, env);
+    const seen = await onTerminal(["mcp", "call", "rich", "tool_error"], { cwd, env });
     assert.equal(seen.code, 1, seen.screen);
     assert.ok(!seen.screen.includes(MARK_OK), seen.screen);
     assert.match(seen.screen, new RegExp(`${MARK_FAILED} tool_error on rich reported an error`));
   });
 
   it("a call that works still says it finished, on a terminal", async () => {
-    const seen = await onTerminal(["mcp", "call", "rich", "echo", "--args", '{"a": 1}'], cwd, env);
+    const seen = await onTerminal(["mcp", "call", "rich", "echo", "--args", '{"a": 1}'], { cwd, env });
     assert.equal(seen.code, 0, seen.screen);
     assert.match(seen.screen, new RegExp(`${MARK_OK} echo on rich finished`));
   });

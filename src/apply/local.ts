@@ -39,6 +39,12 @@ export async function applyLocal(options: {
   reporter: Reporter;
   /** When given, deleted credentials are also revoked at their authorization server (best effort, bounded). */
   revoke?: Pick<Context, "env" | "fetch"> & Partial<Pick<Context, "signal">>;
+  /**
+   * Asked with the plan before anything is deleted (the person's "Apply?"); throws to change
+   * nothing. Only what it was shown is deleted: a removal planned since (another process stored a
+   * credential meanwhile) waits for the next run.
+   */
+  confirm?: (changes: readonly LocalChange[]) => Promise<void>;
 }): Promise<LocalApplyResult> {
   const { config, dryRun } = options;
   const opened = await openEnvironmentStore(config, { create: false, reporter: options.reporter });
@@ -57,10 +63,21 @@ export async function applyLocal(options: {
       return { changes, unchanged };
     };
     if (dryRun) return { dryRun, db: true, ...plan() };
+    let approved: ReadonlySet<string> | undefined;
+    if (options.confirm) {
+      const shown = plan().changes;
+      await options.confirm(shown);
+      approved = new Set(shown.map((c) => c.id));
+    }
     // Plan and delete under one write lock, so what we report is exactly what we deleted.
     let deleted: CredentialRow[] = [];
     const result = store.exclusive(() => {
       const planned = plan();
+      if (approved) {
+        const later = planned.changes.filter((c) => !approved.has(c.id));
+        planned.changes = planned.changes.filter((c) => approved.has(c.id));
+        planned.unchanged.push(...later.map((c) => c.id));
+      }
       const ids = new Set(planned.changes.map((c) => c.id));
       deleted = store.listCredentials().filter((row) => ids.has(row.id));
       // Findings that a server needs no credential go the same way, unreported: they are no secret.

@@ -3,7 +3,7 @@
 import type { Config } from "../config/types.ts";
 import { assertNoLocalOnlyAuth } from "../config/remote-rules.ts";
 import type { Context } from "../context.ts";
-import { declined, failed, refused, SubsError } from "../errors.ts";
+import { failed, refused, SubsError } from "../errors.ts";
 import { writeJson } from "../output/json.ts";
 import { stderrReporter } from "../output/reporter.ts";
 import { MARK, styleFor, type Style } from "../output/style.ts";
@@ -35,7 +35,8 @@ export async function applyRemote(ctx: Context, config: Config, options: ApplyRe
   }
 
   const errStyle = styleFor(ctx.stderrColor);
-  await confirmRemovals(ctx, plan, client.base.href, options);
+  const { confirmRemovals } = await import("../output/confirm.ts");
+  await confirmRemovals(ctx, { removed: removals(plan), from: client.base.href, yes: options.yes });
   const outcomes = await executePlan(client, plan, {
     onStep: (o) => {
       if (options.json) return;
@@ -103,24 +104,6 @@ export function removals(plan: RemotePlan): string[] {
   }
   for (const step of plan.agents) if (step.action === "remove") lines.push(`agent ${step.id}`);
   return lines;
-}
-
-/**
- * On a terminal (stdin and stderr), a plan that removes something asks first (issue 15): a
- * removed connection's credential is gone for good, and getting it back costs a new consent.
- * `--yes`, or no terminal (CI, a script), applies as before. A "no" changes nothing.
- */
-async function confirmRemovals(ctx: Context, plan: RemotePlan, url: string, options: ApplyRemoteOptions): Promise<void> {
-  if (options.yes || !ctx.stderrIsTTY) return;
-  const removed = removals(plan);
-  if (removed.length === 0) return;
-  const stdin = await ctx.terminalStdin?.();
-  if (!stdin) return;
-  // Names may be the deployment's (a connection not in the file): shown, never interpreted.
-  ctx.stderr.write(`This removes from ${shown(url)}:\n${removed.map((r) => `  - ${shown(r)}\n`).join("")}Apply? [y/N] `);
-  const { readYes } = await import("../output/confirm.ts");
-  if (await readYes(stdin, ctx.signal)) return;
-  throw declined(`not applied: nothing was changed on ${url}`, { hint: "`subs apply --yes` applies without asking; `subs apply --dry-run` shows the plan only" });
 }
 
 const SIGN: Record<string, string> = { add: "+", change: "~", remove: "-", unchanged: "=" };

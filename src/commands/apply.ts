@@ -10,7 +10,7 @@ export type ApplyOptions = {
   config?: string;
   json: boolean;
   dryRun: boolean;
-  /** `--yes`: with [remote], no question before a plan that removes. */
+  /** `--yes`: no question before a plan that removes. */
   yes?: boolean;
 };
 
@@ -27,7 +27,17 @@ export async function applyCommand(ctx: Context, options: ApplyOptions): Promise
     const { applyRemote } = await import("./apply-remote.ts");
     return applyRemote(ctx, config, { json: options.json, dryRun: options.dryRun, yes: options.yes ?? false });
   }
-  const result = await applyLocal({ config, dryRun: options.dryRun, reporter, revoke: ctx });
+  const db = path.relative(ctx.cwd, config.dbPath) || config.dbPath;
+  const result = await applyLocal({
+    config,
+    dryRun: options.dryRun,
+    reporter,
+    revoke: ctx,
+    confirm: async (changes) => {
+      const { confirmRemovals } = await import("../output/confirm.ts");
+      await confirmRemovals(ctx, { removed: changes.map((c) => `the credential of ${c.id} (${REASONS[c.reason]})`), from: db, yes: options.yes ?? false });
+    },
+  });
   if (options.json) {
     writeJson(ctx.stdout, {
       target: "local",
@@ -43,7 +53,6 @@ export async function applyCommand(ctx: Context, options: ApplyOptions): Promise
   for (const change of result.changes) {
     ctx.stdout.write(`${style.red("-")} ${change.id}: ${verb.toLowerCase()} its credential (${REASONS[change.reason]})\n`);
   }
-  const db = path.relative(ctx.cwd, config.dbPath) || config.dbPath;
   // The summary is on stderr, as with [remote] (issue 15); stdout has the changes, one per line.
   const summary =
     result.changes.length > 0
