@@ -57,7 +57,7 @@ describe("renderTable", () => {
     ["日本", "https://例え.jp/mcp", "authorized (expires in 59m, refreshable)"],
   ];
 
-  for (const columns of [40, 80, 120]) {
+  for (const columns of [60, 80, 120]) {
     test(`at ${columns} columns every line fits, ids stay whole`, () => {
       const out = renderTable(header, rows, { tty: true, columns });
       for (const line of lines(out)) assert.ok(displayWidth(line) <= columns, `${displayWidth(line)} > ${columns}: ${line}`);
@@ -65,6 +65,16 @@ describe("renderTable", () => {
       assert.match(out, /^日本 /m);
     });
   }
+
+  test("what follows ` · ` (the next step to type) stays whole at any width; what comes before it is cut first", () => {
+    for (const columns of [40, 60, 80]) {
+      const out = renderTable(header, rows, { tty: true, columns });
+      assert.match(out, /· subs mcp login sentry\n/, `${columns}: ${out}`);
+    }
+    const narrow = renderTable(["ID", "STATUS"], [["x", "reachable · needs login"]], { tty: true, columns: 20 });
+    assert.match(narrow, /^x +r\S*… · needs login$/m);
+    assert.deepEqual(columnWidths([6, 70, 40], header, { columns: 80, floors: [0, 0, 36] }), [6, 34, 36]);
+  });
 
   test("wide enough: nothing is cut", () => {
     const out = renderTable(header, rows, { tty: true, columns: 200 });
@@ -74,7 +84,7 @@ describe("renderTable", () => {
 
   test("at 80 columns the long URL is cut with …", () => {
     const out = renderTable(header, rows, { tty: true, columns: 80 });
-    assert.match(out, /https:\/\/mcp\.sentry\.dev\/mcp\/with\/a\S*…/);
+    assert.match(out, /https:\/\/mcp\.sentry\.\S*…/);
     assert.ok(lines(out).some((l) => displayWidth(l) === 80), "the table uses the width it has");
   });
 
@@ -130,9 +140,9 @@ describe("commands fit their tables to ctx.stdoutColumns", () => {
         assert.match(r.stdout, new RegExp(`^${id} `, "m"), "the id stays whole");
       }
       const list = await runInProcess(["mcp", "list"], { cwd: dir, stdoutIsTTY: true, stdoutColumns: columns });
-      assert.match(list.stdout, /^sentry +https:\/\/mcp\.example\.com\/a\/\S*… /m);
-      // At 120 only the URL needs cutting; at 80 the status too.
-      assert.equal(list.stdout.includes("needs login · subs mcp login sentry"), columns === 120);
+      assert.match(list.stdout, /^sentry +https:\/\/mcp\.\S*… /m);
+      // The next step a person types is never cut: the URL gives way instead.
+      assert.match(list.stdout, /needs login · subs mcp login sentry/);
     });
   }
 
