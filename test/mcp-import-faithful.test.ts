@@ -6,7 +6,8 @@
 // are the ones the clients' own `mcp add` wrote (test/fixtures/import/README.md), put back where
 // each client keeps them in a temp HOME.
 import assert from "node:assert/strict";
-import { cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, writeFileSync } from "node:fs";
+import { execFileSync } from "node:child_process";
+import { cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { test } from "node:test";
@@ -435,4 +436,32 @@ test("a server named as the file names a secret (`secret`, `token`) is imported 
   const r = await runCli(["mcp", "import", "--from", "claude"], { cwd: dir, env: { HOME: path.join(root, "home") } });
   assert.equal(r.code, 0, r.stderr);
   assert.match(readFileSync(path.join(dir, "substructure.toml"), "utf8"), /^\[mcp\.secret-2\]\nurl = "https:\/\/a\.example\/mcp"\n\n\[mcp\.token-2\]\nurl = "https:\/\/b\.example\/mcp"\n/m);
+});
+
+test("what is read to find the project and the switches is read as hostile files are: a FIFO, a gitdir leading to /dev/zero or a FIFO; one warning, the import goes on", { timeout: 60_000 }, async () => {
+  const root = mkdtempSync(path.join(tmpdir(), "subs-import-hostile-git-"));
+  const home = path.join(root, "home");
+  const dir = path.join(root, "proj", "sub");
+  write(path.join(dir, ".mcp.json"), JSON.stringify({ mcpServers: { kept: { type: "http", url: "https://kept.example/mcp" } } }));
+  write(path.join(root, "proj", ".git"), "gitdir: ../meta\n");
+  mkdirSync(path.join(root, "meta"));
+  execFileSync("mkfifo", [path.join(root, "meta", "commondir")]);
+  mkdirSync(path.join(dir, ".claude"));
+  execFileSync("mkfifo", [path.join(dir, ".claude", "settings.json")]);
+  write(path.join(home, ".claude.json"), JSON.stringify({ projects: { [path.join(root, "proj")]: { disabledMcpServers: [] } } }));
+  const run = () => runCli(["mcp", "import", "--from", "claude", "--dry-run", "--json"], { cwd: dir, env: { HOME: home }, timeoutMs: 15_000 });
+  let r = await run();
+  assert.equal(r.code, 0, r.stderr);
+  assert.deepEqual(JSON.parse(r.stdout).added.map((a: { id: string }) => a.id), ["kept"]);
+  assert.match(r.stderr, /^warning: \.claude\/settings\.json is not a regular file; which servers it turns off in Claude Code was not read\n/);
+  assert.deepEqual(JSON.parse(r.stdout).unreadable, [{ client: "claude", scope: "user", file: path.join(dir, ".claude", "settings.json"), problem: "is not a regular file", role: "switches" }]);
+  // A `.git` file pointing at /dev/zero, and a `.git` that is itself a FIFO.
+  writeFileSync(path.join(root, "proj", ".git"), "gitdir: /dev/zero\n");
+  r = await run();
+  assert.equal(r.code, 0, r.stderr);
+  rmSync(path.join(root, "proj", ".git"));
+  execFileSync("mkfifo", [path.join(root, "proj", ".git")]);
+  r = await run();
+  assert.equal(r.code, 0, r.stderr);
+  assert.deepEqual(JSON.parse(r.stdout).added.map((a: { id: string }) => a.id), ["kept"]);
 });
