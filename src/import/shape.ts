@@ -50,7 +50,7 @@ function entryToServer(name: string, raw: unknown, rules: EntryRules): FoundServ
   if (!remote) return { name, kind: "unrecognized", why: "it has neither a command nor a url" };
   const headers: Header[] = Object.entries(entry.headers ?? {}).map(([headerName, value]) => ({ name: headerName, value }));
   const details = rules.details?.(raw as Record<string, unknown>) ?? {};
-  // `"disabled": true` in the entry itself (honoured for every JSON client; none of the five documents another switch in the entry).
+  // `"disabled": true` in the entry itself, honoured for every JSON client.
   const disabled = details.disabled ?? (entry.disabled === true ? { setting: '"disabled": true' } : undefined);
   return { name, kind: "remote", ...remote, headers, ...details, ...(disabled ? { disabled } : {}) };
 }
