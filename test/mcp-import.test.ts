@@ -246,7 +246,7 @@ test("Gemini CLI: .gemini/settings.json and ~/.gemini/settings.json; httpUrl and
     out.added.map((a: { id: string; transport: string | null; token_env: string | null; notes: Array<{ kind: string }> }) => [a.id, a.transport, a.token_env, a.notes.map((n) => n.kind)]),
     [
       ["talaria", "http", "TALARIA_MCP_TOKEN", []],
-      ["github", "http", null, ["secret_left_out"]],
+      ["github", "http", null, ["secret_left_out", "setting_left_out"]],
       ["events", "sse", null, []],
     ],
   );
@@ -350,6 +350,7 @@ test("--dry-run writes nothing (same bytes, same mtime) and creates no file; the
         url: "https://mcp.linear.app/mcp",
         transport: "http",
         token_env: null,
+        oauth: null,
         from: { client: "claude", scope: "project", file: path.join(f.dir, ".mcp.json"), name: "linear" },
         notes: [],
       },
@@ -386,7 +387,7 @@ test("nothing found: a clear message, exit 0, no file created; an unknown --from
   const r = await inProcess(f, []);
   assert.equal(r.code, 0, r.stderr);
   assert.equal(r.stdout, "");
-  assert.match(r.stderr, /^No MCP config of Claude Code, Codex, Cursor, VS Code, Gemini CLI found \(looked for \.mcp\.json, ~\/\.claude\.json, /);
+  assert.match(r.stderr, /^No MCP config of Claude Code, Codex, Cursor, VS Code, Gemini CLI found \(looked for \.mcp\.json \(and in every directory above\), ~\/\.claude\.json, /);
   assert.deepEqual(readdirSync(f.dir), []);
   const json = await inProcess(f, ["--from", "claude", "--json"]);
   assert.equal(json.code, 0);
@@ -463,8 +464,8 @@ test("plan and values: references, ids, suggested variables, JSON with comments"
       {
         origin: { client: "claude", scope: "project", file: "/p/.mcp.json" },
         servers: [
-          { name: "s", kind: "remote", url: "https://s.example/mcp", transport: "http", headers: [{ name: "Authorization", value: "Bearer abcdef123456" }], disabled: false },
-          { name: "plain", kind: "remote", url: "http://internal.example/mcp", transport: undefined, headers: [], disabled: false },
+          { name: "s", kind: "remote", url: "https://s.example/mcp", transport: "http", headers: [{ name: "Authorization", value: "Bearer abcdef123456" }] },
+          { name: "plain", kind: "remote", url: "http://internal.example/mcp", transport: undefined, headers: [] },
         ],
       },
     ],

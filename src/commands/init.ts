@@ -1,5 +1,5 @@
 import path from "node:path";
-import { CONFIG_FILE_NAME, findConfigPath } from "../config/find.ts";
+import { assertDirectoryFor, CONFIG_FILE_NAME, findConfigPath } from "../config/find.ts";
 import { parseConnectionArgument, starterFile } from "../config/init.ts";
 import { withConfigLock } from "../config/lock.ts";
 import type { Context } from "../context.ts";
@@ -21,6 +21,7 @@ export async function initCommand(ctx: Context, options: InitOptions): Promise<v
   // The file commands here used until now: one in a parent directory is shadowed from now on.
   const shadowed = named === undefined ? nearestConfig(ctx.cwd) : undefined;
   const shown = path.relative(ctx.cwd, file) || file;
+  assertDirectoryFor(file, named ?? CONFIG_FILE_NAME);
   // Under the file's lock, as every edit of it: an import or another init at the same moment
   // creating it is waited for, then this one finds the file there and writes nothing.
   await withConfigLock(file, { shown, signal: ctx.signal, reporter: stderrReporter(ctx) }, () =>

@@ -1,18 +1,19 @@
 // `subs mcp import` (issue 15): reads the MCP servers other clients declare, prints what it adds
 // (stderr; --json on stdout), and adds them (src/import/). Nothing a client's file holds as a
 // secret is printed: the plan keeps header names, never their values.
+import path from "node:path";
 import type { Context } from "../context.ts";
 import { importServers, shownPath, type ImportResult } from "../import/import.ts";
-import type { Addition, Note, Origin } from "../import/plan.ts";
+import { disabledMessage, type Addition, type Note, type Origin } from "../import/plan.ts";
+import { CLIENT_TITLES } from "../import/types.ts";
 import { writeJson } from "../output/json.ts";
+import { possessive } from "../output/possessive.ts";
 import { shellWord } from "../output/shell-word.ts";
 import { MARK, styleFor } from "../output/style.ts";
 import { stderrReporter } from "../output/reporter.ts";
 import { shown } from "../output/untrusted.ts";
 
 export type McpImportOptions = { from?: string; dryRun: boolean; config?: string; json: boolean };
-
-const CLIENT_NAMES: Record<string, string> = { claude: "Claude Code", codex: "Codex", cursor: "Cursor", vscode: "VS Code", gemini: "Gemini CLI" };
 
 export async function mcpImportCommand(ctx: Context, options: McpImportOptions): Promise<void> {
   const result = await importServers(
@@ -46,10 +47,13 @@ function renderReport(ctx: Context, r: ImportResult, options: McpImportOptions):
   const origin = (from: Origin) => `${from.client} ${where(from.file)}: "${shown(from.name)}"`;
   const out = (line = "") => ctx.stderr.write(`${line}\n`);
 
-  for (const u of r.unreadable) out(`${style.yellow("warning:")} ${where(u.file)} ${u.problem}; its servers were not read`);
+  for (const u of r.unreadable) {
+    const lost = u.role === "switches" ? `which servers it turns off in ${CLIENT_TITLES[u.client]} was not read` : "its servers were not read";
+    out(`${style.yellow("warning:")} ${where(u.file)} ${u.problem}; ${lost}`);
+  }
   if (r.read.length === 0) {
-    const clients = [...new Set(r.looked.map((f) => CLIENT_NAMES[f.client] ?? f.client))].join(", ");
-    if (r.unreadable.length === 0) out(`No MCP config of ${clients} found (looked for ${r.looked.map((f) => where(f.file)).join(", ")}). Nothing to import.`);
+    const clients = [...new Set(r.looked.map((f) => CLIENT_TITLES[f.client] ?? f.client))].join(", ");
+    if (r.unreadable.length === 0) out(`No MCP config of ${clients} found (looked for ${lookedFor(ctx.cwd, r.looked, where)}). Nothing to import.`);
     return;
   }
   out(`Read ${r.read.map((f) => `${where(f.file)} (${f.client}, ${f.servers} server${f.servers === 1 ? "" : "s"})`).join(", ")}.`);
@@ -63,7 +67,7 @@ function renderReport(ctx: Context, r: ImportResult, options: McpImportOptions):
     out(`${r.dryRun ? "Would add to" : "Adding to"} ${target}${r.config.created ? " (a new file, as `subs init` writes it)" : ""}:`);
     const width = Math.max(...r.added.map((a) => a.id.length));
     for (const a of r.added) {
-      const auth = a.token_env !== null ? `  token from $${shown(a.token_env)}` : "";
+      const auth = a.token_env !== null ? `  token from $${shown(a.token_env)}` : a.oauth?.client_id !== undefined ? `  OAuth client ${shown(a.oauth.client_id)}` : "";
       out(`  ${style.green("+")} ${a.id.padEnd(width)}  ${shown(a.url)}${auth}  ${style.dim(`(${origin(a.from)})`)}`);
       for (const note of a.notes) out(`      ${style.yellow("!")} ${noteText(a, note)}`);
     }
@@ -79,7 +83,7 @@ function renderReport(ctx: Context, r: ImportResult, options: McpImportOptions):
   if (r.skipped.length > 0) {
     out();
     out("Skipped:");
-    for (const s of r.skipped) out(`  - ${origin(s.from)}: ${shown(s.message)}`);
+    for (const s of r.skipped) out(`  - ${origin(s.from)}: ${s.disabled_in ? disabledMessage(s.from.client, { file: s.disabled_in.file, setting: shown(s.disabled_in.setting) }, where) : shown(s.message)}`);
   }
   out();
   if (r.added.length === 0) {
@@ -102,11 +106,29 @@ function renderReport(ctx: Context, r: ImportResult, options: McpImportOptions):
   out(`Next: ${steps.join(", then ")}.`);
 }
 
+/** The files looked for, with the `.mcp.json` of every directory above the working one said once. */
+function lookedFor(cwd: string, looked: ImportResult["looked"], where: (file: string) => string): string {
+  const here = path.join(cwd, ".mcp.json");
+  const above = (file: string) => {
+    const up = path.relative(path.dirname(file), cwd);
+    return path.basename(file) === ".mcp.json" && file !== here && up !== "" && !up.startsWith("..") && !path.isAbsolute(up);
+  };
+  const anyAbove = looked.some((f) => f.client === "claude" && above(f.file));
+  return looked
+    .filter((f) => !(f.client === "claude" && above(f.file)))
+    .map((f) => (anyAbove && f.file === here ? `${where(f.file)} (and in every directory above)` : where(f.file)))
+    .join(", ");
+}
+
 /** How many names a "Next:" step lists before it says how many more there are. */
 const LISTED = 8;
 const listed = (names: readonly string[]) => (names.length > LISTED ? `${names.slice(0, LISTED).join(", ")} and ${names.length - LISTED} more` : names.join(", "));
 
+/** The clients' settings that choose a server's tools: subs chooses them per agent. */
+const TOOL_FILTERS = new Set(["includeTools", "excludeTools", "enabled_tools", "disabled_tools"]);
+
 function noteText(a: Addition, note: Note): string {
+  const client = CLIENT_TITLES[a.from.client];
   const auth = (env: string) => `add \`auth = { token_env = "${env}" }\` to [mcp.${a.id}]`;
   const login = `\`subs mcp login ${a.id}\``;
   switch (note.kind) {
@@ -122,5 +144,27 @@ function noteText(a: Addition, note: Note): string {
         : `header ${shown(note.header)} not imported: substructure.toml declares no custom headers`;
     case "auth_on_deployment":
       return `token from $${shown(note.env)} not written: with [remote] the deployment holds credentials; authorize there with ${login}`;
+    case "client_secret_left_out":
+      return `${client} holds the OAuth client's secret written in its file: not copied. Export it as ${note.suggested_env} and add \`client_secret_env = "${note.suggested_env}"\` to the \`oauth\` of [mcp.${a.id}]`;
+    case "client_secret_in_client_store":
+      return `if you gave ${client} a client secret for it, ${client} keeps it in its own credential store, which subs does not read: export it as ${note.suggested_env} and add \`client_secret_env = "${note.suggested_env}"\` to the \`oauth\` of [mcp.${a.id}]`;
+    case "client_secret_on_deployment":
+      return "the OAuth client's secret, if it has one, is not written: with [remote] the deployment's operator sets it (docs/remote.md)";
+    case "redirect_uri":
+      return note.port !== null
+        ? `the OAuth client is registered for ${client}, which logs in on port ${note.port}: run \`subs mcp login ${a.id} --port ${note.port}\`; if the server compares redirect URIs exactly, also register http://127.0.0.1:${note.port}/callback with the client`
+        : `the OAuth client is registered with ${possessive(client)} own redirect URI: register http://127.0.0.1:<port>/callback with the client, then run \`subs mcp login ${a.id} --port <port>\``;
+    case "oauth_left_out":
+      return note.why === "static_token"
+        ? `its OAuth client settings not written: the connection sends a token from a variable, and a connection uses a token or OAuth, not both`
+        : note.what === "scopes"
+          ? `its OAuth scopes not written: one is not a valid scope (RFC 6749 §3.3); add \`scopes = [...]\` to the \`oauth\` of [mcp.${a.id}] by hand`
+          : `its OAuth client id not written: it uses a variable or holds a control character; add \`client_id = "..."\` to the \`oauth\` of [mcp.${a.id}] by hand`;
+    case "headers_helper":
+      return `${client} runs a command for its headers (${shown(note.setting)}), which subs does not: imported without them. If the server takes a token, export it as ${note.suggested_env} and ${auth(note.suggested_env)}; else log in with OAuth: ${login}`;
+    case "setting_left_out":
+      return TOOL_FILTERS.has(note.setting)
+        ? `${shown(note.setting)} (${client}) not imported: filter the tools per agent instead, \`mcp = [{ id = "${a.id}", tools = { include = [...] } }]\` in its [agent.*]`
+        : `${shown(note.setting)} (${client}) not imported: substructure.toml has no such setting`;
   }
 }

@@ -1,4 +1,4 @@
-import { existsSync, lstatSync } from "node:fs";
+import { existsSync, lstatSync, statSync } from "node:fs";
 import path from "node:path";
 import { usage } from "../errors.ts";
 import { shellWord } from "../output/shell-word.ts";
@@ -34,4 +34,29 @@ function entryExists(file: string): boolean {
   } catch {
     return false;
   }
+}
+
+/**
+ * Refuses a file to be created in a directory that is not there (a usage error naming it), rather
+ * than failing on ENOENT: a mistyped `--config` path would otherwise become a directory tree
+ * nobody asked for, so the directory is never created for the person, as `mkdir` is theirs to run.
+ * `given` is the path as the person wrote it.
+ */
+export function assertDirectoryFor(file: string, given: string): void {
+  const dir = path.dirname(file);
+  const shownDir = path.dirname(given) === "." ? dir : path.dirname(given);
+  let kind: "missing" | "not_a_directory" | undefined;
+  try {
+    const stats = statSync(dir, { throwIfNoEntry: false });
+    kind = stats === undefined ? "missing" : stats.isDirectory() ? undefined : "not_a_directory";
+  } catch (error) {
+    // A file on the way is said as such; anything else (EACCES, ELOOP), the write says.
+    if ((error as NodeJS.ErrnoException).code === "ENOTDIR") kind = "not_a_directory";
+  }
+  if (kind === "missing") {
+    throw usage(`cannot create ${given}: the directory ${shownDir} does not exist; nothing was written`, {
+      hint: `create it first (\`mkdir -p ${shellWord(shownDir)}\`), or give a path in an existing directory`,
+    });
+  }
+  if (kind === "not_a_directory") throw usage(`cannot create ${given}: ${shownDir} is not a directory; nothing was written`, { hint: "give a path in an existing directory" });
 }

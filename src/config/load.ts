@@ -25,6 +25,9 @@ const SECRET_KEYS: Record<string, string> = {
   api_key: "token_env",
 };
 
+/** Whether the file refuses `key` wherever it is (a secret's name: SECRET_KEYS), so a name made for it must avoid it. */
+export const isSecretKey = (key: string) => Object.hasOwn(SECRET_KEYS, key);
+
 const KNOWN_KEYS: Array<[pattern: (p: KeyPath) => boolean, keys: string[]]> = [
   [(p) => p.length === 0, ["db", "remote", "mcp", "agent"]],
   [(p) => p.length === 1 && p[0] === "remote", ["url", "token_env"]],

@@ -5,7 +5,7 @@
 import { existsSync } from "node:fs";
 import path from "node:path";
 import { appendConnections, type NewConnection } from "../config/edit.ts";
-import { CONFIG_FILE_NAME, findConfigPath } from "../config/find.ts";
+import { assertDirectoryFor, CONFIG_FILE_NAME, findConfigPath } from "../config/find.ts";
 import { starterFile } from "../config/init.ts";
 import { loadConfigText } from "../config/load.ts";
 import { withConfigLock } from "../config/lock.ts";
@@ -13,14 +13,14 @@ import { readConfigFile } from "../config/read.ts";
 import type { Context } from "../context.ts";
 import { interrupted, SubsError, usage } from "../errors.ts";
 import type { Reporter } from "../report.ts";
-import { claudeFiles, projectFile as claudeProjectFile, userFile as claudeUserFile } from "./clients/claude.ts";
+import { claudeFiles, claudeSwitchFiles, projectFile as claudeProjectFile, userFile as claudeUserFile } from "./clients/claude.ts";
 import { codexFile, codexFiles } from "./clients/codex.ts";
 import { cursorFile, cursorFiles } from "./clients/cursor.ts";
-import { geminiFile, geminiFiles } from "./clients/gemini.ts";
+import { geminiFile, geminiFiles, geminiSwitchFiles } from "./clients/gemini.ts";
 import { mcpJson, settingsJson, vscodeFiles } from "./clients/vscode.ts";
 import { parseJsonc, readBounded, readClientFile } from "./files.ts";
 import { createPlanner, type Plan } from "./plan.ts";
-import { CLIENTS, MAX_SERVERS_PER_FILE, TooManyServers, type ClientFile, type ClientName, type FoundServer, type Places, type Scope } from "./types.ts";
+import { CLIENTS, MAX_SERVERS_PER_FILE, TooManyServers, type ClientFile, type ClientName, type FoundServer, type Places, type Scope, type Switch } from "./types.ts";
 
 export type ImportOptions = {
   /** A client's name, or the path of one of their files; absent: every client. */
@@ -39,8 +39,11 @@ export type ImportResult = Plan & {
   written: boolean;
   /** Every client file read, with how many servers it declares. */
   read: Array<FileReport & { servers: number }>;
-  /** Client files present but unreadable (not valid JSON, …); the rest was imported. */
-  unreadable: Array<FileReport & { problem: string }>;
+  /**
+   * Client files present but unreadable (not valid JSON, …); the rest was imported. `role`: what
+   * was lost, the servers it declares or what it says about servers turned off (a settings file).
+   */
+  unreadable: Array<FileReport & { problem: string; role: "servers" | "switches" }>;
   /** Every file looked for (for "nothing found"). */
   looked: FileReport[];
 };
@@ -51,6 +54,15 @@ const CLIENT_FILES: Record<ClientName, (places: Places) => ClientFile[]> = {
   cursor: cursorFiles,
   vscode: vscodeFiles,
   gemini: geminiFiles,
+};
+
+/** The files a client reads only to tell which servers are turned off (Codex says it in the server's table; Cursor and VS Code outside their files). */
+const SWITCH_FILES: Record<ClientName, (places: Places) => ClientFile[]> = {
+  claude: claudeSwitchFiles,
+  codex: () => [],
+  cursor: () => [],
+  vscode: () => [],
+  gemini: geminiSwitchFiles,
 };
 
 /**
@@ -76,22 +88,26 @@ export async function importServers(
   const read: ImportResult["read"] = [];
   const unreadable: ImportResult["unreadable"] = [];
   const found: Array<{ origin: FileReport; servers: FoundServer[] }> = [];
+  const switches: Array<{ client: ClientName; file: string; switch: Switch }> = [];
   for (const file of files) {
     await stopIfAsked(ctx.signal);
     const where = { client: file.client, scope: file.scope, file: file.file };
     const onLarge = (bytes: number) => reporter?.info(`Reading ${shownPath(ctx.cwd, file.file, home)} (${Math.round(bytes / 1024 / 1024)} MiB)…`);
     const result = readServers(file, onLarge);
     if (!result.ok) {
-      if (!result.missing) unreadable.push({ ...where, problem: result.problem });
+      if (!result.missing) unreadable.push({ ...where, problem: result.problem, role: file.switchesOnly ? "switches" : "servers" });
       continue;
     }
+    for (const s of result.switches) switches.push({ client: file.client, file: file.file, switch: s });
+    if (file.switchesOnly) continue;
     read.push({ ...where, servers: result.servers.length });
     found.push({ origin: where, servers: result.servers });
   }
   // A file named on the command line that cannot be read is the command's failure, not a note.
-  if (options.from !== undefined && !isClient(options.from) && unreadable.length > 0) {
-    throw usage(`${options.from} ${unreadable[0]!.problem}`, { hint: "give a client's MCP config file, or --from claude|codex|cursor|vscode|gemini" });
-  }
+  const named = options.from !== undefined && !isClient(options.from) ? unreadable.find((u) => u.role === "servers") : undefined;
+  if (named) throw usage(`${options.from} ${named.problem}`, { hint: "give a client's MCP config file, or --from claude|codex|cursor|vscode|gemini" });
+  // Every file read first: a server may be turned off by a file read after its own (~/.claude.json turns off `.mcp.json` servers).
+  for (const file of found) file.servers = file.servers.map((server) => turnedOff(server, file.origin, switches));
 
   const shown = shownPath(ctx.cwd, target.path);
   const edit = async () => {
@@ -105,7 +121,14 @@ export async function importServers(
       planner.add(file);
     }
     const plan = planner.plan;
-    const connections: NewConnection[] = plan.added.map((a) => ({ id: a.id, url: a.url, ...(a.token_env !== null ? { tokenEnv: a.token_env } : {}) }));
+    const connections: NewConnection[] = plan.added.map((a) => ({
+      id: a.id,
+      url: a.url,
+      ...(a.token_env !== null ? { tokenEnv: a.token_env } : {}),
+      ...(a.oauth?.client_id !== undefined ? { clientId: a.oauth.client_id } : {}),
+      ...(a.oauth?.client_secret_env !== undefined ? { clientSecretEnv: a.oauth.client_secret_env } : {}),
+      ...(a.oauth?.scopes !== undefined ? { scopes: a.oauth.scopes } : {}),
+    }));
     if (connections.length > 0) {
       await stopIfAsked(ctx.signal);
       const edit =
@@ -124,7 +147,7 @@ export async function importServers(
       written: !options.dryRun && connections.length > 0,
       read,
       unreadable,
-      looked: files.map((f) => ({ client: f.client, scope: f.scope, file: f.file })),
+      looked: files.filter((f) => !f.switchesOnly).map((f) => ({ client: f.client, scope: f.scope, file: f.file })),
     };
   };
   // A dry run writes nothing, so it takes no lock (and works where the file cannot be written).
@@ -140,14 +163,20 @@ async function stopIfAsked(signal: AbortSignal): Promise<void> {
   if (signal.aborted) throw interrupted();
 }
 
-/** The servers `file` declares, or why they could not be read (past the caps: src/import/files.ts, MAX_SERVERS_PER_FILE). */
-function readServers(file: ClientFile, onLarge: (bytes: number) => void): { ok: true; servers: FoundServer[] } | { ok: false; missing: boolean; problem: string } {
+/**
+ * The servers `file` declares and what it says about servers turned off, or why it could not be
+ * read (past the caps: src/import/files.ts, MAX_SERVERS_PER_FILE).
+ */
+function readServers(
+  file: ClientFile,
+  onLarge: (bytes: number) => void,
+): { ok: true; servers: FoundServer[]; switches: Switch[] } | { ok: false; missing: boolean; problem: string } {
   const result = readClientFile(file.file, file.format, onLarge);
   if (!result.ok) return result;
   try {
-    const servers = file.servers(result.value);
+    const servers = file.switchesOnly ? [] : file.servers(result.value);
     if (servers.length > MAX_SERVERS_PER_FILE) throw new TooManyServers();
-    return { ok: true, servers };
+    return { ok: true, servers, switches: file.switches?.(result.value) ?? [] };
   } catch (error) {
     if (error instanceof TooManyServers) return { ok: false, missing: false, problem: error.message };
     throw error;
@@ -163,7 +192,10 @@ function locateConfig(ctx: Pick<Context, "env" | "cwd">, explicit: string | unde
   const named = explicit ?? (ctx.env.SUBS_CONFIG || undefined);
   if (named !== undefined) {
     const resolved = path.resolve(ctx.cwd, named);
-    return { path: resolved, exists: existsSync(resolved) };
+    const exists = existsSync(resolved);
+    // Said before anything is read, --dry-run too: its report would announce a file that cannot be written.
+    if (!exists) assertDirectoryFor(resolved, named);
+    return { path: resolved, exists };
   }
   try {
     return { path: findConfigPath({ env: ctx.env, cwd: ctx.cwd }), exists: true };
@@ -175,17 +207,30 @@ function locateConfig(ctx: Pick<Context, "env" | "cwd">, explicit: string | unde
 
 const isClient = (from: string): from is ClientName => (CLIENTS as readonly string[]).includes(from);
 
+/**
+ * The files to read: the servers' files of the clients asked for (or the one file named), then the
+ * files those clients read only to tell which servers are off. A file is read once: run in the home
+ * directory, a project file is the user file (~/.cursor/mcp.json), read as the user's; one read for
+ * its servers is not read again for its switches (it carries them).
+ */
 function filesFor(from: string | undefined, places: Places, cwd: string): ClientFile[] {
-  if (from !== undefined && !isClient(from)) return [fileByShape(path.resolve(cwd, from), from, places)];
-  const files = (from === undefined ? CLIENTS : [from]).flatMap((client) => CLIENT_FILES[client](places));
-  // Run in the home directory, a project file is the user file (~/.cursor/mcp.json): read once, as the user's.
+  const named = from !== undefined && !isClient(from) ? fileByShape(path.resolve(cwd, from), from, places) : undefined;
+  const clients = named ? [named.client] : from === undefined ? CLIENTS : [from as ClientName];
+  const files = [...(named ? [named] : clients.flatMap((client) => CLIENT_FILES[client](places))), ...clients.flatMap((client) => SWITCH_FILES[client](places))];
   const byPath = new Map<string, ClientFile>();
   for (const file of files) {
     const first = byPath.get(file.file);
     if (!first) byPath.set(file.file, file);
-    else if (file.scope === "user") byPath.set(file.file, { ...first, scope: "user" });
+    else if (file.scope === "user" && !file.switchesOnly) byPath.set(file.file, { ...first, scope: "user" });
   }
   return [...byPath.values()];
+}
+
+/** `server`, marked turned off by the first switch of its client that says so (unless its own file already did). */
+function turnedOff(server: FoundServer, origin: FileReport, switches: ReadonlyArray<{ client: ClientName; file: string; switch: Switch }>): FoundServer {
+  if (server.kind !== "remote" || server.disabled) return server;
+  const by = switches.find((s) => s.client === origin.client && s.switch.off({ name: server.name, scope: origin.scope, file: origin.file }));
+  return by ? { ...server, disabled: { setting: by.switch.setting, file: by.file } } : server;
 }
 
 /**

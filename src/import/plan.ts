@@ -1,9 +1,10 @@
 // Deciding what `subs mcp import` declares (issue 15): for each server found, a connection to add,
 // one the file already has, or a reason to skip it; never a secret carried over. Pure: the caller
 // reads the files before and writes after.
+import { isSecretKey } from "../config/load.ts";
 import { ENV_NAME_PATTERN, idProblem, newUrlProblem } from "../config/schema.ts";
-import { possessive } from "../output/possessive.ts";
-import type { ClientName, FoundServer, Header, Scope } from "./types.ts";
+import { firstUnsafe } from "../output/untrusted.ts";
+import { CLIENT_TITLES, type ClientName, type FoundOAuth, type FoundServer, type Header, type LeftOut, type Scope } from "./types.ts";
 import { bearerPart, looksLikeCredential, referenceIn, suggestedVariable } from "./values.ts";
 
 /** Where a server was found: the client, its file, and the server's name there. */
@@ -20,21 +21,49 @@ export type Note =
   /** A header substructure.toml has no key for (it declares only `auth.token_env`, sent as a bearer token). */
   | { kind: "header_left_out"; header: string; credential: boolean }
   /** Under [remote] the deployment holds credentials: `env` is not written as `auth` (src/config/remote-rules.ts). */
-  | { kind: "auth_on_deployment"; env: string };
+  | { kind: "auth_on_deployment"; env: string }
+  /** A pre-registered client's secret written into the client's file: left out; export it as `suggested_env`. */
+  | { kind: "client_secret_left_out"; suggested_env: string }
+  /** The client keeps a pre-registered client's secret, if it was given one, in its own credential store (Claude Code), which subs does not read. */
+  | { kind: "client_secret_in_client_store"; suggested_env: string }
+  /** Under [remote] a client secret is set on the deployment by its operator, never written (docs/remote.md). */
+  | { kind: "client_secret_on_deployment" }
+  /** The pre-registered client is registered with the client's own redirect URI (`port`: the one it pins); subs's is http://127.0.0.1:<port>/callback. */
+  | { kind: "redirect_uri"; port: number | null }
+  /** Part of the pre-registered client not written: its id or scopes are not literal values the file can hold, or the connection uses a static token. */
+  | { kind: "oauth_left_out"; what: "client_id" | "scopes" | "client"; why: "not_a_literal" | "invalid_scope" | "static_token" }
+  /** The client runs a command for this server's headers (Claude Code's `headersHelper`, Codex's `http_headers_helper`); subs does not. */
+  | { kind: "headers_helper"; setting: string; suggested_env: string }
+  /** A per-server setting substructure.toml has no key for, named as the client's file names it. */
+  | { kind: "setting_left_out"; setting: string };
 
-export type Addition = { id: string; url: string; transport: "http" | "sse" | null; token_env: string | null; from: Origin; notes: Note[] };
+/** What `oauth = { … }` the addition declares (`subs mcp add --client-id`'s keys), or null. */
+export type AddedOAuth = { client_id?: string; client_secret_env?: string; scopes?: string[] };
+
+export type Addition = {
+  id: string;
+  url: string;
+  transport: "http" | "sse" | null;
+  token_env: string | null;
+  oauth: AddedOAuth | null;
+  from: Origin;
+  notes: Note[];
+};
 export type AlreadyDeclared = { id: string; url: string; from: Origin; by: "file" | "import" };
 /** Why a server is not imported (docs/commands.md lists them: `--json` consumers match on them). */
 export type SkipReason =
   | "stdio"
   | "disabled"
   | "unrecognized"
+  | "unsupported_transport"
   | "invalid_url"
   | "url_has_variable"
   | "url_has_credential"
   | "url_path_looks_secret"
   | "invalid_variable";
-export type Skipped = { from: Origin; reason: SkipReason; message: string };
+/** Where a server skipped as `disabled` is turned off: the setting, in the client's words, and the file holding it. */
+export type DisabledIn = { file: string; setting: string };
+export type Skipped = { from: Origin; reason: SkipReason; message: string; disabled_in?: DisabledIn };
 export type Plan = { added: Addition[]; already_declared: AlreadyDeclared[]; skipped: Skipped[] };
 
 type Found = { origin: Omit<Origin, "name">; servers: readonly FoundServer[] };
@@ -74,6 +103,11 @@ export function createPlanner(input: Omit<PlanInput, "found">): { plan: Plan; ad
         plan.skipped.push({ from, reason: "unrecognized", message: server.why });
         continue;
       }
+      if (server.kind === "unsupported") {
+        plan.skipped.push({ from, reason: "unsupported_transport", message: unsupportedMessage(server.transport) });
+        continue;
+      }
+      if (server.oauth?.clientSecret && "literal" in server.oauth.clientSecret) input.secret(server.oauth.clientSecret.literal);
       for (const header of server.headers) {
         if (!("value" in header)) continue;
         const bearer = bearerPart(header.value);
@@ -87,7 +121,8 @@ export function createPlanner(input: Omit<PlanInput, "found">): { plan: Plan; ad
         continue;
       }
       if (server.disabled) {
-        plan.skipped.push({ from, reason: "disabled", message: `turned off in ${possessive(from.client)} file` });
+        const disabledIn = { file: server.disabled.file ?? from.file, setting: server.disabled.setting };
+        plan.skipped.push({ from, reason: "disabled", message: disabledMessage(from.client, disabledIn), disabled_in: disabledIn });
         continue;
       }
       const known = urls.get(sameUrl(server.url));
@@ -100,10 +135,63 @@ export function createPlanner(input: Omit<PlanInput, "found">): { plan: Plan; ad
       urls.set(sameUrl(server.url), { id, by: "import" });
       const { tokenEnv, notes } = authOf(id, server.headers);
       if (tokenEnv !== undefined && input.remote) notes.unshift({ kind: "auth_on_deployment", env: tokenEnv });
-      plan.added.push({ id, url: server.url, transport: server.transport ?? null, token_env: tokenEnv !== undefined && !input.remote ? tokenEnv : null, from, notes });
+      const written = tokenEnv !== undefined && !input.remote ? tokenEnv : undefined;
+      const oauth = server.oauth ? oauthOf(id, server.oauth, { staticToken: written !== undefined, remote: input.remote }, notes) : null;
+      notes.push(...(server.leftOut ?? []).map((left) => leftOutNote(id, left)));
+      plan.added.push({ id, url: server.url, transport: server.transport ?? null, token_env: written ?? null, oauth, from, notes });
     }
   };
   return { plan, add };
+}
+
+/** Why a server the client turned off is skipped, naming the setting and the file (`show` renders the path). */
+export function disabledMessage(client: ClientName, where: DisabledIn, show: (file: string) => string = (file) => file): string {
+  return `disabled in ${CLIENT_TITLES[client]}: ${where.setting} in ${show(where.file)}`;
+}
+
+function unsupportedMessage(transport: string): string {
+  const name = transport === "ws" ? "WebSocket (ws)" : `"${transport}"`;
+  return `its transport is ${name}; subs connects to remote servers over Streamable HTTP or SSE: if the server offers one of them, declare that url with \`subs mcp add <id> <url>\``;
+}
+
+// RFC 6749 §3.3: scope-token = 1*( %x21 / %x23-5B / %x5D-7E ), as the file's rules check it.
+const SCOPE_TOKEN = /^[\x21\x23-\x5B\x5D-\x7E]+$/;
+
+/**
+ * The `oauth` a pre-registered client becomes, with the notes on what is not written: a client
+ * secret (never copied: named by a variable, or to be exported), an id or scopes the file cannot
+ * hold as they are, the client's own redirect URI.
+ */
+function oauthOf(id: string, found: FoundOAuth, options: { staticToken: boolean; remote: boolean }, notes: Note[]): AddedOAuth | null {
+  // A connection authenticates one way (src/config/load.ts): the token read from a variable wins, as the client sent it.
+  if (options.staticToken) {
+    if (found.clientId !== undefined || found.scopes !== undefined) notes.push({ kind: "oauth_left_out", what: "client", why: "static_token" });
+    return null;
+  }
+  const oauth: AddedOAuth = {};
+  if (found.clientId !== undefined) {
+    // A client may expand variables in it; the file's values are literal, and never hold a control character.
+    if (found.clientId.trim() === "" || /\$\{|\$[A-Za-z_]/.test(found.clientId) || firstUnsafe(found.clientId)) notes.push({ kind: "oauth_left_out", what: "client_id", why: "not_a_literal" });
+    else oauth.client_id = found.clientId;
+  }
+  if (found.scopes !== undefined && found.scopes.length > 0) {
+    if (found.scopes.every((scope) => SCOPE_TOKEN.test(scope))) oauth.scopes = [...new Set(found.scopes)];
+    else notes.push({ kind: "oauth_left_out", what: "scopes", why: "invalid_scope" });
+  }
+  if (oauth.client_id !== undefined) {
+    const secret = found.clientSecret;
+    const suggested_env = suggestedVariable(id, undefined, "CLIENT_SECRET");
+    if (secret !== undefined && options.remote) notes.push({ kind: "client_secret_on_deployment" });
+    else if (secret !== undefined && "env" in secret && ENV_NAME_PATTERN.test(secret.env)) oauth.client_secret_env = secret.env;
+    else if (secret !== undefined && "stored" in secret) notes.push({ kind: "client_secret_in_client_store", suggested_env });
+    else if (secret !== undefined) notes.push({ kind: "client_secret_left_out", suggested_env });
+    if (found.redirect !== undefined) notes.push({ kind: "redirect_uri", port: found.redirect.port ?? null });
+  }
+  return Object.keys(oauth).length > 0 ? oauth : null;
+}
+
+function leftOutNote(id: string, left: LeftOut): Note {
+  return left.kind === "headers_helper" ? { kind: "headers_helper", setting: left.setting, suggested_env: suggestedVariable(id) } : { kind: "setting_left_out", setting: left.setting };
 }
 
 /**
@@ -274,8 +362,11 @@ export function validId(name: string): string {
   return id === "" ? "server" : id.slice(0, 64).replace(/[-_]+$/, "");
 }
 
-/** `id`, or `id-2`, `id-3`… the first not in `taken` (nor reserved: `constructor` becomes `constructor-2`). */
+/**
+ * `id`, or `id-2`, `id-3`… the first not in `taken`, nor reserved (`constructor` becomes
+ * `constructor-2`), nor a key the file refuses anywhere as a secret's (`secret`, `token`: src/config/load.ts).
+ */
 export function uniqueId(id: string, taken: ReadonlySet<string>): string {
-  if (!taken.has(id) && idProblem(id) === undefined) return id;
+  if (!taken.has(id) && idProblem(id) === undefined && !isSecretKey(id)) return id;
   for (let n = 2; ; n++) if (!taken.has(`${id}-${n}`)) return `${id}-${n}`;
 }

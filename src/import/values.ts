@@ -32,14 +32,14 @@ export function bearerPart(value: string): string | undefined {
   return m ? m[1] : undefined;
 }
 
-/** A variable name for a token a client held: `linear` -> LINEAR_TOKEN; an input id when it makes a name. */
-export function suggestedVariable(id: string, input?: string): string {
+/** A variable name for a token a client held: `linear` -> LINEAR_TOKEN (`suffix`: LINEAR_CLIENT_SECRET); an input id when it makes a name. */
+export function suggestedVariable(id: string, input?: string, suffix = "TOKEN"): string {
   if (input !== undefined) {
     const fromInput = input.toUpperCase().replace(/[^A-Z0-9]+/g, "_").replace(/^_+|_+$/g, "");
     if (ENV_NAME_PATTERN.test(fromInput) && /TOKEN|KEY|SECRET|PAT|AUTH/.test(fromInput)) return fromInput;
   }
   const base = id.toUpperCase().replace(/[^A-Z0-9]+/g, "_").replace(/^_+|_+$/g, "");
-  const name = `${base || "MCP"}_TOKEN`;
+  const name = `${base || "MCP"}_${suffix}`;
   return /^[0-9]/.test(name) ? `MCP_${name}` : name;
 }
 

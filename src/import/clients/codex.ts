@@ -1,13 +1,17 @@
-// Codex CLI (https://developers.openai.com/codex/mcp, and docs/config.md of openai/codex): TOML,
-// `$CODEX_HOME/config.toml` (default `~/.codex/config.toml`) and, in a trusted project,
-// `.codex/config.toml`; one `[mcp_servers.<name>]` table per server. A streamable HTTP server has
-// `url`, `bearer_token_env_var` (the variable holding its bearer token), `http_headers` (values as
-// written) and `env_http_headers` (header name to the variable holding its whole value); a local
-// one `command` and `args`; `enabled = false` turns one off. Values are never expanded.
+// Codex CLI (https://developers.openai.com/codex/mcp, and docs/config.md of openai/codex; as Codex
+// 0.171.0's own `codex mcp add` writes): TOML, `$CODEX_HOME/config.toml` (default
+// `~/.codex/config.toml`) and, in a trusted project, `.codex/config.toml`; one `[mcp_servers.<name>]`
+// table per server. A streamable HTTP server has `url`, `bearer_token_env_var` (the variable holding
+// its bearer token), `http_headers` (values as written), `env_http_headers` (header name to the
+// variable holding its whole value) and `http_headers_helper` (a command printing headers); a
+// pre-registered OAuth client is `[mcp_servers.<name>.oauth]` { client_id, client_secret (written
+// in plain text by `codex mcp add --oauth-client-secret`), callback_url }, with `scopes` (an array)
+// on the server; a local one `command` and `args`; `enabled = false` turns one off. Values are never
+// expanded.
 import path from "node:path";
 import * as z from "zod/mini";
-import { serverEntries } from "../shape.ts";
-import type { ClientFile, FoundServer, Header, Places } from "../types.ts";
+import { presentSettings, redirectPort, serverEntries } from "../shape.ts";
+import type { ClientFile, FoundOAuth, FoundServer, Header, LeftOut, Places } from "../types.ts";
 
 const Table = z.looseObject({
   url: z.optional(z.string()),
@@ -17,7 +21,16 @@ const Table = z.looseObject({
   bearer_token: z.optional(z.string()),
   http_headers: z.optional(z.record(z.string(), z.string())),
   env_http_headers: z.optional(z.record(z.string(), z.string())),
+  http_headers_helper: z.optional(z.unknown()),
   enabled: z.optional(z.boolean()),
+  scopes: z.optional(z.unknown()),
+  oauth: z.optional(z.unknown()),
+});
+
+const OAuthTable = z.looseObject({
+  client_id: z.optional(z.string()),
+  client_secret: z.optional(z.string()),
+  callback_url: z.optional(z.string()),
 });
 
 export function codexFiles(places: Places): ClientFile[] {
@@ -43,6 +56,33 @@ function codexServers(parsed: unknown): FoundServer[] {
     else if (t.bearer_token !== undefined) headers.push({ name: "Authorization", value: `Bearer ${t.bearer_token}` });
     for (const [header, value] of Object.entries(t.http_headers ?? {})) headers.push({ name: header, value });
     for (const [header, variable] of Object.entries(t.env_http_headers ?? {})) headers.push({ name: header, fromEnv: variable });
-    return { name, kind: "remote", url: t.url, transport: "http", headers, disabled: t.enabled === false };
+    const oauth = oauthOf(t);
+    const leftOut: LeftOut[] = presentSettings(t, ["enabled_tools", "disabled_tools", "oauth_resource", "startup_timeout_sec", "tool_timeout_sec"]);
+    if (t.http_headers_helper !== undefined) leftOut.unshift({ setting: "http_headers_helper", kind: "headers_helper" });
+    return {
+      name,
+      kind: "remote",
+      url: t.url,
+      transport: "http",
+      headers,
+      ...(t.enabled === false ? { disabled: { setting: "enabled = false" } } : {}),
+      ...(oauth ? { oauth } : {}),
+      ...(leftOut.length > 0 ? { leftOut } : {}),
+    };
   });
+}
+
+/** The pre-registered client and the scopes of a server's table; an `oauth` table of another shape is read as absent. */
+function oauthOf(t: z.output<typeof Table>): FoundOAuth | undefined {
+  const found: FoundOAuth = {};
+  const parsed = z.safeParse(OAuthTable, t.oauth);
+  if (t.oauth !== undefined && parsed.success) {
+    const o = parsed.data;
+    if (o.client_id !== undefined) found.clientId = o.client_id;
+    if (o.client_secret !== undefined) found.clientSecret = { literal: o.client_secret };
+    // `codex mcp add --oauth-client-id` writes a callback URL of its own (`http://127.0.0.1/callback/<random>`).
+    if (o.callback_url !== undefined) found.redirect = { port: redirectPort(o.callback_url) };
+  }
+  if (Array.isArray(t.scopes) && t.scopes.length > 0 && t.scopes.every((s) => typeof s === "string")) found.scopes = t.scopes as string[];
+  return Object.keys(found).length > 0 ? found : undefined;
 }

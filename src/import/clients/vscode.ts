@@ -3,7 +3,8 @@
 // the prompts `${input:id}` refers to); earlier releases read `mcp.servers` in settings.json, user
 // and workspace. A remote entry is `type: "http" | "sse"` with `url` and `headers` (values may use
 // `${env:NAME}` and `${input:id}`); a local one `type: "stdio"` with `command`. Files are JSON
-// with comments.
+// with comments. VS Code keeps which servers are turned off (and trusted) in its own state, outside
+// these files.
 import path from "node:path";
 import { serversOf, typedTransport, type EntryRules } from "../shape.ts";
 import type { ClientFile, Places } from "../types.ts";
