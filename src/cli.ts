@@ -1,6 +1,6 @@
 // Builds the command tree. Each action parses its flags into a typed options object and loads its
 // command module only when it runs (CONTRIBUTING.md, rule 7).
-import { Command, CommanderError, Option } from "commander";
+import { Command, CommanderError, Help, Option } from "commander";
 import type { Context } from "./context.ts";
 import { ConfigError, SubsError, exitCodeFor, formatDiagnostic, usage } from "./errors.ts";
 import { animates, loadSpinner } from "./output/progress.ts";
@@ -103,9 +103,13 @@ export async function run(given_argv: readonly string[], given: Context): Promis
       ctx.fetch = debugFetch(learningFetch(given.fetch, secrets), ctx.stderr, ctx.now, secrets);
     }
   });
-  // `subs` alone asked for nothing wrong: the help, as data on stdout, exit 0 (issue 15).
-  if (commandWords(argv).length === 0 && argv.every((a, n) => a === "--debug" || a === "--config" || a.startsWith("--config=") || argv[n - 1] === "--config")) {
-    program.outputHelp();
+  // `subs` alone, or a group alone (`subs mcp`, `subs agent`), asked for nothing wrong: its help,
+  // as data on stdout, exit 0.
+  const words = commandWords(argv);
+  const onlyGlobal = argv.every((a, n) => words.includes(a) || a === "--debug" || a === "--config" || a.startsWith("--config=") || argv[n - 1] === "--config");
+  const group = words.length === 1 ? program.commands.find((c) => c.name() === words[0] && c.commands.length > 0) : undefined;
+  if (onlyGlobal && (words.length === 0 || group)) {
+    (group ?? program).outputHelp();
     return 0;
   }
   try {
@@ -290,8 +294,15 @@ export function buildProgram(ctx: Context, { setJson, setExitCode, onParseMistak
     // Also before the command (`subs --config X mcp list`), as --debug is; after it, the command's own wins.
     .addOption(configOption())
     .helpOption("-h, --help", "show help")
-    // --debug and --config work after any command too: every command's help lists them (issue 15).
-    .configureHelp({ showGlobalOptions: true })
+    // --debug and --config work after any command too: every command's help lists them, once
+    // (a command's own --config is in its Options, so not again under Global Options).
+    .configureHelp({
+      showGlobalOptions: true,
+      visibleGlobalOptions(cmd) {
+        return Help.prototype.visibleGlobalOptions.call(this, cmd).filter((global) => !cmd.options.some((own) => own.long === global.long));
+      },
+    })
+    .helpCommand("help [command]", "Show help for a command")
     .showSuggestionAfterError(true)
     .exitOverride()
     .configureOutput({

@@ -202,6 +202,15 @@ test("habits of other tools get the subs way, never the opposite action; `subs` 
   assert.match(help.stdout, /^Usage: subs mcp login /);
   for (const argv of [["mcp", "add"], ["mcp", "remove"], ["agent", "tools"]]) {
     const r = await runInProcess([...argv, "--help"], { cwd });
-    assert.match(r.stdout, /Global Options:[\s\S]*--debug[\s\S]*--config <path>/, argv.join(" "));
+    assert.match(r.stdout, /Global Options:[\s\S]*--debug/, argv.join(" "));
+    assert.equal(r.stdout.match(/--config <path>/g)?.length, 1, `${argv.join(" ")}: --config listed once`);
+  }
+  // A group alone is asking for its help, as `subs` alone is: stdout, exit 0.
+  for (const group of ["mcp", "agent"]) {
+    const r = await runInProcess([group], { cwd });
+    assert.equal(r.code, 0, r.stderr);
+    assert.match(r.stdout, new RegExp(`^Usage: subs ${group} `));
+    assert.match(r.stdout, /help \[command\] +Show help for a command/, "commander's own line speaks as the others do");
+    assert.equal(r.stderr, "");
   }
 });
