@@ -162,6 +162,11 @@ test("mcp remove: refused, nothing written, when an agent still uses the id, whe
   const unknown = await runCli(["mcp", "remove", "linaer"], { cwd: p.dir });
   assert.equal(unknown.code, 2);
   assert.match(unknown.stderr, /`linaer` is not declared in substructure\.toml\nhint: did you mean `linear`\?/);
+  // Nothing close: no advice to declare what is being removed.
+  const far = await runCli(["mcp", "remove", "jira"], { cwd: p.dir });
+  assert.equal(far.code, 2);
+  assert.match(far.stderr, /hint: declared: [^\n]*; a credential still stored for it is deleted by `subs apply`/);
+  assert.doesNotMatch(far.stderr, /declare it with/);
   assert.equal(p.read(), REMOVE_BEFORE);
   assert.equal(statSync(p.file).mtimeMs, old.getTime());
   const json = await runCli(["mcp", "remove", "sentry", "--config", "substructure.toml"], { cwd: p.dir });

@@ -43,7 +43,7 @@ export function removeFromFile(
 }
 
 function cut(ctx: Pick<Context, "env" | "cwd">, config: Config, text: string, id: string): { config: Config } {
-  findConnection(config, id);
+  findConnection(config, id, { removing: true });
   const users = config.agents.filter((agent) => agent.mcp.some((entry) => entry.id === id)).map((agent) => agent.name);
   if (users.length > 0) {
     throw refused(`${users.map((name) => `agent \`${name}\``).join(", ")} still use${users.length === 1 ? "s" : ""} \`${id}\`; nothing was written`, {
