@@ -62,7 +62,10 @@ const cases: Array<[rule: string, fixture: string, expected: string[]]> = [
   ["both auth and oauth on one connection", "auth-and-oauth.toml", [
     "auth-and-oauth.toml:4:1: [mcp.linear] has both `auth` and `oauth` | a connection uses a static token (auth) or OAuth, not both",
   ]],
-  ["a TOML syntax error", "syntax-error.toml", ["syntax-error.toml:2:34: invalid TOML: control characters are not allowed in strings"]],
+  ["a string left open at the end of its line", "syntax-error.toml", [
+    'syntax-error.toml:2:34: invalid TOML: this string is not closed before the end of the line | close it with the quote it opens with (a string of several lines opens and closes with """)',
+  ]],
+  ["a TOML syntax error", "syntax-error-key.toml", ["syntax-error-key.toml:2:5: invalid TOML: illegal character in key"]],
   ["a bad name does not hide the mistakes inside its table", "bad-names-and-contents.toml", [
     "bad-names-and-contents.toml:1:1: [mcp.Sentry]: a connection id may contain only lowercase letters, digits, '-' and '_'",
     "bad-names-and-contents.toml:2:1: `url` must use https (plain http is allowed only to 127.0.0.1, [::1] or localhost)",

@@ -79,6 +79,11 @@ export function parseConfig(source: string, where: { path: string; cwd: string }
   } catch (error) {
     if (error instanceof TomlError) {
       const first = (error.message.split("\n")[0] ?? "").replace(/^Invalid TOML document:\s*/, "");
+      // smol-toml meets the line break of a string left open as a control character in it.
+      const lineEnd = /control characters are not allowed in strings/.test(first) && /^\r?\n/.test(source.split("\n")[error.line - 1]?.slice(error.column - 1) + "\n");
+      if (lineEnd) {
+        throw new ConfigError([diagnostic(error.line, error.column, "invalid TOML: this string is not closed before the end of the line", 'close it with the quote it opens with (a string of several lines opens and closes with """)')]);
+      }
       const reason = /excessively nested/.test(first) ? `nested deeper than ${MAX_DEPTH} levels` : first;
       throw new ConfigError([diagnostic(error.line, error.column, `invalid TOML: ${reason}`)]);
     }
