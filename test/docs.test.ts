@@ -206,3 +206,26 @@ test("the README's command list and `subs --help` name the same commands, both w
     "commands without a section in docs/commands.md",
   );
 });
+
+/** Every file under `dir` whose name ends in `.ts`. */
+function sources(dir: string): string[] {
+  return readdirSync(dir, { withFileTypes: true }).flatMap((entry) => {
+    const full = path.join(dir, entry.name);
+    return entry.isDirectory() ? sources(full) : entry.name.endsWith(".ts") ? [full] : [];
+  });
+}
+
+test("every environment variable subs reads is in docs/environment.md", () => {
+  const read = new Set<string>();
+  for (const file of sources(path.join(REPO, "src"))) {
+    const text = readFileSync(file, "utf8");
+    for (const m of text.matchAll(/\benv\.([A-Z][A-Z0-9_]+)\b/g)) read.add(m[1]!);
+    for (const m of text.matchAll(/\benv\[["']([A-Z][A-Z0-9_]+)["']\]/g)) read.add(m[1]!);
+    // Names kept in constants (`env[MAX_ANSWER_ENV]`): subs's own all start with SUBS_.
+    for (const m of text.matchAll(/["'`](SUBS_[A-Z0-9_]+)["'`]/g)) read.add(m[1]!);
+  }
+  assert.ok(read.has("SUBS_CONFIG") && read.has("CODEX_HOME"), "the scan finds what it looks for");
+  const documented = readFileSync(path.join(REPO, "docs", "environment.md"), "utf8");
+  const missing = [...read].filter((name) => !documented.includes(`\`${name}\``)).sort();
+  assert.deepEqual(missing, [], `read in src/ but not in docs/environment.md: ${missing.join(", ")}`);
+});
