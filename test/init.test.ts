@@ -121,3 +121,17 @@ test("init below a directory that has a file says which one commands here now re
   const alone = await runInProcess(["init"], { cwd: fresh() });
   assert.doesNotMatch(alone.stderr, /note:/);
 });
+
+test("the file subs mcp import writes shows no commented [mcp.github] beside a real one", async () => {
+  const cwd = fresh();
+  writeFileSync(path.join(cwd, ".mcp.json"), JSON.stringify({ mcpServers: { github: { type: "http", url: "https://api.githubcopilot.com/mcp/", headers: { Authorization: "Bearer ${GITHUB_TOKEN}" } } } }));
+  const r = await runCli(["mcp", "import", "--from", ".mcp.json"], { cwd, env: { HOME: cwd } });
+  assert.equal(r.code, 0, r.stderr);
+  const text = readFileSync(path.join(cwd, "substructure.toml"), "utf8");
+  assert.match(text, /^\[mcp\.github\]$/m);
+  assert.doesNotMatch(text, /^# \[mcp\.github\]$/m);
+  // Without a static connection of its own, the example stays: it is how one is written.
+  const plain = fresh();
+  assert.equal((await runCli(["init", "sentry=https://mcp.sentry.dev/mcp"], { cwd: plain })).code, 0);
+  assert.match(readFileSync(path.join(plain, "substructure.toml"), "utf8"), /^# \[mcp\.github\]\n# url = .*\n# auth = \{ token_env = "GITHUB_TOKEN" \}$/m);
+});

@@ -39,12 +39,7 @@ export function starterConfig(connections: readonly NewConnection[]): string {
 # db = "substructure.db"
 
 # A connection per server. OAuth is the default: \`subs mcp login <id>\` opens a browser for consent.
-${declared || `# [mcp.sentry]\n# url = "https://mcp.sentry.dev/mcp"\n`}
-# A server that takes a static token reads it from the environment when a call is made (local only):
-# [mcp.github]
-# url = "https://api.githubcopilot.com/mcp/"
-# auth = { token_env = "GITHUB_TOKEN" }
-
+${declared || `# [mcp.sentry]\n# url = "https://mcp.sentry.dev/mcp"\n`}${staticExample(connections)}
 # An agent names the connections it uses; \`subs agent tools support\` shows what its model sees.
 # [agent.support]
 # mcp = [${connections.length > 0 ? connections.map((c) => JSON.stringify(c.id)).join(", ") : `"sentry"`}]
@@ -53,6 +48,20 @@ ${declared || `# [mcp.sentry]\n# url = "https://mcp.sentry.dev/mcp"\n`}
 # [remote]
 # url = "https://deploy.example.com"
 # token_env = "SUBSTRUCTURE_TOKEN"
+`;
+}
+
+/**
+ * The commented example of a static token, unless a declared connection already shows one (or is
+ * named as the example is): a commented `[mcp.github]` beside a real one reads as a second.
+ */
+function staticExample(connections: readonly NewConnection[]): string {
+  if (connections.some((c) => c.tokenEnv !== undefined || c.id === "github")) return "";
+  return `
+# A server that takes a static token reads it from the environment when a call is made (local only):
+# [mcp.github]
+# url = "https://api.githubcopilot.com/mcp/"
+# auth = { token_env = "GITHUB_TOKEN" }
 `;
 }
 
