@@ -182,7 +182,7 @@ test("on a file system with whole-second timestamps the seal's SHA-256 of both f
   assert.equal(cacheAccepted(), true);
 });
 
-test("a cache or seal others can write is not used, nor one owned by another user; a dist/ others can write gets none", { skip: process.platform === "win32" }, () => {
+test("a cache or seal others can write is not used; a dist/ others can write gets none", { skip: process.platform === "win32" }, () => {
   // A chmod of the cache also changes its ctime, which its seal names; the seal's own mode and
   // owner, and the directory's, are what the owner checks alone stand for.
   for (const file of [cache, seal]) {
@@ -192,22 +192,6 @@ test("a cache or seal others can write is not used, nor one owned by another use
     list();
     for (const written of [cache(), seal()]) assert.equal(statSync(written).mode & 0o022, 0, `the run replaced ${written} with one only its owner can write`);
     assert.equal(cacheAccepted(), true);
-
-    if (process.getuid?.() === 0) {
-      // Root can make files other users and groups own: the loader trusts only the runner, the
-      // bundle's owner and root, and a group write only for the runner's own primary group.
-      chownSync(file(), 54321, 54321);
-      assert.equal(cacheAccepted(), false, file());
-      list();
-      assert.equal(statSync(file()).uid, 0);
-      assert.equal(cacheAccepted(), true);
-
-      chownSync(file(), 0, 54321);
-      chmodSync(file(), 0o664);
-      assert.equal(cacheAccepted(), false, file());
-      list();
-      assert.equal(cacheAccepted(), true);
-    }
   }
 
   const dist = path.dirname(bundle());
@@ -224,6 +208,29 @@ test("a cache or seal others can write is not used, nor one owned by another use
   }
   list();
   assert.equal(cacheAccepted(), true);
+});
+
+// Only root can make a file another user owns (a second user or a user namespace would need a
+// mapping for that user too): elsewhere this is reported as skipped, with why.
+const NOT_ROOT = process.getuid?.() !== 0 ? "needs root: only root can give a file to another user or group" : false;
+
+test("a cache or seal another user owns, or another group can write, is not used; the next run replaces it", { skip: process.platform === "win32" || NOT_ROOT }, () => {
+  for (const file of [cache, seal]) {
+    freshCache();
+    // The loader trusts only the runner, the bundle's owner and root, and a group write only for
+    // the runner's own primary group.
+    chownSync(file(), 54321, 54321);
+    assert.equal(cacheAccepted(), false, file());
+    list();
+    assert.equal(statSync(file()).uid, 0);
+    assert.equal(cacheAccepted(), true);
+
+    chownSync(file(), 0, 54321);
+    chmodSync(file(), 0o664);
+    assert.equal(cacheAccepted(), false, file());
+    list();
+    assert.equal(cacheAccepted(), true);
+  }
 });
 
 test("a cache grows by each command it lacks, once: the first successful run of that command rewrites it", () => {
@@ -266,7 +273,7 @@ test("a cache grows by each command it lacks, once: the first successful run of 
   assert.equal(commands(), "commands ,mcp list,agent tools");
 });
 
-test("a user who cannot write dist/ (a global install by root) runs from the cache root made, and writes none", { skip: process.getuid?.() !== 0 }, () => {
+test("a user who cannot write dist/ (a global install by root) runs from the cache root made, and writes none", { skip: NOT_ROOT }, () => {
   freshCache();
   chmodSync(pkg, 0o755);
   chmodSync(project, 0o755);
