@@ -204,7 +204,11 @@ function merged(current: unknown, wanted: Record<string, unknown>): Record<strin
   for (const [key, value] of Object.entries(now)) {
     if (!(key in wanted)) out[key] = value;
     else if (key === "env" && isRecord(value) && isRecord(wanted.env)) out[key] = { ...value, ...wanted.env };
-    else if (key === "env_vars" && Array.isArray(value) && Array.isArray(wanted.env_vars)) out[key] = [...new Set([...value, ...wanted.env_vars])];
+    else if (key === "env_vars" && Array.isArray(value) && Array.isArray(wanted.env_vars)) {
+      // Codex names a variable as "NAME" or as { name = "NAME", source = … }.
+      const named = new Set(value.map((v) => (isRecord(v) ? v.name : v)));
+      out[key] = [...value, ...wanted.env_vars.filter((v) => !named.has(v))];
+    }
     else out[key] = wanted[key];
   }
   for (const [key, value] of Object.entries(wanted)) if (!(key in out)) out[key] = value;

@@ -49,7 +49,7 @@ function decoded(literal: string): string {
 }
 
 /**
- * TOML: a string is a value unless it is part of a key (a `=`, `.` or `]` follows it); a
+ * TOML: a string is a value unless it is part of a key (a `=` or `.` follows it, or it is in a header); a
  * multi-line string's lines are masked whole, line breaks kept.
  */
 export const maskToml: Masker = (text, shown) => {
@@ -69,7 +69,10 @@ export const maskToml: Masker = (text, shown) => {
       let end = i + 1;
       while (end < text.length && text[end] !== c && text[end] !== "\n") end += c === '"' && text[end] === "\\" ? 2 : 1;
       const literal = text.slice(i, Math.min(end + 1, text.length));
-      const isKey = /^[ \t]*[=.\]]/.test(text.slice(end + 1, end + 64));
+      // A key: before `=` or `.`, or in a table header (`[a."b"]`, the line has no `=` before it).
+      const next = text.slice(end + 1, end + 64);
+      const lineBefore = text.slice(text.lastIndexOf("\n", i) + 1, i);
+      const isKey = /^[ \t]*[=.]/.test(next) || (/^[ \t]*\]/.test(next) && /^[ \t]*\[/.test(lineBefore) && !lineBefore.includes("="));
       out += isKey || shown.has(c === '"' ? decoded(literal) : literal.slice(1, -1)) ? literal : `${c}…${c}`;
       i = end + 1;
     } else if (c === "#") {
@@ -113,10 +116,11 @@ function script(a: readonly string[], b: readonly string[]): Op[] {
     while (i < midA.length || j < midB.length) {
       if (i < midA.length && j < midB.length && midA[i] === midB[j]) {
         ops.push({ kind: " ", line: midA[i]!, a: head + i++, b: head + j++ });
-      } else if (j < midB.length && (i === midA.length || lcs[i]![j + 1]! >= lcs[i + 1]![j]!)) {
-        ops.push({ kind: "+", line: midB[j]!, a: head + i, b: head + j++ });
-      } else {
+      } else if (i < midA.length && (j === midB.length || lcs[i + 1]![j]! >= lcs[i]![j + 1]!)) {
+        // Removed lines before added ones, as diff(1) prints them.
         ops.push({ kind: "-", line: midA[i]!, a: head + i++, b: head + j });
+      } else {
+        ops.push({ kind: "+", line: midB[j]!, a: head + i, b: head + j++ });
       }
     }
   } else {

@@ -10,7 +10,8 @@ import { FileShapeError } from "./json-entry.ts";
 
 const GROUP = "mcp_servers";
 
-export type TomlValue = string | readonly string[];
+/** A value subs writes: a string, or an array of strings and inline tables (`env_vars` may hold `{ name = "B", source = "local" }`). */
+export type TomlValue = string | readonly (string | Readonly<Record<string, string>>)[];
 
 /** The file parsed, or a FileShapeError naming only a line and column (the text may hold tokens). */
 function parsed(text: string): Record<string, unknown> {
@@ -32,7 +33,9 @@ export function readTable(text: string, name: string): { value: unknown } | unde
 
 const bareKey = (key: string) => (/^[A-Za-z0-9_-]+$/.test(key) ? key : JSON.stringify(key));
 // JSON's string escapes are all TOML basic-string escapes.
-const tomlValue = (value: TomlValue) => (typeof value === "string" ? JSON.stringify(value) : `[${value.map((v) => JSON.stringify(v)).join(", ")}]`);
+const tomlString = (value: string | Readonly<Record<string, string>>): string =>
+  typeof value === "string" ? JSON.stringify(value) : `{ ${Object.entries(value).map(([k, v]) => `${bareKey(k)} = ${JSON.stringify(v)}`).join(", ")} }`;
+const tomlValue = (value: TomlValue) => (typeof value === "string" ? JSON.stringify(value) : `[${value.map(tomlString).join(", ")}]`);
 const eolOf = (text: string) => (text.includes("\r\n") ? "\r\n" : "\n");
 const lineText = (text: string, line: Line) => text.slice(line.start, line.end);
 const isExactBlank = (text: string, line: Line | undefined) => line !== undefined && /^\r?\n$/.test(lineText(text, line));
