@@ -5,7 +5,7 @@
 // subs did not write is refused without --force; --dry-run writes nothing and prints the diff.
 import assert from "node:assert/strict";
 import { execFileSync } from "node:child_process";
-import { chmodSync, existsSync, mkdirSync, mkdtempSync, readFileSync, realpathSync, statSync, writeFileSync } from "node:fs";
+import { chmodSync, existsSync, lstatSync, mkdirSync, mkdtempSync, readFileSync, realpathSync, statSync, symlinkSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { test } from "node:test";
@@ -470,4 +470,53 @@ test("a path holding `$` is refused for Gemini CLI, which would expand it", asyn
   assert.equal(r.code, 2);
   assert.match(r.stderr, /holds "\$", which Gemini CLI would read as a variable and replace/);
   assert.ok(!existsSync(path.join(w.home, ".gemini")));
+});
+
+test("gemini: a variable added to substructure.toml, then a moved file, update the entry in place; `trust` and a timeout a person added stay", async () => {
+  const w = world();
+  const file = path.join(w.proj, ".gemini", "settings.json");
+  assert.equal((await subs(w, ["agent", "connect", "on_call", "--to", "gemini"])).code, 0);
+  // Gemini CLI itself rewrites the file (two spaces, no final newline); the person trusts the server.
+  const tuned = JSON.parse(read(file));
+  Object.assign(tuned.mcpServers["on-call"], { trust: true, timeout: 30000 });
+  writeFileSync(file, JSON.stringify({ ui: { theme: "Dracula" }, ...tuned }, null, 2));
+  writeFileSync(w.config, SUBS_TOML.replace(`url = "https://mcp.linear.app/mcp"\n`, `url = "https://mcp.linear.app/mcp"\noauth = { client_id = "abc", client_secret_env = "LINEAR_SECRET" }\n`));
+  const r = await subs(w, ["agent", "connect", "on_call", "--to", "gemini", "--json"]);
+  assert.equal(r.code, 0, r.stderr);
+  assert.equal(JSON.parse(r.stdout).action, "updated");
+  assert.deepEqual(JSON.parse(r.stdout).variables, ["LINEAR_SECRET"]);
+  const entry = { command: NODE, args: serveArgs(w, "on_call"), trust: true, timeout: 30000, env: { LINEAR_SECRET: "$LINEAR_SECRET" } };
+  assert.equal(read(file), JSON.stringify({ ui: { theme: "Dracula" }, mcpServers: { "on-call": entry } }, null, 2));
+  assert.equal((await subs(w, ["agent", "connect", "on_call", "--to", "gemini"])).code, 0);
+  assert.equal(read(file), JSON.stringify({ ui: { theme: "Dracula" }, mcpServers: { "on-call": entry } }, null, 2), "then it is up to date");
+
+  // The same agent from another copy of the file: only the path in args changes, where it is.
+  const moved = path.join(w.root, "moved");
+  mkdirSync(moved);
+  writeFileSync(path.join(moved, "substructure.toml"), read(w.config));
+  const again = await subs(w, ["agent", "connect", "on_call", "--to", "gemini", "--config", path.join(moved, "substructure.toml")]);
+  assert.equal(again.code, 0, again.stderr);
+  const args = [SUBS, "agent", "serve", "on_call", "--config", path.join(moved, "substructure.toml")];
+  assert.equal(read(file), JSON.stringify({ ui: { theme: "Dracula" }, mcpServers: { "on-call": { ...entry, args } } }, null, 2));
+  assert.match(again.stderr, /Updated "on-call" in Gemini CLI's/);
+});
+
+test("a client file that is a symbolic link (dotfiles) is written where it points, the link kept; an invalid one is refused without quoting it", async () => {
+  const w = world();
+  const target = path.join(w.root, "dotfiles", "cursor-mcp.json");
+  put(target, `{\n  "mcpServers": {}\n}\n`, 0o640);
+  mkdirSync(path.join(w.home, ".cursor"));
+  const link = path.join(w.home, ".cursor", "mcp.json");
+  symlinkSync(target, link);
+  const r = await subs(w, ["agent", "connect", "support", "--to", "cursor"]);
+  assert.equal(r.code, 0, r.stderr);
+  assert.ok(lstatSync(link).isSymbolicLink(), "the link stays a link");
+  assert.ok(JSON.parse(read(target)).mcpServers.support);
+  assert.equal(modeOf(target), 0o640);
+  writeFileSync(target, `{\n  "mcpServers": { "x": { "headers": { "Authorization": "Bearer ghp_broken" } }\n`);
+  const bad = await subs(w, ["agent", "connect", "support", "--to", "cursor", "--json"]);
+  assert.equal(bad.code, 2);
+  assert.match(bad.stderr, /~\/\.cursor\/mcp\.json is not valid JSON \(line 3, column \d+\); nothing was written/);
+  assert.equal(JSON.parse(bad.stdout).error.code, "client_file_invalid");
+  assert.ok(!bad.stdout.includes("ghp_broken") && !bad.stderr.includes("ghp_broken"));
 });
