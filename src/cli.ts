@@ -280,9 +280,9 @@ type ConnectFlags = { to: string; scope?: string; dryRun?: boolean; remove?: boo
 
 function connectFlags(command: Command): Command {
   return command
-    .addOption(new Option("--to <client>", "the MCP client: claude (Claude Code), codex, gemini (Gemini CLI), cursor, vscode, claude-desktop").choices(CONNECT_TO).makeOptionMandatory())
+    .addOption(new Option("--to <client>", "the MCP client (claude is Claude Code, gemini Gemini CLI)").choices(CONNECT_TO).makeOptionMandatory())
     .addOption(
-      new Option("--scope <scope>", "where in the client: local, user or project, as it offers (default: the one its own `mcp add` uses: claude local, gemini project, the others user)").choices([
+      new Option("--scope <scope>", "where in the client, among the scopes it has (default: the one its own `mcp add` uses: claude local, gemini project, the others user)").choices([
         "local",
         "user",
         "project",
