@@ -5,6 +5,7 @@ import { homeOf, shownPath } from "../clients/where.ts";
 import { connect, type ConnectOptions, type ConnectResult } from "../connect/connect.ts";
 import type { Context } from "../context.ts";
 import { writeJson } from "../output/json.ts";
+import { possessive } from "../output/possessive.ts";
 import { MARK, styleFor } from "../output/style.ts";
 
 export type ConnectCommandOptions = ConnectOptions & { json: boolean };
@@ -56,7 +57,7 @@ const CHECK: Record<ConnectResult["client"], (name: string) => string> = {
 function renderReport(ctx: Context, r: ConnectResult): void {
   const style = styleFor(ctx.stderrColor);
   const out = (line = "") => ctx.stderr.write(`${line}\n`);
-  const where = `${r.title}'s ${shownPath(ctx.cwd, r.file, homeOf(ctx.env))} (${r.scope} scope)`;
+  const where = `${possessive(r.title)} ${shownPath(ctx.cwd, r.file, homeOf(ctx.env))} (${r.scope} scope)`;
   const runs = `subs ${r.serves.kind === "agent" ? "agent serve" : "mcp proxy"} ${r.serves.name}`;
   const entry = `"${r.name}"`;
   if (r.dryRun) {

@@ -3,6 +3,7 @@
 // working directory, a GUI's PATH) and every variable the served connections read reaches subs.
 import { existsSync } from "node:fs";
 import path from "node:path";
+import { possessive } from "../output/possessive.ts";
 import {
   CLAUDE_DESKTOP_FILE,
   claudeDesktopDirs,
@@ -58,7 +59,7 @@ const home = (env: Env, file: string | undefined) =>
 function installedDir(dirs: readonly string[], title: string): { dir: string } | { problem: string; hint: string } {
   const dir = dirs.find((d) => existsSync(d));
   if (dir !== undefined) return { dir };
-  return { problem: `${title}'s configuration directory was not found (looked in ${dirs.join(", ") || "no place: HOME is not set"})`, hint: `start ${title} once so it creates it, then run this again` };
+  return { problem: `${possessive(title)} configuration directory was not found (looked in ${dirs.join(", ") || "no place: HOME is not set"})`, hint: `start ${title} once so it creates it, then run this again` };
 }
 
 /** `${env:NAME}` for each variable (Cursor, VS Code: "Variable substitution" in their MCP docs). */
