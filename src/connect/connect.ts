@@ -159,9 +159,11 @@ function edited(
     const ours = owner !== undefined && owner.words[0] === words[0] && owner.words[1] === words[1] && owner.name === options.name;
     if (existing && !ours && !options.force) throw notOurs(input, owner);
     const shown = existing && ours ? subsStrings(existing.value) : [];
+    const read = (after: string) => (spec.format === "toml" ? readTable(after, name) : readEntry(after, container, name));
     if (options.remove) {
       if (!existing) return { after: before, action: "unchanged", entry: null, shown };
       const after = spec.format === "toml" ? deleteTable(text, name) : deleteEntry(text, container, name);
+      if (after !== undefined && read(after) !== undefined) throw editFailed(input);
       // A file left empty was one connect created (or held nothing): it goes, as it was not there.
       return { after: after === undefined || after === "" ? undefined : after, action: "removed", entry: null, shown };
     }
@@ -172,6 +174,9 @@ function edited(
       spec.format === "toml"
         ? putTable(text, name, Object.fromEntries(Object.keys(wanted).map((key) => [key, entry[key] as TomlValue])), { replace: !ours })
         : putEntry(text, container, name, entry);
+    // The text surgery checked by reading the result back: the file as the client will read it.
+    const written = read(after)?.value;
+    if (!isRecord(written) || Object.keys(wanted).some((key) => JSON.stringify(written[key]) !== JSON.stringify(entry[key]))) throw editFailed(input);
     return { after, action: !existing ? "added" : after === before ? "unchanged" : "updated", entry: wanted, shown };
   } catch (error) {
     if (error instanceof FileShapeError) {
@@ -180,6 +185,9 @@ function edited(
     throw error;
   }
 }
+
+/** A bug of subs's, not the file's: said as such, nothing written. */
+const editFailed = (input: EditInput) => failed(`subs could not edit ${input.shownFile} safely; nothing was written`, { hint: "edit the file by hand (`--dry-run` shows the entry), and report this" });
 
 function notOurs(input: EditInput, owner: ReturnType<typeof servedBy>) {
   const { spec, name, options } = input;

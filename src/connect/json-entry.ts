@@ -195,8 +195,11 @@ export function deleteEntry(text: string, container: readonly string[], name: st
   if (object.children!.length === 1) {
     const inside = text.slice(object.offset + 1, property.offset) + text.slice(property.offset + property.length, object.offset + object.length - 1);
     // The entry was the only one: the object is left empty, as `{}`, unless comments are kept in it.
-    if (inside.trim() === "" || /^[\s,]*$/.test(inside)) return applied(text, { offset: object.offset, length: object.length, content: "{}" });
-    return applied(text, { offset: property.offset, length: property.length, content: "" });
+    if (/^[\s,]*$/.test(inside)) return applied(text, { offset: object.offset, length: object.length, content: "{}" });
+    const comma = /^\s*,/.exec(text.slice(property.offset + property.length))?.[0].length ?? 0;
+    // The line break and indentation insertion() put before it go too, when nothing else is there.
+    const from = /^\s*$/.test(text.slice(object.offset + 1, property.offset)) ? object.offset + 1 : property.offset;
+    return applied(text, { offset: from, length: property.offset + property.length + comma - from, content: "" });
   }
   return applied(text, cut(doc, property));
 }
