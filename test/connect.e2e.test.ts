@@ -520,3 +520,17 @@ test("a client file that is a symbolic link (dotfiles) is written where it point
   assert.equal(JSON.parse(bad.stdout).error.code, "client_file_invalid");
   assert.ok(!bad.stdout.includes("ghp_broken") && !bad.stderr.includes("ghp_broken"));
 });
+
+test("subs mcp import reads the files connect writes: $CLAUDE_CONFIG_DIR/.claude.json and $GEMINI_CLI_HOME/.gemini/settings.json", async () => {
+  const w = world();
+  const claudeDir = path.join(w.root, "claude-config");
+  const geminiHome = path.join(w.root, "gemini-home");
+  put(path.join(claudeDir, ".claude.json"), JSON.stringify({ mcpServers: { fromclaude: { type: "http", url: "https://claude.example/mcp" } } }));
+  put(path.join(geminiHome, ".gemini", "settings.json"), JSON.stringify({ mcpServers: { fromgemini: { httpUrl: "https://gemini.example/mcp" } } }));
+  const r = await subs(w, ["mcp", "import", "--dry-run", "--json"], { env: { CLAUDE_CONFIG_DIR: claudeDir, GEMINI_CLI_HOME: geminiHome } });
+  assert.equal(r.code, 0, r.stderr);
+  assert.deepEqual(
+    JSON.parse(r.stdout).added.map((a: { url: string }) => a.url),
+    ["https://claude.example/mcp", "https://gemini.example/mcp"],
+  );
+});
