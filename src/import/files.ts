@@ -2,15 +2,9 @@
 // (tokens pasted into headers), so nothing read here is ever quoted back: a parse error names a
 // line and column only. JSON.parse and smol-toml put a piece of the text into their messages, which
 // would print the very token subs promises never to print.
-import { closeSync, constants, fstatSync, openSync, readSync } from "node:fs";
+import { JSON_MAX_BYTES, readBounded, TOML_MAX_BYTES } from "../clients/read.ts";
 import { parse as parseToml, TomlError } from "smol-toml";
 
-/**
- * The largest JSON client file read. ~/.claude.json also keeps Claude Code's per-project state and
- * has been seen at tens of megabytes; that is mostly long strings, which JSON.parse reads at
- * hundreds of MB/s. What makes a parse slow is the number of values, bounded below.
- */
-export const JSON_MAX_BYTES = 64 * 1024 * 1024;
 /**
  * The most values (objects, arrays, and the items and members after the first) a JSON client file
  * may hold: a file of tiny values is parsed ten times slower per byte than one of strings, and in
@@ -18,13 +12,6 @@ export const JSON_MAX_BYTES = 64 * 1024 * 1024;
  * to parse, take half a second.
  */
 export const JSON_MAX_VALUES = 1_000_000;
-/**
- * The largest TOML client file read (Codex's config.toml holds a few kilobytes). smol-toml reads
- * the densest TOML at ~8 MB/s: 4 MiB is half a second, in one call Ctrl-C cannot cut short.
- */
-export const TOML_MAX_BYTES = 4 * 1024 * 1024;
-/** A file this large is said to be read (a line on stderr), so a run that takes a moment says why. */
-export const LARGE_FILE_BYTES = 4 * 1024 * 1024;
 
 export type ReadResult = { ok: true; value: unknown } | { ok: false; missing: boolean; problem: string };
 
@@ -36,43 +23,6 @@ export function readClientFile(file: string, format: "json" | "toml", onLarge?: 
   const text = readBounded(file, format === "toml" ? TOML_MAX_BYTES : JSON_MAX_BYTES, onLarge);
   if (typeof text !== "string") return { ok: false, ...text };
   return format === "toml" ? parseTomlQuietly(text) : parseJsonc(text);
-}
-
-const mib = (bytes: number) => `${bytes / 1024 / 1024} MiB`;
-
-/**
- * The text of `file`, at most `maxBytes` long, or why not; `missing` when nothing is there (a
- * client not installed, not an error). Opened without blocking and checked to be a regular file,
- * as substructure.toml is.
- */
-export function readBounded(file: string, maxBytes: number = JSON_MAX_BYTES, onLarge?: (bytes: number) => void): string | { missing: boolean; problem: string } {
-  let fd: number;
-  try {
-    // O_NONBLOCK: a FIFO at that path would otherwise block the open forever (src/config/read.ts).
-    fd = openSync(file, constants.O_RDONLY | constants.O_NONBLOCK | constants.O_NOCTTY);
-  } catch (error) {
-    const code = (error as NodeJS.ErrnoException).code ?? "error";
-    return { missing: code === "ENOENT" || code === "ENOTDIR", problem: `cannot be read (${code})` };
-  }
-  try {
-    const stats = fstatSync(fd);
-    if (!stats.isFile()) return { missing: false, problem: "is not a regular file" };
-    if (stats.size > maxBytes) return { missing: false, problem: `is larger than ${mib(maxBytes)}, the most subs reads of such a file` };
-    if (stats.size >= LARGE_FILE_BYTES) onLarge?.(stats.size);
-    // The size read by fstat is the bound: a file growing meanwhile is read up to it.
-    const buffer = Buffer.alloc(stats.size);
-    let length = 0;
-    while (length < buffer.length) {
-      const n = readSync(fd, buffer, length, buffer.length - length, null);
-      if (n === 0) break;
-      length += n;
-    }
-    return buffer.toString("utf8", 0, length);
-  } catch (error) {
-    return { missing: false, problem: `cannot be read (${(error as NodeJS.ErrnoException).code ?? "error"})` };
-  } finally {
-    closeSync(fd);
-  }
 }
 
 function parseTomlQuietly(text: string): ReadResult {

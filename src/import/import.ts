@@ -18,7 +18,9 @@ import { codexFile, codexFiles } from "./clients/codex.ts";
 import { cursorFile, cursorFiles } from "./clients/cursor.ts";
 import { geminiFile, geminiFiles, geminiSwitchFiles } from "./clients/gemini.ts";
 import { mcpJson, settingsJson, vscodeFiles } from "./clients/vscode.ts";
-import { parseJsonc, readBounded, readClientFile } from "./files.ts";
+import { readBounded } from "../clients/read.ts";
+import { isInside, shownPath } from "../clients/where.ts";
+import { parseJsonc, readClientFile } from "./files.ts";
 import { createPlanner, type Plan } from "./plan.ts";
 import { CLIENTS, MAX_SERVERS_PER_FILE, TooManyServers, type ClientFile, type ClientName, type FoundServer, type Places, type Scope, type Switch } from "./types.ts";
 
@@ -267,14 +269,4 @@ function fileByShape(file: string, given: string, places: Places): ClientFile {
   });
 }
 
-const isInside = (file: string, dir: string) => {
-  const relative = path.relative(dir, file);
-  return relative !== "" && !relative.startsWith("..") && !path.isAbsolute(relative);
-};
-
-/** A path as messages show it: relative to the working directory when inside it. */
-export function shownPath(cwd: string, file: string, home?: string): string {
-  if (isInside(file, cwd)) return path.relative(cwd, file);
-  if (home !== undefined && isInside(file, home)) return `~/${path.relative(home, file)}`;
-  return file;
-}
+export { shownPath };

@@ -4,7 +4,7 @@
 //   `mcpServers`;
 // - local scope (the default of `claude mcp add`): the same file, `projects[KEY].mcpServers`, KEY the
 //   project: the canonical git root of the working directory (for a linked worktree, the main
-//   repository's; src/import/git-root.ts), else the directory itself;
+//   repository's; src/clients/git-root.ts), else the directory itself;
 // - project scope: `.mcp.json`, read in the working directory and in every directory above it.
 // A remote entry is `type: "http" | "sse"` (or "ws", which subs does not speak) with `url`,
 // `headers` (values may use `${VAR}` or `${VAR:-default}`), `headersHelper` (a command whose output
@@ -19,7 +19,8 @@
 // Approval (`enabledMcpjsonServers`, `enableAllProjectMcpServers`) only turns servers on: a `.mcp.json`
 // server still pending approval is imported.
 import path from "node:path";
-import { canonicalGitRoot, gitRoot, realPath } from "../git-root.ts";
+import { canonicalGitRoot, gitRoot, realPath } from "../../clients/git-root.ts";
+import { claudeProjectFile, claudeUserFile } from "../../clients/where.ts";
 import { obj, presentSettings, serversOf, str, strings, typedTransport, type EntryRules } from "../shape.ts";
 import type { ClientFile, FoundOAuth, FoundServer, LeftOut, Places, Switch } from "../types.ts";
 
@@ -47,13 +48,13 @@ export function claudeFiles(places: Places): ClientFile[] {
   const seen = new Set<string>();
   for (const dir of places.projectDirs) {
     for (let current = path.resolve(dir); ; current = path.dirname(current)) {
-      const file = path.join(current, ".mcp.json");
+      const file = claudeProjectFile(current);
       if (!seen.has(file)) files.push(projectFile(file));
       seen.add(file);
       if (path.dirname(current) === current) break;
     }
   }
-  const user = claudeUserPath(places);
+  const user = claudeUserFile(places.env);
   if (user !== undefined) files.push(userFile(user, places));
   return files;
 }
@@ -64,7 +65,7 @@ export function claudeFiles(places: Places): ClientFile[] {
  */
 export function claudeSwitchFiles(places: Places): ClientFile[] {
   const files: ClientFile[] = [];
-  const user = claudeUserPath(places);
+  const user = claudeUserFile(places.env);
   if (user !== undefined) files.push({ ...userFile(user, places), switchesOnly: true });
   const configDir = places.env.CLAUDE_CONFIG_DIR || (places.home !== undefined ? path.join(places.home, ".claude") : undefined);
   const settings = new Set<string>();
@@ -77,12 +78,6 @@ export function claudeSwitchFiles(places: Places): ClientFile[] {
   }
   for (const file of settings) files.push(settingsFile(file));
   return files;
-}
-
-/** `~/.claude.json`, or `$CLAUDE_CONFIG_DIR/.claude.json`. */
-function claudeUserPath(places: Places): string | undefined {
-  if (places.env.CLAUDE_CONFIG_DIR) return path.join(places.env.CLAUDE_CONFIG_DIR, ".claude.json");
-  return places.home !== undefined ? path.join(places.home, ".claude.json") : undefined;
 }
 
 export function projectFile(file: string): ClientFile {

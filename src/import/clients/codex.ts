@@ -8,7 +8,7 @@
 // in plain text by `codex mcp add --oauth-client-secret`), callback_url }, with `scopes` (an array)
 // on the server; a local one `command` and `args`; `enabled = false` turns one off. Values are never
 // expanded.
-import path from "node:path";
+import { codexProjectFile, codexUserFile } from "../../clients/where.ts";
 import * as z from "zod/mini";
 import { presentSettings, redirectPort, serverEntries } from "../shape.ts";
 import type { ClientFile, FoundOAuth, FoundServer, Header, LeftOut, Places } from "../types.ts";
@@ -34,9 +34,9 @@ const OAuthTable = z.looseObject({
 });
 
 export function codexFiles(places: Places): ClientFile[] {
-  const files = places.projectDirs.map((dir) => codexFile(path.join(dir, ".codex", "config.toml"), "project"));
-  const home = places.env.CODEX_HOME || (places.home !== undefined ? path.join(places.home, ".codex") : undefined);
-  if (home !== undefined) files.push(codexFile(path.join(home, "config.toml"), "user"));
+  const files = places.projectDirs.map((dir) => codexFile(codexProjectFile(dir), "project"));
+  const user = codexUserFile(places.env);
+  if (user !== undefined) files.push(codexFile(user, "user"));
   return files;
 }
 

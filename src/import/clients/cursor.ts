@@ -5,7 +5,7 @@
 // is `auth` { CLIENT_ID, CLIENT_SECRET, scopes[] } (Cursor's "static OAuth", as the servers that
 // need it document it); Cursor then logs in with a redirect URI of its own. Servers are turned off
 // in Cursor's settings screen, which keeps that outside these files.
-import path from "node:path";
+import { cursorProjectFile, cursorUserFile } from "../../clients/where.ts";
 import { obj, serversOf, str, strings, typedTransport, type EntryRules } from "../shape.ts";
 import { referenceIn } from "../values.ts";
 import type { ClientFile, FoundOAuth, Places } from "../types.ts";
@@ -29,8 +29,9 @@ const rules: EntryRules = {
 };
 
 export function cursorFiles(places: Places): ClientFile[] {
-  const files = places.projectDirs.map((dir) => cursorFile(path.join(dir, ".cursor", "mcp.json"), "project"));
-  if (places.home !== undefined) files.push(cursorFile(path.join(places.home, ".cursor", "mcp.json"), "user"));
+  const files = places.projectDirs.map((dir) => cursorFile(cursorProjectFile(dir), "project"));
+  const user = cursorUserFile(places.env);
+  if (user !== undefined) files.push(cursorFile(user, "user"));
   return files;
 }
 

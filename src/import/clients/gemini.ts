@@ -11,6 +11,7 @@
 // workspace: the lists add up); `mcp.allowed` where a file sets it (a server must be in every such
 // list). Names compare lowercased and trimmed.
 import path from "node:path";
+import { geminiProjectFile, geminiUserFile } from "../../clients/where.ts";
 import { presentSettings, obj, redirectPort, serversOf, str, strings, typedTransport, type EntryRules } from "../shape.ts";
 import { referenceIn } from "../values.ts";
 import type { ClientFile, FoundOAuth, LeftOut, Places, Switch } from "../types.ts";
@@ -48,9 +49,9 @@ const rules: EntryRules = {
 };
 
 export function geminiFiles(places: Places): ClientFile[] {
-  const files = places.projectDirs.map((dir) => geminiFile(path.join(dir, ".gemini", "settings.json"), "project"));
-  const home = geminiHome(places);
-  if (home !== undefined) files.push(geminiFile(path.join(home, ".gemini", "settings.json"), "user"));
+  const files = places.projectDirs.map((dir) => geminiFile(geminiProjectFile(dir), "project"));
+  const user = geminiUserFile(places.env);
+  if (user !== undefined) files.push(geminiFile(user, "user"));
   return files;
 }
 

@@ -4,11 +4,11 @@
 // `.git` file leads to `<common dir>/worktrees/<name>`, whose `commondir` names the main
 // repository's `.git` and whose `gitdir` points back at the worktree (git-worktree(1), "DETAILS";
 // gitrepository-layout(5)): its project is the main working tree's. Only files are read, no git is
-// run; each is small and read bounded (src/import/files.ts), so a hostile `.git` (a FIFO, a huge
+// run; each is small and read bounded (src/clients/read.ts), so a hostile `.git` (a FIFO, a huge
 // file) costs nothing.
 import { realpathSync, statSync } from "node:fs";
 import path from "node:path";
-import { readBounded } from "./files.ts";
+import { readBounded } from "./read.ts";
 
 /** The most read of `.git`, `commondir` and `gitdir`: each holds one path. */
 const POINTER_MAX_BYTES = 64 * 1024;
