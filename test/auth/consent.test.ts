@@ -115,12 +115,16 @@ test("login --all: a failure names its id in human output; a denial's hint says 
     env.write(`[mcp.first]\nurl = "${env.mcp.url}"\n\n[mcp.gone]\nurl = "http://127.0.0.1:9/mcp"\n`);
     const all = await env.subs(["mcp", "login", "--all"]);
     assert.equal(all.code, 1);
-    assert.match(all.stderr, /error: first: authorization was not granted \(access_denied/);
+    assert.match(all.stderr, /✖ first: authorization was not granted \(access_denied/);
     assert.match(all.stderr, /hint: run `subs mcp login first` again and approve the request/);
+    // The first failure does not stop the next login: both are tried, both said.
+    assert.match(all.stderr, /✖ gone: cannot reach http:\/\/127\.0\.0\.1:9/);
+    assert.match(all.stderr, /error: 2 of 2 logins failed \(first, gone\)/);
     env.write(`[mcp.gone]\nurl = "http://127.0.0.1:9/mcp"\n\n[mcp.first]\nurl = "${env.mcp.url}"\n`);
     const unreachable = await env.subs(["mcp", "login", "--all"]);
     assert.equal(unreachable.code, 1);
-    assert.match(unreachable.stderr, /error: gone: cannot reach http:\/\/127\.0\.0\.1:9/);
+    assert.match(unreachable.stderr, /✖ gone: cannot reach http:\/\/127\.0\.0\.1:9/);
+    assert.match(unreachable.stderr, /✖ first: authorization was not granted/);
   } finally {
     await env.close();
   }
