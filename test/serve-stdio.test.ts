@@ -63,7 +63,7 @@ test("a request the client cancelled is not waited for once stdin ends", async (
   f.input.end();
   const started = Date.now();
   await served;
-  assert.ok(Date.now() - started < 1000);
+  assert.ok(Date.now() - started < 10_000, "far sooner than the 60 s call");
   assert.deepEqual(f.lines.map((l) => l.id), [1], "a cancelled request gets no answer (MCP cancellation)");
   assert.equal(f.closes.count, 1);
 });
@@ -77,7 +77,7 @@ test("the context's signal (Ctrl-C, SIGTERM) ends it at once, a call in flight o
   const started = Date.now();
   f.controller.abort();
   await served;
-  assert.ok(Date.now() - started < 1000);
+  assert.ok(Date.now() - started < 10_000, "far sooner than the 60 s call");
   assert.equal(f.closes.count, 1);
 });
 

@@ -75,8 +75,8 @@ test("subs apply with [remote] on an unresolvable host: exit 1 at once, `cannot 
   assert.equal(r.code, 1, r.stderr);
   assert.match(r.stderr, /error: cannot resolve deploy\.subs-test\.invalid/);
   assert.doesNotMatch(r.stderr, /retrying/);
-  // The default policy would wait 0.25 + 0.5 + 1 s between four attempts.
-  assert.ok(Date.now() - started < 1750, `took ${Date.now() - started} ms`);
+  // A retry says so on stderr (above); this only guards against a wait for something else.
+  assert.ok(Date.now() - started < 10_000, `took ${Date.now() - started} ms`);
 });
 
 test("an MCP server on an unresolvable host: `cannot resolve <host>`", async () => {
