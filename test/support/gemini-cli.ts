@@ -10,8 +10,9 @@
 // under a world-writable directory such as /tmp.) Stdio servers are off in an untrusted folder:
 // GEMINI_CLI_TRUST_WORKSPACE=true trusts it.
 // In -p, MCP tools are offered to the model only with `--approval-mode yolo` (or a trusted server).
+import { rmSync } from "node:fs";
 import path from "node:path";
-import { CLIENTS_DIR, cleanEnv, ensureClient, runClient, sse, startFakeModel } from "./clients.ts";
+import { CLIENTS_DIR, cleanEnv, ensureClient, runClient, sse, startFakeModel, type Ran } from "./clients.ts";
 
 export const GEMINI = [process.execPath, path.join(CLIENTS_DIR, "node_modules", "@google", "gemini-cli", "bundle", "gemini.js")];
 
@@ -25,13 +26,28 @@ export function ensureGemini(): string {
  */
 export const BASE_SETTINGS = { security: { auth: { selectedType: "gemini-api-key" } }, privacy: { usageStatisticsEnabled: false } };
 
+/** GEMINI_CLI_NO_RELAUNCH: one process, not a second Node started with a larger heap. */
 function geminiEnv(home: string, env: Record<string, string> = {}, extra: Record<string, string> = {}): Record<string, string> {
-  return cleanEnv(home, { GEMINI_API_KEY: "dummy-not-a-key", GEMINI_CLI_TRUST_WORKSPACE: "true", ...extra, ...env });
+  return cleanEnv(home, { GEMINI_API_KEY: "dummy-not-a-key", GEMINI_CLI_TRUST_WORKSPACE: "true", GEMINI_CLI_NO_RELAUNCH: "true", ...extra, ...env });
+}
+
+/**
+ * Runs gemini, then removes the lock on its project registry (~/.gemini/projects.json.lock, a
+ * proper-lockfile directory) if the process left it: 0.61 can exit while a startup cleanup still
+ * holds it, and the next gemini then waits for it to go stale, about 13 s. The process is gone, so
+ * nothing holds it any more.
+ */
+async function gemini(args: string[], options: { home: string; cwd: string; env: Record<string, string> }): Promise<Ran> {
+  try {
+    return await runClient([...GEMINI, ...args], options);
+  } finally {
+    rmSync(path.join(options.home, ".gemini", "projects.json.lock"), { recursive: true, force: true });
+  }
 }
 
 /** `gemini mcp list` in CWD: each server's name and status ("Connected", "Disconnected", "Disabled", "Blocked"). */
 export async function geminiList(options: { home: string; cwd: string; env?: Record<string, string> }): Promise<Array<{ name: string; status: string }>> {
-  const ran = await runClient([...GEMINI, "mcp", "list"], { cwd: options.cwd, env: geminiEnv(options.home, options.env) });
+  const ran = await gemini(["mcp", "list"], { home: options.home, cwd: options.cwd, env: geminiEnv(options.home, options.env) });
   if (ran.code !== 0) throw new Error(`gemini mcp list exited ${ran.code}:\n${ran.stdout}\n${ran.stderr}`);
   // "✓ support: /usr/bin/node … (stdio) - Connected"
   return [...`${ran.stdout}\n${ran.stderr}`.matchAll(/^\S+ ([^:\s]+): .* - (\w+)$/gm)].map((m) => ({ name: m[1]!, status: m[2]! }));
@@ -67,7 +83,8 @@ export async function geminiRun(options: { home: string; cwd: string; env?: Reco
     } else res.writeHead(200, { "content-type": "application/json" }).end(JSON.stringify(chunk));
   });
   try {
-    const ran = await runClient([...GEMINI, "-p", call ? `Use ${call.tool}.` : "Say done.", "-m", "gemini-2.5-flash", "--output-format", "stream-json", "--approval-mode", "yolo"], {
+    const ran = await gemini(["-p", call ? `Use ${call.tool}.` : "Say done.", "-m", "gemini-2.5-flash", "--output-format", "stream-json", "--approval-mode", "yolo"], {
+      home: options.home,
       cwd: options.cwd,
       env: geminiEnv(options.home, options.env, { GOOGLE_GEMINI_BASE_URL: model.url }),
     });
