@@ -57,6 +57,15 @@ const plugins = [
     importer: "commander",
     contents: 'let real; module.exports = new Proxy({}, { get: (_, key) => (real ??= require("node:child_process"))[key] });',
   }),
+  // jsonc-parser's `main` is a UMD build whose require() calls sit inside a factory function:
+  // esbuild cannot follow them, and the bundle failed at run time ("Cannot find module
+  // './impl/format'"). Its `module` build is plain ES modules, which bundle like ours.
+  {
+    name: "jsonc-parser-esm",
+    setup(b) {
+      b.onResolve({ filter: /^jsonc-parser$/ }, (args) => b.resolve("jsonc-parser/lib/esm/main.js", { kind: args.kind, resolveDir: args.resolveDir }));
+    },
+  },
 ];
 
 const root = fileURLToPath(new URL("..", import.meta.url));

@@ -198,7 +198,6 @@ const MCP_SYNONYMS: Record<string, string> = {
   register: "add",
   install: "add",
   declare: "add",
-  connect: "add",
   ls: "list",
   signin: "login",
   "sign-in": "login",
@@ -243,11 +242,11 @@ export function habitFor(argv: readonly string[]): SubsError | undefined {
 /** Every command, by path; test/comfort.test.ts checks it against the tree buildProgram builds. */
 export const COMMAND_TREE: Readonly<Record<string, readonly string[]>> = {
   init: [],
-  mcp: ["list", "login", "tools", "call", "proxy", "add", "remove", "import"],
+  mcp: ["list", "login", "tools", "call", "proxy", "connect", "add", "remove", "import"],
   apply: [],
   completion: [],
   schema: [],
-  agent: ["list", "tools", "serve"],
+  agent: ["list", "tools", "serve", "connect"],
 };
 
 /**
@@ -273,6 +272,27 @@ export function namedPath(argv: readonly string[]): string[] | undefined {
   if (group === undefined || !Object.hasOwn(COMMAND_TREE, group)) return undefined;
   const subcommands = COMMAND_TREE[group]!;
   return command !== undefined && subcommands.includes(command) ? [group, command] : [group];
+}
+
+// `subs agent connect` and `subs mcp connect` (src/connect/): the same flags, one for an agent, one for a connection.
+const CONNECT_TO = ["claude", "codex", "gemini", "cursor", "vscode", "claude-desktop"];
+type ConnectFlags = { to: string; scope?: string; dryRun?: boolean; remove?: boolean; force?: boolean; json?: boolean; config?: string };
+
+function connectFlags(command: Command): Command {
+  return command
+    .addOption(new Option("--to <client>", "the MCP client (claude is Claude Code, gemini Gemini CLI)").choices(CONNECT_TO).makeOptionMandatory())
+    .addOption(
+      new Option("--scope <scope>", "where in the client, among the scopes it has (default: the one its own `mcp add` uses: claude local, gemini project, the others user)").choices([
+        "local",
+        "user",
+        "project",
+      ]),
+    )
+    .option("--dry-run", "print the change to the client's file as a unified diff; write nothing")
+    .option("--remove", "take out the entry connect wrote")
+    .option("--force", "replace (or with --remove, take out) an entry of that name that subs did not write")
+    .addOption(configOption())
+    .addOption(jsonOption());
 }
 
 export function buildProgram(ctx: Context, { setJson, setExitCode, onParseMistake, servesUntilStopped }: ProgramHooks, only?: readonly string[]): Command {
@@ -341,7 +361,7 @@ export function buildProgram(ctx: Context, { setJson, setExitCode, onParseMistak
 
   const mcp = wanted("mcp")
     ? commandWithDefaults(program, "mcp")
-        .description("Declared MCP connections: add, import, log in, list, inspect, call, proxy, remove.")
+        .description("Declared MCP connections: add, import, log in, list, inspect, call, proxy, connect to a client, remove.")
         .addHelpText(
           "after",
           examples([
@@ -351,7 +371,7 @@ export function buildProgram(ctx: Context, { setJson, setExitCode, onParseMistak
             "subs mcp list",
             "subs mcp tools sentry",
             `subs mcp call sentry whoami --args '{}'`,
-            "claude mcp add sentry -- subs mcp proxy sentry",
+            "subs mcp connect sentry --to claude",
             "subs mcp remove sentry",
           ]),
         )
@@ -496,8 +516,7 @@ export function buildProgram(ctx: Context, { setJson, setExitCode, onParseMistak
           "subs mcp proxy sentry                # what an MCP client runs; it speaks MCP on stdin/stdout",
           "subs mcp proxy sentry --http 8931    # Streamable HTTP at http://127.0.0.1:8931/mcp; the bearer token on stderr",
           "subs mcp proxy sentry --config ~/work/substructure.toml",
-          "claude mcp add sentry -- subs mcp proxy sentry",
-          "codex mcp add sentry -- subs mcp proxy sentry",
+          "subs mcp connect sentry --to codex    # registers this line, with absolute paths, in Codex",
         ]),
       )
       .action(async (id: string, opts: { config?: string } & HttpFlags) => {
@@ -505,6 +524,33 @@ export function buildProgram(ctx: Context, { setJson, setExitCode, onParseMistak
         servesUntilStopped?.();
         const { mcpProxyCommand } = await import("./commands/mcp-proxy.ts");
         setExitCode(await mcpProxyCommand(ctx, { ...configOf(opts), id, ...transport }));
+      });
+  }
+
+  if (mcp && wanted("mcp", "connect")) {
+    connectFlags(
+      commandWithDefaults(mcp, "connect")
+        .summary("Register `subs mcp proxy <id>` in an MCP client's own config (Claude Code, Codex, Gemini CLI, Cursor, VS Code).")
+        .description(
+          "Register one connection in an MCP client's own configuration, as that client documents it: an entry named <id> that runs `subs mcp proxy <id>` with absolute paths " +
+            "(this node, this subs, --config of this file), so it starts wherever the client starts it, and passes the variable its token or client secret is read from " +
+            "(names only, never a value). The rest of the client's file is left byte for byte; running it again updates the entry in place; --remove takes it out.",
+        )
+        .argument("<id>", "connection id"),
+    )
+      .addHelpText(
+        "after",
+        examples([
+          "subs mcp connect sentry --to claude",
+          "subs mcp connect sentry --to codex --dry-run",
+          "subs mcp connect github --to gemini --scope user",
+          "subs mcp connect sentry --to claude --remove",
+        ]),
+      )
+      .action(async (id: string, opts: ConnectFlags) => {
+        setJson(Boolean(opts.json));
+        const { connectCommand } = await import("./commands/connect.ts");
+        await connectCommand(ctx, connectOptions("mcp", id, opts));
       });
   }
 
@@ -646,7 +692,7 @@ export function buildProgram(ctx: Context, { setJson, setExitCode, onParseMistak
   const agent = wanted("agent")
     ? commandWithDefaults(program, "agent")
         .description("Declared agents: what each one's model can call, and serving those tools to any MCP client.")
-        .addHelpText("after", examples(["subs agent list", "subs agent tools triage", "claude mcp add triage -- subs agent serve triage"]))
+        .addHelpText("after", examples(["subs agent list", "subs agent tools triage", "subs agent connect triage --to claude"]))
     : undefined;
 
   if (agent && wanted("agent", "list")) {
@@ -718,8 +764,7 @@ export function buildProgram(ctx: Context, { setJson, setExitCode, onParseMistak
         examples([
           "subs agent serve triage            # an MCP client starts this; it speaks MCP on stdin/stdout",
           "subs agent serve triage --http 8931  # Streamable HTTP at http://127.0.0.1:8931/mcp; the bearer token on stderr",
-          "claude mcp add triage -- subs agent serve triage",
-          "codex mcp add triage -- subs agent serve triage",
+          "subs agent connect triage --to claude   # registers this line, with absolute paths, in Claude Code",
           "subs agent serve triage --config ~/work/substructure.toml --request-timeout 300",
         ]),
       )
@@ -733,7 +778,50 @@ export function buildProgram(ctx: Context, { setJson, setExitCode, onParseMistak
       });
   }
 
+  if (agent && wanted("agent", "connect")) {
+    connectFlags(
+      commandWithDefaults(agent, "connect")
+        .summary("Plug an agent into an MCP client: register `subs agent serve <name>` in its own config.")
+        .description(
+          "Register an agent in an MCP client's own configuration (Claude Code, Codex, Gemini CLI, Cursor, VS Code, Claude Desktop), as that client documents it: " +
+            "an entry named <name> that runs `subs agent serve <name>` with absolute paths (this node, this subs, --config of this file), so it starts wherever the client " +
+            "starts it, and passes every variable the agent's connections read their token or client secret from (names only, never a value). The rest of the client's file " +
+            "is left byte for byte; running it again updates the entry in place; an entry of that name that subs did not write is refused without --force; --remove takes it out.",
+        )
+        .argument("<name>", "the agent, as in [agent.<name>]"),
+    )
+      .addHelpText(
+        "after",
+        examples([
+          "subs agent connect triage --to claude            # Claude Code, this project (local scope)",
+          "subs agent connect triage --to codex --dry-run   # the diff of ~/.codex/config.toml",
+          "subs agent connect triage --to gemini --scope user",
+          "subs agent connect triage --to vscode --json | jq .file",
+          "subs agent connect triage --to claude --remove",
+        ]),
+      )
+      .action(async (name: string, opts: ConnectFlags) => {
+        setJson(Boolean(opts.json));
+        const { connectCommand } = await import("./commands/connect.ts");
+        await connectCommand(ctx, connectOptions("agent", name, opts));
+      });
+  }
+
   return program;
+
+  function connectOptions(kind: "agent" | "mcp", name: string, opts: ConnectFlags): import("./commands/connect.ts").ConnectCommandOptions {
+    return {
+      kind,
+      name,
+      to: opts.to as import("./connect/clients.ts").ConnectClient,
+      ...(opts.scope !== undefined ? { scope: opts.scope as import("./connect/clients.ts").ConnectScope } : {}),
+      ...configOf(opts),
+      dryRun: Boolean(opts.dryRun),
+      remove: Boolean(opts.remove),
+      force: Boolean(opts.force),
+      json: Boolean(opts.json),
+    };
+  }
 }
 
 /** SUBS_DEBUG=1 (or true): one meaning for both of its effects, so SUBS_DEBUG=0 turns neither on. */
@@ -797,7 +885,7 @@ type Ran = {
  * The commands that change something: only after one of them does "nothing was changed" tell the
  * person anything (issue 15). The others read, or write only a refreshed token on the way.
  */
-const WRITING_COMMANDS = new Set(["subs init", "subs mcp add", "subs mcp remove", "subs mcp import", "subs mcp login", "subs apply"]);
+const WRITING_COMMANDS = new Set(["subs init", "subs mcp add", "subs mcp remove", "subs mcp import", "subs mcp login", "subs apply", "subs agent connect", "subs mcp connect"]);
 
 function renderError(ctx: Context, error: unknown, json: boolean, ran?: Ran): void {
   const style = styleFor(ctx.stderrColor);

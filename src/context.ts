@@ -2,7 +2,7 @@
 // process (processContext); tests build their own (CONTRIBUTING.md, rule 2).
 
 import type { ChildProcess } from "node:child_process";
-import { fstatSync, statSync, writeSync } from "node:fs";
+import { fstatSync, realpathSync, statSync, writeSync } from "node:fs";
 import { mcpFetch } from "./http/mcp-fetch.ts";
 
 export type Output = { write(chunk: string): unknown };
@@ -40,6 +40,12 @@ export type Context = {
   stderrColor: boolean;
   env: Readonly<Record<string, string | undefined>>;
   cwd: string;
+  /**
+   * This installation, as an MCP client must start it: the node binary running subs and subs's own
+   * entry script (bin/subs.cjs), both absolute and real (`subs agent connect` writes them). A
+   * function: only that command asks, and the script's real path costs a lookup.
+   */
+  installation?: () => { node: string; subs: string };
   now: () => number;
   fetch: typeof globalThis.fetch;
   /** Opens a URL for a person: `$BROWSER <url>` or the `open` package. */
@@ -282,6 +288,8 @@ export async function processContext(signal: AbortSignal, onBrokenPipe: () => vo
     stderrColor: colorWanted(env, stderrIsTTY),
     env,
     cwd: process.cwd(),
+    // bin/subs.cjs is the main script whenever main() runs; through a symlink (npm's bin link) its real path.
+    installation: () => ({ node: process.execPath, subs: realpathSync(process.argv[1] ?? "") }),
     now: () => Date.now(),
     fetch: mcpFetch(globalThis.fetch),
     openBrowser: (url) => defaultOpenBrowser(env, url, { signal }),

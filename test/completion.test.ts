@@ -37,7 +37,10 @@ test("bash: commands, subcommands, flags and shells", () => {
   assert.ok(bashComplete(dir, "subs ").includes("mcp"));
   assert.ok(bashComplete(dir, "subs ").includes("apply"));
   assert.deepEqual(bashComplete(dir, "subs mcp li"), ["list"]);
-  assert.deepEqual(bashComplete(dir, "subs mcp "), ["add", "call", "import", "list", "login", "proxy", "remove", "tools"]);
+  assert.deepEqual(bashComplete(dir, "subs mcp "), ["add", "call", "connect", "import", "list", "login", "proxy", "remove", "tools"]);
+  assert.deepEqual(bashComplete(dir, "subs agent connect x --to c"), ["claude", "claude-desktop", "codex", "cursor"]);
+  assert.deepEqual(bashComplete(dir, "subs mcp connect --to codex --scope "), ["local", "project", "user"]);
+  assert.deepEqual(bashComplete(dir, "subs mcp connect --to codex s"), ["sentry"]);
   assert.deepEqual(bashComplete(dir, "subs mcp import --from c"), ["claude", "codex", "cursor"]);
   assert.ok(bashComplete(dir, "subs mcp import --").includes("--dry-run"));
   assert.deepEqual(bashComplete(dir, "subs mcp add x https://x.example/mcp --to"), ["--token-env"]);

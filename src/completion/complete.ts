@@ -29,14 +29,19 @@ export function complete(program: Command, words: readonly string[], ctx: Pick<C
     const word = before[i]!;
     if (word === "--config") configPath = before[++i];
     else if (word.startsWith("--config=")) configPath = word.slice("--config=".length);
-    else if (word.startsWith("-")) continue;
-    else {
+    else if (word.startsWith("-")) {
+      // An option's value (`--to claude`) is not a positional argument.
+      if (takesValue(command, word)) i++;
+    } else {
       const sub = command.commands.find((c) => c.name() === word || c.aliases().includes(word));
       if (sub && positional === 0) command = sub;
       else positional++;
     }
   }
   if (before[before.length - 1] === "--config") return [];
+  // An option with a fixed set of values (`--to`, `--scope`): those.
+  const choices = optionOf(command, before[before.length - 1] ?? "")?.argChoices;
+  if (choices) return choices.filter((c) => c.startsWith(current)).sort();
   // `mcp import --from` takes a client or a file: the clients, unless a path is being typed (then
   // nothing, and the shell completes the file itself).
   if (before[before.length - 1] === "--from" && command.name() === "import") {
@@ -76,3 +81,10 @@ function readNames(ctx: Pick<Context, "env" | "cwd">, configPath: string | undef
     return { connections: [], agents: [] };
   }
 }
+
+const optionOf = (command: Command, flag: string) => (flag.startsWith("-") ? command.options.find((o) => o.long === flag || o.short === flag) : undefined);
+
+const takesValue = (command: Command, flag: string) => {
+  const option = optionOf(command, flag);
+  return option !== undefined && (option.required || option.optional);
+};

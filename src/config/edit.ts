@@ -2,7 +2,7 @@
 // would rewrite the whole file, losing the comments and layout people wrote. So the text is
 // scanned for its table headers and only the lines of one section are inserted or cut; every
 // other byte stays as it was. The result is checked like any file before it is written.
-import { chmodSync, closeSync, fsyncSync, openSync, realpathSync, renameSync, rmSync, statSync, writeSync } from "node:fs";
+import { chmodSync, closeSync, fchownSync, fsyncSync, openSync, realpathSync, renameSync, rmSync, statSync, writeSync } from "node:fs";
 import { randomBytes } from "node:crypto";
 import path from "node:path";
 import type { Context } from "../context.ts";
@@ -15,7 +15,8 @@ import { CONFIG_MAX_BYTES, readConfigFile } from "./read.ts";
 import type { Config } from "./types.ts";
 
 type LineKind = "blank" | "comment" | "header" | "content";
-type Line = { start: number; end: number; kind: LineKind; header?: string[] };
+/** One line of a TOML text: where it is, what it is, its table's key for a header; `continued` when it goes on a value begun above (an array, a multi-line string). */
+export type Line = { start: number; end: number; kind: LineKind; header?: string[]; continued?: true };
 
 /**
  * The file's lines, each classified. Lines inside a multi-line string or array are content, so
@@ -61,7 +62,8 @@ export function scanLines(text: string): Line[] {
     const start = i;
     let kind: LineKind;
     let header: string[] | undefined;
-    if (multiline || depth > 0) {
+    const continued = multiline !== undefined || depth > 0;
+    if (continued) {
       kind = "content";
       consumeValue();
     } else {
@@ -77,7 +79,7 @@ export function scanLines(text: string): Line[] {
       else while (i < text.length && text[i] !== "\n") i++;
     }
     if (i < text.length) i++; // the "\n"
-    lines.push(header ? { start, end: i, kind, header } : { start, end: i, kind });
+    lines.push({ start, end: i, kind, ...(header ? { header } : {}), ...(continued ? { continued: true as const } : {}) });
   }
   return lines;
 
@@ -125,7 +127,7 @@ const isSection = (header: string[] | undefined, id: string) => header !== undef
  * directly above the next header, is about what follows and is kept; so is every comment above
  * the header (it may describe more than this one section).
  */
-function ownedRange(lines: readonly Line[], headerIndex: number): { from: number; to: number } {
+export function ownedRange(lines: readonly Line[], headerIndex: number): { from: number; to: number } {
   let next = headerIndex + 1;
   while (next < lines.length && lines[next]!.kind !== "header") next++;
   let to = next;
@@ -205,22 +207,42 @@ export function writeConfigAtomically(file: string, expected: string, text: stri
   if (readConfigFile(target, shown) !== expected) {
     throw refused(`${shown} changed while subs was editing it; nothing was written`, { hint: "run the command again", code: "config_changed" });
   }
-  const mode = statSync(target).mode & 0o7777;
+  try {
+    replaceFile(target, text, { mode: statSync(target).mode & 0o7777 });
+  } catch (error) {
+    throw usage(`cannot write ${shown}: ${(error as NodeJS.ErrnoException).code ?? "error"}; nothing was written`);
+  }
+}
+
+/**
+ * Puts `text` at `target` atomically: a temporary file beside it, renamed over it (rename(2) is
+ * atomic within a directory), so a reader sees the old file or the new one, never half of one.
+ * `mode` is set exactly (openSync's is narrowed by the umask); `owner` is given back to the file
+ * when it differs from the writer's (root editing a user's file), where the system allows it.
+ * Without a mode the new file gets the usual one (0666 less the umask). Throws the system's error.
+ */
+export function replaceFile(target: string, text: string, options: { mode?: number; owner?: { uid: number; gid: number } } = {}): void {
   const temp = path.join(path.dirname(target), `.${path.basename(target)}.${process.pid}.${randomBytes(4).toString("hex")}.tmp`);
   let fd: number | undefined;
   try {
-    fd = openSync(temp, "wx", mode);
+    fd = openSync(temp, "wx", options.mode ?? 0o666);
     writeSync(fd, text);
     fsyncSync(fd);
+    if (options.owner && (options.owner.uid !== process.getuid?.() || options.owner.gid !== process.getgid?.())) {
+      try {
+        fchownSync(fd, options.owner.uid, options.owner.gid);
+      } catch {
+        // Not permitted for an ordinary user: the file is then the writer's, as any editor leaves it.
+      }
+    }
     closeSync(fd);
     fd = undefined;
-    // openSync's mode is narrowed by the umask; the file keeps exactly the mode it had.
-    chmodSync(temp, mode);
+    if (options.mode !== undefined) chmodSync(temp, options.mode);
     renameSync(temp, target);
   } catch (error) {
     if (fd !== undefined) closeSync(fd);
     rmSync(temp, { force: true });
-    throw usage(`cannot write ${shown}: ${(error as NodeJS.ErrnoException).code ?? "error"}; nothing was written`);
+    throw error;
   }
 }
 

@@ -13,6 +13,7 @@ import { readConfigFile } from "../config/read.ts";
 import type { Context } from "../context.ts";
 import { interrupted, SubsError, usage } from "../errors.ts";
 import type { Reporter } from "../report.ts";
+import { isInside, shownPath } from "../clients/where.ts";
 import { claudeFiles, projectFile as claudeProjectFile, userFile as claudeUserFile } from "./clients/claude.ts";
 import { codexFile, codexFiles } from "./clients/codex.ts";
 import { cursorFile, cursorFiles } from "./clients/cursor.ts";
@@ -222,14 +223,4 @@ function fileByShape(file: string, given: string, places: Places): ClientFile {
   });
 }
 
-const isInside = (file: string, dir: string) => {
-  const relative = path.relative(dir, file);
-  return relative !== "" && !relative.startsWith("..") && !path.isAbsolute(relative);
-};
-
-/** A path as messages show it: relative to the working directory when inside it. */
-export function shownPath(cwd: string, file: string, home?: string): string {
-  if (isInside(file, cwd)) return path.relative(cwd, file);
-  if (home !== undefined && isInside(file, home)) return `~/${path.relative(home, file)}`;
-  return file;
-}
+export { shownPath };

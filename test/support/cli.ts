@@ -28,6 +28,7 @@ export function testContext(options: TestContextOptions) {
     color: false,
     stderrColor: false,
     env: {},
+    installation: () => ({ node: process.execPath, subs: BIN }),
     now: () => Date.now(),
     fetch: globalThis.fetch,
     openBrowser: async (url) => {

@@ -4,7 +4,7 @@
 // `projects["<absolute project path>"].mcpServers`. A remote entry is `type: "http" | "sse"` with
 // `url` and `headers`, whose values may use `${VAR}` or `${VAR:-default}`; a local one `command`.
 import { realpathSync } from "node:fs";
-import path from "node:path";
+import { claudeProjectFile, claudeUserFile } from "../../clients/where.ts";
 import { serversOf, typedTransport, type EntryRules } from "../shape.ts";
 import type { ClientFile, FoundServer, Places } from "../types.ts";
 
@@ -13,8 +13,9 @@ const rules: EntryRules = {
 };
 
 export function claudeFiles(places: Places): ClientFile[] {
-  const files: ClientFile[] = places.projectDirs.map((dir) => projectFile(path.join(dir, ".mcp.json")));
-  if (places.home !== undefined) files.push(userFile(path.join(places.home, ".claude.json"), places));
+  const files: ClientFile[] = places.projectDirs.map((dir) => projectFile(claudeProjectFile(dir)));
+  const user = claudeUserFile(places.env);
+  if (user !== undefined) files.push(userFile(user, places));
   return files;
 }
 

@@ -4,8 +4,8 @@
 // `url`, `bearer_token_env_var` (the variable holding its bearer token), `http_headers` (values as
 // written) and `env_http_headers` (header name to the variable holding its whole value); a local
 // one `command` and `args`; `enabled = false` turns one off. Values are never expanded.
-import path from "node:path";
 import * as z from "zod/mini";
+import { codexProjectFile, codexUserFile } from "../../clients/where.ts";
 import { serverEntries } from "../shape.ts";
 import type { ClientFile, FoundServer, Header, Places } from "../types.ts";
 
@@ -21,9 +21,9 @@ const Table = z.looseObject({
 });
 
 export function codexFiles(places: Places): ClientFile[] {
-  const files = places.projectDirs.map((dir) => codexFile(path.join(dir, ".codex", "config.toml"), "project"));
-  const home = places.env.CODEX_HOME || (places.home !== undefined ? path.join(places.home, ".codex") : undefined);
-  if (home !== undefined) files.push(codexFile(path.join(home, "config.toml"), "user"));
+  const files = places.projectDirs.map((dir) => codexFile(codexProjectFile(dir), "project"));
+  const user = codexUserFile(places.env);
+  if (user !== undefined) files.push(codexFile(user, "user"));
   return files;
 }
 

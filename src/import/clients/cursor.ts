@@ -2,7 +2,7 @@
 // the project and `~/.cursor/mcp.json` for every project, servers under `mcpServers`. A remote
 // entry is `url` with optional `headers` (values may use `${env:NAME}`); Cursor finds the
 // transport itself, so `type` is optional. A local one is `command`.
-import path from "node:path";
+import { cursorProjectFile, cursorUserFile } from "../../clients/where.ts";
 import { serversOf, typedTransport, type EntryRules } from "../shape.ts";
 import type { ClientFile, Places } from "../types.ts";
 
@@ -11,8 +11,9 @@ const rules: EntryRules = {
 };
 
 export function cursorFiles(places: Places): ClientFile[] {
-  const files = places.projectDirs.map((dir) => cursorFile(path.join(dir, ".cursor", "mcp.json"), "project"));
-  if (places.home !== undefined) files.push(cursorFile(path.join(places.home, ".cursor", "mcp.json"), "user"));
+  const files = places.projectDirs.map((dir) => cursorFile(cursorProjectFile(dir), "project"));
+  const user = cursorUserFile(places.env);
+  if (user !== undefined) files.push(cursorFile(user, "user"));
   return files;
 }
 

@@ -2,7 +2,7 @@
 // `.gemini/settings.json` in the project and `~/.gemini/settings.json`, servers under
 // `mcpServers`. `httpUrl` is a streamable HTTP endpoint, `url` an SSE one, `headers` their headers
 // (values may use `$VAR` or `${VAR}`); `command` a local process.
-import path from "node:path";
+import { geminiProjectFile, geminiUserFile } from "../../clients/where.ts";
 import { serversOf, typedTransport, type EntryRules } from "../shape.ts";
 import type { ClientFile, Places } from "../types.ts";
 
@@ -16,8 +16,9 @@ const rules: EntryRules = {
 };
 
 export function geminiFiles(places: Places): ClientFile[] {
-  const files = places.projectDirs.map((dir) => geminiFile(path.join(dir, ".gemini", "settings.json"), "project"));
-  if (places.home !== undefined) files.push(geminiFile(path.join(places.home, ".gemini", "settings.json"), "user"));
+  const files = places.projectDirs.map((dir) => geminiFile(geminiProjectFile(dir), "project"));
+  const user = geminiUserFile(places.env);
+  if (user !== undefined) files.push(geminiFile(user, "user"));
   return files;
 }
 

@@ -5,6 +5,7 @@
 // `${env:NAME}` and `${input:id}`); a local one `type: "stdio"` with `command`. Files are JSON
 // with comments.
 import path from "node:path";
+import { vscodeProjectFile, vscodeUserDirs } from "../../clients/where.ts";
 import { serversOf, typedTransport, type EntryRules } from "../shape.ts";
 import type { ClientFile, Places } from "../types.ts";
 
@@ -15,26 +16,10 @@ const rules: EntryRules = {
 export function vscodeFiles(places: Places): ClientFile[] {
   const files: ClientFile[] = [];
   for (const dir of places.projectDirs) {
-    files.push(mcpJson(path.join(dir, ".vscode", "mcp.json"), "project"), settingsJson(path.join(dir, ".vscode", "settings.json"), "project"));
+    files.push(mcpJson(vscodeProjectFile(dir), "project"), settingsJson(path.join(dir, ".vscode", "settings.json"), "project"));
   }
-  for (const dir of userDirs(places)) files.push(mcpJson(path.join(dir, "mcp.json"), "user"), settingsJson(path.join(dir, "settings.json"), "user"));
+  for (const dir of vscodeUserDirs(places.env)) files.push(mcpJson(path.join(dir, "mcp.json"), "user"), settingsJson(path.join(dir, "settings.json"), "user"));
   return files;
-}
-
-/**
- * The user profile's directory, by platform (VS Code, "User and workspace settings"): Linux
- * `$XDG_CONFIG_HOME/Code/User` (`~/.config`), macOS `~/Library/Application Support/Code/User`,
- * Windows `%APPDATA%\Code\User`. Every one that could exist is tried: only the present ones are read.
- */
-function userDirs({ home, env }: Places): string[] {
-  const dirs = new Set<string>();
-  if (env.XDG_CONFIG_HOME) dirs.add(path.join(env.XDG_CONFIG_HOME, "Code", "User"));
-  if (env.APPDATA) dirs.add(path.join(env.APPDATA, "Code", "User"));
-  if (home !== undefined) {
-    dirs.add(path.join(home, ".config", "Code", "User"));
-    dirs.add(path.join(home, "Library", "Application Support", "Code", "User"));
-  }
-  return [...dirs];
 }
 
 export function mcpJson(file: string, scope: "project" | "user"): ClientFile {

@@ -1,0 +1,201 @@
+// What `subs agent connect` / `subs mcp connect` writes into each MCP client's configuration, in that
+// client's own documented format, so that the server starts wherever the client starts it (another
+// working directory, a GUI's PATH) and every variable the served connections read reaches subs.
+import { existsSync } from "node:fs";
+import path from "node:path";
+import { possessive } from "../output/possessive.ts";
+import {
+  CLAUDE_DESKTOP_FILE,
+  claudeDesktopDirs,
+  claudeProjectFile,
+  claudeProjectKey,
+  claudeUserFile,
+  codexProjectFile,
+  codexUserFile,
+  cursorProjectFile,
+  cursorUserFile,
+  geminiProjectFile,
+  geminiUserFile,
+  vscodeProjectFile,
+  vscodeUserDirs,
+  type Env,
+} from "../clients/where.ts";
+
+export const CONNECT_CLIENTS = ["claude", "codex", "gemini", "cursor", "vscode", "claude-desktop"] as const;
+export type ConnectClient = (typeof CONNECT_CLIENTS)[number];
+export const CONNECT_SCOPES = ["local", "user", "project"] as const;
+export type ConnectScope = (typeof CONNECT_SCOPES)[number];
+
+/** What the client must start: node, subs, its arguments; and the variables subs will read. */
+export type Launch = { command: string; args: string[]; variables: string[] };
+
+/** Where the entry goes: the file, and the keys from its top to the object holding the entries. */
+export type Place = { file: string; container: string[] };
+
+export type ClientSpec = {
+  title: string;
+  format: "json" | "toml";
+  scopes: readonly ConnectScope[];
+  /** The scope the client's own `mcp add` writes to. */
+  defaultScope: ConnectScope;
+  /** The file for `scope`, or why it cannot be told (no home directory, the client's directory not found). */
+  place: (scope: ConnectScope, where: { env: Env; cwd: string }) => Place | { problem: string; hint: string };
+  /** The entry's name in the file, from the agent's name or the connection's id. */
+  entryName: (name: string) => string;
+  /** The entry, in the client's format, key order as the client writes it. */
+  entry: (launch: Launch) => Record<string, unknown>;
+  /** Text the client would expand as a variable reference in args; a path holding it is refused. */
+  expands?: RegExp;
+  /** A new file is made 0600, as the client makes its own (it holds the client's secrets). */
+  privateFile?: true;
+  /** Said after connecting: what the client needs besides the entry. */
+  notes?: (scope: ConnectScope, launch: Launch) => string[];
+};
+
+const home = (env: Env, file: string | undefined) =>
+  file === undefined ? { problem: "no home directory: HOME is not set", hint: "set HOME, or use --scope project" } : undefined;
+
+/** The first of `dirs` that exists: a client installed on this platform has made it. */
+function installedDir(dirs: readonly string[], title: string): { dir: string } | { problem: string; hint: string } {
+  const dir = dirs.find((d) => existsSync(d));
+  if (dir !== undefined) return { dir };
+  return { problem: `${possessive(title)} configuration directory was not found (looked in ${dirs.join(", ") || "no place: HOME is not set"})`, hint: `start ${title} once so it creates it, then run this again` };
+}
+
+/** `${env:NAME}` for each variable (Cursor, VS Code: "Variable substitution" in their MCP docs). */
+const envReferences = (variables: readonly string[]) => Object.fromEntries(variables.map((v) => [v, `\${env:${v}}`]));
+
+const sharedFileNote = "this file is shared with the project: it holds this machine's absolute paths, so each person runs connect for their own";
+
+export const CLIENTS: Record<ConnectClient, ClientSpec> = {
+  // https://code.claude.com/docs/en/mcp ("MCP installation scopes"). A stdio server gets Claude
+  // Code's whole environment, so nothing is needed for the variables; `${VAR}` in args would be
+  // expanded into argv, so none is written there.
+  claude: {
+    title: "Claude Code",
+    format: "json",
+    scopes: ["local", "user", "project"],
+    defaultScope: "local",
+    place: (scope, { env, cwd }) => {
+      if (scope === "project") return { file: claudeProjectFile(cwd), container: ["mcpServers"] };
+      const file = claudeUserFile(env);
+      return home(env, file) ?? { file: file!, container: scope === "user" ? ["mcpServers"] : ["projects", claudeProjectKey(cwd), "mcpServers"] };
+    },
+    entryName: (name) => name,
+    entry: ({ command, args }) => ({ type: "stdio", command, args, env: {} }),
+    expands: /\$\{/,
+    privateFile: true,
+    notes: (scope) => (scope === "project" ? [sharedFileNote, "Claude Code asks each person to approve a project's servers on first use"] : []),
+  },
+  // openai/codex docs/config.md ("MCP servers"): a stdio server gets only a fixed list of
+  // variables (HOME, PATH, …) plus those named in `env_vars`; values in `env` are not expanded.
+  codex: {
+    title: "Codex",
+    format: "toml",
+    scopes: ["user", "project"],
+    defaultScope: "user",
+    place: (scope, { env, cwd }) => {
+      if (scope === "project") return { file: codexProjectFile(cwd), container: ["mcp_servers"] };
+      const file = codexUserFile(env);
+      return home(env, file) ?? { file: file!, container: ["mcp_servers"] };
+    },
+    entryName: (name) => name,
+    entry: ({ command, args, variables }) => ({ command, args, ...(variables.length > 0 ? { env_vars: variables } : {}) }),
+    privateFile: true,
+    notes: (scope) => (scope === "project" ? [sharedFileNote, "Codex reads .codex/config.toml only in a trusted project (`trust_level = \"trusted\"` for it in ~/.codex/config.toml)"] : []),
+  },
+  // google-gemini/gemini-cli docs/tools/mcp-server.md. Gemini CLI drops every variable whose name
+  // looks secret (TOKEN, KEY, SECRET, …) from a server's environment, but passes what the entry's
+  // `env` names, `$VAR` expanded from its own. It parses `mcp_<server>_<tool>` at the first `_`,
+  // so the entry's name has none.
+  gemini: {
+    title: "Gemini CLI",
+    format: "json",
+    scopes: ["user", "project"],
+    defaultScope: "project",
+    place: (scope, { env, cwd }) => {
+      if (scope === "project") return { file: geminiProjectFile(cwd), container: ["mcpServers"] };
+      const file = geminiUserFile(env);
+      return home(env, file) ?? { file: file!, container: ["mcpServers"] };
+    },
+    entryName: (name) => name.replace(/_/g, "-"),
+    entry: ({ command, args, variables }) => ({ command, args, ...(variables.length > 0 ? { env: Object.fromEntries(variables.map((v) => [v, `$${v}`])) } : {}) }),
+    expands: /\$/,
+    notes: (scope) => [...(scope === "project" ? [sharedFileNote] : []), "Gemini CLI starts local servers only in a trusted folder"],
+  },
+  // https://cursor.com/docs/context/mcp: `${env:NAME}` in `env` is read from Cursor's environment.
+  cursor: {
+    title: "Cursor",
+    format: "json",
+    scopes: ["user", "project"],
+    defaultScope: "user",
+    place: (scope, { env, cwd }) => {
+      if (scope === "project") return { file: cursorProjectFile(cwd), container: ["mcpServers"] };
+      const file = cursorUserFile(env);
+      return home(env, file) ?? { file: file!, container: ["mcpServers"] };
+    },
+    entryName: (name) => name,
+    entry: ({ command, args, variables }) => ({ command, args, ...(variables.length > 0 ? { env: envReferences(variables) } : {}) }),
+    expands: /\$\{/,
+    notes: (scope, { variables }) => [...(scope === "project" ? [sharedFileNote] : []), ...(variables.length > 0 ? [guiEnvironmentNote("Cursor", variables)] : [])],
+  },
+  // https://code.visualstudio.com/docs/copilot/reference/mcp-configuration: top key `servers`,
+  // `type: "stdio"`, `${env:NAME}` in `env`. `code --add-mcp` writes the user profile's mcp.json.
+  vscode: {
+    title: "VS Code",
+    format: "json",
+    scopes: ["user", "project"],
+    defaultScope: "user",
+    place: (scope, { env, cwd }) => {
+      if (scope === "project") return { file: vscodeProjectFile(cwd), container: ["servers"] };
+      const found = installedDir(vscodeUserDirs(env), "VS Code");
+      return "dir" in found ? { file: path.join(found.dir, "mcp.json"), container: ["servers"] } : found;
+    },
+    entryName: (name) => name,
+    entry: ({ command, args, variables }) => ({ type: "stdio", command, args, ...(variables.length > 0 ? { env: envReferences(variables) } : {}) }),
+    expands: /\$\{/,
+    notes: (scope, { variables }) => [...(scope === "project" ? [sharedFileNote] : []), ...(variables.length > 0 ? [guiEnvironmentNote("VS Code", variables)] : [])],
+  },
+  // modelcontextprotocol.io, "Connect to local MCP servers": `mcpServers` in
+  // claude_desktop_config.json, `command`, `args`, `env`. Its servers "inherit only a subset of
+  // environment variables automatically, like USER, HOME, and PATH", and no reference syntax is
+  // documented: a variable can reach subs only as a value written in the file, which subs never does.
+  "claude-desktop": {
+    title: "Claude Desktop",
+    format: "json",
+    scopes: ["user"],
+    defaultScope: "user",
+    place: (_scope, { env }) => {
+      const found = installedDir(claudeDesktopDirs(env), "Claude Desktop");
+      return "dir" in found ? { file: path.join(found.dir, CLAUDE_DESKTOP_FILE), container: ["mcpServers"] } : found;
+    },
+    entryName: (name) => name,
+    entry: ({ command, args }) => ({ command, args }),
+    notes: (_scope, { variables }) =>
+      variables.length > 0
+        ? [
+            `Claude Desktop passes its servers only a few variables (HOME, PATH, USER…): ${variables.join(", ")} will not reach subs, and the connections reading ${variables.length === 1 ? "it" : "them"} will be left out; use OAuth for them (\`subs mcp login\`), or serve with --http and reach it through mcp-remote`,
+          ]
+        : [],
+  },
+};
+
+function guiEnvironmentNote(title: string, variables: readonly string[]): string {
+  return `${title} reads ${variables.join(", ")} from its own environment: start it from a shell where ${variables.length === 1 ? "it is" : "they are"} set (an app started from the desktop may not have your shell's variables)`;
+}
+
+/**
+ * Whether `entry` is one subs wrote for `serves` (`agent serve <name>` or `mcp proxy <id>`),
+ * known by what it runs: a node, with subs's entry script and those words first. Clients rewrite
+ * their files and drop comments, so no marker could be trusted to survive.
+ */
+export function servedBy(entry: unknown): { words: [string, string]; name: string } | undefined {
+  if (typeof entry !== "object" || entry === null) return undefined;
+  const { command, args } = entry as { command?: unknown; args?: unknown };
+  if (typeof command !== "string" || !/^node(js)?(\.exe)?$/i.test(path.basename(command))) return undefined;
+  if (!Array.isArray(args) || !args.every((a) => typeof a === "string")) return undefined;
+  const [script, first, second, name] = args as string[];
+  if (script === undefined || !/^subs(\.c?js)?$/.test(path.basename(script))) return undefined;
+  if (!((first === "agent" && second === "serve") || (first === "mcp" && second === "proxy")) || name === undefined) return undefined;
+  return { words: [first, second], name };
+}
