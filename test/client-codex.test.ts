@@ -72,6 +72,17 @@ describe("Codex CLI after subs agent connect", () => {
     assert.equal(support(await codexServers({ home: p.home, cwd: p.elsewhere, env: p.env })), undefined);
   });
 
+  it("subs mcp connect tickets --to codex: subs mcp proxy, started in ~/.codex, gets the token_env variable and serves the connection's own tools; --remove restores config.toml", async () => {
+    const before = readFileSync(configToml);
+    const connected = await subs(["mcp", "connect", "tickets", "--to", "codex"]);
+    assert.equal(connected.code, 0, connected.stderr);
+    const tickets = (await codexServers({ home: p.home, cwd: p.elsewhere, env: p.env })).find((s) => s.name === "tickets");
+    assert.deepEqual(tickets, { name: "tickets", runtimeStatus: null, tools: p.ticketsTools, toolsError: null });
+    const removed = await subs(["mcp", "connect", "tickets", "--to", "codex", "--remove"]);
+    assert.equal(removed.code, 0, removed.stderr);
+    assert.ok(readFileSync(configToml).equals(before));
+  });
+
   it("subs mcp proxy --http --token-file, read by http_headers_helper and by bearer_token_env_var: both entries connected with the same tools before and after a restart of subs", async () => {
     const tokenFile = path.join(p.root, "codex-tickets.token");
     const first = await serveHttp(p, ["mcp", "proxy", "tickets"], tokenFile);

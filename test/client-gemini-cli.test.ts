@@ -71,6 +71,16 @@ describe("Gemini CLI after subs agent connect", () => {
     assert.deepEqual(await listed(p.env), []);
   });
 
+  it("subs mcp connect tickets --to gemini: subs mcp proxy gets the token_env variable through Gemini's filter and connects; --remove restores the settings", async () => {
+    const before = readFileSync(projectSettings);
+    const connected = await subs(["mcp", "connect", "tickets", "--to", "gemini"]);
+    assert.equal(connected.code, 0, connected.stderr);
+    assert.deepEqual(await listed(p.env), [{ name: "tickets", status: "Connected" }]);
+    const removed = await subs(["mcp", "connect", "tickets", "--to", "gemini", "--remove"]);
+    assert.equal(removed.code, 0, removed.stderr);
+    assert.ok(readFileSync(projectSettings).equals(before));
+  });
+
   it("subs mcp proxy --http --token-file with the header from a variable set once from the file: connected before a restart of subs, and called after it", async () => {
     const tokenFile = path.join(p.root, "gemini-tickets.token");
     const first = await serveHttp(p, ["mcp", "proxy", "tickets"], tokenFile);
@@ -80,11 +90,12 @@ describe("Gemini CLI after subs agent connect", () => {
       const env = { SUBS_TICKETS_TOKEN: readFileSync(tokenFile, "utf8").trim() };
       const entry = { httpUrl: first.url, headers: { Authorization: "Bearer $SUBS_TICKETS_TOKEN" } };
       writeFileSync(userSettings, JSON.stringify({ ...BASE_SETTINGS, mcpServers: { tickets: entry } }, null, 2));
-      assert.deepEqual(await listed(env), [{ name: "tickets", status: "Connected" }]);
+      const tickets = async () => (await listed(env)).filter((s) => s.name === "tickets");
+      assert.deepEqual(await tickets(), [{ name: "tickets", status: "Connected" }]);
       await first.stop();
 
       second = await serveHttp(p, ["mcp", "proxy", "tickets"], tokenFile, first.port);
-      assert.deepEqual(await listed(env), [{ name: "tickets", status: "Connected" }], "after the restart, with the same variable");
+      assert.deepEqual(await tickets(), [{ name: "tickets", status: "Connected" }], "after the restart, with the same variable");
       const run = await geminiRun({ home: p.home, cwd: p.elsewhere, env, call: { tool: "mcp_tickets_lookup", args: { q: "after" } } });
       assert.deepEqual(run.offered, p.ticketsTools.map((t) => `mcp_tickets_${t}`), run.stderr);
       assert.deepEqual(run.results, [{ tool: "mcp_tickets_lookup", status: "success", output: "lookup answered after" }], run.stderr);
