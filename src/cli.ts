@@ -16,7 +16,7 @@ const configOption = () => new Option("--config <path>", "use this substructure.
 const jsonOption = () => new Option("--json", "print JSON (a documented, stable shape) on stdout");
 // `subs agent serve` and `subs mcp proxy`: stdio unless --http (issue 16).
 const httpOption = () => new Option("--http <[host:]port>", "serve Streamable HTTP on loopback at http://HOST:PORT/mcp instead of stdio (HOST: 127.0.0.1, ::1 or localhost; PORT 0 picks one)");
-const tokenFileOption = () => new Option("--token-file <path>", "with --http: write the bearer token clients must send to this file (mode 0600) instead of printing it on stderr");
+const tokenFileOption = () => new Option("--token-file <path>", "with --http: the bearer token clients must send, in this file (mode 0600) instead of on stderr; a token already there is kept when the file is yours and private");
 
 // What a client can hold of an --http server (src/serve/http.ts DEFAULT_LIMITS; docs/serve.md, "Limits of --http").
 const maxSessionsOption = () => new Option("--max-sessions <n>", "with --http: sessions at once; one more `initialize` is answered 503 with Retry-After (default 32)");

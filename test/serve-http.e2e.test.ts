@@ -4,7 +4,7 @@
 // session and its own snapshot of the agent's tools.
 import assert from "node:assert/strict";
 import { spawn, type ChildProcess } from "node:child_process";
-import { mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { chmodSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { after, before, describe, it } from "node:test";
@@ -113,6 +113,39 @@ describe("--http, through the built CLI", () => {
     // Each client session had its own upstream session, and the stop ended both of them.
     assert.equal(deletes(), deletesBefore + 2, "one upstream session per client session, each ended");
     assert.ok(!served.stderr().includes(MCP_TOKEN), "the upstream token never on stderr");
+  });
+
+  it("--token-file across restarts: subs mcp proxy keeps the token it wrote, so a client holding it gets in again; a token file others can read is replaced", async () => {
+    const argv = ["mcp", "proxy", "rich", "--http", "127.0.0.1:0", "--token-file", "restart.token"];
+    const first = await serve(dir, argv, "restart.token");
+    first.child.kill("SIGTERM");
+    assert.equal(await first.exited, 0, first.stderr());
+    assert.match(first.stderr(), /subs: wrote a new token to restart\.token\n/);
+
+    const second = await serve(dir, argv, "restart.token");
+    try {
+      assert.equal(second.token, first.token, "the same token after a restart");
+      assert.match(second.stderr(), /subs: kept the token already in restart\.token: clients that read it there keep working\n/);
+      assert.ok(!second.stderr().includes(first.token), "never printed");
+      const client = await connect(second, first.token);
+      assert.deepEqual((await client.listTools()).tools.map((t) => t.name), RICH_TOOLS.map((t) => t.name));
+      await client.close();
+    } finally {
+      second.child.kill("SIGTERM");
+    }
+    assert.equal(await second.exited, 0, second.stderr());
+
+    chmodSync(path.join(dir, "restart.token"), 0o644);
+    const third = await serve(dir, argv, "restart.token");
+    try {
+      assert.notEqual(third.token, first.token, "a token others could read is not kept");
+      assert.equal(statSync(path.join(dir, "restart.token")).mode & 0o777, 0o600);
+      assert.match(third.stderr(), /subs: wrote a new token to restart\.token: the old one was open to group or others \(mode 0644\) and may have leaked\n/);
+      await assert.rejects(connect(third, first.token), "the old token no longer gets in");
+    } finally {
+      third.child.kill("SIGTERM");
+    }
+    assert.equal(await third.exited, 0, third.stderr());
   });
 
   it("subs agent serve --http: the agent's tools, prefixed, and a call runs upstream", async () => {

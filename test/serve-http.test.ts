@@ -385,16 +385,105 @@ describe("serveHttp", () => {
     }
   });
 
-  it("refuses a --token-file that is a symbolic link (dangling or not), a directory, or in a missing directory: usage, exit 2, nothing written or left", async () => {
+  it("with --token-file keeps the token a private file of this user's already holds: the same token and file across a restart, said on stderr, a client holding it gets in", async () => {
+    const dir = mkdtempSync(path.join(tmpdir(), "subs-serve-http-"));
+    const file = path.join(dir, "token");
+    const first = await start(numberedSessions().factory, { tokenFile: "token" }, dir);
+    await first.stop();
+    const held = readFileSync(file, "utf8");
+    const inode = statSync(file).ino;
+    assert.match(first.stderr(), /wrote a new token to token\n/);
+
+    const second = await start(numberedSessions().factory, { tokenFile: "token" }, dir);
+    try {
+      assert.equal(readFileSync(file, "utf8"), held, "the same token");
+      assert.equal(statSync(file).ino, inode, "the same file, not rewritten");
+      assert.equal(statSync(file).mode & 0o777, 0o600);
+      assert.match(second.stderr(), /subs: kept the token already in token: clients that read it there keep working\n/);
+      assert.ok(!second.stderr().includes(held.trim()), "the token is never printed");
+      const a = await connect({ url: second.url, token: held.trim() });
+      assert.equal(textOf(await a.client.callTool({ name: "whoami" })), "session 1");
+      await a.client.close();
+    } finally {
+      await second.stop();
+    }
+    // A token written by hand in subs' form (no final newline, mode 0400) is kept as well.
+    const own = "A".repeat(43);
+    writeFileSync(file, own, { mode: 0o400 });
+    chmodSync(file, 0o400);
+    const third = await start(numberedSessions().factory, { tokenFile: "token" }, dir);
+    try {
+      assert.match(third.stderr(), /kept the token/);
+      const a = await connect({ url: third.url, token: own });
+      assert.equal(textOf(await a.client.callTool({ name: "whoami" })), "session 1");
+      await a.client.close();
+    } finally {
+      await third.stop();
+    }
+  });
+
+  it("with --token-file replaces a token others could read (0644, 0640, 0604) with a new file: an old descriptor never reads the new token; said why on stderr, never the token", async () => {
+    for (const mode of [0o644, 0o640, 0o604]) {
+      const dir = mkdtempSync(path.join(tmpdir(), "subs-serve-http-"));
+      const file = path.join(dir, "token");
+      const old = "B".repeat(43);
+      writeFileSync(file, `${old}\n`);
+      chmodSync(file, mode);
+      const reader = openSync(file, "r");
+      const server = await start(numberedSessions().factory, { tokenFile: "token" }, dir);
+      try {
+        const token = readFileSync(file, "utf8").trim();
+        assert.match(token, /^[A-Za-z0-9_-]{43}$/);
+        assert.notEqual(token, old, `mode ${mode.toString(8)}: a new token`);
+        assert.equal(statSync(file).mode & 0o777, 0o600);
+        const seen = Buffer.alloc(256);
+        const n = readSync(reader, seen, 0, seen.length, 0);
+        assert.equal(seen.subarray(0, n).toString("utf8"), `${old}\n`, "the old descriptor still reads the old token only");
+        assert.match(server.stderr(), new RegExp(`wrote a new token to token: the old one was open to group or others \\(mode 0${mode.toString(8)}\\) and may have leaked`));
+        assert.ok(!server.stderr().includes(token) && !server.stderr().includes(old), server.stderr());
+        await assert.rejects(connect({ url: server.url, token: old }), "the old token no longer gets in");
+        const a = await connect({ url: server.url, token });
+        assert.equal(textOf(await a.client.callTool({ name: "whoami" })), "session 1");
+        await a.client.close();
+      } finally {
+        closeSync(reader);
+        await server.stop();
+      }
+    }
+  });
+
+  it("with --token-file replaces a private file that does not hold a token in subs' form (empty, other text, too short, two lines, a token and more)", async () => {
+    const valid = "C".repeat(43);
+    for (const text of ["", "not a token\n", "C".repeat(42), `${valid}\n\n`, `${valid}\n${valid}\n`, `${valid} \n`, `Bearer ${valid}\n`, `${valid}=\n`, "é".repeat(43)]) {
+      const dir = mkdtempSync(path.join(tmpdir(), "subs-serve-http-"));
+      const file = path.join(dir, "token");
+      writeFileSync(file, text, { mode: 0o600 });
+      const server = await start(numberedSessions().factory, { tokenFile: "token" }, dir);
+      try {
+        const written = readFileSync(file, "utf8");
+        assert.match(written, /^[A-Za-z0-9_-]{43}\n$/, JSON.stringify(text));
+        assert.notEqual(written.trim(), valid);
+        assert.match(server.stderr(), /wrote a new token to token: the old file did not hold a token subs writes\n/, JSON.stringify(text));
+      } finally {
+        await server.stop();
+      }
+    }
+  });
+
+  it("refuses a --token-file that is a symbolic link (dangling, or to a file holding a token), a directory, or in a missing directory: usage, exit 2, nothing written or left", async () => {
     const dir = mkdtempSync(path.join(tmpdir(), "subs-serve-http-"));
     writeFileSync(path.join(dir, "elsewhere"), "keep\n");
     symlinkSync(path.join(dir, "elsewhere"), path.join(dir, "link"));
+    // A link to a file that would be kept were it there: still refused, never read through.
+    writeFileSync(path.join(dir, "valid"), `${"D".repeat(43)}\n`, { mode: 0o600 });
+    symlinkSync(path.join(dir, "valid"), path.join(dir, "validlink"));
     symlinkSync(path.join(dir, "nowhere"), path.join(dir, "dangling"));
     mkdirSync(path.join(dir, "adir"));
     const t = testContext({ cwd: dir });
     for (const [tokenFile, why] of [
       ["link", /symbolic link/],
       ["dangling", /symbolic link/],
+      ["validlink", /symbolic link/],
       ["adir", /not a regular file/],
       ["no/such/dir/token", /cannot write it \(ENOENT\)/],
     ] as const) {
@@ -408,7 +497,8 @@ describe("serveHttp", () => {
     }
     assert.equal(readFileSync(path.join(dir, "elsewhere"), "utf8"), "keep\n");
     assert.ok(lstatSync(path.join(dir, "link")).isSymbolicLink(), "the link is left as it was");
-    assert.deepEqual(readdirSync(dir).sort(), ["adir", "dangling", "elsewhere", "link"], "nothing created, no temporary file left");
+    assert.equal(readFileSync(path.join(dir, "valid"), "utf8"), `${"D".repeat(43)}\n`);
+    assert.deepEqual(readdirSync(dir).sort(), ["adir", "dangling", "elsewhere", "link", "valid", "validlink"], "nothing created, no temporary file left");
     assert.equal(t.stderr(), "", "nothing was served");
   });
 

@@ -117,9 +117,19 @@ export async function serveHttp(ctx: Context, options: ServeHttpOptions): Promis
   const bindAddress = await loopbackAddress(host);
   if (ctx.signal.aborted) return;
 
-  const token = randomBytes(32).toString("base64url");
+  let token = randomBytes(32).toString("base64url");
+  if (options.tokenFile !== undefined) {
+    const file = path.resolve(ctx.cwd, options.tokenFile);
+    const held = await heldToken(file);
+    if (held.token !== undefined) {
+      token = held.token;
+      ctx.stderr.write(`subs: kept the token already in ${options.tokenFile}: clients that read it there keep working\n`);
+    } else {
+      await writeTokenFile(file, token);
+      ctx.stderr.write(`subs: wrote a new token to ${options.tokenFile}${held.why ? `: ${held.why}` : ""}\n`);
+    }
+  }
   const expected = digest(token);
-  if (options.tokenFile !== undefined) await writeTokenFile(path.resolve(ctx.cwd, options.tokenFile), token);
 
   const sessions = new Map<string, Live>();
   /** Every session that has a transport, initialized or not yet: shutdown closes them all. */
@@ -441,6 +451,45 @@ const digest = (text: string) => createHash("sha256").update(text, "utf8").diges
 function authorized(header: string | undefined, expected: Buffer): boolean {
   const match = header === undefined ? null : /^Bearer +(\S+) *$/i.exec(header);
   return match !== null && timingSafeEqual(digest(match[1]!), expected);
+}
+
+/** What subs writes to a token file: 32 random bytes, base64url, and a newline. */
+const TOKEN_FILE_TEXT = /^([A-Za-z0-9_-]{43})\n?$/;
+
+/**
+ * The token a --token-file already holds, kept across restarts so that a client registered once
+ * (reading the file through a header helper or a variable) keeps working. Kept only when the file
+ * is what subs itself leaves: a regular file of this user's, no access for group or others (else
+ * another user may have read it: a new token makes the old one worthless), holding one token in
+ * the form subs writes. Otherwise `why` says what a new token replaces. A symbolic link, or
+ * anything but a regular file, is refused by writeTokenFile, as before.
+ */
+async function heldToken(file: string): Promise<{ token?: string; why?: string }> {
+  let before;
+  try {
+    before = await lstat(file);
+  } catch {
+    return {};
+  }
+  if (!before.isFile()) return {};
+  let handle: FileHandle | undefined;
+  try {
+    // O_NOFOLLOW and the same inode as lstat saw: what is read is the file that was checked, not
+    // something swapped in between. O_NONBLOCK: a FIFO put there meanwhile cannot hold the open.
+    handle = await open(file, constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK);
+    const stat = await handle.stat();
+    if (!stat.isFile() || stat.ino !== before.ino || stat.dev !== before.dev) return {};
+    const uid = process.getuid?.();
+    if (uid !== undefined && stat.uid !== uid) return { why: "the old one belongs to another user" };
+    if ((stat.mode & 0o077) !== 0) return { why: `the old one was open to group or others (mode ${(stat.mode & 0o777).toString(8).padStart(4, "0")}) and may have leaked` };
+    if (stat.size > 64) return { why: "the old file did not hold a token subs writes" };
+    const match = TOKEN_FILE_TEXT.exec(await handle.readFile("utf8"));
+    return match ? { token: match[1]! } : { why: "the old file did not hold a token subs writes" };
+  } catch {
+    return {};
+  } finally {
+    await handle?.close().catch(() => {});
+  }
 }
 
 /**

@@ -2,7 +2,7 @@
 // client this project did not write, built on the SDK's v2 client packages rather than the v1 SDK
 // subs itself uses (issue 16, "Third-party clients"). It needs Node 22, so it lives in
 // tools/conformance beside the conformance harness, on that folder's Node 22 binary, installed
-// from that folder's lock file by scripts/node22-tools.mjs when missing.
+// from that folder's lock file by scripts/tools.mjs when missing.
 import { spawn, spawnSync } from "node:child_process";
 import path from "node:path";
 import { ensureNode22Tools, NODE22, TOOLS_DIR } from "../../scripts/node22-tools.mjs";
@@ -13,8 +13,8 @@ export { NODE22 };
 const LAUNCHER = path.join(TOOLS_DIR, "node_modules", "@modelcontextprotocol", "inspector", "clients", "launcher", "build", "index.js");
 
 /**
- * Installs tools/conformance from its lock file when it is not current (scripts/node22-tools.mjs,
- * the npm registry), and returns the Inspector's version, checked to start on Node 22.
+ * Installs tools/conformance from its lock file when it is not current (scripts/tools.mjs, the
+ * npm registry), and returns the Inspector's version, checked to start on Node 22.
  */
 export function ensureInspector(): string {
   ensureNode22Tools("third-party client");

@@ -1,0 +1,67 @@
+// Dev tools kept out of the project's own install: each folder under tools/ has its own
+// package.json and lock file (tools/conformance: the MCP conformance harness and the Inspector on a
+// Node 22 binary; tools/clients: the real MCP clients the client tests drive). One installer for
+// all of them, used by whatever needs a folder (scripts/conformance*.mjs, test/support/).
+//
+// Dependencies' install scripts never run (`--ignore-scripts`): on npm before 11 every one would,
+// and some fetch from outside the npm registry (prebuilt binaries from GitHub) or compile. What a
+// folder does need after the install is its own `postinstall` script, run explicitly.
+import { createHash } from "node:crypto";
+import { spawnSync } from "node:child_process";
+import { mkdirSync, readFileSync, rmdirSync, writeFileSync } from "node:fs";
+import path from "node:path";
+import { fileURLToPath } from "node:url";
+
+/** The absolute path of tools/NAME/, with a trailing separator. */
+export function toolsDir(name) {
+  return fileURLToPath(new URL(`../tools/${name}/`, import.meta.url));
+}
+
+/** Written last by a complete install: the lock file's hash it was installed from. */
+const stampOf = (dir) => path.join(dir, "node_modules", ".subs-tools-installed");
+const lockHash = (dir) => createHash("sha256").update(readFileSync(path.join(dir, "package-lock.json"))).digest("hex");
+
+function current(dir) {
+  try {
+    return readFileSync(stampOf(dir), "utf8") === lockHash(dir);
+  } catch {
+    return false;
+  }
+}
+
+function run(label, dir, args) {
+  const npm = spawnSync("npm", [...args, "--prefix", dir, "--no-audit", "--no-fund", "--loglevel=error"], { encoding: "utf8" });
+  if (npm.status !== 0) throw new Error(`${label}: npm ${args.join(" ")} --prefix ${dir} failed (exit ${npm.status}):\n${npm.stderr}${npm.error ?? ""}`);
+}
+
+/**
+ * Installs tools/NAME from its lock file (`npm ci --ignore-scripts`, the npm registry, then the
+ * folder's own postinstall) unless a complete install from this very lock file is there already.
+ * Processes running at once (parallel test files) take turns through a lock directory. Returns the
+ * folder's path; throws when the install fails.
+ */
+export function ensureTools(name, label) {
+  const dir = toolsDir(name);
+  const lock = path.join(dir, ".install-lock");
+  const deadline = Date.now() + 300_000;
+  for (;;) {
+    try {
+      mkdirSync(lock);
+      break;
+    } catch {
+      if (Date.now() > deadline) throw new Error(`timed out waiting for another process installing ${dir} (remove ${lock} if none is)`);
+      spawnSync("sleep", ["0.2"]);
+    }
+  }
+  try {
+    if (!current(dir)) {
+      process.stderr.write(`${label}: installing tools/${name} (npm ci --ignore-scripts --prefix tools/${name})\n`);
+      run(label, dir, ["ci", "--ignore-scripts"]);
+      run(label, dir, ["run", "--if-present", "postinstall"]);
+      writeFileSync(stampOf(dir), lockHash(dir));
+    }
+  } finally {
+    rmdirSync(lock);
+  }
+  return dir;
+}
