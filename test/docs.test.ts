@@ -229,3 +229,17 @@ test("every environment variable subs reads is in docs/environment.md", () => {
   const missing = [...read].filter((name) => !documented.includes(`\`${name}\``)).sort();
   assert.deepEqual(missing, [], `read in src/ but not in docs/environment.md: ${missing.join(", ")}`);
 });
+
+test("every YAML block in the documents parses (the CI workflow a team copies), and the workflow installs subs and runs apply", async () => {
+  const { parse } = await import("yaml");
+  const blocks: Array<{ doc: string; text: string }> = [];
+  for (const doc of ["README.md", ...readdirSync(path.join(REPO, "docs")).filter((f) => f.endsWith(".md")).map((f) => `docs/${f}`)]) {
+    for (const m of readFileSync(path.join(REPO, doc), "utf8").matchAll(/```ya?ml\n([\s\S]*?)```/g)) blocks.push({ doc, text: m[1]! });
+  }
+  assert.ok(blocks.length > 0, "the documents hold a YAML block");
+  for (const { doc, text } of blocks) assert.doesNotThrow(() => parse(text, { strict: true, uniqueKeys: true }), doc);
+  const workflow = blocks.map(({ text }) => parse(text) as { jobs?: Record<string, { steps?: Array<{ run?: string }> }> }).find((y) => y.jobs);
+  const runs = Object.values(workflow?.jobs ?? {}).flatMap((job) => (job.steps ?? []).map((step) => step.run ?? ""));
+  assert.ok(runs.some((r) => /npm install -g substructure@\d/.test(r)), runs.join(" | "));
+  assert.ok(runs.some((r) => /^subs apply --dry-run/.test(r)) && runs.some((r) => /^subs apply --json/.test(r)), runs.join(" | "));
+});
