@@ -66,7 +66,7 @@ async function child(mode: string, dir: string, root: string): Promise<Timings> 
   if (mode === "split") {
     const raw = time("toml", () => toml.parse(source));
     time("secrets and unsafe strings", () => load.scanFile(raw));
-    const parsed = time("zod", () => schema.FileSchema.safeParse(load.expandShorthands(raw)));
+    const parsed = time("zod", () => schema.fileSchema().safeParse(load.expandShorthands(raw)));
     if (!parsed.success) throw new Error("fixture does not validate");
     time("xref", () => load.crossReferenceDiagnostics(raw, () => { throw new Error("fixture has a cross-reference error"); }));
     const config = load.parseConfig(source, where); // not timed: warm by now

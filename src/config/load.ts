@@ -3,30 +3,13 @@ import { parse, TomlError } from "smol-toml";
 import type * as z from "zod/mini";
 import { ConfigError, type Diagnostic } from "../errors.ts";
 import { firstUnsafe, shown } from "../output/untrusted.ts";
+import { checkedFile } from "./check.ts";
 import { findConfigPath } from "./find.ts";
 import { readConfigFile } from "./read.ts";
 import { indexPositions, type KeyPath, type PositionIndex } from "./positions.ts";
 import { assertSecretDestinations } from "./secret-pins.ts";
-import { FileSchema, RESERVED_NAMES } from "./schema.ts";
+import { fileSchema, isSecretKey, RESERVED_NAMES, SECRET_KEYS, type FileShape } from "./schema.ts";
 import type { AgentConfig, Config, ConnectionConfig } from "./types.ts";
-
-/**
- * Keys that would hold a secret in the file. Secrets are only ever named by an environment
- * variable (`*_env`), so the file can be committed (connectors.md: "A `token` written in the
- * file is a parse error").
- */
-const SECRET_KEYS: Record<string, string> = {
-  token: "token_env",
-  client_secret: "client_secret_env",
-  access_token: "token_env",
-  refresh_token: "token_env",
-  password: "token_env",
-  secret: "token_env",
-  api_key: "token_env",
-};
-
-/** Whether the file refuses `key` wherever it is (a secret's name: SECRET_KEYS), so a name made for it must avoid it. */
-export const isSecretKey = (key: string) => Object.hasOwn(SECRET_KEYS, key);
 
 const KNOWN_KEYS: Array<[pattern: (p: KeyPath) => boolean, keys: string[]]> = [
   [(p) => p.length === 0, ["db", "remote", "mcp", "agent"]],
@@ -92,49 +75,13 @@ export function parseConfig(source: string, where: { path: string; cwd: string }
 
   let positions: PositionIndex | undefined;
   const locate = (keyPath: KeyPath) => (positions ??= indexPositions(source)).locate(keyPath);
-  const at = (keyPath: KeyPath, message: string, hint?: string) => {
+  const dir = path.dirname(path.resolve(where.path));
+  // Nearly every file is valid: one walk says so (check.ts). Any other goes through every check
+  // below, which says what is wrong.
+  const data = checkedFile(raw, dir) ?? fullCheck(raw, dir, (keyPath, message, hint) => {
     const { line, col } = locate(keyPath);
     return diagnostic(line, col, message, hint);
-  };
-
-  // Dotted keys and table headers nest without recursion in the parser, so depth is checked on the
-  // result too, before anything recursive walks it.
-  const shape = checkShape(raw);
-  if (shape.tooDeep) throw new ConfigError([at(shape.tooDeep, `nested deeper than ${MAX_DEPTH} levels`, "substructure.toml needs at most 6")]);
-  const diagnostics: Diagnostic[] = shape.reserved.map((keyPath) =>
-    at(keyPath, `\`${String(keyPath[keyPath.length - 1])}\` is a reserved name`, "JavaScript gives it a meaning of its own; choose another name"),
-  );
-  const { secretPaths, unsafe } = scanFile(raw);
-  for (const keyPath of secretPaths) {
-    const key = String(keyPath[keyPath.length - 1]);
-    diagnostics.push(
-      at(keyPath, `\`${key}\` would put a secret in the file`, `name an environment variable instead, e.g. ${SECRET_KEYS[key]} = "MY_${key.toUpperCase()}"`),
-    );
-  }
-
-  for (const { keyPath, form, inKey } of unsafe) {
-    diagnostics.push(
-      at(
-        keyPath,
-        `${describePath(keyPath.map((p) => (typeof p === "string" ? shown(p) : p)))} has a control or bidi character (${form}) in its ${inKey ? "key" : "value"}`,
-        "remove it: a terminal could show another text than the one subs uses (a url shown as one host, connected to as another)",
-      ),
-    );
-  }
-
-  const parsed = FileSchema.safeParse(expandShorthands(raw));
-  if (!parsed.success) {
-    for (const issue of parsed.error.issues) diagnostics.push(...issueDiagnostics(issue, at, secretPaths, raw));
-  }
-  diagnostics.push(...crossReferenceDiagnostics(raw, at));
-  diagnostics.push(...dbPathDiagnostics(raw, path.dirname(path.resolve(where.path)), at));
-
-  if (diagnostics.length > 0) {
-    diagnostics.sort((a, b) => a.line - b.line || a.col - b.col);
-    throw new ConfigError(diagnostics);
-  }
-  const data = parsed.data!;
-  const dir = path.dirname(where.path);
+  });
   const connections: ConnectionConfig[] = Object.entries(data.mcp).map(([id, c]) => ({
     id,
     url: c.url,
@@ -160,12 +107,57 @@ export function parseConfig(source: string, where: { path: string; cwd: string }
   return {
     path: where.path,
     displayPath,
-    dbPath: path.resolve(dir, data.db),
+    dbPath: path.resolve(path.dirname(where.path), data.db),
     ...(data.remote ? { remote: { url: data.remote.url, tokenEnv: data.remote.token_env } } : {}),
     connections,
     agents,
     locate,
   };
+}
+
+/**
+ * Every rule of the file, each problem as a diagnostic (`at` places it): reserved names, nesting,
+ * secrets and unsafe characters anywhere, zod's schema, cross-references, `db`. Throws them all at
+ * once; returns what the schema outputs when there are none.
+ */
+export function fullCheck(raw: unknown, dir: string, at: (keyPath: KeyPath, message: string, hint?: string) => Diagnostic): FileShape {
+  // Dotted keys and table headers nest without recursion in the parser, so depth is checked on the
+  // result too, before anything recursive walks it.
+  const shape = checkShape(raw);
+  if (shape.tooDeep) throw new ConfigError([at(shape.tooDeep, `nested deeper than ${MAX_DEPTH} levels`, "substructure.toml needs at most 6")]);
+  const diagnostics: Diagnostic[] = shape.reserved.map((keyPath) =>
+    at(keyPath, `\`${String(keyPath[keyPath.length - 1])}\` is a reserved name`, "JavaScript gives it a meaning of its own; choose another name"),
+  );
+  const { secretPaths, unsafe } = scanFile(raw);
+  for (const keyPath of secretPaths) {
+    const key = String(keyPath[keyPath.length - 1]);
+    diagnostics.push(
+      at(keyPath, `\`${key}\` would put a secret in the file`, `name an environment variable instead, e.g. ${SECRET_KEYS[key]} = "MY_${key.toUpperCase()}"`),
+    );
+  }
+
+  for (const { keyPath, form, inKey } of unsafe) {
+    diagnostics.push(
+      at(
+        keyPath,
+        `${describePath(keyPath.map((p) => (typeof p === "string" ? shown(p) : p)))} has a control or bidi character (${form}) in its ${inKey ? "key" : "value"}`,
+        "remove it: a terminal could show another text than the one subs uses (a url shown as one host, connected to as another)",
+      ),
+    );
+  }
+
+  const parsed = fileSchema().safeParse(expandShorthands(raw));
+  if (!parsed.success) {
+    for (const issue of parsed.error.issues) diagnostics.push(...issueDiagnostics(issue, at, secretPaths, raw));
+  }
+  diagnostics.push(...crossReferenceDiagnostics(raw, at));
+  diagnostics.push(...dbPathDiagnostics(raw, dir, at));
+
+  if (diagnostics.length > 0) {
+    diagnostics.sort((a, b) => a.line - b.line || a.col - b.col);
+    throw new ConfigError(diagnostics);
+  }
+  return parsed.data!;
 }
 
 /** How deep tables and arrays may nest: the deepest real path, [agent.x.mcp[0].tools.include[0]], has 6. */
@@ -232,7 +224,7 @@ export function scanFile(value: unknown): FileScan {
     for (let n = 0; n < keys.length; n++) {
       const key = keys[n]!;
       at.push(key);
-      if (Object.hasOwn(SECRET_KEYS, key)) scan.secretPaths.push([...at]);
+      if (isSecretKey(key)) scan.secretPaths.push([...at]);
       const bad = firstUnsafe(key);
       if (bad) scan.unsafe.push({ keyPath: [...at], form: bad.form, inKey: true });
       walk((v as Record<string, unknown>)[key]);

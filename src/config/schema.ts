@@ -1,14 +1,19 @@
 // The one schema of substructure.toml (product.md, "The file"). Cross-references between
 // sections (agents naming connections) are checked in load.ts, where every section is known.
-// zod/mini: the same validation as classic zod for a fraction of its start-up cost, and every
-// command loads this file (issue 6).
+// zod/mini: the same validation as classic zod for a fraction of its start-up cost. Every command
+// loads this file, and a valid file is accepted by check.ts's walk without zod, so the schema is
+// built only when a file needs the full check (fileSchema()): building it cost about 1 ms of every
+// start-up.
 import * as z from "zod/mini";
+import { lazily } from "../lazy.ts";
 import { firstUnsafe } from "../output/untrusted.ts";
 
 export const ID_PATTERN = /^[a-z0-9_-]+$/;
 /** A connection id or agent name: ID_PATTERN, and never "__" (it separates id and tool name). */
 export const isValidName = (name: string): boolean => ID_PATTERN.test(name) && !name.includes("__");
 export const ENV_NAME_PATTERN = /^[A-Za-z_][A-Za-z0-9_]*$/;
+/** RFC 6749 §3.3: scope-token = 1*( %x21 / %x23-5B / %x5D-7E ) */
+export const SCOPE_PATTERN = /^[\x21\x23-\x5B\x5D-\x7E]+$/;
 
 /**
  * Names that mean something to JavaScript objects: as a key they would be dropped or reach a
@@ -16,6 +21,25 @@ export const ENV_NAME_PATTERN = /^[A-Za-z_][A-Za-z0-9_]*$/;
  * they are written (load.ts), and nothing subs writes uses one.
  */
 export const RESERVED_NAMES: ReadonlySet<string> = new Set(["__proto__", "constructor", "prototype"]);
+
+/**
+ * Keys that would hold a secret in the file, with the key that names its variable instead. Secrets
+ * are only ever named by an environment variable (`*_env`), so the file can be committed
+ * (connectors.md: "A `token` written in the file is a parse error"); load.ts refuses these keys
+ * wherever they are written.
+ */
+export const SECRET_KEYS: Readonly<Record<string, string>> = {
+  token: "token_env",
+  client_secret: "client_secret_env",
+  access_token: "token_env",
+  refresh_token: "token_env",
+  password: "token_env",
+  secret: "token_env",
+  api_key: "token_env",
+};
+
+/** Whether the file refuses `key` wherever it is (a secret's name: SECRET_KEYS), so a name made for it must avoid it. */
+export const isSecretKey = (key: string) => Object.hasOwn(SECRET_KEYS, key);
 
 /** Why `id` cannot be a new connection's id, or undefined (for `subs mcp add` and `subs init`). */
 export function idProblem(id: string): string | undefined {
@@ -41,9 +65,6 @@ const id = (what: string) =>
     }),
   );
 
-const envName = z.string().check(
-  z.regex(ENV_NAME_PATTERN, { error: "must name an environment variable (letters, digits and '_', not starting with a digit)" }),
-);
 
 const LOOPBACK_HOSTS = new Set(["localhost", "127.0.0.1", "[::1]", "::1"]);
 export function isLoopbackHost(hostname: string): boolean {
@@ -91,6 +112,9 @@ export function parsedUrlProblem(value: string, httpsOnly: boolean): string | un
   return undefined;
 }
 
+const envName = () =>
+  z.string().check(z.regex(ENV_NAME_PATTERN, { error: "must name an environment variable (letters, digits and '_', not starting with a digit)" }));
+
 // z.check, not z.superRefine: the same issue pushed on the same payload, without the wrapper
 // superRefine adds around it on every call (issue 6: this runs for every connection).
 const httpUrl = (opts: { httpsOnly?: boolean } = {}) =>
@@ -103,44 +127,43 @@ const httpUrl = (opts: { httpsOnly?: boolean } = {}) =>
 
 const nonEmpty = () => z.string().check(z.minLength(1));
 
-export const McpToolsFilterSchema = z.strictObject({
-  include: z.optional(z.array(nonEmpty())),
-  exclude: z.optional(z.array(nonEmpty())),
-  read_only: z.optional(z.boolean()),
-  non_destructive: z.optional(z.boolean()),
-  idempotent: z.optional(z.boolean()),
-});
+const mcpToolsFilterSchema = () =>
+  z.strictObject({
+    include: z.optional(z.array(nonEmpty())),
+    exclude: z.optional(z.array(nonEmpty())),
+    read_only: z.optional(z.boolean()),
+    non_destructive: z.optional(z.boolean()),
+    idempotent: z.optional(z.boolean()),
+  });
 
-// RFC 6749 §3.3: scope-token = 1*( %x21 / %x23-5B / %x5D-7E )
-const scope = z.string().check(z.regex(/^[\x21\x23-\x5B\x5D-\x7E]+$/, { error: "is not a valid OAuth scope" }));
-
-export const ConnectionSchema = z.strictObject({
-  url: httpUrl(),
-  auth: z.optional(z.strictObject({ token_env: envName })),
-  oauth: z.optional(
-    z.strictObject({
-      client_id: z.optional(nonEmpty()),
-      client_secret_env: z.optional(envName),
-      client_metadata_url: z.optional(httpUrl({ httpsOnly: true })),
-      scopes: z.optional(z.array(scope)),
-    }),
-  ),
-  prefix_tools: z._default(z.boolean(), true),
-});
+const connectionSchema = () =>
+  z.strictObject({
+    url: httpUrl(),
+    auth: z.optional(z.strictObject({ token_env: envName() })),
+    oauth: z.optional(
+      z.strictObject({
+        client_id: z.optional(nonEmpty()),
+        client_secret_env: z.optional(envName()),
+        client_metadata_url: z.optional(httpUrl({ httpsOnly: true })),
+        scopes: z.optional(z.array(z.string().check(z.regex(SCOPE_PATTERN, { error: "is not a valid OAuth scope" })))),
+      }),
+    ),
+    prefix_tools: z._default(z.boolean(), true),
+  });
 
 /** `mcp = ["sentry"]` is shorthand for `mcp = [{ id = "sentry" }]`; load.ts expands it first. */
-const AgentMcpEntrySchema = z.strictObject({ id: z.string(), tools: z.optional(McpToolsFilterSchema) });
+const agentSchema = () =>
+  z.strictObject({
+    mcp: z._default(z.array(z.strictObject({ id: z.string(), tools: z.optional(mcpToolsFilterSchema()) })), []),
+    tools: z._default(z.array(nonEmpty()), []),
+    agents: z._default(z.array(z.string()), []),
+  });
 
-export const AgentSchema = z.strictObject({
-  mcp: z._default(z.array(AgentMcpEntrySchema), []),
-  tools: z._default(z.array(nonEmpty()), []),
-  agents: z._default(z.array(z.string()), []),
-});
-
-export const RemoteSchema = z.strictObject({
-  url: httpUrl(),
-  token_env: z._default(envName, "SUBSTRUCTURE_TOKEN"),
-});
+const remoteSchema = () =>
+  z.strictObject({
+    url: httpUrl(),
+    token_env: z._default(envName(), "SUBSTRUCTURE_TOKEN"),
+  });
 
 /**
  * The `[<section>.<name>]` tables: names checked by `id`, each value by `value`. A record whose key
@@ -170,12 +193,16 @@ function namedTables<V extends z.ZodMiniType>(what: string, value: V) {
   );
 }
 
-export const FileSchema = z.strictObject({
-  db: z._default(nonEmpty(), "substructure.db"),
-  remote: z.optional(RemoteSchema),
-  mcp: z._default(namedTables("a connection id", ConnectionSchema), {}),
-  agent: z._default(namedTables("an agent name", AgentSchema), {}),
-});
+const buildFileSchema = () =>
+  z.strictObject({
+    db: z._default(nonEmpty(), "substructure.db"),
+    remote: z.optional(remoteSchema()),
+    mcp: z._default(namedTables("a connection id", connectionSchema()), {}),
+    agent: z._default(namedTables("an agent name", agentSchema()), {}),
+  });
 
-export type FileShape = z.output<typeof FileSchema>;
-export type McpToolsFilter = z.output<typeof McpToolsFilterSchema>;
+/** The schema of the whole file, built on first use (see the top of this file). */
+export const fileSchema = lazily(buildFileSchema);
+
+export type FileShape = z.output<ReturnType<typeof buildFileSchema>>;
+export type McpToolsFilter = z.output<ReturnType<typeof mcpToolsFilterSchema>>;
