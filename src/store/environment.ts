@@ -14,7 +14,7 @@ export type EnvironmentStore = { store: Store };
  * `create` is false.
  */
 export async function openEnvironmentStore(config: Config, options: { create: boolean; reporter: Reporter }): Promise<EnvironmentStore | undefined> {
-  const opened = await openStore({ dbPath: config.dbPath, create: options.create, expectRows: config.connections.length, root: path.dirname(config.path) });
+  const opened = await openStore({ dbPath: config.dbPath, create: options.create, root: path.dirname(config.path) });
   if (!opened) return undefined;
   for (const warning of opened.warnings) options.reporter.warn(warning);
   if (opened.created) {

@@ -3,11 +3,13 @@ import path from "node:path";
 import type BetterSqlite3 from "better-sqlite3";
 import { failed, refused } from "../errors.ts";
 import {
-  ClientRowSchema,
-  CredentialRowSchema,
+  checkedCredentialRow,
+  checkedOpenConnectionRow,
+  clientRowSchema,
+  credentialRowSchema,
   MIGRATIONS,
-  OpenConnectionRowSchema,
-  StoredClientSchema,
+  openConnectionRowSchema,
+  storedClientSchema,
   type ClientRow,
   type CredentialRow,
   type OpenConnectionRow,
@@ -21,8 +23,6 @@ export type OpenOptions = {
   dbPath: string;
   /** Create the db when it does not exist (commands that only read pass false). */
   create: boolean;
-  /** Rows the caller expects to list (the declared connections); a long list is validated by the compiled schema. */
-  expectRows?: number;
   /**
    * The directory of substructure.toml: the db's directory must lead nowhere outside it, through
    * a symlink or otherwise (issue 14). Defaults to the db's own directory.
@@ -74,12 +74,7 @@ export async function openStore(options: OpenOptions): Promise<Opened | undefine
     }
   }
   const checked = checkDb(dbPath, warnings);
-  const [{ default: Database }] = await Promise.all([
-    import("better-sqlite3"),
-    (options.expectRows ?? 0) >= COMPILE_FROM_ROWS && !compiledCredentialRow
-      ? import("./compiled-row.ts").then((m) => (compiledCredentialRow = m.CompiledCredentialRowSchema))
-      : undefined,
-  ]);
+  const { default: Database } = await import("better-sqlite3");
   let db: BetterSqlite3.Database;
   try {
     db = new Database(dbPath, { timeout: BUSY_TIMEOUT_MS });
@@ -310,15 +305,6 @@ export function dbError(dbPath: string, error: unknown) {
   return failed(`${name}: ${message}`, { cause: error });
 }
 
-/**
- * CredentialRowSchema compiled (compiled-row.ts), once a caller has said it expects a long list.
- * Compiling costs a few ms up front and saves tens of µs a row on first call; run from the code
- * cache, `subs mcp list --json` measured (interleaved, 25 runs) 2.5 ms slower compiled at 10
- * rows, 1 ms faster at 50, 3 ms at 100, 11 ms at 200 (issue 6), so lists from 50 rows compile.
- */
-let compiledCredentialRow: typeof CredentialRowSchema | undefined;
-const COMPILE_FROM_ROWS = 50;
-
 const credentialNamed = (id: string) => `the stored credential for ${id}`;
 const openConnectionNamed = (id: string) => `what is stored for ${id}`;
 
@@ -337,8 +323,9 @@ export class Store {
     }
   }
 
-  private credential(row: unknown, schema: typeof CredentialRowSchema = CredentialRowSchema): CredentialRow {
-    return this.valid(row, schema, credentialNamed);
+  /** A row read back: the hand-written check passes nearly every one; the schema says the rest. */
+  private credential(row: unknown): CredentialRow {
+    return checkedCredentialRow(row) ?? this.valid(row, credentialRowSchema(), credentialNamed);
   }
 
   /** A row read back, checked by `schema`; a corrupt one is an error naming its connection, never "logged out". */
@@ -353,8 +340,7 @@ export class Store {
 
   listCredentials(): CredentialRow[] {
     const rows = this.run(() => this.db.prepare("SELECT * FROM subs_credentials ORDER BY id").all());
-    const schema = compiledCredentialRow ?? CredentialRowSchema;
-    return rows.map((row) => this.credential(row, schema));
+    return rows.map((row) => this.credential(row));
   }
 
   getCredential(id: string): CredentialRow | undefined {
@@ -364,7 +350,7 @@ export class Store {
 
   /** Stores the credential; it supersedes a finding that the server needed none (one transaction). */
   putCredential(row: CredentialRow): void {
-    const valid = CredentialRowSchema.parse(row);
+    const valid = credentialRowSchema().parse(row);
     this.run(() =>
       this.db
         .transaction(() => {
@@ -413,7 +399,7 @@ export class Store {
 
   /** Records that `row.id`'s server answered without a credential; a stored credential for it goes (one transaction). */
   putOpenConnection(row: OpenConnectionRow): void {
-    const valid = OpenConnectionRowSchema.parse(row);
+    const valid = openConnectionRowSchema().parse(row);
     this.run(() =>
       this.db
         .transaction(() => {
@@ -432,7 +418,7 @@ export class Store {
    * process finished meanwhile. Returns whether it was recorded.
    */
   putOpenConnectionUnlessLoggedIn(row: OpenConnectionRow): boolean {
-    const valid = OpenConnectionRowSchema.parse(row);
+    const valid = openConnectionRowSchema().parse(row);
     return this.run(() =>
       this.db
         .transaction(() => {
@@ -447,20 +433,20 @@ export class Store {
   }
 
   private openConnection(row: unknown): OpenConnectionRow {
-    return this.valid(row, OpenConnectionRowSchema, openConnectionNamed);
+    return checkedOpenConnectionRow(row) ?? this.valid(row, openConnectionRowSchema(), openConnectionNamed);
   }
 
   getClient(issuer: string): StoredClient | undefined {
     const row = this.run(() => this.db.prepare("SELECT * FROM subs_clients WHERE issuer = ?").get(issuer));
     if (row === undefined) return undefined;
-    return parseClient(ClientRowSchema.parse(row), this.path);
+    return parseClient(clientRowSchema().parse(row), this.path);
   }
 
   putClient(issuer: string, client: StoredClient, now: number): void {
     this.run(() =>
       this.db
         .prepare("INSERT INTO subs_clients (issuer, client_json, created_at) VALUES (?, ?, ?) ON CONFLICT (issuer) DO UPDATE SET client_json = excluded.client_json, created_at = excluded.created_at")
-        .run(issuer, JSON.stringify(StoredClientSchema.parse(client)), now),
+        .run(issuer, JSON.stringify(storedClientSchema().parse(client)), now),
     );
   }
 
@@ -508,7 +494,7 @@ export class Store {
 
 export function parseClient(row: ClientRow | { client_json: string }, dbPath: string): StoredClient {
   try {
-    return StoredClientSchema.parse(JSON.parse(row.client_json));
+    return storedClientSchema().parse(JSON.parse(row.client_json));
   } catch {
     throw failed(`${path.basename(dbPath)}: a stored OAuth client registration is corrupt`, { hint: `move ${dbPath} aside and log in again` });
   }
