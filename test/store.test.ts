@@ -9,7 +9,8 @@ import { parseConfig } from "../src/config/load.ts";
 import { exitCodeFor, SubsError } from "../src/errors.ts";
 import { silentReporter } from "../src/report.ts";
 import { openEnvironmentStore, storedRows, undeclaredCredentials } from "../src/store/environment.ts";
-import { checkedCredentialRow, checkedOpenConnectionRow, credentialRowSchema, MIGRATIONS, openConnectionRowSchema } from "../src/store/schema.ts";
+import { checkedCredentialRow, checkedOpenConnectionRow } from "../src/store/row-check.ts";
+import { credentialRowSchema, MIGRATIONS, openConnectionRowSchema } from "../src/store/schema.ts";
 import { openStore } from "../src/store/store.ts";
 import { seedCredentials } from "./support/credentials.ts";
 import { picker, prng } from "./support/prng.ts";
@@ -106,8 +107,8 @@ test("a corrupt row is an error naming the connection, not 'logged out'", async 
   opened!.store.close();
 });
 
-// A listing checks its rows by hand (store/schema.ts): it must accept and refuse exactly what the
-// schema does.
+// A listing checks its rows by hand (store/row-check.ts): it must accept and refuse exactly what
+// the schema does.
 test("a long list reads every row as the schema parses it, and a corrupt row in it is still an error naming it", async () => {
   const dbPath = path.join(tempDir(), "substructure.db");
   const ids = Array.from({ length: 250 }, (_, i) => `c${String(i).padStart(3, "0")}`);
@@ -131,7 +132,7 @@ test("a long list reads every row as the schema parses it, and a corrupt row in 
   opened!.store.close();
 });
 
-// The hand-written row checks a listing runs (store/schema.ts) against the schemas they stand in
+// The hand-written row checks a listing runs (store/row-check.ts) against the schemas they stand in
 // for: every column given values of every type and edge (a fixed seed), each row must be accepted
 // exactly when the schema accepts it, as the same object (its keys, in its order, and no others).
 test("the row checks answer as the schemas do (seed 0x5707e, 20000 rows of each kind)", () => {

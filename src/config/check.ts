@@ -16,7 +16,8 @@
 // - cross-references (crossReferenceDiagnostics) and `db` inside the file's directory (dbPathDiagnostics).
 import path from "node:path";
 import { hasUnsafe } from "../output/untrusted.ts";
-import { ENV_NAME_PATTERN, isSecretKey, isValidName, RESERVED_NAMES, SCOPE_PATTERN, urlProblem, type FileShape } from "./schema.ts";
+import { ENV_NAME_PATTERN, isSecretKey, isValidName, RESERVED_NAMES, SCOPE_PATTERN, urlProblem } from "./rules.ts";
+import type { FileShape } from "./schema.ts";
 
 type Table = Record<string, unknown>;
 type Connection = FileShape["mcp"][string];

@@ -1,9 +1,9 @@
 // Rows read back from the db are validated like any other input: a corrupt row is an error the
-// user must see, never a silent "logged out" (CONTRIBUTING.md, rule 5). The zod schemas are the
+// user must see, never a silent "logged out" (CONTRIBUTING.md, rule 5). These zod schemas are the
 // rules; every listing reads every row, so the rows it reads are checked by hand-written checks of
-// the same rules (checkedCredentialRow, checkedOpenConnectionRow), which test/store.test.ts holds
-// to the schemas, and a row they refuse goes to the schema. The schemas are built on first use
-// (a write, a refused row): building them cost about 1 ms of every command that opens the db.
+// the same rules (row-check.ts), which test/store.test.ts holds to the schemas, and a row they
+// refuse goes to the schema. The schemas are built on first use (a write, a refused row):
+// building them cost about 1 ms of every command that opens the db.
 import * as z from "zod/mini";
 import { lazily } from "../lazy.ts";
 
@@ -63,55 +63,5 @@ const buildStoredClientSchema = () =>
 export const storedClientSchema = lazily(buildStoredClientSchema);
 export type StoredClient = z.output<ReturnType<typeof buildStoredClientSchema>>;
 
-// The schemas' rules by hand. z.object takes any object but an array, requires every key (a
-// nullable one too), and outputs a new object of its keys only, in its order.
-const isText = (v: unknown, min = 1): v is string => typeof v === "string" && v.length >= min;
-/** z.int(): a number that is a safe integer. */
-const isInt = (v: unknown): v is number => typeof v === "number" && Number.isSafeInteger(v);
-const isRecord = (v: unknown): v is Record<string, unknown> => typeof v === "object" && v !== null && !Array.isArray(v);
-
-/** What credentialRowSchema() outputs for `row`, or undefined when it would refuse it. */
-export function checkedCredentialRow(row: unknown): CredentialRow | undefined {
-  if (!isRecord(row)) return undefined;
-  const { id, url, issuer, resource, client_json, access_token, token_type, refresh_token, expires_at, scopes, created_at, updated_at } = row;
-  if (!isText(id) || !isText(url) || !isText(issuer) || !(resource === null || typeof resource === "string") || !isText(client_json, 2)) return undefined;
-  if (!isText(access_token) || !isText(token_type) || !(refresh_token === null || isText(refresh_token)) || !(expires_at === null || isInt(expires_at))) return undefined;
-  if (typeof scopes !== "string" || !isInt(created_at) || !isInt(updated_at)) return undefined;
-  return { id, url, issuer, resource, client_json, access_token, token_type, refresh_token, expires_at, scopes, created_at, updated_at };
-}
-
-/** What openConnectionRowSchema() outputs for `row`, or undefined when it would refuse it. */
-export function checkedOpenConnectionRow(row: unknown): OpenConnectionRow | undefined {
-  if (!isRecord(row)) return undefined;
-  const { id, url, checked_at } = row;
-  return isText(id) && isText(url) && isInt(checked_at) ? { id, url, checked_at } : undefined;
-}
-
-/** Migrations, in order; entry N takes the schema from version N to N+1. Tables are prefixed
- *  `subs_` because the db is shared with the local engine, which owns the rest. */
-export const MIGRATIONS: readonly string[] = [
-  `CREATE TABLE subs_credentials (
-     id TEXT PRIMARY KEY,
-     url TEXT NOT NULL,
-     issuer TEXT NOT NULL,
-     resource TEXT,
-     client_json TEXT NOT NULL,
-     access_token TEXT NOT NULL,
-     token_type TEXT NOT NULL,
-     refresh_token TEXT,
-     expires_at INTEGER,
-     scopes TEXT NOT NULL DEFAULT '',
-     created_at INTEGER NOT NULL,
-     updated_at INTEGER NOT NULL
-   ) STRICT;
-   CREATE TABLE subs_clients (
-     issuer TEXT PRIMARY KEY,
-     client_json TEXT NOT NULL,
-     created_at INTEGER NOT NULL
-   ) STRICT;`,
-  `CREATE TABLE subs_open_connections (
-     id TEXT PRIMARY KEY,
-     url TEXT NOT NULL,
-     checked_at INTEGER NOT NULL
-   ) STRICT;`,
-];
+// The db's tables, for whoever imports them from here.
+export { MIGRATIONS } from "./migrations.ts";

@@ -2,19 +2,12 @@ import { closeSync, constants, fchmodSync, fstatSync, lstatSync, mkdirSync, open
 import path from "node:path";
 import type BetterSqlite3 from "better-sqlite3";
 import { failed, refused } from "../errors.ts";
-import {
-  checkedCredentialRow,
-  checkedOpenConnectionRow,
-  clientRowSchema,
-  credentialRowSchema,
-  MIGRATIONS,
-  openConnectionRowSchema,
-  storedClientSchema,
-  type ClientRow,
-  type CredentialRow,
-  type OpenConnectionRow,
-  type StoredClient,
-} from "./schema.ts";
+import { MIGRATIONS } from "./migrations.ts";
+import { checkedCredentialRow, checkedOpenConnectionRow } from "./row-check.ts";
+import type { ClientRow, CredentialRow, OpenConnectionRow, StoredClient } from "./schema.ts";
+
+/** zod's row schemas (schema.ts): what a store checks its writes and a refused row with. */
+type RowSchemas = typeof import("./schema.ts");
 
 /** Long enough to outwait a running engine's write, short enough to fail clearly (issue 7). */
 export const BUSY_TIMEOUT_MS = 5000;
@@ -28,6 +21,11 @@ export type OpenOptions = {
    * a symlink or otherwise (issue 14). Defaults to the db's own directory.
    */
   root?: string;
+  /**
+   * The caller only lists what is stored (`subs mcp list`): the rows are checked by row-check.ts
+   * alone, and zod's row schemas, which a store needs to write, are not loaded (about 1 ms).
+   */
+  readsOnly?: boolean;
 };
 
 /** `warnings`: what was fixed on the way (a db or WAL file others could read, now 0600); the caller reports them. */
@@ -74,7 +72,7 @@ export async function openStore(options: OpenOptions): Promise<Opened | undefine
     }
   }
   const checked = checkDb(dbPath, warnings);
-  const { default: Database } = await import("better-sqlite3");
+  const [{ default: Database }, schemas] = await Promise.all([import("better-sqlite3"), options.readsOnly ? undefined : import("./schema.ts")]);
   let db: BetterSqlite3.Database;
   try {
     db = new Database(dbPath, { timeout: BUSY_TIMEOUT_MS });
@@ -98,7 +96,7 @@ export async function openStore(options: OpenOptions): Promise<Opened | undefine
   }
   const key = fileKey(checked);
   liveFiles.set(key, (liveFiles.get(key) ?? 0) + 1);
-  return { store: new Store(db, dbPath, () => liveFiles.set(key, liveFiles.get(key)! - 1)), created, warnings: [...new Set(warnings)] };
+  return { store: new Store(db, dbPath, () => liveFiles.set(key, liveFiles.get(key)! - 1), schemas), created, warnings: [...new Set(warnings)] };
 }
 
 /**
@@ -313,7 +311,15 @@ export class Store {
     private readonly db: BetterSqlite3.Database,
     readonly path: string,
     private readonly onClose: () => void = () => {},
+    /** Absent for a store opened readsOnly. */
+    private readonly schemas?: RowSchemas,
   ) {}
+
+  /** The row schemas writes and stored clients are checked with; a store opened readsOnly has none, and only lists. */
+  private get rowSchemas(): RowSchemas {
+    if (!this.schemas) throw new Error("a store opened to list what is stored has no row schemas");
+    return this.schemas;
+  }
 
   private run<T>(fn: () => T): T {
     try {
@@ -323,15 +329,18 @@ export class Store {
     }
   }
 
-  /** A row read back: the hand-written check passes nearly every one; the schema says the rest. */
+  /** A row read back: the hand-written check passes nearly every one; the schema, when loaded, says the rest. */
   private credential(row: unknown): CredentialRow {
-    return checkedCredentialRow(row) ?? this.valid(row, credentialRowSchema(), credentialNamed);
+    return checkedCredentialRow(row) ?? this.valid(row, this.schemas?.credentialRowSchema(), credentialNamed);
   }
 
-  /** A row read back, checked by `schema`; a corrupt one is an error naming its connection, never "logged out". */
-  private valid<T>(row: unknown, schema: { safeParse(row: unknown): { success: true; data: T } | { success: false } }, what: (id: string) => string): T {
-    const parsed = schema.safeParse(row);
-    if (parsed.success) return parsed.data;
+  /**
+   * A row its hand-written check refused, checked by `schema` (which refuses it too: test/store.test.ts
+   * holds the two to each other); a corrupt row is an error naming its connection, never "logged out".
+   */
+  private valid<T>(row: unknown, schema: { safeParse(row: unknown): { success: true; data: T } | { success: false } } | undefined, what: (id: string) => string): T {
+    const parsed = schema?.safeParse(row);
+    if (parsed?.success) return parsed.data;
     const id = (row as { id?: unknown })?.id;
     throw failed(`${path.basename(this.path)}: ${what(typeof id === "string" ? `'${id}'` : "a connection")} is corrupt`, {
       hint: typeof id === "string" ? `run \`subs mcp login ${id}\` to replace it` : `move ${this.path} aside and log in again`,
@@ -350,7 +359,7 @@ export class Store {
 
   /** Stores the credential; it supersedes a finding that the server needed none (one transaction). */
   putCredential(row: CredentialRow): void {
-    const valid = credentialRowSchema().parse(row);
+    const valid = this.rowSchemas.credentialRowSchema().parse(row);
     this.run(() =>
       this.db
         .transaction(() => {
@@ -399,7 +408,7 @@ export class Store {
 
   /** Records that `row.id`'s server answered without a credential; a stored credential for it goes (one transaction). */
   putOpenConnection(row: OpenConnectionRow): void {
-    const valid = openConnectionRowSchema().parse(row);
+    const valid = this.rowSchemas.openConnectionRowSchema().parse(row);
     this.run(() =>
       this.db
         .transaction(() => {
@@ -418,7 +427,7 @@ export class Store {
    * process finished meanwhile. Returns whether it was recorded.
    */
   putOpenConnectionUnlessLoggedIn(row: OpenConnectionRow): boolean {
-    const valid = openConnectionRowSchema().parse(row);
+    const valid = this.rowSchemas.openConnectionRowSchema().parse(row);
     return this.run(() =>
       this.db
         .transaction(() => {
@@ -433,20 +442,20 @@ export class Store {
   }
 
   private openConnection(row: unknown): OpenConnectionRow {
-    return checkedOpenConnectionRow(row) ?? this.valid(row, openConnectionRowSchema(), openConnectionNamed);
+    return checkedOpenConnectionRow(row) ?? this.valid(row, this.schemas?.openConnectionRowSchema(), openConnectionNamed);
   }
 
   getClient(issuer: string): StoredClient | undefined {
     const row = this.run(() => this.db.prepare("SELECT * FROM subs_clients WHERE issuer = ?").get(issuer));
     if (row === undefined) return undefined;
-    return parseClient(clientRowSchema().parse(row), this.path);
+    return parseClient(this.rowSchemas.clientRowSchema().parse(row), this.path, this.rowSchemas);
   }
 
   putClient(issuer: string, client: StoredClient, now: number): void {
     this.run(() =>
       this.db
         .prepare("INSERT INTO subs_clients (issuer, client_json, created_at) VALUES (?, ?, ?) ON CONFLICT (issuer) DO UPDATE SET client_json = excluded.client_json, created_at = excluded.created_at")
-        .run(issuer, JSON.stringify(storedClientSchema().parse(client)), now),
+        .run(issuer, JSON.stringify(this.rowSchemas.storedClientSchema().parse(client)), now),
     );
   }
 
@@ -492,9 +501,9 @@ export class Store {
   }
 }
 
-export function parseClient(row: ClientRow | { client_json: string }, dbPath: string): StoredClient {
+function parseClient(row: ClientRow | { client_json: string }, dbPath: string, schemas: RowSchemas): StoredClient {
   try {
-    return storedClientSchema().parse(JSON.parse(row.client_json));
+    return schemas.storedClientSchema().parse(JSON.parse(row.client_json));
   } catch {
     throw failed(`${path.basename(dbPath)}: a stored OAuth client registration is corrupt`, { hint: `move ${dbPath} aside and log in again` });
   }
