@@ -41,7 +41,9 @@ const { createRequire } = require("node:module");
 // The first line of a build names it (a hash of its content); kept for people and scripts reading
 // dist/. The loader does not trust it: anyone can copy it.
 const BUILD_ID_PREFIX = "//subs-build:";
-const SEAL_MAGIC = "subs-code-cache-seal 1";
+// The second line of a bundle in groups (scripts/build.mjs) gives each group's length in bytes.
+const GROUPS_PREFIX = "//subs-groups:";
+const SEAL_MAGIC = "subs-code-cache-seal 2";
 const SEAL_MAX = 4096;
 const COMMANDS_MAX = 32;
 
@@ -107,32 +109,60 @@ function commandOf(args) {
 }
 
 /**
- * The V8 payload of the cache and the commands it holds, if its seal shows this installation made
- * it from these exact bundle bytes.
+ * The V8 payload of the cache, each group's part of it, and the commands it holds, if its seal
+ * shows this installation made it from these exact bundle bytes.
  */
-function payloadFor(file, bundleBytes, bundleStat) {
+function payloadFor(file, bundleBytes, bundleStat, groups) {
   try {
     const bundleOwner = Number(bundleStat.uid);
     const seal = readTrusted(sealFileFor(file), bundleOwner, SEAL_MAX);
     if (!seal) return undefined;
-    const [magic, sealedBundle, sealedCache, bundleHash, cacheHash, commands, end] = seal.bytes.toString("latin1").split("\n");
+    const [magic, sealedBundle, sealedCache, bundleHash, cacheHash, parts, commands, end] = seal.bytes.toString("latin1").split("\n");
     if (magic !== SEAL_MAGIC || end !== "" || !commands?.startsWith("commands ") || sealedBundle !== `bundle ${identityOf(bundleStat)}`) return undefined;
+    if (!parts?.startsWith("parts ")) return undefined;
+    const lengths = parts.slice("parts ".length).split(",").map(Number);
+    if (lengths.length !== groups || !lengths.every((n) => Number.isSafeInteger(n) && n >= 0)) return undefined;
     if (!othersCannotWrite(statSync(path.dirname(file)), bundleOwner)) return undefined;
     const cache = readTrusted(cacheFileFor(file), bundleOwner, Number.MAX_SAFE_INTEGER);
-    if (!cache || sealedCache !== `cache ${identityOf(cache.stat)}`) return undefined;
+    if (!cache || sealedCache !== `cache ${identityOf(cache.stat)}` || lengths.reduce((a, b) => a + b, 0) !== cache.bytes.length) return undefined;
     if (coarse(bundleStat) || coarse(cache.stat)) {
       if (bundleHash !== `bundle-sha256 ${sha256(bundleBytes)}` || cacheHash !== `cache-sha256 ${sha256(cache.bytes)}`) return undefined;
     }
-    return { payload: cache.bytes, stat: cache.stat, commands: commands.slice("commands ".length).split(",") };
+    const payloads = [];
+    for (let at = 0, n = 0; n < lengths.length; at += lengths[n++]) payloads.push(lengths[n] > 0 ? cache.bytes.subarray(at, at + lengths[n]) : undefined);
+    return { payload: cache.bytes, payloads, stat: cache.stat, commands: commands.slice("commands ".length).split(",") };
   } catch {
     return undefined;
   }
 }
 
 /**
- * Runs a CommonJS bundle and returns its exports, with what is needed to write its cache.
- * `useCache: false` compiles from source (the build's warm-up, which must not start from an
- * older cache). `command` (commandOf) asks for a new cache when the sealed one lacks it.
+ * Where each group of a bundle lies in its bytes: after its first two lines, at the lengths the
+ * second gives (scripts/build.mjs); a bundle without that line (a build of one script, the
+ * benchmark's floor) is one group, the whole file.
+ */
+function groupsOf(bytes) {
+  const secondLine = bytes.indexOf(10) + 1;
+  if (secondLine === 0 || bytes.toString("latin1", secondLine, secondLine + GROUPS_PREFIX.length) !== GROUPS_PREFIX) return [[0, bytes.length]];
+  const third = bytes.indexOf(10, secondLine) + 1;
+  const ranges = [];
+  let at = third;
+  for (const length of bytes.toString("latin1", secondLine + GROUPS_PREFIX.length, third - 1).split(",").map(Number)) {
+    ranges.push([at, at + length]);
+    at += length;
+  }
+  if (third === 0 || at !== bytes.length || ranges.some(([start, stop]) => !(stop >= start))) throw new Error("the groups of dist/subs.cjs do not add up to the file; run `npm run build`");
+  return ranges;
+}
+
+/**
+ * Runs a bundle and returns its exports, with what is needed to write its cache. A bundle in groups
+ * (scripts/build.mjs) is a program of chunks, CommonJS functions by name, of which the first
+ * group holds the entry and the map of where the others are: each group is compiled (or
+ * deserialized from its part of the cache) only when a chunk in it is first required, so a run
+ * pays only for the groups it uses. `useCache: false` compiles from source (the build's warm-up,
+ * which must not start from an older cache). `command` (commandOf) asks for a new cache when the
+ * sealed one lacks it.
  */
 function loadBundle(file, { useCache = true, command } = {}) {
   // The bytes compiled and the identity sealed come from one open file.
@@ -145,18 +175,52 @@ function loadBundle(file, { useCache = true, command } = {}) {
   } finally {
     closeSync(fd);
   }
-  const sealed = useCache ? payloadFor(file, bytes, stat) : undefined;
-  const cachedData = sealed?.payload;
-  const wrapped = `(function (exports, require, module, __filename, __dirname) {${bytes.toString("utf8")}\n})`;
-  const script = new vm.Script(wrapped, { filename: file, cachedData });
-  const module = { exports: {} };
-  script.runInThisContext()(module.exports, createRequire(file), module, file, path.dirname(file));
-  const cacheUsable = cachedData !== undefined && !script.cachedDataRejected;
-  const commands = cacheUsable ? sealed.commands : [];
-  const cacheWanted = !cacheUsable || (command !== undefined && !commands.includes(command) && commands.length < COMMANDS_MAX);
-  // The bytes are kept only when a cache may be written from them.
-  const cached = cacheUsable && cacheWanted ? sealed : undefined;
-  return { exports: module.exports, script, stat, bytes: cacheWanted ? bytes : undefined, cached, cacheUsable, cacheWanted, commands };
+  const ranges = groupsOf(bytes);
+  const sealed = useCache ? payloadFor(file, bytes, stat, ranges.length) : undefined;
+  const nodeRequire = createRequire(file);
+  const groups = ranges.map(() => ({ script: undefined, exports: undefined, fromCache: false }));
+  const loaded = { exports: undefined, script: undefined, stat, bytes, cached: undefined, cacheUsable: false, cacheWanted: true, commands: [], groups };
+  const compile = (n) => {
+    const group = groups[n];
+    if (group.exports) return group.exports;
+    const cachedData = sealed?.payloads[n];
+    const [start, stop] = ranges[n];
+    const wrapped = `(function (exports, require, module, __filename, __dirname) {${bytes.toString("utf8", start, stop)}\n})`;
+    const script = new vm.Script(wrapped, { filename: file, cachedData });
+    group.script = script;
+    group.fromCache = cachedData !== undefined && !script.cachedDataRejected;
+    const module = { exports: {} };
+    script.runInThisContext()(module.exports, nodeRequire, module, file, path.dirname(file));
+    group.exports = module.exports;
+    return module.exports;
+  };
+  const first = compile(0);
+  loaded.script = groups[0].script;
+  loaded.cacheUsable = groups[0].fromCache;
+  loaded.commands = loaded.cacheUsable ? sealed.commands : [];
+  loaded.cacheWanted = !loaded.cacheUsable || (command !== undefined && !loaded.commands.includes(command) && loaded.commands.length < COMMANDS_MAX);
+  loaded.cached = loaded.cacheUsable ? sealed : undefined;
+  loaded.exports = ranges.length === 1 ? first : link(first, compile, nodeRequire);
+  return loaded;
+}
+
+/** Runs the entry chunk of a bundle in groups, each chunk once, each group compiled when first needed; its exports. */
+function link(first, compile, nodeRequire) {
+  const modules = new Map();
+  const load = (name) => {
+    const known = modules.get(name);
+    if (known) return known.exports;
+    const chunks = Object.hasOwn(first.chunks, name) ? first.chunks : Object.hasOwn(first.groupOf, name) ? compile(first.groupOf[name]).chunks : undefined;
+    if (!chunks || !Object.hasOwn(chunks, name)) throw new Error(`${name} is missing from dist/subs.cjs; run \`npm run build\``);
+    const module = { exports: {} };
+    modules.set(name, module);
+    chunks[name](module.exports, requireIn, module);
+    return module.exports;
+  };
+  // A chunk requires another chunk by its relative name, and anything else (node: modules, the
+  // packages left outside the bundle, the SQLite addon) from dist/.
+  const requireIn = (specifier) => (specifier.startsWith("./") ? load(specifier.slice(2)) : nodeRequire(specifier));
+  return load(first.entry);
 }
 
 /** Writes `bytes` as a new file beside `target` and renames it into place; the placed file's stat. */
@@ -186,10 +250,11 @@ function place(target, bytes) {
 }
 
 /**
- * Writes the bytecode V8 holds for the script now, so functions compiled while it ran are in it
- * (those of the commands the loaded cache held included), then its seal, listing `commands` too.
- * Best effort: an unwritable install (a global one owned by root) just runs without a cache, and
- * so does one in a directory others could write (they could swap the cache in).
+ * Writes the bytecode V8 holds now for each group the run compiled, so functions compiled while it
+ * ran are in it (those of the commands the loaded cache held included), the parts of groups it did
+ * not compile as they were, then its seal, listing `commands` too. Best effort: an unwritable
+ * install (a global one owned by root) just runs without a cache, and so does one in a directory
+ * others could write (they could swap the cache in).
  */
 function writeCodeCache(file, loaded, commands = []) {
   if (!loaded.bytes) return;
@@ -201,19 +266,27 @@ function writeCodeCache(file, loaded, commands = []) {
     // The file must still be the one compiled: a bundle replaced while the command ran (a rebuild)
     // gets no cache named after it.
     if (identityOf(statSync(file, { bigint: true })) !== identityOf(loaded.stat)) return;
-    // A cache is replaced only by a larger one: V8 may have flushed the bytecode of functions a
-    // long run did not call (a login waiting minutes for the browser), and a smaller cache would
-    // lack them for good, their commands being sealed. Then only the seal is rewritten.
-    const grown = loaded.script.createCachedData();
-    const keep = loaded.cached !== undefined && grown.length < loaded.cached.payload.length;
-    const payload = keep ? loaded.cached.payload : grown;
-    const cacheStat = keep ? loaded.cached.stat : place(cacheFileFor(file), payload);
+    // A part is replaced only by a larger one: V8 may have flushed the bytecode of functions a
+    // long run did not call (a login waiting minutes for the browser), and a smaller part would
+    // lack them for good, their commands being sealed. When every part is kept, only the seal is
+    // rewritten.
+    const kept = loaded.cached?.payloads ?? [];
+    const parts = loaded.groups.map((group, n) => {
+      const script = n === 0 ? loaded.script : group.script;
+      if (!script) return kept[n];
+      const grown = script.createCachedData();
+      return kept[n] !== undefined && grown.length < kept[n].length ? kept[n] : grown;
+    });
+    const same = loaded.cached !== undefined && parts.every((part, n) => part === kept[n]);
+    const payload = same ? loaded.cached.payload : Buffer.concat(parts.filter((part) => part !== undefined));
+    const cacheStat = same ? loaded.cached.stat : place(cacheFileFor(file), payload);
     const seal = [
       SEAL_MAGIC,
       `bundle ${identityOf(loaded.stat)}`,
       `cache ${identityOf(cacheStat)}`,
       `bundle-sha256 ${sha256(loaded.bytes)}`,
       `cache-sha256 ${sha256(payload)}`,
+      `parts ${parts.map((part) => part?.length ?? 0).join(",")}`,
       `commands ${[...new Set([...loaded.commands, ...commands])].slice(0, COMMANDS_MAX).join(",")}`,
       "",
     ].join("\n");
@@ -221,7 +294,10 @@ function writeCodeCache(file, loaded, commands = []) {
   } catch {}
 }
 
-module.exports = { loadBundle, writeCodeCache, commandOf, BUILD_ID_PREFIX };
+/** Whether the run compiled a group from source that a cache could hold: one its cache had no part for, or none. */
+const groupsUncached = (loaded) => loaded.groups.some((group) => group.script !== undefined && !group.fromCache);
+
+module.exports = { loadBundle, writeCodeCache, commandOf, BUILD_ID_PREFIX, GROUPS_PREFIX };
 
 if (require.main === module) {
   const args = process.argv.slice(2);
@@ -245,12 +321,12 @@ if (require.main === module) {
     const loaded = loadBundle(bundle, { command });
     // No cache yet, or one not made here from this file or for another Node: leave one for the
     // next run. A cache without this command grows only by a run that succeeded, so mistyped
-    // commands do not fill the seal's list. `main` ends with process.exit, which runs this synchronously.
-    if (loaded.cacheWanted) {
-      process.once("exit", (code) => {
-        if (!loaded.cacheUsable || code === 0) writeCodeCache(bundle, loaded, [command]);
-      });
-    }
+    // commands do not fill the seal's list; a group the run compiled from source is added to it
+    // either way. `main` ends with process.exit, which runs this synchronously.
+    process.once("exit", (code) => {
+      if (loaded.cacheWanted && (!loaded.cacheUsable || code === 0)) writeCodeCache(bundle, loaded, [command]);
+      else if (groupsUncached(loaded)) writeCodeCache(bundle, loaded);
+    });
     loaded.exports.main(args);
   }
 }

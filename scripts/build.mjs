@@ -3,10 +3,10 @@
 // only CommonJS allows on Node 20. Laziness survives bundling: a dynamic import() of our own
 // module becomes a function that initializes that module on first call, so a command still runs
 // only what it uses (the MCP SDK only when it talks MCP).
-import { build } from "esbuild";
+import { build, transform } from "esbuild";
 import { spawnSync } from "node:child_process";
 import { createHash } from "node:crypto";
-import { readFileSync, renameSync, rmSync, writeFileSync } from "node:fs";
+import { mkdirSync, renameSync, rmSync, writeFileSync } from "node:fs";
 import { createRequire } from "node:module";
 import { fileURLToPath } from "node:url";
 
@@ -71,20 +71,31 @@ const plugins = [
 const root = fileURLToPath(new URL("..", import.meta.url));
 // Build beside dist/ and swap it in, so a CLI started meanwhile never sees half a build.
 const staging = `${root}/dist.staging-${process.pid}`;
-await build({
+
+/**
+ * The modules a listing runs (`subs mcp list`, on a terminal too): with main.ts and all they import,
+ * the first group of the bundle, the only one such a run compiles or deserializes. Every other
+ * command also loads the second group, the rest (see below).
+ */
+const FIRST_GROUP = ["src/main.ts", "src/commands/mcp-list.ts", "node_modules/better-sqlite3/lib/index.js", "node_modules/chalk/source/index.js", "node_modules/yocto-spinner/index.js"];
+
+// esbuild splits the program where it imports a module with import(): an ES module per entry
+// and per set of entries sharing code ("chunks"), each loaded once whichever command needs it.
+const split = await build({
   absWorkingDir: root,
   entryPoints: ["src/main.ts"],
-  outfile: `${staging}/subs.cjs`,
+  outdir: staging,
+  entryNames: "[name]",
+  chunkNames: "c-[hash]",
   bundle: true,
-  format: "cjs",
+  splitting: true,
+  format: "esm",
+  write: false,
+  metafile: true,
   platform: "node",
   target: "node20",
   // Packages loaded only by the commands that need them (the addon is required at run time, above).
   external: ["open", "@modelcontextprotocol/sdk"],
-  // import() of those becomes require(): an ES module import() starts Node's ES module loader,
-  // about 10 ms more than require(). `open` is an ES module; Node ≥ 20.19 require()s it (engines
-  // in package.json).
-  supported: { "dynamic-import": false },
   sourcemap: false,
   // Less source to read at every start-up. Errors are shown as messages, never as stack traces,
   // so nothing readable is lost.
@@ -92,11 +103,50 @@ await build({
   logLevel: "warning",
   plugins,
 });
+
+// The chunks in two groups, each compiled (or deserialized from its part of the code cache) only
+// when a run first needs one of its chunks: V8 deserializes every function a cache holds, and
+// parses every function of a script it compiles, so one script of the whole program cost every
+// command the bytecode and pre-parse data of all of them (about 3 ms of `subs mcp list`,
+// docs/speed.md).
+const outputs = split.metafile.outputs;
+const nameOf = (output) => output.slice(output.lastIndexOf("/") + 1);
+const staticClosure = (output, seen = new Set()) => {
+  if (seen.has(output)) return seen;
+  seen.add(output);
+  for (const i of outputs[output].imports) if (i.kind === "import-statement" && !i.external) staticClosure(i.path, seen);
+  return seen;
+};
+const first = new Set();
+for (const entry of FIRST_GROUP) {
+  const output = Object.keys(outputs).find((o) => outputs[o].entryPoint === entry);
+  if (!output) throw new Error(`build: ${entry} is no longer an entry of the split (imported with import() nowhere?); update FIRST_GROUP`);
+  for (const o of staticClosure(output)) first.add(nameOf(o));
+}
+// Each chunk as CommonJS, for bin/subs.cjs to run from its code cache (vm.Script takes no ES
+// module on Node 20): `import` becomes require() of the chunk, and import() a require() in a
+// promise. import() of those becomes require() too: an ES module import() starts Node's ES module
+// loader, about 10 ms more than require(). `open` is an ES module; Node ≥ 20.19 require()s it
+// (engines in package.json).
+const groups = [[], []];
+const groupOf = {};
+for (const file of split.outputFiles) {
+  const name = nameOf(file.path);
+  const { code } = await transform(file.text, { format: "cjs", loader: "js", platform: "node", target: "node20", minify: true, supported: { "dynamic-import": false } });
+  const group = first.has(name) ? 0 : 1;
+  if (group > 0) groupOf[name] = group;
+  groups[group].push(`${JSON.stringify(name)}:function(exports,require,module){${code}\n}`);
+}
+const sources = [
+  `module.exports={entry:"main.js",groupOf:${JSON.stringify(groupOf)},chunks:{${groups[0].join(",")}}};\n`,
+  `module.exports={chunks:{${groups[1].join(",")}}};\n`,
+];
 // The first line names this exact build, for people and scripts. bin/subs.cjs does not trust it
 // for the code cache (anyone can copy it): a cache is bound to the bundle's bytes and to this
-// file's identity on this machine (issue 14, item 10).
-const { BUILD_ID_PREFIX } = createRequire(import.meta.url)("../bin/subs.cjs");
-const bundled = readFileSync(`${staging}/subs.cjs`, "utf8");
+// file's identity on this machine (issue 14, item 10). The second gives each group's length.
+const { BUILD_ID_PREFIX, GROUPS_PREFIX } = createRequire(import.meta.url)("../bin/subs.cjs");
+const bundled = `${GROUPS_PREFIX}${sources.map((source) => Buffer.byteLength(source)).join(",")}\n${sources.join("")}`;
+mkdirSync(staging, { recursive: true });
 writeFileSync(`${staging}/subs.cjs`, `${BUILD_ID_PREFIX}${createHash("sha256").update(bundled).digest("hex")}\n${bundled}`);
 const warm = spawnSync(process.execPath, [fileURLToPath(new URL("./warm-code-cache.cjs", import.meta.url)), `${staging}/subs.cjs`], { stdio: "inherit" });
 if (warm.status !== 0) throw new Error("writing the code cache failed");
