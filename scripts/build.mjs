@@ -41,12 +41,21 @@ const plugins = [
   // node_modules cost 4-9 ms of every command that opens the db); its native addon cannot be. The
   // package finds the addon with `bindings`, which probes a dozen paths and parses a stack trace on
   // every start-up; the addon is always at build/Release (prebuild-install and node-gyp both put it
-  // there), so ask for it there directly.
+  // there), so ask for it there directly: by path in this package's own node_modules, where npm
+  // puts it for a checkout and a global install (a bare name costs a search and a package.json
+  // read, about 0.3 ms), else by name, wherever the installation hoisted it.
   substitute({
     name: "better-sqlite3-addon",
     filter: /^bindings$/,
     importer: "better-sqlite3",
-    contents: 'module.exports = (name) => require("better-sqlite3/build/Release/" + name);',
+    contents: [
+      'const path = require("node:path");',
+      "module.exports = (name) => {",
+      '  try { return require(path.join(__dirname, "..", "node_modules", "better-sqlite3", "build", "Release", name)); }',
+      '  catch (error) { if (error.code !== "MODULE_NOT_FOUND") throw error; }',
+      '  return require("better-sqlite3/build/Release/" + name);',
+      "};",
+    ].join("\n"),
   }),
   // commander requires node:child_process when it loads, for executable subcommands, which subs
   // does not have; loading it (with net and dgram behind it) was ~2 ms of every start-up. Give
@@ -73,11 +82,14 @@ const root = fileURLToPath(new URL("..", import.meta.url));
 const staging = `${root}/dist.staging-${process.pid}`;
 
 /**
- * The modules a listing runs (`subs mcp list`, on a terminal too): with main.ts and all they import,
- * the first group of the bundle, the only one such a run compiles or deserializes. Every other
- * command also loads the second group, the rest (see below).
+ * The groups of the bundle, by the modules whose chunks (with all they import) they hold, the first
+ * holding main.ts: `subs mcp list` runs the first alone, piped (scripts, --json); a terminal adds
+ * the second (colours, the spinner). Every other command also loads the last group, the rest.
  */
-const FIRST_GROUP = ["src/main.ts", "src/commands/mcp-list.ts", "node_modules/better-sqlite3/lib/index.js", "node_modules/chalk/source/index.js", "node_modules/yocto-spinner/index.js"];
+const GROUPS = [
+  ["src/main.ts", "src/commands/mcp-list.ts", "node_modules/better-sqlite3/lib/index.js"],
+  ["node_modules/chalk/source/index.js", "node_modules/yocto-spinner/index.js"],
+];
 
 // esbuild splits the program where it imports a module with import(): an ES module per entry
 // and per set of entries sharing code ("chunks"), each loaded once whichever command needs it.
@@ -104,8 +116,8 @@ const split = await build({
   plugins,
 });
 
-// The chunks in two groups, each compiled (or deserialized from its part of the code cache) only
-// when a run first needs one of its chunks: V8 deserializes every function a cache holds, and
+// The chunks in groups, each compiled (or deserialized from its part of the code cache) only when
+// a run first needs one of its chunks: V8 deserializes every function a cache holds, and
 // parses every function of a script it compiles, so one script of the whole program cost every
 // command the bytecode and pre-parse data of all of them (about 3 ms of `subs mcp list`,
 // docs/speed.md).
@@ -117,30 +129,30 @@ const staticClosure = (output, seen = new Set()) => {
   for (const i of outputs[output].imports) if (i.kind === "import-statement" && !i.external) staticClosure(i.path, seen);
   return seen;
 };
-const first = new Set();
-for (const entry of FIRST_GROUP) {
-  const output = Object.keys(outputs).find((o) => outputs[o].entryPoint === entry);
-  if (!output) throw new Error(`build: ${entry} is no longer an entry of the split (imported with import() nowhere?); update FIRST_GROUP`);
-  for (const o of staticClosure(output)) first.add(nameOf(o));
-}
+// A chunk is in the first group that needs it; a chunk no group needs is in the rest.
+const groupOfChunk = new Map();
+GROUPS.forEach((entries, group) => {
+  for (const entry of entries) {
+    const output = Object.keys(outputs).find((o) => outputs[o].entryPoint === entry);
+    if (!output) throw new Error(`build: ${entry} is no longer an entry of the split (imported with import() nowhere?); update GROUPS`);
+    for (const o of staticClosure(output)) if (!groupOfChunk.has(nameOf(o))) groupOfChunk.set(nameOf(o), group);
+  }
+});
 // Each chunk as CommonJS, for bin/subs.cjs to run from its code cache (vm.Script takes no ES
 // module on Node 20): `import` becomes require() of the chunk, and import() a require() in a
 // promise. import() of those becomes require() too: an ES module import() starts Node's ES module
 // loader, about 10 ms more than require(). `open` is an ES module; Node ≥ 20.19 require()s it
 // (engines in package.json).
-const groups = [[], []];
+const groups = [...GROUPS.map(() => []), []];
 const groupOf = {};
 for (const file of split.outputFiles) {
   const name = nameOf(file.path);
   const { code } = await transform(file.text, { format: "cjs", loader: "js", platform: "node", target: "node20", minify: true, supported: { "dynamic-import": false } });
-  const group = first.has(name) ? 0 : 1;
+  const group = groupOfChunk.get(name) ?? GROUPS.length;
   if (group > 0) groupOf[name] = group;
-  groups[group].push(`${JSON.stringify(name)}:function(exports,require,module){${code}\n}`);
+  groups[group].push(`${JSON.stringify(name)}:function(exports,require,module,__filename,__dirname){${code}\n}`);
 }
-const sources = [
-  `module.exports={entry:"main.js",groupOf:${JSON.stringify(groupOf)},chunks:{${groups[0].join(",")}}};\n`,
-  `module.exports={chunks:{${groups[1].join(",")}}};\n`,
-];
+const sources = groups.map((chunks, n) => `module.exports={${n === 0 ? `entry:"main.js",groupOf:${JSON.stringify(groupOf)},` : ""}chunks:{${chunks.join(",")}}};\n`);
 // The first line names this exact build, for people and scripts. bin/subs.cjs does not trust it
 // for the code cache (anyone can copy it): a cache is bound to the bundle's bytes and to this
 // file's identity on this machine (issue 14, item 10). The second gives each group's length.

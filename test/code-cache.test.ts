@@ -279,13 +279,14 @@ test("a listing compiles and caches only the first group of the bundle; a group 
   unlinkSync(cache());
   list();
   assert.equal(sealLine("commands "), "commands mcp list");
-  const [first, rest] = sealLine("parts ")!.slice("parts ".length).split(",").map(Number);
+  const parts = () => sealLine("parts ")!.slice("parts ".length).split(",").map(Number);
+  const [first, ...others] = parts();
   assert.ok(first! > 0, "the first group is in the cache");
-  assert.equal(rest, 0, "a listing never compiled the rest");
+  assert.ok(others.length > 0 && others.every((length) => length === 0), `a listing never compiled another group: ${parts().join(",")}`);
   // The same command, asking for its help: commander and the command tree are in the rest.
   const help = () => spawnSync(process.execPath, [path.join(pkg, "bin", "subs.cjs"), "mcp", "list", "--help"], { cwd: project, encoding: "utf8", env });
   assert.equal(help().status, 0);
-  assert.ok(Number(sealLine("parts ")!.split(",")[1]) > 0, "the rest, compiled by a command the cache held, is added");
+  assert.ok(parts().at(-1)! > 0, "the rest (the last group), compiled by a command the cache held, is added");
   assert.equal(sealLine("commands "), "commands mcp list");
   assert.equal(cacheAccepted(), true);
   const grown = written();

@@ -72,39 +72,35 @@ export function parseToml(source: string, where: Where): Parsed {
   return { raw, displayPath, dir: path.dirname(path.resolve(where.path)), locate, diagnostic };
 }
 
-/** The Config of a checked file: `data` is what FileSchema outputs for it. */
+/**
+ * The Config of a checked file: `data` is what FileSchema outputs for it. One object per connection,
+ * its keys set in one order, and no spreads: every run builds one per declared connection.
+ */
 export function configOf(data: FileShape, parsed: Parsed, where: Where): Config {
-  const connections: ConnectionConfig[] = Object.entries(data.mcp).map(([id, c]) => ({
-    id,
-    url: c.url,
-    prefixTools: c.prefix_tools,
-    ...(c.auth ? { auth: { tokenEnv: c.auth.token_env } } : {}),
-    ...(c.oauth
-      ? {
-          oauth: {
-            ...(c.oauth.client_id !== undefined ? { clientId: c.oauth.client_id } : {}),
-            ...(c.oauth.client_secret_env !== undefined ? { clientSecretEnv: c.oauth.client_secret_env } : {}),
-            ...(c.oauth.client_metadata_url !== undefined ? { clientMetadataUrl: c.oauth.client_metadata_url } : {}),
-            ...(c.oauth.scopes !== undefined ? { scopes: c.oauth.scopes } : {}),
-          },
-        }
-      : {}),
-  }));
-  const agents: AgentConfig[] = Object.entries(data.agent).map(([name, a]) => ({
-    name,
-    mcp: a.mcp.map((entry) => (entry.tools ? { id: entry.id, tools: entry.tools } : { id: entry.id })),
-    tools: a.tools,
-    agents: a.agents,
-  }));
-  return {
-    path: where.path,
-    displayPath: parsed.displayPath,
-    dbPath: path.resolve(path.dirname(where.path), data.db),
-    ...(data.remote ? { remote: { url: data.remote.url, tokenEnv: data.remote.token_env } } : {}),
-    connections,
-    agents,
-    locate: parsed.locate,
-  };
+  const connections: ConnectionConfig[] = [];
+  for (const id of Object.keys(data.mcp)) {
+    const c = data.mcp[id]!;
+    const connection: ConnectionConfig = { id, url: c.url, prefixTools: c.prefix_tools };
+    if (c.auth) connection.auth = { tokenEnv: c.auth.token_env };
+    if (c.oauth) {
+      const oauth: NonNullable<ConnectionConfig["oauth"]> = {};
+      if (c.oauth.client_id !== undefined) oauth.clientId = c.oauth.client_id;
+      if (c.oauth.client_secret_env !== undefined) oauth.clientSecretEnv = c.oauth.client_secret_env;
+      if (c.oauth.client_metadata_url !== undefined) oauth.clientMetadataUrl = c.oauth.client_metadata_url;
+      if (c.oauth.scopes !== undefined) oauth.scopes = c.oauth.scopes;
+      connection.oauth = oauth;
+    }
+    connections.push(connection);
+  }
+  const agents: AgentConfig[] = [];
+  for (const name of Object.keys(data.agent)) {
+    const a = data.agent[name]!;
+    agents.push({ name, mcp: a.mcp.map((entry) => (entry.tools ? { id: entry.id, tools: entry.tools } : { id: entry.id })), tools: a.tools, agents: a.agents });
+  }
+  const dbPath = path.resolve(path.dirname(where.path), data.db);
+  const { displayPath, locate } = parsed;
+  if (!data.remote) return { path: where.path, displayPath, dbPath, connections, agents, locate };
+  return { path: where.path, displayPath, dbPath, remote: { url: data.remote.url, tokenEnv: data.remote.token_env }, connections, agents, locate };
 }
 
 /**

@@ -172,7 +172,7 @@ function realpathOfNearest(dir: string, dbPath: string): string {
   const missing: string[] = [];
   for (let at = path.resolve(dir); ; at = path.dirname(at)) {
     try {
-      return path.join(realpathSync(at), ...missing.reverse());
+      return path.join(realpathSync.native(at), ...missing.reverse());
     } catch (error) {
       if ((error as NodeJS.ErrnoException).code !== "ENOENT" || path.dirname(at) === at) throw dbError(dbPath, error);
       missing.push(path.basename(at));
