@@ -205,6 +205,9 @@ function loadBundle(file, { useCache = true, command } = {}) {
   const ranges = groupsOf(readAt(fd, 0, Math.min(HEAD, size)), size);
   const sealed = useCache ? sealedCache(file, bundle, ranges.length) : undefined;
   const nodeRequire = createRequire(file);
+  let linked;
+  // What a group requires: a chunk of another group by its relative name, anything else from dist/.
+  const requireIn = (specifier) => (linked && specifier.startsWith("./") ? linked.load(specifier.slice(2)) : nodeRequire(specifier));
   const groups = ranges.map(() => ({ script: undefined, exports: undefined, fromCache: false }));
   const loaded = { exports: undefined, script: undefined, stat, bundle, cached: undefined, cacheUsable: false, cacheWanted: true, commands: [], groups };
   const compile = (n) => {
@@ -217,7 +220,7 @@ function loadBundle(file, { useCache = true, command } = {}) {
     group.script = script;
     group.fromCache = cachedData !== undefined && !script.cachedDataRejected;
     const module = { exports: {} };
-    script.runInThisContext()(module.exports, nodeRequire, module, file, path.dirname(file));
+    script.runInThisContext()(module.exports, requireIn, module, file, path.dirname(file));
     group.exports = module.exports;
     return module.exports;
   };
@@ -227,27 +230,29 @@ function loadBundle(file, { useCache = true, command } = {}) {
   loaded.commands = loaded.cacheUsable ? sealed.commands : [];
   loaded.cacheWanted = !loaded.cacheUsable || (command !== undefined && !loaded.commands.includes(command) && loaded.commands.length < COMMANDS_MAX);
   loaded.cached = loaded.cacheUsable ? sealed : undefined;
-  loaded.exports = ranges.length === 1 ? first : link(file, first, compile, nodeRequire);
+  if (ranges.length > 1) linked = link(first, compile);
+  loaded.exports = linked ? linked.entry() : first;
   return loaded;
 }
 
-/** Runs the entry chunk of a bundle in groups, each chunk once, each group compiled when first needed; its exports. */
-function link(file, first, compile, nodeRequire) {
-  const modules = new Map();
+/**
+ * Runs the entry chunk of a bundle in groups, each group compiled when first needed; its exports.
+ * A group's `chunks[name]()` initializes that chunk (once) and returns its exports; `require` in
+ * a group asks for a chunk of another group by its relative name, and for anything else (node:
+ * modules, the packages left outside the bundle, the SQLite addon) from dist/.
+ */
+function link(first, compile) {
+  const exportsOf = new Map();
   const load = (name) => {
-    const known = modules.get(name);
-    if (known) return known.exports;
+    let exports = exportsOf.get(name);
+    if (exports) return exports;
     const chunks = Object.hasOwn(first.chunks, name) ? first.chunks : Object.hasOwn(first.groupOf, name) ? compile(first.groupOf[name]).chunks : undefined;
     if (!chunks || !Object.hasOwn(chunks, name)) throw new Error(`${name} is missing from dist/subs.cjs; run \`npm run build\``);
-    const module = { exports: {} };
-    modules.set(name, module);
-    chunks[name](module.exports, requireIn, module, file, path.dirname(file));
-    return module.exports;
+    exports = chunks[name]();
+    exportsOf.set(name, exports);
+    return exports;
   };
-  // A chunk requires another chunk by its relative name, and anything else (node: modules, the
-  // packages left outside the bundle, the SQLite addon) from dist/.
-  const requireIn = (specifier) => (specifier.startsWith("./") ? load(specifier.slice(2)) : nodeRequire(specifier));
-  return load(first.entry);
+  return { load, entry: () => load(first.entry) };
 }
 
 /** Writes `bytes` as a new file beside `target` and renames it into place; the placed file's stat. */

@@ -3,7 +3,7 @@
 // only CommonJS allows on Node 20. Laziness survives bundling: a dynamic import() of our own
 // module becomes a function that initializes that module on first call, so a command still runs
 // only what it uses (the MCP SDK only when it talks MCP).
-import { build, transform } from "esbuild";
+import { build } from "esbuild";
 import { spawnSync } from "node:child_process";
 import { createHash } from "node:crypto";
 import { mkdirSync, renameSync, rmSync, writeFileSync } from "node:fs";
@@ -93,6 +93,8 @@ const GROUPS = [
 
 // esbuild splits the program where it imports a module with import(): an ES module per entry
 // and per set of entries sharing code ("chunks"), each loaded once whichever command needs it.
+// A CommonJS package loaded with import() is then its module.exports as `default`, and nothing
+// else: `(await import("proper-lockfile")).default.lock`, never `{ lock }`.
 const split = await build({
   absWorkingDir: root,
   entryPoints: ["src/main.ts"],
@@ -138,21 +140,48 @@ GROUPS.forEach((entries, group) => {
     for (const o of staticClosure(output)) if (!groupOfChunk.has(nameOf(o))) groupOfChunk.set(nameOf(o), group);
   }
 });
-// Each chunk as CommonJS, for bin/subs.cjs to run from its code cache (vm.Script takes no ES
-// module on Node 20): `import` becomes require() of the chunk, and import() a require() in a
-// promise. import() of those becomes require() too: an ES module import() starts Node's ES module
-// loader, about 10 ms more than require(). `open` is an ES module; Node ≥ 20.19 require()s it
-// (engines in package.json).
-const groups = [...GROUPS.map(() => []), []];
+// Each group as one CommonJS script, for bin/subs.cjs to run from its part of the code cache
+// (vm.Script takes no ES module on Node 20): esbuild bundles the group's chunks again, scope-hoisted
+// in one module (a chunk each was a module of its own, with esbuild's helpers and every import a
+// getter on another module's exports: about 0.5 ms more of `subs mcp list`), each chunk initialized
+// when the group's `chunks[name]()` or another chunk first needs it. A chunk of another group stays
+// a require() that bin/subs.cjs answers with that group's chunk, and import() a require() in a
+// promise: an ES module import() starts Node's ES module loader, about 10 ms more than require().
+// `open` is an ES module; Node ≥ 20.19 require()s it (engines in package.json).
+const chunkTexts = new Map(split.outputFiles.map((file) => [nameOf(file.path), file.text]));
+const groupIndex = (name) => groupOfChunk.get(name) ?? GROUPS.length;
 const groupOf = {};
-for (const file of split.outputFiles) {
-  const name = nameOf(file.path);
-  const { code } = await transform(file.text, { format: "cjs", loader: "js", platform: "node", target: "node20", minify: true, supported: { "dynamic-import": false } });
-  const group = groupOfChunk.get(name) ?? GROUPS.length;
-  if (group > 0) groupOf[name] = group;
-  groups[group].push(`${JSON.stringify(name)}:function(exports,require,module,__filename,__dirname){${code}\n}`);
+for (const name of chunkTexts.keys()) if (groupIndex(name) > 0) groupOf[name] = groupIndex(name);
+const sources = [];
+for (let group = 0; group <= GROUPS.length; group++) {
+  const names = [...chunkTexts.keys()].filter((name) => groupIndex(name) === group);
+  const chunks = names.map((name) => `${JSON.stringify(name)}: () => require(${JSON.stringify(`./${name}`)})`).join(",\n");
+  const { outputFiles } = await build({
+    stdin: { contents: `module.exports = { ${group === 0 ? `entry: "main.js", groupOf: ${JSON.stringify(groupOf)}, ` : ""}chunks: {\n${chunks}\n} };\n`, loader: "js", resolveDir: root },
+    bundle: true,
+    format: "cjs",
+    platform: "node",
+    target: "node20",
+    supported: { "dynamic-import": false },
+    minify: true,
+    write: false,
+    logLevel: "warning",
+    plugins: [
+      {
+        name: "chunks-of-this-group",
+        setup(b) {
+          b.onResolve({ filter: /.*/ }, (args) => {
+            const name = /^\.\/([\w-]+\.js)$/.exec(args.path)?.[1];
+            if (name === undefined || !chunkTexts.has(name)) return { path: args.path, external: true };
+            return groupIndex(name) === group ? { path: name, namespace: "chunk" } : { path: args.path, external: true };
+          });
+          b.onLoad({ filter: /.*/, namespace: "chunk" }, (args) => ({ contents: chunkTexts.get(args.path), loader: "js", resolveDir: root }));
+        },
+      },
+    ],
+  });
+  sources.push(outputFiles[0].text);
 }
-const sources = groups.map((chunks, n) => `module.exports={${n === 0 ? `entry:"main.js",groupOf:${JSON.stringify(groupOf)},` : ""}chunks:{${chunks.join(",")}}};\n`);
 // The first line names this exact build, for people and scripts. bin/subs.cjs does not trust it
 // for the code cache (anyone can copy it): a cache is bound to the bundle's bytes and to this
 // file's identity on this machine (issue 14, item 10). The second gives each group's length.
