@@ -1,7 +1,7 @@
 // Loading and validating substructure.toml in full: every rule, every problem reported at once as
 // file:line:col (zod's schema, reserved names, nesting, secrets, unsafe characters, references,
 // `db`). A file check.ts's walk accepts needs none of it past parse.ts; commands that can wait use
-// readConfig there, and load this module only for a file the walk does not accept.
+// readConfig (read-config.ts), and load this module only for a file the walk does not accept.
 import path from "node:path";
 import type * as z from "zod/mini";
 import { ConfigError, type Diagnostic } from "../errors.ts";
