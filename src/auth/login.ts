@@ -18,7 +18,7 @@ import { pastedResponse, type ResponseCheck } from "./loopback.ts";
 import { checkedTokens } from "./tokens.ts";
 import { authFetch } from "../http/guarded-fetch.ts";
 import { loginWords } from "../output/login-words.ts";
-import { cut } from "../output/secrets.ts";
+import { cut } from "../text/cut.ts";
 
 export type LoginContext = Pick<Context, "env" | "fetch" | "now" | "openBrowser" | "signal" | "terminalStdin">;
 
