@@ -243,55 +243,76 @@ async function loginFlow(options: LoginOptions): Promise<LoginResult> {
     }
     const code = params.get("code");
     if (!code) throw failed(`${connection.id}: the authorization response carries no code`, { code: "invalid_authorization_response" });
-
-    let tokens: OAuthTokens;
-    try {
-      tokens = await exchangeAuthorization(issuer, {
-        metadata,
-        clientInformation: presentedClient(client, connection, ctx.env),
-        authorizationCode: code,
-        codeVerifier,
-        redirectUri: loopback.redirectUri,
-        resource,
-        fetchFn: fetch,
-      });
-    } catch (error) {
-      if (ctx.signal.aborted) throw interrupted();
-      if (clientRejected(error) && dropRegistration(store, issuer, client)) throw registrationRejected(connection.id, issuer, error);
-      throw failed(`${connection.id}: the token request to ${issuer} failed (${oauthProblem(error)})`, { cause: error, code: "token_request_failed" });
-    }
-    tokens = checkedTokens(tokens, connection.id, issuer);
-    if (tokens.token_type.toLowerCase() !== "bearer") {
-      throw failed(`${connection.id}: the authorization server issued a ${tokens.token_type} token; subs sends only bearer tokens`);
-    }
-    const now = ctx.now();
-    const granted = tokens.scope !== undefined ? split(tokens.scope) : scopes;
-    const expiresAt = tokens.expires_in !== undefined ? now + Math.round(tokens.expires_in * 1000) : null;
-    // One upsert: the row is either the old credential or the whole new one, never half of each.
-    store.exclusive(() =>
-      store.putCredential({
-        id: connection.id,
-        url: connection.url,
-        issuer,
-        resource,
-        // A pre-registered client's secret is not in `client`: it stays in its environment variable.
-        client_json: JSON.stringify(client),
-        access_token: tokens.access_token,
-        token_type: tokens.token_type,
-        refresh_token: tokens.refresh_token ?? null,
-        expires_at: expiresAt,
-        scopes: granted.join(" "),
-        created_at: now,
-        updated_at: now,
-      }),
-    );
-    return { id: connection.id, issuer, scopes: granted, expiresAt, refreshable: tokens.refresh_token !== undefined, client: client.kind ?? "dynamic" };
+    return await redeemCode({ ctx, connection, store, fetch, issuer, metadata, resource, scopes, client, code, codeVerifier, redirectUri: loopback.redirectUri });
   } catch (error) {
     if (!prepared) steps({ step: "could_not_start", id: connection.id });
     throw error;
   } finally {
     await loopback.close();
   }
+}
+
+/**
+ * The authorization code exchanged for tokens at the token endpoint (RFC 6749 §4.1.3), the
+ * tokens checked and stored as the connection's one credential row.
+ */
+async function redeemCode(options: {
+  ctx: LoginContext;
+  connection: ConnectionConfig;
+  store: Store;
+  fetch: typeof globalThis.fetch;
+  issuer: string;
+  metadata: Discovery["metadata"];
+  resource: string;
+  scopes: string[];
+  client: Awaited<ReturnType<typeof clientAndLoopback>>["client"];
+  code: string;
+  codeVerifier: string;
+  redirectUri: string;
+}): Promise<AuthorizedResult> {
+  const { ctx, connection, store, fetch, issuer, metadata, resource, scopes, client, code, codeVerifier, redirectUri } = options;
+  let tokens: OAuthTokens;
+  try {
+    tokens = await exchangeAuthorization(issuer, {
+      metadata,
+      clientInformation: presentedClient(client, connection, ctx.env),
+      authorizationCode: code,
+      codeVerifier,
+      redirectUri,
+      resource,
+      fetchFn: fetch,
+    });
+  } catch (error) {
+    if (ctx.signal.aborted) throw interrupted();
+    if (clientRejected(error) && dropRegistration(store, issuer, client)) throw registrationRejected(connection.id, issuer, error);
+    throw failed(`${connection.id}: the token request to ${issuer} failed (${oauthProblem(error)})`, { cause: error, code: "token_request_failed" });
+  }
+  tokens = checkedTokens(tokens, connection.id, issuer);
+  if (tokens.token_type.toLowerCase() !== "bearer") {
+    throw failed(`${connection.id}: the authorization server issued a ${tokens.token_type} token; subs sends only bearer tokens`);
+  }
+  const now = ctx.now();
+  const granted = tokens.scope !== undefined ? split(tokens.scope) : scopes;
+  const expiresAt = tokens.expires_in !== undefined ? now + Math.round(tokens.expires_in * 1000) : null;
+  // One upsert: the row is either the old credential or the whole new one, never half of each.
+  store.exclusive(() =>
+    store.putCredential({
+      id: connection.id,
+      url: connection.url,
+      issuer,
+      resource,
+      // A pre-registered client's secret is not in `client`: it stays in its environment variable.
+      client_json: JSON.stringify(client),
+      access_token: tokens.access_token,
+      token_type: tokens.token_type,
+      refresh_token: tokens.refresh_token ?? null,
+      expires_at: expiresAt,
+      scopes: granted.join(" "),
+      created_at: now,
+      updated_at: now,
+    }),
+  );
+  return { id: connection.id, issuer, scopes: granted, expiresAt, refreshable: tokens.refresh_token !== undefined, client: client.kind ?? "dynamic" };
 }
 
 async function waitForResponse(options: {
