@@ -1,3 +1,7 @@
-// The possessive lives with the other rules of text the core also uses (text/possessive.ts); the
-// output layer's commands take it from here.
-export { possessive } from "../text/possessive.ts";
+// One possessive for every name subs writes in a sentence (issue 15): "sentry's tools", but
+// "docs' tools", not "docs's". Ids and agent names are lowercase ASCII (the file's rule); any
+// name ending in s takes the bare apostrophe.
+
+export function possessive(name: string): string {
+  return /s$/i.test(name) ? `${name}'` : `${name}'s`;
+}
