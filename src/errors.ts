@@ -51,6 +51,21 @@ export class ConfigError extends SubsError {
   }
 }
 
+/**
+ * A path the person named that is not there: a file given with --config or $SUBS_CONFIG, or the
+ * directory a file is to be created in. Its hint is a command with the path in it, quoted for a
+ * shell, which the output layer words (output/hints.ts) where the error is shown.
+ */
+export class MissingPath extends SubsError {
+  readonly missing: { kind: "config_file" | "directory"; path: string };
+
+  constructor(message: string, missing: MissingPath["missing"]) {
+    super("usage", message);
+    this.name = "MissingPath";
+    this.missing = missing;
+  }
+}
+
 export const failed = (message: string, options?: ErrorOptions) => new SubsError("failed", message, options);
 export const usage = (message: string, options?: { hint?: string }) => new SubsError("usage", message, options);
 export const refused = (message: string, options?: ErrorOptions) => new SubsError("refused", message, options);

@@ -8,6 +8,7 @@ import { animates, loadSpinner } from "./output/progress.ts";
 import { shellWord } from "./output/shell-word.ts";
 import { learningFetch, Secrets, withSecrets } from "./output/secrets.ts";
 import { loadStyles, styleFor } from "./output/style.ts";
+import { hintOf } from "./output/hints.ts";
 import { shown } from "./output/untrusted.ts";
 
 export async function run(given_argv: readonly string[], given: Context): Promise<number> {
@@ -384,7 +385,7 @@ function renderError(ctx: Context, error: unknown, json: boolean, ran?: Ran): vo
     // Messages quote servers (an error_description, a JSON-RPC message, a deployment's words):
     // shown, never interpreted, here whatever the code that built them did (issue 14, item 1).
     ctx.stderr.write(`${style.red("error:")} ${shown(error.message)}\n`);
-    const hint = error.hint ?? fallbackHint(error, ran);
+    const hint = hintOf(error) ?? fallbackHint(error, ran);
     // A hint may be a list on its own lines (a deployment's allowed URLs); escapes still show.
     if (hint) ctx.stderr.write(`${style.dim("hint:")} ${shown(hint, { multiline: true })}\n`);
   } else {
@@ -399,7 +400,7 @@ function renderError(ctx: Context, error: unknown, json: boolean, ran?: Ran): vo
       error instanceof ConfigError
         ? { code: error.code ?? "invalid_config", message: error.message, diagnostics: error.diagnostics }
         : error instanceof SubsError
-          ? { code: error.code ?? error.kind, message: error.message, ...(error.hint ? { hint: error.hint } : {}), ...error.details }
+          ? { code: error.code ?? error.kind, message: error.message, ...(hintOf(error) ? { hint: hintOf(error) } : {}), ...error.details }
           : { code: "unexpected", message: error instanceof Error ? error.message : String(error) };
     ctx.stdout.write(JSON.stringify({ error: body }, null, 2) + "\n");
   }

@@ -12,18 +12,28 @@ import { OAuthError, ServerError } from "@modelcontextprotocol/sdk/server/auth/e
 import type { AuthorizationServerMetadata, OAuthClientInformationFull } from "@modelcontextprotocol/sdk/shared/auth.js";
 import type { ConnectionConfig } from "../config/types.ts";
 import { failed, interrupted, SubsError, usage } from "../errors.ts";
-import type { StoredClient } from "../store/schema.ts";
+import { storedClientSchema, type CredentialRow, type StoredClient } from "../store/schema.ts";
 import type { Store } from "../store/store.ts";
 import { VERSION } from "../version.ts";
 import { revocationEndpoint } from "./discovery.ts";
 import { oauthProblem } from "./errors.ts";
 import { CALLBACK_PATH, startLoopback, type Loopback } from "./loopback.ts";
+import { postRevocation } from "./revocation-request.ts";
 
 export type ClientKind = "preregistered" | "metadata_document" | "dynamic";
 
 /** What a credential row keeps of its client (`client_json`). A pre-registered client's secret is
  * never stored: it is read from `$client_secret_env` each time it is needed. */
 export type CredentialClient = StoredClient & { kind?: ClientKind };
+
+/** The client a stored credential was issued to, read back from its row. */
+export function credentialClient(row: CredentialRow, storePath: string): CredentialClient {
+  try {
+    return storedClientSchema().parse(JSON.parse(row.client_json)) as CredentialClient;
+  } catch {
+    throw failed(`the stored OAuth client of '${row.id}' in ${storePath} is corrupt`, { hint: `run \`subs mcp login ${row.id}\` to replace it` });
+  }
+}
 
 /** The client as presented to the token endpoint: the stored record plus a secret from the environment. */
 export function presentedClient(client: CredentialClient, connection: ConnectionConfig, env: Readonly<Record<string, string | undefined>>): CredentialClient {
@@ -151,7 +161,6 @@ async function forgotten(client: StoredClient, options: ClientOptions & { signal
   const endpoint = revocationEndpoint(options.metadata);
   if (!endpoint) return false;
   try {
-    const { postRevocation } = await import("./revoke.ts");
     const response = await postRevocation({
       fetch: options.fetch,
       endpoint,

@@ -18,7 +18,7 @@ import {
 import { isLoopbackHost } from "../config/schema.ts";
 import { failed, refused, SubsError } from "../errors.ts";
 import { VERSION } from "../version.ts";
-import { cut } from "../output/secrets.ts";
+import { cut } from "../text/cut.ts";
 import { HttpGuardError, networkFailure } from "../http/guarded-fetch.ts";
 
 export type Challenge = {

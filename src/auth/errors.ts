@@ -2,7 +2,7 @@
 // which may hold anything the server sent back; only the OAuth error code and description are
 // shown (RFC 6749 §5.2), and never more than a line.
 import { OAuthError, ServerError } from "@modelcontextprotocol/sdk/server/auth/errors.js";
-import { cut } from "../output/secrets.ts";
+import { cut } from "../text/cut.ts";
 
 export function oauthProblem(error: unknown): string {
   if (error instanceof ServerError) {

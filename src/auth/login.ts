@@ -9,7 +9,6 @@ import type { OAuthTokens } from "@modelcontextprotocol/sdk/shared/auth.js";
 import type { ConnectionConfig } from "../config/types.ts";
 import type { Context } from "../context.ts";
 import { failed, interrupted, SubsError } from "../errors.ts";
-import { silentProgress, type Reporter } from "../report.ts";
 import type { Store } from "../store/store.ts";
 import { clientAndLoopback, clientRejected, dropRegistration, dropRegistrationAfterWait, presentedClient, registrationRejected, type ClientKind } from "./client.ts";
 import { discover, type Discovery } from "./discovery.ts";
@@ -17,8 +16,7 @@ import { oauthProblem } from "./errors.ts";
 import { pastedResponse, type ResponseCheck } from "./loopback.ts";
 import { checkedTokens } from "./tokens.ts";
 import { authFetch } from "../http/guarded-fetch.ts";
-import { loginWords } from "../output/login-words.ts";
-import { cut } from "../output/secrets.ts";
+import { cut } from "../text/cut.ts";
 
 export type LoginContext = Pick<Context, "env" | "fetch" | "now" | "openBrowser" | "signal" | "terminalStdin">;
 
@@ -26,7 +24,8 @@ export type LoginOptions = {
   ctx: LoginContext;
   connection: ConnectionConfig;
   store: Store;
-  reporter: Reporter;
+  /** Told each step the person should see; the command's renderer (output/login-words.ts) words them. */
+  steps: (step: LoginStep) => void;
   /** --port: a fixed loopback port. */
   port?: number;
   /** --timeout, in milliseconds. */
@@ -38,6 +37,28 @@ export type LoginOptions = {
 };
 
 export type LoginResult = AuthorizedResult | OpenResult;
+
+/** A step of a login, in the order they come; `could_not_start` may follow any before `ready`. */
+export type LoginStep =
+  | { step: "contacting"; id: string; origin: string }
+  | { step: "could_not_start"; id: string }
+  /** The server answered without asking for a credential. */
+  | { step: "open"; id: string }
+  | { step: "preparing"; id: string; issuer: string }
+  /** The authorization URL is built: consent is given at `issuer`. */
+  | { step: "ready"; id: string; issuer: string }
+  /** A response for another login (no `state`, or another one) reached the loopback listener, and was ignored. */
+  | { step: "foreign_response"; id: string }
+  | { step: "opening_browser"; id: string; url: string }
+  | { step: "browser_failed"; error: unknown }
+  /** --no-browser: the person opens `url`. */
+  | { step: "visit"; id: string; url: string }
+  /** The person may paste the redirected address on this terminal. */
+  | { step: "paste_offered" }
+  /** A pasted address was refused, and why. */
+  | { step: "paste_refused"; why: string }
+  | { step: "waiting"; id: string; timeoutMs: number; pasting: boolean }
+  | { step: "waited"; id: string; outcome: "received" | "not_given" | "stopped" | "no_consent" };
 
 /** The server answered without asking for a credential; that finding is stored instead of one. */
 export type OpenResult = { id: string; open: true };
@@ -115,29 +136,29 @@ export async function login(options: LoginOptions): Promise<LoginResult> {
 }
 
 async function loginFlow(options: LoginOptions): Promise<LoginResult> {
-  const { ctx, connection, store, reporter } = options;
+  const { ctx, connection, store, steps } = options;
   if (ctx.signal.aborted) throw interrupted();
   // Deadline, size cap and same-origin redirects on every call to a server found by discovery.
   const fetch = fetchWithSignal(authFetch(ctx), ctx.signal);
   // Progress from the first request on (issue 13): discovery and registration can each take the
   // whole HTTP deadline on a slow server, and a terminal must not sit silent meanwhile.
-  const preparing = reporter.progress(loginWords.contacting(connection.id, new URL(connection.url).origin));
+  steps({ step: "contacting", id: connection.id, origin: new URL(connection.url).origin });
   let discovery: Awaited<ReturnType<typeof discover>>;
   try {
     discovery = await discover({ serverUrl: connection.url, fetch, signal: ctx.signal });
   } catch (error) {
-    preparing.fail(loginWords.couldNotStart(connection.id));
+    steps({ step: "could_not_start", id: connection.id });
     throw error;
   }
   if ("open" in discovery) {
-    preparing.succeed(`${connection.id} asks for no credential`);
+    steps({ step: "open", id: connection.id });
     store.putOpenConnection({ id: connection.id, url: connection.url, checked_at: ctx.now() });
     return { id: connection.id, open: true };
   }
   const { issuer, metadata, resource } = discovery;
   const scopes = selectScopes(discovery, connection, options.scopes);
   const scope = scopes.length > 0 ? scopes.join(" ") : undefined;
-  preparing.update(`Preparing the login of ${connection.id} at ${issuer}`);
+  steps({ step: "preparing", id: connection.id, issuer });
 
   let prepared = false;
   let setup: Awaited<ReturnType<typeof clientAndLoopback>>;
@@ -145,7 +166,7 @@ async function loginFlow(options: LoginOptions): Promise<LoginResult> {
     // The client first: a reused registration listens on the port it registered (issue 13).
     setup = await clientAndLoopback({ connection, issuer, metadata, scope, store, env: ctx.env, fetch, now: ctx.now(), port: options.port, signal: ctx.signal });
   } catch (error) {
-    preparing.fail(loginWords.couldNotStart(connection.id));
+    steps({ step: "could_not_start", id: connection.id });
     throw error;
   }
   const { client, reused, loopback } = setup;
@@ -161,7 +182,7 @@ async function loginFlow(options: LoginOptions): Promise<LoginResult> {
       resource,
     });
     prepared = true;
-    preparing.succeed(loginWords.authorizesAt(connection.id, issuer));
+    steps({ step: "ready", id: connection.id, issuer });
 
     const check = responseCheck({
       state,
@@ -170,9 +191,7 @@ async function loginFlow(options: LoginOptions): Promise<LoginResult> {
     });
 
     // Listen for the response before the browser can possibly deliver it.
-    const fromLoopback = loopback.response(check, () =>
-      reporter.warn(`a response that is not for this login (no \`state\`, or another one) reached the loopback listener; ignored, still waiting for ${connection.id}`),
-    );
+    const fromLoopback = loopback.response(check, () => steps({ step: "foreign_response", id: connection.id }));
     fromLoopback.catch(() => {});
     const url = authorizationUrl.href;
     // Opened twice, the one-time link was also opened by someone else on this machine, who may
@@ -190,37 +209,31 @@ async function loginFlow(options: LoginOptions): Promise<LoginResult> {
     linkReplayed.catch(() => {});
     let pasteFrom: NodeJS.ReadableStream | undefined;
     if (options.openBrowser) {
-      reporter.info(loginWords.opening(connection.id, new URL(url).origin));
-      reporter.info(loginWords.ifItDoesNotOpen(url));
+      steps({ step: "opening_browser", id: connection.id, url });
       try {
         // Not the authorization URL itself: `state` must not be in the browser's argv (issue 14).
         await ctx.openBrowser(loopback.openUrl(url, replayed));
       } catch (error) {
         // Said at once, not after the timeout: the person can open the URL elsewhere and, on a
         // terminal, paste the redirect back as under --no-browser (product.md).
-        reporter.warn(loginWords.browserFailed(error));
+        steps({ step: "browser_failed", error });
         pasteFrom = await ctx.terminalStdin?.();
       }
     } else {
-      reporter.info(loginWords.visit(connection.id, url));
+      steps({ step: "visit", id: connection.id, url });
       pasteFrom = await ctx.terminalStdin?.();
     }
-    if (pasteFrom) reporter.info("If the browser cannot reach this machine, paste the address it was redirected to here and press Enter.");
-    // The URL stays on its own line above; the spinner (a terminal only) shows the elapsed time.
-    // Not while the person may paste a URL on this terminal: redrawing would garble their input.
-    const pasting = pasteFrom !== undefined;
-    const waitingText = loginWords.waiting(connection.id, options.timeoutMs);
-    const waiting = pasting ? (reporter.info(`${waitingText} …`), silentProgress) : reporter.progress(waitingText);
+    if (pasteFrom) steps({ step: "paste_offered" });
+    steps({ step: "waiting", id: connection.id, timeoutMs: options.timeoutMs, pasting: pasteFrom !== undefined });
     let params: URLSearchParams;
     try {
-      params = await waitForResponse({ ctx, check, loopback: fromLoopback, stop: linkReplayed, timeoutMs: options.timeoutMs, pasteFrom, redirectUri: loopback.redirectUri, reporter });
+      params = await waitForResponse({ ctx, check, loopback: fromLoopback, stop: linkReplayed, timeoutMs: options.timeoutMs, pasteFrom, redirectUri: loopback.redirectUri, steps });
     } catch (error) {
-      waiting.fail(ctx.signal.aborted ? loginWords.stopped(connection.id) : loginWords.noConsent(connection.id));
+      steps({ step: "waited", id: connection.id, outcome: ctx.signal.aborted ? "stopped" : "no_consent" });
       throw dropRegistrationAfterWait(error, { store, issuer, client, reused, id: connection.id });
     }
     const error = params.get("error");
-    if (error === null) waiting.succeed(loginWords.received(connection.id));
-    else waiting.fail(loginWords.notGiven(connection.id));
+    steps({ step: "waited", id: connection.id, outcome: error === null ? "received" : "not_given" });
     if (error !== null) {
       const description = params.get("error_description");
       throw failed(`${connection.id}: authorization was not granted (${error}${description ? `: ${cut(description, 200)}` : ""})`, {
@@ -230,55 +243,76 @@ async function loginFlow(options: LoginOptions): Promise<LoginResult> {
     }
     const code = params.get("code");
     if (!code) throw failed(`${connection.id}: the authorization response carries no code`, { code: "invalid_authorization_response" });
-
-    let tokens: OAuthTokens;
-    try {
-      tokens = await exchangeAuthorization(issuer, {
-        metadata,
-        clientInformation: presentedClient(client, connection, ctx.env),
-        authorizationCode: code,
-        codeVerifier,
-        redirectUri: loopback.redirectUri,
-        resource,
-        fetchFn: fetch,
-      });
-    } catch (error) {
-      if (ctx.signal.aborted) throw interrupted();
-      if (clientRejected(error) && dropRegistration(store, issuer, client)) throw registrationRejected(connection.id, issuer, error);
-      throw failed(`${connection.id}: the token request to ${issuer} failed (${oauthProblem(error)})`, { cause: error, code: "token_request_failed" });
-    }
-    tokens = checkedTokens(tokens, connection.id, issuer);
-    if (tokens.token_type.toLowerCase() !== "bearer") {
-      throw failed(`${connection.id}: the authorization server issued a ${tokens.token_type} token; subs sends only bearer tokens`);
-    }
-    const now = ctx.now();
-    const granted = tokens.scope !== undefined ? split(tokens.scope) : scopes;
-    const expiresAt = tokens.expires_in !== undefined ? now + Math.round(tokens.expires_in * 1000) : null;
-    // One upsert: the row is either the old credential or the whole new one, never half of each.
-    store.exclusive(() =>
-      store.putCredential({
-        id: connection.id,
-        url: connection.url,
-        issuer,
-        resource,
-        // A pre-registered client's secret is not in `client`: it stays in its environment variable.
-        client_json: JSON.stringify(client),
-        access_token: tokens.access_token,
-        token_type: tokens.token_type,
-        refresh_token: tokens.refresh_token ?? null,
-        expires_at: expiresAt,
-        scopes: granted.join(" "),
-        created_at: now,
-        updated_at: now,
-      }),
-    );
-    return { id: connection.id, issuer, scopes: granted, expiresAt, refreshable: tokens.refresh_token !== undefined, client: client.kind ?? "dynamic" };
+    return await redeemCode({ ctx, connection, store, fetch, issuer, metadata, resource, scopes, client, code, codeVerifier, redirectUri: loopback.redirectUri });
   } catch (error) {
-    if (!prepared) preparing.fail(loginWords.couldNotStart(connection.id));
+    if (!prepared) steps({ step: "could_not_start", id: connection.id });
     throw error;
   } finally {
     await loopback.close();
   }
+}
+
+/**
+ * The authorization code exchanged for tokens at the token endpoint (RFC 6749 §4.1.3), the
+ * tokens checked and stored as the connection's one credential row.
+ */
+async function redeemCode(options: {
+  ctx: LoginContext;
+  connection: ConnectionConfig;
+  store: Store;
+  fetch: typeof globalThis.fetch;
+  issuer: string;
+  metadata: Discovery["metadata"];
+  resource: string;
+  scopes: string[];
+  client: Awaited<ReturnType<typeof clientAndLoopback>>["client"];
+  code: string;
+  codeVerifier: string;
+  redirectUri: string;
+}): Promise<AuthorizedResult> {
+  const { ctx, connection, store, fetch, issuer, metadata, resource, scopes, client, code, codeVerifier, redirectUri } = options;
+  let tokens: OAuthTokens;
+  try {
+    tokens = await exchangeAuthorization(issuer, {
+      metadata,
+      clientInformation: presentedClient(client, connection, ctx.env),
+      authorizationCode: code,
+      codeVerifier,
+      redirectUri,
+      resource,
+      fetchFn: fetch,
+    });
+  } catch (error) {
+    if (ctx.signal.aborted) throw interrupted();
+    if (clientRejected(error) && dropRegistration(store, issuer, client)) throw registrationRejected(connection.id, issuer, error);
+    throw failed(`${connection.id}: the token request to ${issuer} failed (${oauthProblem(error)})`, { cause: error, code: "token_request_failed" });
+  }
+  tokens = checkedTokens(tokens, connection.id, issuer);
+  if (tokens.token_type.toLowerCase() !== "bearer") {
+    throw failed(`${connection.id}: the authorization server issued a ${tokens.token_type} token; subs sends only bearer tokens`);
+  }
+  const now = ctx.now();
+  const granted = tokens.scope !== undefined ? split(tokens.scope) : scopes;
+  const expiresAt = tokens.expires_in !== undefined ? now + Math.round(tokens.expires_in * 1000) : null;
+  // One upsert: the row is either the old credential or the whole new one, never half of each.
+  store.exclusive(() =>
+    store.putCredential({
+      id: connection.id,
+      url: connection.url,
+      issuer,
+      resource,
+      // A pre-registered client's secret is not in `client`: it stays in its environment variable.
+      client_json: JSON.stringify(client),
+      access_token: tokens.access_token,
+      token_type: tokens.token_type,
+      refresh_token: tokens.refresh_token ?? null,
+      expires_at: expiresAt,
+      scopes: granted.join(" "),
+      created_at: now,
+      updated_at: now,
+    }),
+  );
+  return { id: connection.id, issuer, scopes: granted, expiresAt, refreshable: tokens.refresh_token !== undefined, client: client.kind ?? "dynamic" };
 }
 
 async function waitForResponse(options: {
@@ -291,13 +325,13 @@ async function waitForResponse(options: {
   /** A terminal the person may paste the redirected URL into (--no-browser, or no browser opened). */
   pasteFrom: NodeJS.ReadableStream | undefined;
   redirectUri: string;
-  reporter: Reporter;
+  steps: LoginOptions["steps"];
 }): Promise<URLSearchParams> {
   const { ctx } = options;
   const stop = new AbortController();
   const waits: Promise<URLSearchParams>[] = [options.loopback, options.stop];
   if (options.pasteFrom) {
-    waits.push(pastedResponse({ stdin: options.pasteFrom, check: options.check, signal: stop.signal, redirectUri: options.redirectUri, tell: (m) => options.reporter.warn(m) }));
+    waits.push(pastedResponse({ stdin: options.pasteFrom, check: options.check, signal: stop.signal, redirectUri: options.redirectUri, tell: (why) => options.steps({ step: "paste_refused", why }) }));
   }
   // The losers of the race may still settle; their outcome is deliberately ignored.
   for (const wait of waits) wait.catch(() => {});

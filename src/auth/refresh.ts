@@ -8,9 +8,8 @@ import type { ConnectionConfig } from "../config/types.ts";
 import type { Context } from "../context.ts";
 import { failed, needsLogin, SubsError } from "../errors.ts";
 import type { CredentialRow } from "../store/schema.ts";
-import { storedClientSchema } from "../store/schema.ts";
 import type { Store } from "../store/store.ts";
-import { clientRejected, dropRegistration, presentedClient, type CredentialClient } from "./client.ts";
+import { clientRejected, credentialClient, dropRegistration, presentedClient, type CredentialClient } from "./client.ts";
 import { authorizationServerMetadata } from "./discovery.ts";
 import { grantRejected, oauthProblem } from "./errors.ts";
 import { checkedTokens } from "./tokens.ts";
@@ -34,14 +33,6 @@ export function storedCredential(store: Store, connection: ConnectionConfig): Cr
   if (!row) throw needsLogin(connection.id, "not logged in");
   if (row.url !== connection.url) throw urlChanged(connection.id);
   return row;
-}
-
-export function credentialClient(row: CredentialRow, storePath: string): CredentialClient {
-  try {
-    return storedClientSchema().parse(JSON.parse(row.client_json)) as CredentialClient;
-  } catch {
-    throw failed(`the stored OAuth client of '${row.id}' in ${storePath} is corrupt`, { hint: `run \`subs mcp login ${row.id}\` to replace it` });
-  }
 }
 
 /** Fresh: not expired and not within the margin of it. The margin is a minute, or half the

@@ -2,42 +2,16 @@
 // also revoked where the authorization server offers it (RFC 7009; product.md, "The file"); no
 // command that only looks deletes or revokes one (issue 15). Revocation is best effort and
 // bounded in time: a slow or absent server never holds a command up for long.
-import { selectClientAuthMethod } from "@modelcontextprotocol/sdk/client/auth.js";
-import type { AuthorizationServerMetadata } from "@modelcontextprotocol/sdk/shared/auth.js";
 import type { Context } from "../context.ts";
 import type { Reporter } from "../report.ts";
 import type { CredentialRow } from "../store/schema.ts";
 import { authorizationServerMetadata, revocationEndpoint } from "./discovery.ts";
-import { credentialClient } from "./refresh.ts";
+import { credentialClient } from "./client.ts";
+import { postRevocation } from "./revocation-request.ts";
 import { withDeadline } from "../http/deadline.ts";
 import { guardedFetch } from "../http/guarded-fetch.ts";
 
 export const REVOCATION_TIMEOUT_MS = 3000;
-
-/**
- * One RFC 7009 revocation request, the client authenticated as the server allows (§2.1). Also how
- * login asks whether a stored registration is still known (src/auth/client.ts).
- */
-export function postRevocation(options: {
-  fetch: typeof globalThis.fetch;
-  endpoint: string;
-  metadata: AuthorizationServerMetadata;
-  client: { client_id: string; client_secret?: string | undefined };
-  token: string;
-  hint: string;
-}): Promise<Response> {
-  const { client } = options;
-  const headers = new Headers({ "content-type": "application/x-www-form-urlencoded", accept: "application/json" });
-  const body = new URLSearchParams({ token: options.token, token_type_hint: options.hint });
-  const method = selectClientAuthMethod(client, options.metadata.token_endpoint_auth_methods_supported ?? []);
-  if (method === "client_secret_basic" && client.client_secret) {
-    headers.set("authorization", `Basic ${Buffer.from(`${encodeURIComponent(client.client_id)}:${encodeURIComponent(client.client_secret)}`).toString("base64")}`);
-  } else {
-    body.set("client_id", client.client_id);
-    if (client.client_secret) body.set("client_secret", client.client_secret);
-  }
-  return options.fetch(options.endpoint, { method: "POST", headers, body, redirect: "error" });
-}
 
 type RevokeContext = Pick<Context, "env" | "fetch"> & Partial<Pick<Context, "signal">>;
 

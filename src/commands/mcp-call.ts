@@ -6,6 +6,7 @@ import { ErrorCode } from "@modelcontextprotocol/sdk/types.js";
 import { closestNames } from "../config/load.ts";
 import { failed, usage, type SubsError } from "../errors.ts";
 import { writeJson } from "../output/json.ts";
+import { loginSteps } from "../output/login-words.ts";
 import { stderrReporter } from "../output/reporter.ts";
 import { shown } from "../output/untrusted.ts";
 import { findConnection } from "../config/lookup.ts";
@@ -84,7 +85,7 @@ export async function mcpCallCommand(ctx: Context, options: McpCallOptions): Pro
   let result: Awaited<ReturnType<import("@modelcontextprotocol/sdk/client/index.js").Client["callTool"]>>;
   try {
     result = await withConnection(
-      { ctx, config, connection, reporter, login: { timeoutMs: options.timeoutSeconds * 1000, openBrowser: options.browser }, requestTimeoutMs },
+      { ctx, config, connection, reporter, login: { timeoutMs: options.timeoutSeconds * 1000, openBrowser: options.browser, steps: loginSteps(reporter) }, requestTimeoutMs },
       async (client, signal) => {
         const call = client.callTool({ name: options.tool, arguments: args }, undefined, {
           signal,

@@ -1,4 +1,4 @@
-import { readConfig } from "../config/parse.ts";
+import { readConfig } from "../config/read-config.ts";
 import type { Context } from "../context.ts";
 import { writeJson } from "../output/json.ts";
 import { stderrReporter } from "../output/reporter.ts";

@@ -12,6 +12,7 @@ import { shown } from "../output/untrusted.ts";
 import type { Reporter } from "../report.ts";
 import { localStatuses, storedState, type StoredState } from "../status/status.ts";
 import { storedRows } from "../store/environment.ts";
+import { loginSteps } from "../output/login-words.ts";
 import { possessive } from "../output/possessive.ts";
 
 export type McpLoginOptions = {
@@ -97,7 +98,7 @@ export async function mcpLoginCommand(ctx: Context, options: McpLoginOptions): P
       ctx,
       connection,
       store: opened!.store,
-      reporter,
+      steps: loginSteps(reporter),
       ...(options.port !== undefined ? { port: options.port } : {}),
       timeoutMs: options.timeoutSeconds * 1000,
       openBrowser: options.browser,

@@ -4,6 +4,7 @@ import { findConnection } from "../config/lookup.ts";
 import type { Context } from "../context.ts";
 import { refused, SubsError, usage } from "../errors.ts";
 import { writeJson } from "../output/json.ts";
+import { loginSteps } from "../output/login-words.ts";
 import { stderrReporter } from "../output/reporter.ts";
 import { styleFor } from "../output/style.ts";
 import { renderTable } from "../output/table.ts";
@@ -69,7 +70,7 @@ export async function mcpToolsCommand(ctx: Context, options: McpToolsOptions): P
   try {
     const requestTimeoutMs = options.requestTimeoutSeconds * 1000;
     tools = await withConnection(
-      { ctx, config, connection, reporter, login: { timeoutMs: options.timeoutSeconds * 1000, openBrowser: options.browser }, requestTimeoutMs },
+      { ctx, config, connection, reporter, login: { timeoutMs: options.timeoutSeconds * 1000, openBrowser: options.browser, steps: loginSteps(reporter) }, requestTimeoutMs },
       (client, signal) => listAllTools(client, { signal, requestTimeoutMs }),
     );
   } catch (error) {

@@ -15,7 +15,7 @@
 // - no reserved or secret key, and no nesting past 64: a file of known keys only can hold neither;
 // - cross-references (crossReferenceDiagnostics) and `db` inside the file's directory (dbPathDiagnostics).
 import path from "node:path";
-import { hasUnsafe } from "../output/untrusted.ts";
+import { hasUnsafe } from "../text/unsafe.ts";
 import { ENV_NAME_PATTERN, isSecretKey, isValidName, RESERVED_NAMES, SCOPE_PATTERN, urlProblem } from "./rules.ts";
 import type { FileShape } from "./schema.ts";
 

@@ -1,7 +1,6 @@
 import { existsSync, lstatSync, statSync } from "node:fs";
 import path from "node:path";
-import { usage } from "../errors.ts";
-import { shellWord } from "../output/shell-word.ts";
+import { MissingPath, usage } from "../errors.ts";
 
 export const CONFIG_FILE_NAME = "substructure.toml";
 
@@ -12,7 +11,7 @@ export function findConfigPath(options: { explicit?: string | undefined; env: Re
     const resolved = path.resolve(options.cwd, named);
     if (!existsSync(resolved)) {
       const source = options.explicit !== undefined ? "--config" : "$SUBS_CONFIG";
-      throw usage(`${named}: no such file (from ${source})`, { hint: `check the path, or create the file with \`subs init --config ${shellWord(named)}\`` });
+      throw new MissingPath(`${named}: no such file (from ${source})`, { kind: "config_file", path: named });
     }
     return resolved;
   }
@@ -54,9 +53,7 @@ export function assertDirectoryFor(file: string, given: string): void {
     if ((error as NodeJS.ErrnoException).code === "ENOTDIR") kind = "not_a_directory";
   }
   if (kind === "missing") {
-    throw usage(`cannot create ${given}: the directory ${shownDir} does not exist; nothing was written`, {
-      hint: `create it first (\`mkdir -p ${shellWord(shownDir)}\`), or give a path in an existing directory`,
-    });
+    throw new MissingPath(`cannot create ${given}: the directory ${shownDir} does not exist; nothing was written`, { kind: "directory", path: shownDir });
   }
   if (kind === "not_a_directory") throw usage(`cannot create ${given}: ${shownDir} is not a directory; nothing was written`, { hint: "give a path in an existing directory" });
 }

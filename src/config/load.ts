@@ -1,11 +1,11 @@
 // Loading and validating substructure.toml in full: every rule, every problem reported at once as
 // file:line:col (zod's schema, reserved names, nesting, secrets, unsafe characters, references,
 // `db`). A file check.ts's walk accepts needs none of it past parse.ts; commands that can wait use
-// readConfig there, and load this module only for a file the walk does not accept.
+// readConfig (read-config.ts), and load this module only for a file the walk does not accept.
 import path from "node:path";
 import type * as z from "zod/mini";
 import { ConfigError, type Diagnostic } from "../errors.ts";
-import { firstUnsafe, shown } from "../output/untrusted.ts";
+import { escaped, firstUnsafe } from "../text/unsafe.ts";
 import { checkedFile } from "./check.ts";
 import { findConfigPath } from "./find.ts";
 import { configOf, MAX_DEPTH, parseToml, type LoadOptions, type Where } from "./parse.ts";
@@ -80,7 +80,7 @@ export function fullCheck(raw: unknown, dir: string, at: (keyPath: KeyPath, mess
     diagnostics.push(
       at(
         keyPath,
-        `${describePath(keyPath.map((p) => (typeof p === "string" ? shown(p) : p)))} has a control or bidi character (${form}) in its ${inKey ? "key" : "value"}`,
+        `${describePath(keyPath.map((p) => (typeof p === "string" ? escaped(p) : p)))} has a control or bidi character (${form}) in its ${inKey ? "key" : "value"}`,
         "remove it: a terminal could show another text than the one subs uses (a url shown as one host, connected to as another)",
       ),
     );

@@ -1,16 +1,13 @@
 // The file as every run reads it: TOML parsed, every rule checked by one walk (check.ts), the
 // Config built, all without zod. Only a file that walk does not accept needs load.ts, which checks
-// it in full with zod's schema and says what is wrong; readConfig loads that module then, so a
-// valid file costs a run nothing of zod (about 1.5 ms of `subs mcp list`, docs/speed.md).
+// it in full with zod's schema and says what is wrong; readConfig (read-config.ts) loads that
+// module then, so a valid file costs a run nothing of zod (about 1.5 ms of `subs mcp list`,
+// docs/speed.md).
 import path from "node:path";
 import { parse, TomlError } from "smol-toml";
 import { ConfigError, type Diagnostic } from "../errors.ts";
-import { checkedFile } from "./check.ts";
-import { findConfigPath } from "./find.ts";
 import { indexPositions, type KeyPath, type PositionIndex } from "./positions.ts";
-import { readConfigFile } from "./read.ts";
 import type { FileShape } from "./schema.ts";
-import { assertSecretDestinations } from "./secret-pins.ts";
 import type { AgentConfig, Config, ConnectionConfig } from "./types.ts";
 
 /** How deep tables and arrays may nest: the deepest real path, [agent.x.mcp[0].tools.include[0]], has 6. */
@@ -101,22 +98,4 @@ export function configOf(data: FileShape, parsed: Parsed, where: Where): Config 
   const { displayPath, locate } = parsed;
   if (!data.remote) return { path: where.path, displayPath, dbPath, connections, agents, locate };
   return { path: where.path, displayPath, dbPath, remote: { url: data.remote.url, tokenEnv: data.remote.token_env }, connections, agents, locate };
-}
-
-/**
- * What loadConfig (load.ts) returns, for a run that can wait: the file found, read and parsed, and
- * accepted by the walk; a file the walk does not accept goes to load.ts, loaded now, which checks
- * it in full and says what is wrong.
- */
-export async function readConfig(options: LoadOptions): Promise<Config> {
-  const file = findConfigPath({ explicit: options.configPath, env: options.env, cwd: options.cwd });
-  const source = readConfigFile(file);
-  const where = { path: file, cwd: options.cwd };
-  const parsed = parseToml(source, where);
-  const data = checkedFile(parsed.raw, parsed.dir);
-  if (!data) return (await import("./load.ts")).loadConfigText(file, source, options);
-  const config = configOf(data, parsed, where);
-  // Where environment secrets may go, when CI pins it (SUBS_ALLOWED_REMOTE, SUBS_ALLOWED_TOKEN_HOSTS).
-  assertSecretDestinations(config, options.env);
-  return config;
 }

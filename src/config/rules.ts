@@ -1,7 +1,7 @@
 // The rules of substructure.toml's names, variables and urls, without zod: the schema (schema.ts)
 // and the walk every run makes of a valid file (check.ts) both apply them, and commands that write
 // the file check a new id or url with them before writing.
-import { firstUnsafe } from "../output/untrusted.ts";
+import { firstUnsafe } from "../text/unsafe.ts";
 
 export const ID_PATTERN = /^[a-z0-9_-]+$/;
 /** A connection id or agent name: ID_PATTERN, and never "__" (it separates id and tool name). */

@@ -2,7 +2,7 @@
 // one the file already has, or a reason to skip it; never a secret carried over. Pure: the caller
 // reads the files before and writes after.
 import { ENV_NAME_PATTERN, idProblem, isSecretKey, newUrlProblem } from "../config/schema.ts";
-import { firstUnsafe } from "../output/untrusted.ts";
+import { firstUnsafe } from "../text/unsafe.ts";
 import { CLIENT_TITLES, type ClientName, type FoundOAuth, type FoundServer, type Header, type LeftOut, type Scope } from "./types.ts";
 import { bearerPart, looksLikeCredential, referenceIn, suggestedVariable } from "./values.ts";
 

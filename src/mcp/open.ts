@@ -12,7 +12,7 @@ import type { Config, ConnectionConfig } from "../config/types.ts";
 import type { Context } from "../context.ts";
 import { aboutId, failed, needsLogin, refused, SubsError } from "../errors.ts";
 import { networkFailure } from "../http/guarded-fetch.ts";
-import { cut } from "../output/secrets.ts";
+import { cut } from "../text/cut.ts";
 import { silentReporter, type Reporter } from "../report.ts";
 import { answerLimitMiB } from "./answer-cap.ts";
 import { connectMcp, requestOptions } from "./connect.ts";

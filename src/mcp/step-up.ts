@@ -6,6 +6,7 @@ import type { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import type { Config, ConnectionConfig } from "../config/types.ts";
 import type { Context } from "../context.ts";
 import { failed, interrupted, refused, SubsError } from "../errors.ts";
+import type { LoginStep } from "../auth/login.ts";
 import type { Reporter } from "../report.ts";
 import { assertSameAuthorizationServer, InsufficientScopeError, mcpError, openConnection, type AuthChallenge } from "./open.ts";
 
@@ -18,7 +19,7 @@ export type StepUpOptions = {
   connection: ConnectionConfig;
   reporter: Reporter;
   /** How a re-authorization waits for consent (as `subs mcp login`). */
-  login: { timeoutMs: number; openBrowser: boolean; port?: number };
+  login: { timeoutMs: number; openBrowser: boolean; port?: number; /** Its steps, worded by the command (output/login-words.ts). */ steps: (step: LoginStep) => void };
   /** How long one MCP request may go unanswered (`--request-timeout`); `work` applies it to its own requests. */
   requestTimeoutMs?: number;
 };
@@ -124,7 +125,7 @@ async function stepUp(options: StepUpOptions, challenged: string | undefined): P
       ctx,
       connection,
       store: opened!.store,
-      reporter,
+      steps: options.login.steps,
       timeoutMs: options.login.timeoutMs,
       openBrowser: options.login.openBrowser,
       ...(options.login.port !== undefined ? { port: options.login.port } : {}),

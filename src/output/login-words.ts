@@ -2,6 +2,8 @@
 // the same steps (contact, send the person to a page, wait for consent, say what was granted), and
 // each step is said here once, so the two cannot drift apart. Text from servers (URLs, issuers)
 // is passed through `shown` by whoever prints these lines.
+import type { LoginStep } from "../auth/login.ts";
+import { silentProgress, type Reporter } from "../report.ts";
 
 const seconds = (ms: number) => `${Math.round(ms / 1000)}s`;
 const reason = (error: unknown) => (error instanceof Error ? error.message : String(error));
@@ -24,3 +26,54 @@ export const loginWords = {
   stopped: (id: string) => `Stopped waiting for consent for ${id}`,
   noConsent: (id: string) => `No consent for ${id}`,
 } as const;
+
+/**
+ * The steps of a local login (auth/login.ts) as the person sees them on `reporter`: the first
+ * request to the server's answer on one progress line, then the URL, then the wait for consent on
+ * another. While the person may paste an address on this terminal, the wait is one plain line: a
+ * spinner redrawing it would garble what they type.
+ */
+export function loginSteps(reporter: Reporter): (step: LoginStep) => void {
+  let preparing = silentProgress;
+  let waiting = silentProgress;
+  return (step) => {
+    switch (step.step) {
+      case "contacting":
+        preparing = reporter.progress(loginWords.contacting(step.id, step.origin));
+        return;
+      case "could_not_start":
+        return preparing.fail(loginWords.couldNotStart(step.id));
+      case "open":
+        return preparing.succeed(`${step.id} asks for no credential`);
+      case "preparing":
+        return preparing.update(`Preparing the login of ${step.id} at ${step.issuer}`);
+      case "ready":
+        return preparing.succeed(loginWords.authorizesAt(step.id, step.issuer));
+      case "foreign_response":
+        return reporter.warn(`a response that is not for this login (no \`state\`, or another one) reached the loopback listener; ignored, still waiting for ${step.id}`);
+      case "opening_browser":
+        reporter.info(loginWords.opening(step.id, new URL(step.url).origin));
+        return reporter.info(loginWords.ifItDoesNotOpen(step.url));
+      case "browser_failed":
+        return reporter.warn(loginWords.browserFailed(step.error));
+      case "visit":
+        return reporter.info(loginWords.visit(step.id, step.url));
+      case "paste_offered":
+        return reporter.info("If the browser cannot reach this machine, paste the address it was redirected to here and press Enter.");
+      case "paste_refused":
+        return reporter.warn(step.why);
+      case "waiting": {
+        const text = loginWords.waiting(step.id, step.timeoutMs);
+        if (!step.pasting) waiting = reporter.progress(text);
+        else {
+          reporter.info(`${text} …`);
+          waiting = silentProgress;
+        }
+        return;
+      }
+      case "waited":
+        if (step.outcome === "received") return waiting.succeed(loginWords.received(step.id));
+        return waiting.fail(step.outcome === "not_given" ? loginWords.notGiven(step.id) : step.outcome === "stopped" ? loginWords.stopped(step.id) : loginWords.noConsent(step.id));
+    }
+  };
+}

@@ -4,6 +4,7 @@
 // live credential in the `error:` line, a `--json` error or `mcp list --check --json`. Removal by
 // name cannot see those: the value sits inside a free-text message.
 import type { Context, Output } from "../context.ts";
+import { CUT } from "../text/cut.ts";
 
 export const REDACTED = "[redacted]";
 
@@ -41,6 +42,9 @@ function formsOf(value: string): string[] {
   }
   return forms;
 }
+
+/** Fewer characters of a secret say next to nothing about it, and would match ordinary words before a cut. */
+const MIN_CUT_FORM = 4;
 
 /** Past this many forms, scrub looks them up by their first characters instead of searching for each. */
 const INDEXED_FROM = 1024;
@@ -151,17 +155,6 @@ export class Secrets {
     }
     return index;
   }
-}
-
-/** How a shortened text ends (`cut`, a table's column): Secrets.scrub looks before it for the start of a secret. */
-const CUT = "…";
-
-/** Fewer characters of a secret say next to nothing about it, and would match ordinary words before a cut. */
-const MIN_CUT_FORM = 4;
-
-/** `text` in at most `max` characters and a `…` that marks the cut, for a server's words in a message. */
-export function cut(text: string, max: number): string {
-  return text.length <= max ? text : `${text.slice(0, max)}${CUT}`;
 }
 
 /**
