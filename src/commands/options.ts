@@ -1,14 +1,16 @@
 // What every command declaration shares: the shape of a declaration, what its action may use, and
 // the options several commands take. Loaded on every run that builds the command tree, so it
-// imports nothing but commander, types and the usage error; run code is loaded by each action.
+// imports nothing but commander, types, the usage error and the flag parsers; run code is loaded
+// by each action.
 import { Option, type Command } from "commander";
-import type { ConnectCommandOptions } from "./connect.ts";
 import type { ConnectClient, ConnectScope } from "../connect/clients.ts";
 import type { Context } from "../context.ts";
 import { usage } from "../errors.ts";
-import { parseCount, parseSeconds, type ProgramHooks } from "../run.ts";
+import type { ProgramHooks } from "../run.ts";
 import type { HttpAddress } from "../serve/address.ts";
 import type { HttpLimits } from "../serve/http.ts";
+import type { ConnectCommandOptions } from "./connect.ts";
+import { parseCount, parseSeconds } from "./flags.ts";
 
 /** What an action may use: the run's context and hooks, and --config wherever it was given. */
 export type CommandScope = ProgramHooks & {

@@ -1,6 +1,6 @@
 // `subs agent serve`: its declaration; the run code is ../../agent-serve.ts, loaded when it runs.
 import { Option } from "commander";
-import { parseSeconds } from "../../../run.ts";
+import { parseSeconds } from "../../flags.ts";
 import { configOption, examples, httpOptions, httpTransportOptions, requestTimeoutOption, type CommandDeclaration, type HttpFlags } from "../../options.ts";
 
 export const agentServe: CommandDeclaration = {

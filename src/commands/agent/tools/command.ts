@@ -1,6 +1,6 @@
 // `subs agent tools`: its declaration; the run code is ../../agent-tools.ts, loaded when it runs.
 import { Option } from "commander";
-import { parseSeconds } from "../../../run.ts";
+import { parseSeconds } from "../../flags.ts";
 import { configOption, examples, jsonOption, type CommandDeclaration } from "../../options.ts";
 
 export const agentTools: CommandDeclaration = {

@@ -1,6 +1,6 @@
 // `subs mcp call`: its declaration; the run code is ../../mcp-call.ts, loaded when it runs.
 import { Option } from "commander";
-import { parseSeconds } from "../../../run.ts";
+import { parseSeconds } from "../../flags.ts";
 import { configOption, examples, jsonOption, pick, requestTimeoutOption, type CommandDeclaration } from "../../options.ts";
 
 type CallFlags = { config?: string; json?: boolean; args?: string; browser: boolean; timeout: string; requestTimeout: string };

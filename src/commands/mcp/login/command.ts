@@ -1,6 +1,6 @@
 // `subs mcp login`: its declaration; the run code is ../../mcp-login.ts, loaded when it runs.
 import { Option } from "commander";
-import { parsePort, parseSeconds } from "../../../run.ts";
+import { parsePort, parseSeconds } from "../../flags.ts";
 import { configOption, examples, jsonOption, type CommandDeclaration } from "../../options.ts";
 
 type LoginFlags = { config?: string; json?: boolean; all?: boolean; browser: boolean; port?: string; timeout: string };

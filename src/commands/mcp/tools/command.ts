@@ -1,6 +1,6 @@
 // `subs mcp tools`: its declaration; the run code is ../../mcp-tools.ts, loaded when it runs.
 import { Option } from "commander";
-import { parseSeconds } from "../../../run.ts";
+import { parseSeconds } from "../../flags.ts";
 import { configOption, examples, jsonOption, requestTimeoutOption, type CommandDeclaration } from "../../options.ts";
 
 type ToolsFlags = { config?: string; json?: boolean; browser: boolean; timeout: string; requestTimeout: string };
