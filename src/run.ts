@@ -2,6 +2,7 @@
 // other tools, the command (cli.ts builds the tree and commander parses argv; `subs mcp list`, the
 // commonest run, is parsed here without either), its action, and every error rendered once, mapped
 // to its exit code.
+import { parseSeconds } from "./commands/flags.ts";
 import type { Context } from "./context.ts";
 import { ConfigError, SubsError, exitCodeFor, formatDiagnostic, usage } from "./errors.ts";
 import { animates, loadSpinner } from "./output/progress.ts";
@@ -258,26 +259,6 @@ export function namedPath(argv: readonly string[]): string[] | undefined {
 
 /** SUBS_DEBUG=1 (or true): one meaning for both of its effects, so SUBS_DEBUG=0 turns neither on. */
 export const debugFromEnv = (env: Context["env"]) => ["1", "true"].includes(env.SUBS_DEBUG ?? "");
-
-
-/** A usage mistake caught by the parser ends, like every error, with the next command to run. */
-export function parsePort(value: string): number {
-  const port = Number(value);
-  if (!/^\d+$/.test(value) || !Number.isInteger(port) || port < 1 || port > 65535) throw usage(`--port must be a port number (1-65535), not ${JSON.stringify(value)}`);
-  return port;
-}
-
-export function parseCount(value: string, flag: string): number {
-  const count = Number(value);
-  if (!/^\d+$/.test(value) || !(count >= 1) || !Number.isSafeInteger(count)) throw usage(`${flag} must be a whole number from 1, not ${JSON.stringify(value)}`);
-  return count;
-}
-
-export function parseSeconds(value: string, flag = "--timeout"): number {
-  const seconds = Number(value);
-  if (!/^\d+(\.\d+)?$/.test(value) || !(seconds > 0)) throw usage(`${flag} must be a positive number of seconds, not ${JSON.stringify(value)}`);
-  return seconds;
-}
 
 
 /** `--config` as `ran` repeats it in a hint: a value given, else nothing. */

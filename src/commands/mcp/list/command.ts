@@ -1,0 +1,30 @@
+// `subs mcp list`: its declaration. Its action is run.ts's, which also serves the everyday
+// spellings read without commander, so both take the same flags to the same run code.
+import { Option } from "commander";
+import { mcpListAction } from "../../../run.ts";
+import { configOption, examples, jsonOption, type CommandDeclaration } from "../../options.ts";
+
+export const mcpList: CommandDeclaration = {
+  name: "list",
+  declare(command, { ctx, setJson, setExitCode, configOf }) {
+    command
+      .description(
+        "List every declared connection, its auth and status, and the agents that use it. Reads only the file, the environment and the local db; --check also asks every server, all at once.",
+      )
+      .addOption(configOption())
+      .addOption(jsonOption())
+      .option("--check", "also probe every server: reachable, authorized, how many tools (exit 1 when one fails, 4 when the only problems need a login)")
+      .addOption(new Option("--timeout <seconds>", "with --check: give each server this long").default("10", "10"))
+      .addHelpText(
+        "after",
+        examples([
+          "subs mcp list",
+          "subs mcp list --json",
+          "subs mcp list --check",
+          "subs mcp list --check --json | jq '.[] | select(.check.authorized | not) | .id'",
+          "subs mcp list --config ./deploy/substructure.toml",
+        ]),
+      )
+      .action((opts: { config?: string; json?: boolean; check?: boolean; timeout: string }) => mcpListAction(ctx, { setJson, setExitCode }, { ...opts, ...configOf(opts) }));
+  },
+};
