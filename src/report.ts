@@ -16,4 +16,12 @@ export type Progress = {
 };
 
 export const silentProgress: Progress = { update() {}, succeed() {}, fail() {} };
+/**
+ * A spinner while something is fetched, on a terminal only: a fetch is short, and piped output or
+ * a CI log gains nothing from two more lines.
+ */
+export function fetchingProgress(ctx: { stderrIsTTY: boolean; env: Readonly<Record<string, string | undefined>> }, reporter: Reporter, text: string): Progress {
+  return ctx.stderrIsTTY && !ctx.env.CI ? reporter.progress(text) : silentProgress;
+}
+
 export const silentReporter: Reporter = { info() {}, warn() {}, progress: () => silentProgress };

@@ -3,7 +3,7 @@
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 import { fetchConnectionTools, type ToolSource } from "../src/agents/fetch.ts";
-import { remoteToolSource } from "../src/agents/remote-source.ts";
+import { remoteToolSource } from "../src/backend/deployment.ts";
 import type { ConnectorTool } from "../src/agents/resolve.ts";
 import type { ConnectionConfig } from "../src/config/types.ts";
 import { needsLogin, SubsError } from "../src/errors.ts";

@@ -1,7 +1,8 @@
 // Fetches the tool list of each connection an agent names: once each, all at once, each within
 // its own timeout (connectors.md, "When tools are fetched": the turn waits while a fetch runs;
 // if the fetch fails, the turn runs without those tools). Where the lists come from is a
-// ToolSource: the MCP servers themselves (local-source.ts) or the deployment (remote-source.ts).
+// ToolSource, which the place credentials live gives (src/backend/): the MCP servers themselves or
+// the deployment.
 import type { ConnectionConfig } from "../config/types.ts";
 import { interrupted, SubsError } from "../errors.ts";
 import type { ConnectorTool, FetchOutcome } from "./resolve.ts";

@@ -1,18 +1,15 @@
 import { describeDropped, describeFiltered, describeWarning } from "../agents/describe.ts";
-import type { ToolSource } from "../agents/fetch.ts";
 import { findAgent, inspectAgentTools, type Inspection } from "../agents/inspect.ts";
-import { localToolSource } from "../agents/local-source.ts";
 import type { Claimant, FilteredTool, ModelTool, Warning } from "../agents/resolve.ts";
+import { backendFor } from "../backend/choose.ts";
 import { loadConfig } from "../config/load.ts";
-import type { Config } from "../config/types.ts";
 import type { Context } from "../context.ts";
 import { stderrReporter } from "../output/reporter.ts";
 import { writeJson } from "../output/json.ts";
 import { styleFor } from "../output/style.ts";
 import { renderTable } from "../output/table.ts";
 import { shown } from "../output/untrusted.ts";
-import { silentProgress } from "../report.ts";
-import { fetchingProgress } from "./mcp-tools.ts";
+import { fetchingProgress, silentProgress } from "../report.ts";
 import { possessive } from "../output/possessive.ts";
 
 export type AgentToolsOptions = {
@@ -28,10 +25,12 @@ export type AgentToolsOptions = {
 /** Exit codes (docs/commands.md, "subs agent …"): 0 every connection answered; 4 the only failures need a login; 1 otherwise. */
 export async function agentToolsCommand(ctx: Context, options: AgentToolsOptions): Promise<number> {
   const config = loadConfig({ configPath: options.config, env: ctx.env, cwd: ctx.cwd });
-  const source = await toolSourceFor(ctx, config, options.timeoutSeconds * 1000);
+  const reporter = stderrReporter(ctx);
+  // The servers themselves, or with [remote] the deployment, which lists them with its credentials.
+  const source = (await backendFor({ ctx, config, reporter })).toolSource({ timeoutMs: options.timeoutSeconds * 1000 });
   const agentConfig = findAgent(config, options.agent);
   const n = agentConfig.mcp.length;
-  const fetching = n > 0 ? fetchingProgress(ctx, stderrReporter(ctx), `Fetching tools from ${n} connection${n === 1 ? "" : "s"} for ${agentConfig.name}`) : silentProgress;
+  const fetching = n > 0 ? fetchingProgress(ctx, reporter, `Fetching tools from ${n} connection${n === 1 ? "" : "s"} for ${agentConfig.name}`) : silentProgress;
   let result: Inspection;
   try {
     result = await inspectAgentTools({
@@ -52,20 +51,6 @@ export async function agentToolsCommand(ctx: Context, options: AgentToolsOptions
   else renderHuman(ctx, result, options.verbose);
   if (result.unavailable.length === 0) return 0;
   return result.unavailable.every((u) => u.needsLogin) ? 4 : 1;
-}
-
-/** Where the tool lists come from: the servers themselves, or with [remote] the deployment. */
-async function toolSourceFor(ctx: Context, config: Config, timeoutMs: number): Promise<ToolSource> {
-  if (!config.remote) return localToolSource(ctx, config, { reporter: stderrReporter(ctx), timeoutMs });
-  const [{ DeploymentClient }, { remoteToolSource }] = await Promise.all([import("../remote/client.ts"), import("../agents/remote-source.ts")]);
-  const remote = config.remote;
-  const reporter = stderrReporter(ctx);
-  const client = (signal: AbortSignal) => new DeploymentClient({ remote, ctx: { ...ctx, signal }, reporter });
-  return remoteToolSource({
-    check: () => client(ctx.signal).listConnections(),
-    // listTools maps a connection's failure (not authorized there: needs login, exit 4) itself.
-    listTools: (id, { signal }) => client(signal).listTools(id, { signal }),
-  });
 }
 
 /** The `--json` contract of `subs agent tools` (docs/commands.md, "subs agent …"). */

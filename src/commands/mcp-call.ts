@@ -1,16 +1,15 @@
 import { readFile } from "node:fs/promises";
 import path from "node:path";
+import { backendFor } from "../backend/choose.ts";
+import type { CallResult } from "../backend/types.ts";
 import { loadConfig } from "../config/load.ts";
 import type { Context } from "../context.ts";
-import { ErrorCode } from "@modelcontextprotocol/sdk/types.js";
-import { closestNames } from "../config/load.ts";
-import { failed, usage, type SubsError } from "../errors.ts";
+import { failed, usage } from "../errors.ts";
 import { writeJson } from "../output/json.ts";
-import { loginSteps } from "../output/login-words.ts";
 import { stderrReporter } from "../output/reporter.ts";
 import { shown } from "../output/untrusted.ts";
-import { findConnection } from "../config/lookup.ts";
-import { fetchingProgress, localOnly, withRequestTimeoutHint } from "./mcp-tools.ts";
+import { fetchingProgress, type Progress } from "../report.ts";
+import { withRequestTimeoutHint } from "./mcp-tools.ts";
 
 export type McpCallOptions = {
   config?: string;
@@ -76,50 +75,30 @@ export async function mcpCallCommand(ctx: Context, options: McpCallOptions): Pro
   const given = await argsText(ctx, options.args);
   const args = parseArgs(given?.text, given?.from);
   const config = loadConfig({ configPath: options.config, env: ctx.env, cwd: ctx.cwd });
-  localOnly(config, "mcp call");
-  const connection = findConnection(config, options.id);
-  const { withConnection } = await import("../mcp/step-up.ts");
   const reporter = stderrReporter(ctx);
-  const calling = fetchingProgress(ctx, reporter, `Calling ${options.tool} on ${connection.id}`);
-  const requestTimeoutMs = options.requestTimeoutSeconds * 1000;
-  let result: Awaited<ReturnType<import("@modelcontextprotocol/sdk/client/index.js").Client["callTool"]>>;
+  const backend = await backendFor({ ctx, config, reporter });
+  const { id, tool } = options;
+  let calling: Progress | undefined;
+  let result: CallResult;
   try {
-    result = await withConnection(
-      { ctx, config, connection, reporter, login: { timeoutMs: options.timeoutSeconds * 1000, openBrowser: options.browser, steps: loginSteps(reporter) }, requestTimeoutMs },
-      async (client, signal) => {
-        const call = client.callTool({ name: options.tool, arguments: args }, undefined, {
-          signal,
-          timeout: requestTimeoutMs,
-          // A long tool that reports progress (MCP "Progress" notifications) is working, not
-          // silent: each report restarts the wait, and a terminal shows it.
-          resetTimeoutOnProgress: true,
-          onprogress: (progress) => calling.update(`Calling ${options.tool} on ${connection.id}: ${progressText(progress)}`),
-        });
-        // A name the server does not have fails as a protocol error (MCP "Tools: Error Handling",
-        // -32602) or, from older servers, as a tool error: either way, the server's own list says
-        // whether the name was the problem, and which it has instead. Asked only after a failure.
-        const unknown = async () => {
-          const { listAllTools } = await import("../mcp/connect.ts");
-          const names = (await listAllTools(client, { signal, requestTimeoutMs }).catch(() => undefined))?.map((t) => t.name);
-          return names !== undefined && !names.includes(options.tool) ? unknownTool(connection.id, options.tool, names) : undefined;
-        };
-        const answered = await call.catch(async (error: unknown) => {
-          if ((error as { code?: unknown }).code === ErrorCode.InvalidParams) throw (await unknown()) ?? error;
-          throw error;
-        });
-        if (answered.isError === true) {
-          const problem = await unknown();
-          if (problem) throw problem;
-        }
-        return answered;
+    result = await backend.call({
+      id,
+      tool,
+      args,
+      timeoutMs: options.timeoutSeconds * 1000,
+      requestTimeoutMs: options.requestTimeoutSeconds * 1000,
+      browser: options.browser,
+      events: {
+        onStart: () => (calling = fetchingProgress(ctx, reporter, `Calling ${tool} on ${id}`)),
+        onProgress: (progress) => calling?.update(`Calling ${tool} on ${id}: ${progressText(progress)}`),
       },
-    );
+    });
   } catch (error) {
-    calling.fail(`${options.tool} on ${connection.id} did not finish`);
+    calling?.fail(`${tool} on ${id} did not finish`);
     throw withRequestTimeoutHint(error);
   }
-  if (result.isError === true) calling.fail(`${options.tool} on ${connection.id} reported an error`);
-  else calling.succeed(`${options.tool} on ${connection.id} finished`);
+  if (result.isError === true) calling?.fail(`${tool} on ${id} reported an error`);
+  else calling?.succeed(`${tool} on ${id} finished`);
   if (options.json) {
     writeJson(ctx.stdout, result);
   } else {
@@ -136,18 +115,8 @@ export async function mcpCallCommand(ctx: Context, options: McpCallOptions): Pro
     if (result.structuredContent !== undefined && content.length === 0) ctx.stdout.write(`${shown(JSON.stringify(result.structuredContent, null, 2), { multiline: true })}\n`);
   }
   if (result.isError === true) {
-    throw failed(`${connection.id}: the tool ${options.tool} reported an error`, { code: "tool_error" });
+    throw failed(`${id}: the tool ${tool} reported an error`, { code: "tool_error" });
   }
-}
-
-/** The failure of a call to a tool the server does not list, naming the names it has that are closest. */
-function unknownTool(id: string, tool: string, names: readonly string[]): SubsError {
-  const near = closestNames(tool, names, 3);
-  const listed = `\`subs mcp tools ${id}\` lists its ${names.length} tool${names.length === 1 ? "" : "s"}`;
-  return failed(`${id} has no tool named ${shown(tool)}`, {
-    code: "unknown_tool",
-    hint: near.length > 0 ? `did you mean ${near.map((n) => `\`${shown(n)}\``).join(", ")}? (${listed})` : listed,
-  });
 }
 
 /** A progress notification as a few words: `3/10 indexing`, or the count alone when there is no total. */

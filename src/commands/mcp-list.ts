@@ -1,12 +1,14 @@
+import { backendFor } from "../backend/choose.ts";
+import type { Listing } from "../backend/types.ts";
 import { readConfig } from "../config/read-config.ts";
+import type { Config } from "../config/types.ts";
 import type { Context } from "../context.ts";
 import { writeJson } from "../output/json.ts";
 import { stderrReporter } from "../output/reporter.ts";
 import { styleFor, type Style } from "../output/style.ts";
 import { renderTable } from "../output/table.ts";
 import { isoOrNull, shortDuration } from "../output/time.ts";
-import { listLocalConnections } from "../status/list.ts";
-import type { ConnectionCheck } from "../status/check.ts";
+import type { RemoteListEntry } from "../remote/list.ts";
 import type { ConnectionStatus } from "../status/status.ts";
 import type { CredentialRow } from "../store/schema.ts";
 
@@ -77,31 +79,35 @@ const UNDECLARED = "stored credential for an undeclared id · subs apply deletes
 /** Returns the exit code: 0, or with `--check` what checkExitCode says. */
 export async function mcpListCommand(ctx: Context, options: McpListOptions): Promise<number> {
   const config = await readConfig({ configPath: options.config, env: ctx.env, cwd: ctx.cwd });
-  if (config.remote) {
-    const { mcpListRemote } = await import("./mcp-list-remote.ts");
-    return mcpListRemote(ctx, config, { json: options.json, ...(options.check ? { check: options.check } : {}) });
-  }
-  const reporter = stderrReporter(ctx);
-  let { statuses, undeclared } = await listLocalConnections({ config, env: ctx.env, now: ctx.now(), reporter });
-  const checked = options.check && statuses.length > 0 ? await import("./mcp-list-check.ts") : undefined;
-  let checks: Map<string, ConnectionCheck> | undefined;
-  if (checked) ({ checks, statuses, undeclared } = await checked.checkLocal(ctx, reporter, config, options.check!.timeoutSeconds));
-  const now = ctx.now();
-  if (options.json) {
+  const backend = await backendFor({ ctx, config, reporter: stderrReporter(ctx) });
+  const listing = await backend.list(options.check ? { check: { timeoutMs: options.check.timeoutSeconds * 1000 } } : {});
+  const checked = listing.checks ? await import("./mcp-list-check.ts") : undefined;
+  const style = styleFor(ctx.color);
+  const done = listing.target === "local" ? writeLocal(ctx, config, listing, options.json, style, checked) : writeRemote(ctx, config, listing, options.json, style, checked);
+  if (!listing.checks) return 0;
+  if (!done) checked!.reportProblems(ctx, listing.checks);
+  return checked!.checkExitCode(listing.checks.values());
+}
+
+type Checked = typeof import("./mcp-list-check.ts") | undefined;
+
+/** Writes the local listing; true when the failures of a check are not to be reported after it. */
+function writeLocal(ctx: Context, config: Config, listing: Extract<Listing, { target: "local" }>, json: boolean, style: Style, checked: Checked): boolean {
+  const { statuses, undeclared, checks } = listing;
+  if (json) {
     // Undeclared ids are never probed: nothing can name them. Their `check` is null.
     writeJson(ctx.stdout, [
       ...statuses.map((s) => (checks ? { ...connectionJson(s), check: checked!.checkJson(checks.get(s.id)!) } : connectionJson(s))),
       ...undeclared.map((row) => (checks ? { ...undeclaredJson(row), check: null } : undeclaredJson(row))),
     ]);
     // stderr explains the failures with --json too, as any failing command's message is there.
-    if (checks) checked!.reportProblems(ctx, checks);
-    return checks ? checked!.checkExitCode(checks.values()) : 0;
+    return false;
   }
   if (statuses.length === 0) {
     ctx.stderr.write(`No connections declared in ${config.displayPath}. Add one:\n\n  [mcp.sentry]\n  url = "https://mcp.sentry.dev/mcp"\n`);
-    if (undeclared.length === 0) return 0;
+    if (undeclared.length === 0) return true;
   }
-  const style = styleFor(ctx.color);
+  const now = ctx.now();
   const rows = [
     ...statuses.map((s) => [
       s.id,
@@ -115,9 +121,68 @@ export async function mcpListCommand(ctx: Context, options: McpListOptions): Pro
   ];
   const headers = ["ID", "URL", "AUTH", "STATUS", ...(checks ? ["CHECK"] : []), "AGENTS"];
   ctx.stdout.write(renderTable(headers, rows, { tty: ctx.stdoutIsTTY, columns: ctx.stdoutColumns, style: style.bold }));
-  if (!checks) return 0;
-  checked!.reportProblems(ctx, checks);
-  return checked!.checkExitCode(checks.values());
+  return false;
+}
+
+/** Same keys as the local `mcp list --json` entries, plus the deployment's view and the drift (README.md, "With `[remote]`"). */
+export function remoteConnectionJson(e: RemoteListEntry) {
+  return {
+    id: e.id,
+    url: e.url,
+    auth: "oauth" as const,
+    status: e.status,
+    usable: e.usable,
+    issuer: null,
+    scopes: [] as string[],
+    expires_at: e.status === "authorized" ? (e.deployment?.expires_at ?? null) : null,
+    refreshable: false,
+    token_env: null,
+    logged_in_url: e.status === "url_changed" ? (e.deployment?.url ?? null) : null,
+    agents: e.agents,
+    target: "remote" as const,
+    authorized_at: e.status === "authorized" ? (e.deployment?.authorized_at ?? null) : null,
+    drift: e.drift,
+    differs: e.differs,
+    deployment: e.deployment ? { url: e.deployment.url, prefix_tools: e.deployment.prefix_tools, status: e.deployment.status } : null,
+  };
+}
+
+/** Writes the deployment's listing merged with the file; true when the failures of a check are not to be reported after it. */
+function writeRemote(ctx: Context, config: Config, listing: Extract<Listing, { target: "remote" }>, json: boolean, style: Style, checked: Checked): boolean {
+  const { entries, checks, url } = listing;
+  if (json) {
+    writeJson(ctx.stdout, entries.map((e) => (checks ? { ...remoteConnectionJson(e), check: checked!.checkJson(checks.get(e.id)!) } : remoteConnectionJson(e))));
+    return true;
+  }
+  if (entries.length === 0) {
+    ctx.stderr.write(`No connections in ${config.displayPath} or on ${url.origin}.\n`);
+    return true;
+  }
+  const now = ctx.now();
+  const rows = entries.map((e) => [e.id, e.url, describeRemote(e, now, style), ...(checks ? [checked!.describeCheck(checks.get(e.id)!, style)] : []), e.agents.join(", ") || "-"]);
+  const headers = ["ID", "URL", "STATUS ON " + url.host, ...(checks ? ["CHECK"] : []), "AGENTS"];
+  ctx.stdout.write(renderTable(headers, rows, { tty: ctx.stdoutIsTTY, columns: ctx.stdoutColumns, style: style.bold }));
+  const drifted = entries.filter((e) => e.drift !== null).length;
+  if (drifted > 0) ctx.stderr.write(`${drifted} connection${drifted === 1 ? "" : "s"} differ${drifted === 1 ? "s" : ""} between ${config.displayPath} and the deployment: run \`subs apply\`.\n`);
+  return false;
+}
+
+function describeRemote(e: RemoteListEntry, now: number, style: Style): string {
+  const differs = e.drift === "differs" && e.status !== "url_changed" ? ` · ${e.differs.join(", ")} differ${e.differs.length === 1 ? "s" : ""} · subs apply` : "";
+  switch (e.status) {
+    case "authorized": {
+      const expires = e.deployment?.expires_at ? Date.parse(e.deployment.expires_at) : null;
+      return style.green(`authorized${expires !== null && expires > now ? ` (expires in ${shortDuration(expires - now)})` : ""}`) + differs;
+    }
+    case "needs_login":
+      return style.yellow(`needs login · subs mcp login ${e.id}`) + differs;
+    case "url_changed":
+      return style.yellow(`url differs (deployment: ${e.deployment?.url}) · subs apply, then subs mcp login ${e.id}`);
+    case "not_applied":
+      return style.yellow("not applied · subs apply");
+    case "not_in_file":
+      return style.red("not in the file · subs apply removes it and its credential");
+  }
 }
 
 export function describeStatus(s: ConnectionStatus, now: number, style: Style): string {

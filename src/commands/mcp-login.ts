@@ -1,19 +1,13 @@
-import type { Config, ConnectionConfig } from "../config/types.ts";
+import { backendFor } from "../backend/choose.ts";
+import type { Authorized } from "../backend/types.ts";
 import { loadConfig } from "../config/load.ts";
-import { findConnections } from "../config/lookup.ts";
 import type { Context } from "../context.ts";
 import { usage } from "../errors.ts";
-import { withDeadline } from "../http/deadline.ts";
 import { writeJson } from "../output/json.ts";
 import { stderrReporter } from "../output/reporter.ts";
-import { MARK, styleFor } from "../output/style.ts";
+import { MARK, styleFor, type Style } from "../output/style.ts";
 import { isoOrNull, shortDuration } from "../output/time.ts";
 import { shown } from "../output/untrusted.ts";
-import type { Reporter } from "../report.ts";
-import { localStatuses, storedState, type StoredState } from "../status/status.ts";
-import { storedRows } from "../store/environment.ts";
-import { loginSteps } from "../output/login-words.ts";
-import { possessive } from "../output/possessive.ts";
 
 export type McpLoginOptions = {
   config?: string;
@@ -41,136 +35,86 @@ export type LoginJson = {
   token_env_set: boolean | null;
 };
 
+/** One element of the `subs mcp login --json` array under [remote] (README.md, "With `[remote]`"). */
+export type RemoteLoginJson = {
+  id: string;
+  result: "authorized";
+  target: "remote";
+  deployment: string;
+  url: string;
+  authorized_at: string | null;
+  expires_at: string | null;
+};
+
 export async function mcpLoginCommand(ctx: Context, options: McpLoginOptions): Promise<void> {
   const config = loadConfig({ configPath: options.config, env: ctx.env, cwd: ctx.cwd });
   const reporter = stderrReporter(ctx);
-  if (config.remote) {
-    const { mcpLoginRemote } = await import("./mcp-login-remote.ts");
-    return mcpLoginRemote(ctx, config, options);
-  }
-  const { openEnvironmentStore } = await import("../store/environment.ts");
-  // One open of the db for the whole command (issue 6): --all chooses its targets from the rows
-  // the logins then update. A db that does not exist yet is created only when some OAuth
-  // connection is to be logged in to (and with none stored, every one of them is). What is stored
-  // for ids the file no longer declares stays: only `subs apply` deletes it (issue 15).
-  const open = () => openEnvironmentStore(config, { create: true, reporter });
-  let opened: Awaited<ReturnType<typeof open>>;
+  if (options.all && options.ids.length > 0) throw usage("give connection ids or --all, not both");
+  if (!options.all && options.ids.length === 0) throw usage("name the connection to log in to, e.g. `subs mcp login sentry`, or pass --all");
+  const backend = await backendFor({ ctx, config, reporter });
   const style = styleFor(ctx.color);
-  const results: LoginJson[] = [];
+  const results: Array<LoginJson | RemoteLoginJson> = [];
   try {
-    let targets: ConnectionConfig[];
-    if (options.all) {
-      if (options.ids.length > 0) throw usage("give connection ids or --all, not both");
-      opened = config.connections.some((c) => !c.auth) ? await open() : undefined;
-      const stored = storedState(opened ? storedRows(opened) : { credentials: [], open: [] });
-      targets = connectionsLackingCredentials(config, stored, ctx);
-      if (targets.length === 0) ctx.stderr.write("Every OAuth connection already has a usable credential; nothing to do.\n");
-    } else {
-      if (options.ids.length === 0) throw usage("name the connection to log in to, e.g. `subs mcp login sentry`, or pass --all");
-      targets = findConnections(config, options.ids);
-      opened = targets.some((c) => !c.auth) ? await open() : undefined;
-    }
-    const { loginEach } = await import("./login-each.ts");
-    await loginEach(ctx, targets, results, loginOne);
-  } finally {
-    opened?.store.close();
-  }
-  if (options.json) writeJson(ctx.stdout, results);
-
-  async function loginOne(connection: ConnectionConfig): Promise<void> {
-    if (connection.auth) {
-      const set = Boolean(ctx.env[connection.auth.tokenEnv]);
-      reporter.info(`${connection.id} uses a static token from $${connection.auth.tokenEnv}: there is nothing to log in.`);
-      if (!set) reporter.warn(`$${connection.auth.tokenEnv} is not set; ${connection.id} cannot be used until it is`);
-      results.push({ id: connection.id, result: "static", issuer: null, scopes: [], expires_at: null, refreshable: false, tools: null, token_env: connection.auth.tokenEnv, token_env_set: set });
-      return;
-    }
-    const { login } = await import("../auth/login.ts");
-    // A corrupt stored row must not stand in the way of the login that replaces it.
-    const previous = (() => {
-      try {
-        return opened!.store.getCredential(connection.id);
-      } catch {
-        return undefined;
-      }
-    })();
-    const result = await login({
-      ctx,
-      connection,
-      store: opened!.store,
-      steps: loginSteps(reporter),
-      ...(options.port !== undefined ? { port: options.port } : {}),
-      timeoutMs: options.timeoutSeconds * 1000,
-      openBrowser: options.browser,
-    });
-    if (previous && (result.open || previous.url !== connection.url)) {
-      // The credential for the old url is replaced (or, the server now needing none, dropped);
-      // it is not left valid at its server.
-      const { revokeCredentials } = await import("../auth/revoke.ts");
-      await revokeCredentials([previous], { ctx, reporter, storePath: opened!.store.path });
-    }
-    const tools = await countTools(ctx, config, connection, reporter);
-    if (result.open) {
-      results.push({ id: result.id, result: "open", issuer: null, scopes: [], expires_at: null, refreshable: false, tools, token_env: null, token_env_set: null });
-      if (!options.json) {
-        ctx.stdout.write(
-          `${style.green(MARK.success)} ${result.id}: the server asks for no credential; calls to it carry none\n` +
-            (tools === null ? "" : `  ${tools} tool${tools === 1 ? "" : "s"} offered\n`),
-        );
-      }
-      return;
-    }
-    const json: LoginJson = {
-      id: result.id,
-      result: "authorized",
-      issuer: result.issuer,
-      scopes: result.scopes,
-      expires_at: isoOrNull(result.expiresAt),
-      refreshable: result.refreshable,
-      tools,
-      token_env: null,
-      token_env_set: null,
-    };
-    results.push(json);
-    if (!options.json) {
-      const expiry =
-        result.expiresAt === null ? "does not expire" : `expires in ${shortDuration(result.expiresAt - ctx.now())}${result.refreshable ? ", refreshable" : ", not refreshable"}`;
-      ctx.stdout.write(
-        // The issuer and the scopes granted are the authorization server's words (issue 14).
-        `${style.green(MARK.success)} ${result.id}: authorized by ${shown(result.issuer)}\n` +
-          `  scopes: ${result.scopes.length > 0 ? shown(result.scopes.join(" ")) : "(none requested)"}\n` +
-          `  ${expiry}\n` +
-          (tools === null ? "" : `  ${tools} tool${tools === 1 ? "" : "s"} offered\n`),
+    const targets = await backend.loginTargets({ ids: options.ids, all: options.all, ...(options.port !== undefined ? { port: options.port } : {}) });
+    if (options.all && targets.length === 0) {
+      ctx.stderr.write(
+        backend.place.kind === "local"
+          ? "Every OAuth connection already has a usable credential; nothing to do.\n"
+          : "Every connection is already authorized on the deployment; nothing to do.\n",
       );
     }
-  }
-}
-
-/** The OAuth connections without a usable stored credential: what `--all` logs in to. */
-function connectionsLackingCredentials(config: Config, stored: StoredState, ctx: Context): ConnectionConfig[] {
-  const statuses = localStatuses(config, stored, ctx.env, ctx.now());
-  const lacking = new Set(statuses.filter((s) => s.auth === "oauth" && !s.usable).map((s) => s.id));
-  return config.connections.filter((c) => lacking.has(c.id));
-}
-
-/** Tools the server offers with the new credential; a failure here does not undo the login. */
-async function countTools(ctx: Context, config: Config, connection: ConnectionConfig, reporter: Reporter): Promise<number | null> {
-  const [{ openConnection }, { listAllTools }] = await Promise.all([import("../mcp/open.ts"), import("../mcp/connect.ts")]);
-  // A deadline that holds under GC (src/http/deadline.ts).
-  const deadline = withDeadline(ctx.signal, 15_000);
-  const { signal } = deadline;
-  try {
-    const client = await openConnection({ ctx, config, connection, signal });
-    try {
-      return (await listAllTools(client, { signal })).length;
-    } finally {
-      await client.close().catch(() => {});
-    }
-  } catch (error) {
-    if (ctx.signal.aborted) throw error;
-    reporter.warn(`logged in, but listing ${possessive(connection.id)} tools failed: ${error instanceof Error ? error.message : String(error)}`);
-    return null;
+    const { loginEach } = await import("./login-each.ts");
+    await loginEach(ctx, targets, results, async (connection) => {
+      const outcome = await backend.authorize(connection, {
+        ...(options.port !== undefined ? { port: options.port } : {}),
+        browser: options.browser,
+        timeoutMs: options.timeoutSeconds * 1000,
+      });
+      results.push(loginJson(outcome));
+      if (outcome.result === "static") {
+        reporter.info(`${outcome.id} uses a static token from $${outcome.tokenEnv}: there is nothing to log in.`);
+        if (!outcome.tokenEnvSet) reporter.warn(`$${outcome.tokenEnv} is not set; ${outcome.id} cannot be used until it is`);
+      } else if (!options.json) ctx.stdout.write(loginText(outcome, style, ctx.now()));
+    });
   } finally {
-    deadline.clear();
+    backend.close();
   }
+  if (options.json) writeJson(ctx.stdout, results);
+}
+
+function loginJson(outcome: Authorized): LoginJson | RemoteLoginJson {
+  const none = { issuer: null, scopes: [], expires_at: null, refreshable: false };
+  switch (outcome.result) {
+    case "static":
+      return { id: outcome.id, result: "static", ...none, tools: null, token_env: outcome.tokenEnv, token_env_set: outcome.tokenEnvSet };
+    case "open":
+      return { id: outcome.id, result: "open", ...none, tools: outcome.tools, token_env: null, token_env_set: null };
+  }
+  if (outcome.target === "remote") {
+    const { id, deployment, url, authorizedAt, expiresAt } = outcome;
+    return { id, result: "authorized", target: "remote", deployment: deployment.href, url, authorized_at: authorizedAt, expires_at: expiresAt };
+  }
+  const { id, issuer, scopes, expiresAt, refreshable, tools } = outcome;
+  return { id, result: "authorized", issuer, scopes, expires_at: isoOrNull(expiresAt), refreshable, tools, token_env: null, token_env_set: null };
+}
+
+/** What a person reads on stdout of one connection's login. */
+function loginText(outcome: Exclude<Authorized, { result: "static" }>, style: Style, now: number): string {
+  const toolCount = (tools: number | null) => (tools === null ? "" : `  ${tools} tool${tools === 1 ? "" : "s"} offered\n`);
+  if (outcome.result === "open") return `${style.green(MARK.success)} ${outcome.id}: the server asks for no credential; calls to it carry none\n` + toolCount(outcome.tools);
+  if (outcome.target === "remote") {
+    // As a local login's result: the mark, who authorized it, then its expiry on a line of its own.
+    const expiresAt = outcome.expiresAt ? Date.parse(outcome.expiresAt) : null;
+    const expiry = expiresAt === null ? "" : `  expires in ${shortDuration(expiresAt - now)}, refreshed by the deployment\n`;
+    return `${style.green(MARK.success)} ${outcome.id}: authorized on ${outcome.deployment.origin}\n${expiry}`;
+  }
+  const expiry =
+    outcome.expiresAt === null ? "does not expire" : `expires in ${shortDuration(outcome.expiresAt - now)}${outcome.refreshable ? ", refreshable" : ", not refreshable"}`;
+  return (
+    // The issuer and the scopes granted are the authorization server's words (issue 14).
+    `${style.green(MARK.success)} ${outcome.id}: authorized by ${shown(outcome.issuer)}\n` +
+    `  scopes: ${outcome.scopes.length > 0 ? shown(outcome.scopes.join(" ")) : "(none requested)"}\n` +
+    `  ${expiry}\n` +
+    toolCount(outcome.tools)
+  );
 }

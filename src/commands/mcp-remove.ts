@@ -3,7 +3,7 @@
 // then, locally, what the db holds for it is deleted and the credential revoked where the
 // authorization server offers revocation (RFC 7009). With [remote], the deployment holds the
 // credential: `subs apply` removes it there, as for a section deleted by hand.
-import path from "node:path";
+import { backendFor } from "../backend/choose.ts";
 import { checkedEdit, editConfig, removeSection, writeConfigAtomically } from "../config/edit.ts";
 import { findConnection } from "../config/lookup.ts";
 import type { Config } from "../config/types.ts";
@@ -21,12 +21,14 @@ export async function mcpRemoveCommand(ctx: Context, options: McpRemoveOptions):
   const style = styleFor(ctx.stderrColor);
   const { config } = await removeFromFile(ctx, options.id, options.config, reporter);
   ctx.stderr.write(`${style.green(MARK.success)} Removed [mcp.${options.id}] from ${config.displayPath}.\n`);
-  if (config.remote) {
-    const configArg = options.config !== undefined ? ` --config ${shellWord(options.config)}` : "";
-    ctx.stderr.write(`Next: \`subs apply${configArg}\` removes ${options.id} and its credential from the deployment.\n`);
-    return;
+  const backend = await backendFor({ ctx, config, reporter });
+  try {
+    if ((await backend.forget(options.id)) === "done") return;
+  } finally {
+    backend.close();
   }
-  await forgetLocally(ctx, config, options.id, reporter);
+  const configArg = options.config !== undefined ? ` --config ${shellWord(options.config)}` : "";
+  ctx.stderr.write(`Next: \`subs apply${configArg}\` removes ${options.id} and its credential from the deployment.\n`);
 }
 
 /**
@@ -61,26 +63,4 @@ function cut(ctx: Pick<Context, "env" | "cwd">, config: Config, text: string, id
   }
   writeConfigAtomically(config.path, text, edited, config.displayPath);
   return { config: after };
-}
-
-/** Deletes what the local db holds for `id` and revokes its credential where the server offers it. */
-async function forgetLocally(ctx: Context, config: Config, id: string, reporter: Reporter): Promise<void> {
-  const { openStore } = await import("../store/store.ts");
-  const opened = await openStore({ dbPath: config.dbPath, create: false, root: path.dirname(config.path) });
-  if (!opened) return;
-  for (const warning of opened.warnings) reporter.warn(warning);
-  const { store } = opened;
-  try {
-    const row = store.exclusive(() => {
-      const found = store.getCredential(id);
-      store.deleteCredentials([id]);
-      return found;
-    });
-    if (!row) return;
-    reporter.info(`Deleted the stored credential of ${id} from ${path.relative(ctx.cwd, config.dbPath) || config.dbPath}.`);
-    const { revokeCredentials } = await import("../auth/revoke.ts");
-    await revokeCredentials([row], { ctx, reporter, storePath: store.path });
-  } finally {
-    store.close();
-  }
 }

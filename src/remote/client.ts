@@ -67,6 +67,11 @@ export type CreatedAuthorization = RemoteAuthorization & {
   authorizationUrl: URL;
 };
 
+/** The deployment's base URL: [remote].url as a directory, so the protocol's paths resolve under it. */
+export function deploymentBase(remote: Pick<RemoteConfig, "url">): URL {
+  return new URL(remote.url.endsWith("/") ? remote.url : `${remote.url}/`);
+}
+
 export class DeploymentClient {
   readonly base: URL;
   private readonly token: string;
@@ -90,7 +95,7 @@ export class DeploymentClient {
     this.timeoutMs = httpTimeoutMs(options.ctx.env);
     this.reporter = options.reporter;
     this.retry = options.retry ?? DEFAULT_RETRY;
-    this.base = new URL(options.remote.url.endsWith("/") ? options.remote.url : `${options.remote.url}/`);
+    this.base = deploymentBase(options.remote);
     // Also checked when the file is loaded; here too, where the token is attached (issue 14, item 8).
     const notAllowed = remoteNotAllowed(options.ctx.env, options.remote);
     if (notAllowed) throw refused(notAllowed.message, { code: "remote_not_allowed", hint: notAllowed.hint });

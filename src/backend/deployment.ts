@@ -1,0 +1,218 @@
+// A deployment as the place credentials live: its store holds them and its OAuth flow makes them;
+// this machine talks to it through the deployment protocol (src/remote/client.ts,
+// docs/deployment-protocol.md) and never sees a credential. Loaded only when the file has [remote].
+import type { ToolSource } from "../agents/fetch.ts";
+import type { ConnectorTool } from "../agents/resolve.ts";
+import { findConnections } from "../config/lookup.ts";
+import { assertNoLocalOnlyAuth, warnLocalOnlyAuth } from "../config/remote-rules.ts";
+import type { Config, ConnectionConfig, RemoteConfig } from "../config/types.ts";
+import type { Context } from "../context.ts";
+import { refused, SubsError } from "../errors.ts";
+import { loginWords } from "../output/login-words.ts";
+import { DeploymentClient, deploymentBase } from "../remote/client.ts";
+import { listRemoteConnections, type RemoteListEntry } from "../remote/list.ts";
+import { loginOnDeployment } from "../remote/login.ts";
+import { executePlan, hasChanges, planRemote, readRemoteState } from "../remote/plan.ts";
+import type { Progress, Reporter } from "../report.ts";
+import type { CheckProblem, ConnectionCheck } from "../status/check.ts";
+import type { Authorized, Backend, BackendOptions, Listing } from "./types.ts";
+
+export function deploymentBackend({ ctx, config, reporter }: BackendOptions, remote: RemoteConfig): Backend {
+  const url = deploymentBase(remote);
+  // Made at the first operation that talks to the deployment: an unset API token is reported by
+  // the command that needs it, after what the command refuses without asking.
+  let made: DeploymentClient | undefined;
+  const client = () => (made ??= new DeploymentClient({ remote, ctx, reporter }));
+
+  return {
+    place: { kind: "deployment", url },
+
+    async list({ check }): Promise<Listing> {
+      const entries = await listRemoteConnections(config, client());
+      warnLocalOnlyAuth(config, reporter);
+      if (!check || entries.length === 0) return { target: "remote", url, entries };
+      return { target: "remote", url, entries, checks: await checkOnDeployment(ctx, config, reporter, entries, check.timeoutMs) };
+    },
+
+    warnRefusals: (ids) => warnLocalOnlyAuth(config, reporter, ids),
+
+    async loginTargets({ ids, all, port }) {
+      const named = all ? config.connections : findConnections(config, ids);
+      // Refused before anything is sent (product.md, "The file").
+      assertNoLocalOnlyAuth(config, all ? undefined : named.map((c) => c.id));
+      if (port !== undefined) reporter.warn("--port is ignored with [remote]: the deployment receives the redirect");
+      const deployment = client();
+      if (!all) return named;
+      const held = new Map((await deployment.listConnections()).map((c) => [c.id, c]));
+      return named.filter((c) => {
+        const r = held.get(c.id);
+        return !r || r.status !== "authorized" || r.url !== c.url;
+      });
+    },
+
+    authorize: (connection, options) => authorizeOnDeployment(ctx, client(), reporter, connection, options),
+
+    async tools(connection) {
+      return client().listTools(connection.id);
+    },
+
+    async call() {
+      // The deployment protocol has no call endpoint, and the credential never leaves the
+      // deployment (product.md, "The deployment protocol"): nothing here could call with it.
+      throw refused("subs mcp call works only without [remote]: the deployment holds the credential and offers no way to call a tool", {
+        hint: "see what the deployment offers with `subs mcp tools <id>`",
+        code: "remote_unsupported",
+      });
+    },
+
+    toolSource: () => deploymentToolSource(ctx, remote, reporter, { check: true }),
+
+    async apply(request) {
+      // Everything that can be refused is refused before the first request.
+      assertNoLocalOnlyAuth(config);
+      const deployment = client();
+      const plan = planRemote(config, await readRemoteState(deployment));
+      request.onPlan?.(plan, url);
+      if (request.dryRun || !hasChanges(plan)) return { target: "remote", url, plan, dryRun: request.dryRun, outcomes: [] };
+      await request.confirm({ target: "remote", plan, url });
+      const outcomes = await executePlan(deployment, plan, { onStep: (o) => request.onStep?.(o) });
+      return { target: "remote", url, plan, dryRun: false, outcomes };
+    },
+
+    // The deployment drops the connection and its credential when `subs apply` removes it, as
+    // for a section deleted by hand.
+    forget: async () => "deferred",
+
+    close() {},
+  };
+}
+
+/**
+ * The consent is made and kept on the deployment: this machine opens its authorization URL and
+ * polls. The same steps in the same words as a login without [remote] (src/output/login-words.ts).
+ */
+async function authorizeOnDeployment(
+  ctx: Context,
+  client: DeploymentClient,
+  reporter: Reporter,
+  connection: ConnectionConfig,
+  options: { browser: boolean; timeoutMs: number },
+): Promise<Authorized> {
+  const id = connection.id;
+  const preparing = reporter.progress(loginWords.contactingThrough(id, client.base.origin));
+  let waiting: Progress | undefined;
+  let held;
+  try {
+    held = await loginOnDeployment({
+      ctx,
+      client,
+      connection,
+      openBrowser: options.browser,
+      timeoutMs: options.timeoutMs,
+      events: {
+        onAuthorizationUrl: (url, opened, error, waitMs) => {
+          preparing.succeed(loginWords.authorizesThrough(id, client.base.origin));
+          // The URL is the deployment's: the reporter shows it, never interprets it.
+          if (options.browser) {
+            reporter.info(loginWords.opening(id, new URL(url).origin));
+            reporter.info(loginWords.ifItDoesNotOpen(url));
+            if (!opened) reporter.warn(loginWords.browserFailed(error));
+          } else reporter.info(loginWords.visit(id, url));
+          // The spinner starts at once, below the URL, not after the first poll.
+          waiting = reporter.progress(loginWords.waiting(id, waitMs));
+        },
+      },
+    });
+    waiting?.succeed(loginWords.received(id));
+  } catch (error) {
+    const code = error instanceof SubsError ? error.code : undefined;
+    if (!waiting) preparing.fail(loginWords.couldNotStart(id));
+    else waiting.fail(ctx.signal.aborted ? loginWords.stopped(id) : code === "access_denied" || code === "authorization_failed" ? loginWords.notGiven(id) : loginWords.noConsent(id));
+    throw error;
+  }
+  return {
+    result: "authorized",
+    target: "remote",
+    id,
+    deployment: client.base,
+    url: held.url,
+    authorizedAt: held.authorized_at ?? null,
+    expiresAt: held.expires_at ?? null,
+  };
+}
+
+/** What a deployment tool source needs from the deployment client. */
+export type DeploymentToolLister = {
+  /**
+   * `{"tools": [Tool]}` of `GET /v1/mcp/{id}/tools`, validated. Rejects with a SubsError when this
+   * connection's list cannot be had (e.g. `needs_login` when the deployment holds no credential),
+   * and must stop when `signal` aborts (the per-connection timeout, or Ctrl-C).
+   */
+  listTools(id: string, options: { signal: AbortSignal }): Promise<readonly ConnectorTool[]>;
+  /**
+   * One request that fails for the whole deployment (unreachable, a rejected API token) before any
+   * connection is asked; its error ends the command instead of marking every connection unavailable.
+   */
+  check?(): Promise<unknown>;
+};
+
+/**
+ * Tool lists as the deployment sees them: `GET /v1/mcp/{id}/tools` (product.md, "The deployment
+ * protocol"), resolved by the same rules as lists fetched from the servers.
+ */
+export function remoteToolSource(deployment: DeploymentToolLister): ToolSource {
+  return {
+    target: "remote",
+    ready: async () => {
+      await deployment.check?.();
+    },
+    listTools: (connection, signal) => deployment.listTools(connection.id, { signal }),
+  };
+}
+
+/** One client per list, so each carries its own signal. `check`: whether the deployment is asked first. */
+function deploymentToolSource(ctx: Context, remote: RemoteConfig, reporter: Reporter, options: { check: boolean }): ToolSource {
+  const client = (signal: AbortSignal) => new DeploymentClient({ remote, ctx: { ...ctx, signal }, reporter });
+  return remoteToolSource({
+    ...(options.check ? { check: () => client(ctx.signal).listConnections() } : {}),
+    listTools: (id, { signal }) => client(signal).listTools(id, { signal }),
+  });
+}
+
+/**
+ * `--check` with [remote]: the deployment lists each authorized connection's tools with the
+ * credential it holds (GET /v1/mcp/{id}/tools, all at once); the others say why from the listing.
+ */
+async function checkOnDeployment(
+  ctx: Context,
+  config: Config,
+  reporter: Reporter,
+  entries: readonly RemoteListEntry[],
+  timeoutMs: number,
+): Promise<Map<string, ConnectionCheck>> {
+  const { probe } = await import("./probe.ts");
+  const byId = new Map(config.connections.map((c) => [c.id, c]));
+  const targets = entries.map((e) => {
+    // An id the deployment has but the file does not: nothing to probe there with.
+    const connection = byId.get(e.id) ?? { id: e.id, url: e.url, prefixTools: true };
+    const problem = remoteProblem(e);
+    return { connection, ...(problem ? { withoutCredential: problem } : {}) };
+  });
+  const source = deploymentToolSource(ctx, config.remote!, reporter, { check: false });
+  return probe(ctx, reporter, { targets, source, timeoutMs, signal: ctx.signal });
+}
+
+function remoteProblem(e: RemoteListEntry): CheckProblem | undefined {
+  switch (e.status) {
+    case "authorized":
+      return undefined;
+    case "needs_login":
+      return { code: "needs_login", message: `${e.id}: the deployment holds no credential`, hint: `run \`subs mcp login ${e.id}\``, needsLogin: true };
+    case "url_changed":
+      return { code: "url_changed", message: `${e.id}: the deployment has another url`, hint: `run \`subs apply\`, then \`subs mcp login ${e.id}\``, needsLogin: false };
+    case "not_applied":
+      return { code: "not_applied", message: `${e.id}: not declared on the deployment`, hint: "run `subs apply`", needsLogin: false };
+    case "not_in_file":
+      return { code: "not_in_file", message: `${e.id}: on the deployment, not in the file`, hint: "run `subs apply` to remove it", needsLogin: false };
+  }
+}

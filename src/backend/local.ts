@@ -1,0 +1,279 @@
+// This machine as the place credentials live: the db next to the file, the loopback OAuth flow,
+// and the MCP servers reached from here with the credential the file says each uses.
+//
+// Loaded by every `subs mcp list`: only the listing's own modules are imported here; every other
+// operation imports what it needs when it runs (the MCP SDK, the OAuth flow, revocation).
+import path from "node:path";
+import type { ToolSource } from "../agents/fetch.ts";
+import type { Config, ConnectionConfig } from "../config/types.ts";
+import type { Context } from "../context.ts";
+import { failed, type SubsError } from "../errors.ts";
+import { withDeadline } from "../http/deadline.ts";
+import { loginSteps } from "../output/login-words.ts";
+import { possessive } from "../output/possessive.ts";
+import { shown } from "../output/untrusted.ts";
+import type { Reporter } from "../report.ts";
+import type { ConnectionCheck } from "../status/check.ts";
+import { listLocalConnections } from "../status/list.ts";
+import { localStatuses, storedState, type ConnectionStatus } from "../status/status.ts";
+import { openEnvironmentStore, storedRows } from "../store/environment.ts";
+import type { CredentialRow } from "../store/schema.ts";
+import type { Authorized, Backend, BackendOptions, CallRequest, CallResult, Listing, ListedTool } from "./types.ts";
+
+export function localBackend({ ctx, config, reporter }: BackendOptions): Backend {
+  // One open of the db for a whole login (a db that does not exist yet is created only when some
+  // OAuth connection is to be logged in to). What is stored for ids the file no longer declares
+  // stays: only `subs apply` and `subs mcp remove` delete it.
+  let opened: Awaited<ReturnType<typeof openEnvironmentStore>>;
+  const openForLogin = async (connections: readonly ConnectionConfig[]) => {
+    if (opened === undefined && connections.some((c) => !c.auth)) opened = await openEnvironmentStore(config, { create: true, reporter });
+  };
+
+  return {
+    place: { kind: "local", dbPath: config.dbPath },
+
+    async list({ check }): Promise<Listing> {
+      const { statuses, undeclared } = await listLocalConnections({ config, env: ctx.env, now: ctx.now(), reporter });
+      if (!check || statuses.length === 0) return { target: "local", statuses, undeclared };
+      return { target: "local", ...(await checkLocal(ctx, config, reporter, check.timeoutMs)) };
+    },
+
+    warnRefusals() {},
+
+    async loginTargets({ ids, all }) {
+      if (!all) {
+        const { findConnections } = await import("../config/lookup.ts");
+        const targets = findConnections(config, ids);
+        await openForLogin(targets);
+        return targets;
+      }
+      await openForLogin(config.connections);
+      const stored = storedState(opened ? storedRows(opened) : { credentials: [], open: [] });
+      // The OAuth connections without a usable stored credential.
+      const lacking = new Set(localStatuses(config, stored, ctx.env, ctx.now()).filter((s) => s.auth === "oauth" && !s.usable).map((s) => s.id));
+      return config.connections.filter((c) => lacking.has(c.id));
+    },
+
+    async authorize(connection, options): Promise<Authorized> {
+      if (connection.auth) {
+        return { result: "static", id: connection.id, tokenEnv: connection.auth.tokenEnv, tokenEnvSet: Boolean(ctx.env[connection.auth.tokenEnv]) };
+      }
+      await openForLogin([connection]);
+      const store = opened!.store;
+      const { login } = await import("../auth/login.ts");
+      // A corrupt stored row must not stand in the way of the login that replaces it.
+      const previous = (() => {
+        try {
+          return store.getCredential(connection.id);
+        } catch {
+          return undefined;
+        }
+      })();
+      const result = await login({
+        ctx,
+        connection,
+        store,
+        steps: loginSteps(reporter),
+        ...(options.port !== undefined ? { port: options.port } : {}),
+        timeoutMs: options.timeoutMs,
+        openBrowser: options.browser,
+      });
+      if (previous && (result.open || previous.url !== connection.url)) {
+        // The credential for the old url is replaced (or, the server now needing none, dropped);
+        // it is not left valid at its server.
+        const { revokeCredentials } = await import("../auth/revoke.ts");
+        await revokeCredentials([previous], { ctx, reporter, storePath: store.path });
+      }
+      const tools = await countTools(ctx, config, connection, reporter);
+      if (result.open) return { result: "open", id: result.id, tools };
+      const { id, issuer, scopes, expiresAt, refreshable } = result;
+      return { result: "authorized", target: "local", id, issuer, scopes, expiresAt, refreshable, tools };
+    },
+
+    async tools(connection, options): Promise<ListedTool[]> {
+      const [{ withConnection }, { listAllTools }] = await Promise.all([import("../mcp/step-up.ts"), import("../mcp/connect.ts")]);
+      const { requestTimeoutMs } = options;
+      return withConnection(
+        { ctx, config, connection, reporter, login: { timeoutMs: options.timeoutMs, openBrowser: options.browser, steps: loginSteps(reporter) }, requestTimeoutMs },
+        (client, signal) => listAllTools(client, { signal, requestTimeoutMs }),
+      );
+    },
+
+    call: (request) => callTool(ctx, config, reporter, request),
+
+    toolSource: ({ timeoutMs }) => localToolSource(ctx, config, reporter, timeoutMs),
+
+    async apply(request) {
+      const { applyLocal } = await import("../apply/local.ts");
+      const result = await applyLocal({
+        config,
+        dryRun: request.dryRun,
+        reporter,
+        revoke: ctx,
+        confirm: (changes) => request.confirm({ target: "local", changes }),
+      });
+      return { target: "local", dbPath: config.dbPath, result };
+    },
+
+    async forget(id) {
+      await forgetLocally(ctx, config, id, reporter);
+      return "done";
+    },
+
+    close() {
+      opened?.store.close();
+      opened = undefined;
+    },
+  };
+}
+
+/**
+ * Every connection probed as `subs mcp tools` would open it (src/mcp/open.ts), so the check says
+ * what a command would meet: a variable unset or a url changed fail before any request, a
+ * connection with nothing stored is tried without a credential. Returns the statuses as they are
+ * after the check (status/check.ts, statusAfterCheck).
+ */
+async function checkLocal(
+  ctx: Context,
+  config: Config,
+  reporter: Reporter,
+  timeoutMs: number,
+): Promise<{ checks: Map<string, ConnectionCheck>; statuses: ConnectionStatus[]; undeclared: CredentialRow[] }> {
+  const [{ unauthenticatedInitialize }, { probe }, { statusAfterCheck }] = await Promise.all([
+    import("../auth/discovery.ts"),
+    import("./probe.ts"),
+    import("../status/check.ts"),
+  ]);
+  const checks = await probe(ctx, reporter, {
+    targets: config.connections.map((connection) => ({ connection })),
+    source: localToolSource(ctx, config, reporter, timeoutMs),
+    reach: async (connection, signal) => {
+      const response = await unauthenticatedInitialize(connection.url, ctx.fetch, signal);
+      await response.body?.cancel().catch(() => {});
+    },
+    timeoutMs,
+    signal: ctx.signal,
+  });
+  // Read again: the check may have refreshed, deleted (a rejected refresh) or recorded (an open server).
+  const after = await listLocalConnections({ config, env: ctx.env, now: ctx.now(), reporter });
+  return { checks, statuses: after.statuses.map((s) => statusAfterCheck(s, checks.get(s.id)!)), undeclared: after.undeclared };
+}
+
+/**
+ * Tool lists straight from the MCP servers. `timeoutMs` is the command's own timeout for one
+ * list, handed to the SDK too, whose requests otherwise give up after its default 60 s, before a
+ * longer `--timeout` would. `reporter` hears what opening the db did.
+ */
+function localToolSource(ctx: Pick<Context, "env" | "fetch" | "now">, config: Config, reporter: Reporter, timeoutMs: number): ToolSource {
+  const load = () => Promise.all([import("../mcp/open.ts"), import("../mcp/connect.ts")]);
+  return {
+    target: "local",
+    ready: async () => void (await load()),
+    async listTools(connection, signal) {
+      const [{ openConnection }, { listAllTools }] = await load();
+      // Every HTTP request of this connection carries the timeout/Ctrl-C signal, so an abort
+      // also ends requests the SDK started without one (its connect and SSE fallback).
+      const fetchUntilAborted: typeof globalThis.fetch = (input, init) =>
+        ctx.fetch(input, { ...init, signal: init?.signal ? AbortSignal.any([init.signal, signal]) : signal });
+      const client = await openConnection({ ctx: { ...ctx, fetch: fetchUntilAborted }, config, connection, signal, reporter, requestTimeoutMs: timeoutMs });
+      try {
+        return await listAllTools(client, { signal, requestTimeoutMs: timeoutMs });
+      } finally {
+        await client.close().catch(() => {});
+      }
+    },
+  };
+}
+
+/** Tools the server offers with the new credential; a failure here does not undo the login. */
+async function countTools(ctx: Context, config: Config, connection: ConnectionConfig, reporter: Reporter): Promise<number | null> {
+  const [{ openConnection }, { listAllTools }] = await Promise.all([import("../mcp/open.ts"), import("../mcp/connect.ts")]);
+  // A deadline that holds under GC (src/http/deadline.ts).
+  const deadline = withDeadline(ctx.signal, 15_000);
+  const { signal } = deadline;
+  try {
+    const client = await openConnection({ ctx, config, connection, signal });
+    try {
+      return (await listAllTools(client, { signal })).length;
+    } finally {
+      await client.close().catch(() => {});
+    }
+  } catch (error) {
+    if (ctx.signal.aborted) throw error;
+    reporter.warn(`logged in, but listing ${possessive(connection.id)} tools failed: ${error instanceof Error ? error.message : String(error)}`);
+    return null;
+  } finally {
+    deadline.clear();
+  }
+}
+
+async function callTool(ctx: Context, config: Config, reporter: Reporter, request: CallRequest): Promise<CallResult> {
+  const { findConnection } = await import("../config/lookup.ts");
+  const connection = findConnection(config, request.id);
+  const [{ withConnection }, { ErrorCode }] = await Promise.all([import("../mcp/step-up.ts"), import("@modelcontextprotocol/sdk/types.js")]);
+  request.events?.onStart?.(connection);
+  const { tool, requestTimeoutMs } = request;
+  return withConnection(
+    { ctx, config, connection, reporter, login: { timeoutMs: request.timeoutMs, openBrowser: request.browser, steps: loginSteps(reporter) }, requestTimeoutMs },
+    async (client, signal) => {
+      const call = client.callTool({ name: tool, arguments: request.args }, undefined, {
+        signal,
+        timeout: requestTimeoutMs,
+        // A long tool that reports progress (MCP "Progress" notifications) is working, not
+        // silent: each report restarts the wait, and a terminal shows it.
+        resetTimeoutOnProgress: true,
+        onprogress: (progress) => request.events?.onProgress?.(progress),
+      });
+      // A name the server does not have fails as a protocol error (MCP "Tools: Error Handling",
+      // -32602) or, from older servers, as a tool error: either way, the server's own list says
+      // whether the name was the problem, and which it has instead. Asked only after a failure.
+      const unknown = async () => {
+        const { listAllTools } = await import("../mcp/connect.ts");
+        const names = (await listAllTools(client, { signal, requestTimeoutMs }).catch(() => undefined))?.map((t) => t.name);
+        return names !== undefined && !names.includes(tool) ? await unknownTool(connection.id, tool, names) : undefined;
+      };
+      const answered = await call.catch(async (error: unknown) => {
+        if ((error as { code?: unknown }).code === ErrorCode.InvalidParams) throw (await unknown()) ?? error;
+        throw error;
+      });
+      if (answered.isError === true) {
+        const problem = await unknown();
+        if (problem) throw problem;
+      }
+      return answered;
+    },
+  );
+}
+
+/** The failure of a call to a tool the server does not list, naming the names it has that are closest. */
+async function unknownTool(id: string, tool: string, names: readonly string[]): Promise<SubsError> {
+  const { closestNames } = await import("../config/load.ts");
+  const near = closestNames(tool, names, 3);
+  const listed = `\`subs mcp tools ${id}\` lists its ${names.length} tool${names.length === 1 ? "" : "s"}`;
+  return failed(`${id} has no tool named ${shown(tool)}`, {
+    code: "unknown_tool",
+    hint: near.length > 0 ? `did you mean ${near.map((n) => `\`${shown(n)}\``).join(", ")}? (${listed})` : listed,
+  });
+}
+
+/** Deletes what the db holds for `id` and revokes its credential where the server offers it (RFC 7009). */
+async function forgetLocally(ctx: Context, config: Config, id: string, reporter: Reporter): Promise<void> {
+  const { openStore } = await import("../store/store.ts");
+  const opened = await openStore({ dbPath: config.dbPath, create: false, root: path.dirname(config.path) });
+  if (!opened) return;
+  for (const warning of opened.warnings) reporter.warn(warning);
+  const { store } = opened;
+  try {
+    const row = store.exclusive(() => {
+      const found = store.getCredential(id);
+      store.deleteCredentials([id]);
+      return found;
+    });
+    if (!row) return;
+    reporter.info(`Deleted the stored credential of ${id} from ${path.relative(ctx.cwd, config.dbPath) || config.dbPath}.`);
+    const { revokeCredentials } = await import("../auth/revoke.ts");
+    await revokeCredentials([row], { ctx, reporter, storePath: store.path });
+  } finally {
+    store.close();
+  }
+}
