@@ -34,162 +34,185 @@ export class PositionIndex {
 }
 
 export function indexPositions(source: string): PositionIndex {
-  const index = new PositionIndex();
-  let i = 0;
-  let line = 1;
-  let lineStart = 0;
-  const arrayTableCounts = new Map<string, number>();
-  let table: (string | number)[] = [];
+  return new Scanner(source).scan();
+}
 
-  const pos = (at = i): Position => ({ line, col: at - lineStart + 1 });
-  const peek = (s: string) => source.startsWith(s, i);
-  const advance = (n = 1) => {
-    for (let k = 0; k < n && i < source.length; k++) {
-      if (source[i] === "\n") {
-        line++;
-        lineStart = i + 1;
+/** A cursor over the source that keeps the line and column of where it is. */
+class Scanner {
+  readonly index = new PositionIndex();
+  private i = 0;
+  private line = 1;
+  private lineStart = 0;
+
+  constructor(private readonly source: string) {}
+
+  scan(): PositionIndex {
+    const { source } = this;
+    const arrayTableCounts = new Map<string, number>();
+    let table: (string | number)[] = [];
+    while (this.i < source.length) {
+      this.skipBlank();
+      if (this.i >= source.length) break;
+      if (this.peek("[[")) {
+        const at = this.pos();
+        this.advance(2);
+        const header = this.readDottedKey([]);
+        const key = pathKey(header);
+        const n = arrayTableCounts.get(key) ?? 0;
+        arrayTableCounts.set(key, n + 1);
+        table = [...header, n];
+        this.index.set(table, at, true);
+        this.skipLine();
+      } else if (source[this.i] === "[") {
+        const at = this.pos();
+        this.advance();
+        table = this.readDottedKey([]);
+        this.index.set(table, at, true);
+        this.skipLine();
+      } else {
+        const keyPath = this.readDottedKey(table);
+        this.skipSpaces();
+        if (source[this.i] === "=") this.advance();
+        this.readValue(keyPath);
+        this.skipLine();
       }
-      i++;
     }
-  };
-  const skipSpaces = () => {
-    while (i < source.length && (source[i] === " " || source[i] === "\t")) advance();
-  };
-  const skipComment = () => {
-    if (source[i] === "#") while (i < source.length && source[i] !== "\n") advance();
-  };
-  // Whitespace, newlines and comments: allowed between array elements.
-  const skipBlank = () => {
-    for (;;) {
-      const before = i;
-      skipSpaces();
-      skipComment();
-      if (source[i] === "\n" || source[i] === "\r") advance();
-      if (i === before) return;
-    }
-  };
+    return this.index;
+  }
 
-  const readString = (): string => {
-    if (peek('"""') || peek("'''")) {
-      const quote = source.slice(i, i + 3);
-      advance(3);
-      const start = i;
-      while (i < source.length && !peek(quote)) advance(source[i] === "\\" && quote === '"""' ? 2 : 1);
-      const text = source.slice(start, i);
-      advance(3);
-      while (source[i] === quote[0]) advance(); // up to two quotes may close a multi-line string
-      return text;
-    }
-    const quote = source[i];
-    advance();
-    let text = "";
-    while (i < source.length && source[i] !== quote && source[i] !== "\n") {
-      if (quote === '"' && source[i] === "\\") {
-        const next = source[i + 1];
-        const escapes: Record<string, string> = { n: "\n", t: "\t", r: "\r", b: "\b", f: "\f", '"': '"', "\\": "\\" };
-        if (next === "u" || next === "U") {
-          const len = next === "u" ? 4 : 8;
-          text += String.fromCodePoint(parseInt(source.slice(i + 2, i + 2 + len), 16) || 0xfffd);
-          advance(2 + len);
-          continue;
-        }
-        text += escapes[next ?? ""] ?? next ?? "";
-        advance(2);
-        continue;
+  private pos(at = this.i): Position {
+    return { line: this.line, col: at - this.lineStart + 1 };
+  }
+
+  private peek(s: string): boolean {
+    return this.source.startsWith(s, this.i);
+  }
+
+  private advance(n = 1): void {
+    for (let k = 0; k < n && this.i < this.source.length; k++) {
+      if (this.source[this.i] === "\n") {
+        this.line++;
+        this.lineStart = this.i + 1;
       }
-      text += source[i];
-      advance();
-    }
-    advance();
-    return text;
-  };
-
-  const readKeyPart = (): string => {
-    if (source[i] === '"' || source[i] === "'") return readString();
-    const start = i;
-    while (i < source.length && /[A-Za-z0-9_-]/.test(source[i]!)) advance();
-    if (i === start) advance(); // never stall on unexpected input
-    return source.slice(start, i);
-  };
-
-  /** Reads `a."b".c`, recording the position of each prefix. */
-  const readDottedKey = (base: (string | number)[]): (string | number)[] => {
-    const path = [...base];
-    for (;;) {
-      skipSpaces();
-      const at = pos();
-      path.push(readKeyPart());
-      // A header a million keys deep is refused at depth 64 (load.ts); recording every prefix of it
-      // would cost its depth squared.
-      if (path.length <= MAX_INDEXED_DEPTH) index.set(path, at);
-      skipSpaces();
-      if (source[i] !== ".") return path;
-      advance();
-    }
-  };
-
-  const readValue = (path: (string | number)[]) => {
-    skipSpaces();
-    const c = source[i];
-    if (c === '"' || c === "'") {
-      readString();
-    } else if (c === "[") {
-      advance();
-      let n = 0;
-      for (;;) {
-        skipBlank();
-        if (source[i] === "]" || i >= source.length) break;
-        index.set([...path, n], pos());
-        readValue([...path, n]);
-        n++;
-        skipBlank();
-        if (source[i] === ",") advance();
-      }
-      advance();
-    } else if (c === "{") {
-      advance();
-      for (;;) {
-        skipSpaces();
-        if (source[i] === "}" || source[i] === "\n" || i >= source.length) break;
-        const keyPath = readDottedKey(path);
-        skipSpaces();
-        if (source[i] === "=") advance();
-        readValue(keyPath);
-        skipSpaces();
-        if (source[i] === ",") advance();
-      }
-      advance();
-    } else {
-      while (i < source.length && !/[,\]}\n#]/.test(source[i]!)) advance();
-    }
-  };
-
-  while (i < source.length) {
-    skipBlank();
-    if (i >= source.length) break;
-    if (peek("[[")) {
-      const at = pos();
-      advance(2);
-      const header = readDottedKey([]);
-      const key = pathKey(header);
-      const n = arrayTableCounts.get(key) ?? 0;
-      arrayTableCounts.set(key, n + 1);
-      table = [...header, n];
-      index.set(table, at, true);
-      while (i < source.length && source[i] !== "\n") advance();
-    } else if (source[i] === "[") {
-      const at = pos();
-      advance();
-      table = readDottedKey([]);
-      index.set(table, at, true);
-      while (i < source.length && source[i] !== "\n") advance();
-    } else {
-      const keyPath = readDottedKey(table);
-      skipSpaces();
-      if (source[i] === "=") advance();
-      readValue(keyPath);
-      while (i < source.length && source[i] !== "\n") advance();
+      this.i++;
     }
   }
-  return index;
+
+  private skipLine(): void {
+    while (this.i < this.source.length && this.source[this.i] !== "\n") this.advance();
+  }
+
+  private skipSpaces(): void {
+    while (this.i < this.source.length && (this.source[this.i] === " " || this.source[this.i] === "\t")) this.advance();
+  }
+
+  /** Whitespace, newlines and comments: allowed between array elements. */
+  private skipBlank(): void {
+    for (;;) {
+      const before = this.i;
+      this.skipSpaces();
+      if (this.source[this.i] === "#") this.skipLine();
+      if (this.source[this.i] === "\n" || this.source[this.i] === "\r") this.advance();
+      if (this.i === before) return;
+    }
+  }
+
+  private readString(): string {
+    const { source } = this;
+    if (this.peek('"""') || this.peek("'''")) {
+      const quote = source.slice(this.i, this.i + 3);
+      this.advance(3);
+      const start = this.i;
+      while (this.i < source.length && !this.peek(quote)) this.advance(source[this.i] === "\\" && quote === '"""' ? 2 : 1);
+      const text = source.slice(start, this.i);
+      this.advance(3);
+      while (source[this.i] === quote[0]) this.advance(); // up to two quotes may close a multi-line string
+      return text;
+    }
+    const quote = source[this.i];
+    this.advance();
+    let text = "";
+    while (this.i < source.length && source[this.i] !== quote && source[this.i] !== "\n") {
+      if (quote === '"' && source[this.i] === "\\") {
+        const next = source[this.i + 1];
+        if (next === "u" || next === "U") {
+          const len = next === "u" ? 4 : 8;
+          text += String.fromCodePoint(parseInt(source.slice(this.i + 2, this.i + 2 + len), 16) || 0xfffd);
+          this.advance(2 + len);
+          continue;
+        }
+        text += ESCAPES[next ?? ""] ?? next ?? "";
+        this.advance(2);
+        continue;
+      }
+      text += source[this.i];
+      this.advance();
+    }
+    this.advance();
+    return text;
+  }
+
+  private readKeyPart(): string {
+    const { source } = this;
+    if (source[this.i] === '"' || source[this.i] === "'") return this.readString();
+    const start = this.i;
+    while (this.i < source.length && /[A-Za-z0-9_-]/.test(source[this.i]!)) this.advance();
+    if (this.i === start) this.advance(); // never stall on unexpected input
+    return source.slice(start, this.i);
+  }
+
+  /** Reads `a."b".c`, recording the position of each prefix. */
+  private readDottedKey(base: (string | number)[]): (string | number)[] {
+    const path = [...base];
+    for (;;) {
+      this.skipSpaces();
+      const at = this.pos();
+      path.push(this.readKeyPart());
+      // A header a million keys deep is refused at depth 64 (load.ts); recording every prefix of it
+      // would cost its depth squared.
+      if (path.length <= MAX_INDEXED_DEPTH) this.index.set(path, at);
+      this.skipSpaces();
+      if (this.source[this.i] !== ".") return path;
+      this.advance();
+    }
+  }
+
+  private readValue(path: (string | number)[]): void {
+    this.skipSpaces();
+    const c = this.source[this.i];
+    if (c === '"' || c === "'") this.readString();
+    else if (c === "[") this.readArray(path);
+    else if (c === "{") this.readInlineTable(path);
+    else while (this.i < this.source.length && !/[,\]}\n#]/.test(this.source[this.i]!)) this.advance();
+  }
+
+  private readArray(path: (string | number)[]): void {
+    this.advance();
+    for (let n = 0; ; n++) {
+      this.skipBlank();
+      if (this.source[this.i] === "]" || this.i >= this.source.length) break;
+      this.index.set([...path, n], this.pos());
+      this.readValue([...path, n]);
+      this.skipBlank();
+      if (this.source[this.i] === ",") this.advance();
+    }
+    this.advance();
+  }
+
+  private readInlineTable(path: (string | number)[]): void {
+    this.advance();
+    for (;;) {
+      this.skipSpaces();
+      if (this.source[this.i] === "}" || this.source[this.i] === "\n" || this.i >= this.source.length) break;
+      const keyPath = this.readDottedKey(path);
+      this.skipSpaces();
+      if (this.source[this.i] === "=") this.advance();
+      this.readValue(keyPath);
+      this.skipSpaces();
+      if (this.source[this.i] === ",") this.advance();
+    }
+    this.advance();
+  }
 }
+
+const ESCAPES: Record<string, string> = { n: "\n", t: "\t", r: "\r", b: "\b", f: "\f", '"': '"', "\\": "\\" };
