@@ -7,7 +7,7 @@ import { tmpdir } from "node:os";
 import path from "node:path";
 import { after, describe, test } from "node:test";
 import { describeClaimant, describeDropped } from "../src/agents/describe.ts";
-import { possessive } from "../src/output/possessive.ts";
+import { possessive } from "../src/text/possessive.ts";
 import { MARK } from "../src/output/style.ts";
 import { REPO, runInProcess } from "./support/cli.ts";
 import { seedCredentials } from "./support/credentials.ts";
@@ -63,7 +63,7 @@ describe("possessives", () => {
   });
 
   test("no message builds a possessive by hand from a name (`${id}'s`), nor writes \"s's\"", () => {
-    const found = codeLines().filter(({ where, line }) => !where.startsWith(path.join("src", "output", "possessive.ts")) && (/\}'s\b/.test(line) || /[a-z]s's\b/.test(line)));
+    const found = codeLines().filter(({ where, line }) => !where.startsWith(path.join("src", "text", "possessive.ts")) && (/\}'s\b/.test(line) || /[a-z]s's\b/.test(line)));
     assert.deepEqual(found, []);
   });
 

@@ -1,7 +1,7 @@
 // Sentences for what resolve.ts decided, shared by the human output and the `message` fields of
 // `subs agent tools --json`. Pure: no colour, no I/O.
 import type { Claimant, DroppedTool, FilteredTool, Warning } from "./resolve.ts";
-import { possessive } from "../output/possessive.ts";
+import { possessive } from "../text/possessive.ts";
 
 export function describeClaimant(c: Claimant): string {
   switch (c.kind) {

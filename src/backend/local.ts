@@ -10,7 +10,7 @@ import type { Context } from "../context.ts";
 import { failed, type SubsError } from "../errors.ts";
 import { withDeadline } from "../http/deadline.ts";
 import { loginSteps } from "../output/login-words.ts";
-import { possessive } from "../output/possessive.ts";
+import { possessive } from "../text/possessive.ts";
 import { shown } from "../output/untrusted.ts";
 import type { Reporter } from "../report.ts";
 import type { ConnectionCheck } from "../status/check.ts";

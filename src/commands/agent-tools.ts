@@ -10,7 +10,7 @@ import { styleFor } from "../output/style.ts";
 import { renderTable } from "../output/table.ts";
 import { shown } from "../output/untrusted.ts";
 import { fetchingProgress, silentProgress } from "../report.ts";
-import { possessive } from "../output/possessive.ts";
+import { possessive } from "../text/possessive.ts";
 
 export type AgentToolsOptions = {
   agent: string;

@@ -5,7 +5,7 @@ import { homeOf, shownPath } from "../clients/where.ts";
 import { connect, type ConnectOptions, type ConnectResult } from "../connect/connect.ts";
 import type { Context } from "../context.ts";
 import { writeJson } from "../output/json.ts";
-import { possessive } from "../output/possessive.ts";
+import { possessive } from "../text/possessive.ts";
 import { MARK, styleFor } from "../output/style.ts";
 
 export type ConnectCommandOptions = ConnectOptions & { json: boolean };

@@ -7,7 +7,7 @@ import { importServers, shownPath, type ImportResult } from "../import/import.ts
 import { disabledMessage, type Addition, type Note, type Origin } from "../import/plan.ts";
 import { CLIENT_TITLES } from "../import/types.ts";
 import { writeJson } from "../output/json.ts";
-import { possessive } from "../output/possessive.ts";
+import { possessive } from "../text/possessive.ts";
 import { shellWord } from "../output/shell-word.ts";
 import { MARK, styleFor } from "../output/style.ts";
 import { stderrReporter } from "../output/reporter.ts";

@@ -2,7 +2,7 @@ import { loadConfig } from "../config/load.ts";
 import { findConnection } from "../config/lookup.ts";
 import type { Context } from "../context.ts";
 import { exitCodeFor, refused, type SubsError } from "../errors.ts";
-import { possessive } from "../output/possessive.ts";
+import { possessive } from "../text/possessive.ts";
 import { stderrReporter } from "../output/reporter.ts";
 import type { HttpAddress } from "../serve/address.ts";
 import type { HttpLimits } from "../serve/http.ts";

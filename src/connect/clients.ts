@@ -3,7 +3,7 @@
 // working directory, a GUI's PATH) and every variable the served connections read reaches subs.
 import { existsSync } from "node:fs";
 import path from "node:path";
-import { possessive } from "../output/possessive.ts";
+import { possessive } from "../text/possessive.ts";
 import {
   CLAUDE_DESKTOP_FILE,
   claudeDesktopDirs,

@@ -24,7 +24,7 @@ import type { Context } from "../context.ts";
 import { refused, SubsError } from "../errors.ts";
 import { listAllTools } from "../mcp/connect.ts";
 import { mcpError } from "../mcp/open.ts";
-import { possessive } from "../output/possessive.ts";
+import { possessive } from "../text/possessive.ts";
 import { learnt } from "../output/secrets.ts";
 import type { Reporter } from "../report.ts";
 import { z } from "zod";

@@ -1,4 +1,4 @@
-// One possessive for every name subs writes in a sentence (issue 15): "sentry's tools", but
+// One possessive for every name subs writes in a sentence: "sentry's tools", but
 // "docs' tools", not "docs's". Ids and agent names are lowercase ASCII (the file's rule); any
 // name ending in s takes the bare apostrophe.
 
