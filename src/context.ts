@@ -52,7 +52,7 @@ export type Context = {
   /** Aborted on Ctrl-C; long waits listen to it. */
   signal: AbortSignal;
   /**
-   * The run's secret values, removed from everything printed (src/output/secrets.ts, issue 14).
+   * The run's secret values, removed from everything printed (src/secrets.ts, issue 14).
    * `run` sets it, and its fetch learns every secret a request carries or a token answer issues;
    * code that holds a secret it has not sent yet and may print near one can add it here.
    */

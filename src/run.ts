@@ -7,7 +7,7 @@ import type { Context } from "./context.ts";
 import { ConfigError, SubsError, exitCodeFor, formatDiagnostic, usage } from "./errors.ts";
 import { animates, loadSpinner } from "./output/progress.ts";
 import { shellWord } from "./output/shell-word.ts";
-import { learningFetch, Secrets, withSecrets } from "./output/secrets.ts";
+import { learningFetch, Secrets, withSecrets } from "./secrets.ts";
 import { loadStyles, styleFor } from "./output/style.ts";
 import { hintOf } from "./output/hints.ts";
 import { shown } from "./output/untrusted.ts";

@@ -24,7 +24,7 @@ import {
   LoggingMessageNotificationSchema,
   ResourceUpdatedNotificationSchema,
 } from "@modelcontextprotocol/sdk/types.js";
-import { scrubbedJson, Secrets } from "../src/output/secrets.ts";
+import { scrubbedJson, Secrets } from "../src/secrets.ts";
 import { cut } from "../src/text/cut.ts";
 import { BIN, ensureBuilt } from "./support/cli.ts";
 import { echoesOf, startQuotingServer, type QuotingServer } from "./support/mcp-quoting-server.ts";

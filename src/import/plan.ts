@@ -73,7 +73,7 @@ export type PlanInput = {
   existing: ReadonlyArray<{ id: string; url: string }>;
   /** The file has [remote]: no `auth` is written. */
   remote: boolean;
-  /** Learns every literal value read, so the run's output scrubs it should anything quote it (src/output/secrets.ts). */
+  /** Learns every literal value read, so the run's output scrubs it should anything quote it (src/secrets.ts). */
   secret: (value: string) => void;
 };
 

@@ -2,7 +2,7 @@
 // Redaction is by name, on every layer a secret can travel in: headers, query strings, form and
 // JSON bodies. What is not recognised as safe-to-show is shortened, never printed whole.
 import type { Output } from "../context.ts";
-import { REDACTED, SECRET_NAMES, worthScrubbing, type Secrets } from "./secrets.ts";
+import { REDACTED, SECRET_NAMES, worthScrubbing, type Secrets } from "../secrets.ts";
 import { MARK } from "./style.ts";
 import { shown } from "./untrusted.ts";
 

@@ -25,7 +25,7 @@ import { refused, SubsError } from "../errors.ts";
 import { listAllTools } from "../mcp/connect.ts";
 import { mcpError } from "../mcp/open.ts";
 import { possessive } from "../text/possessive.ts";
-import { learnt } from "../output/secrets.ts";
+import { learnt } from "../secrets.ts";
 import type { Reporter } from "../report.ts";
 import { z } from "zod";
 import { VERSION } from "../version.ts";

@@ -31,7 +31,7 @@ import type { Config, ConnectionConfig } from "../config/types.ts";
 import type { Context } from "../context.ts";
 import { SubsError } from "../errors.ts";
 import { connectionError } from "../mcp/open.ts";
-import { learnt } from "../output/secrets.ts";
+import { learnt } from "../secrets.ts";
 import type { Reporter } from "../report.ts";
 import { VERSION } from "../version.ts";
 import { ServedServer, type SessionFactory, type SessionServer } from "./session.ts";

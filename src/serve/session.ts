@@ -6,7 +6,7 @@
 import { Server, type ServerOptions } from "@modelcontextprotocol/sdk/server/index.js";
 import type { Transport } from "@modelcontextprotocol/sdk/shared/transport.js";
 import type { Implementation } from "@modelcontextprotocol/sdk/types.js";
-import { scrubbedJson } from "../output/secrets.ts";
+import { scrubbedJson } from "../secrets.ts";
 
 export type SessionServer = {
   /** The SDK's low-level server, not yet connected; the transport's owner connects it. */
@@ -29,7 +29,7 @@ export type SessionFactory = () => Promise<SessionServer>;
 export class ServedServer extends Server {
   readonly #secrets: { scrub(text: string): string };
 
-  /** `secrets`: the run's (src/output/secrets.ts, `learnt`), learnt by the fetch of every upstream request. */
+  /** `secrets`: the run's (src/secrets.ts, `learnt`), learnt by the fetch of every upstream request. */
   constructor(info: Implementation, options: ServerOptions | undefined, secrets: { scrub(text: string): string }) {
     super(info, options);
     this.#secrets = secrets;

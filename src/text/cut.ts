@@ -1,5 +1,5 @@
 // A server's words shortened for a message. Where the cut falls is marked, so Secrets.scrub
-// (output/secrets.ts) can find the start of a secret a cut ended.
+// (src/secrets.ts) can find the start of a secret a cut ended.
 
 /** How a shortened text ends (`cut`, a table's column): Secrets.scrub looks before it for the start of a secret. */
 export const CUT = "…";

@@ -9,7 +9,7 @@ import { after, before, describe, test } from "node:test";
 import { PassThrough } from "node:stream";
 import { loadSpinner, startProgress } from "../../src/output/progress.ts";
 import { shown } from "../../src/output/untrusted.ts";
-import { learningFetch, scrubbedOutput, Secrets } from "../../src/output/secrets.ts";
+import { learningFetch, scrubbedOutput, Secrets } from "../../src/secrets.ts";
 import { credential, environment } from "../auth/harness.ts";
 import { consentingBrowser } from "../support/browser.ts";
 import { runCli, runInProcess } from "../support/cli.ts";

@@ -3,8 +3,8 @@
 // an MCP error with the bearer token, a deployment echoing its API token) would otherwise put a
 // live credential in the `error:` line, a `--json` error or `mcp list --check --json`. Removal by
 // name cannot see those: the value sits inside a free-text message.
-import type { Context, Output } from "../context.ts";
-import { CUT } from "../text/cut.ts";
+import type { Context, Output } from "./context.ts";
+import { CUT } from "./text/cut.ts";
 
 export const REDACTED = "[redacted]";
 
