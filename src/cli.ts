@@ -8,15 +8,13 @@ import { apply } from "./commands/apply/command.ts";
 import { completion } from "./commands/completion/command.ts";
 import { init } from "./commands/init/command.ts";
 import { mcp } from "./commands/mcp/command.ts";
-import { configOption, examples, type CommandDeclaration, type CommandScope } from "./commands/options.ts";
+import { configOption, examples, type CommandDeclaration, type CommandScope, type ProgramHooks } from "./commands/options.ts";
 import { schema } from "./commands/schema/command.ts";
 import type { Context } from "./context.ts";
-import { parseMistakeText, type ProgramHooks } from "./run.ts";
+import { parseMistakeText } from "./output/parse-mistake.ts";
 import { VERSION } from "./version.ts";
 
 export { CommanderError } from "commander";
-// The run and the words it knows, for whoever imported them from here.
-export { COMMAND_TREE, habitFor, namedPath, run } from "./run.ts";
 
 /** The program's commands, in the order `subs --help` lists them; each group names its own. */
 const COMMANDS: readonly CommandDeclaration[] = [init, mcp, apply, completion, schema, agent];

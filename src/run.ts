@@ -2,7 +2,8 @@
 // other tools, the command (cli.ts builds the tree and commander parses argv; `subs mcp list`, the
 // commonest run, is parsed here without either), its action, and every error rendered once, mapped
 // to its exit code.
-import { parseSeconds } from "./commands/flags.ts";
+import { directMcpList, mcpListAction } from "./commands/mcp/list/action.ts";
+import type { ProgramHooks } from "./commands/options.ts";
 import type { Context } from "./context.ts";
 import { ConfigError, SubsError, exitCodeFor, formatDiagnostic, usage } from "./errors.ts";
 import { animates, loadSpinner } from "./output/progress.ts";
@@ -10,6 +11,7 @@ import { shellWord } from "./output/shell-word.ts";
 import { learningFetch, Secrets, withSecrets } from "./secrets.ts";
 import { loadStyles, styleFor } from "./output/style.ts";
 import { hintOf } from "./output/hints.ts";
+import { parseMistakeJson } from "./output/parse-mistake.ts";
 import { shown } from "./output/untrusted.ts";
 
 export async function run(given_argv: readonly string[], given: Context): Promise<number> {
@@ -118,41 +120,10 @@ export async function run(given_argv: readonly string[], given: Context): Promis
   return exitCode;
 }
 
-export type ProgramHooks = {
-  setJson: (json: boolean) => void;
-  setExitCode: (code: number) => void;
-  /** The parser's own error text (e.g. "error: unknown option '--x'") and the command it is about. */
-  onParseMistake?: (message: string, path: string) => void;
-  /** The command serves until stopped: Ctrl-C or SIGTERM is its normal end (exit 0). */
-  servesUntilStopped?: () => void;
-};
-
 /** `--json` as a flag: before a `--`, after which every word is an argument. */
 function jsonFlagGiven(argv: readonly string[]): boolean {
   const end = argv.indexOf("--");
   return (end === -1 ? argv : argv.slice(0, end)).includes("--json");
-}
-
-/**
- * commander's "error: unknown option '--jsn'\n(Did you mean --json?)" in subs's own words: the
- * message, and a hint (issue 15: one style for suggestions, commander's included) that names the
- * suggestion as every other "did you mean" does, then the command's --help. Also the --json error object.
- */
-function parseMistakeJson({ message, path }: { message: string; path: string }): { code: "usage"; message: string; hint: string } {
-  const [first = "", ...rest] = message.trim().split("\n");
-  const help = `run \`${path} --help\` for its usage and examples`;
-  const meant = rest.map((line) => /^\(Did you mean (one of )?(.*)\?\)$/.exec(line.trim())).find((m) => m !== null);
-  // A command is named whole (`subs mcp list`), as the hints for habits name it.
-  const whole = (word: string) => (first.startsWith("error: unknown command") ? `${path} ${word}` : word);
-  const suggestion = meant ? `did you mean ${meant[1] ?? ""}${meant[2]!.split(", ").map((word) => `\`${whole(word)}\``).join(", ")}? ` : "";
-  return { code: "usage", message: first.replace(/^error: /, ""), hint: `${suggestion}${help}` };
-}
-
-/** A parse mistake on stderr, as renderError writes every other usage error. */
-export function parseMistakeText(ctx: Context, mistake: { message: string; path: string }): string {
-  const style = styleFor(ctx.stderrColor);
-  const { message, hint } = parseMistakeJson(mistake);
-  return `${style.red("error:")} ${message}\n${style.dim("hint:")} ${hint}\n`;
 }
 
 /** The words before any `--`, options and the value of --config left out. */
@@ -263,64 +234,6 @@ export const debugFromEnv = (env: Context["env"]) => ["1", "true"].includes(env.
 
 /** `--config` as `ran` repeats it in a hint: a value given, else nothing. */
 const configArgs = (config: unknown) => (typeof config === "string" ? ["--config", shellWord(config)] : []);
-
-/** The flags of `subs mcp list`, as its action takes them (`config` from before the command too). */
-export type ListFlags = { config?: string; json?: boolean; check?: boolean; timeout: string };
-
-/** `subs mcp list`'s action, for commander's tree (cli.ts) and for directMcpList's runs alike. */
-export async function mcpListAction(ctx: Context, { setJson, setExitCode }: Pick<ProgramHooks, "setJson" | "setExitCode">, flags: ListFlags): Promise<void> {
-  setJson(Boolean(flags.json));
-  const timeoutSeconds = parseSeconds(flags.timeout);
-  const { mcpListCommand } = await import("./commands/mcp-list.ts");
-  setExitCode(
-    await mcpListCommand(ctx, {
-      ...(flags.config !== undefined ? { config: flags.config } : {}),
-      json: Boolean(flags.json),
-      ...(flags.check ? { check: { timeoutSeconds } } : {}),
-    }),
-  );
-}
-
-/**
- * `subs mcp list` in its everyday spellings, read without commander: loading commander and
- * building the command was about 1 ms of every listing (docs/speed.md). Read as commander reads
- * them: `--debug` and `--config PATH` (or `--config=PATH`) anywhere, the last `--config` winning
- * (they are the program's own options), the words `mcp list`, then `--json`, `--check` and
- * `--timeout SECONDS` (or `=SECONDS`, the last winning, "10" by default). Anything else (another
- * word or flag, `--help`, `--`, a value that is empty or starts with "-") is left to commander,
- * which then parses and judges the whole line. test/cli-direct.test.ts holds the two to the same
- * flags.
- */
-export function directMcpList(argv: readonly string[]): (ListFlags & { debug: boolean }) | undefined {
-  const flags: ListFlags & { debug: boolean } = { timeout: "10", debug: false };
-  let words = 0;
-  const valueOf = (n: number, flag: string): [value: string | undefined, next: number] => {
-    const arg = argv[n]!;
-    const value = arg === flag ? argv[n + 1] : arg.slice(flag.length + 1);
-    return [value === undefined || value === "" || value.startsWith("-") ? undefined : value, arg === flag ? n + 1 : n];
-  };
-  for (let n = 0; n < argv.length; n++) {
-    const arg = argv[n]!;
-    if (arg === "--debug") flags.debug = true;
-    else if (arg === "--config" || arg.startsWith("--config=")) {
-      const [value, next] = valueOf(n, "--config");
-      if (value === undefined) return undefined;
-      flags.config = value;
-      n = next;
-    } else if (words < 2) {
-      if (arg !== (words === 0 ? "mcp" : "list")) return undefined;
-      words++;
-    } else if (arg === "--json") flags.json = true;
-    else if (arg === "--check") flags.check = true;
-    else if (arg === "--timeout" || arg.startsWith("--timeout=")) {
-      const [value, next] = valueOf(n, "--timeout");
-      if (value === undefined) return undefined;
-      flags.timeout = value;
-      n = next;
-    } else return undefined;
-  }
-  return words === 2 ? flags : undefined;
-}
 
 /**
  * Every error ends with the next command to run (issue 8). Most carry their own hint; for the

@@ -7,7 +7,8 @@ import assert from "node:assert/strict";
 import { tmpdir } from "node:os";
 import { test } from "node:test";
 import { buildProgram } from "../src/cli.ts";
-import { directMcpList, namedPath } from "../src/run.ts";
+import { directMcpList } from "../src/commands/mcp/list/action.ts";
+import { namedPath } from "../src/run.ts";
 import { testContext } from "./support/cli.ts";
 import { picker, prng } from "./support/prng.ts";
 

@@ -111,7 +111,8 @@ test("errors without a hint of their own end with the next command: --help for u
 });
 
 test("start-up builds only the command argv names (issue 6), and COMMAND_TREE is the whole tree", async () => {
-  const { COMMAND_TREE, buildProgram, namedPath } = await import("../src/cli.ts");
+  const { buildProgram } = await import("../src/cli.ts");
+  const { COMMAND_TREE, namedPath } = await import("../src/run.ts");
   const { testContext } = await import("./support/cli.ts");
   const hooks = { setJson: () => {}, setExitCode: () => {} };
   const tree = (command: { commands: readonly { name(): string; commands: readonly unknown[] }[] }): Record<string, string[]> =>

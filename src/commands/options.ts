@@ -6,11 +6,20 @@ import { Option, type Command } from "commander";
 import type { ConnectClient, ConnectScope } from "../connect/clients.ts";
 import type { Context } from "../context.ts";
 import { usage } from "../errors.ts";
-import type { ProgramHooks } from "../run.ts";
 import type { HttpAddress } from "../serve/address.ts";
 import type { HttpLimits } from "../serve/http.ts";
 import type { ConnectCommandOptions } from "./connect.ts";
 import { parseCount, parseSeconds } from "./flags.ts";
+
+/** What the run gives the tree: how an action reports --json and its exit code, and parse mistakes. */
+export type ProgramHooks = {
+  setJson: (json: boolean) => void;
+  setExitCode: (code: number) => void;
+  /** The parser's own error text (e.g. "error: unknown option '--x'") and the command it is about. */
+  onParseMistake?: (message: string, path: string) => void;
+  /** The command serves until stopped: Ctrl-C or SIGTERM is its normal end (exit 0). */
+  servesUntilStopped?: () => void;
+};
 
 /** What an action may use: the run's context and hooks, and --config wherever it was given. */
 export type CommandScope = ProgramHooks & {

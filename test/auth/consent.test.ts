@@ -5,7 +5,7 @@ import assert from "node:assert/strict";
 import { createServer, type AddressInfo, type Socket } from "node:net";
 import { PassThrough } from "node:stream";
 import { test } from "node:test";
-import { run } from "../../src/cli.ts";
+import { run } from "../../src/run.ts";
 import { testContext } from "../support/cli.ts";
 import { credential, environment } from "./harness.ts";
 

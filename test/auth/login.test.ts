@@ -6,7 +6,7 @@ import path from "node:path";
 import { createServer } from "node:net";
 import { PassThrough } from "node:stream";
 import { test } from "node:test";
-import { run } from "../../src/cli.ts";
+import { run } from "../../src/run.ts";
 import { followAuthorization } from "../support/browser.ts";
 import { startMcpServer } from "../support/mcp-server.ts";
 import { startAuthServer } from "../support/oauth-server.ts";

@@ -5,7 +5,7 @@ import assert from "node:assert/strict";
 import { createHash } from "node:crypto";
 import { createServer, type Server } from "node:net";
 import { test } from "node:test";
-import { run } from "../../src/cli.ts";
+import { run } from "../../src/run.ts";
 import { authorizationUrlOf } from "../support/browser.ts";
 import { testContext } from "../support/cli.ts";
 import { startAuthServer } from "../support/oauth-server.ts";

@@ -6,7 +6,7 @@ import { mkdirSync, readdirSync, rmdirSync, statSync } from "node:fs";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import type { Context } from "../../src/context.ts";
-import { run } from "../../src/cli.ts";
+import { run } from "../../src/run.ts";
 
 export const REPO = fileURLToPath(new URL("../..", import.meta.url));
 export const BIN = path.join(REPO, "bin", "subs.cjs");

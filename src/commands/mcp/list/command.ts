@@ -1,7 +1,7 @@
-// `subs mcp list`: its declaration. Its action is run.ts's, which also serves the everyday
-// spellings read without commander, so both take the same flags to the same run code.
+// `subs mcp list`: its declaration. Its action (action.ts) also serves run.ts's reading of the
+// everyday spellings without commander, so both take the same flags to the same run code.
 import { Option } from "commander";
-import { mcpListAction } from "../../../run.ts";
+import { mcpListAction } from "./action.ts";
 import { configOption, examples, jsonOption, type CommandDeclaration } from "../../options.ts";
 
 export const mcpList: CommandDeclaration = {
