@@ -13,7 +13,7 @@ export type Context = {
   stdoutIsTTY: boolean;
   /**
    * The width of stdout's terminal in columns, when stdout is one and its width is known: tables
-   * fit it (issue 15). $COLUMNS, when set, wins over the terminal's own answer. Undefined when piped.
+   * fit it. $COLUMNS, when set, wins over the terminal's own answer. Undefined when piped.
    */
   stdoutColumns?: number;
   /** stderr is a terminal: progress may animate. */
@@ -21,7 +21,7 @@ export type Context = {
   /**
    * stdin when it is a terminal a person can paste into (the redirected URL under --no-browser),
    * else undefined. Asked only by the one command that can use it: checking for a terminal loads
-   * node:tty and building process.stdin a stream, a few ms no other command needs (issue 6). A
+   * node:tty and building process.stdin a stream, a few ms no other command needs. A
    * function, not a getter, so copying the context (`{ ...ctx }`) does not build it.
    */
   terminalStdin?: () => Promise<NodeJS.ReadableStream | undefined>;
@@ -29,7 +29,7 @@ export type Context = {
   readStdin?: () => Promise<string>;
   /**
    * stdin and stdout as byte streams, for a command that speaks a protocol on them instead of
-   * printing (MCP over stdio: `subs agent serve`, `subs mcp proxy`; issue 16). Such a command
+   * printing (MCP over stdio: `subs agent serve`, `subs mcp proxy`). Such a command
    * writes nothing else to stdout: every message of its own goes to stderr.
    */
   protocolStreams?: () => { input: NodeJS.ReadableStream; output: NodeJS.WritableStream };
@@ -52,9 +52,10 @@ export type Context = {
   /** Aborted on Ctrl-C; long waits listen to it. */
   signal: AbortSignal;
   /**
-   * The run's secret values, removed from everything printed (src/secrets.ts, issue 14).
-   * `run` sets it, and its fetch learns every secret a request carries or a token answer issues;
-   * code that holds a secret it has not sent yet and may print near one can add it here.
+   * The run's secret values, removed from everything printed (src/secrets.ts; SECURITY.md,
+   * "Redaction"). `run` sets it, and its fetch learns every secret a request carries or a token
+   * answer issues; code that holds a secret it has not sent yet and may print near one can add it
+   * here.
    */
   secrets?: {
     add(value: string | null | undefined): void;
@@ -80,7 +81,7 @@ export function terminalColumns(env: Context["env"], reported: number | undefine
 /**
  * How long an opener may run before it counts as having opened the page. `open` resolves once
  * xdg-open is spawned, so an xdg-open that then finds no browser (exit 3) went unnoticed and login
- * waited its whole timeout (issue 13). xdg-open exits soon after handing the URL to a GUI browser;
+ * waited its whole timeout. xdg-open exits soon after handing the URL to a GUI browser;
  * a terminal browser (www-browser = lynx) keeps running in the foreground, so one still running
  * after this long is taken to be showing the page.
  */
@@ -98,7 +99,7 @@ type OpenFunction = (target: string, options: { wait: boolean }) => Promise<unkn
  * The `open` function from what loading the package gave. The bundle require()s the ES module
  * `open` through esbuild's interop helper, which wraps the module namespace once more: the
  * function is then `mod.default.default`, and calling `mod.default` failed on every machine as
- * "r is not a function" (issue 13). Plain ESM import gives `mod.default`.
+ * "r is not a function". Plain ESM import gives `mod.default`.
  */
 export function openFunction(mod: unknown): OpenFunction {
   let candidate = mod;
@@ -156,7 +157,7 @@ function settled(child: ChildProcess, name: string, options: OpenerOptions): Pro
 /**
  * Opens a URL for a person: `$BROWSER <url>` when set, else the system's opener through the `open`
  * package (xdg-open on Linux, open on macOS). Rejects with a message naming the opener when it
- * could not start or failed at once (issue 13), so login can say so instead of waiting.
+ * could not start or failed at once, so login can say so instead of waiting.
  */
 export async function defaultOpenBrowser(env: Context["env"], url: string, options: OpenerOptions = {}): Promise<void> {
   const browser = env.BROWSER?.trim();
@@ -192,7 +193,7 @@ export async function defaultOpenBrowser(env: Context["env"], url: string, optio
 /**
  * Whether `fd` is a terminal, without loading node:tty (and node:net behind it, ~1.5 ms) for a
  * pipe, a file or /dev/null (`subs apply >/dev/null`): only a character device can be a terminal,
- * and /dev/null is one that is not (issue 6).
+ * and /dev/null is one that is not.
  */
 async function isTerminal(fd: number): Promise<boolean> {
   try {
@@ -226,7 +227,7 @@ const blockFor = (ms: number) => Atomics.wait(new Int32Array(new SharedArrayBuff
 /**
  * Output written straight to a file or pipe with write(2), for stdout and stderr when they are not
  * terminals. process.stdout would be a stream (node:stream and its ten modules, ~1.5 ms of every
- * command, issue 6) around the same synchronous write. Each chunk is written whole before `write`
+ * command) around the same synchronous write. Each chunk is written whole before `write`
  * returns, so `process.exit` right after loses nothing: a partial write goes on from where it
  * stopped, and a pipe some other program left non-blocking (EAGAIN when full) is waited on, as
  * pino's sonic-boom does, instead of queued behind the exit.

@@ -80,7 +80,7 @@ export const interrupted = () => new SubsError("interrupted", "interrupted", { c
 
 /**
  * The same failure, its message prefixed with the id it happened to, unless it names it already:
- * a step of a command over several ids (`mcp login --all`) must say which one failed (issue 13).
+ * a step of a command over several ids (`mcp login --all`) must say which one failed.
  */
 export function aboutId(error: unknown, id: string): unknown {
   if (!(error instanceof SubsError) || error instanceof ConfigError || error.kind === "interrupted" || error.message.startsWith(`${id}:`)) return error;

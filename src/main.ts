@@ -27,8 +27,9 @@ export async function main(argv: readonly string[]): Promise<never> {
   process.exit(code);
 }
 
-// scripts/warm-code-cache.cjs runs commands in-process with these, so the V8 code cache written
-// at build time holds the functions real commands compile (issue 6). openStore seeds the db of a
-// long list; loaded on that call, as a command loads the store, so start-up never initializes it.
+// scripts/warm-code-cache.cjs runs commands in-process with these, so the V8 code cache written at
+// build time holds the functions real commands compile (docs/speed.md, "What makes start-up
+// cheap"). openStore seeds the db of a long list; loaded on that call, as a command loads the
+// store, so start-up never initializes it.
 export { processContext, run };
 export const openStore = async (...options: Parameters<typeof import("./store/store.ts").openStore>) => (await import("./store/store.ts")).openStore(...options);

@@ -21,13 +21,13 @@ export async function run(given_argv: readonly string[], given: Context): Promis
   // A server's normal end is a signal (an MCP client stops it with SIGTERM): exit 0, not 130/143.
   let endsOnSignal = false;
   // A copy, so --debug can wrap its fetch for this run only. Every line printed passes the run's
-  // secrets, --json included, and every request teaches them (issue 14, item 3).
+  // secrets, --json included, and every request teaches them (SECURITY.md, "Redaction").
   const secrets = new Secrets();
   const ctx: Context = withSecrets(given, secrets);
   if (ctx.color || ctx.stderrColor) await loadStyles();
   if (animates(ctx)) await loadSpinner();
   // Words other tools taught (logout, rm, `subs login`): the subs way, never the opposite action
-  // a spelling suggestion could offer (`logout` is two letters from `login`; issue 15).
+  // a spelling suggestion could offer (`logout` is two letters from `login`).
   const habit = habitFor(argv);
   if (habit) {
     renderError(ctx, habit, jsonFlagGiven(argv));
@@ -175,7 +175,7 @@ function distance(a: string, b: string): number {
 const looksLikeLogout = (word: string) =>
   LOGOUT_WORDS.includes(word) || (distance(word, "logout") <= 2 && distance(word, "logout") < distance(word, "login"));
 
-/** The usage error for a command typed from another tool's habits, else undefined (issue 15). */
+/** The usage error for a command typed from another tool's habits, else undefined. */
 export function habitFor(argv: readonly string[]): SubsError | undefined {
   if (argv[0] === "-v") return usage("unknown option '-v'", { hint: "`subs --version` (or `subs -V`) prints the version; `-v` is --verbose of `subs agent tools`" });
   const [group, sub] = commandWords(argv);
@@ -205,7 +205,7 @@ export const COMMAND_TREE: Readonly<Record<string, readonly string[]>> = {
 
 /**
  * The command argv names, when that is all the parser needs to see: `subs mcp list --json`
- * builds `mcp list` alone instead of all eleven commands (about 2 ms of every start-up, issue 6).
+ * builds `mcp list` alone instead of all eleven commands (about 2 ms of every start-up).
  * Commander still parses everything, so flags and errors are the same. The whole tree is built
  * whenever it is shown or searched: help, completion, an unknown command (for "did you mean"),
  * a group named without a known subcommand.
@@ -236,7 +236,7 @@ export const debugFromEnv = (env: Context["env"]) => ["1", "true"].includes(env.
 const configArgs = (config: unknown) => (typeof config === "string" ? ["--config", shellWord(config)] : []);
 
 /**
- * Every error ends with the next command to run (issue 8). Most carry their own hint; for the
+ * Every error ends with the next command to run. Most carry their own hint; for the
  * rest: a usage mistake points at the command's --help, a failure at the same command with
  * --debug (every HTTP exchange, credentials redacted). Only on stderr: --json keeps its shape.
  */
@@ -261,7 +261,7 @@ type Ran = {
 
 /**
  * The commands that change something: only after one of them does "nothing was changed" tell the
- * person anything (issue 15). The others read, or write only a refreshed token on the way.
+ * person anything. The others read, or write only a refreshed token on the way.
  */
 export const WRITING_COMMANDS = new Set(["subs init", "subs mcp add", "subs mcp remove", "subs mcp import", "subs mcp login", "subs apply", "subs agent connect", "subs mcp connect"]);
 
@@ -277,7 +277,8 @@ function renderError(ctx: Context, error: unknown, json: boolean, ran?: Ran): vo
     ctx.stderr.write(`${n} ${what}${n === 1 ? "" : "s"} in ${shown(error.diagnostics[0]?.file ?? "the file")}${ran?.writes ? "; nothing was changed" : ""}.\n`);
   } else if (error instanceof SubsError) {
     // Messages quote servers (an error_description, a JSON-RPC message, a deployment's words):
-    // shown, never interpreted, here whatever the code that built them did (issue 14, item 1).
+    // shown, never interpreted, here whatever the code that built them did
+    // (SECURITY.md, "What subs shows of server text").
     ctx.stderr.write(`${style.red("error:")} ${shown(error.message)}\n`);
     const hint = hintOf(error) ?? fallbackHint(error, ran);
     // A hint may be a list on its own lines (a deployment's allowed URLs); escapes still show.

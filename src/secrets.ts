@@ -1,5 +1,5 @@
-// Every secret value subs knows in a run, removed by value from everything it prints (issue 14,
-// item 3). A server that quotes what it received (an error_description with the refresh token,
+// Every secret value subs knows in a run, removed by value from everything it prints (SECURITY.md,
+// "Redaction"). A server that quotes what it received (an error_description with the refresh token,
 // an MCP error with the bearer token, a deployment echoing its API token) would otherwise put a
 // live credential in the `error:` line, a `--json` error or `mcp list --check --json`. Removal by
 // name cannot see those: the value sits inside a free-text message.

@@ -1,6 +1,6 @@
 // What an agent's model can call, from the tool lists its connections returned: the rules of
 // connectors.md ("Give it to an agent", "Filtering", "Names", "When tools are fetched") as one
-// pure function (issue 5). No I/O here: fetching is fetch.ts, printing is the command's.
+// pure function. No I/O here: fetching is fetch.ts, printing is the command's.
 import picomatch from "picomatch";
 import type { AgentConfig, ConnectionConfig, McpToolsFilter } from "../config/types.ts";
 

@@ -1,7 +1,7 @@
 // `subs apply` without [remote]: the target is the local db, and making it match the file means
 // deleting the credentials the file no longer allows (product.md, "Commands"). Besides `subs mcp
 // remove`, it is the one command that deletes what is stored for an id no longer declared: every
-// other command leaves it alone (issue 15, "Looking never deletes").
+// other command leaves it alone (docs/file.md, "Looking never deletes").
 import type { Config, ConnectionConfig } from "../config/types.ts";
 import type { Context } from "../context.ts";
 import type { Reporter } from "../report.ts";

@@ -4,7 +4,7 @@
 // reused (MCP authorization 2026-07-28, "Client Registration") where the server allows it: many
 // servers compare redirect_uri exactly, port included, although RFC 8252 §7.3 says a loopback
 // port may vary, so a reused registration listens on the port it registered; one the server
-// rejects or forgot is dropped and registered again (issue 13).
+// rejects or forgot is dropped and registered again (docs/oauth.md, "What the flow does", 4).
 import { randomBytes } from "node:crypto";
 import * as z from "zod/mini";
 import { registerClient } from "@modelcontextprotocol/sdk/client/auth.js";

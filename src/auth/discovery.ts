@@ -2,7 +2,7 @@
 // to it (MCP authorization 2026-07-28, "Authorization Server Discovery"; RFC 9728; RFC 8414), and
 // servers of the 2025-03-26 revision, which publish no resource metadata (docs/conformance.md).
 // The well-known URLs are the SDK's; the fetching is done here, because a well-known URL that does
-// not serve metadata must read as "none" whatever it answers (issue 13: a 400, an HTML page, an
+// not serve metadata must read as "none" whatever it answers (a 400, an HTML page, an
 // event stream that never ends), and the checks the SDK does not make are made here: issuer
 // equality (RFC 8414 §3.3), S256 listed, https endpoints off loopback.
 import { buildDiscoveryUrls, extractWWWAuthenticateParams } from "@modelcontextprotocol/sdk/client/auth.js";
@@ -106,7 +106,7 @@ async function probe(serverUrl: string, fetch: Fetch, signal: AbortSignal | unde
  * One well-known metadata document: the parsed JSON of a 200 `application/json` answer, else
  * undefined. RFC 8414 §3.2 and RFC 9728 §3.2 answer with exactly that; anything else at a
  * well-known URL (a 404, the 400 of a server that treats every GET as a malformed request, an HTML
- * page, an event stream that never ends) is no metadata (issue 13). A 5xx is the server failing,
+ * page, an event stream that never ends) is no metadata. A 5xx is the server failing,
  * not saying "none": an error, so that a passing outage never reads as a different server.
  */
 async function metadataDocument(url: URL, fetch: Fetch): Promise<unknown> {
@@ -200,7 +200,7 @@ export function endpointProblem(name: string, value: string | undefined): string
 
 /**
  * Metadata that decides where a login goes is fetched over https only, loopback aside, like the
- * endpoints it names (issue 14, item 6): over plain http anyone on the path could rewrite the
+ * endpoints it names: over plain http anyone on the path could rewrite the
  * authorization server, its endpoints or the issuer. Checked before the request, so nothing is
  * sent. Applies to an issuer (from resource metadata, a stored credential, or a 2025-03-26
  * server's origin) and to the `resource_metadata` URL a 401 names: resource metadata chooses the

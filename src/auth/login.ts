@@ -115,7 +115,7 @@ export function responseCheck(expected: { state: string; issuer: string; issAdve
     if (got === null) {
       // Some servers drop `state` from error redirects. A refusal without it is still the
       // person's "no": nothing is redeemed or stored, so a forged one can only end this wait,
-      // which Ctrl-C does too (issue 13). A code without `state` is never redeemed.
+      // which Ctrl-C does too. A code without `state` is never redeemed.
       if (params.has("error") && !params.has("code")) return undefined;
       return { why: "the authorization response carries no `state`; refusing it", forThisLogin: false };
     }
@@ -140,7 +140,7 @@ async function loginFlow(options: LoginOptions): Promise<LoginResult> {
   if (ctx.signal.aborted) throw interrupted();
   // Deadline, size cap and same-origin redirects on every call to a server found by discovery.
   const fetch = fetchWithSignal(authFetch(ctx), ctx.signal);
-  // Progress from the first request on (issue 13): discovery and registration can each take the
+  // Progress from the first request on: discovery and registration can each take the
   // whole HTTP deadline on a slow server, and a terminal must not sit silent meanwhile.
   steps({ step: "contacting", id: connection.id, origin: new URL(connection.url).origin });
   let discovery: Awaited<ReturnType<typeof discover>>;
@@ -163,7 +163,8 @@ async function loginFlow(options: LoginOptions): Promise<LoginResult> {
   let prepared = false;
   let setup: Awaited<ReturnType<typeof clientAndLoopback>>;
   try {
-    // The client first: a reused registration listens on the port it registered (issue 13).
+    // The client first: a reused registration listens on the port it registered,
+    // as servers that compare redirect_uri exactly require (RFC 8252 §7.3 aside).
     setup = await clientAndLoopback({ connection, issuer, metadata, scope, store, env: ctx.env, fetch, now: ctx.now(), port: options.port, signal: ctx.signal });
   } catch (error) {
     steps({ step: "could_not_start", id: connection.id });
@@ -195,7 +196,7 @@ async function loginFlow(options: LoginOptions): Promise<LoginResult> {
     fromLoopback.catch(() => {});
     const url = authorizationUrl.href;
     // Opened twice, the one-time link was also opened by someone else on this machine, who may
-    // now hold `state`: the login stops before their consent can end it (issue 14).
+    // now hold `state`: the login stops before their consent can end it.
     let replayed!: () => void;
     const linkReplayed = new Promise<never>((_, reject) => {
       replayed = () =>
@@ -211,7 +212,8 @@ async function loginFlow(options: LoginOptions): Promise<LoginResult> {
     if (options.openBrowser) {
       steps({ step: "opening_browser", id: connection.id, url });
       try {
-        // Not the authorization URL itself: `state` must not be in the browser's argv (issue 14).
+        // Not the authorization URL itself: `state` must not be in the browser's argv,
+        // which every local user can read in /proc.
         await ctx.openBrowser(loopback.openUrl(url, replayed));
       } catch (error) {
         // Said at once, not after the timeout: the person can open the URL elsewhere and, on a

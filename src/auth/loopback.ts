@@ -24,11 +24,11 @@ export type Loopback = {
   /**
    * Resolves with the authorization response that `check` accepts; rejects when one for this
    * login fails it. Responses not for this login are answered with a page saying so and handed to
-   * `ignored`, and the wait goes on (issue 14: a bogus callback must not end a pending login).
+   * `ignored`, and the wait goes on: a bogus callback must not end a pending login.
    */
   response: (check: ResponseCheck, ignored?: (problem: ResponseProblem) => void) => Promise<URLSearchParams>;
   /**
-   * A one-time address on this listener that redirects the browser to `target` (issue 14): the
+   * A one-time address on this listener that redirects the browser to `target`: the
    * browser's argv, which every local user can read in /proc, then holds no `state`. Asked for a
    * second time, someone else had the address: `replayed` runs and gets nothing.
    */
@@ -126,7 +126,7 @@ function page(message: string): string {
  * Under --no-browser (or when no browser could be opened) on a terminal: the person may paste the
  * URL the browser was redirected to (its page failed to load because the loopback is on another
  * machine, e.g. over SSH). Anything else pasted (junk, a redirect from another login) is said to
- * be wrong and the wait goes on; only a response `check` accepts ends it (issue 13). What was
+ * be wrong and the wait goes on; only a response `check` accepts ends it. What was
  * pasted is never echoed: it may hold a code.
  */
 export function pastedResponse(options: {

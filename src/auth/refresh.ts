@@ -1,7 +1,7 @@
 // A usable access token for a connection: the stored one, refreshed first when it has expired or
 // expires within a minute. Refresh tokens may rotate (OAuth 2.1 §4.3.1), so when several subs
 // processes race, exactly one refreshes: BEGIN IMMEDIATE takes the db's write lock before the row
-// is re-read, the others wait on the busy timeout and then find the new token (issue 3).
+// is re-read, the others wait on the busy timeout and then find the new token.
 import { refreshAuthorization } from "@modelcontextprotocol/sdk/client/auth.js";
 import type { OAuthTokens } from "@modelcontextprotocol/sdk/shared/auth.js";
 import type { ConnectionConfig } from "../config/types.ts";
@@ -89,7 +89,7 @@ export async function freshCredential(options: {
       if (grantRejected(error)) {
         // The grant is dead; keeping it would only make every later command fail the same way.
         store.deleteCredentials([current.id]);
-        // A client the server no longer knows (issue 13): its registration is dropped too, so the
+        // A client the server no longer knows: its registration is dropped too, so the
         // login that follows registers anew instead of failing the same way.
         if (clientRejected(error) && dropRegistration(store, current.issuer, client)) {
           return { rejected: `the authorization server no longer accepts subs' registration (${oauthProblem(error)}); it was dropped, and the next login registers anew` };

@@ -1,7 +1,8 @@
 // A credential `subs apply` deletes (its section deleted, its url changed) or a login replaces is
 // also revoked where the authorization server offers it (RFC 7009; product.md, "The file"); no
-// command that only looks deletes or revokes one (issue 15). Revocation is best effort and
-// bounded in time: a slow or absent server never holds a command up for long.
+// command that only looks deletes or revokes one (docs/file.md, "Looking never deletes").
+// Revocation is best effort and bounded in time: a slow or absent server never holds a command
+// up for long.
 import type { Context } from "../context.ts";
 import type { Reporter } from "../report.ts";
 import type { CredentialRow } from "../store/schema.ts";

@@ -1,4 +1,4 @@
-// A token answer is checked before anything of it is stored (issue 14, item 11). The SDK's schema
+// A token answer is checked before anything of it is stored. The SDK's schema
 // takes any number as `expires_in` (negative, 1e308) and any string as a token, empty included: an
 // expiry in the past makes every command refresh, one at Infinity is stored as a token that never
 // expires, an empty token is sent as `Bearer `. RFC 6749 §5.1 defines the fields.

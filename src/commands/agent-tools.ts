@@ -143,7 +143,8 @@ function renderHuman(ctx: Context, r: Inspection, verbose: boolean): void {
   if (rows.length > 0) ctx.stdout.write(renderTable(["NAME", "FROM", "TOOL ON CONNECTION"], rows, { tty: ctx.stdoutIsTTY, columns: ctx.stdoutColumns, style: style.bold }));
 
   for (const u of r.unavailable) {
-    // Messages quote servers; tool names are theirs: shown, never interpreted (issue 14, item 1).
+    // Messages quote servers; tool names are theirs: shown, never interpreted
+    // (SECURITY.md, "What subs shows of server text").
     ctx.stderr.write(`${err.yellow("unavailable:")} ${shown(u.message)}; the model runs without ${possessive(u.connection)} tools\n`);
     if (u.hint) ctx.stderr.write(`  ${err.dim("hint:")} ${shown(u.hint, { multiline: true })}\n`);
   }

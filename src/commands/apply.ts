@@ -71,7 +71,7 @@ export async function applyCommand(ctx: Context, options: ApplyOptions): Promise
   for (const change of result.changes) {
     ctx.stdout.write(`${style.red("-")} ${change.id}: ${verb.toLowerCase()} its credential (${REASONS[change.reason]})\n`);
   }
-  // The summary is on stderr, as with [remote] (issue 15); stdout has the changes, one per line.
+  // The summary is on stderr, as with [remote]: stdout has the changes only, one per line.
   const summary =
     result.changes.length > 0
       ? `${verb} ${result.changes.length} credential${result.changes.length > 1 ? "s" : ""} in ${db}.${result.dryRun ? " Dry run: nothing was changed." : ""}`
@@ -98,7 +98,7 @@ function reportRemote(ctx: Context, config: Config, done: Extract<Applied, { tar
   const applied = outcomes.filter((o) => o.outcome === "applied");
   if (failures.length === 0) {
     if (json) writeJson(ctx.stdout, planJson(plan, url, { dryRun: false, outcomes }));
-    // The summary is on stderr, as every other `subs apply` summary is (issue 15); stdout has the plan.
+    // The summary is on stderr, as every other `subs apply` summary is: stdout has the plan only.
     else ctx.stderr.write(`Applied ${applied.length} change${applied.length === 1 ? "" : "s"} to ${url}.\n`);
     return;
   }
@@ -165,7 +165,8 @@ function renderPlan(plan: RemotePlan, url: string, style: Style): string {
   const section = (title: string, steps: PlanStep[]) => {
     lines.push(`  ${title}:${steps.length ? "" : " none"}`);
     const width = Math.max(0, ...steps.map((s) => shown(s.id).length));
-    // Ids and urls may be the deployment's (a connection not in the file): shown, never interpreted (issue 14).
+    // Ids and urls may be the deployment's (a connection not in the file): shown, never interpreted
+    // (SECURITY.md, "What subs shows of server text").
     for (const step of steps) lines.push(`    ${color(step.action, `${SIGN[step.action]} ${shown(step.id).padEnd(width)}`)}  ${shown(stepDetail(step))}`);
   };
   section("connections", plan.connections);

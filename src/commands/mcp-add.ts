@@ -1,4 +1,4 @@
-// `subs mcp add <id> <url>` (issue 15): declares a connection by appending its section to the
+// `subs mcp add <id> <url>`: declares a connection by appending its section to the
 // file, every other byte kept; checked as every command checks the file, then written atomically.
 import { appendConnections, editConfig, type NewConnection } from "../config/edit.ts";
 import { ENV_NAME_PATTERN, idProblem, newUrlProblem } from "../config/schema.ts";

@@ -53,7 +53,7 @@ export function parseArgs(text: string | undefined, from = "--args"): Record<str
   }
   if (value === null || typeof value !== "object" || Array.isArray(value)) throw usage(`${from} must be a JSON object`, { hint: `e.g. --args '{"query": "error"}'` });
   // JSON.parse takes any depth, but the SDK's validation and JSON.stringify recurse: a few thousand
-  // levels overflowed the stack, reported as "cannot reach" the server (issue 14, the fuzzer).
+  // levels overflowed the stack, reported as "cannot reach" the server.
   if (nestedDeeperThan(value, MAX_ARGS_DEPTH)) throw usage(`${from} is nested deeper than ${MAX_ARGS_DEPTH} levels`, { hint: `e.g. --args '{"query": "error"}'` });
   return value as Record<string, unknown>;
 }
@@ -103,8 +103,9 @@ export async function mcpCallCommand(ctx: Context, options: McpCallOptions): Pro
     writeJson(ctx.stdout, result);
   } else {
     // The tool's text is the server's: its lines as they are, every other control character and
-    // bidi override shown, never interpreted (issue 14, item 1). JSON.stringify escapes control
-    // characters but not U+202E, hence `shown` on the JSON too. --json above stays exact.
+    // bidi override shown, never interpreted (SECURITY.md, "What subs shows of server text").
+    // JSON.stringify escapes control characters but not U+202E, hence `shown` on the JSON too.
+    // --json above stays exact.
     const content = Array.isArray(result.content) ? (result.content as Array<Record<string, unknown>>) : [];
     for (const block of content) {
       if (block.type === "text" && typeof block.text === "string") {
@@ -122,7 +123,8 @@ export async function mcpCallCommand(ctx: Context, options: McpCallOptions): Pro
 /** A progress notification as a few words: `3/10 indexing`, or the count alone when there is no total. */
 export function progressText(progress: { progress: number; total?: number; message?: string }): string {
   const count = progress.total !== undefined && progress.total > 0 ? `${progress.progress}/${progress.total}` : String(progress.progress);
-  // The server's words: shown, and cut between visible characters, never inside one (issue 14).
+  // The server's words: shown, and cut between visible characters, never inside one
+  // (SECURITY.md, "What subs shows of server text").
   const first = progress.message?.split("\n")[0];
   const message = first === undefined ? undefined : shown(first, { max: 80 });
   return message ? `${count} ${message}` : count;

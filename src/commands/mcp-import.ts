@@ -1,4 +1,4 @@
-// `subs mcp import` (issue 15): reads the MCP servers other clients declare, prints what it adds
+// `subs mcp import`: reads the MCP servers other clients declare, prints what it adds
 // (stderr; --json on stdout), and adds them (src/import/). Nothing a client's file holds as a
 // secret is printed: the plan keeps header names, never their values.
 import path from "node:path";

@@ -21,14 +21,14 @@ export function checkJson(check: ConnectionCheck) {
 export function describeCheck(check: ConnectionCheck, style: Style, tokenEnv?: string | null): string {
   if (check.authorized) return style.green(`${check.tools} tool${check.tools === 1 ? "" : "s"}`);
   if (check.reachable === false) return style.red(check.problem?.code === "timeout" ? "no answer" : "unreachable");
-  // An unset variable needs the variable set, not a login (issue 13).
+  // An unset variable needs the variable set, not a login.
   const why = check.problem?.code === "token_env_unset" && tokenEnv ? `set $${tokenEnv}` : check.problem?.needsLogin ? "needs login" : "failed";
   return style.yellow(check.reachable ? `reachable · ${why}` : why);
 }
 
 /**
- * Every failed check on stderr, one per id: its reason and what to do (issue 13: a rejected
- * refresh included). A failure without a next step of its own gets the command that shows it in
+ * Every failed check on stderr, one per id: its reason and what to do (a rejected refresh
+ * included). A failure without a next step of its own gets the command that shows it in
  * full, as the CLI does for any error without a hint.
  */
 export function reportProblems(ctx: Context, checks: ReadonlyMap<string, ConnectionCheck>): void {
@@ -36,7 +36,8 @@ export function reportProblems(ctx: Context, checks: ReadonlyMap<string, Connect
     const problem = check.problem;
     if (!problem) continue;
     const hint = problem.hint ?? `run \`subs mcp tools ${id} --debug\` to see every HTTP exchange (credentials redacted)`;
-    // Both may quote the server (a JSON-RPC error's message): shown, never interpreted (issue 14).
+    // Both may quote the server (a JSON-RPC error's message): shown, never interpreted
+    // (SECURITY.md, "What subs shows of server text").
     ctx.stderr.write(`${shown(problem.message)}\n  ${shown(hint)}\n`);
   }
 }

@@ -24,7 +24,7 @@ export type ConnectionJson = {
   id: string;
   url: string;
   auth: "oauth" | "static" | "none";
-  /** `undeclared`: a credential stored for an id the file no longer declares (issue 15). */
+  /** `undeclared`: a credential stored for an id the file no longer declares, kept until `subs apply`. */
   status: ConnectionStatus["status"] | "undeclared";
   usable: boolean;
   issuer: string | null;
@@ -55,7 +55,8 @@ export function connectionJson(s: ConnectionStatus): ConnectionJson {
 
 /**
  * A credential stored for an id the file no longer declares, after the declared connections: kept
- * until `subs apply` deletes it, never used meanwhile (issue 15). `url` is the one it was issued for.
+ * until `subs apply` deletes it, never used meanwhile (docs/file.md, "Looking never deletes").
+ * `url` is the one it was issued for.
  */
 export function undeclaredJson(row: CredentialRow): ConnectionJson {
   return {

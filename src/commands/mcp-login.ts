@@ -111,7 +111,8 @@ function loginText(outcome: Exclude<Authorized, { result: "static" }>, style: St
   const expiry =
     outcome.expiresAt === null ? "does not expire" : `expires in ${shortDuration(outcome.expiresAt - now)}${outcome.refreshable ? ", refreshable" : ", not refreshable"}`;
   return (
-    // The issuer and the scopes granted are the authorization server's words (issue 14).
+    // The issuer and the scopes granted are the authorization server's words: shown
+    // (SECURITY.md, "What subs shows of server text").
     `${style.green(MARK.success)} ${outcome.id}: authorized by ${shown(outcome.issuer)}\n` +
     `  scopes: ${outcome.scopes.length > 0 ? shown(outcome.scopes.join(" ")) : "(none requested)"}\n` +
     `  ${expiry}\n` +

@@ -19,7 +19,7 @@ export type McpProxyOptions = {
 };
 
 /**
- * Serves one connection as an MCP server on stdin/stdout until the client closes stdin (issue 16),
+ * Serves one connection as an MCP server on stdin/stdout until the client closes stdin,
  * or with `--http` on loopback until Ctrl-C/SIGTERM, one upstream session per client session.
  * Returns the exit code: 0, or over stdio the code of the failure that kept the upstream from
  * opening (4 when it needs a login), already reported on stderr and to the client as the

@@ -1,4 +1,4 @@
-// `subs mcp remove <id>` (issue 15): the two steps of disconnecting at once (product.md, "The
+// `subs mcp remove <id>`: the two steps of disconnecting at once (product.md, "The
 // file"): the section is cut from the file (every other byte kept, checked, written atomically),
 // then, locally, what the db holds for it is deleted and the credential revoked where the
 // authorization server offers revocation (RFC 7009). With [remote], the deployment holds the

@@ -87,7 +87,7 @@ export function writeToolList(ctx: Context, list: { id: string; tools: ListedToo
   if (ctx.stdoutIsTTY && !ctx.stderrIsTTY) ctx.stderr.write(`${tools.length} tool${tools.length === 1 ? "" : "s"} on ${id}${list.seenBy}.\n`);
 }
 
-/** The first line, shown (issue 14): cut at 100 visible characters, never inside an escape or a surrogate pair. */
+/** The first line, shown (SECURITY.md, "What subs shows of server text"): cut at 100 visible characters, never inside an escape or a surrogate pair. */
 function firstLine(text: string): string {
   return shown(text.split("\n")[0]?.trim() ?? "", { max: 100 });
 }

@@ -1,4 +1,4 @@
-// Shell completion (issue 8): `subs __complete <words…>` answers one candidate per line, from the
+// Shell completion: `subs __complete <words…>` answers one candidate per line, from the
 // command tree itself (so new commands and flags complete without touching this file) and from
 // the file's connection ids and agent names.
 import type { Command } from "commander";

@@ -1,4 +1,4 @@
-// `subs mcp add` and `subs mcp remove` edit substructure.toml as text (issue 15): a TOML library
+// `subs mcp add` and `subs mcp remove` edit substructure.toml as text: a TOML library
 // would rewrite the whole file, losing the comments and layout people wrote. So the text is
 // scanned for its table headers and only the lines of one section are inserted or cut; every
 // other byte stays as it was. The result is checked like any file before it is written.

@@ -1,5 +1,5 @@
-// A JSON Schema of substructure.toml, generated from the zod schema so the two never disagree
-// (issue 8). Editors that validate TOML against JSON Schema (Taplo / Even Better TOML) use it via
+// A JSON Schema of substructure.toml, generated from the zod schema so the two never disagree.
+// Editors that validate TOML against JSON Schema (Taplo / Even Better TOML) use it via
 // the `#:schema ./substructure.schema.json` directive at the top of the file.
 import * as z from "zod/mini";
 import { fileSchema, ID_PATTERN } from "./schema.ts";

@@ -131,14 +131,15 @@ export type FileScan = {
   secretPaths: (string | number)[][];
   /**
    * Every key and string value holding a character `shown` would escape: C0 and C1 controls, DEL,
-   * bidi overrides and isolates (issue 14, item 1). No field of the file is free text, so none
-   * needs one, and each could make what a terminal shows differ from what subs uses.
+   * bidi overrides and isolates (SECURITY.md, "What subs shows of server text"). No field of the
+   * file is free text, so none needs one, and each could make what a terminal shows differ from
+   * what subs uses.
    */
   unsafe: { keyPath: (string | number)[]; form: string; inKey: boolean }[];
 };
 
 /** One walk over the parsed file for both checks. A path is built per finding, none per node
- *  visited: the walk touches every value of the file on every command (issue 6). */
+ *  visited: the walk touches every value of the file on every command. */
 export function scanFile(value: unknown): FileScan {
   const scan: FileScan = { secretPaths: [], unsafe: [] };
   const at: (string | number)[] = [];
@@ -303,7 +304,7 @@ export function crossReferenceDiagnostics(raw: unknown, at: (keyPath: KeyPath, m
 }
 
 /**
- * `db` names a file inside the file's own directory tree, `..` resolved (issue 14, item 2): a
+ * `db` names a file inside the file's own directory tree, `..` resolved: a
  * file from a cloned repository must not aim the credentials subs writes at
  * `~/.ssh/authorized_keys` or at another project's db. Symlinks on the way are checked when the
  * db is opened (src/store/store.ts), since the directories may not exist yet.
@@ -347,7 +348,7 @@ export function closestNames(word: string, candidates: readonly string[], max: n
 }
 
 /** Unknown names that get a "did you mean": beyond them the hint is the plain fix, so a file of
- *  thousands of dangling names costs linear time, not names × candidates (issue 14). */
+ *  thousands of dangling names costs linear time, not names × candidates. */
 export const SUGGESTION_BUDGET = 50;
 
 /** `closest` with a budget over one file's diagnostics, each distinct word computed once. */

@@ -1,4 +1,4 @@
-// Looking up what a command names (issue 8): one wording and one "did you mean" for every command
+// Looking up what a command names: one wording and one "did you mean" for every command
 // that takes connection ids or agent names.
 import { usage } from "../errors.ts";
 import { closest } from "./load.ts";

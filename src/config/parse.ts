@@ -49,7 +49,7 @@ export function parseToml(source: string, where: Where): Parsed {
   let raw: unknown;
   try {
     // smol-toml recurses into arrays and inline tables; the bound keeps that (and every walk of the
-    // result after it) far from the stack's limit (issue 14: 10,000 levels overflowed it).
+    // result after it) far from the stack's limit (10,000 levels overflowed it).
     raw = parse(source, { maxDepth: MAX_DEPTH });
   } catch (error) {
     if (error instanceof TomlError) {

@@ -1,4 +1,4 @@
-// Reading substructure.toml from a path a repository (or $SUBS_CONFIG) chose (issue 14, item 11):
+// Reading substructure.toml from a path a repository (or $SUBS_CONFIG) chose:
 // a FIFO there blocked forever and ignored Ctrl-C, /dev/zero grew to 16 GB. So the file is opened
 // without blocking, must be a regular file, and is read with a bound, never past the cap.
 import { closeSync, constants, fstatSync, openSync, readSync, type Stats } from "node:fs";

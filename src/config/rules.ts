@@ -59,7 +59,7 @@ const PLAIN_HTTPS = /^https:\/\/[A-Za-z0-9.-]+(?::[0-9]+)?(?:[/?#]|$)/;
 /** Checks an endpoint URL. Values are never echoed: a URL may carry a secret in its query. */
 export function urlProblem(value: string, { httpsOnly = false } = {}): string | undefined {
   // Nearly every url is a plain https one, and the check runs for every connection on every
-  // command: URL.canParse answers it at a third of the cost of building a URL (issue 6). When it
+  // command: URL.canParse answers it at a third of the cost of building a URL. When it
   // parses, such a value is https without credentials, so it passes every rule below.
   if (PLAIN_HTTPS.test(value) && URL.canParse(value)) return undefined;
   return parsedUrlProblem(value, httpsOnly);

@@ -15,7 +15,7 @@ const id = (what: string) =>
   z.string().check(
     z.regex(ID_PATTERN, { error: `${what} may contain only lowercase letters, digits, '-' and '_'` }),
     // "__" separates the connection id from the tool name the model sees (id__tool). A plain
-    // check pushing the issue z.refine would: refine runs a whole schema per key (issue 6).
+    // check pushing the issue z.refine would: refine runs a whole schema per key.
     z.check<string>((payload) => {
       if (payload.value.includes("__")) {
         payload.issues.push({
@@ -33,7 +33,7 @@ const envName = () =>
   z.string().check(z.regex(ENV_NAME_PATTERN, { error: "must name an environment variable (letters, digits and '_', not starting with a digit)" }));
 
 // z.check, not z.superRefine: the same issue pushed on the same payload, without the wrapper
-// superRefine adds around it on every call (issue 6: this runs for every connection).
+// superRefine adds around it on every call (this runs for every connection).
 const httpUrl = (opts: { httpsOnly?: boolean } = {}) =>
   z.string().check(
     z.check<string>((payload) => {
@@ -98,7 +98,7 @@ function namedTables<V extends z.ZodMiniType>(what: string, value: V) {
         if (typeof payload.value !== "object" || payload.value === null || Array.isArray(payload.value)) return;
         for (const key of Object.keys(payload.value)) {
           // Nearly every name is fine: the same two rules as `id`, without zod's result objects for
-          // each of 1000 names (issue 6). Only a bad name goes to `id` for its exact issues.
+          // each of 1000 names. Only a bad name goes to `id` for its exact issues.
           if (isValidName(key)) continue;
           const parsed = z.safeParse(name, key);
           if (!parsed.success) payload.issues.push({ code: "invalid_key", origin: "record", issues: parsed.error.issues, input: key, path: [key], continue: true });

@@ -1,8 +1,8 @@
-// Where a run may send the secrets of its environment (issue 14, item 8). The file says where the
-// deployment token ([remote].url) and each static token (a connection's url with `auth.token_env`)
-// go, and the file is whatever a pull request made it: CI running `subs apply` or `subs mcp tools`
-// on a pull request would send its secret to the pull request's host. The job, not the file, can
-// pin the destinations:
+// Where a run may send the secrets of its environment (SECURITY.md, "Where environment secrets may
+// go"). The file says where the deployment token ([remote].url) and each static token (a
+// connection's url with `auth.token_env`) go, and the file is whatever a pull request made it: CI
+// running `subs apply` or `subs mcp tools` on a pull request would send its secret to the pull
+// request's host. The job, not the file, can pin the destinations:
 // - SUBS_ALLOWED_REMOTE: the deployment url(s) the deployment token may go to (compared by origin:
 //   scheme, host and port; the token never leaves the deployment's origin, src/remote/client.ts);
 // - SUBS_ALLOWED_TOKEN_HOSTS: the hosts a static token may go to (a host, or host:port).

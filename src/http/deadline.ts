@@ -1,9 +1,9 @@
-// Deadlines that hold under garbage collection (issue 14, item 5). On Node 20 the signal of
-// AbortSignal.timeout() is held only weakly by its own timer, and AbortSignal.any() holds its
-// sources weakly too: once nothing else refers to the timeout signal, a collection removes it, its
-// timer fires on nothing, and the wait goes on (a deployment call waited 302 s, undici's own
-// limit, instead of its per-attempt deadline). Here the timer holds the controller it aborts, the
-// caller's signals hold it through their listeners, and the caller clears both when done.
+// Deadlines that hold under garbage collection. On Node 20 the signal of AbortSignal.timeout() is
+// held only weakly by its own timer, and AbortSignal.any() holds its sources weakly too: once
+// nothing else refers to the timeout signal, a collection removes it, its timer fires on nothing,
+// and the wait goes on (a deployment call waited 302 s, undici's own limit, instead of its
+// per-attempt deadline). Here the timer holds the controller it aborts, the caller's signals hold
+// it through their listeners, and the caller clears both when done.
 
 export type Deadline = {
   /** Aborts at the deadline, or as soon as one of the given signals does (with its reason). */

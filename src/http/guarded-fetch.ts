@@ -1,7 +1,8 @@
 // Every HTTP call subs makes to an authorization server (discovery, registration, token, refresh,
-// revocation) and to a deployment goes through this wrapper (issue 7, "Hostile authorization
-// servers"): a hostile or broken server must not hold a command forever, fill memory, or move a
-// request carrying a code, a verifier or a client secret to another origin.
+// revocation) and to a deployment goes through this wrapper (SECURITY.md, "Every HTTP exchange with
+// an authorization server or a deployment"): a hostile or broken server must not hold a command
+// forever, fill memory, or move a request carrying a code, a verifier or a client secret to another
+// origin.
 // - a deadline for the whole exchange, the body included (a server that trickles bytes forever);
 // - a cap on the body's size (a server that answers with gigabytes);
 // - redirects followed only within the origin the request was sent to (a 307 to another origin
@@ -78,7 +79,7 @@ export function errorCode(error: unknown): string | undefined {
 
 /**
  * The name did not resolve (getaddrinfo's ENOTFOUND, or EAI_AGAIN: no DNS server answered). No
- * connection was tried and trying again at once cannot help (issue 15): said at once, naming the host.
+ * connection was tried and trying again at once cannot help: said at once, naming the host.
  */
 export function isDnsFailure(error: unknown): boolean {
   const code = errorCode(error);
@@ -86,7 +87,7 @@ export function isDnsFailure(error: unknown): boolean {
 }
 
 /**
- * A failed exchange with `origin`, in the person's terms (issue 13): "cannot reach" only when no
+ * A failed exchange with `origin`, in the person's terms: "cannot reach" only when no
  * connection was made; a server that accepted and then said nothing is "no answer within N s";
  * one that hung up is said to have closed the connection. Each hint fits its failure.
  */

@@ -1,7 +1,7 @@
-// The fetch behind every MCP Streamable HTTP request subs sends (issue 16, "Speed"). Node's global
-// fetch (undici) builds per request a Request with its own AbortController, a clone of the body's
-// web stream, a fetch controller and the web streams of the answer: with `subs agent serve` and
-// `subs mcp proxy` under load that was the largest share of their CPU per tool call. This sends
+// The fetch behind every MCP Streamable HTTP request subs sends (docs/speed.md, "Serving"). Node's
+// global fetch (undici) builds per request a Request with its own AbortController, a clone of the
+// body's web stream, a fetch controller and the web streams of the answer: with `subs agent serve`
+// and `subs mcp proxy` under load that was the largest share of their CPU per tool call. This sends
 // the requests the MCP SDK's transport makes (a string body or none, redirects left to the SDK,
 // which follows them itself: sdk shared/transport.js) with node:http on kept-alive sockets, and
 // answers with a real Response whose body streams as it arrives (SSE). Any other request (OAuth

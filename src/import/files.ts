@@ -1,4 +1,4 @@
-// Reading another client's config file (issue 15, `subs mcp import`). These files hold secrets
+// Reading another client's config file (`subs mcp import`). These files hold secrets
 // (tokens pasted into headers), so nothing read here is ever quoted back: a parse error names a
 // line and column only. JSON.parse and smol-toml put a piece of the text into their messages, which
 // would print the very token subs promises never to print.

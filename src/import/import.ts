@@ -1,4 +1,4 @@
-// `subs mcp import` (issue 15): the remote MCP servers a person already configured in Claude Code,
+// `subs mcp import`: the remote MCP servers a person already configured in Claude Code,
 // Codex, Cursor, VS Code or Gemini CLI, declared in substructure.toml. Each client's files are read
 // in its own documented format (src/import/clients/), the plan decides (plan.ts), and the file is
 // edited as `subs mcp add` edits it. Never prints: the command renders the result.

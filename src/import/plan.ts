@@ -1,4 +1,4 @@
-// Deciding what `subs mcp import` declares (issue 15): for each server found, a connection to add,
+// Deciding what `subs mcp import` declares: for each server found, a connection to add,
 // one the file already has, or a reason to skip it; never a secret carried over. Pure: the caller
 // reads the files before and writes after.
 import { ENV_NAME_PATTERN, idProblem, isSecretKey, newUrlProblem } from "../config/schema.ts";

@@ -1,5 +1,5 @@
 // What `subs mcp import` reads from another client's file, before any decision about it: one
-// entry per server, in the client's own words reduced to what subs can use (issue 15).
+// entry per server, in the client's own words reduced to what subs can use.
 
 export const CLIENTS = ["claude", "codex", "cursor", "vscode", "gemini"] as const;
 export type ClientName = (typeof CLIENTS)[number];

@@ -1,4 +1,4 @@
-// Which header values name a variable and which are secrets written into the file (issue 15). A
+// Which header values name a variable and which are secrets written into the file. A
 // value counts as a variable only when it is one reference and nothing else: `Bearer ${TOKEN}`
 // names TOKEN; `Bearer ${A}x` or `Bearer sk-...` are the file's own text, never copied, never shown.
 import { ENV_NAME_PATTERN } from "../config/schema.ts";

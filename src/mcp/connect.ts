@@ -1,6 +1,6 @@
 // Connects to an MCP server as a client. Streamable HTTP first; servers of the 2024-11-05
 // revision only speak HTTP+SSE, so a 4xx on the first POST falls back to SSE (MCP spec,
-// "Transports: Backwards compatibility"). Imported lazily: the SDK is heavy (issue 6).
+// "Transports: Backwards compatibility"). Imported lazily: the SDK is heavy.
 // A response stream the server closes before its result is resumed by the SDK's transport as
 // SEP-1699 asks: after the stream's `retry:` (its own backoff only when the server sets none),
 // with GET and `Last-Event-ID` (test/mcp-sse-retry.test.ts; conformance scenario sse-retry).
@@ -30,7 +30,7 @@ export type McpConnectOptions = {
   requestTimeoutMs?: number;
   /**
    * What this client says it can do at `initialize` (none by default). `subs mcp proxy` passes its
-   * own client's (sampling, elicitation, roots) so the server may ask them of it (issue 16).
+   * own client's (sampling, elicitation, roots) so the server may ask them of it.
    */
   capabilities?: ClientCapabilities;
   /** How large one answer may be (src/mcp/answer-cap.ts); the default limit, naming the host, when unset. */

@@ -74,10 +74,10 @@ const tomlList = (scopes: readonly string[]) => `[${scopes.map((s) => JSON.strin
 
 /**
  * Someone can answer a consent page: stderr (where the URL and the wait are shown) is a terminal
- * and this is not CI, or the environment names its own opener in $BROWSER (an automated consent,
- * as the conformance suite's adapter has; not under --no-browser, which opens nothing). Elsewhere
- * no browser will ever come back, so a step-up fails at once rather than wait out --timeout
- * (issue 14, item 7). stdin is not asked: `--args -` pipes it on a terminal.
+ * and this is not CI, or the environment names its own opener in $BROWSER (an automated consent, as
+ * the conformance suite's adapter has; not under --no-browser, which opens nothing). Elsewhere no
+ * browser will ever come back, so a step-up fails at once rather than wait out --timeout. stdin is
+ * not asked: `--args -` pipes it on a terminal.
  */
 export function consentPossible(ctx: Pick<Context, "stderrIsTTY" | "env">, openBrowser: boolean): boolean {
   if (openBrowser && ctx.env.BROWSER?.trim()) return true;

@@ -1,6 +1,7 @@
-// `--debug` / SUBS_DEBUG=1: every HTTP exchange on stderr, with credentials redacted (issue 8).
-// Redaction is by name, on every layer a secret can travel in: headers, query strings, form and
-// JSON bodies. What is not recognised as safe-to-show is shortened, never printed whole.
+// `--debug` / SUBS_DEBUG=1: every HTTP exchange on stderr, with credentials redacted (SECURITY.md,
+// "Redaction"). Redaction is by name, on every layer a secret can travel in: headers, query
+// strings, form and JSON bodies. What is not recognised as safe-to-show is shortened, never printed
+// whole.
 import type { Output } from "../context.ts";
 import { REDACTED, SECRET_NAMES, worthScrubbing, type Secrets } from "../secrets.ts";
 import { MARK } from "./style.ts";
@@ -9,7 +10,7 @@ import { shown } from "./untrusted.ts";
 /**
  * A JSON field that holds a secret: by name, but a number is never one. JSON-RPC errors carry a
  * numeric `code` (-32601) that a person debugging needs to see; an authorization code is a
- * string (issue 13).
+ * string.
  */
 const secretField = (name: string, value: unknown) => SECRET_NAMES.test(name) && typeof value !== "number" && typeof value !== "boolean" && value !== null;
 
@@ -129,16 +130,16 @@ async function leadingText(response: Response, max: number): Promise<string | un
 export function debugFetch(inner: typeof globalThis.fetch, stderr: Output, now: () => number, shared?: Secrets): typeof globalThis.fetch {
   let sequence = 0;
   // Every secret seen in this run, sent or received: a token issued in one answer and quoted by
-  // a server in a later one is removed there too, by value, wherever it appears (issue 13). The
-  // run's registry learns them as well, so the `error:` line and --json agree with this trace
-  // (issue 14, item 3).
+  // a server in a later one is removed there too, by value, wherever it appears. The
+  // run's registry learns them as well, so the `error:` line and --json agree with this trace.
   const known = new Set<string>();
   const remember = (values: string[]) =>
     values.filter(worthScrubbing).forEach((v) => {
       known.add(v);
       shared?.add(v);
     });
-  // A status text, a header or an error message is the server's: shown, never interpreted (issue 14).
+  // A status text, a header or an error message is the server's: shown, never interpreted
+  // (SECURITY.md, "What subs shows of server text").
   const write = (text: string) => stderr.write(shown(scrub(text, [...known].sort((a, b) => b.length - a.length)), { multiline: true }));
   return async (input, init) => {
     const n = ++sequence;

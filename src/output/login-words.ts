@@ -1,4 +1,4 @@
-// The words of `subs mcp login`, local and with [remote] (issue 15: one voice). Both logins take
+// The words of `subs mcp login`, local and with [remote]. Both logins take
 // the same steps (contact, send the person to a page, wait for consent, say what was granted), and
 // each step is said here once, so the two cannot drift apart. Text from servers (URLs, issuers)
 // is passed through `shown` by whoever prints these lines.

@@ -1,4 +1,4 @@
-// Progress on stderr (issue 8): a spinner with the elapsed time on a terminal; plain lines when
+// Progress on stderr: a spinner with the elapsed time on a terminal; plain lines when
 // stderr is piped or in CI, so logs stay readable and carry no control characters.
 import type { Context } from "../context.ts";
 import type { Progress } from "../report.ts";
@@ -19,7 +19,7 @@ export function animates(ctx: Pick<Context, "stderrIsTTY" | "env">): boolean {
 
 /**
  * Loads yocto-spinner; run() awaits it before any command when progress animates. It loads
- * node:tty and node:net with it, ~1.5 ms that a piped run, which never animates, skips (issue 6).
+ * node:tty and node:net with it, ~1.5 ms that a piped run, which never animates, skips.
  */
 export async function loadSpinner(): Promise<void> {
   yoctoSpinner ??= (await import("yocto-spinner")).default;
@@ -28,7 +28,7 @@ export async function loadSpinner(): Promise<void> {
 export function startProgress(ctx: Pick<Context, "stderr" | "stderrIsTTY" | "stderrColor" | "env" | "now">, given: string): Progress {
   const started = ctx.now();
   // A progress line quotes servers (a tool's progress message): one line, shown, never
-  // interpreted; a `\r` in it would redraw the spinner's line (issue 14, item 1).
+  // interpreted; a `\r` in it would redraw the spinner's line.
   const line = (text: string) => shown(text);
   const text = line(given);
   if (!animates(ctx)) {

@@ -43,8 +43,8 @@ export function stderrReporter(ctx: Context): Reporter {
     };
   };
   return {
-    // Notices quote servers (an issuer, a deployment's message): shown, never interpreted; a
-    // notice may span lines of its own (issue 14, item 1).
+    // Notices quote servers (an issuer, a deployment's message): shown, never interpreted; a notice
+    // may span lines of its own (SECURITY.md, "What subs shows of server text").
     info: (message) => ctx.stderr.write(`${shown(message, { multiline: true })}\n`),
     warn: (message) => ctx.stderr.write(`${style.yellow("warning:")} ${shown(message, { multiline: true })}\n`),
     progress,

@@ -1,9 +1,9 @@
 // Colours for human output. chalk is loaded only when some output may be coloured: piped runs
-// and --json (scripts, CI) never pay for its start-up, about 1.5 ms of every command (issue 6).
+// and --json (scripts, CI) never pay for its start-up, about 1.5 ms of every command.
 import type { ChalkInstance } from "chalk";
 
 /**
- * The one success mark and the one failure mark of everything subs prints (issue 15): the same
+ * The one success mark and the one failure mark of everything subs prints: the same
  * glyphs the spinner ends its lines with (yocto-spinner's ✔ and ✖), so a finished step looks the
  * same whether a spinner or a plain line reports it.
  */

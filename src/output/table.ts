@@ -10,7 +10,7 @@ const SGR = /\x1b\[[0-9;]*m/g;
 
 /**
  * A cell with everything but subs's own colours shown visibly: cells carry server text (tool
- * names, descriptions, urls), and one `\r` or tab would redraw or shift the rows (issue 14). The
+ * names, descriptions, urls), and one `\r` or tab would redraw or shift the rows. The
  * commands already pass such text through `shown`; this is the net under them. Server text that
  * passed `shown` holds no ESC, so every SGR left here is subs's own.
  */

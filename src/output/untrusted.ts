@@ -1,11 +1,11 @@
 // Text subs did not write itself (tool names, descriptions and results, progress messages, error
 // messages and error_description from servers, issuers, deployment ids, urls and messages) made
-// harmless for a terminal and for piped human output (issue 14, item 1). A server's `\r\e[2K`
-// hid a destructive tool's row, OSC 2 retitled the window, OSC 52 wrote the clipboard, an OSC 8
-// cut mid-sequence swallowed the rest of the output. Nothing is interpreted: every control
-// character is shown as a visible escape, so the sequence can still be read, never run.
-// `--json` never goes through here: JSON.stringify already escapes control characters, and the
-// document stays exactly what the server sent.
+// harmless for a terminal and for piped human output (SECURITY.md, "What subs shows of server
+// text"). A server's `\r\e[2K` hid a destructive tool's row, OSC 2 retitled the window, OSC 52
+// wrote the clipboard, an OSC 8 cut mid-sequence swallowed the rest of the output. Nothing is
+// interpreted: every control character is shown as a visible escape, so the sequence can still be
+// read, never run. `--json` never goes through here: JSON.stringify already escapes control
+// characters, and the document stays exactly what the server sent.
 
 import { UNSAFE, UNSAFE_IN_LINES, visible } from "../text/unsafe.ts";
 

@@ -1,8 +1,8 @@
-// How many terminal columns text takes, and text cut to a number of columns (issue 15: tables fit
-// the terminal). Counted per grapheme cluster (UAX #29, Intl.Segmenter): a combining accent, a
-// variation selector or a ZWJ emoji sequence adds nothing of its own. East Asian Wide and
-// Fullwidth characters (UAX #11) and emoji shown as emoji take two columns. subs's own colours
-// (SGR sequences, style.ts) take none and are never cut.
+// How many terminal columns text takes, and text cut to a number of columns (tables fit the
+// terminal). Counted per grapheme cluster (UAX #29, Intl.Segmenter): a combining accent, a
+// variation selector or a ZWJ emoji sequence adds nothing of its own. East Asian Wide and Fullwidth
+// characters (UAX #11) and emoji shown as emoji take two columns. subs's own colours (SGR
+// sequences, style.ts) take none and are never cut.
 
 import { lazily } from "../lazy.ts";
 

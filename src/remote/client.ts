@@ -96,7 +96,8 @@ export class DeploymentClient {
     this.reporter = options.reporter;
     this.retry = options.retry ?? DEFAULT_RETRY;
     this.base = deploymentBase(options.remote);
-    // Also checked when the file is loaded; here too, where the token is attached (issue 14, item 8).
+    // Also checked when the file is loaded; here too, where the token is attached
+    // (SECURITY.md, "Where environment secrets may go").
     const notAllowed = remoteNotAllowed(options.ctx.env, options.remote);
     if (notAllowed) throw refused(notAllowed.message, { code: "remote_not_allowed", hint: notAllowed.hint });
     const token = options.ctx.env[options.remote.tokenEnv];
@@ -221,7 +222,7 @@ export class DeploymentClient {
           if (this.ctx.signal.aborted) throw interrupted();
           if (callerSignal?.aborted) throw stopped();
           const reason = networkReason(error, this.timeoutMs);
-          // A name that does not resolve will not resolve a second later either (issue 15).
+          // A name that does not resolve will not resolve a second later either.
           if (isDnsFailure(error)) {
             throw new DeploymentUnreachableError("failed", `cannot resolve ${this.base.hostname}: the deployment at ${this.base.origin} cannot be reached (${what}: ${reason})`, {
               code: "deployment_unreachable",

@@ -39,7 +39,8 @@ export async function loginOnDeployment(options: RemoteLoginOptions): Promise<Re
   const url = authorization.authorizationUrl.href;
   const waitMs = Math.min(authorization.expires_in * 1000, options.timeoutMs);
   // The browser gets a one-time loopback link to the deployment's authorization URL, so its
-  // `state` is in no process's argv (issue 14). Opened twice, someone else may have used it first.
+  // `state` is in no process's argv, which every local user can read. Opened twice, someone else
+  // may have used it first.
   let link: Loopback | undefined;
   let replayed = false;
   try {

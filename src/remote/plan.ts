@@ -1,5 +1,5 @@
 // `subs apply` with [remote]: compare the file with the deployment's state, then carry the
-// difference out in an order in which no agent ever names a missing connection (issue 4):
+// difference out in an order in which no agent ever names a missing connection:
 // connections put, agents put, agents deleted, connections deleted. Every step is an idempotent
 // PUT or DELETE, so a run that stopped part-way converges when rerun.
 import type { AgentConfig, Config, ConnectionConfig } from "../config/types.ts";

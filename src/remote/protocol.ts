@@ -3,7 +3,7 @@
 // Objects are not strict: a newer deployment may add fields, and clients ignore them (docs,
 // "Compatibility").
 // zod/mini, like the rest of subs: classic zod would make its whole core shared start-up code
-// for every command (issue 6).
+// for every command.
 import * as z from "zod/mini";
 
 const text = () => z.string().check(z.minLength(1));

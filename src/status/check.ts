@@ -1,7 +1,7 @@
 // `subs mcp list --check` (product.md, "subs mcp list"): opt-in probing of every server at once,
 // each within a short timeout, reporting reachable / authorized / tool count. A plain `mcp list`
 // never touches the network; this is the one listing that does, and all of its requests run in
-// parallel, so 20 servers cost about what the slowest one does (issue 6).
+// parallel, so 20 servers cost about what the slowest one does.
 import { fetchConnectionTools, type ToolSource } from "../agents/fetch.ts";
 import type { ConnectionConfig } from "../config/types.ts";
 import type { ConnectionStatus } from "./status.ts";
@@ -104,7 +104,7 @@ export function checkExitCode(checks: Iterable<ConnectionCheck>): number {
 }
 
 /**
- * The status a row shows next to its check, so the two never disagree (issue 13): `status` is
+ * The status a row shows next to its check, so the two never disagree: `status` is
  * what the db holds after the check (a refresh the authorization server rejected deleted the
  * credential; a server that answered without one was recorded open), and a credential or an open
  * finding the server has just refused is not shown as `authorized` or `open` beside "needs login".

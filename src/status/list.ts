@@ -8,13 +8,13 @@ export type LocalListing = {
   /** Every declared connection, in file order. */
   statuses: ConnectionStatus[];
   /**
-   * Credentials stored for ids the file no longer declares, by id: kept until `subs apply` (issue
-   * 15, "Looking never deletes"), never used meanwhile.
+   * Credentials stored for ids the file no longer declares, by id: kept until `subs apply`
+   * (docs/file.md, "Looking never deletes"), never used meanwhile.
    */
   undeclared: CredentialRow[];
 };
 
-/** One db read for the whole list (issue 6): status of every declared connection, and what is stored for undeclared ids. */
+/** One db read for the whole list: status of every declared connection, and what is stored for undeclared ids. */
 export async function listLocalConnections(options: {
   config: Config;
   env: Readonly<Record<string, string | undefined>>;

@@ -71,7 +71,7 @@ export function localStatuses(config: Config, stored: StoredState, env: Readonly
 }
 
 /** One object literal per connection, every key in one order: `mcp list` builds one per declared
- *  connection on every run, and spreading partial objects cost several copies each (issue 6). */
+ *  connection on every run, and spreading partial objects cost several copies each. */
 function statusOf(connection: ConnectionConfig, agents: string[], status: LocalStatus, row?: CredentialRow): ConnectionStatus {
   return {
     id: connection.id,

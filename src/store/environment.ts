@@ -8,10 +8,10 @@ export type EnvironmentStore = { store: Store };
 
 /**
  * Opens the environment's db for a command. Opening deletes nothing: what is stored for an id the
- * file no longer declares stays until `subs apply` (issue 15, "Looking never deletes"), so a
- * section commented out for a minute needs no new consent once it is back. Nothing can name such
- * an id meanwhile, so its credential is never used. Returns undefined when there is no db and
- * `create` is false.
+ * file no longer declares stays until `subs apply` (docs/file.md, "Looking never deletes"), so a
+ * section commented out for a minute needs no new consent once it is back. Nothing can name such an
+ * id meanwhile, so its credential is never used. Returns undefined when there is no db and `create`
+ * is false.
  */
 export async function openEnvironmentStore(config: Config, options: { create: boolean; reporter: Reporter; readsOnly?: boolean }): Promise<EnvironmentStore | undefined> {
   const opened = await openStore({ dbPath: config.dbPath, create: options.create, root: path.dirname(config.path), ...(options.readsOnly ? { readsOnly: true } : {}) });
@@ -19,7 +19,7 @@ export async function openEnvironmentStore(config: Config, options: { create: bo
   for (const warning of opened.warnings) options.reporter.warn(warning);
   if (opened.created) {
     // Loaded only here: node:child_process (with net and dgram behind it) is a few ms of start-up
-    // that a command opening an existing db never needs (issue 6).
+    // that a command opening an existing db never needs.
     const { unignoredDbWarning } = await import("./gitignore.ts");
     const warning = unignoredDbWarning(config.dbPath);
     if (warning) options.reporter.warn(warning);

@@ -9,7 +9,7 @@ import type { ClientRow, CredentialRow, OpenConnectionRow, StoredClient } from "
 /** zod's row schemas (schema.ts): what a store checks its writes and a refused row with. */
 type RowSchemas = typeof import("./schema.ts");
 
-/** Long enough to outwait a running engine's write, short enough to fail clearly (issue 7). */
+/** Long enough to outwait a running engine's write, short enough to fail clearly. */
 export const BUSY_TIMEOUT_MS = 5000;
 
 export type OpenOptions = {
@@ -17,8 +17,8 @@ export type OpenOptions = {
   /** Create the db when it does not exist (commands that only read pass false). */
   create: boolean;
   /**
-   * The directory of substructure.toml: the db's directory must lead nowhere outside it, through
-   * a symlink or otherwise (issue 14). Defaults to the db's own directory.
+   * The directory of substructure.toml: the db's directory must lead nowhere outside it, through a
+   * symlink or otherwise (SECURITY.md, "Storage modes"). Defaults to the db's own directory.
    */
   root?: string;
   /**
@@ -42,9 +42,9 @@ const O_NONBLOCK = constants.O_NONBLOCK ?? 0;
  * Opens the environment's db. Returns undefined when it does not exist and `create` is false:
  * reading commands never create a file as a side effect.
  *
- * The db is the environment's and nobody else's (issue 14, items 2 and 4): a regular file, never
- * a symlink (a dangling one would have SQLite create its target), owned by this user, with one
- * name (a hard link elsewhere reads it too), SQLite or empty, in a directory inside the file's
+ * The db is the environment's and nobody else's (SECURITY.md, "Storage modes"): a regular file,
+ * never a symlink (a dangling one would have SQLite create its target), owned by this user, with
+ * one name (a hard link elsewhere reads it too), SQLite or empty, in a directory inside the file's
  * own tree. Its -wal, -shm and -journal are held to the same rules, since another user's
  * pre-created -wal would receive every token written. Group or other access to any of them is
  * removed (0600) with a warning; everything else is refused before SQLite touches the file.
@@ -66,7 +66,7 @@ export async function openStore(options: OpenOptions): Promise<Opened | undefine
       closeSync(openSync(dbPath, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | O_NOFOLLOW, 0o600));
       created = true;
     } catch (error) {
-      // Another subs process created it since the lstat (8 logins at once, issue 7): use theirs,
+      // Another subs process created it since the lstat (8 logins at once): use theirs,
       // once it passes the checks below. A symlink put there meanwhile fails them.
       if ((error as NodeJS.ErrnoException).code !== "EEXIST") throw dbError(dbPath, error);
     }
@@ -462,7 +462,7 @@ export class Store {
   /**
    * Drops the stored registration for `issuer` when it is still `clientId`'s (another login may
    * have replaced it since); true when a row was deleted. A registration the authorization server
-   * rejected or forgot is useless, and kept it would fail every later login (issue 13).
+   * rejected or forgot is useless, and kept it would fail every later login.
    */
   deleteClient(issuer: string, clientId: string): boolean {
     return this.run(() => this.db.prepare("DELETE FROM subs_clients WHERE issuer = ? AND json_extract(client_json, '$.client_id') = ?").run(issuer, clientId).changes > 0);
@@ -471,7 +471,7 @@ export class Store {
   /**
    * Runs `fn` in a BEGIN IMMEDIATE transaction: the write lock is taken before `fn` reads, so
    * two processes refreshing one rotating refresh token serialize, and the second re-reads the
-   * row the first wrote (issue 3).
+   * row the first wrote.
    */
   exclusive<T>(fn: () => T): T {
     return this.run(() => this.db.transaction(fn).immediate());
