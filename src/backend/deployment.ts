@@ -15,76 +15,102 @@ import { loginOnDeployment } from "../remote/login.ts";
 import { executePlan, hasChanges, planRemote, readRemoteState } from "../remote/plan.ts";
 import type { Progress, Reporter } from "../report.ts";
 import type { CheckProblem, ConnectionCheck } from "../status/check.ts";
-import type { Authorized, Backend, BackendOptions, Listing } from "./types.ts";
+import type { Applied, ApplyRequest, AuthorizeOptions, Authorized, Backend, BackendOptions, CallResult, Listing, ListedTool, Place } from "./types.ts";
 
-export function deploymentBackend({ ctx, config, reporter }: BackendOptions, remote: RemoteConfig): Backend {
-  const url = deploymentBase(remote);
+export function deploymentBackend(options: BackendOptions, remote: RemoteConfig): Backend {
+  return new DeploymentBackend(options, remote);
+}
+
+class DeploymentBackend implements Backend {
+  readonly place: Place;
+  private readonly ctx: Context;
+  private readonly config: Config;
+  private readonly reporter: Reporter;
+  private readonly url: URL;
   // Made at the first operation that talks to the deployment: an unset API token is reported by
   // the command that needs it, after what the command refuses without asking.
-  let made: DeploymentClient | undefined;
-  const client = () => (made ??= new DeploymentClient({ remote, ctx, reporter }));
+  private made: DeploymentClient | undefined;
 
-  return {
-    place: { kind: "deployment", url },
+  constructor({ ctx, config, reporter }: BackendOptions, private readonly remote: RemoteConfig) {
+    this.ctx = ctx;
+    this.config = config;
+    this.reporter = reporter;
+    this.url = deploymentBase(remote);
+    this.place = { kind: "deployment", url: this.url };
+  }
 
-    async list({ check }): Promise<Listing> {
-      const entries = await listRemoteConnections(config, client());
-      warnLocalOnlyAuth(config, reporter);
-      if (!check || entries.length === 0) return { target: "remote", url, entries };
-      return { target: "remote", url, entries, checks: await checkOnDeployment(ctx, config, reporter, entries, check.timeoutMs) };
-    },
+  private client(): DeploymentClient {
+    return (this.made ??= new DeploymentClient({ remote: this.remote, ctx: this.ctx, reporter: this.reporter }));
+  }
 
-    warnRefusals: (ids) => warnLocalOnlyAuth(config, reporter, ids),
+  async list({ check }: { check?: { timeoutMs: number } }): Promise<Listing> {
+    const { ctx, config, reporter, url } = this;
+    const entries = await listRemoteConnections(config, this.client());
+    warnLocalOnlyAuth(config, reporter);
+    if (!check || entries.length === 0) return { target: "remote", url, entries };
+    return { target: "remote", url, entries, checks: await checkOnDeployment(ctx, config, reporter, entries, check.timeoutMs) };
+  }
 
-    async loginTargets({ ids, all, port }) {
-      const named = all ? config.connections : findConnections(config, ids);
-      // Refused before anything is sent (product.md, "The file").
-      assertNoLocalOnlyAuth(config, all ? undefined : named.map((c) => c.id));
-      if (port !== undefined) reporter.warn("--port is ignored with [remote]: the deployment receives the redirect");
-      const deployment = client();
-      if (!all) return named;
-      const held = new Map((await deployment.listConnections()).map((c) => [c.id, c]));
-      return named.filter((c) => {
-        const r = held.get(c.id);
-        return !r || r.status !== "authorized" || r.url !== c.url;
-      });
-    },
+  warnRefusals(ids?: readonly string[]): void {
+    warnLocalOnlyAuth(this.config, this.reporter, ids);
+  }
 
-    authorize: (connection, options) => authorizeOnDeployment(ctx, client(), reporter, connection, options),
+  async loginTargets({ ids, all, port }: { ids: readonly string[]; all: boolean; port?: number }): Promise<ConnectionConfig[]> {
+    const { config, reporter } = this;
+    const named = all ? config.connections : findConnections(config, ids);
+    // Refused before anything is sent (product.md, "The file").
+    assertNoLocalOnlyAuth(config, all ? undefined : named.map((c) => c.id));
+    if (port !== undefined) reporter.warn("--port is ignored with [remote]: the deployment receives the redirect");
+    const deployment = this.client();
+    if (!all) return named;
+    const held = new Map((await deployment.listConnections()).map((c) => [c.id, c]));
+    return named.filter((c) => {
+      const r = held.get(c.id);
+      return !r || r.status !== "authorized" || r.url !== c.url;
+    });
+  }
 
-    async tools(connection) {
-      return client().listTools(connection.id);
-    },
+  authorize(connection: ConnectionConfig, options: AuthorizeOptions): Promise<Authorized> {
+    return authorizeOnDeployment(this.ctx, this.client(), this.reporter, connection, options);
+  }
 
-    async call() {
-      // The deployment protocol has no call endpoint, and the credential never leaves the
-      // deployment (product.md, "The deployment protocol"): nothing here could call with it.
-      throw refused("subs mcp call works only without [remote]: the deployment holds the credential and offers no way to call a tool", {
-        hint: "see what the deployment offers with `subs mcp tools <id>`",
-        code: "remote_unsupported",
-      });
-    },
+  async tools(connection: ConnectionConfig): Promise<ListedTool[]> {
+    return this.client().listTools(connection.id);
+  }
 
-    toolSource: () => deploymentToolSource(ctx, remote, reporter, { check: true }),
+  async call(): Promise<CallResult> {
+    // The deployment protocol has no call endpoint, and the credential never leaves the
+    // deployment (product.md, "The deployment protocol"): nothing here could call with it.
+    throw refused("subs mcp call works only without [remote]: the deployment holds the credential and offers no way to call a tool", {
+      hint: "see what the deployment offers with `subs mcp tools <id>`",
+      code: "remote_unsupported",
+    });
+  }
 
-    async apply(request) {
-      // Everything that can be refused is refused before the first request.
-      assertNoLocalOnlyAuth(config);
-      const deployment = client();
-      const plan = planRemote(config, await readRemoteState(deployment));
-      request.onPlan?.(plan, url);
-      if (request.dryRun || !hasChanges(plan)) return { target: "remote", url, plan, dryRun: request.dryRun, outcomes: [] };
-      await request.confirm({ target: "remote", plan, url });
-      const outcomes = await executePlan(deployment, plan, { onStep: (o) => request.onStep?.(o) });
-      return { target: "remote", url, plan, dryRun: false, outcomes };
-    },
+  toolSource(): ToolSource {
+    return deploymentToolSource(this.ctx, this.remote, this.reporter, { check: true });
+  }
 
-    // The deployment drops the connection and its credential when `subs apply` removes it, as
-    // for a section deleted by hand.
-    forget: async () => "deferred",
+  async apply(request: ApplyRequest): Promise<Applied> {
+    const { config, url } = this;
+    // Everything that can be refused is refused before the first request.
+    assertNoLocalOnlyAuth(config);
+    const deployment = this.client();
+    const plan = planRemote(config, await readRemoteState(deployment));
+    request.onPlan?.(plan, url);
+    if (request.dryRun || !hasChanges(plan)) return { target: "remote", url, plan, dryRun: request.dryRun, outcomes: [] };
+    await request.confirm({ target: "remote", plan, url });
+    const outcomes = await executePlan(deployment, plan, { onStep: (o) => request.onStep?.(o) });
+    return { target: "remote", url, plan, dryRun: false, outcomes };
+  }
 
-    close() {},
-  };
+  // The deployment drops the connection and its credential when `subs apply` removes it, as
+  // for a section deleted by hand.
+  async forget(): Promise<"deferred"> {
+    return "deferred";
+  }
+
+  close(): void {}
 }
 
 /**

@@ -18,113 +18,134 @@ import { listLocalConnections } from "../status/list.ts";
 import { localStatuses, storedState, type ConnectionStatus } from "../status/status.ts";
 import { openEnvironmentStore, storedRows } from "../store/environment.ts";
 import type { CredentialRow } from "../store/schema.ts";
-import type { Authorized, Backend, BackendOptions, CallRequest, CallResult, Listing, ListedTool } from "./types.ts";
+import type { Applied, ApplyRequest, AuthorizeOptions, Authorized, Backend, BackendOptions, CallRequest, CallResult, Listing, ListedTool, Place, ToolsOptions } from "./types.ts";
 
-export function localBackend({ ctx, config, reporter }: BackendOptions): Backend {
+export function localBackend(options: BackendOptions): Backend {
+  return new LocalBackend(options);
+}
+
+class LocalBackend implements Backend {
+  readonly place: Place;
+  private readonly ctx: Context;
+  private readonly config: Config;
+  private readonly reporter: Reporter;
   // One open of the db for a whole login (a db that does not exist yet is created only when some
   // OAuth connection is to be logged in to). What is stored for ids the file no longer declares
   // stays: only `subs apply` and `subs mcp remove` delete it.
-  let opened: Awaited<ReturnType<typeof openEnvironmentStore>>;
-  const openForLogin = async (connections: readonly ConnectionConfig[]) => {
-    if (opened === undefined && connections.some((c) => !c.auth)) opened = await openEnvironmentStore(config, { create: true, reporter });
-  };
+  private opened: Awaited<ReturnType<typeof openEnvironmentStore>>;
 
-  return {
-    place: { kind: "local", dbPath: config.dbPath },
+  constructor({ ctx, config, reporter }: BackendOptions) {
+    this.ctx = ctx;
+    this.config = config;
+    this.reporter = reporter;
+    this.place = { kind: "local", dbPath: config.dbPath };
+  }
 
-    async list({ check }): Promise<Listing> {
-      const { statuses, undeclared } = await listLocalConnections({ config, env: ctx.env, now: ctx.now(), reporter });
-      if (!check || statuses.length === 0) return { target: "local", statuses, undeclared };
-      return { target: "local", ...(await checkLocal(ctx, config, reporter, check.timeoutMs)) };
-    },
+  private async openForLogin(connections: readonly ConnectionConfig[]): Promise<void> {
+    if (this.opened === undefined && connections.some((c) => !c.auth)) this.opened = await openEnvironmentStore(this.config, { create: true, reporter: this.reporter });
+  }
 
-    warnRefusals() {},
+  async list({ check }: { check?: { timeoutMs: number } }): Promise<Listing> {
+    const { ctx, config, reporter } = this;
+    const { statuses, undeclared } = await listLocalConnections({ config, env: ctx.env, now: ctx.now(), reporter });
+    if (!check || statuses.length === 0) return { target: "local", statuses, undeclared };
+    return { target: "local", ...(await checkLocal(ctx, config, reporter, check.timeoutMs)) };
+  }
 
-    async loginTargets({ ids, all }) {
-      if (!all) {
-        const { findConnections } = await import("../config/lookup.ts");
-        const targets = findConnections(config, ids);
-        await openForLogin(targets);
-        return targets;
+  warnRefusals(): void {}
+
+  async loginTargets({ ids, all }: { ids: readonly string[]; all: boolean }): Promise<ConnectionConfig[]> {
+    const { ctx, config } = this;
+    if (!all) {
+      const { findConnections } = await import("../config/lookup.ts");
+      const targets = findConnections(config, ids);
+      await this.openForLogin(targets);
+      return targets;
+    }
+    await this.openForLogin(config.connections);
+    const stored = storedState(this.opened ? storedRows(this.opened) : { credentials: [], open: [] });
+    // The OAuth connections without a usable stored credential.
+    const lacking = new Set(localStatuses(config, stored, ctx.env, ctx.now()).filter((s) => s.auth === "oauth" && !s.usable).map((s) => s.id));
+    return config.connections.filter((c) => lacking.has(c.id));
+  }
+
+  async authorize(connection: ConnectionConfig, options: AuthorizeOptions): Promise<Authorized> {
+    const { ctx, config, reporter } = this;
+    if (connection.auth) {
+      return { result: "static", id: connection.id, tokenEnv: connection.auth.tokenEnv, tokenEnvSet: Boolean(ctx.env[connection.auth.tokenEnv]) };
+    }
+    await this.openForLogin([connection]);
+    const store = this.opened!.store;
+    const { login } = await import("../auth/login.ts");
+    // A corrupt stored row must not stand in the way of the login that replaces it.
+    const previous = (() => {
+      try {
+        return store.getCredential(connection.id);
+      } catch {
+        return undefined;
       }
-      await openForLogin(config.connections);
-      const stored = storedState(opened ? storedRows(opened) : { credentials: [], open: [] });
-      // The OAuth connections without a usable stored credential.
-      const lacking = new Set(localStatuses(config, stored, ctx.env, ctx.now()).filter((s) => s.auth === "oauth" && !s.usable).map((s) => s.id));
-      return config.connections.filter((c) => lacking.has(c.id));
-    },
+    })();
+    const result = await login({
+      ctx,
+      connection,
+      store,
+      steps: loginSteps(reporter),
+      ...(options.port !== undefined ? { port: options.port } : {}),
+      timeoutMs: options.timeoutMs,
+      openBrowser: options.browser,
+    });
+    if (previous && (result.open || previous.url !== connection.url)) {
+      // The credential for the old url is replaced (or, the server now needing none, dropped);
+      // it is not left valid at its server.
+      const { revokeCredentials } = await import("../auth/revoke.ts");
+      await revokeCredentials([previous], { ctx, reporter, storePath: store.path });
+    }
+    const tools = await countTools(ctx, config, connection, reporter);
+    if (result.open) return { result: "open", id: result.id, tools };
+    const { id, issuer, scopes, expiresAt, refreshable } = result;
+    return { result: "authorized", target: "local", id, issuer, scopes, expiresAt, refreshable, tools };
+  }
 
-    async authorize(connection, options): Promise<Authorized> {
-      if (connection.auth) {
-        return { result: "static", id: connection.id, tokenEnv: connection.auth.tokenEnv, tokenEnvSet: Boolean(ctx.env[connection.auth.tokenEnv]) };
-      }
-      await openForLogin([connection]);
-      const store = opened!.store;
-      const { login } = await import("../auth/login.ts");
-      // A corrupt stored row must not stand in the way of the login that replaces it.
-      const previous = (() => {
-        try {
-          return store.getCredential(connection.id);
-        } catch {
-          return undefined;
-        }
-      })();
-      const result = await login({
-        ctx,
-        connection,
-        store,
-        steps: loginSteps(reporter),
-        ...(options.port !== undefined ? { port: options.port } : {}),
-        timeoutMs: options.timeoutMs,
-        openBrowser: options.browser,
-      });
-      if (previous && (result.open || previous.url !== connection.url)) {
-        // The credential for the old url is replaced (or, the server now needing none, dropped);
-        // it is not left valid at its server.
-        const { revokeCredentials } = await import("../auth/revoke.ts");
-        await revokeCredentials([previous], { ctx, reporter, storePath: store.path });
-      }
-      const tools = await countTools(ctx, config, connection, reporter);
-      if (result.open) return { result: "open", id: result.id, tools };
-      const { id, issuer, scopes, expiresAt, refreshable } = result;
-      return { result: "authorized", target: "local", id, issuer, scopes, expiresAt, refreshable, tools };
-    },
+  async tools(connection: ConnectionConfig, options: ToolsOptions): Promise<ListedTool[]> {
+    const { ctx, config, reporter } = this;
+    const [{ withConnection }, { listAllTools }] = await Promise.all([import("../mcp/step-up.ts"), import("../mcp/connect.ts")]);
+    const { requestTimeoutMs } = options;
+    return withConnection(
+      { ctx, config, connection, reporter, login: { timeoutMs: options.timeoutMs, openBrowser: options.browser, steps: loginSteps(reporter) }, requestTimeoutMs },
+      (client, signal) => listAllTools(client, { signal, requestTimeoutMs }),
+    );
+  }
 
-    async tools(connection, options): Promise<ListedTool[]> {
-      const [{ withConnection }, { listAllTools }] = await Promise.all([import("../mcp/step-up.ts"), import("../mcp/connect.ts")]);
-      const { requestTimeoutMs } = options;
-      return withConnection(
-        { ctx, config, connection, reporter, login: { timeoutMs: options.timeoutMs, openBrowser: options.browser, steps: loginSteps(reporter) }, requestTimeoutMs },
-        (client, signal) => listAllTools(client, { signal, requestTimeoutMs }),
-      );
-    },
+  call(request: CallRequest): Promise<CallResult> {
+    return callTool(this.ctx, this.config, this.reporter, request);
+  }
 
-    call: (request) => callTool(ctx, config, reporter, request),
+  toolSource({ timeoutMs }: { timeoutMs: number }): ToolSource {
+    return localToolSource(this.ctx, this.config, this.reporter, timeoutMs);
+  }
 
-    toolSource: ({ timeoutMs }) => localToolSource(ctx, config, reporter, timeoutMs),
+  async apply(request: ApplyRequest): Promise<Applied> {
+    const { ctx, config, reporter } = this;
+    const { applyLocal } = await import("../apply/local.ts");
+    const result = await applyLocal({
+      config,
+      dryRun: request.dryRun,
+      reporter,
+      revoke: ctx,
+      confirm: (changes) => request.confirm({ target: "local", changes }),
+    });
+    return { target: "local", dbPath: config.dbPath, result };
+  }
 
-    async apply(request) {
-      const { applyLocal } = await import("../apply/local.ts");
-      const result = await applyLocal({
-        config,
-        dryRun: request.dryRun,
-        reporter,
-        revoke: ctx,
-        confirm: (changes) => request.confirm({ target: "local", changes }),
-      });
-      return { target: "local", dbPath: config.dbPath, result };
-    },
+  async forget(id: string): Promise<"done"> {
+    await forgetLocally(this.ctx, this.config, id, this.reporter);
+    return "done";
+  }
 
-    async forget(id) {
-      await forgetLocally(ctx, config, id, reporter);
-      return "done";
-    },
-
-    close() {
-      opened?.store.close();
-      opened = undefined;
-    },
-  };
+  close(): void {
+    this.opened?.store.close();
+    this.opened = undefined;
+  }
 }
 
 /**
