@@ -585,6 +585,74 @@ export function buildProgram(ctx: Context, { setJson, setExitCode, onParseMistak
       });
   }
 
+  // `subs deployment …`: the team deployment (src/deployment/, docs/deployment-server.md).
+  if (wanted("deployment")) {
+    type DeploymentFlags = import("./deployment/config.ts").Flags;
+    const settings = (command: Command, serve = false) =>
+      command
+        .addOption(new Option("--store <dir>", "the data directory holding the SQLite store, made 0700 (env SUBS_DEPLOYMENT_STORE; default ./subs-deployment)"))
+        .addOption(
+          serve || command.name() === "rotate-key"
+            ? new Option("--key-file <path>", "the encryption key, base64 of 32 bytes; made when absent for a new store (env SUBS_DEPLOYMENT_KEY_FILE, or the key itself in SUBS_DEPLOYMENT_KEY)")
+            : new Option("--key-file <path>").hideHelp(),
+        );
+    const flagsOf = (opts: DeploymentFlags): DeploymentFlags => Object.fromEntries(Object.entries(opts).filter(([k, v]) => ["listen", "publicUrl", "store", "keyFile", "catalog"].includes(k) && v !== undefined));
+    const deployment = commandWithDefaults(program, "deployment").description("Run the team deployment `[remote]` talks to: serve it, manage its API tokens, rotate its key.");
+    if (wanted("deployment", "serve")) {
+      settings(commandWithDefaults(deployment, "serve"), true)
+        .description(
+          "Serve the deployment protocol (docs/deployment-protocol.md) and each declared agent's tools over MCP at <public-url>/v1/agents/<name>/mcp, with server-side OAuth on the public URL and credentials encrypted at rest. Every setting also reads the environment variable named in its help. Ends on Ctrl-C or SIGTERM after in-flight requests finish.",
+        )
+        .addOption(new Option("--listen <[host:]port>", "where to listen (env SUBS_DEPLOYMENT_LISTEN; default 127.0.0.1:8080; 0.0.0.0:8080 behind a proxy)"))
+        .addOption(new Option("--public-url <url>", "the URL browsers and clients reach it at, https unless loopback (env SUBS_DEPLOYMENT_PUBLIC_URL; default: the loopback address it listens on)"))
+        .addOption(new Option("--catalog <file>", "allow only the MCP server URLs in this file, one per line (env SUBS_DEPLOYMENT_CATALOG)"))
+        .addHelpText("after", examples(["subs deployment serve --public-url http://127.0.0.1:8080 --key-file ./deployment.key", "SUBS_DEPLOYMENT_PUBLIC_URL=https://subs.example.com subs deployment serve --listen 127.0.0.1:8080"]))
+        .action(async (opts: DeploymentFlags) => {
+          servesUntilStopped?.();
+          const { deploymentServeCommand } = await import("./deployment/serve.ts");
+          await deploymentServeCommand(ctx, { flags: flagsOf(opts) });
+        });
+    }
+    if (wanted("deployment", "token")) {
+      const token = commandWithDefaults(deployment, "token").description("The deployment's API tokens: admin, apply (CI), use (MCP clients), read.");
+      settings(commandWithDefaults(token, "create"))
+        .description("Make a token and print it once on stdout; only its SHA-256 is kept.")
+        .requiredOption("--name <name>", "who or what holds it, e.g. ci")
+        .requiredOption("--role <role>", "admin, apply (declare, delete, authorize), use (agents' MCP endpoints) or read (list)")
+        .addOption(jsonOption())
+        .addHelpText("after", examples(["subs deployment token create --name ci --role apply", "subs deployment token create --name alice --role use --json | jq -r .token"]))
+        .action(async (opts: DeploymentFlags & { name: string; role: string; json?: boolean }) => {
+          setJson(Boolean(opts.json));
+          const { tokenCreateCommand, parseRole } = await import("./deployment/commands.ts");
+          await tokenCreateCommand(ctx, { flags: flagsOf(opts), name: opts.name, role: parseRole(opts.role), json: Boolean(opts.json) });
+        });
+      settings(commandWithDefaults(token, "list"))
+        .description("List the tokens: id, role, name, when made and last used (never a token or its hash).")
+        .addOption(jsonOption())
+        .action(async (opts: DeploymentFlags & { json?: boolean }) => {
+          setJson(Boolean(opts.json));
+          const { tokenListCommand } = await import("./deployment/commands.ts");
+          await tokenListCommand(ctx, { flags: flagsOf(opts), json: Boolean(opts.json) });
+        });
+      settings(commandWithDefaults(token, "revoke"))
+        .description("Revoke tokens by id or name; the server refuses them from its next request.")
+        .argument("<id-or-name>", "as `token list` shows it")
+        .action(async (idOrName: string, opts: DeploymentFlags) => {
+          const { tokenRevokeCommand } = await import("./deployment/commands.ts");
+          await tokenRevokeCommand(ctx, { flags: flagsOf(opts), token: idOrName });
+        });
+    }
+    if (wanted("deployment", "rotate-key")) {
+      settings(commandWithDefaults(deployment, "rotate-key"))
+        .description("Re-encrypt every credential under a new key, in one transaction. Stop the server first; start it again with the new key.")
+        .requiredOption("--new-key-file <path>", "the new key (made, 0600, when the file does not exist)")
+        .action(async (opts: DeploymentFlags & { newKeyFile: string }) => {
+          const { rotateKeyCommand } = await import("./deployment/commands.ts");
+          await rotateKeyCommand(ctx, { flags: flagsOf(opts), newKeyFile: opts.newKeyFile });
+        });
+    }
+  }
+
   return program;
 
   function connectOptions(kind: "agent" | "mcp", name: string, opts: ConnectFlags): import("./commands/connect.ts").ConnectCommandOptions {
