@@ -93,7 +93,7 @@ describe("the SQLite store", () => {
     const dbPath = path.join(storeDir, "deployment.db");
     const key = parseKey(newKeyText(), "test");
     const store = await openSqliteStore({ storeDir, dbPath, key });
-    assert.deepEqual(await store.putConnection({ id: "a", url: "https://a.example/mcp", prefixTools: true, oauth: undefined }), { created: true, dropped: undefined });
+    assert.deepEqual(await store.putConnection({ id: "a", url: "https://a.example/mcp", prefixTools: true, oauth: undefined }), { created: true, urlChanged: false, dropped: undefined });
     await store.putConnection({ id: "b", url: "https://a.example/mcp", prefixTools: true, oauth: { scopes: [] } });
     assert.equal(await store.putCredential(credential("a", "https://a.example/mcp")), true);
     assert.equal(await store.putCredential(credential("b", "https://other.example/mcp")), false, "never stored for another url than the declared one");

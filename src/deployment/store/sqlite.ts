@@ -185,7 +185,7 @@ export class SqliteStore implements RekeyableStore {
              ON CONFLICT(id) DO UPDATE SET url = excluded.url, prefix_tools = excluded.prefix_tools, oauth_json = excluded.oauth_json, updated_at = excluded.updated_at`,
           )
           .run(c.id, c.url, c.prefixTools ? 1 : 0, c.oauth === undefined ? null : JSON.stringify(c.oauth), at, at);
-        return { created: !existing, dropped };
+        return { created: !existing, urlChanged: existing !== undefined && existing.url !== c.url, dropped };
       })
       .immediate();
   }

@@ -42,7 +42,7 @@ export const ROLES: readonly Role[] = ["admin", "apply", "use", "read"];
 
 export type ApiTokenRecord = { id: string; name: string; role: Role; createdAt: number; lastUsedAt: number | null };
 
-export type PutConnection = { created: boolean; dropped: CredentialRecord | undefined };
+export type PutConnection = { created: boolean; urlChanged: boolean; dropped: CredentialRecord | undefined };
 export type DeleteConnection = { outcome: "deleted"; dropped: CredentialRecord | undefined } | { outcome: "absent" } | { outcome: "in_use"; agents: string[] };
 export type PutAgent = { outcome: "created" | "updated" } | { outcome: "unknown_connection"; missing: string[] };
 
