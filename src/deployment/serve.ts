@@ -4,7 +4,7 @@
 import { createServer, type Server } from "node:http";
 import type { AddressInfo, Socket } from "node:net";
 import type { Context } from "../context.ts";
-import { failed } from "../errors.ts";
+import { failed, usage } from "../errors.ts";
 import { openWithKey } from "./commands.ts";
 import { deploymentConfig, type Flags } from "./config.ts";
 import { OAuth } from "./oauth.ts";
@@ -15,8 +15,19 @@ const DRAIN_MS = 10_000;
 /** What one deployment holds open at most: connections, and the time to receive a request. */
 export const LIMITS = { maxConnections: 1000, headersTimeoutMs: 10_000, requestTimeoutMs: 30_000 };
 
+/** A positive number of seconds from the environment, else the default; anything else is a usage error. */
+function seconds(ctx: Pick<Context, "env">, name: string, fallback: number): number {
+  const text = ctx.env[name];
+  if (text === undefined || text === "") return fallback;
+  const value = Number(text);
+  if (!Number.isFinite(value) || value <= 0) throw usage(`$${name} ${JSON.stringify(text)}: must be a positive number of seconds`);
+  return value;
+}
+
 export async function deploymentServeCommand(ctx: Context, options: { flags: Flags }): Promise<void> {
   const config = deploymentConfig(options.flags, ctx, { serve: true });
+  const pollInterval = seconds(ctx, "SUBS_DEPLOYMENT_POLL_INTERVAL", 2);
+  const ttlSeconds = seconds(ctx, "SUBS_DEPLOYMENT_AUTHORIZATION_TTL", 600);
   const { store } = await openWithKey(ctx, config);
   const log = jsonLog(ctx.stdout, ctx.now);
   const metrics = new Metrics();
@@ -43,8 +54,8 @@ export async function deploymentServeCommand(ctx: Context, options: { flags: Fla
       env: ctx.env,
       now: ctx.now,
       redirectUri: `${publicText}${CALLBACK_PATH}`,
-      ttlSeconds: Number(ctx.env.SUBS_DEPLOYMENT_AUTHORIZATION_TTL ?? 600),
-      intervalSeconds: 2,
+      ttlSeconds,
+      intervalSeconds: pollInterval,
     });
     const { agentEndpoint } = await import("./agents.ts");
     const app = createApp({
@@ -54,8 +65,8 @@ export async function deploymentServeCommand(ctx: Context, options: { flags: Fla
       log,
       base,
       catalog: config.catalog,
-      pollInterval: Number(ctx.env.SUBS_DEPLOYMENT_POLL_INTERVAL ?? 2),
-      ttlSeconds: Number(ctx.env.SUBS_DEPLOYMENT_AUTHORIZATION_TTL ?? 600),
+      pollInterval,
+      ttlSeconds,
       ready: async () => (await store.listTokens(), true),
       agentEndpoint: agentEndpoint({ ctx, store, oauth, metrics, log, publicUrl: publicText }),
     });

@@ -3,7 +3,7 @@
 // deployment (test/support/deployment/server.ts) read, here read from the process's SQLite file and
 // its JSON request log. Fault injection is the reference's alone: a real server has none.
 import { spawn, type ChildProcess } from "node:child_process";
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { createInterface } from "node:readline";
@@ -47,7 +47,7 @@ export async function startServedDeployment(options: ServeOptions = {}): Promise
   const storeDir = path.join(dir, "data");
   const dbPath = path.join(storeDir, "deployment.db");
   const keyFile = path.join(dir, "deployment.key");
-  if (!options.dir) writeFileSync(keyFile, newKeyText(), { mode: 0o600 });
+  if (!existsSync(keyFile)) writeFileSync(keyFile, newKeyText(), { mode: 0o600 });
   const key = parseKey((await import("node:fs")).readFileSync(keyFile, "utf8"), keyFile);
   const store: SqliteStore = await openSqliteStore({ storeDir, dbPath, key });
   const token = (await createToken(store, `test-admin-${Date.now()}`, "admin")).token;
