@@ -6,6 +6,7 @@ import { Command, Help } from "commander";
 import { agent } from "./commands/agent/command.ts";
 import { apply } from "./commands/apply/command.ts";
 import { completion } from "./commands/completion/command.ts";
+import { deployment } from "./commands/deployment/command.ts";
 import { init } from "./commands/init/command.ts";
 import { mcp } from "./commands/mcp/command.ts";
 import { configOption, examples, type CommandDeclaration, type CommandScope, type ProgramHooks } from "./commands/options.ts";
@@ -17,7 +18,7 @@ import { VERSION } from "./version.ts";
 export { CommanderError } from "commander";
 
 /** The program's commands, in the order `subs --help` lists them; each group names its own. */
-const COMMANDS: readonly CommandDeclaration[] = [init, mcp, apply, completion, schema, agent];
+const COMMANDS: readonly CommandDeclaration[] = [init, mcp, apply, completion, schema, agent, deployment];
 
 export function buildProgram(ctx: Context, hooks: ProgramHooks, only?: readonly string[]): Command {
   const { onParseMistake } = hooks;

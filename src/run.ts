@@ -201,6 +201,7 @@ export const COMMAND_TREE: Readonly<Record<string, readonly string[]>> = {
   completion: [],
   schema: [],
   agent: ["list", "tools", "serve", "connect"],
+  deployment: ["serve", "token", "rotate-key"],
 };
 
 /**

@@ -7,8 +7,16 @@ import path from "node:path";
 import { after, afterEach, beforeEach, describe, test } from "node:test";
 import { runCli } from "../support/cli.ts";
 import { startDeployment, type RunningDeployment } from "../support/deployment/server.ts";
+import { startServedDeployment } from "../support/deployment-serve.ts";
 
 const TOKEN = "deploy-api-token-SECRET";
+/** The same tests against the reference deployment and a real `subs deployment serve` process with its own SQLite file. */
+const DEPLOYMENTS: Record<string, (catalog?: string[]) => Promise<RunningDeployment>> = {
+  reference: (catalog) => startDeployment({ token: TOKEN, ...(catalog ? { catalog } : {}) }),
+  "subs deployment serve": (catalog) => startServedDeployment(catalog ? { catalog } : {}),
+};
+/** The API token the deployment accepts. */
+const tokenOf = (deployment: RunningDeployment) => (deployment as { token?: string }).token ?? TOKEN;
 const dirs: string[] = [];
 after(() => dirs.forEach((d) => rmSync(d, { recursive: true, force: true })));
 
@@ -17,7 +25,7 @@ function project(deployment: RunningDeployment, body: string) {
   dirs.push(dir);
   const write = (text: string) => writeFileSync(path.join(dir, "substructure.toml"), `[remote]\nurl = "${deployment.url}"\n\n${text}`);
   write(body);
-  const apply = (...args: string[]) => runCli(["apply", ...args], { cwd: dir, env: { SUBSTRUCTURE_TOKEN: TOKEN } });
+  const apply = (...args: string[]) => runCli(["apply", ...args], { cwd: dir, env: { SUBSTRUCTURE_TOKEN: tokenOf(deployment) } });
   return { dir, write, apply };
 }
 
@@ -43,10 +51,10 @@ function authorize(deployment: RunningDeployment, id: string) {
   deployment.credentials.set(id, { url, tokens: { access_token: `at-${id}`, token_type: "bearer" }, authorizedAt: Date.now(), expiresAt: null });
 }
 
-describe("subs apply with [remote]", () => {
+for (const [kind, start] of Object.entries(DEPLOYMENTS)) describe(`subs apply with [remote] (${kind})`, () => {
   let deployment: RunningDeployment;
   beforeEach(async () => {
-    deployment = await startDeployment({ token: TOKEN });
+    deployment = await start();
   });
   afterEach(() => deployment.close());
 
@@ -142,13 +150,13 @@ describe("subs apply with [remote]", () => {
     assert.equal(JSON.parse(json.stdout).error.code, "local_only_auth");
     assert.deepEqual(deployment.requests, []);
     // The commands that only look say so too, instead of a bare "not applied · subs apply".
-    const list = await runCli(["mcp", "list"], { cwd: p.dir, env: { SUBSTRUCTURE_TOKEN: TOKEN } });
+    const list = await runCli(["mcp", "list"], { cwd: p.dir, env: { SUBSTRUCTURE_TOKEN: tokenOf(deployment) } });
     assert.equal(list.code, 0, list.stderr);
     assert.match(list.stderr, /warning: substructure\.toml:6:1: \[mcp\.github\] has `auth`/);
     assert.match(list.stderr, /warning: substructure\.toml:10:\d+: \[mcp\.linear\] has `oauth\.client_secret_env`/);
     assert.match(list.stderr, /`subs apply` and `subs mcp login` refuse such a connection while \[remote\] is set/);
     p.write(`[mcp.sentry]\nurl = "https://mcp.sentry.dev/mcp"\n`);
-    const none = await runCli(["mcp", "list"], { cwd: p.dir, env: { SUBSTRUCTURE_TOKEN: TOKEN } });
+    const none = await runCli(["mcp", "list"], { cwd: p.dir, env: { SUBSTRUCTURE_TOKEN: tokenOf(deployment) } });
     assert.equal(none.code, 0, none.stderr);
     assert.doesNotMatch(none.stderr, /warning/);
   });
@@ -166,10 +174,10 @@ describe("subs apply with [remote]", () => {
   });
 });
 
-describe("subs apply against a catalog deployment", () => {
+for (const [kind, start] of Object.entries(DEPLOYMENTS)) describe(`subs apply against a catalog deployment (${kind})`, () => {
   test("a url outside the catalog is refused and the allowed URLs are printed", async () => {
     const catalog = ["https://mcp.sentry.dev/mcp", "https://mcp.notion.com/mcp"];
-    const deployment = await startDeployment({ token: TOKEN, catalog });
+    const deployment = await start(catalog);
     try {
       const p = project(deployment, FILE);
       const result = await p.apply();

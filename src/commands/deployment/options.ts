@@ -1,0 +1,22 @@
+// What the `subs deployment` commands share: where the store is and the key that opens it. Each
+// setting also reads the environment variable its help names (src/deployment/config.ts).
+import { Option, type Command } from "commander";
+import type { Flags } from "../../deployment/config.ts";
+
+export type DeploymentFlags = Flags;
+
+/** --store, and --key-file (listed where the key is used; accepted, hidden, everywhere). */
+export function settings(command: Command, showKeyFile = false): Command {
+  return command
+    .addOption(new Option("--store <dir>", "the data directory holding the SQLite store, made 0700 (env SUBS_DEPLOYMENT_STORE; default ./subs-deployment)"))
+    .addOption(
+      showKeyFile
+        ? new Option("--key-file <path>", "the encryption key, base64 of 32 bytes; made when absent for a new store (env SUBS_DEPLOYMENT_KEY_FILE, or the key itself in SUBS_DEPLOYMENT_KEY)")
+        : new Option("--key-file <path>").hideHelp(),
+    );
+}
+
+/** The settings given as flags, without the command's other options. */
+export function flagsOf(opts: DeploymentFlags): DeploymentFlags {
+  return Object.fromEntries(Object.entries(opts).filter(([k, v]) => ["listen", "publicUrl", "store", "keyFile", "catalog"].includes(k) && v !== undefined));
+}

@@ -1,0 +1,16 @@
+// `subs deployment rotate-key`: its declaration; the run code is src/deployment/commands.ts.
+import type { CommandDeclaration } from "../../options.ts";
+import { flagsOf, settings, type DeploymentFlags } from "../options.ts";
+
+export const rotateKey: CommandDeclaration = {
+  name: "rotate-key",
+  declare(command, { ctx }) {
+    settings(command, true)
+      .description("Re-encrypt every credential under a new key, in one transaction. Stop the server first; start it again with the new key.")
+      .requiredOption("--new-key-file <path>", "the new key (made, 0600, when the file does not exist)")
+      .action(async (opts: DeploymentFlags & { newKeyFile: string }) => {
+        const { rotateKeyCommand } = await import("../../../deployment/commands.ts");
+        await rotateKeyCommand(ctx, { flags: flagsOf(opts), newKeyFile: opts.newKeyFile });
+      });
+  },
+};

@@ -1,0 +1,29 @@
+// `subs deployment serve`: its declaration; the run code is src/deployment/serve.ts, loaded when it runs.
+import { Option } from "commander";
+import { examples, type CommandDeclaration } from "../../options.ts";
+import { flagsOf, settings, type DeploymentFlags } from "../options.ts";
+
+export const deploymentServe: CommandDeclaration = {
+  name: "serve",
+  declare(command, { ctx, servesUntilStopped }) {
+    settings(command, true)
+      .description(
+        "Serve the deployment protocol (docs/deployment-protocol.md) and each declared agent's tools over MCP at <public-url>/v1/agents/<name>/mcp, with server-side OAuth on the public URL and credentials encrypted at rest. Every setting also reads the environment variable named in its help. Ends on Ctrl-C or SIGTERM after in-flight requests finish.",
+      )
+      .addOption(new Option("--listen <[host:]port>", "where to listen (env SUBS_DEPLOYMENT_LISTEN; default 127.0.0.1:8080; 0.0.0.0:8080 behind a proxy)"))
+      .addOption(new Option("--public-url <url>", "the URL browsers and clients reach it at, https unless loopback (env SUBS_DEPLOYMENT_PUBLIC_URL; default: the loopback address it listens on)"))
+      .addOption(new Option("--catalog <file>", "allow only the MCP server URLs in this file, one per line (env SUBS_DEPLOYMENT_CATALOG)"))
+      .addHelpText(
+        "after",
+        examples([
+          "subs deployment serve --public-url http://127.0.0.1:8080 --key-file ./deployment.key",
+          "SUBS_DEPLOYMENT_PUBLIC_URL=https://subs.example.com subs deployment serve --listen 127.0.0.1:8080",
+        ]),
+      )
+      .action(async (opts: DeploymentFlags) => {
+        servesUntilStopped?.();
+        const { deploymentServeCommand } = await import("../../../deployment/serve.ts");
+        await deploymentServeCommand(ctx, { flags: flagsOf(opts) });
+      });
+  },
+};

@@ -1,0 +1,13 @@
+// `subs deployment token`: the deployment's API tokens, one command each in its own folder.
+import type { CommandDeclaration } from "../../options.ts";
+import { tokenCreate } from "./create/command.ts";
+import { tokenList } from "./list/command.ts";
+import { tokenRevoke } from "./revoke/command.ts";
+
+export const token: CommandDeclaration = {
+  name: "token",
+  declare(command) {
+    command.description("The deployment's API tokens: admin, apply (CI), use (MCP clients), read.");
+  },
+  commands: [tokenCreate, tokenList, tokenRevoke],
+};

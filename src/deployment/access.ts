@@ -1,0 +1,50 @@
+// API tokens and what each role may do. A token is shown once, when it is made; the store keeps
+// its SHA-256 only (a 256-bit random token needs no slow hash: nothing guessable to brute-force),
+// and a presented token is hashed and compared with timingSafeEqual so the comparison's time says
+// nothing about how much of it matched.
+import { createHash, randomBytes, timingSafeEqual } from "node:crypto";
+import type { ApiTokenRecord, DeploymentStore, Role } from "./store/types.ts";
+
+/** A recognisable prefix, so secret scanners (and people) can tell a leaked token for what it is. */
+export const TOKEN_PREFIX = "subsd_";
+
+export const hashToken = (token: string) => createHash("sha256").update(token, "utf8").digest();
+
+export async function createToken(store: DeploymentStore, name: string, role: Role): Promise<{ token: string; record: Omit<ApiTokenRecord, "createdAt" | "lastUsedAt"> }> {
+  const id = randomBytes(6).toString("hex");
+  const token = `${TOKEN_PREFIX}${randomBytes(32).toString("base64url")}`;
+  await store.addToken({ id, name, role, hash: hashToken(token) });
+  return { token, record: { id, name, role } };
+}
+
+/** The token a bearer value names, or undefined; never logs or returns the value. */
+export async function authenticate(store: DeploymentStore, bearer: string | undefined): Promise<ApiTokenRecord | undefined> {
+  if (bearer === undefined || !bearer.startsWith(TOKEN_PREFIX) || bearer.length > 200) return undefined;
+  const hash = hashToken(bearer);
+  const found = await store.findToken(hash);
+  if (!found || found.hash.length !== hash.length || !timingSafeEqual(found.hash, hash)) return undefined;
+  const { hash: _, ...record } = found;
+  return record;
+}
+
+/** What a request needs: `read` lists, `apply` changes and authorizes, `use` calls agents' MCP endpoints. */
+export type Need = "read" | "apply" | "use";
+
+export function allows(role: Role, need: Need): boolean {
+  switch (role) {
+    case "admin":
+      return true;
+    case "apply":
+      return need === "read" || need === "apply";
+    case "read":
+      return need === "read";
+    case "use":
+      return need === "use";
+  }
+}
+
+/** `Authorization: Bearer <token>` (RFC 6750 section 2.1: the scheme is case-insensitive). */
+export function bearerOf(header: string | undefined): string | undefined {
+  const match = header === undefined ? null : /^Bearer +(\S+) *$/i.exec(header);
+  return match?.[1];
+}

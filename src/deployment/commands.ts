@@ -1,0 +1,119 @@
+// `subs deployment token …` and `subs deployment rotate-key`: the operator's commands on the
+// deployment's own machine, run against the store directly (they need no running server, and a
+// token made while it runs is good at once: the server reads tokens from the store).
+import type { Context } from "../context.ts";
+import { failed, refused, usage } from "../errors.ts";
+import { createToken } from "./access.ts";
+import { deploymentConfig, type DeploymentConfig, type Flags } from "./config.ts";
+import { createKeyFile, readKey, type Key } from "./keys.ts";
+import { openSqliteStore, type SqliteStore } from "./store/sqlite.ts";
+import { ROLES, type Role } from "./store/types.ts";
+
+type Ctx = Pick<Context, "env" | "cwd" | "stdout" | "stderr">;
+
+/**
+ * The store with its key. A key file that does not exist yet is made (0600) for a store that has
+ * sealed nothing yet, so the first start on a fresh machine needs no other step; for a store that
+ * has, a missing or wrong key refuses to start.
+ */
+export async function openWithKey(ctx: Ctx, config: DeploymentConfig): Promise<{ store: SqliteStore; key: Key }> {
+  if (!config.key) {
+    throw refused("no encryption key: the deployment keeps credentials encrypted and needs one", {
+      hint: "give --key-file PATH (made on first start when absent) or $SUBS_DEPLOYMENT_KEY (base64 of 32 random bytes: `openssl rand -base64 32`)",
+      code: "no_key",
+    });
+  }
+  let key = readKey(config.key);
+  if (!key) {
+    const probe = await openSqliteStore({ storeDir: config.storeDir, dbPath: config.dbPath, key: undefined });
+    const sealedBefore = probe.hasKeyCheck();
+    await probe.close();
+    const file = "file" in config.key ? config.key.file : "";
+    if (sealedBefore) {
+      throw refused(`${config.key.from} ${file}: no such file, and the store holds values encrypted under a key`, {
+        hint: "start with the key file the store was written with; nothing was decrypted",
+        code: "no_key",
+      });
+    }
+    key = createKeyFile(file);
+    ctx.stderr.write(`subs: made a new encryption key in ${file} (key id ${key.id}); back it up apart from the store\n`);
+  }
+  return { store: await openSqliteStore({ storeDir: config.storeDir, dbPath: config.dbPath, key }), key };
+}
+
+async function openWithoutKey(ctx: Ctx, flags: Flags) {
+  const config = deploymentConfig(flags, ctx, { serve: false });
+  return openSqliteStore({ storeDir: config.storeDir, dbPath: config.dbPath, key: undefined });
+}
+
+export function parseRole(text: string): Role {
+  if (!(ROLES as readonly string[]).includes(text)) throw usage(`--role ${JSON.stringify(text)}: must be one of ${ROLES.join(", ")}`);
+  return text as Role;
+}
+
+const NAME = /^[A-Za-z0-9][A-Za-z0-9 ._@-]{0,63}$/;
+
+export async function tokenCreateCommand(ctx: Ctx, options: { flags: Flags; name: string; role: Role; json: boolean }) {
+  if (!NAME.test(options.name)) throw usage(`--name ${JSON.stringify(options.name)}: 1-64 letters, digits, spaces and . _ @ -`, { hint: "e.g. --name ci or --name \"alice laptop\"" });
+  const store = await openWithoutKey(ctx, options.flags);
+  try {
+    const { token, record } = await createToken(store, options.name, options.role);
+    if (options.json) ctx.stdout.write(`${JSON.stringify({ ...record, token })}\n`);
+    else ctx.stdout.write(`${token}\n`);
+    ctx.stderr.write(`subs: made ${options.role} token ${record.id} (${options.name}); it is shown this once: only its hash is kept\n`);
+  } finally {
+    await store.close();
+  }
+}
+
+export async function tokenListCommand(ctx: Ctx, options: { flags: Flags; json: boolean }) {
+  const store = await openWithoutKey(ctx, options.flags);
+  try {
+    const tokens = await store.listTokens();
+    const iso = (ms: number | null) => (ms === null ? null : new Date(ms).toISOString());
+    if (options.json) {
+      ctx.stdout.write(`${JSON.stringify(tokens.map((t) => ({ id: t.id, name: t.name, role: t.role, created_at: iso(t.createdAt), last_used_at: iso(t.lastUsedAt) })))}\n`);
+      return;
+    }
+    if (!tokens.length) {
+      ctx.stderr.write("subs: no tokens yet; make one with `subs deployment token create --name NAME --role admin`\n");
+      return;
+    }
+    for (const t of tokens) ctx.stdout.write(`${t.id}\t${t.role}\t${t.name}\tcreated ${iso(t.createdAt)}\t${t.lastUsedAt === null ? "never used" : `last used ${iso(t.lastUsedAt)}`}\n`);
+  } finally {
+    await store.close();
+  }
+}
+
+export async function tokenRevokeCommand(ctx: Ctx, options: { flags: Flags; token: string }) {
+  const store = await openWithoutKey(ctx, options.flags);
+  try {
+    const gone = await store.revokeToken(options.token);
+    if (!gone.length) throw failed(`no token has the id or name ${JSON.stringify(options.token)}`, { hint: "`subs deployment token list` shows them", code: "not_found" });
+    for (const t of gone) ctx.stderr.write(`subs: revoked ${t.role} token ${t.id} (${t.name}); requests with it are refused from now on\n`);
+  } finally {
+    await store.close();
+  }
+}
+
+/**
+ * Re-encrypts every sealed value under a new key in one transaction. The server holds its key in
+ * memory: stop it first, then start it with the new key (docs/deployment-server.md).
+ */
+export async function rotateKeyCommand(ctx: Ctx, options: { flags: Flags; newKeyFile: string }) {
+  const config = deploymentConfig(options.flags, ctx, { serve: false });
+  const { store, key } = await openWithKey(ctx, config);
+  try {
+    const file = (await import("node:path")).resolve(ctx.cwd, options.newKeyFile);
+    let next = readKey({ file, from: "--new-key-file" });
+    if (!next) {
+      next = createKeyFile(file);
+      ctx.stderr.write(`subs: made a new encryption key in ${options.newKeyFile}\n`);
+    }
+    if (next.id === key.id) throw usage("--new-key-file holds the key the store already uses", { hint: "give a file with another key, or a path where a new one is made" });
+    const count = await store.rekey(next);
+    ctx.stderr.write(`subs: re-encrypted ${count} values from key ${key.id} to key ${next.id}; start the deployment with --key-file ${options.newKeyFile} from now on, and keep the old key until a backup made after this is verified\n`);
+  } finally {
+    await store.close();
+  }
+}

@@ -1,0 +1,156 @@
+// How `subs deployment …` is configured: each setting by flag or by the environment variable of
+// the same name (a container or a service unit sets variables; a person types flags). Checked
+// whole at start, before the store is opened or a port bound, and every problem is reported with
+// where its value came from, so a wrong unit file names its own line.
+import { readFileSync } from "node:fs";
+import path from "node:path";
+import { z } from "zod";
+import { usage } from "../errors.ts";
+
+/** A setting's flag and variable; the flag wins when both are given. */
+export const SETTINGS = {
+  listen: { flag: "--listen", env: "SUBS_DEPLOYMENT_LISTEN" },
+  publicUrl: { flag: "--public-url", env: "SUBS_DEPLOYMENT_PUBLIC_URL" },
+  store: { flag: "--store", env: "SUBS_DEPLOYMENT_STORE" },
+  keyFile: { flag: "--key-file", env: "SUBS_DEPLOYMENT_KEY_FILE" },
+  catalog: { flag: "--catalog", env: "SUBS_DEPLOYMENT_CATALOG" },
+} as const;
+/** The key itself, base64 (a secret manager's variable), for when no key file is given. */
+export const KEY_ENV = "SUBS_DEPLOYMENT_KEY";
+export const DEFAULT_LISTEN = "127.0.0.1:8080";
+export const DEFAULT_STORE = "subs-deployment";
+export const DB_FILE = "deployment.db";
+
+export type Setting = keyof typeof SETTINGS;
+export type Flags = Partial<Record<Setting, string>>;
+
+export type KeySource = { file: string; from: string } | { value: string; from: string };
+
+export type DeploymentConfig = {
+  listen: { host: string; port: number };
+  /**
+   * Where browsers and clients reach the deployment (origin and path, no trailing `/`). Absent
+   * only with a loopback --listen: then it is the address actually bound (port 0 included).
+   */
+  publicUrl: URL | undefined;
+  /** The data directory (0700) holding the SQLite file. */
+  storeDir: string;
+  dbPath: string;
+  key: KeySource | undefined;
+  catalog: string[] | undefined;
+};
+
+const LOOPBACK = new Set(["127.0.0.1", "::1", "[::1]", "localhost"]);
+export const isLoopbackHost = (host: string) => LOOPBACK.has(host.toLowerCase());
+
+/** Where a value came from, as an operator would look for it. */
+type Located = { value: string; where: string };
+
+function pick(flags: Flags, env: Readonly<Record<string, string | undefined>>, setting: Setting): Located | undefined {
+  const { flag, env: name } = SETTINGS[setting];
+  const given = flags[setting];
+  if (given !== undefined) return { value: given, where: flag };
+  const fromEnv = env[name];
+  if (fromEnv !== undefined && fromEnv !== "") return { value: fromEnv, where: `$${name}` };
+  return undefined;
+}
+
+const ListenSchema = z.string().transform((text, ctx) => {
+  const bracketed = /^\[([^\]]+)\]:(\d{1,5})$/.exec(text);
+  const plain = /^([^:[\]]*):(\d{1,5})$/.exec(text);
+  const portOnly = /^(\d{1,5})$/.exec(text);
+  const [host, port] = bracketed ? [bracketed[1]!, bracketed[2]!] : plain ? [plain[1] || "0.0.0.0", plain[2]!] : portOnly ? ["127.0.0.1", portOnly[1]!] : [undefined, undefined];
+  const n = Number(port);
+  if (host === undefined || !Number.isInteger(n) || n > 65535) {
+    ctx.addIssue({ code: "custom", message: "must be PORT, HOST:PORT or [IPv6]:PORT (e.g. 127.0.0.1:8080, 0.0.0.0:8080)" });
+    return z.NEVER;
+  }
+  return { host, port: n };
+});
+
+const PublicUrlSchema = z.string().transform((text, ctx) => {
+  if (!URL.canParse(text)) {
+    ctx.addIssue({ code: "custom", message: "must be an absolute URL, e.g. https://subs.example.com" });
+    return z.NEVER;
+  }
+  const url = new URL(text);
+  // The consent redirect and every token clients send go to this URL: in clear only where no
+  // network sees it (RFC 8252 section 8.3 allows http for loopback redirects only).
+  if (url.protocol !== "https:" && !(url.protocol === "http:" && isLoopbackHost(url.hostname))) {
+    ctx.addIssue({ code: "custom", message: "must be https (plain http only for a loopback host such as 127.0.0.1); put the deployment behind a TLS reverse proxy" });
+    return z.NEVER;
+  }
+  if (url.search || url.hash || url.username || url.password) {
+    ctx.addIssue({ code: "custom", message: "must have no query, fragment or user info" });
+    return z.NEVER;
+  }
+  url.pathname = url.pathname.replace(/\/+$/, "");
+  return url;
+});
+
+const CatalogSchema = z.array(z.url({ protocol: /^https?$/ })).min(1, "names no URL");
+
+/** Reads the catalog file: one URL per line, `#` comments and blank lines ignored. */
+function readCatalog(located: Located, cwd: string): string[] {
+  let text: string;
+  try {
+    text = readFileSync(path.resolve(cwd, located.value), "utf8");
+  } catch (error) {
+    throw usage(`${located.where} ${located.value}: cannot read it (${(error as NodeJS.ErrnoException).code ?? String(error)})`, { hint: "a file with one allowed MCP server URL per line" });
+  }
+  const lines = text.split(/\r?\n/).map((l) => l.replace(/#.*$/, "").trim());
+  const urls = lines.filter(Boolean);
+  const parsed = CatalogSchema.safeParse(urls);
+  if (!parsed.success) {
+    const issue = parsed.error.issues[0]!;
+    const at = typeof issue.path[0] === "number" ? lines.indexOf(urls[issue.path[0]]!) + 1 : 0;
+    throw usage(`${located.value}${at ? `:${at}` : ""}: ${at ? `${JSON.stringify(urls[issue.path[0] as number])} is not an http(s) URL` : issue.message}`, {
+      hint: "one allowed MCP server URL per line",
+    });
+  }
+  return parsed.data;
+}
+
+/**
+ * Every setting, checked; every problem at once in one usage error (exit 2), each naming the flag
+ * or variable it came from. `need` says which settings this command uses.
+ */
+export function deploymentConfig(flags: Flags, ctx: { env: Readonly<Record<string, string | undefined>>; cwd: string }, need: { serve: boolean }): DeploymentConfig {
+  const problems: string[] = [];
+  const check = <T>(setting: Setting, schema: z.ZodType<T, string>, fallback: string | undefined): T | undefined => {
+    const located = pick(flags, ctx.env, setting) ?? (fallback === undefined ? undefined : { value: fallback, where: `${SETTINGS[setting].flag} (default)` });
+    if (!located) return undefined;
+    const parsed = schema.safeParse(located.value);
+    if (parsed.success) return parsed.data;
+    problems.push(`${located.where} ${JSON.stringify(located.value)}: ${parsed.error.issues[0]?.message ?? "invalid"}`);
+    return undefined;
+  };
+  const listen = check("listen", ListenSchema, DEFAULT_LISTEN);
+  const publicUrl = check("publicUrl", PublicUrlSchema, undefined);
+  const storeDir = path.resolve(ctx.cwd, pick(flags, ctx.env, "store")?.value ?? DEFAULT_STORE);
+  if (need.serve && listen && !publicUrl && !isLoopbackHost(listen.host)) {
+    problems.push(`--public-url is required when ${SETTINGS.listen.flag} ${listen.host}:${listen.port} is not loopback: it is the address browsers and MCP clients reach (set it or $${SETTINGS.publicUrl.env})`);
+  }
+  const keyFile = pick(flags, ctx.env, "keyFile");
+  const keyValue = ctx.env[KEY_ENV];
+  const key: KeySource | undefined = keyFile
+    ? { file: path.resolve(ctx.cwd, keyFile.value), from: keyFile.where }
+    : keyValue
+      ? { value: keyValue, from: `$${KEY_ENV}` }
+      : undefined;
+  let catalog: string[] | undefined;
+  const catalogAt = pick(flags, ctx.env, "catalog");
+  if (catalogAt) {
+    try {
+      catalog = readCatalog(catalogAt, ctx.cwd);
+    } catch (error) {
+      problems.push((error as Error).message);
+    }
+  }
+  if (problems.length) {
+    throw usage(problems.length === 1 ? problems[0]! : `the deployment's settings have ${problems.length} problems:\n  ${problems.join("\n  ")}`, {
+      hint: "`subs deployment serve --help` lists every setting and its variable",
+    });
+  }
+  return { listen: listen!, publicUrl, storeDir, dbPath: path.join(storeDir, DB_FILE), key, catalog };
+}

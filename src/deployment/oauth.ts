@@ -1,0 +1,399 @@
+// The deployment as the OAuth client of each MCP server (docs/deployment-protocol.md sections 3.4
+// to 3.6, 4 and 5): discovery, client choice, PKCE and `resource` as `subs mcp login` does them
+// (src/auth/), with the deployment's own redirect URI on its public URL; the consent's outcome
+// read at the poll URL; the credential refreshed ahead of expiry, once per credential however
+// many requests need it; and revoked at its authorization server when its connection goes.
+import { randomBytes, randomUUID } from "node:crypto";
+import { discoverOAuthProtectedResourceMetadata, exchangeAuthorization, refreshAuthorization, registerClient, startAuthorization } from "@modelcontextprotocol/sdk/client/auth.js";
+import type { OAuthClientInformationMixed, OAuthTokens } from "@modelcontextprotocol/sdk/shared/auth.js";
+import type { Tool } from "@modelcontextprotocol/sdk/types.js";
+import { discover, revocationEndpoint, sameIssuer } from "../auth/discovery.ts";
+import { grantRejected, oauthProblem } from "../auth/errors.ts";
+import { issProblem, selectScopes } from "../auth/login.ts";
+import { REFRESH_MARGIN_MS } from "../auth/refresh.ts";
+import { postRevocation } from "../auth/revocation-request.ts";
+import { REVOCATION_TIMEOUT_MS } from "../auth/revoke.ts";
+import { checkedTokens } from "../auth/tokens.ts";
+import type { ConnectionConfig } from "../config/types.ts";
+import { authFetch } from "../http/guarded-fetch.ts";
+import { VERSION } from "../version.ts";
+import type { Metrics } from "./ops.ts";
+import type { ConnectionRecord, CredentialRecord, DeploymentStore } from "./store/types.ts";
+
+/** An error answer of the protocol (section 6), decided deep in a handler. */
+export class Refusal extends Error {
+  constructor(
+    readonly status: number,
+    readonly code: string,
+    message: string,
+    readonly extra: Record<string, unknown> = {},
+  ) {
+    super(message);
+  }
+}
+
+export type Outcome = { status: "pending" | "authorized" | "failed" | "expired"; error?: string; message?: string };
+
+type Authorization = {
+  id: string;
+  connectionId: string;
+  url: string;
+  state: string;
+  expiresAt: number;
+  issuer: string;
+  issAdvertised: boolean;
+  discovery: Exclude<Awaited<ReturnType<typeof discover>>, { open: true }>;
+  client: OAuthClientInformationMixed;
+  codeVerifier: string;
+  codeReceived: boolean;
+  outcome: Outcome;
+  /** When it became final: kept readable for FINAL_KEPT_MS (section 3.5), then forgotten. */
+  finalAt?: number;
+};
+
+export type OAuthOptions = {
+  store: DeploymentStore;
+  metrics: Metrics;
+  fetch: typeof globalThis.fetch;
+  env: Readonly<Record<string, string | undefined>>;
+  now: () => number;
+  /** `<public-url>/oauth/callback`. */
+  redirectUri: string;
+  /** Seconds an authorization stays pending (expires_in). */
+  ttlSeconds: number;
+  /** Seconds between polls the deployment asks for. */
+  intervalSeconds: number;
+};
+
+const FINAL_KEPT_MS = 15 * 60_000;
+const messageOf = (error: unknown) => (error instanceof Error ? error.message : String(error));
+const asConnectionConfig = (c: ConnectionRecord): ConnectionConfig => ({
+  id: c.id,
+  url: c.url,
+  prefixTools: c.prefixTools,
+  ...(c.oauth ? { oauth: { ...(c.oauth.client_id ? { clientId: c.oauth.client_id } : {}), ...(c.oauth.client_metadata_url ? { clientMetadataUrl: c.oauth.client_metadata_url } : {}), ...(c.oauth.scopes ? { scopes: c.oauth.scopes } : {}) } } : {}),
+});
+
+export class OAuth {
+  readonly #o: OAuthOptions;
+  readonly #fetch: typeof globalThis.fetch;
+  /** Pending and recent authorizations, by id. They live in this process: a restart ends them (the person starts again). */
+  readonly #authorizations = new Map<string, Authorization>();
+  /** Refreshes in flight, per credential id and version: every request that needs one waits on the same. */
+  readonly #refreshes = new Map<string, Promise<CredentialRecord | undefined>>();
+
+  constructor(options: OAuthOptions) {
+    this.#o = options;
+    this.#fetch = authFetch({ fetch: options.fetch, env: options.env });
+  }
+
+  #final(a: Authorization, outcome: Outcome) {
+    if (a.outcome.status !== "pending") return;
+    a.outcome = outcome;
+    a.finalAt = this.#o.now();
+  }
+
+  #expireIfDue(a: Authorization) {
+    if (a.outcome.status === "pending" && this.#o.now() >= a.expiresAt) this.#final(a, { status: "expired", message: `nobody consented within ${this.#o.ttlSeconds}s` });
+  }
+
+  /** Ends the pending authorizations of a connection (section 5: a url change, a DELETE, a newer one). */
+  endPending(connectionId: string, error: string, message: string) {
+    for (const a of this.#authorizations.values()) if (a.connectionId === connectionId) this.#final(a, { status: "failed", error, message });
+  }
+
+  #forgetOld() {
+    const now = this.#o.now();
+    for (const [id, a] of this.#authorizations) {
+      this.#expireIfDue(a);
+      if (a.finalAt !== undefined && now - a.finalAt > FINAL_KEPT_MS) this.#authorizations.delete(id);
+    }
+  }
+
+  /** The client to present: pre-registered, then a Client ID Metadata Document the server supports, then our registration. */
+  async #client(connection: ConnectionRecord, discovery: Authorization["discovery"], scope: string | undefined): Promise<OAuthClientInformationMixed> {
+    if (connection.oauth?.client_id) return { client_id: connection.oauth.client_id };
+    if (connection.oauth?.client_metadata_url && discovery.metadata.client_id_metadata_document_supported === true) return { client_id: connection.oauth.client_metadata_url };
+    const stored = await this.#o.store.getRegistration(discovery.issuer, this.#o.redirectUri);
+    const expired = stored?.client_secret_expires_at !== undefined && stored.client_secret_expires_at !== 0 && stored.client_secret_expires_at * 1000 <= this.#o.now();
+    if (stored && !expired) return stored;
+    const methods = discovery.metadata.token_endpoint_auth_methods_supported ?? ["client_secret_basic"];
+    const client = await registerClient(discovery.issuer, {
+      metadata: discovery.metadata,
+      clientMetadata: {
+        client_name: "subs deployment",
+        software_version: VERSION,
+        redirect_uris: [this.#o.redirectUri],
+        grant_types: ["authorization_code", "refresh_token"],
+        response_types: ["code"],
+        // A server that runs on its own origin is a confidential web client where the server allows it.
+        token_endpoint_auth_method: methods.includes("client_secret_basic") ? "client_secret_basic" : methods.includes("client_secret_post") ? "client_secret_post" : "none",
+        ...(scope ? { scope } : {}),
+      },
+      fetchFn: this.#fetch,
+    });
+    await this.#o.store.putRegistration(discovery.issuer, this.#o.redirectUri, client);
+    return client;
+  }
+
+  /** Section 3.4: discovery, client, scopes, PKCE and state; a newer start supersedes a pending one. */
+  async start(connection: ConnectionRecord): Promise<{ authorizationUrl: string; id: string }> {
+    this.#forgetOld();
+    let discovery: Awaited<ReturnType<typeof discover>>;
+    let client: OAuthClientInformationMixed;
+    let started: { authorizationUrl: URL; codeVerifier: string };
+    const state = randomBytes(32).toString("base64url");
+    try {
+      discovery = await discover({ serverUrl: connection.url, fetch: this.#fetch });
+      if ("open" in discovery) throw new Error(`${connection.url} asks for no credential; it needs no authorization`);
+      const scopes = selectScopes(discovery, asConnectionConfig(connection), undefined);
+      const scope = scopes.length ? scopes.join(" ") : undefined;
+      client = await this.#client(connection, discovery, scope);
+      started = await startAuthorization(discovery.issuer, {
+        metadata: discovery.metadata,
+        clientInformation: client,
+        redirectUrl: this.#o.redirectUri,
+        ...(scope ? { scope } : {}),
+        state,
+        resource: new URL(discovery.resource),
+      });
+    } catch (error) {
+      throw new Refusal(502, "upstream_error", `cannot start the authorization of ${connection.id} with ${connection.url}: ${messageOf(error)}`);
+    }
+    this.endPending(connection.id, "superseded", "a newer authorization was started");
+    const a: Authorization = {
+      id: randomUUID(),
+      connectionId: connection.id,
+      url: connection.url,
+      state,
+      expiresAt: this.#o.now() + this.#o.ttlSeconds * 1000,
+      issuer: discovery.issuer,
+      issAdvertised: (discovery.metadata as { authorization_response_iss_parameter_supported?: unknown }).authorization_response_iss_parameter_supported === true,
+      discovery,
+      client,
+      codeVerifier: started.codeVerifier,
+      codeReceived: false,
+      outcome: { status: "pending" },
+    };
+    this.#authorizations.set(a.id, a);
+    return { authorizationUrl: started.authorizationUrl.href, id: a.id };
+  }
+
+  /** Section 3.5; undefined when unknown or forgotten (404, which clients read as expired). */
+  poll(id: string): Outcome | undefined {
+    this.#forgetOld();
+    return this.#authorizations.get(id)?.outcome;
+  }
+
+  /**
+   * The redirect URI (section 3.5, "What the redirect URI does"). A forged, late, expired or
+   * second callback changes nothing and its code is never exchanged.
+   */
+  async callback(params: URLSearchParams): Promise<{ status: number; text: string }> {
+    const state = params.get("state");
+    const a = state === null ? undefined : [...this.#authorizations.values()].find((x) => x.state === state);
+    if (a) this.#expireIfDue(a);
+    if (!a || a.outcome.status !== "pending" || a.codeReceived) return { status: 400, text: "Unknown or finished authorization. Start again with `subs mcp login`." };
+    const error = params.get("error");
+    if (error !== null) {
+      this.#final(a, { status: "failed", error, message: params.get("error_description")?.slice(0, 300) ?? `the authorization server answered ${error}` });
+      return { status: 200, text: "Authorization failed. You can close this window." };
+    }
+    const iss = issProblem(params, a.issuer, a.issAdvertised);
+    if (iss !== undefined) {
+      this.#final(a, { status: "failed", error: "upstream_error", message: `${iss} (expected issuer ${a.issuer}${params.get("iss") ? `, got ${params.get("iss")}` : ""})` });
+      return { status: 400, text: "The authorization response came from another issuer. You can close this window." };
+    }
+    const connection = await this.#o.store.getConnection(a.connectionId);
+    if (!connection || connection.url !== a.url) {
+      this.#final(a, { status: "failed", error: "connection_changed", message: "the connection changed during consent" });
+      return { status: 409, text: "The connection changed; start again." };
+    }
+    a.codeReceived = true;
+    let tokens: OAuthTokens;
+    try {
+      tokens = await exchangeAuthorization(a.issuer, {
+        metadata: a.discovery.metadata,
+        clientInformation: a.client,
+        authorizationCode: params.get("code") ?? "",
+        codeVerifier: a.codeVerifier,
+        redirectUri: this.#o.redirectUri,
+        resource: new URL(a.discovery.resource),
+        fetchFn: this.#fetch,
+      });
+      tokens = checkedTokens(tokens, a.connectionId, a.issuer);
+    } catch (error) {
+      this.#final(a, { status: "failed", error: "token_exchange_failed", message: oauthProblem(error) });
+      return { status: 502, text: "Authorization failed." };
+    }
+    if (a.outcome.status !== "pending") return { status: 409, text: "This authorization ended meanwhile; start again." };
+    const at = this.#o.now();
+    const stored = await this.#o.store.putCredential({
+      id: a.connectionId,
+      url: a.url,
+      issuer: a.issuer,
+      authorizedAt: at,
+      expiresAt: tokens.expires_in !== undefined ? at + Math.round(tokens.expires_in * 1000) : null,
+      secret: {
+        tokens,
+        client: a.client,
+        authorizationServerUrl: a.issuer,
+        metadata: a.discovery.metadata,
+        resource: a.discovery.resource,
+        ...(a.discovery.challenge.resourceMetadataUrl ? { resourceMetadataUrl: a.discovery.challenge.resourceMetadataUrl.href } : {}),
+      },
+    });
+    // Deleted or moved to another url while the code was exchanged (sections 3.4, 5).
+    if (!stored) {
+      this.#final(a, { status: "failed", error: "connection_changed", message: "the connection changed during consent" });
+      return { status: 409, text: "The connection changed; start again." };
+    }
+    this.#final(a, { status: "authorized" });
+    return { status: 200, text: "Authorized. You can close this window." };
+  }
+
+  /** RFC 7009 at the server that issued it, best effort: a failed revocation fails nothing (section 5). */
+  async revoke(credential: CredentialRecord | undefined): Promise<void> {
+    if (!credential) return;
+    const { metadata, client, tokens } = credential.secret;
+    const endpoint = metadata && revocationEndpoint(metadata);
+    if (!metadata || !endpoint) return;
+    const fetch: typeof globalThis.fetch = (input, init) => this.#o.fetch(input, { ...init, signal: AbortSignal.timeout(REVOCATION_TIMEOUT_MS) });
+    for (const [token, hint] of [
+      [tokens.refresh_token, "refresh_token"],
+      [tokens.access_token, "access_token"],
+    ] as const) {
+      if (!token) continue;
+      await postRevocation({ fetch, endpoint, metadata, client, token, hint }).then(
+        (r) => r.body?.cancel(),
+        () => {},
+      );
+    }
+  }
+
+  /** Whether the MCP server's resource metadata now names another authorization server (section 3.6). */
+  async #serverMoved(credential: CredentialRecord): Promise<boolean> {
+    try {
+      const { resourceMetadataUrl } = credential.secret;
+      const metadata = await discoverOAuthProtectedResourceMetadata(credential.url, resourceMetadataUrl ? { resourceMetadataUrl } : undefined, this.#fetch);
+      const named = metadata.authorization_servers?.[0];
+      return named !== undefined && !sameIssuer(credential.secret.authorizationServerUrl, named) && !sameIssuer(credential.issuer, named);
+    } catch {
+      return false; // no metadata names any server now: the one that issued it stays the one
+    }
+  }
+
+  /** One refresh per credential version, however many requests ask; undefined when it cannot be refreshed (the credential is then deleted). */
+  refresh(credential: CredentialRecord): Promise<CredentialRecord | undefined> {
+    const key = `${credential.id}\0${credential.version}`;
+    let pending = this.#refreshes.get(key);
+    if (!pending) {
+      pending = this.#refreshOnce(credential).finally(() => this.#refreshes.delete(key));
+      this.#refreshes.set(key, pending);
+    }
+    return pending;
+  }
+
+  async #refreshOnce(credential: CredentialRecord): Promise<CredentialRecord | undefined> {
+    const { secret } = credential;
+    const refreshToken = secret.tokens.refresh_token;
+    const dead = async (outcome: string) => {
+      this.#o.metrics.refresh(outcome);
+      await this.#o.store.deleteCredential(credential.id, credential.version);
+      return undefined;
+    };
+    if (!refreshToken) return dead("no_refresh_token");
+    // Section 3.6: never send the credential's tokens to an authorization server it did not come from.
+    if (await this.#serverMoved(credential)) return dead("server_moved");
+    let tokens: OAuthTokens;
+    try {
+      tokens = await refreshAuthorization(secret.authorizationServerUrl, {
+        ...(secret.metadata ? { metadata: secret.metadata } : {}),
+        clientInformation: secret.client,
+        refreshToken,
+        ...(secret.resource ? { resource: new URL(secret.resource) } : {}),
+        fetchFn: this.#fetch,
+      });
+      tokens = checkedTokens(tokens, credential.id, credential.issuer);
+    } catch (error) {
+      if (grantRejected(error)) return dead("rejected");
+      this.#o.metrics.refresh("failed");
+      throw new Refusal(502, "upstream_error", `refreshing the credential of ${credential.id} at ${credential.issuer} failed: ${oauthProblem(error)}`);
+    }
+    const at = this.#o.now();
+    const next = {
+      id: credential.id,
+      url: credential.url,
+      issuer: credential.issuer,
+      authorizedAt: credential.authorizedAt,
+      expiresAt: tokens.expires_in !== undefined ? at + Math.round(tokens.expires_in * 1000) : null,
+      // The old refresh token stays when the server sends none (no rotation).
+      secret: { ...secret, tokens: { ...tokens, refresh_token: tokens.refresh_token ?? refreshToken } },
+    };
+    // A DELETE, a url change or a new consent meanwhile wins over this refresh.
+    if (!(await this.#o.store.replaceCredential(credential.version, next))) {
+      this.#o.metrics.refresh("superseded");
+      return this.#o.store.getCredential(credential.id);
+    }
+    this.#o.metrics.refresh("refreshed");
+    return { ...next, version: credential.version + 1 };
+  }
+
+  /** The credential for the connection's current url, refreshed when it expires within the margin. */
+  async credentialFor(connection: ConnectionRecord): Promise<CredentialRecord> {
+    const notAuthorized = (why: string) => new Refusal(409, "not_authorized", `${connection.id}: ${why}; run \`subs mcp login ${connection.id}\``);
+    const credential = await this.#o.store.getCredential(connection.id);
+    if (!credential || credential.url !== connection.url) throw notAuthorized("the deployment holds no credential for it");
+    if (credential.expiresAt !== null && this.#o.now() >= credential.expiresAt - REFRESH_MARGIN_MS) {
+      const fresh = await this.refresh(credential);
+      if (!fresh) throw notAuthorized("its access token expired and could not be refreshed");
+      return fresh;
+    }
+    return credential;
+  }
+
+  /**
+   * Runs `use` with a usable access token; on a 401 before expiry, refreshes once and runs it
+   * once more (section 3.6). A credential that still fails is deleted: it can be neither used
+   * nor refreshed.
+   */
+  async withCredential<T>(connection: ConnectionRecord, use: (accessToken: string) => Promise<T | { refused: 401 }>): Promise<T> {
+    let credential = await this.credentialFor(connection);
+    const first = await use(credential.secret.tokens.access_token);
+    if (!isRefused(first)) return first;
+    const fresh = await this.refresh(credential);
+    const notAuthorized = (why: string) => new Refusal(409, "not_authorized", `${connection.id}: ${why}; run \`subs mcp login ${connection.id}\``);
+    if (!fresh) throw notAuthorized(`${connection.url} refused the credential and it could not be refreshed`);
+    credential = fresh;
+    const second = await use(credential.secret.tokens.access_token);
+    if (!isRefused(second)) return second;
+    await this.#o.store.deleteCredential(credential.id, credential.version);
+    throw notAuthorized(`${connection.url} refused the refreshed credential`);
+  }
+
+  /** Section 3.6: tools/list to the end, with the deployment's credential. */
+  async tools(connection: ConnectionRecord): Promise<Tool[]> {
+    return this.withCredential(connection, async (accessToken) => {
+      const { connectMcp, listAllTools } = await import("../mcp/connect.ts");
+      const { challengeRecorder } = await import("../mcp/open.ts");
+      let challenge: { status: number; error?: string; scope?: string } | undefined;
+      const fetch = challengeRecorder(this.#o.fetch, (c) => (challenge = c));
+      let client: Awaited<ReturnType<typeof connectMcp>> | undefined;
+      try {
+        client = await connectMcp({ url: connection.url, fetch, headers: { authorization: `Bearer ${accessToken}` }, requestTimeoutMs: 30_000 });
+        return await listAllTools(client, { requestTimeoutMs: 30_000 });
+      } catch (error) {
+        const status = (error as { code?: unknown }).code;
+        if (status === 401 || challenge?.status === 401) return { refused: 401 as const };
+        if (challenge?.status === 403 && challenge.error === "insufficient_scope") {
+          throw new Refusal(409, "not_authorized", `${connection.id}: ${connection.url} needs scope ${challenge.scope ?? "(not named)"}; add it to oauth.scopes and run \`subs mcp login ${connection.id}\``);
+        }
+        throw new Refusal(502, "upstream_error", `${connection.url}: ${messageOf(error).slice(0, 300)}`);
+      } finally {
+        await client?.close().catch(() => {});
+      }
+    });
+  }
+}
+
+const isRefused = (value: unknown): value is { refused: 401 } => typeof value === "object" && value !== null && (value as { refused?: unknown }).refused === 401 && Object.keys(value).length === 1;

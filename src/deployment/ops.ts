@@ -1,0 +1,57 @@
+// What an operator watches: one JSON line per request (and per notable event) on stdout, and
+// Prometheus metrics in the text exposition format. Hand-written: a few counters and one
+// histogram do not earn a logging or metrics library in every install of the CLI.
+// A log line never carries a header, a query string or a body: the paths logged are the route's
+// pathname, which holds ids only (the callback's code and state are in its query, never logged).
+import type { Output } from "../context.ts";
+
+export type Log = (level: "info" | "warn" | "error", msg: string, fields?: Record<string, unknown>) => void;
+
+export function jsonLog(out: Output, now: () => number): Log {
+  return (level, msg, fields = {}) => out.write(`${JSON.stringify({ time: new Date(now()).toISOString(), level, msg, ...fields })}\n`);
+}
+
+const BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30];
+const label = (value: string) => value.replace(/[\\"\n]/g, (c) => (c === "\n" ? "\\n" : `\\${c}`));
+
+export class Metrics {
+  readonly #requests = new Map<string, number>();
+  readonly #durations = new Map<string, { buckets: number[]; sum: number; count: number }>();
+  readonly #refreshes = new Map<string, number>();
+  sessions = 0;
+  sessionsStarted = 0;
+
+  request(method: string, route: string, status: number, seconds: number) {
+    const key = `method="${label(method)}",route="${label(route)}",status="${status}"`;
+    this.#requests.set(key, (this.#requests.get(key) ?? 0) + 1);
+    const hist = this.#durations.get(route) ?? { buckets: BUCKETS.map(() => 0), sum: 0, count: 0 };
+    BUCKETS.forEach((b, n) => {
+      if (seconds <= b) hist.buckets[n]!++;
+    });
+    hist.sum += seconds;
+    hist.count++;
+    this.#durations.set(route, hist);
+  }
+
+  refresh(outcome: string) {
+    this.#refreshes.set(outcome, (this.#refreshes.get(outcome) ?? 0) + 1);
+  }
+
+  text(): string {
+    const lines: string[] = [];
+    lines.push("# HELP subs_deployment_http_requests_total HTTP requests answered, by route and status.", "# TYPE subs_deployment_http_requests_total counter");
+    for (const [k, v] of this.#requests) lines.push(`subs_deployment_http_requests_total{${k}} ${v}`);
+    lines.push("# HELP subs_deployment_http_request_duration_seconds Time to answer a request, by route.", "# TYPE subs_deployment_http_request_duration_seconds histogram");
+    for (const [route, h] of this.#durations) {
+      BUCKETS.forEach((b, n) => lines.push(`subs_deployment_http_request_duration_seconds_bucket{route="${label(route)}",le="${b}"} ${h.buckets[n]}`));
+      lines.push(`subs_deployment_http_request_duration_seconds_bucket{route="${label(route)}",le="+Inf"} ${h.count}`);
+      lines.push(`subs_deployment_http_request_duration_seconds_sum{route="${label(route)}"} ${h.sum}`);
+      lines.push(`subs_deployment_http_request_duration_seconds_count{route="${label(route)}"} ${h.count}`);
+    }
+    lines.push("# HELP subs_deployment_refreshes_total Credential refreshes, by outcome.", "# TYPE subs_deployment_refreshes_total counter");
+    for (const [k, v] of this.#refreshes) lines.push(`subs_deployment_refreshes_total{outcome="${label(k)}"} ${v}`);
+    lines.push("# HELP subs_deployment_mcp_sessions MCP sessions open on agents' endpoints.", "# TYPE subs_deployment_mcp_sessions gauge", `subs_deployment_mcp_sessions ${this.sessions}`);
+    lines.push("# HELP subs_deployment_mcp_sessions_started_total MCP sessions started.", "# TYPE subs_deployment_mcp_sessions_started_total counter", `subs_deployment_mcp_sessions_started_total ${this.sessionsStarted}`);
+    return `${lines.join("\n")}\n`;
+  }
+}

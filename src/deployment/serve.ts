@@ -1,0 +1,137 @@
+// `subs deployment serve`: the settings checked, the store opened with its key, then the HTTP
+// server until SIGINT or SIGTERM; then no new connection is accepted, requests in flight are
+// given DRAIN_MS to finish, and the store is closed.
+import { createServer, type Server } from "node:http";
+import type { AddressInfo, Socket } from "node:net";
+import type { Context } from "../context.ts";
+import { failed, usage } from "../errors.ts";
+import { openWithKey } from "./commands.ts";
+import { deploymentConfig, type Flags } from "./config.ts";
+import { OAuth } from "./oauth.ts";
+import { jsonLog, Metrics } from "./ops.ts";
+import { CALLBACK_PATH, createApp, requestId } from "./server.ts";
+
+const DRAIN_MS = 10_000;
+/** What one deployment holds open at most: connections, and the time to receive a request. */
+export const LIMITS = { maxConnections: 1000, headersTimeoutMs: 10_000, requestTimeoutMs: 30_000 };
+
+/** A positive number of seconds from the environment, else the default; anything else is a usage error. */
+function seconds(ctx: Pick<Context, "env">, name: string, fallback: number): number {
+  const text = ctx.env[name];
+  if (text === undefined || text === "") return fallback;
+  const value = Number(text);
+  if (!Number.isFinite(value) || value <= 0) throw usage(`$${name} ${JSON.stringify(text)}: must be a positive number of seconds`);
+  return value;
+}
+
+export async function deploymentServeCommand(ctx: Context, options: { flags: Flags }): Promise<void> {
+  const config = deploymentConfig(options.flags, ctx, { serve: true });
+  const pollInterval = seconds(ctx, "SUBS_DEPLOYMENT_POLL_INTERVAL", 2);
+  const ttlSeconds = seconds(ctx, "SUBS_DEPLOYMENT_AUTHORIZATION_TTL", 600);
+  const { store } = await openWithKey(ctx, config);
+  const log = jsonLog(ctx.stdout, ctx.now);
+  const metrics = new Metrics();
+  let server: Server | undefined;
+  try {
+    server = createServer({ headersTimeout: LIMITS.headersTimeoutMs, requestTimeout: LIMITS.requestTimeoutMs });
+    server.maxConnections = LIMITS.maxConnections;
+    const listening = server;
+    await new Promise<void>((resolve, reject) => {
+      listening.once("error", reject);
+      listening.listen(config.listen.port, config.listen.host, () => resolve());
+    }).catch((error: NodeJS.ErrnoException) => {
+      throw failed(`cannot listen on ${config.listen.host}:${config.listen.port} (${error.code ?? error.message})`, { hint: "choose another --listen address or port" });
+    });
+    const bound = listening.address() as AddressInfo;
+    const host = bound.family === "IPv6" ? `[${bound.address}]` : bound.address;
+    const publicUrl = config.publicUrl ?? new URL(`http://${host}:${bound.port}`);
+    const base = publicUrl.pathname.replace(/\/+$/, "");
+    const publicText = `${publicUrl.origin}${base}`;
+    const oauth = new OAuth({
+      store,
+      metrics,
+      fetch: ctx.fetch,
+      env: ctx.env,
+      now: ctx.now,
+      redirectUri: `${publicText}${CALLBACK_PATH}`,
+      ttlSeconds,
+      intervalSeconds: pollInterval,
+    });
+    const { agentEndpoint } = await import("./agents.ts");
+    const app = createApp({
+      store,
+      oauth,
+      metrics,
+      log,
+      base,
+      catalog: config.catalog,
+      pollInterval,
+      ttlSeconds,
+      ready: async () => (await store.listTokens(), true),
+      agentEndpoint: agentEndpoint({ ctx, store, oauth, metrics, log, publicUrl: publicText }),
+    });
+
+    let inFlight = 0;
+    let drained: (() => void) | undefined;
+    const sockets = new Set<Socket>();
+    listening.on("connection", (socket: Socket) => {
+      sockets.add(socket);
+      socket.on("close", () => sockets.delete(socket));
+    });
+    listening.on("request", (req, res) => {
+      const started = process.hrtime.bigint();
+      const id = requestId(req);
+      res.setHeader("x-request-id", id);
+      inFlight++;
+      let route = "unknown";
+      let tokenId: string | undefined;
+      res.on("close", () => {
+        const seconds = Number(process.hrtime.bigint() - started) / 1e9;
+        metrics.request(req.method ?? "", route, res.statusCode, seconds);
+        // Never the query (the callback's code and state are there), a header or a body.
+        log("info", "request", {
+          request_id: id,
+          method: req.method,
+          path: (req.url ?? "/").split("?")[0],
+          status: res.statusCode,
+          duration_ms: Math.round(seconds * 1e5) / 100,
+          ...(tokenId ? { token: tokenId } : {}),
+        });
+        if (--inFlight === 0) drained?.();
+      });
+      app(req, res).then(
+        (handled) => {
+          route = handled.route;
+          tokenId = handled.token?.id;
+        },
+        () => {
+          if (!res.headersSent) res.writeHead(500, { "content-type": "application/json" }).end(JSON.stringify({ error: "internal_error", message: "the deployment failed" }));
+          else res.destroy();
+        },
+      );
+    });
+    log("info", "listening", { url: publicText, listen: `${host}:${bound.port}`, store: config.dbPath, catalog: config.catalog?.length ?? null, redirect_uri: `${publicText}${CALLBACK_PATH}` });
+
+    await new Promise<void>((resolve) => (ctx.signal.aborted ? resolve() : ctx.signal.addEventListener("abort", () => resolve(), { once: true })));
+    log("info", "stopping", { in_flight: inFlight });
+    listening.close();
+    listening.closeIdleConnections();
+    if (inFlight > 0) {
+      await new Promise<void>((resolve) => {
+        drained = resolve;
+        setTimeout(resolve, DRAIN_MS).unref();
+      });
+    }
+    await agentEndpointClose();
+    for (const socket of sockets) socket.destroy();
+    log("info", "stopped", { unfinished: inFlight });
+  } finally {
+    server?.close();
+    await store.close();
+  }
+
+  async function agentEndpointClose() {
+    const { closeAgentSessions } = await import("./agents.ts");
+    await closeAgentSessions();
+  }
+}

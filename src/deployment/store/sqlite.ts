@@ -1,0 +1,396 @@
+// The deployment's store on one machine: one SQLite file (better-sqlite3, WAL, a busy timeout so
+// `subs deployment token create` can write while the server runs) in a data directory only its
+// owner can enter. Tokens and client secrets are sealed (keys.ts); API tokens are kept as SHA-256
+// hashes. Migrations run in order and record the schema version in the file.
+import { closeSync, constants, lstatSync, mkdirSync, openSync, chmodSync } from "node:fs";
+import path from "node:path";
+import type BetterSqlite3 from "better-sqlite3";
+import { refused } from "../../errors.ts";
+import { KeyMismatch, open, seal, type Key } from "../keys.ts";
+import type {
+  AgentRecord,
+  ApiTokenRecord,
+  ConnectionRecord,
+  CredentialRecord,
+  CredentialSecret,
+  DeleteConnection,
+  PutAgent,
+  PutConnection,
+  RekeyableStore,
+  Role,
+} from "./types.ts";
+
+/** Entry N takes the schema from version N to N+1. */
+export const MIGRATIONS: readonly string[] = [
+  `CREATE TABLE meta (name TEXT PRIMARY KEY, key_id TEXT, value TEXT NOT NULL) STRICT;
+   CREATE TABLE connections (
+     id TEXT PRIMARY KEY, url TEXT NOT NULL, prefix_tools INTEGER NOT NULL, oauth_json TEXT,
+     created_at INTEGER NOT NULL, updated_at INTEGER NOT NULL) STRICT;
+   CREATE TABLE agents (name TEXT PRIMARY KEY, body_json TEXT NOT NULL, created_at INTEGER NOT NULL, updated_at INTEGER NOT NULL) STRICT;
+   CREATE TABLE agent_connections (agent TEXT NOT NULL REFERENCES agents(name) ON DELETE CASCADE, connection TEXT NOT NULL, PRIMARY KEY (agent, connection)) STRICT;
+   CREATE INDEX agent_connections_by_connection ON agent_connections(connection);
+   CREATE TABLE credentials (
+     id TEXT PRIMARY KEY REFERENCES connections(id) ON DELETE CASCADE, url TEXT NOT NULL, issuer TEXT NOT NULL,
+     authorized_at INTEGER NOT NULL, expires_at INTEGER, version INTEGER NOT NULL,
+     key_id TEXT NOT NULL, sealed TEXT NOT NULL) STRICT;
+   CREATE TABLE registrations (
+     authorization_server TEXT NOT NULL, redirect_uri TEXT NOT NULL, key_id TEXT NOT NULL, sealed TEXT NOT NULL,
+     created_at INTEGER NOT NULL, PRIMARY KEY (authorization_server, redirect_uri)) STRICT;
+   CREATE TABLE api_tokens (
+     id TEXT PRIMARY KEY, name TEXT NOT NULL, role TEXT NOT NULL, hash BLOB NOT NULL UNIQUE,
+     created_at INTEGER NOT NULL, last_used_at INTEGER) STRICT;`,
+];
+
+const BUSY_TIMEOUT_MS = 5000;
+/** Sealed under the key at first start: a wrong key is refused before it decrypts anything. */
+const KEY_CHECK = "key_check";
+const KEY_CHECK_TEXT = "subs deployment key check";
+
+type Options = {
+  storeDir: string;
+  dbPath: string;
+  /** Absent for commands that handle no credential (tokens); sealed values then cannot be read. */
+  key: Key | undefined;
+  now?: () => number;
+};
+
+/** Opens (creating when absent) the store; refuses a key that does not open what it holds. */
+export async function openSqliteStore(options: Options): Promise<SqliteStore> {
+  const { storeDir, dbPath } = options;
+  mkdirSync(storeDir, { recursive: true, mode: 0o700 });
+  const dirStat = lstatSync(storeDir);
+  if (!dirStat.isDirectory()) throw refused(`${storeDir} is not a directory`, { code: "unsafe_store" });
+  if (typeof process.getuid === "function" && dirStat.uid !== process.getuid()) {
+    throw refused(`${storeDir} belongs to another user`, { hint: "run the deployment as the user that owns its data directory", code: "unsafe_store" });
+  }
+  // Only its owner may enter it: the db, its -wal and -shm, and backups made beside it.
+  if ((dirStat.mode & 0o077) !== 0) chmodSync(storeDir, 0o700);
+  const stat = lstatSync(dbPath, { throwIfNoEntry: false });
+  if (stat?.isSymbolicLink()) throw refused(`${dbPath} is a symbolic link`, { hint: "the store must be a regular file", code: "unsafe_store" });
+  if (!stat) {
+    // 0600 from the first byte; SQLite gives its -wal and -shm the same mode.
+    try {
+      closeSync(openSync(dbPath, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL, 0o600));
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code !== "EEXIST") throw error;
+    }
+  } else if ((stat.mode & 0o077) !== 0) {
+    chmodSync(dbPath, 0o600);
+  }
+  const { default: Database } = await import("better-sqlite3");
+  const db = new Database(dbPath, { timeout: BUSY_TIMEOUT_MS });
+  try {
+    db.pragma("journal_mode = WAL");
+    db.pragma("foreign_keys = ON");
+    migrate(db);
+    const store = new SqliteStore(db, dbPath, options.key, options.now ?? Date.now);
+    store.checkKey();
+    return store;
+  } catch (error) {
+    db.close();
+    throw error;
+  }
+}
+
+function migrate(db: BetterSqlite3.Database) {
+  db.exec("CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL) STRICT");
+  db.transaction(() => {
+    const row = db.prepare("SELECT version FROM schema_version").get() as { version: number } | undefined;
+    const at = row?.version ?? 0;
+    if (at > MIGRATIONS.length) {
+      throw refused(`the store was written by a newer subs (schema ${at}; this one knows ${MIGRATIONS.length})`, { hint: "run the newer subs, or restore a backup", code: "store_too_new" });
+    }
+    for (let n = at; n < MIGRATIONS.length; n++) db.exec(MIGRATIONS[n]!);
+    if (!row) db.prepare("INSERT INTO schema_version (version) VALUES (?)").run(MIGRATIONS.length);
+    else if (at !== MIGRATIONS.length) db.prepare("UPDATE schema_version SET version = ?").run(MIGRATIONS.length);
+  }).immediate();
+}
+
+type ConnectionRow = { id: string; url: string; prefix_tools: number; oauth_json: string | null };
+type CredentialRow = { id: string; url: string; issuer: string; authorized_at: number; expires_at: number | null; version: number; key_id: string; sealed: string };
+type TokenRow = { id: string; name: string; role: Role; hash: Buffer; created_at: number; last_used_at: number | null };
+
+const connectionOf = (row: ConnectionRow): ConnectionRecord => ({
+  id: row.id,
+  url: row.url,
+  prefixTools: row.prefix_tools === 1,
+  oauth: row.oauth_json === null ? undefined : (JSON.parse(row.oauth_json) as ConnectionRecord["oauth"]),
+});
+const tokenOf = (row: TokenRow): ApiTokenRecord => ({ id: row.id, name: row.name, role: row.role, createdAt: row.created_at, lastUsedAt: row.last_used_at });
+/** The additional authenticated data of a sealed value: the row it belongs to. */
+const credentialAad = (id: string, url: string) => `credential\0${id}\0${url}`;
+const registrationAad = (server: string, redirectUri: string) => `registration\0${server}\0${redirectUri}`;
+
+export class SqliteStore implements RekeyableStore {
+  readonly #db: BetterSqlite3.Database;
+  #key: Key | undefined;
+  readonly #now: () => number;
+  readonly path: string;
+
+  constructor(db: BetterSqlite3.Database, dbPath: string, key: Key | undefined, now: () => number) {
+    this.#db = db;
+    this.path = dbPath;
+    this.#key = key;
+    this.#now = now;
+  }
+
+  /** A key that does not open the store's check value is refused before anything is decrypted. */
+  checkKey() {
+    const key = this.#key;
+    if (!key) return;
+    const row = this.#db.prepare("SELECT key_id, value FROM meta WHERE name = ?").get(KEY_CHECK) as { key_id: string; value: string } | undefined;
+    if (!row) {
+      const sealedAny = this.#db.prepare("SELECT key_id FROM credentials UNION SELECT key_id FROM registrations LIMIT 1").get() as { key_id: string } | undefined;
+      if (sealedAny && sealedAny.key_id !== key.id) throw wrongKey(this.path, sealedAny.key_id, key.id);
+      const sealed = seal(key, KEY_CHECK_TEXT, KEY_CHECK);
+      this.#db.prepare("INSERT INTO meta (name, key_id, value) VALUES (?, ?, ?)").run(KEY_CHECK, sealed.keyId, sealed.value);
+      return;
+    }
+    try {
+      if (open(key, { keyId: row.key_id, value: row.value }, KEY_CHECK) !== KEY_CHECK_TEXT) throw new KeyMismatch("check");
+    } catch {
+      throw wrongKey(this.path, row.key_id, key.id);
+    }
+  }
+
+  /** Whether a key has ever sealed anything here (a new store may get a new key). */
+  hasKeyCheck(): boolean {
+    return this.#db.prepare("SELECT 1 FROM meta WHERE name = ?").get(KEY_CHECK) !== undefined;
+  }
+
+  #needKey(): Key {
+    if (!this.#key) throw refused("this command has no encryption key, and the value it needs is encrypted", { code: "no_key" });
+    return this.#key;
+  }
+
+  async listConnections(): Promise<ConnectionRecord[]> {
+    return (this.#db.prepare("SELECT id, url, prefix_tools, oauth_json FROM connections ORDER BY id").all() as ConnectionRow[]).map(connectionOf);
+  }
+
+  async getConnection(id: string): Promise<ConnectionRecord | undefined> {
+    const row = this.#db.prepare("SELECT id, url, prefix_tools, oauth_json FROM connections WHERE id = ?").get(id) as ConnectionRow | undefined;
+    return row && connectionOf(row);
+  }
+
+  async putConnection(c: ConnectionRecord): Promise<PutConnection> {
+    const at = this.#now();
+    return this.#db
+      .transaction((): PutConnection => {
+        const existing = this.#db.prepare("SELECT url FROM connections WHERE id = ?").get(c.id) as { url: string } | undefined;
+        let dropped: CredentialRecord | undefined;
+        if (existing && existing.url !== c.url) dropped = this.#takeCredential(c.id);
+        this.#db
+          .prepare(
+            `INSERT INTO connections (id, url, prefix_tools, oauth_json, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?)
+             ON CONFLICT(id) DO UPDATE SET url = excluded.url, prefix_tools = excluded.prefix_tools, oauth_json = excluded.oauth_json, updated_at = excluded.updated_at`,
+          )
+          .run(c.id, c.url, c.prefixTools ? 1 : 0, c.oauth === undefined ? null : JSON.stringify(c.oauth), at, at);
+        return { created: !existing, urlChanged: existing !== undefined && existing.url !== c.url, dropped };
+      })
+      .immediate();
+  }
+
+  /** Deletes and returns the credential (decrypted when the key is here, for revocation). */
+  #takeCredential(id: string): CredentialRecord | undefined {
+    const row = this.#db.prepare("SELECT * FROM credentials WHERE id = ?").get(id) as CredentialRow | undefined;
+    if (!row) return undefined;
+    this.#db.prepare("DELETE FROM credentials WHERE id = ?").run(id);
+    return this.#key ? this.#credentialOf(row) : undefined;
+  }
+
+  async deleteConnection(id: string): Promise<DeleteConnection> {
+    return this.#db
+      .transaction((): DeleteConnection => {
+        const users = (this.#db.prepare("SELECT agent FROM agent_connections WHERE connection = ? ORDER BY agent").all(id) as Array<{ agent: string }>).map((r) => r.agent);
+        if (users.length) return { outcome: "in_use", agents: users };
+        if (!this.#db.prepare("SELECT 1 FROM connections WHERE id = ?").get(id)) return { outcome: "absent" };
+        const dropped = this.#takeCredential(id);
+        this.#db.prepare("DELETE FROM connections WHERE id = ?").run(id);
+        return { outcome: "deleted", dropped };
+      })
+      .immediate();
+  }
+
+  async listAgents(): Promise<AgentRecord[]> {
+    return (this.#db.prepare("SELECT body_json FROM agents ORDER BY name").all() as Array<{ body_json: string }>).map((r) => JSON.parse(r.body_json) as AgentRecord);
+  }
+
+  async getAgent(name: string): Promise<AgentRecord | undefined> {
+    const row = this.#db.prepare("SELECT body_json FROM agents WHERE name = ?").get(name) as { body_json: string } | undefined;
+    return row && (JSON.parse(row.body_json) as AgentRecord);
+  }
+
+  async putAgent(agent: AgentRecord): Promise<PutAgent> {
+    const at = this.#now();
+    return this.#db
+      .transaction((): PutAgent => {
+        const has = this.#db.prepare("SELECT 1 FROM connections WHERE id = ?");
+        const missing = [...new Set(agent.mcp.map((e) => e.id))].filter((id) => !has.get(id));
+        if (missing.length) return { outcome: "unknown_connection", missing };
+        const existed = this.#db.prepare("SELECT 1 FROM agents WHERE name = ?").get(agent.name) !== undefined;
+        this.#db
+          .prepare(
+            `INSERT INTO agents (name, body_json, created_at, updated_at) VALUES (?, ?, ?, ?)
+             ON CONFLICT(name) DO UPDATE SET body_json = excluded.body_json, updated_at = excluded.updated_at`,
+          )
+          .run(agent.name, JSON.stringify(agent), at, at);
+        this.#db.prepare("DELETE FROM agent_connections WHERE agent = ?").run(agent.name);
+        const link = this.#db.prepare("INSERT OR IGNORE INTO agent_connections (agent, connection) VALUES (?, ?)");
+        for (const e of agent.mcp) link.run(agent.name, e.id);
+        return { outcome: existed ? "updated" : "created" };
+      })
+      .immediate();
+  }
+
+  async deleteAgent(name: string): Promise<boolean> {
+    return this.#db.prepare("DELETE FROM agents WHERE name = ?").run(name).changes > 0;
+  }
+
+  async credentialSummaries(): Promise<Array<Omit<CredentialRecord, "secret">>> {
+    return (this.#db.prepare("SELECT id, url, issuer, authorized_at, expires_at, version FROM credentials").all() as CredentialRow[]).map((r) => ({
+      id: r.id,
+      url: r.url,
+      issuer: r.issuer,
+      authorizedAt: r.authorized_at,
+      expiresAt: r.expires_at,
+      version: r.version,
+    }));
+  }
+
+  #credentialOf(row: CredentialRow): CredentialRecord {
+    const secret = JSON.parse(open(this.#needKey(), { keyId: row.key_id, value: row.sealed }, credentialAad(row.id, row.url))) as CredentialSecret;
+    return { id: row.id, url: row.url, issuer: row.issuer, authorizedAt: row.authorized_at, expiresAt: row.expires_at, version: row.version, secret };
+  }
+
+  async getCredential(id: string): Promise<CredentialRecord | undefined> {
+    const row = this.#db.prepare("SELECT * FROM credentials WHERE id = ?").get(id) as CredentialRow | undefined;
+    return row && this.#credentialOf(row);
+  }
+
+  #writeCredential(c: Omit<CredentialRecord, "version">, version: number) {
+    const sealed = seal(this.#needKey(), JSON.stringify(c.secret), credentialAad(c.id, c.url));
+    this.#db
+      .prepare(
+        `INSERT INTO credentials (id, url, issuer, authorized_at, expires_at, version, key_id, sealed) VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+         ON CONFLICT(id) DO UPDATE SET url = excluded.url, issuer = excluded.issuer, authorized_at = excluded.authorized_at,
+           expires_at = excluded.expires_at, version = excluded.version, key_id = excluded.key_id, sealed = excluded.sealed`,
+      )
+      .run(c.id, c.url, c.issuer, c.authorizedAt, c.expiresAt, version, sealed.keyId, sealed.value);
+  }
+
+  async putCredential(c: Omit<CredentialRecord, "version">): Promise<boolean> {
+    return this.#db
+      .transaction(() => {
+        const declared = this.#db.prepare("SELECT url FROM connections WHERE id = ?").get(c.id) as { url: string } | undefined;
+        if (!declared || declared.url !== c.url) return false;
+        const held = this.#db.prepare("SELECT version FROM credentials WHERE id = ?").get(c.id) as { version: number } | undefined;
+        this.#writeCredential(c, (held?.version ?? 0) + 1);
+        return true;
+      })
+      .immediate();
+  }
+
+  async replaceCredential(version: number, c: Omit<CredentialRecord, "version">): Promise<boolean> {
+    return this.#db
+      .transaction(() => {
+        const held = this.#db.prepare("SELECT version, url FROM credentials WHERE id = ?").get(c.id) as { version: number; url: string } | undefined;
+        if (!held || held.version !== version || held.url !== c.url) return false;
+        this.#writeCredential(c, version + 1);
+        return true;
+      })
+      .immediate();
+  }
+
+  async deleteCredential(id: string, version: number): Promise<boolean> {
+    return this.#db.prepare("DELETE FROM credentials WHERE id = ? AND version = ?").run(id, version).changes > 0;
+  }
+
+  async getRegistration(server: string, redirectUri: string) {
+    const row = this.#db.prepare("SELECT key_id, sealed FROM registrations WHERE authorization_server = ? AND redirect_uri = ?").get(server, redirectUri) as
+      | { key_id: string; sealed: string }
+      | undefined;
+    return row && JSON.parse(open(this.#needKey(), { keyId: row.key_id, value: row.sealed }, registrationAad(server, redirectUri)));
+  }
+
+  async putRegistration(server: string, redirectUri: string, client: object) {
+    const sealed = seal(this.#needKey(), JSON.stringify(client), registrationAad(server, redirectUri));
+    this.#db
+      .prepare(
+        `INSERT INTO registrations (authorization_server, redirect_uri, key_id, sealed, created_at) VALUES (?, ?, ?, ?, ?)
+         ON CONFLICT(authorization_server, redirect_uri) DO UPDATE SET key_id = excluded.key_id, sealed = excluded.sealed, created_at = excluded.created_at`,
+      )
+      .run(server, redirectUri, sealed.keyId, sealed.value, this.#now());
+  }
+
+  async deleteRegistration(server: string, redirectUri: string) {
+    this.#db.prepare("DELETE FROM registrations WHERE authorization_server = ? AND redirect_uri = ?").run(server, redirectUri);
+  }
+
+  async addToken(t: { id: string; name: string; role: Role; hash: Buffer }) {
+    this.#db.prepare("INSERT INTO api_tokens (id, name, role, hash, created_at) VALUES (?, ?, ?, ?, ?)").run(t.id, t.name, t.role, t.hash, this.#now());
+  }
+
+  async listTokens(): Promise<ApiTokenRecord[]> {
+    return (this.#db.prepare("SELECT * FROM api_tokens ORDER BY created_at, id").all() as TokenRow[]).map(tokenOf);
+  }
+
+  async revokeToken(idOrName: string): Promise<ApiTokenRecord[]> {
+    return this.#db
+      .transaction(() => {
+        const rows = this.#db.prepare("SELECT * FROM api_tokens WHERE id = ? OR name = ?").all(idOrName, idOrName) as TokenRow[];
+        this.#db.prepare("DELETE FROM api_tokens WHERE id = ? OR name = ?").run(idOrName, idOrName);
+        return rows.map(tokenOf);
+      })
+      .immediate();
+  }
+
+  async findToken(hash: Buffer) {
+    const row = this.#db.prepare("SELECT * FROM api_tokens WHERE hash = ?").get(hash) as TokenRow | undefined;
+    if (!row) return undefined;
+    this.#db.prepare("UPDATE api_tokens SET last_used_at = ? WHERE id = ?").run(this.#now(), row.id);
+    return { ...tokenOf(row), hash: row.hash };
+  }
+
+  async rekey(next: Key): Promise<number> {
+    const key = this.#needKey();
+    const count = this.#db
+      .transaction(() => {
+        let n = 0;
+        for (const row of this.#db.prepare("SELECT id, url, key_id, sealed FROM credentials").all() as CredentialRow[]) {
+          const aad = credentialAad(row.id, row.url);
+          const sealed = seal(next, open(key, { keyId: row.key_id, value: row.sealed }, aad), aad);
+          this.#db.prepare("UPDATE credentials SET key_id = ?, sealed = ? WHERE id = ?").run(sealed.keyId, sealed.value, row.id);
+          n++;
+        }
+        const regs = this.#db.prepare("SELECT authorization_server, redirect_uri, key_id, sealed FROM registrations").all() as Array<{
+          authorization_server: string;
+          redirect_uri: string;
+          key_id: string;
+          sealed: string;
+        }>;
+        for (const row of regs) {
+          const aad = registrationAad(row.authorization_server, row.redirect_uri);
+          const sealed = seal(next, open(key, { keyId: row.key_id, value: row.sealed }, aad), aad);
+          this.#db.prepare("UPDATE registrations SET key_id = ?, sealed = ? WHERE authorization_server = ? AND redirect_uri = ?").run(sealed.keyId, sealed.value, row.authorization_server, row.redirect_uri);
+          n++;
+        }
+        const check = seal(next, KEY_CHECK_TEXT, KEY_CHECK);
+        this.#db.prepare("INSERT INTO meta (name, key_id, value) VALUES (?, ?, ?) ON CONFLICT(name) DO UPDATE SET key_id = excluded.key_id, value = excluded.value").run(KEY_CHECK, check.keyId, check.value);
+        return n;
+      })
+      .immediate();
+    this.#key = next;
+    return count;
+  }
+
+  async close() {
+    this.#db.close();
+  }
+}
+
+function wrongKey(dbPath: string, stored: string, given: string) {
+  return refused(`the encryption key (id ${given}) does not open ${path.basename(dbPath)}: its values are sealed under key ${stored}`, {
+    hint: "start with the key the store was written with (--key-file or $SUBS_DEPLOYMENT_KEY); nothing was decrypted",
+    code: "wrong_key",
+  });
+}

@@ -1,0 +1,123 @@
+// `subs deployment serve` as a real process: roles on every /v1 route, the protocol's error
+// bodies, health, readiness, metrics, the request log, start-up refusals and a graceful stop.
+import assert from "node:assert/strict";
+import { readFileSync, readdirSync, rmSync, writeFileSync } from "node:fs";
+import path from "node:path";
+import { after, before, describe, test } from "node:test";
+import { runCli } from "../support/cli.ts";
+import { startServedDeployment, type ServedDeployment } from "../support/deployment-serve.ts";
+
+const call = async (d: ServedDeployment, method: string, pathname: string, token: string | undefined, body?: unknown) => {
+  const res = await fetch(`${d.url}${pathname}`, {
+    method,
+    headers: { ...(token ? { authorization: `Bearer ${token}` } : {}), ...(body === undefined ? {} : { "content-type": "application/json" }) },
+    ...(body === undefined ? {} : { body: typeof body === "string" ? body : JSON.stringify(body) }),
+  });
+  const text = await res.text();
+  return { status: res.status, headers: res.headers, body: text && res.headers.get("content-type")?.includes("json") ? JSON.parse(text) : text };
+};
+
+describe("subs deployment serve", () => {
+  let d: ServedDeployment;
+  const tokens: Record<string, string> = {};
+  before(async () => {
+    d = await startServedDeployment();
+    for (const role of ["apply", "use", "read"] as const) tokens[role] = await d.tokenFor(role);
+  });
+  after(() => d.close());
+
+  test("401 before anything else; each role may do what it says and is refused the rest with 403", async () => {
+    assert.deepEqual((await call(d, "GET", "/v1/nowhere", undefined)).status, 401);
+    const bad = await call(d, "PUT", "/v1/mcp/x", "subsd_wrong", { url: "https://a.example/mcp", prefix_tools: true });
+    assert.deepEqual([bad.status, bad.body.error], [401, "unauthorized"]);
+    const read = await call(d, "PUT", "/v1/mcp/x", tokens.read, { url: "https://a.example/mcp", prefix_tools: true });
+    assert.deepEqual([read.status, read.body.error], [403, "forbidden"]);
+    const use = await call(d, "GET", "/v1/mcp", tokens.use);
+    assert.deepEqual([use.status, use.body.error], [403, "forbidden"]);
+    const put = await call(d, "PUT", "/v1/mcp/x", tokens.apply, { url: "https://a.example/mcp", prefix_tools: true });
+    assert.equal(put.status, 201);
+    assert.equal((await call(d, "GET", "/v1/mcp", tokens.read)).body.connections[0].id, "x");
+    assert.equal((await call(d, "DELETE", "/v1/mcp/x", tokens.read)).status, 403);
+    assert.equal((await call(d, "DELETE", "/v1/mcp/x", tokens.apply)).status, 204);
+  });
+
+  test("protocol errors: local-only fields first, unknown fields, bad ids, 405 with Allow, body limit", async () => {
+    const local = await call(d, "PUT", "/v1/mcp/x", d.token, { url: 7, auth: { token_env: "X" } });
+    assert.deepEqual([local.status, local.body.error], [400, "local_only_field"]);
+    const unknown = await call(d, "PUT", "/v1/mcp/x", d.token, { url: "https://a.example/mcp", prefix_tools: true, extra: 1 });
+    assert.deepEqual([unknown.status, unknown.body.error], [400, "invalid_request"]);
+    const plain = await call(d, "PUT", "/v1/mcp/x", d.token, { url: "http://a.example/mcp", prefix_tools: true });
+    assert.deepEqual([plain.status, plain.body.error], [400, "invalid_request"]);
+    assert.equal((await call(d, "PUT", "/v1/mcp/a__b", d.token, { url: "https://a.example/mcp", prefix_tools: true })).status, 400);
+    assert.equal((await call(d, "GET", "/v1/mcp/%E0%A4%A/tools", d.token)).status, 400);
+    const post = await call(d, "POST", "/v1/mcp", d.token, {});
+    assert.deepEqual([post.status, post.body.error, post.headers.get("allow")], [405, "method_not_allowed", "GET"]);
+    const huge = await call(d, "PUT", "/v1/mcp/x", d.token, `{"url": "${"a".repeat(1_100_000)}"}`);
+    assert.deepEqual([huge.status, huge.body.error], [400, "invalid_request"]);
+    const agent = await call(d, "PUT", "/v1/agents/t", d.token, { mcp: [{ id: "nope" }] });
+    assert.deepEqual([agent.status, agent.body.error], [409, "unknown_connection"]);
+  });
+
+  test("health, readiness and metrics; one JSON log line per request, with no token in any", async () => {
+    assert.deepEqual((await call(d, "GET", "/healthz", undefined)).body, { status: "ok" });
+    assert.deepEqual((await call(d, "GET", "/readyz", undefined)).body, { status: "ready" });
+    assert.equal((await call(d, "GET", "/metrics", undefined)).status, 401);
+    assert.equal((await call(d, "GET", "/metrics", tokens.use)).status, 403);
+    const metrics = await call(d, "GET", "/metrics", tokens.read);
+    assert.match(metrics.body, /subs_deployment_http_requests_total\{method="PUT",route="\/v1\/mcp\/\{id\}",status="201"\} 1/);
+    assert.match(metrics.body, /subs_deployment_http_request_duration_seconds_bucket\{route="\/v1\/mcp",le="\+Inf"\} \d+/);
+    assert.match(metrics.body, /subs_deployment_mcp_sessions 0/);
+    const res = await fetch(`${d.url}/v1/agents?code=SECRETCODE`, { headers: { authorization: `Bearer ${d.token}`, "x-request-id": "req-42" } });
+    assert.equal(res.headers.get("x-request-id"), "req-42");
+    await res.text();
+    await new Promise((r) => setTimeout(r, 100));
+    const line = d.logs.find((l) => l.request_id === "req-42");
+    assert.ok(line, "the request is logged");
+    assert.deepEqual(Object.keys(line).sort(), ["duration_ms", "level", "method", "msg", "path", "request_id", "status", "time", "token"]);
+    assert.equal(line.path, "/v1/agents");
+    const everything = JSON.stringify(d.logs) + d.stderr();
+    for (const t of [d.token, ...Object.values(tokens)]) assert.ok(!everything.includes(t), "no token in the logs");
+    assert.doesNotMatch(everything, /SECRETCODE/);
+  });
+});
+
+describe("starting and stopping", () => {
+  test("a wrong key refuses to start and decrypts nothing; a plain-http public URL is refused, located", async () => {
+    const d = await startServedDeployment();
+    await d.stop();
+    writeFileSync(path.join(d.dir, "other.key"), "A".repeat(43) + "=");
+    const wrong = await runCli(["deployment", "serve", "--store", "data", "--key-file", "other.key", "--listen", "127.0.0.1:0"], { cwd: d.dir });
+    assert.equal(wrong.code, 2);
+    assert.match(wrong.stderr, /does not open deployment\.db/);
+    const insecure = await runCli(["deployment", "serve", "--store", "data", "--key-file", "deployment.key"], { cwd: d.dir, env: { SUBS_DEPLOYMENT_PUBLIC_URL: "http://subs.example.com" } });
+    assert.equal(insecure.code, 2);
+    assert.match(insecure.stderr, /\$SUBS_DEPLOYMENT_PUBLIC_URL "http:\/\/subs\.example\.com": must be https/);
+    await d.close();
+    rmSync(d.dir, { recursive: true, force: true });
+  });
+
+  test("SIGTERM lets a request in flight finish, then exits 0", async () => {
+    const d = await startServedDeployment();
+    try {
+      // A PUT whose body arrives slowly: in flight when SIGTERM comes.
+      const { request } = await import("node:http");
+      const url = new URL(`${d.url}/v1/mcp/slow`);
+      const answered = new Promise<number>((resolve, reject) => {
+        const req = request(url, { method: "PUT", headers: { authorization: `Bearer ${d.token}`, "content-type": "application/json" } }, (res) => {
+          res.resume();
+          resolve(res.statusCode ?? 0);
+        });
+        req.on("error", reject);
+        req.write('{"url": "https://a.example/mcp", ');
+        setTimeout(() => req.end('"prefix_tools": true}'), 500);
+      });
+      await new Promise((r) => setTimeout(r, 150));
+      const exited = d.stop();
+      assert.equal(await answered, 201);
+      assert.equal(await exited, 0);
+      assert.ok(d.logs.some((l) => l.msg === "stopped" && l.unfinished === 0));
+    } finally {
+      await d.close();
+    }
+  });
+});

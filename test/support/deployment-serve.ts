@@ -1,0 +1,162 @@
+// `subs deployment serve` as a real process for the tests: its own data directory, SQLite file and
+// key, an API token made in its store, and the RunningDeployment view the tests of the reference
+// deployment (test/support/deployment/server.ts) read, here read from the process's SQLite file and
+// its JSON request log. Fault injection is the reference's alone: a real server has none.
+import { spawn, type ChildProcess } from "node:child_process";
+import { existsSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import path from "node:path";
+import { createInterface } from "node:readline";
+import Database from "better-sqlite3";
+import { createToken } from "../../src/deployment/access.ts";
+import { newKeyText, parseKey } from "../../src/deployment/keys.ts";
+import { openSqliteStore, type SqliteStore } from "../../src/deployment/store/sqlite.ts";
+import type { Role } from "../../src/deployment/store/types.ts";
+import { BIN, ensureBuilt } from "./cli.ts";
+import type { Credential, RunningDeployment } from "./deployment/server.ts";
+
+export type ServeOptions = {
+  catalog?: string[];
+  /** Seconds between polls the deployment asks for. */
+  pollInterval?: number;
+  /** Seconds an authorization stays pending. */
+  authorizationTtl?: number;
+  /** Reuse this data directory and key (a restart). */
+  dir?: string;
+  env?: Record<string, string>;
+};
+
+export type ServedDeployment = RunningDeployment & {
+  /** An admin token of this deployment. */
+  token: string;
+  dir: string;
+  dbPath: string;
+  keyFile: string;
+  /** Makes another token with this role. */
+  tokenFor(role: Role): Promise<string>;
+  /** Every JSON log line so far. */
+  logs: Array<Record<string, unknown>>;
+  stderr: () => string;
+  /** Stops the process (SIGTERM) and waits for it; the data directory stays. */
+  stop(): Promise<number | null>;
+};
+
+export async function startServedDeployment(options: ServeOptions = {}): Promise<ServedDeployment> {
+  ensureBuilt();
+  const dir = options.dir ?? mkdtempSync(path.join(tmpdir(), "subs-served-"));
+  const storeDir = path.join(dir, "data");
+  const dbPath = path.join(storeDir, "deployment.db");
+  const keyFile = path.join(dir, "deployment.key");
+  if (!existsSync(keyFile)) writeFileSync(keyFile, newKeyText(), { mode: 0o600 });
+  const key = parseKey((await import("node:fs")).readFileSync(keyFile, "utf8"), keyFile);
+  const store: SqliteStore = await openSqliteStore({ storeDir, dbPath, key });
+  const token = (await createToken(store, `test-admin-${Date.now()}`, "admin")).token;
+  const args = [BIN, "deployment", "serve", "--listen", "127.0.0.1:0", "--store", storeDir, "--key-file", keyFile];
+  if (options.catalog) {
+    writeFileSync(path.join(dir, "catalog"), `${options.catalog.join("\n")}\n`);
+    args.push("--catalog", path.join(dir, "catalog"));
+  }
+  const child: ChildProcess = spawn(process.execPath, args, {
+    cwd: dir,
+    env: {
+      PATH: process.env.PATH,
+      HOME: dir,
+      SUBS_DEPLOYMENT_POLL_INTERVAL: String(options.pollInterval ?? 0.1),
+      SUBS_DEPLOYMENT_AUTHORIZATION_TTL: String(options.authorizationTtl ?? 600),
+      ...options.env,
+    },
+    stdio: ["ignore", "pipe", "pipe"],
+  });
+  let stderr = "";
+  child.stderr!.on("data", (d) => (stderr += d));
+  const logs: Array<Record<string, unknown>> = [];
+  const requests: string[] = [];
+  const exited = new Promise<number | null>((resolve) => child.once("exit", (code) => resolve(code)));
+  const url = await new Promise<string>((resolve, reject) => {
+    const lines = createInterface({ input: child.stdout! });
+    lines.on("line", (line) => {
+      let entry: Record<string, unknown>;
+      try {
+        entry = JSON.parse(line);
+      } catch {
+        return;
+      }
+      logs.push(entry);
+      if (entry.msg === "listening") resolve(String(entry.url));
+      if (entry.msg === "request" && typeof entry.path === "string" && entry.path.startsWith("/v1")) requests.push(`${entry.method} ${String(entry.path).replace(/\/$/, "") || "/v1"}`);
+    });
+    exited.then((code) => reject(new Error(`subs deployment serve exited ${code}: ${stderr}`)));
+  });
+
+  // The process's state, read from its SQLite file (WAL: a reader sees every committed write).
+  const db = new Database(dbPath, { readonly: true });
+  const rows = <T>(sql: string, ...params: unknown[]) => db.prepare(sql).all(...params) as T[];
+  type Row = { id: string; url: string; prefix_tools: number; oauth_json: string | null };
+  const declared = () => new Map(rows<Row>("SELECT * FROM connections ORDER BY id").map((r) => [r.id, { id: r.id, url: r.url, prefix_tools: r.prefix_tools === 1, ...(r.oauth_json ? { oauth: JSON.parse(r.oauth_json) } : {}) }]));
+  const agents = () => new Map(rows<{ body_json: string }>("SELECT body_json FROM agents ORDER BY name").map((r) => JSON.parse(r.body_json)).map((a) => [a.name, a]));
+  const held = () => new Map(rows<{ id: string; url: string }>("SELECT id, url FROM credentials").map((r) => [r.id, r]));
+  const view = <V>(read: () => Map<string, V>) =>
+    ({
+      get: (k: string) => read().get(k),
+      has: (k: string) => read().has(k),
+      keys: () => read().keys(),
+      values: () => read().values(),
+      entries: () => read().entries(),
+      get size() {
+        return read().size;
+      },
+      [Symbol.iterator]: () => read().entries(),
+    }) as unknown as Map<string, V>;
+  const credentials = {
+    ...view(held),
+    get size() {
+      return held().size;
+    },
+    has: (k: string) => held().has(k),
+    get: (k: string) => held().get(k),
+    keys: () => held().keys(),
+    // A credential as if consent had finished: written through the store (its better-sqlite3 call runs before the promise settles).
+    set(id: string, c: Credential) {
+      void store.putCredential({
+        id,
+        url: c.url,
+        issuer: "https://test-issuer.invalid",
+        authorizedAt: c.authorizedAt,
+        expiresAt: c.expiresAt,
+        secret: { tokens: c.tokens, client: { client_id: "test" }, authorizationServerUrl: "https://test-issuer.invalid" },
+      });
+      return credentials;
+    },
+  } as unknown as Map<string, Credential>;
+
+  const stop = async () => {
+    if (child.exitCode === null && child.signalCode === null) child.kill("SIGTERM");
+    return exited;
+  };
+  return {
+    url,
+    redirectUri: `${url}/oauth/callback`,
+    requests,
+    connections: view(declared) as RunningDeployment["connections"],
+    agents: view(agents) as RunningDeployment["agents"],
+    credentials,
+    token,
+    dir,
+    dbPath,
+    keyFile,
+    logs,
+    stderr: () => stderr,
+    tokenFor: async (role) => (await createToken(store, `test-${role}-${Math.random()}`, role)).token,
+    fault: () => {
+      throw new Error("a real deployment injects no faults");
+    },
+    clearFaults: () => {},
+    stop,
+    async close() {
+      await stop();
+      db.close();
+      await store.close();
+      if (!options.dir) rmSync(dir, { recursive: true, force: true });
+    },
+  };
+}
