@@ -1,5 +1,5 @@
 // `subs deployment`: the team deployment `[remote]` talks to (src/deployment/, docs/deployment-server.md).
-import type { CommandDeclaration } from "../options.ts";
+import { examples, type CommandDeclaration } from "../options.ts";
 import { rotateKey } from "./rotate-key/command.ts";
 import { deploymentServe } from "./serve/command.ts";
 import { token } from "./token/command.ts";
@@ -7,7 +7,16 @@ import { token } from "./token/command.ts";
 export const deployment: CommandDeclaration = {
   name: "deployment",
   declare(command) {
-    command.description("Run the team deployment `[remote]` talks to: serve it, manage its API tokens, rotate its key.");
+    command
+      .description("Run the team deployment `[remote]` talks to: serve it, manage its API tokens, rotate its key.")
+      .addHelpText(
+        "after",
+        examples([
+          "subs deployment token create --name admin --role admin",
+          "subs deployment serve --public-url https://subs.example.com --listen 127.0.0.1:8080",
+          "subs deployment rotate-key --new-key-file ./deployment.key.new",
+        ]),
+      );
   },
   commands: [deploymentServe, token, rotateKey],
 };

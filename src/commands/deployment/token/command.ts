@@ -1,5 +1,5 @@
 // `subs deployment token`: the deployment's API tokens, one command each in its own folder.
-import type { CommandDeclaration } from "../../options.ts";
+import { examples, type CommandDeclaration } from "../../options.ts";
 import { tokenCreate } from "./create/command.ts";
 import { tokenList } from "./list/command.ts";
 import { tokenRevoke } from "./revoke/command.ts";
@@ -7,7 +7,9 @@ import { tokenRevoke } from "./revoke/command.ts";
 export const token: CommandDeclaration = {
   name: "token",
   declare(command) {
-    command.description("The deployment's API tokens: admin, apply (CI), use (MCP clients), read.");
+    command
+      .description("The deployment's API tokens: admin, apply (CI), use (MCP clients), read.")
+      .addHelpText("after", examples(["subs deployment token create --name ci --role apply", "subs deployment token list", "subs deployment token revoke ci"]));
   },
   commands: [tokenCreate, tokenList, tokenRevoke],
 };
