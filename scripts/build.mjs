@@ -79,9 +79,12 @@ await build({
   format: "cjs",
   platform: "node",
   target: "node20",
-  // Packages loaded only by the commands that need them (the addon is required at run time, above).
-  external: ["open", "@modelcontextprotocol/sdk"],
-  // import() of those becomes require(): an ES module import() starts Node's ES module loader,
+  // A package loaded only by the command that needs it (the addon is required at run time, above).
+  // The MCP SDK is bundled: from node_modules, resolving and compiling its ~100 CommonJS files
+  // (and a second zod) took 130 ms of every `subs agent serve` start; bundled, it is lazy like our
+  // own modules and its bytecode is in the code cache.
+  external: ["open"],
+  // import() of that becomes require(): an ES module import() starts Node's ES module loader,
   // about 10 ms more than require(). `open` is an ES module; Node ≥ 20.19 require()s it (engines
   // in package.json).
   supported: { "dynamic-import": false },

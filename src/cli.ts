@@ -534,7 +534,8 @@ export function buildProgram(ctx: Context, { setJson, setExitCode, onParseMistak
         const transport = await httpTransportOptions(opts);
         servesUntilStopped?.();
         const { mcpProxyCommand } = await import("./commands/mcp-proxy.ts");
-        setExitCode(await mcpProxyCommand(ctx, { ...configOf(opts), id, ...transport }));
+        const debug = Boolean(program.opts().debug) || debugFromEnv(ctx.env);
+        setExitCode(await mcpProxyCommand(ctx, { ...configOf(opts), id, ...transport, debug }));
       });
   }
 

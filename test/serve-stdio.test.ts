@@ -6,13 +6,13 @@ import { PassThrough } from "node:stream";
 import { test } from "node:test";
 import { Server } from "@modelcontextprotocol/sdk/server/index.js";
 import { CallToolRequestSchema, ListToolsRequestSchema } from "@modelcontextprotocol/sdk/types.js";
-import type { SessionFactory } from "../src/serve/session.ts";
+import type { SessionFactory, SessionServer } from "../src/serve/session.ts";
 import { serveStdio } from "../src/serve/stdio.ts";
 
 /** A session whose one tool answers after `ms`, counting how often it is closed. */
 function fixture(ms: number) {
   const closes = { count: 0 };
-  const factory: SessionFactory = async () => {
+  const open = async (): Promise<SessionServer> => {
     const server = new Server({ name: "fixture", version: "1.0.0" }, { capabilities: { tools: {} } });
     server.setRequestHandler(ListToolsRequestSchema, async () => ({ tools: [{ name: "wait", inputSchema: { type: "object" } }] }));
     server.setRequestHandler(CallToolRequestSchema, async (_request, extra) => {
@@ -24,6 +24,7 @@ function fixture(ms: number) {
     });
     return { server, close: async () => void closes.count++ };
   };
+  const factory: SessionFactory = () => ({ open });
   const input = new PassThrough();
   const output = new PassThrough();
   const lines: Array<{ id?: number; result?: unknown; error?: unknown }> = [];
@@ -36,7 +37,8 @@ function fixture(ms: number) {
     }
   });
   const controller = new AbortController();
-  const ctx = { protocolStreams: () => ({ input, output }), signal: controller.signal };
+  let stderr = "";
+  const ctx = { protocolStreams: () => ({ input, output }), signal: controller.signal, stderr: { write: (text: string) => (stderr += text) } };
   const send = (...messages: object[]) => input.write(messages.map((m) => JSON.stringify({ jsonrpc: "2.0", ...m })).join("\n") + "\n");
   const initialize = { id: 1, method: "initialize", params: { protocolVersion: "2025-06-18", capabilities: {}, clientInfo: { name: "t", version: "1" } } };
   return { factory, closes, input, output, lines, controller, ctx, send, initialize };

@@ -16,6 +16,8 @@ export type McpProxyOptions = {
   tokenFile?: string;
   /** `--max-sessions`, `--idle-timeout`, `--max-calls`, `--max-connections` (with --http). */
   limits?: Partial<HttpLimits>;
+  /** --debug: every HTTP exchange is shown, the upstream's initialize too. */
+  debug?: boolean;
 };
 
 /**
@@ -38,7 +40,11 @@ export async function mcpProxyCommand(ctx: Context, options: McpProxyOptions): P
   const connection = findConnection(config, options.id);
   const { proxySessionFactory } = await import("../serve/proxy-session.ts");
   let unavailable: SubsError | undefined;
-  const factory = proxySessionFactory(ctx, config, connection, { reporter: stderrReporter(ctx), onUnavailable: (error) => (unavailable ??= error) });
+  const factory = proxySessionFactory(ctx, config, connection, {
+    reporter: stderrReporter(ctx),
+    onUnavailable: (error) => (unavailable ??= error),
+    ...(options.debug ? { debug: true } : {}),
+  });
   if (options.http) {
     const { serveHttp } = await import("../serve/http.ts");
     await serveHttp(ctx, { ...options.http, ...(options.tokenFile !== undefined ? { tokenFile: options.tokenFile } : {}), ...(options.limits ? { limits: options.limits } : {}), newSession: factory });
