@@ -16,6 +16,7 @@
 import { PassThrough, type Readable, type Writable } from "node:stream";
 import type { JSONRPCMessage, RequestId } from "@modelcontextprotocol/sdk/types.js";
 import type { Context } from "../context.ts";
+import { cut } from "../output/secrets.ts";
 import { InitializeParams } from "./handshake.ts";
 import { scrubbedSends, type SessionFactory, type SessionServer } from "./session.ts";
 
@@ -126,7 +127,7 @@ export async function serveStdio(ctx: Pick<Context, "protocolStreams" | "signal"
           // The server refused what the client was already told it accepted (an initialize the
           // SDK's schema finds fault with deeper than the early check looks): the session cannot go on.
           if ("error" in message) {
-            ctx.stderr.write(`subs: the server refused the client's ${early.method} (${message.error.message}); ending the session\n`);
+            ctx.stderr.write(`subs: the server refused the client's ${early.method} (${cut(message.error.message.replace(/\s+/g, " "), 300)}); ending the session\n`);
             end();
           }
           return;
