@@ -3,7 +3,7 @@
 // everything else runs the bundled CLI (dist/subs.cjs) from its V8 code cache (issue 6). The
 // loader lives here rather than in a second file: one module less to resolve on every start-up.
 "use strict";
-const { accessSync, closeSync, constants, existsSync, fstatSync, lstatSync, openSync, readFileSync, renameSync, statSync, unlinkSync, writeSync } = require("node:fs");
+const { accessSync, closeSync, constants, existsSync, fstatSync, lstatSync, openSync, readFileSync, readSync, renameSync, statSync, unlinkSync, writeSync } = require("node:fs");
 const path = require("node:path");
 
 // Loads the bundled CLI through a V8 code cache (issue 6). Compiling dist/subs.cjs from source on
@@ -36,12 +36,14 @@ const path = require("node:path");
 // successful run of any other command rewrites it at exit, with that command's functions added:
 // once per command, at most COMMANDS_MAX.
 const vm = require("node:vm");
-const { createRequire } = require("node:module");
+const { createRequire, isBuiltin } = require("node:module");
 
 // The first line of a build names it (a hash of its content); kept for people and scripts reading
 // dist/. The loader does not trust it: anyone can copy it.
 const BUILD_ID_PREFIX = "//subs-build:";
-const SEAL_MAGIC = "subs-code-cache-seal 1";
+// The second line of a bundle in groups (scripts/build.mjs) gives each group's length in bytes.
+const GROUPS_PREFIX = "//subs-groups:";
+const SEAL_MAGIC = "subs-code-cache-seal 2";
 const SEAL_MAX = 4096;
 const COMMANDS_MAX = 32;
 
@@ -71,23 +73,45 @@ function othersCannotWrite(stat, bundleOwner) {
   return (mode & 0o020) === 0 || Number(stat.gid) === GID;
 }
 
-/** Reads a regular file only trusted users can write, not through a symlink; its bytes and stat. */
-function readTrusted(file, bundleOwner, maxSize) {
+/**
+ * Opens a regular file only trusted users can write, not through a symlink: its descriptor and
+ * stat, the checks made on the file actually open (fstat of this descriptor), not on whatever the
+ * name holds later. The caller reads it, and closes it.
+ */
+function openTrusted(file, bundleOwner, maxSize) {
   let fd;
   try {
     fd = openSync(file, constants.O_RDONLY | (constants.O_NOFOLLOW ?? 0));
   } catch {
     return undefined;
   }
+  const stat = fstatSync(fd, { bigint: true });
+  if (stat.isFile() && stat.size <= maxSize && othersCannotWrite(stat, bundleOwner)) return { fd, stat };
+  closeSync(fd);
+  return undefined;
+}
+
+/** Reads a regular file only trusted users can write, not through a symlink; its bytes and stat. */
+function readTrusted(file, bundleOwner, maxSize) {
+  const opened = openTrusted(file, bundleOwner, maxSize);
+  if (!opened) return undefined;
   try {
-    // Checked on the file actually read (fstat of this descriptor), not on whatever the name holds later.
-    const stat = fstatSync(fd, { bigint: true });
-    if (!stat.isFile() || stat.size > maxSize || !othersCannotWrite(stat, bundleOwner)) return undefined;
-    const bytes = readFileSync(fd);
-    return bytes.length === Number(stat.size) ? { bytes, stat } : undefined;
+    const bytes = readFileSync(opened.fd);
+    return bytes.length === Number(opened.stat.size) ? { bytes, stat: opened.stat } : undefined;
   } finally {
-    closeSync(fd);
+    closeSync(opened.fd);
   }
+}
+
+/** `length` bytes of an open file from `position`, all of them or an error. */
+function readAt(fd, position, length) {
+  const bytes = Buffer.allocUnsafe(length);
+  for (let at = 0; at < length; ) {
+    const n = readSync(fd, bytes, at, length - at, position + at);
+    if (n === 0) throw new Error("a file of dist/ was cut short while subs read it; run again");
+    at += n;
+  }
+  return bytes;
 }
 
 /**
@@ -107,56 +131,134 @@ function commandOf(args) {
 }
 
 /**
- * The V8 payload of the cache and the commands it holds, if its seal shows this installation made
- * it from these exact bundle bytes.
+ * The cache as its seal describes it (each group's part, the commands it holds), if the seal shows
+ * this installation made it from this exact bundle: the cache's descriptor, its parts read when
+ * their group is compiled. `bundle` is the open bundle (loadBundle).
  */
-function payloadFor(file, bundleBytes, bundleStat) {
+function sealedCache(file, bundle, groups) {
+  let cache;
   try {
-    const bundleOwner = Number(bundleStat.uid);
+    const bundleOwner = Number(bundle.stat.uid);
     const seal = readTrusted(sealFileFor(file), bundleOwner, SEAL_MAX);
     if (!seal) return undefined;
-    const [magic, sealedBundle, sealedCache, bundleHash, cacheHash, commands, end] = seal.bytes.toString("latin1").split("\n");
-    if (magic !== SEAL_MAGIC || end !== "" || !commands?.startsWith("commands ") || sealedBundle !== `bundle ${identityOf(bundleStat)}`) return undefined;
+    const [magic, sealedBundle, sealedCache, bundleHash, cacheHash, parts, commands, end] = seal.bytes.toString("latin1").split("\n");
+    if (magic !== SEAL_MAGIC || end !== "" || !commands?.startsWith("commands ") || sealedBundle !== `bundle ${identityOf(bundle.stat)}`) return undefined;
+    if (!parts?.startsWith("parts ")) return undefined;
+    const lengths = parts.slice("parts ".length).split(",").map(Number);
+    if (lengths.length !== groups || !lengths.every((n) => Number.isSafeInteger(n) && n >= 0)) return undefined;
     if (!othersCannotWrite(statSync(path.dirname(file)), bundleOwner)) return undefined;
-    const cache = readTrusted(cacheFileFor(file), bundleOwner, Number.MAX_SAFE_INTEGER);
-    if (!cache || sealedCache !== `cache ${identityOf(cache.stat)}`) return undefined;
-    if (coarse(bundleStat) || coarse(cache.stat)) {
-      if (bundleHash !== `bundle-sha256 ${sha256(bundleBytes)}` || cacheHash !== `cache-sha256 ${sha256(cache.bytes)}`) return undefined;
+    cache = openTrusted(cacheFileFor(file), bundleOwner, Number.MAX_SAFE_INTEGER);
+    if (!cache || sealedCache !== `cache ${identityOf(cache.stat)}` || lengths.reduce((a, b) => a + b, 0) !== Number(cache.stat.size)) throw new Error("not this cache");
+    if (coarse(bundle.stat) || coarse(cache.stat)) {
+      if (bundleHash !== `bundle-sha256 ${sha256(bundle.all())}` || cacheHash !== `cache-sha256 ${sha256(readAt(cache.fd, 0, Number(cache.stat.size)))}`) throw new Error("not this cache");
     }
-    return { payload: cache.bytes, stat: cache.stat, commands: commands.slice("commands ".length).split(",") };
+    const offsets = lengths.map((_, n) => lengths.slice(0, n).reduce((a, b) => a + b, 0));
+    const read = [];
+    // A group's part as V8 takes it, read once.
+    const part = (n) => (lengths[n] === 0 ? undefined : (read[n] ??= readAt(cache.fd, offsets[n], lengths[n])));
+    return { fd: cache.fd, stat: cache.stat, lengths, part, commands: commands.slice("commands ".length).split(",") };
   } catch {
+    if (cache) closeSync(cache.fd);
     return undefined;
   }
 }
 
 /**
- * Runs a CommonJS bundle and returns its exports, with what is needed to write its cache.
- * `useCache: false` compiles from source (the build's warm-up, which must not start from an
- * older cache). `command` (commandOf) asks for a new cache when the sealed one lacks it.
+ * Where each group of a bundle lies in it: after its first two lines, at the lengths the second
+ * gives (scripts/build.mjs); a bundle without that line (a build of one script, the benchmark's
+ * floor) is one group, the whole file. `head` is the bundle's start, `size` its length.
+ */
+function groupsOf(head, size) {
+  const secondLine = head.indexOf(10) + 1;
+  if (secondLine === 0 || head.toString("latin1", secondLine, secondLine + GROUPS_PREFIX.length) !== GROUPS_PREFIX) return [[0, size]];
+  const third = head.indexOf(10, secondLine) + 1;
+  const ranges = [];
+  let at = third;
+  for (const length of head.toString("latin1", secondLine + GROUPS_PREFIX.length, third - 1).split(",").map(Number)) {
+    ranges.push([at, at + length]);
+    at += length;
+  }
+  if (third === 0 || at !== size || ranges.some(([start, stop]) => !(stop >= start))) throw new Error("the groups of dist/subs.cjs do not add up to the file; run `npm run build`");
+  return ranges;
+}
+
+/** The bundle's first bytes, which hold its build id and the lengths of its groups. */
+const HEAD = 4096;
+
+/**
+ * Runs a bundle and returns its exports, with what is needed to write its cache. A bundle in groups
+ * (scripts/build.mjs) is a program of chunks, CommonJS functions by name, of which the first
+ * group holds the entry and the map of where the others are: each group is read and compiled (or
+ * deserialized from its part of the cache) only when a chunk in it is first required, so a run
+ * pays only for the groups it uses. The bundle and its cache stay open for that, so every group
+ * comes from the files first checked. `useCache: false` compiles from source (the build's warm-up,
+ * which must not start from an older cache). `command` (commandOf) asks for a new cache when the
+ * sealed one lacks it.
  */
 function loadBundle(file, { useCache = true, command } = {}) {
   // The bytes compiled and the identity sealed come from one open file.
   const fd = openSync(file, "r");
-  let bytes;
-  let stat;
-  try {
-    stat = fstatSync(fd, { bigint: true });
-    bytes = readFileSync(fd);
-  } finally {
-    closeSync(fd);
-  }
-  const sealed = useCache ? payloadFor(file, bytes, stat) : undefined;
-  const cachedData = sealed?.payload;
-  const wrapped = `(function (exports, require, module, __filename, __dirname) {${bytes.toString("utf8")}\n})`;
-  const script = new vm.Script(wrapped, { filename: file, cachedData });
-  const module = { exports: {} };
-  script.runInThisContext()(module.exports, createRequire(file), module, file, path.dirname(file));
-  const cacheUsable = cachedData !== undefined && !script.cachedDataRejected;
-  const commands = cacheUsable ? sealed.commands : [];
-  const cacheWanted = !cacheUsable || (command !== undefined && !commands.includes(command) && commands.length < COMMANDS_MAX);
-  // The bytes are kept only when a cache may be written from them.
-  const cached = cacheUsable && cacheWanted ? sealed : undefined;
-  return { exports: module.exports, script, stat, bytes: cacheWanted ? bytes : undefined, cached, cacheUsable, cacheWanted, commands };
+  const stat = fstatSync(fd, { bigint: true });
+  const size = Number(stat.size);
+  let all;
+  const bundle = { stat, all: () => (all ??= readAt(fd, 0, size)) };
+  const ranges = groupsOf(readAt(fd, 0, Math.min(HEAD, size)), size);
+  const sealed = useCache ? sealedCache(file, bundle, ranges.length) : undefined;
+  let linked;
+  let packageRequire;
+  // What a group requires: a chunk of another group by its relative name; a node: module or a file
+  // by its path (the SQLite addon) from here, where they resolve the same and Node already knows
+  // the package (a require from dist/ read package.json again, ~0.2 ms); a package from dist/.
+  const requireIn = (specifier) => {
+    if (linked && specifier.startsWith("./")) return linked.load(specifier.slice(2));
+    if (isBuiltin(specifier) || path.isAbsolute(specifier)) return require(specifier);
+    return (packageRequire ??= createRequire(file))(specifier);
+  };
+  const groups = ranges.map(() => ({ script: undefined, exports: undefined, fromCache: false }));
+  const loaded = { exports: undefined, script: undefined, stat, bundle, cached: undefined, cacheUsable: false, cacheWanted: true, commands: [], groups };
+  const compile = (n) => {
+    const group = groups[n];
+    if (group.exports) return group.exports;
+    const cachedData = sealed?.part(n);
+    const [start, stop] = ranges[n];
+    const source = (all ?? readAt(fd, start, stop - start)).toString("utf8", all ? start : 0, all ? stop : stop - start);
+    const script = new vm.Script(`(function (exports, require, module, __filename, __dirname) {${source}\n})`, { filename: file, cachedData });
+    group.script = script;
+    group.fromCache = cachedData !== undefined && !script.cachedDataRejected;
+    const module = { exports: {} };
+    script.runInThisContext()(module.exports, requireIn, module, file, path.dirname(file));
+    group.exports = module.exports;
+    return module.exports;
+  };
+  const first = compile(0);
+  loaded.script = groups[0].script;
+  loaded.cacheUsable = groups[0].fromCache;
+  loaded.commands = loaded.cacheUsable ? sealed.commands : [];
+  loaded.cacheWanted = !loaded.cacheUsable || (command !== undefined && !loaded.commands.includes(command) && loaded.commands.length < COMMANDS_MAX);
+  loaded.cached = loaded.cacheUsable ? sealed : undefined;
+  if (ranges.length > 1) linked = link(first, compile);
+  loaded.exports = linked ? linked.entry() : first;
+  return loaded;
+}
+
+/**
+ * Runs the entry chunk of a bundle in groups, each group compiled when first needed; its exports.
+ * A group's `chunks[name]()` initializes that chunk (once) and returns its exports; `require` in
+ * a group asks for a chunk of another group by its relative name, and for anything else (node:
+ * modules, the packages left outside the bundle, the SQLite addon) from dist/.
+ */
+function link(first, compile) {
+  const exportsOf = new Map();
+  const load = (name) => {
+    let exports = exportsOf.get(name);
+    if (exports) return exports;
+    const chunks = Object.hasOwn(first.chunks, name) ? first.chunks : Object.hasOwn(first.groupOf, name) ? compile(first.groupOf[name]).chunks : undefined;
+    if (!chunks || !Object.hasOwn(chunks, name)) throw new Error(`${name} is missing from dist/subs.cjs; run \`npm run build\``);
+    exports = chunks[name]();
+    exportsOf.set(name, exports);
+    return exports;
+  };
+  return { load, entry: () => load(first.entry) };
 }
 
 /** Writes `bytes` as a new file beside `target` and renames it into place; the placed file's stat. */
@@ -186,13 +288,14 @@ function place(target, bytes) {
 }
 
 /**
- * Writes the bytecode V8 holds for the script now, so functions compiled while it ran are in it
- * (those of the commands the loaded cache held included), then its seal, listing `commands` too.
- * Best effort: an unwritable install (a global one owned by root) just runs without a cache, and
- * so does one in a directory others could write (they could swap the cache in).
+ * Writes the bytecode V8 holds now for each group the run compiled, so functions compiled while it
+ * ran are in it (those of the commands the loaded cache held included), the parts of groups it did
+ * not compile as they were, then its seal, listing `commands` too. Best effort: an unwritable
+ * install (a global one owned by root) just runs without a cache, and so does one in a directory
+ * others could write (they could swap the cache in).
  */
 function writeCodeCache(file, loaded, commands = []) {
-  if (!loaded.bytes) return;
+  if (!loaded.bundle) return;
   try {
     if (!othersCannotWrite(statSync(path.dirname(file)), Number(loaded.stat.uid))) return;
     // Before serializing, which costs milliseconds: a directory this user cannot write (a global
@@ -201,19 +304,28 @@ function writeCodeCache(file, loaded, commands = []) {
     // The file must still be the one compiled: a bundle replaced while the command ran (a rebuild)
     // gets no cache named after it.
     if (identityOf(statSync(file, { bigint: true })) !== identityOf(loaded.stat)) return;
-    // A cache is replaced only by a larger one: V8 may have flushed the bytecode of functions a
-    // long run did not call (a login waiting minutes for the browser), and a smaller cache would
-    // lack them for good, their commands being sealed. Then only the seal is rewritten.
-    const grown = loaded.script.createCachedData();
-    const keep = loaded.cached !== undefined && grown.length < loaded.cached.payload.length;
-    const payload = keep ? loaded.cached.payload : grown;
-    const cacheStat = keep ? loaded.cached.stat : place(cacheFileFor(file), payload);
+    // A part is replaced only by a larger one: V8 may have flushed the bytecode of functions a
+    // long run did not call (a login waiting minutes for the browser), and a smaller part would
+    // lack them for good, their commands being sealed. When every part is kept, only the seal is
+    // rewritten.
+    const cached = loaded.cached;
+    const kept = loaded.groups.map((_, n) => cached?.part(n));
+    const parts = loaded.groups.map((group, n) => {
+      const script = n === 0 ? loaded.script : group.script;
+      if (!script) return kept[n];
+      const grown = script.createCachedData();
+      return kept[n] !== undefined && grown.length < kept[n].length ? kept[n] : grown;
+    });
+    const same = cached !== undefined && parts.every((part, n) => part === kept[n]);
+    const payload = Buffer.concat(parts.filter((part) => part !== undefined));
+    const cacheStat = same ? cached.stat : place(cacheFileFor(file), payload);
     const seal = [
       SEAL_MAGIC,
       `bundle ${identityOf(loaded.stat)}`,
       `cache ${identityOf(cacheStat)}`,
-      `bundle-sha256 ${sha256(loaded.bytes)}`,
+      `bundle-sha256 ${sha256(loaded.bundle.all())}`,
       `cache-sha256 ${sha256(payload)}`,
+      `parts ${parts.map((part) => part?.length ?? 0).join(",")}`,
       `commands ${[...new Set([...loaded.commands, ...commands])].slice(0, COMMANDS_MAX).join(",")}`,
       "",
     ].join("\n");
@@ -221,7 +333,10 @@ function writeCodeCache(file, loaded, commands = []) {
   } catch {}
 }
 
-module.exports = { loadBundle, writeCodeCache, commandOf, BUILD_ID_PREFIX };
+/** Whether the run compiled a group from source that a cache could hold: one its cache had no part for, or none. */
+const groupsUncached = (loaded) => loaded.groups.some((group) => group.script !== undefined && !group.fromCache);
+
+module.exports = { loadBundle, writeCodeCache, commandOf, BUILD_ID_PREFIX, GROUPS_PREFIX };
 
 if (require.main === module) {
   const args = process.argv.slice(2);
@@ -245,12 +360,12 @@ if (require.main === module) {
     const loaded = loadBundle(bundle, { command });
     // No cache yet, or one not made here from this file or for another Node: leave one for the
     // next run. A cache without this command grows only by a run that succeeded, so mistyped
-    // commands do not fill the seal's list. `main` ends with process.exit, which runs this synchronously.
-    if (loaded.cacheWanted) {
-      process.once("exit", (code) => {
-        if (!loaded.cacheUsable || code === 0) writeCodeCache(bundle, loaded, [command]);
-      });
-    }
+    // commands do not fill the seal's list; a group the run compiled from source is added to it
+    // either way. `main` ends with process.exit, which runs this synchronously.
+    process.once("exit", (code) => {
+      if (loaded.cacheWanted && (!loaded.cacheUsable || code === 0)) writeCodeCache(bundle, loaded, [command]);
+      else if (groupsUncached(loaded)) writeCodeCache(bundle, loaded);
+    });
     loaded.exports.main(args);
   }
 }

@@ -10,9 +10,10 @@
 //
 // Modes (one child each): `split` times the steps of parseConfig and of the list one by one;
 // `whole` times loadConfig, listLocalConnections and the JSON as the command calls them;
-// `command` times mcpListCommand as one call. Every mode first times loading the compiled row
-// schema (store.ts loads it for lists of 50 rows or more); under tsx that includes tsx's
-// transform of the file, so read the bundled CLI's figures (BENCH_CLI) for what it costs there.
+// `command` times mcpListCommand as one call. In a tree older than the hand-written row check
+// (BENCH_COMPARE), every mode first times loading zod's compiled row schema, which store.ts then
+// loaded for lists of 50 rows or more; under tsx that includes tsx's transform of the file, so
+// read the bundled CLI's figures (BENCH_CLI) for what it costs there.
 import { spawnSync } from "node:child_process";
 import { existsSync, mkdtempSync, readFileSync, symlinkSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -54,8 +55,8 @@ async function child(mode: string, dir: string, root: string): Promise<Timings> 
     src<typeof import("../src/output/json.ts")>("output/json.ts"),
     import("better-sqlite3"),
   ]);
-  // Long lists load zod's compiler for the row schema (store.ts). Under tsx that import also
-  // pays tsx's transform, which the bundled CLI does not: load it here, timed on its own.
+  // Older trees: long lists loaded zod's compiler for the row schema (store.ts). Under tsx that
+  // import also pays tsx's transform, which the bundled CLI does not: load it here, timed on its own.
   if (existsSync(path.join(root, "src", "store", "compiled-row.ts"))) await timeAsync("row compiler", () => src("store/compiled-row.ts"));
   const file = path.join(dir, "substructure.toml");
   const source = readFileSync(file, "utf8");
@@ -66,11 +67,11 @@ async function child(mode: string, dir: string, root: string): Promise<Timings> 
   if (mode === "split") {
     const raw = time("toml", () => toml.parse(source));
     time("secrets and unsafe strings", () => load.scanFile(raw));
-    const parsed = time("zod", () => schema.FileSchema.safeParse(load.expandShorthands(raw)));
+    const parsed = time("zod", () => schema.fileSchema().safeParse(load.expandShorthands(raw)));
     if (!parsed.success) throw new Error("fixture does not validate");
     time("xref", () => load.crossReferenceDiagnostics(raw, () => { throw new Error("fixture has a cross-reference error"); }));
     const config = load.parseConfig(source, where); // not timed: warm by now
-    const opened = await timeAsync("db open", () => store.openStore({ dbPath: config.dbPath, create: false, expectRows: config.connections.length }));
+    const opened = await timeAsync("db open", () => store.openStore({ dbPath: config.dbPath, create: false }));
     if (!opened) throw new Error("fixture has no db");
     const rows = time("db rows", () => ({ credentials: opened.store.listCredentials(), open: opened.store.listOpenConnections() }));
     opened.store.close();

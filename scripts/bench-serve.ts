@@ -3,7 +3,7 @@
 // straight from an SDK client to the same loopback server; the medians and the p99s are compared.
 // Then the server's resident memory after a further 10,000 calls (it should stay flat).
 // The MCP server runs in a process of its own, so neither client shares its event loop.
-// Then serve start (issue 23): launch to the answer of initialize, alone and four at once, and to
+// Then serve start: launch to the answer of initialize, alone and four at once, and to
 // the first tools/list of an agent of 20 connections.
 //   node --import tsx scripts/bench-serve.ts        (also part of `npm run bench`)
 import { spawn } from "node:child_process";
@@ -15,8 +15,9 @@ import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import { annotatedTool, startMcpServer } from "../test/support/mcp-server.ts";
 import { median } from "./bench-fixture.ts";
-import { BIN } from "../test/support/cli.ts";
+import { BIN, ensureBuilt } from "../test/support/cli.ts";
 import { serveSession } from "../test/support/serve-client.ts";
+import type { BenchRow, ServeRss } from "./bench-docs.ts";
 
 export type ServeBench = {
   calls: number;
@@ -170,9 +171,6 @@ export async function benchSessionStart(servers = 20, delayMs = 200, runs = 3): 
   }
 }
 
-/** A row of bench-results/bench.json (scripts/bench.ts): a median, its ratio to `against`, and the target of that ratio. */
-export type BenchRow = { name: string; ms: number | null; ratio: number; against: string; target: number | null };
-
 const FLOOR = "node -e 0";
 
 /** Launches `argv` and resolves with the ms until its exit (no `initialize`), or until the first line it answers `initialize` with. */
@@ -203,7 +201,7 @@ function launch(argv: string[], cwd: string, env: Record<string, string>, initia
 }
 
 /**
- * Serve start (issue 23): from launching `subs agent serve` (one connection with a static token)
+ * Serve start: from launching `subs agent serve` (one connection with a static token)
  * and `subs mcp proxy` (that connection, its server answering at once) to the answer of the
  * `initialize` the client wrote at launch, each against `node -e 0` from launch to exit, run by
  * run in turn; then four `subs agent serve` launched at once (what a client that starts its
@@ -239,25 +237,25 @@ export async function benchServeStart(runs: number, bin: string): Promise<BenchR
   ];
 }
 
-/** The serve process's resident memory over the calls after the first measured ones, as a row: last against first sample. */
-export function serveRssRow(b: ServeBench): BenchRow {
-  const first = b.rssKiB.samples[0]!;
-  const last = b.rssKiB.samples.at(-1)!;
-  return { name: `subs agent serve: RSS after ${b.rssKiB.every * (b.rssKiB.samples.length - 1)} more calls`, ms: null, ratio: last / first, against: "its RSS before them", target: 1.1 };
-}
+/** The serve process's resident memory before the 10,000 calls after the measured ones, and after them: a figure, not a target. */
+export const serveRss = (b: ServeBench): ServeRss => ({
+  calls: b.rssKiB.every * (b.rssKiB.samples.length - 1),
+  start: b.rssKiB.samples[0]!,
+  end: b.rssKiB.samples.at(-1)!,
+});
 
 /**
  * Every serve figure of `npm run bench`, `runs` runs each where they are timed run by run: what
- * serve adds to a call and its memory over 10,000 more (printed), and the rows of serve start.
+ * serve adds to a call and its memory over 10,000 calls more (printed), and the rows of serve start.
  */
-export async function serveBenchRows(runs: number, bin: string): Promise<{ calls: ServeBench; rows: BenchRow[] }> {
+export async function serveBenchRows(runs: number, bin: string): Promise<{ calls: ServeBench; rss: ServeRss; rows: BenchRow[] }> {
   const calls = await benchServe();
   printServeBench(calls);
   const start = await benchSessionStart(20, 200, Math.max(3, Math.floor(runs / 3)));
   return {
     calls,
+    rss: serveRss(calls),
     rows: [
-      serveRssRow(calls),
       ...(await benchServeStart(runs, bin)),
       { name: "subs agent serve: first tools/list, 20 servers at 200 ms", ms: start.all, ratio: start.ratio, against: "the same with 1 server", target: 1.2 },
     ],
@@ -314,9 +312,11 @@ async function fastUpstream(): Promise<string> {
 if (process.argv[2] === "--upstream") {
   process.stdout.write(`${await fastUpstream()}\n`);
 } else if (process.argv[1] && path.resolve(process.argv[1]) === fileURLToPath(import.meta.url)) {
-  const { rows } = await serveBenchRows(Number(process.env.BENCH_RUNS ?? 15), BIN);
+  ensureBuilt();
+  const { rows, rss } = await serveBenchRows(Number(process.env.BENCH_RUNS ?? 15), BIN);
   for (const r of rows) {
-    const verdict = r.target === null ? "" : r.ratio <= r.target ? "ok" : "MISSED";
-    console.log(`${r.name}: ${r.ms === null ? "" : `${r.ms.toFixed(1)} ms, `}${r.ratio.toFixed(2)} × ${r.against}${r.target === null ? "" : ` (target ≤${r.target} ${verdict})`}`);
+    const verdict = r.target === null ? "" : r.ratio <= r.target ? " met" : " MISSED";
+    console.log(`${r.name}: ${r.ms.toFixed(1)} ms, ${r.ratio.toFixed(2)} × ${r.against}${r.target === null ? "" : ` (target ≤${r.target}${verdict})`}`);
   }
+  console.log(`subs agent serve's RSS before and after ${rss.calls} calls: ${(rss.start / 1024).toFixed(1)} → ${(rss.end / 1024).toFixed(1)} MiB`);
 }

@@ -6,7 +6,7 @@
 import { build } from "esbuild";
 import { spawnSync } from "node:child_process";
 import { createHash } from "node:crypto";
-import { readFileSync, renameSync, rmSync, writeFileSync } from "node:fs";
+import { mkdirSync, renameSync, rmSync, writeFileSync } from "node:fs";
 import { createRequire } from "node:module";
 import { fileURLToPath } from "node:url";
 
@@ -41,12 +41,21 @@ const plugins = [
   // node_modules cost 4-9 ms of every command that opens the db); its native addon cannot be. The
   // package finds the addon with `bindings`, which probes a dozen paths and parses a stack trace on
   // every start-up; the addon is always at build/Release (prebuild-install and node-gyp both put it
-  // there), so ask for it there directly.
+  // there), so ask for it there directly: by path in this package's own node_modules, where npm
+  // puts it for a checkout and a global install (a bare name costs a search and a package.json
+  // read, about 0.3 ms), else by name, wherever the installation hoisted it.
   substitute({
     name: "better-sqlite3-addon",
     filter: /^bindings$/,
     importer: "better-sqlite3",
-    contents: 'module.exports = (name) => require("better-sqlite3/build/Release/" + name);',
+    contents: [
+      'const path = require("node:path");',
+      "module.exports = (name) => {",
+      '  try { return require(path.join(__dirname, "..", "node_modules", "better-sqlite3", "build", "Release", name)); }',
+      '  catch (error) { if (error.code !== "MODULE_NOT_FOUND") throw error; }',
+      '  return require("better-sqlite3/build/Release/" + name);',
+      "};",
+    ].join("\n"),
   }),
   // commander requires node:child_process when it loads, for executable subcommands, which subs
   // does not have; loading it (with net and dgram behind it) was ~2 ms of every start-up. Give
@@ -71,12 +80,32 @@ const plugins = [
 const root = fileURLToPath(new URL("..", import.meta.url));
 // Build beside dist/ and swap it in, so a CLI started meanwhile never sees half a build.
 const staging = `${root}/dist.staging-${process.pid}`;
-await build({
+
+/**
+ * The groups of the bundle, by the modules whose chunks (with all they import) they hold, the first
+ * holding main.ts: `subs mcp list` runs the first alone, piped (scripts, --json); a terminal adds
+ * the second (colours, the spinner). Every other command also loads the last group, the rest.
+ */
+const GROUPS = [
+  ["src/main.ts", "src/commands/mcp-list.ts", "node_modules/better-sqlite3/lib/index.js"],
+  ["node_modules/chalk/source/index.js", "node_modules/yocto-spinner/index.js"],
+];
+
+// esbuild splits the program where it imports a module with import(): an ES module per entry
+// and per set of entries sharing code ("chunks"), each loaded once whichever command needs it.
+// A CommonJS package loaded with import() is then its module.exports as `default`, and nothing
+// else: `(await import("proper-lockfile")).default.lock`, never `{ lock }`.
+const split = await build({
   absWorkingDir: root,
   entryPoints: ["src/main.ts"],
-  outfile: `${staging}/subs.cjs`,
+  outdir: staging,
+  entryNames: "[name]",
+  chunkNames: "c-[hash]",
   bundle: true,
-  format: "cjs",
+  splitting: true,
+  format: "esm",
+  write: false,
+  metafile: true,
   platform: "node",
   target: "node20",
   // A package loaded only by the command that needs it (the addon is required at run time, above).
@@ -84,10 +113,6 @@ await build({
   // (and a second zod) took 130 ms of every `subs agent serve` start; bundled, it is lazy like our
   // own modules and its bytecode is in the code cache.
   external: ["open"],
-  // import() of that becomes require(): an ES module import() starts Node's ES module loader,
-  // about 10 ms more than require(). `open` is an ES module; Node ≥ 20.19 require()s it (engines
-  // in package.json).
-  supported: { "dynamic-import": false },
   sourcemap: false,
   // Less source to read at every start-up. Errors are shown as messages, never as stack traces,
   // so nothing readable is lost.
@@ -95,11 +120,77 @@ await build({
   logLevel: "warning",
   plugins,
 });
+
+// The chunks in groups, each compiled (or deserialized from its part of the code cache) only when
+// a run first needs one of its chunks: V8 deserializes every function a cache holds, and
+// parses every function of a script it compiles, so one script of the whole program cost every
+// command the bytecode and pre-parse data of all of them (about 3 ms of `subs mcp list`,
+// docs/speed.md).
+const outputs = split.metafile.outputs;
+const nameOf = (output) => output.slice(output.lastIndexOf("/") + 1);
+const staticClosure = (output, seen = new Set()) => {
+  if (seen.has(output)) return seen;
+  seen.add(output);
+  for (const i of outputs[output].imports) if (i.kind === "import-statement" && !i.external) staticClosure(i.path, seen);
+  return seen;
+};
+// A chunk is in the first group that needs it; a chunk no group needs is in the rest.
+const groupOfChunk = new Map();
+GROUPS.forEach((entries, group) => {
+  for (const entry of entries) {
+    const output = Object.keys(outputs).find((o) => outputs[o].entryPoint === entry);
+    if (!output) throw new Error(`build: ${entry} is no longer an entry of the split (imported with import() nowhere?); update GROUPS`);
+    for (const o of staticClosure(output)) if (!groupOfChunk.has(nameOf(o))) groupOfChunk.set(nameOf(o), group);
+  }
+});
+// Each group as one CommonJS script, for bin/subs.cjs to run from its part of the code cache
+// (vm.Script takes no ES module on Node 20): esbuild bundles the group's chunks again, scope-hoisted
+// in one module (a chunk each was a module of its own, with esbuild's helpers and every import a
+// getter on another module's exports: about 0.5 ms more of `subs mcp list`), each chunk initialized
+// when the group's `chunks[name]()` or another chunk first needs it. A chunk of another group stays
+// a require() that bin/subs.cjs answers with that group's chunk, and import() a require() in a
+// promise: an ES module import() starts Node's ES module loader, about 10 ms more than require().
+// `open` is an ES module; Node ≥ 20.19 require()s it (engines in package.json).
+const chunkTexts = new Map(split.outputFiles.map((file) => [nameOf(file.path), file.text]));
+const groupIndex = (name) => groupOfChunk.get(name) ?? GROUPS.length;
+const groupOf = {};
+for (const name of chunkTexts.keys()) if (groupIndex(name) > 0) groupOf[name] = groupIndex(name);
+const sources = [];
+for (let group = 0; group <= GROUPS.length; group++) {
+  const names = [...chunkTexts.keys()].filter((name) => groupIndex(name) === group);
+  const chunks = names.map((name) => `${JSON.stringify(name)}: () => require(${JSON.stringify(`./${name}`)})`).join(",\n");
+  const { outputFiles } = await build({
+    stdin: { contents: `module.exports = { ${group === 0 ? `entry: "main.js", groupOf: ${JSON.stringify(groupOf)}, ` : ""}chunks: {\n${chunks}\n} };\n`, loader: "js", resolveDir: root },
+    bundle: true,
+    format: "cjs",
+    platform: "node",
+    target: "node20",
+    supported: { "dynamic-import": false },
+    minify: true,
+    write: false,
+    logLevel: "warning",
+    plugins: [
+      {
+        name: "chunks-of-this-group",
+        setup(b) {
+          b.onResolve({ filter: /.*/ }, (args) => {
+            const name = /^\.\/([\w-]+\.js)$/.exec(args.path)?.[1];
+            if (name === undefined || !chunkTexts.has(name)) return { path: args.path, external: true };
+            return groupIndex(name) === group ? { path: name, namespace: "chunk" } : { path: args.path, external: true };
+          });
+          b.onLoad({ filter: /.*/, namespace: "chunk" }, (args) => ({ contents: chunkTexts.get(args.path), loader: "js", resolveDir: root }));
+        },
+      },
+    ],
+  });
+  sources.push(outputFiles[0].text);
+}
 // The first line names this exact build, for people and scripts. bin/subs.cjs does not trust it
 // for the code cache (anyone can copy it): a cache is bound to the bundle's bytes and to this
-// file's identity on this machine (issue 14, item 10).
-const { BUILD_ID_PREFIX } = createRequire(import.meta.url)("../bin/subs.cjs");
-const bundled = readFileSync(`${staging}/subs.cjs`, "utf8");
+// file's identity on this machine (issue 14, item 10). The second gives each group's length.
+const { BUILD_ID_PREFIX, GROUPS_PREFIX } = createRequire(import.meta.url)("../bin/subs.cjs");
+const bundled = `${GROUPS_PREFIX}${sources.map((source) => Buffer.byteLength(source)).join(",")}\n${sources.join("")}`;
+mkdirSync(staging, { recursive: true });
 writeFileSync(`${staging}/subs.cjs`, `${BUILD_ID_PREFIX}${createHash("sha256").update(bundled).digest("hex")}\n${bundled}`);
 const warm = spawnSync(process.execPath, [fileURLToPath(new URL("./warm-code-cache.cjs", import.meta.url)), `${staging}/subs.cjs`], { stdio: "inherit" });
 if (warm.status !== 0) throw new Error("writing the code cache failed");

@@ -1,7 +1,8 @@
 // Run by scripts/build.mjs on a fresh bundle: runs the everyday commands in-process against a
-// throw-away file, then writes the V8 code cache bin/subs.cjs loads (issue 6). A cache written
-// after running holds the bytecode of every function those commands compiled, so the first real
-// `subs mcp list` already starts from it. Local commands only: nothing here touches the network.
+// throw-away file, then writes the V8 code cache bin/subs.cjs loads (issue 6), a part for each
+// group of the bundle those commands compiled. A cache written after running holds the bytecode
+// of every function those commands compiled, so the first real `subs mcp list` already starts
+// from it. Local commands only: nothing here touches the network.
 // The cache is bound to this bundle file on this machine (bin/subs.cjs), so it serves the checkout
 // that built it and is never shipped: an installed package makes its own on its first run.
 "use strict";
@@ -15,9 +16,7 @@ async function warm(bundle) {
   const { run, processContext, openStore } = loaded.exports;
   const dir = mkdtempSync(path.join(tmpdir(), "subs-warm-"));
   const broken = mkdtempSync(path.join(tmpdir(), "subs-warm-broken-"));
-  // A list long enough for the stored rows to be checked by zod's compiled schema (store.ts,
-  // from 50 rows): without it the cache lacked zod's compiler, and every long `mcp list`
-  // compiled it from source, about 2 ms (measured interleaved at 200 connections).
+  // Stored rows, so that the cache holds the code a listing runs for each of them.
   const long = mkdtempSync(path.join(tmpdir(), "subs-warm-long-"));
   const commands = [];
   try {

@@ -1,14 +1,15 @@
 // Builds the command tree. Each action parses its flags into a typed options object and loads its
-// command module only when it runs (CONTRIBUTING.md, rule 7).
-import { Command, CommanderError, Help, Option } from "commander";
+// command module only when it runs (CONTRIBUTING.md, rule 7). Loaded by run.ts for every run but
+// the everyday `subs mcp list`, which needs no parser.
+import { Command, Help, Option } from "commander";
 import type { Context } from "./context.ts";
-import { ConfigError, SubsError, exitCodeFor, formatDiagnostic, usage } from "./errors.ts";
-import { animates, loadSpinner } from "./output/progress.ts";
-import { shellWord } from "./output/shell-word.ts";
-import { learningFetch, Secrets, withSecrets } from "./output/secrets.ts";
-import { loadStyles, styleFor } from "./output/style.ts";
-import { shown } from "./output/untrusted.ts";
+import { usage } from "./errors.ts";
+import { debugFromEnv, mcpListAction, parseCount, parseMistakeText, parsePort, parseSeconds, type ProgramHooks } from "./run.ts";
 import { VERSION } from "./version.ts";
+
+export { CommanderError } from "commander";
+// The run and the words it knows, for whoever imported them from here.
+export { COMMAND_TREE, habitFor, namedPath, run } from "./run.ts";
 
 const examples = (lines: string[]) => `\nExamples:\n${lines.map((l) => `  $ ${l}`).join("\n")}\n`;
 
@@ -48,235 +49,6 @@ async function httpTransportOptions(
 
 // The MCP SDK gives up on a request after 60 s; a slow server or a long tool may need longer.
 const requestTimeoutOption = (what: string) => new Option("--request-timeout <seconds>", what).default("60", "60");
-
-export async function run(given_argv: readonly string[], given: Context): Promise<number> {
-  let argv = given_argv;
-  let exitCode = 0;
-  let jsonRequested = false;
-  // A server's normal end is a signal (an MCP client stops it with SIGTERM): exit 0, not 130/143.
-  let endsOnSignal = false;
-  // A copy, so --debug can wrap its fetch for this run only. Every line printed passes the run's
-  // secrets, --json included, and every request teaches them (issue 14, item 3).
-  const secrets = new Secrets();
-  const ctx: Context = withSecrets(given, secrets);
-  if (ctx.color || ctx.stderrColor) await loadStyles();
-  if (animates(ctx)) await loadSpinner();
-  // Words other tools taught (logout, rm, `subs login`): the subs way, never the opposite action
-  // a spelling suggestion could offer (`logout` is two letters from `login`; issue 15).
-  const habit = habitFor(argv);
-  if (habit) {
-    renderError(ctx, habit, jsonFlagGiven(argv));
-    return 2;
-  }
-  // `subs help mcp login` is `subs mcp login --help` (commander's help command stops at one word).
-  if (argv[0] === "help") argv = [...argv.slice(1), "--help"];
-  // A command that printed its whole result may still end non-zero (e.g. `agent tools` with a
-  // connection unavailable); it reports that code here instead of throwing after its output.
-  // A mistake the parser catches ends before any action runs, so before setJson could.
-  let parseMistake: { message: string; path: string } | undefined;
-  const program = buildProgram(
-    ctx,
-    {
-      setJson: (json) => (jsonRequested = json),
-      setExitCode: (code) => (exitCode = code),
-      onParseMistake: (message, path) => (parseMistake = { message, path }),
-      servesUntilStopped: () => (endsOnSignal = true),
-    },
-    namedPath(argv),
-  );
-  if (argv[0] === "__complete") {
-    const { complete } = await import("./completion/complete.ts");
-    for (const candidate of complete(program, argv.slice(1), ctx)) ctx.stdout.write(`${candidate}\n`);
-    return 0;
-  }
-  // What ran, for an error without a hint of its own: its next step names this command.
-  let ran: Ran | undefined;
-  program.hook("preAction", async (_program, action) => {
-    const debug = Boolean(program.opts().debug) || debugFromEnv(ctx.env);
-    const config = (action.opts() as { config?: unknown }).config ?? (program.opts() as { config?: unknown }).config;
-    const configArgs = typeof config === "string" ? ["--config", shellWord(config)] : [];
-    const ranPath = commandPath(action);
-    const writes = WRITING_COMMANDS.has(ranPath) && !(action.opts() as { dryRun?: unknown }).dryRun;
-    ran = { path: ranPath, args: [...action.args.filter((a) => !a.startsWith("-")), ...configArgs], debug, writes };
-    if (debug) {
-      const { debugFetch } = await import("./output/debug-fetch.ts");
-      ctx.fetch = debugFetch(learningFetch(given.fetch, secrets), ctx.stderr, ctx.now, secrets);
-    }
-  });
-  // `subs` alone, or a group alone (`subs mcp`, `subs agent`), asked for nothing wrong: its help,
-  // as data on stdout, exit 0.
-  const words = commandWords(argv);
-  const onlyGlobal = argv.every((a, n) => words.includes(a) || a === "--debug" || a === "--config" || a.startsWith("--config=") || argv[n - 1] === "--config");
-  const group = words.length === 1 ? program.commands.find((c) => c.name() === words[0] && c.commands.length > 0) : undefined;
-  if (onlyGlobal && (words.length === 0 || group)) {
-    (group ?? program).outputHelp();
-    return 0;
-  }
-  try {
-    await program.parseAsync(argv as string[], { from: "user" });
-    // Ctrl-C came while the command wound down (e.g. cut its revocations short): still 130.
-    if (ctx.signal.aborted && !endsOnSignal) {
-      ctx.stderr.write("Interrupted.\n");
-      return 130;
-    }
-  } catch (error) {
-    if (error instanceof CommanderError) {
-      // --help and --version end here with exitCode 0; usage mistakes with 1, which is our 2.
-      if (error.exitCode === 0) return 0;
-      // --json promises an error object for every failure (docs/exit-codes.md, "Errors with `--json`").
-      if (parseMistake && jsonFlagGiven(argv)) ctx.stdout.write(JSON.stringify({ error: parseMistakeJson(parseMistake) }, null, 2) + "\n");
-      return 2;
-    }
-    if (ctx.signal.aborted && !(error instanceof SubsError && error.kind !== "interrupted")) {
-      // An interrupt that carries a report (what an apply did and did not do) still shows it.
-      if (error instanceof SubsError && error.details) renderError(ctx, error, jsonRequested);
-      ctx.stderr.write("Interrupted.\n");
-      return 130;
-    }
-    renderError(ctx, error, jsonRequested, ran);
-    exitCode = exitCodeFor(error);
-  }
-  return exitCode;
-}
-
-type ProgramHooks = {
-  setJson: (json: boolean) => void;
-  setExitCode: (code: number) => void;
-  /** The parser's own error text (e.g. "error: unknown option '--x'") and the command it is about. */
-  onParseMistake?: (message: string, path: string) => void;
-  /** The command serves until stopped: Ctrl-C or SIGTERM is its normal end (exit 0). */
-  servesUntilStopped?: () => void;
-};
-
-/** `--json` as a flag: before a `--`, after which every word is an argument. */
-function jsonFlagGiven(argv: readonly string[]): boolean {
-  const end = argv.indexOf("--");
-  return (end === -1 ? argv : argv.slice(0, end)).includes("--json");
-}
-
-/**
- * commander's "error: unknown option '--jsn'\n(Did you mean --json?)" in subs's own words: the
- * message, and a hint (issue 15: one style for suggestions, commander's included) that names the
- * suggestion as every other "did you mean" does, then the command's --help. Also the --json error object.
- */
-function parseMistakeJson({ message, path }: { message: string; path: string }): { code: "usage"; message: string; hint: string } {
-  const [first = "", ...rest] = message.trim().split("\n");
-  const help = `run \`${path} --help\` for its usage and examples`;
-  const meant = rest.map((line) => /^\(Did you mean (one of )?(.*)\?\)$/.exec(line.trim())).find((m) => m !== null);
-  // A command is named whole (`subs mcp list`), as the hints for habits name it.
-  const whole = (word: string) => (first.startsWith("error: unknown command") ? `${path} ${word}` : word);
-  const suggestion = meant ? `did you mean ${meant[1] ?? ""}${meant[2]!.split(", ").map((word) => `\`${whole(word)}\``).join(", ")}? ` : "";
-  return { code: "usage", message: first.replace(/^error: /, ""), hint: `${suggestion}${help}` };
-}
-
-/** A parse mistake on stderr, as renderError writes every other usage error. */
-function parseMistakeText(ctx: Context, mistake: { message: string; path: string }): string {
-  const style = styleFor(ctx.stderrColor);
-  const { message, hint } = parseMistakeJson(mistake);
-  return `${style.red("error:")} ${message}\n${style.dim("hint:")} ${hint}\n`;
-}
-
-/** The words before any `--`, options and the value of --config left out. */
-function commandWords(argv: readonly string[]): string[] {
-  const words: string[] = [];
-  for (let n = 0; n < argv.length && argv[n] !== "--"; n++) {
-    const arg = argv[n]!;
-    if (arg === "--config") n++;
-    else if (!arg.startsWith("-")) words.push(arg);
-  }
-  return words;
-}
-
-const LOGOUT_HINT = "there is no logout: `subs mcp remove <id>` disconnects it (or delete its [mcp.<id>] section; `subs apply` then deletes the credential)";
-const LOGOUT_WORDS = ["logout", "log-out", "signout", "sign-out", "disconnect", "deauth", "unauth", "revoke", "forget"];
-/** Words of other tools for what an `mcp` subcommand does. */
-const MCP_SYNONYMS: Record<string, string> = {
-  rm: "remove",
-  del: "remove",
-  delete: "remove",
-  unregister: "remove",
-  uninstall: "remove",
-  drop: "remove",
-  new: "add",
-  create: "add",
-  register: "add",
-  install: "add",
-  declare: "add",
-  ls: "list",
-  signin: "login",
-  "sign-in": "login",
-  "log-in": "login",
-  auth: "login",
-  authorize: "login",
-  authenticate: "login",
-};
-
-/** Levenshtein distance, for the few short words compared here. */
-function distance(a: string, b: string): number {
-  let row = Array.from({ length: b.length + 1 }, (_, n) => n);
-  for (let i = 1; i <= a.length; i++) {
-    const next = [i];
-    for (let j = 1; j <= b.length; j++) next[j] = Math.min(row[j]! + 1, next[j - 1]! + 1, row[j - 1]! + (a[i - 1] === b[j - 1] ? 0 : 1));
-    row = next;
-  }
-  return row[b.length]!;
-}
-
-const looksLikeLogout = (word: string) =>
-  LOGOUT_WORDS.includes(word) || (distance(word, "logout") <= 2 && distance(word, "logout") < distance(word, "login"));
-
-/** The usage error for a command typed from another tool's habits, else undefined (issue 15). */
-export function habitFor(argv: readonly string[]): SubsError | undefined {
-  if (argv[0] === "-v") return usage("unknown option '-v'", { hint: "`subs --version` (or `subs -V`) prints the version; `-v` is --verbose of `subs agent tools`" });
-  const [group, sub] = commandWords(argv);
-  if (group === undefined) return undefined;
-  if (group === "mcp") {
-    if (sub === undefined || (COMMAND_TREE.mcp ?? []).includes(sub)) return undefined;
-    if (looksLikeLogout(sub)) return usage(`unknown command 'mcp ${sub}'`, { hint: LOGOUT_HINT });
-    const meant = MCP_SYNONYMS[sub];
-    return meant ? usage(`unknown command 'mcp ${sub}'`, { hint: `did you mean \`subs mcp ${meant}\`? (\`subs mcp --help\` lists every command)` }) : undefined;
-  }
-  if (Object.hasOwn(COMMAND_TREE, group) || group === "help") return undefined;
-  if (group === "version") return usage("unknown command 'version'", { hint: "`subs --version` prints the version" });
-  if (looksLikeLogout(group)) return usage(`unknown command '${group}'`, { hint: LOGOUT_HINT });
-  const meant = (COMMAND_TREE.mcp ?? []).includes(group) ? group : MCP_SYNONYMS[group];
-  return meant ? usage(`unknown command '${group}'`, { hint: `did you mean \`subs mcp ${meant}\`? (\`subs --help\` lists every command)` }) : undefined;
-}
-
-/** Every command, by path; test/comfort.test.ts checks it against the tree buildProgram builds. */
-export const COMMAND_TREE: Readonly<Record<string, readonly string[]>> = {
-  init: [],
-  mcp: ["list", "login", "tools", "call", "proxy", "connect", "add", "remove", "import"],
-  apply: [],
-  completion: [],
-  schema: [],
-  agent: ["list", "tools", "serve", "connect"],
-};
-
-/**
- * The command argv names, when that is all the parser needs to see: `subs mcp list --json`
- * builds `mcp list` alone instead of all eleven commands (about 2 ms of every start-up, issue 6).
- * Commander still parses everything, so flags and errors are the same. The whole tree is built
- * whenever it is shown or searched: help, completion, an unknown command (for "did you mean"),
- * a group named without a known subcommand.
- */
-export function namedPath(argv: readonly string[]): string[] | undefined {
-  if (argv.some((a) => a === "-h" || a === "--help" || a === "help" || a === "__complete")) return undefined;
-  const words: string[] = [];
-  for (let n = 0; n < argv.length && words.length < 2; n++) {
-    const arg = argv[n]!;
-    if (!arg.startsWith("-")) words.push(arg);
-    else if (words.length === 0) {
-      // Before the command only the global --debug and --config may come; anything else is the parser's to judge.
-      if (arg === "--config") n++;
-      else if (arg !== "--debug" && !arg.startsWith("--config=")) return undefined;
-    }
-  }
-  const [group, command] = words;
-  if (group === undefined || !Object.hasOwn(COMMAND_TREE, group)) return undefined;
-  const subcommands = COMMAND_TREE[group]!;
-  return command !== undefined && subcommands.includes(command) ? [group, command] : [group];
-}
 
 // `subs agent connect` and `subs mcp connect` (src/connect/): the same flags, one for an agent, one for a connection.
 const CONNECT_TO = ["claude", "codex", "gemini", "cursor", "vscode", "claude-desktop"];
@@ -407,12 +179,7 @@ export function buildProgram(ctx: Context, { setJson, setExitCode, onParseMistak
           "subs mcp list --config ./deploy/substructure.toml",
         ]),
       )
-      .action(async (opts: { config?: string; json?: boolean; check?: boolean; timeout: string }) => {
-        setJson(Boolean(opts.json));
-        const timeoutSeconds = parseSeconds(opts.timeout);
-        const { mcpListCommand } = await import("./commands/mcp-list.ts");
-        setExitCode(await mcpListCommand(ctx, { ...configOf(opts), json: Boolean(opts.json), ...(opts.check ? { check: { timeoutSeconds } } : {}) }));
-      });
+      .action((opts: { config?: string; json?: boolean; check?: boolean; timeout: string }) => mcpListAction(ctx, { setJson, setExitCode }, { ...opts, ...configOf(opts) }));
   }
 
   if (mcp && wanted("mcp", "login")) {
@@ -836,32 +603,10 @@ export function buildProgram(ctx: Context, { setJson, setExitCode, onParseMistak
   }
 }
 
-/** SUBS_DEBUG=1 (or true): one meaning for both of its effects, so SUBS_DEBUG=0 turns neither on. */
-const debugFromEnv = (env: Context["env"]) => ["1", "true"].includes(env.SUBS_DEBUG ?? "");
-
-function commandPath(command: Command): string {
+export function commandPath(command: Command): string {
   const names: string[] = [];
   for (let c: Command | null = command; c; c = c.parent) names.unshift(c.name());
   return names.join(" ");
-}
-
-/** A usage mistake caught by the parser ends, like every error, with the next command to run. */
-function parsePort(value: string): number {
-  const port = Number(value);
-  if (!/^\d+$/.test(value) || !Number.isInteger(port) || port < 1 || port > 65535) throw usage(`--port must be a port number (1-65535), not ${JSON.stringify(value)}`);
-  return port;
-}
-
-function parseCount(value: string, flag: string): number {
-  const count = Number(value);
-  if (!/^\d+$/.test(value) || !(count >= 1) || !Number.isSafeInteger(count)) throw usage(`${flag} must be a whole number from 1, not ${JSON.stringify(value)}`);
-  return count;
-}
-
-function parseSeconds(value: string, flag = "--timeout"): number {
-  const seconds = Number(value);
-  if (!/^\d+(\.\d+)?$/.test(value) || !(seconds > 0)) throw usage(`${flag} must be a positive number of seconds, not ${JSON.stringify(value)}`);
-  return seconds;
 }
 
 /** Copies a key only when set, so options objects never carry `undefined` for absent flags. */
@@ -869,67 +614,3 @@ function pick<T extends object, K extends keyof T>(obj: T, key: K): Pick<T, K> |
   return obj[key] === undefined ? {} : ({ [key]: obj[key] } as Pick<T, K>);
 }
 
-/**
- * Every error ends with the next command to run (issue 8). Most carry their own hint; for the
- * rest: a usage mistake points at the command's --help, a failure at the same command with
- * --debug (every HTTP exchange, credentials redacted). Only on stderr: --json keeps its shape.
- */
-function fallbackHint(error: SubsError, ran: Ran | undefined): string | undefined {
-  if (!ran || error.code === "tool_error") return undefined;
-  if (error.kind === "usage") return `run \`${ran.path} --help\` for its usage and examples`;
-  if ((error.kind === "failed" || error.kind === "refused") && !ran.debug) {
-    // Positional arguments are ids and tool names; option values (--args JSON) are not repeated.
-    return `run \`${[ran.path, ...ran.args].join(" ")} --debug\` to see every HTTP exchange (credentials redacted)`;
-  }
-  return undefined;
-}
-
-/** What ran, once the parser chose a command. */
-type Ran = {
-  path: string;
-  args: string[];
-  debug: boolean;
-  /** The command would have changed a file, the db or a deployment (WRITING_COMMANDS, not --dry-run). */
-  writes: boolean;
-};
-
-/**
- * The commands that change something: only after one of them does "nothing was changed" tell the
- * person anything (issue 15). The others read, or write only a refreshed token on the way.
- */
-const WRITING_COMMANDS = new Set(["subs init", "subs mcp add", "subs mcp remove", "subs mcp import", "subs mcp login", "subs apply", "subs agent connect", "subs mcp connect"]);
-
-function renderError(ctx: Context, error: unknown, json: boolean, ran?: Ran): void {
-  const style = styleFor(ctx.stderrColor);
-  if (error instanceof ConfigError) {
-    for (const d of error.diagnostics) {
-      ctx.stderr.write(`${shown(formatDiagnostic(d))}\n`);
-      if (d.hint) ctx.stderr.write(`  ${style.dim("hint:")} ${shown(d.hint, { multiline: true })}\n`);
-    }
-    const n = error.diagnostics.length;
-    const what = error.kind === "refused" ? "refusal" : "error";
-    ctx.stderr.write(`${n} ${what}${n === 1 ? "" : "s"} in ${shown(error.diagnostics[0]?.file ?? "the file")}${ran?.writes ? "; nothing was changed" : ""}.\n`);
-  } else if (error instanceof SubsError) {
-    // Messages quote servers (an error_description, a JSON-RPC message, a deployment's words):
-    // shown, never interpreted, here whatever the code that built them did (issue 14, item 1).
-    ctx.stderr.write(`${style.red("error:")} ${shown(error.message)}\n`);
-    const hint = error.hint ?? fallbackHint(error, ran);
-    // A hint may be a list on its own lines (a deployment's allowed URLs); escapes still show.
-    if (hint) ctx.stderr.write(`${style.dim("hint:")} ${shown(hint, { multiline: true })}\n`);
-  } else {
-    // A bug, not a user error: say so without a stack trace (SUBS_DEBUG=1 shows it).
-    const message = error instanceof Error ? error.message : String(error);
-    ctx.stderr.write(`${style.red("error:")} unexpected: ${shown(message)}\n`);
-    if (debugFromEnv(ctx.env) && error instanceof Error && error.stack) ctx.stderr.write(`${shown(error.stack, { multiline: true })}\n`);
-  }
-  // A tool's own error result is already on stdout as the --json document (isError: true).
-  if (json && !(error instanceof SubsError && error.code === "tool_error")) {
-    const body =
-      error instanceof ConfigError
-        ? { code: error.code ?? "invalid_config", message: error.message, diagnostics: error.diagnostics }
-        : error instanceof SubsError
-          ? { code: error.code ?? error.kind, message: error.message, ...(error.hint ? { hint: error.hint } : {}), ...error.details }
-          : { code: "unexpected", message: error instanceof Error ? error.message : String(error) };
-    ctx.stdout.write(JSON.stringify({ error: body }, null, 2) + "\n");
-  }
-}

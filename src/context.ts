@@ -3,7 +3,6 @@
 
 import type { ChildProcess } from "node:child_process";
 import { fstatSync, realpathSync, statSync, writeSync } from "node:fs";
-import { mcpFetch } from "./http/mcp-fetch.ts";
 
 export type Output = { write(chunk: string): unknown };
 
@@ -257,6 +256,16 @@ export function fdOutput(fd: number, options: FdOutputOptions): Output {
   };
 }
 
+let mcpFetch: typeof globalThis.fetch | undefined;
+/**
+ * The process's fetch: MCP requests over node:http (src/http/mcp-fetch.ts), the rest through
+ * Node's fetch. Loaded on the first request: most runs (`subs mcp list`) make none.
+ */
+const processFetch: typeof globalThis.fetch = async (input, init) => {
+  mcpFetch ??= (await import("./http/mcp-fetch.ts")).mcpFetch(globalThis.fetch);
+  return mcpFetch(input, init);
+};
+
 /**
  * The context of the real process. `onBrokenPipe` runs when stdout's or stderr's reader has gone
  * (main.ts exits quietly: that is the reader's choice, not an error to report).
@@ -291,7 +300,7 @@ export async function processContext(signal: AbortSignal, onBrokenPipe: () => vo
     // bin/subs.cjs is the main script whenever main() runs; through a symlink (npm's bin link) its real path.
     installation: () => ({ node: process.execPath, subs: realpathSync(process.argv[1] ?? "") }),
     now: () => Date.now(),
-    fetch: mcpFetch(globalThis.fetch),
+    fetch: processFetch,
     openBrowser: (url) => defaultOpenBrowser(env, url, { signal }),
     signal,
   };

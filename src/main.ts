@@ -3,7 +3,7 @@
 // supervisor), abort the context's signal so a command can close its listener and leave nothing
 // half-written; a second one exits at once. Exit 130 after SIGINT, 143 (128 + 15) after SIGTERM.
 import { processContext } from "./context.ts";
-import { run } from "./cli.ts";
+import { run } from "./run.ts";
 
 export async function main(argv: readonly string[]): Promise<never> {
   // `subs … | head` closes the pipe early: that is the reader's choice, not an error to report.
@@ -29,6 +29,6 @@ export async function main(argv: readonly string[]): Promise<never> {
 
 // scripts/warm-code-cache.cjs runs commands in-process with these, so the V8 code cache written
 // at build time holds the functions real commands compile (issue 6). openStore seeds the db of a
-// long list, whose rows go through the compiled row schema, as real long lists do.
+// long list; loaded on that call, as a command loads the store, so start-up never initializes it.
 export { processContext, run };
-export { openStore } from "./store/store.ts";
+export const openStore = async (...options: Parameters<typeof import("./store/store.ts").openStore>) => (await import("./store/store.ts")).openStore(...options);

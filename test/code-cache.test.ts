@@ -273,6 +273,28 @@ test("a cache grows by each command it lacks, once: the first successful run of 
   assert.equal(commands(), "commands ,mcp list,agent tools");
 });
 
+test("a listing compiles and caches only the first group of the bundle; a group a sealed command compiles later is added to the cache", () => {
+  const sealLine = (prefix: string) => readFileSync(seal(), "latin1").split("\n").find((line) => line.startsWith(prefix));
+  const written = () => `${statSync(cache()).ino}:${statSync(cache()).ctimeMs}`;
+  unlinkSync(cache());
+  list();
+  assert.equal(sealLine("commands "), "commands mcp list");
+  const parts = () => sealLine("parts ")!.slice("parts ".length).split(",").map(Number);
+  const [first, ...others] = parts();
+  assert.ok(first! > 0, "the first group is in the cache");
+  assert.ok(others.length > 0 && others.every((length) => length === 0), `a listing never compiled another group: ${parts().join(",")}`);
+  // The same command, asking for its help: commander and the command tree are in the rest.
+  const help = () => spawnSync(process.execPath, [path.join(pkg, "bin", "subs.cjs"), "mcp", "list", "--help"], { cwd: project, encoding: "utf8", env });
+  assert.equal(help().status, 0);
+  assert.ok(parts().at(-1)! > 0, "the rest (the last group), compiled by a command the cache held, is added");
+  assert.equal(sealLine("commands "), "commands mcp list");
+  assert.equal(cacheAccepted(), true);
+  const grown = written();
+  assert.equal(help().status, 0);
+  list();
+  assert.equal(written(), grown, "runs the cache holds every group of leave it as it is");
+});
+
 test("a user who cannot write dist/ (a global install by root) runs from the cache root made, and writes none", { skip: NOT_ROOT }, () => {
   freshCache();
   chmodSync(pkg, 0o755);

@@ -243,3 +243,13 @@ test("every YAML block in the documents parses (the CI workflow a team copies), 
   assert.ok(runs.some((r) => /npm install -g substructure@\d/.test(r)), runs.join(" | "));
   assert.ok(runs.some((r) => /^subs apply --dry-run/.test(r)) && runs.some((r) => /^subs apply --json/.test(r)), runs.join(" | "));
 });
+
+test("docs/speed.md's benchmark table is the one `npm run bench:docs` makes from the results it quotes, never typed", async () => {
+  const { quotedRegion, speedRegion } = await import("../scripts/bench-docs.ts");
+  const { region, results } = quotedRegion(readFileSync(path.join(REPO, "docs", "speed.md"), "utf8"));
+  assert.equal(region, speedRegion(results));
+  // A figure typed into the table is caught.
+  const typed = region.replace(/\| (\d+)\.(\d) ms \|/, (_, whole: string, tenth: string) => `| ${whole}.${(Number(tenth) + 1) % 10} ms |`);
+  assert.notEqual(typed, region);
+  assert.notEqual(typed, speedRegion(quotedRegion(typed).results));
+});

@@ -5,13 +5,13 @@
 // time, with no stack trace and no "unexpected" error; where the right answer is known (a reserved
 // name, nesting past 64, a file over 1 MiB, JSON that is or is not an object) it is checked too.
 import assert from "node:assert/strict";
-import { mkdtempSync, readFileSync, writeFileSync } from "node:fs";
+import { mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { describe, test } from "node:test";
-import { CONFIG_MAX_BYTES } from "../src/config/read.ts";
-import { ensureBuilt, REPO, runCli, runInProcess, type RunResult } from "./support/cli.ts";
+import { ensureBuilt, runCli, runInProcess, type RunResult } from "./support/cli.ts";
 import { annotatedTool, startMcpServer } from "./support/mcp-server.ts";
+import { CONTROL, fileCase, RESERVED, UNICODE, type Expect } from "./support/file-cases.ts";
 import { picker, prng } from "./support/prng.ts";
 
 const FILE_CASES = 1000;
@@ -30,8 +30,6 @@ function checkMemory(batch: string) {
   assert.ok(rss < MAX_RSS_BYTES, `${batch}: rss ${Math.round(rss / 1024 ** 2)} MiB`);
 }
 
-type Expect = { codes: number[]; stderr?: RegExp };
-
 function checkRun(result: RunResult, expect: Expect, elapsed: number, context: string) {
   const where = `${context}\nexit ${result.code} after ${elapsed} ms\n${result.stderr.slice(0, 600)}`;
   assert.ok(expect.codes.includes(result.code), `expected exit ${expect.codes.join(" or ")}: ${where}`);
@@ -47,88 +45,7 @@ async function timed(argv: string[], cwd: string, env: Record<string, string> = 
   return [result, Math.round(performance.now() - started)];
 }
 
-// --- the file ---------------------------------------------------------------------------------
-
-const valid = [
-  readFileSync(path.join(REPO, "fixtures", "config", "valid-full.toml"), "utf8"),
-  readFileSync(path.join(REPO, "substructure.toml.example"), "utf8"),
-  '[mcp.a]\nurl = "https://a.example/mcp"\n[agent.x]\nmcp = ["a"]\n',
-];
-const RESERVED = ["__proto__", "constructor", "prototype"];
-const CONTROL = ["\u0000", "\u0001", "\u0007", "\b", "\t", "\u000b", "\f", "\r", "\u001b", "\u001b[2K", "\u001b]2;owned\u0007", "\u007f", "\u009b"];
-const UNICODE = ["ñandú", "日本", "🙂", "\u202e", "\u200b", "\u2028", "\ufeff", "\ud800", "ид", "e\u0301"];
-
-/** A file mutation and, when the outcome is certain, what the run must say. */
-type FileCase = { source: string | Buffer; expect?: Expect };
-
-function fileCase(p: ReturnType<typeof picker>): FileCase {
-  const base = p.pick(valid);
-  const lines = base.split("\n");
-  const at = p.int(lines.length + 1);
-  const depth = p.pick([66, 100, 1000, 10_000, 30_000]);
-  const dotted = (n: number) => Array.from({ length: n }, () => p.pick(["a", "b", '"q"'])).join(".");
-  const nested: FileCase = { source: "", expect: { codes: [2], stderr: /nested deeper than 64 levels/ } };
-  const mutations: Array<() => FileCase> = [
-    // bytes flipped anywhere, invalid UTF-8 included
-    () => {
-      const bytes = Buffer.from(base);
-      for (let k = 1 + p.int(8); k > 0; k--) bytes[p.int(bytes.length)] = p.int(256);
-      return { source: bytes };
-    },
-    () => ({ source: base.slice(0, p.int(base.length)) }),
-    () => ({ source: lines.filter((_, n) => n !== at).join("\n") }),
-    // a duplicated line: duplicate keys and tables
-    () => ({ source: [...lines.slice(0, at), lines[at] ?? "", ...lines.slice(at)].join("\n") }),
-    () => ({ source: `${base}\n${p.pick(lines.filter((l) => l.startsWith("[")))}\n`, expect: { codes: [2], stderr: /^substructure\.toml:\d+:\d+: invalid TOML/m } }),
-    // deep nesting of every kind
-    () => ({ ...nested, source: `${base}\nx = ${"[".repeat(depth)}${"]".repeat(depth)}\n` }),
-    () => ({ ...nested, source: `${base}\nx = ${"{ a = ".repeat(depth)}1${" }".repeat(depth)}\n` }),
-    () => ({ ...nested, source: `${base}\n[${dotted(depth)}]\n` }),
-    () => ({ ...nested, source: `${base}\n[[mcp.${dotted(depth)}]]\n` }),
-    () => ({ ...nested, source: `${dotted(depth)} = 1\n${base}` }),
-    // huge strings, keys and files
-    () => ({ source: `${base}\n[mcp.huge]\nurl = "https://example.com/${"x".repeat(p.int(CONFIG_MAX_BYTES - base.length - 64))}"\n` }),
-    () => ({ source: `${base}\n[mcp.${"k".repeat(1 + p.int(200_000))}]\nurl = "https://k.example/mcp"\n` }),
-    () => ({ source: `${base}\n# ${"z".repeat(CONFIG_MAX_BYTES)}\n`, expect: { codes: [2], stderr: /is larger than 1 MiB/ } }),
-    // control characters raw and escaped, in strings, keys and comments
-    () => {
-      const c = p.pick(CONTROL);
-      const cut = p.int(base.length);
-      return { source: base.slice(0, cut) + c + base.slice(cut) };
-    },
-    () => ({ source: base.replace(/"([^"\n]*)"/, (_, s: string) => `"${s}${p.pick(CONTROL)}"`) }),
-    () => ({ source: base.replace(/"([^"\n]*)"/, (_, s: string) => `"${s}\\u${p.pick(["0000", "001b", "007f", "202e", "2028", "0085"])}"`) }),
-    // unicode in ids, urls and names
-    () => ({ source: `${base}\n[mcp.${p.chance(0.5) ? p.pick(UNICODE) : `"${p.pick(UNICODE)}"`}]\nurl = "https://${p.pick(UNICODE)}.example/mcp"\n` }),
-    () => ({ source: `${base}\n[agent."${p.pick(UNICODE)}"]\nmcp = ["${p.pick(UNICODE)}"]\n` }),
-    // reserved names: always an error that says so
-    () => {
-      const name = p.pick(RESERVED);
-      const quoted = p.chance(0.3) ? `"${name}"` : name;
-      const source = p.pick([
-        `${base}\n[mcp.${quoted}]\nurl = "https://r.example/mcp"\n`,
-        `${base}\n[agent.${quoted}]\nmcp = []\n`,
-        `${quoted} = 1\n${base}`,
-        `${base}\n[mcp.r]\nurl = "https://r.example/mcp"\noauth = { ${quoted} = "x" }\n`,
-        `${base}\n[[mcp.r.${quoted}]]\n`,
-        `${base}\n[agent.r]\nmcp = [{ id = "a", tools = { ${quoted} = true } }]\n`,
-        `mcp.${quoted}.url = "https://r.example/mcp"\n${base}`,
-      ]);
-      return { source, expect: { codes: [2], stderr: new RegExp(`^substructure\\.toml:\\d+:\\d+: \`${name}\` is a reserved name`, "m") } };
-    },
-    // many tables naming what does not exist
-    () => {
-      const n = 200 + p.int(1500);
-      // Dotted keys at the top level: after a [table] of the base they would land inside it.
-      const parts: string[] = [];
-      for (let i = 0; i < n; i++) parts.push(`mcp.s${i}.url = "https://s.io"\nagent.g${i}.mcp = ["m${p.int(n)}"]\n`);
-      return { source: parts.join("\n"), expect: { codes: [2], stderr: /names connection `m\d+`, which is not declared/ } };
-    },
-    () => ({ source: base.replace(/\n/g, () => (p.chance(0.1) ? p.pick(["\r\n", "\r", "\n\n", " \\\n", "\u2028"]) : "\n")) }),
-    () => ({ source: base.replace(/"[^"\n]*"/, () => p.pick(['"', "'''", '"""', "1979-05-27T07:32:00Z", "inf", "-nan", "0x1F", "[]", "{}", "true", "1e400"])) }),
-  ];
-  return p.pick(mutations)();
-}
+// --- the file: test/support/file-cases.ts makes the cases --------------------------------------
 
 describe("fuzz: the file", () => {
   test(`${FILE_CASES} mutated files through mcp list --json and agent list (seed 0x14f1)`, async () => {

@@ -8,7 +8,7 @@ import type { ConnectionConfig } from "../config/types.ts";
 import type { Context } from "../context.ts";
 import { failed, needsLogin, SubsError } from "../errors.ts";
 import type { CredentialRow } from "../store/schema.ts";
-import { StoredClientSchema } from "../store/schema.ts";
+import { storedClientSchema } from "../store/schema.ts";
 import type { Store } from "../store/store.ts";
 import { clientRejected, dropRegistration, presentedClient, type CredentialClient } from "./client.ts";
 import { authorizationServerMetadata } from "./discovery.ts";
@@ -38,7 +38,7 @@ export function storedCredential(store: Store, connection: ConnectionConfig): Cr
 
 export function credentialClient(row: CredentialRow, storePath: string): CredentialClient {
   try {
-    return StoredClientSchema.parse(JSON.parse(row.client_json)) as CredentialClient;
+    return storedClientSchema().parse(JSON.parse(row.client_json)) as CredentialClient;
   } catch {
     throw failed(`the stored OAuth client of '${row.id}' in ${storePath} is corrupt`, { hint: `run \`subs mcp login ${row.id}\` to replace it` });
   }

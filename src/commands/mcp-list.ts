@@ -1,4 +1,4 @@
-import { loadConfig } from "../config/load.ts";
+import { readConfig } from "../config/parse.ts";
 import type { Context } from "../context.ts";
 import { writeJson } from "../output/json.ts";
 import { stderrReporter } from "../output/reporter.ts";
@@ -76,7 +76,7 @@ const UNDECLARED = "stored credential for an undeclared id · subs apply deletes
 
 /** Returns the exit code: 0, or with `--check` what checkExitCode says. */
 export async function mcpListCommand(ctx: Context, options: McpListOptions): Promise<number> {
-  const config = loadConfig({ configPath: options.config, env: ctx.env, cwd: ctx.cwd });
+  const config = await readConfig({ configPath: options.config, env: ctx.env, cwd: ctx.cwd });
   if (config.remote) {
     const { mcpListRemote } = await import("./mcp-list-remote.ts");
     return mcpListRemote(ctx, config, { json: options.json, ...(options.check ? { check: options.check } : {}) });

@@ -2,7 +2,7 @@
 // (issue 8). Editors that validate TOML against JSON Schema (Taplo / Even Better TOML) use it via
 // the `#:schema ./substructure.schema.json` directive at the top of the file.
 import * as z from "zod/mini";
-import { FileSchema, ID_PATTERN } from "./schema.ts";
+import { fileSchema, ID_PATTERN } from "./schema.ts";
 
 type JsonObject = { [key: string]: unknown };
 
@@ -14,7 +14,7 @@ const DESCRIPTIONS: Record<string, string> = {
 };
 
 export function substructureJsonSchema(): JsonObject {
-  const schema = z.toJSONSchema(FileSchema, { unrepresentable: "any", io: "input" }) as JsonObject;
+  const schema = z.toJSONSchema(fileSchema(), { unrepresentable: "any", io: "input" }) as JsonObject;
   const properties = schema.properties as Record<string, JsonObject>;
   for (const [key, description] of Object.entries(DESCRIPTIONS)) properties[key]!.description = description;
   const urls = [

@@ -1,32 +1,21 @@
+// Loading and validating substructure.toml in full: every rule, every problem reported at once as
+// file:line:col (zod's schema, reserved names, nesting, secrets, unsafe characters, references,
+// `db`). A file check.ts's walk accepts needs none of it past parse.ts; commands that can wait use
+// readConfig there, and load this module only for a file the walk does not accept.
 import path from "node:path";
-import { parse, TomlError } from "smol-toml";
 import type * as z from "zod/mini";
 import { ConfigError, type Diagnostic } from "../errors.ts";
 import { firstUnsafe, shown } from "../output/untrusted.ts";
+import { checkedFile } from "./check.ts";
 import { findConfigPath } from "./find.ts";
+import { configOf, MAX_DEPTH, parseToml, type LoadOptions, type Where } from "./parse.ts";
+import type { KeyPath } from "./positions.ts";
 import { readConfigFile } from "./read.ts";
-import { indexPositions, type KeyPath, type PositionIndex } from "./positions.ts";
 import { assertSecretDestinations } from "./secret-pins.ts";
-import { FileSchema, RESERVED_NAMES } from "./schema.ts";
-import type { AgentConfig, Config, ConnectionConfig } from "./types.ts";
+import { fileSchema, isSecretKey, RESERVED_NAMES, SECRET_KEYS, type FileShape } from "./schema.ts";
+import type { Config } from "./types.ts";
 
-/**
- * Keys that would hold a secret in the file. Secrets are only ever named by an environment
- * variable (`*_env`), so the file can be committed (connectors.md: "A `token` written in the
- * file is a parse error").
- */
-const SECRET_KEYS: Record<string, string> = {
-  token: "token_env",
-  client_secret: "client_secret_env",
-  access_token: "token_env",
-  refresh_token: "token_env",
-  password: "token_env",
-  secret: "token_env",
-  api_key: "token_env",
-};
-
-/** Whether the file refuses `key` wherever it is (a secret's name: SECRET_KEYS), so a name made for it must avoid it. */
-export const isSecretKey = (key: string) => Object.hasOwn(SECRET_KEYS, key);
+export { displayPathOf, MAX_DEPTH, type LoadOptions } from "./parse.ts";
 
 const KNOWN_KEYS: Array<[pattern: (p: KeyPath) => boolean, keys: string[]]> = [
   [(p) => p.length === 0, ["db", "remote", "mcp", "agent"]],
@@ -38,13 +27,6 @@ const KNOWN_KEYS: Array<[pattern: (p: KeyPath) => boolean, keys: string[]]> = [
   [(p) => p.length === 4 && p[0] === "agent" && p[2] === "mcp", ["id", "tools"]],
   [(p) => p.length === 5 && p[0] === "agent" && p[4] === "tools", ["include", "exclude", "read_only", "non_destructive", "idempotent"]],
 ];
-
-export type LoadOptions = {
-  /** --config */
-  configPath?: string | undefined;
-  env: Readonly<Record<string, string | undefined>>;
-  cwd: string;
-};
 
 export function loadConfig(options: LoadOptions): Config {
   const file = findConfigPath({ explicit: options.configPath, env: options.env, cwd: options.cwd });
@@ -59,44 +41,26 @@ export function loadConfigText(file: string, source: string, options: Pick<LoadO
   return config;
 }
 
-/** The config file's path as messages show it: relative to the working directory when inside it and shorter. */
-export function displayPathOf(file: string, cwd: string): string {
-  const relative = path.relative(cwd, file);
-  return relative && !relative.startsWith("..") && relative.length < file.length ? relative : file;
+/** Parses and validates a substructure.toml; every problem is reported at once as file:line:col. */
+export function parseConfig(source: string, where: Where): Config {
+  const parsed = parseToml(source, where);
+  // Nearly every file is valid: one walk says so (check.ts). Any other goes through every check
+  // below, which says what is wrong.
+  const data =
+    checkedFile(parsed.raw, parsed.dir) ??
+    fullCheck(parsed.raw, parsed.dir, (keyPath, message, hint) => {
+      const { line, col } = parsed.locate(keyPath);
+      return parsed.diagnostic(line, col, message, hint);
+    });
+  return configOf(data, parsed, where);
 }
 
-/** Parses and validates a substructure.toml; every problem is reported at once as file:line:col. */
-export function parseConfig(source: string, where: { path: string; cwd: string }): Config {
-  const displayPath = displayPathOf(where.path, where.cwd);
-  const diagnostic = (line: number, col: number, message: string, hint?: string): Diagnostic =>
-    hint === undefined ? { file: displayPath, line, col, message } : { file: displayPath, line, col, message, hint };
-
-  let raw: unknown;
-  try {
-    // smol-toml recurses into arrays and inline tables; the bound keeps that (and every walk of the
-    // result after it) far from the stack's limit (issue 14: 10,000 levels overflowed it).
-    raw = parse(source, { maxDepth: MAX_DEPTH });
-  } catch (error) {
-    if (error instanceof TomlError) {
-      const first = (error.message.split("\n")[0] ?? "").replace(/^Invalid TOML document:\s*/, "");
-      // smol-toml meets the line break of a string left open as a control character in it.
-      const lineEnd = /control characters are not allowed in strings/.test(first) && /^\r?\n/.test(source.split("\n")[error.line - 1]?.slice(error.column - 1) + "\n");
-      if (lineEnd) {
-        throw new ConfigError([diagnostic(error.line, error.column, "invalid TOML: this string is not closed before the end of the line", 'close it with the quote it opens with (a string of several lines opens and closes with """)')]);
-      }
-      const reason = /excessively nested/.test(first) ? `nested deeper than ${MAX_DEPTH} levels` : first;
-      throw new ConfigError([diagnostic(error.line, error.column, `invalid TOML: ${reason}`)]);
-    }
-    throw error;
-  }
-
-  let positions: PositionIndex | undefined;
-  const locate = (keyPath: KeyPath) => (positions ??= indexPositions(source)).locate(keyPath);
-  const at = (keyPath: KeyPath, message: string, hint?: string) => {
-    const { line, col } = locate(keyPath);
-    return diagnostic(line, col, message, hint);
-  };
-
+/**
+ * Every rule of the file, each problem as a diagnostic (`at` places it): reserved names, nesting,
+ * secrets and unsafe characters anywhere, zod's schema, cross-references, `db`. Throws them all at
+ * once; returns what the schema outputs when there are none.
+ */
+export function fullCheck(raw: unknown, dir: string, at: (keyPath: KeyPath, message: string, hint?: string) => Diagnostic): FileShape {
   // Dotted keys and table headers nest without recursion in the parser, so depth is checked on the
   // result too, before anything recursive walks it.
   const shape = checkShape(raw);
@@ -122,54 +86,19 @@ export function parseConfig(source: string, where: { path: string; cwd: string }
     );
   }
 
-  const parsed = FileSchema.safeParse(expandShorthands(raw));
+  const parsed = fileSchema().safeParse(expandShorthands(raw));
   if (!parsed.success) {
     for (const issue of parsed.error.issues) diagnostics.push(...issueDiagnostics(issue, at, secretPaths, raw));
   }
   diagnostics.push(...crossReferenceDiagnostics(raw, at));
-  diagnostics.push(...dbPathDiagnostics(raw, path.dirname(path.resolve(where.path)), at));
+  diagnostics.push(...dbPathDiagnostics(raw, dir, at));
 
   if (diagnostics.length > 0) {
     diagnostics.sort((a, b) => a.line - b.line || a.col - b.col);
     throw new ConfigError(diagnostics);
   }
-  const data = parsed.data!;
-  const dir = path.dirname(where.path);
-  const connections: ConnectionConfig[] = Object.entries(data.mcp).map(([id, c]) => ({
-    id,
-    url: c.url,
-    prefixTools: c.prefix_tools,
-    ...(c.auth ? { auth: { tokenEnv: c.auth.token_env } } : {}),
-    ...(c.oauth
-      ? {
-          oauth: {
-            ...(c.oauth.client_id !== undefined ? { clientId: c.oauth.client_id } : {}),
-            ...(c.oauth.client_secret_env !== undefined ? { clientSecretEnv: c.oauth.client_secret_env } : {}),
-            ...(c.oauth.client_metadata_url !== undefined ? { clientMetadataUrl: c.oauth.client_metadata_url } : {}),
-            ...(c.oauth.scopes !== undefined ? { scopes: c.oauth.scopes } : {}),
-          },
-        }
-      : {}),
-  }));
-  const agents: AgentConfig[] = Object.entries(data.agent).map(([name, a]) => ({
-    name,
-    mcp: a.mcp.map((entry) => (entry.tools ? { id: entry.id, tools: entry.tools } : { id: entry.id })),
-    tools: a.tools,
-    agents: a.agents,
-  }));
-  return {
-    path: where.path,
-    displayPath,
-    dbPath: path.resolve(dir, data.db),
-    ...(data.remote ? { remote: { url: data.remote.url, tokenEnv: data.remote.token_env } } : {}),
-    connections,
-    agents,
-    locate,
-  };
+  return parsed.data!;
 }
-
-/** How deep tables and arrays may nest: the deepest real path, [agent.x.mcp[0].tools.include[0]], has 6. */
-export const MAX_DEPTH = 64;
 
 /**
  * One iterative pass over the parsed file: the first path deeper than MAX_DEPTH, and every reserved
@@ -232,7 +161,7 @@ export function scanFile(value: unknown): FileScan {
     for (let n = 0; n < keys.length; n++) {
       const key = keys[n]!;
       at.push(key);
-      if (Object.hasOwn(SECRET_KEYS, key)) scan.secretPaths.push([...at]);
+      if (isSecretKey(key)) scan.secretPaths.push([...at]);
       const bad = firstUnsafe(key);
       if (bad) scan.unsafe.push({ keyPath: [...at], form: bad.form, inKey: true });
       walk((v as Record<string, unknown>)[key]);

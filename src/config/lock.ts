@@ -58,7 +58,9 @@ export type LockOptions = {
  */
 export async function withConfigLock<T>(file: string, options: LockOptions, edit: () => T | Promise<T>): Promise<T> {
   const target = lockedPath(file);
-  const { lock } = await import("proper-lockfile");
+  // A CommonJS package: its functions are on its module.exports, `default` here (as Node's own
+  // import() gives it, and the bundle, whose chunks give such a package as `default` only).
+  const { lock } = (await import("proper-lockfile")).default;
   const state: { compromised?: Error } = {};
   const started = Date.now();
   let told = false;

@@ -1,28 +1,15 @@
 // The one schema of substructure.toml (product.md, "The file"). Cross-references between
 // sections (agents naming connections) are checked in load.ts, where every section is known.
-// zod/mini: the same validation as classic zod for a fraction of its start-up cost, and every
-// command loads this file (issue 6).
+// zod/mini: the same validation as classic zod for a fraction of its start-up cost. Every command
+// loads this file, and a valid file is accepted by check.ts's walk without zod, so the schema is
+// built only when a file needs the full check (fileSchema()): building it cost about 1 ms of every
+// start-up.
 import * as z from "zod/mini";
-import { firstUnsafe } from "../output/untrusted.ts";
+import { lazily } from "../lazy.ts";
+import { ENV_NAME_PATTERN, ID_PATTERN, isValidName, SCOPE_PATTERN, urlProblem } from "./rules.ts";
 
-export const ID_PATTERN = /^[a-z0-9_-]+$/;
-/** A connection id or agent name: ID_PATTERN, and never "__" (it separates id and tool name). */
-export const isValidName = (name: string): boolean => ID_PATTERN.test(name) && !name.includes("__");
-export const ENV_NAME_PATTERN = /^[A-Za-z_][A-Za-z0-9_]*$/;
-
-/**
- * Names that mean something to JavaScript objects: as a key they would be dropped or reach a
- * prototype (`[mcp.__proto__]` was once silently ignored), so the file refuses them wherever
- * they are written (load.ts), and nothing subs writes uses one.
- */
-export const RESERVED_NAMES: ReadonlySet<string> = new Set(["__proto__", "constructor", "prototype"]);
-
-/** Why `id` cannot be a new connection's id, or undefined (for `subs mcp add` and `subs init`). */
-export function idProblem(id: string): string | undefined {
-  if (!isValidName(id)) return `\`${id}\` is not a connection id: lowercase letters, digits, '-' and '_', never "__"`;
-  if (RESERVED_NAMES.has(id)) return `\`${id}\` is a reserved name (JavaScript gives it a meaning of its own); choose another id`;
-  return undefined;
-}
+// The rules themselves, for whoever imports them from here.
+export * from "./rules.ts";
 
 const id = (what: string) =>
   z.string().check(
@@ -41,55 +28,9 @@ const id = (what: string) =>
     }),
   );
 
-const envName = z.string().check(
-  z.regex(ENV_NAME_PATTERN, { error: "must name an environment variable (letters, digits and '_', not starting with a digit)" }),
-);
 
-const LOOPBACK_HOSTS = new Set(["localhost", "127.0.0.1", "[::1]", "::1"]);
-export function isLoopbackHost(hostname: string): boolean {
-  return LOOPBACK_HOSTS.has(hostname) || /^127(\.\d{1,3}){3}$/.test(hostname);
-}
-
-/**
- * `https://` then a host of letters, digits, '.' and '-', an optional port, then the end or a
- * path, query or fragment. Such a value has no userinfo: the URL parser reads credentials only
- * from an '@' before the first '/', '\\', '?' or '#' after the slashes, and this host cannot hold
- * one, nor a further slash, tab or newline that the parser would skip or drop.
- */
-const PLAIN_HTTPS = /^https:\/\/[A-Za-z0-9.-]+(?::[0-9]+)?(?:[/?#]|$)/;
-
-/** Checks an endpoint URL. Values are never echoed: a URL may carry a secret in its query. */
-export function urlProblem(value: string, { httpsOnly = false } = {}): string | undefined {
-  // Nearly every url is a plain https one, and the check runs for every connection on every
-  // command: URL.canParse answers it at a third of the cost of building a URL (issue 6). When it
-  // parses, such a value is https without credentials, so it passes every rule below.
-  if (PLAIN_HTTPS.test(value) && URL.canParse(value)) return undefined;
-  return parsedUrlProblem(value, httpsOnly);
-}
-
-/**
- * Why `url` cannot be written into the file as a new connection's, or undefined: urlProblem's
- * rules, and none of the characters the file refuses in any string (load.ts: controls, DEL, C1,
- * bidi controls, lone surrogates), which TOML cannot even hold raw and would fail the edited file.
- */
-export function newUrlProblem(url: string): string | undefined {
-  return urlProblem(url) ?? (firstUnsafe(url) ? "holds a control or invisible character" : undefined);
-}
-
-/** The rules of urlProblem, always through `new URL` (test/url-problem.test.ts holds the fast path to them). */
-export function parsedUrlProblem(value: string, httpsOnly: boolean): string | undefined {
-  let url: URL;
-  try {
-    url = new URL(value);
-  } catch {
-    return "is not a valid URL";
-  }
-  if (url.protocol !== "https:" && url.protocol !== "http:") return "must be an http(s) URL";
-  if (url.username || url.password) return "must not carry credentials (user:password@); name them with an *_env key";
-  if (url.protocol === "http:" && (httpsOnly || !isLoopbackHost(url.hostname)))
-    return httpsOnly ? "must use https" : "must use https (plain http is allowed only to 127.0.0.1, [::1] or localhost)";
-  return undefined;
-}
+const envName = () =>
+  z.string().check(z.regex(ENV_NAME_PATTERN, { error: "must name an environment variable (letters, digits and '_', not starting with a digit)" }));
 
 // z.check, not z.superRefine: the same issue pushed on the same payload, without the wrapper
 // superRefine adds around it on every call (issue 6: this runs for every connection).
@@ -103,44 +44,43 @@ const httpUrl = (opts: { httpsOnly?: boolean } = {}) =>
 
 const nonEmpty = () => z.string().check(z.minLength(1));
 
-export const McpToolsFilterSchema = z.strictObject({
-  include: z.optional(z.array(nonEmpty())),
-  exclude: z.optional(z.array(nonEmpty())),
-  read_only: z.optional(z.boolean()),
-  non_destructive: z.optional(z.boolean()),
-  idempotent: z.optional(z.boolean()),
-});
+const mcpToolsFilterSchema = () =>
+  z.strictObject({
+    include: z.optional(z.array(nonEmpty())),
+    exclude: z.optional(z.array(nonEmpty())),
+    read_only: z.optional(z.boolean()),
+    non_destructive: z.optional(z.boolean()),
+    idempotent: z.optional(z.boolean()),
+  });
 
-// RFC 6749 §3.3: scope-token = 1*( %x21 / %x23-5B / %x5D-7E )
-const scope = z.string().check(z.regex(/^[\x21\x23-\x5B\x5D-\x7E]+$/, { error: "is not a valid OAuth scope" }));
-
-export const ConnectionSchema = z.strictObject({
-  url: httpUrl(),
-  auth: z.optional(z.strictObject({ token_env: envName })),
-  oauth: z.optional(
-    z.strictObject({
-      client_id: z.optional(nonEmpty()),
-      client_secret_env: z.optional(envName),
-      client_metadata_url: z.optional(httpUrl({ httpsOnly: true })),
-      scopes: z.optional(z.array(scope)),
-    }),
-  ),
-  prefix_tools: z._default(z.boolean(), true),
-});
+const connectionSchema = () =>
+  z.strictObject({
+    url: httpUrl(),
+    auth: z.optional(z.strictObject({ token_env: envName() })),
+    oauth: z.optional(
+      z.strictObject({
+        client_id: z.optional(nonEmpty()),
+        client_secret_env: z.optional(envName()),
+        client_metadata_url: z.optional(httpUrl({ httpsOnly: true })),
+        scopes: z.optional(z.array(z.string().check(z.regex(SCOPE_PATTERN, { error: "is not a valid OAuth scope" })))),
+      }),
+    ),
+    prefix_tools: z._default(z.boolean(), true),
+  });
 
 /** `mcp = ["sentry"]` is shorthand for `mcp = [{ id = "sentry" }]`; load.ts expands it first. */
-const AgentMcpEntrySchema = z.strictObject({ id: z.string(), tools: z.optional(McpToolsFilterSchema) });
+const agentSchema = () =>
+  z.strictObject({
+    mcp: z._default(z.array(z.strictObject({ id: z.string(), tools: z.optional(mcpToolsFilterSchema()) })), []),
+    tools: z._default(z.array(nonEmpty()), []),
+    agents: z._default(z.array(z.string()), []),
+  });
 
-export const AgentSchema = z.strictObject({
-  mcp: z._default(z.array(AgentMcpEntrySchema), []),
-  tools: z._default(z.array(nonEmpty()), []),
-  agents: z._default(z.array(z.string()), []),
-});
-
-export const RemoteSchema = z.strictObject({
-  url: httpUrl(),
-  token_env: z._default(envName, "SUBSTRUCTURE_TOKEN"),
-});
+const remoteSchema = () =>
+  z.strictObject({
+    url: httpUrl(),
+    token_env: z._default(envName(), "SUBSTRUCTURE_TOKEN"),
+  });
 
 /**
  * The `[<section>.<name>]` tables: names checked by `id`, each value by `value`. A record whose key
@@ -170,12 +110,16 @@ function namedTables<V extends z.ZodMiniType>(what: string, value: V) {
   );
 }
 
-export const FileSchema = z.strictObject({
-  db: z._default(nonEmpty(), "substructure.db"),
-  remote: z.optional(RemoteSchema),
-  mcp: z._default(namedTables("a connection id", ConnectionSchema), {}),
-  agent: z._default(namedTables("an agent name", AgentSchema), {}),
-});
+const buildFileSchema = () =>
+  z.strictObject({
+    db: z._default(nonEmpty(), "substructure.db"),
+    remote: z.optional(remoteSchema()),
+    mcp: z._default(namedTables("a connection id", connectionSchema()), {}),
+    agent: z._default(namedTables("an agent name", agentSchema()), {}),
+  });
 
-export type FileShape = z.output<typeof FileSchema>;
-export type McpToolsFilter = z.output<typeof McpToolsFilterSchema>;
+/** The schema of the whole file, built on first use (see the top of this file). */
+export const fileSchema = lazily(buildFileSchema);
+
+export type FileShape = z.output<ReturnType<typeof buildFileSchema>>;
+export type McpToolsFilter = z.output<ReturnType<typeof mcpToolsFilterSchema>>;

@@ -1,8 +1,7 @@
 // Deciding what `subs mcp import` declares (issue 15): for each server found, a connection to add,
 // one the file already has, or a reason to skip it; never a secret carried over. Pure: the caller
 // reads the files before and writes after.
-import { isSecretKey } from "../config/load.ts";
-import { ENV_NAME_PATTERN, idProblem, newUrlProblem } from "../config/schema.ts";
+import { ENV_NAME_PATTERN, idProblem, isSecretKey, newUrlProblem } from "../config/schema.ts";
 import { firstUnsafe } from "../output/untrusted.ts";
 import { CLIENT_TITLES, type ClientName, type FoundOAuth, type FoundServer, type Header, type LeftOut, type Scope } from "./types.ts";
 import { bearerPart, looksLikeCredential, referenceIn, suggestedVariable } from "./values.ts";

@@ -69,8 +69,12 @@ export function shown(text: string, options: ShownOptions = {}): string {
   return `${out}…`;
 }
 
-/** Whether `text` holds any character `shown` would escape (for refusing such strings in the file). */
+/** Whether `text` holds any character `shown` would escape: one test of the text, for every string of the file on every run. */
+export const hasUnsafe = (text: string): boolean => UNSAFE.test(text);
+
+/** The first character `shown` would escape in `text`, with its visible form (for refusing such strings in the file). */
 export function firstUnsafe(text: string): { index: number; form: string } | undefined {
+  if (!UNSAFE.test(text)) return undefined;
   let index = 0;
   for (const char of text) {
     const form = visible(char, false);

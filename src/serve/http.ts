@@ -88,6 +88,8 @@ export const MCP_PATH = "/mcp";
 /** What the SDK's own transport reads at most (requestBody.js, DEFAULT_MAX_REQUEST_BODY_SIZE). */
 const MAX_BODY_BYTES = 4 * 1024 * 1024;
 const CLOSE_GRACE_MS = 5000;
+/** `host[:port]`: a name or IPv4 address, or an IPv6 address in brackets, and an optional port. */
+const HOST_FORM = /^(?:[A-Za-z0-9.-]+|\[[0-9A-Fa-f:.]+\])(?::\d{1,5})?$/;
 /** Host and Origin hostnames a loopback server answers to (URL.hostname spelling). */
 const LOOPBACK_HOSTNAMES = new Set(["localhost", "127.0.0.1", "[::1]"]);
 
@@ -426,6 +428,9 @@ async function loopbackAddress(host: string): Promise<string> {
 function foreignHostOrOrigin(req: IncomingMessage): string | undefined {
   const hostHeader = req.headers.host;
   if (!hostHeader) return "Forbidden: missing Host header";
+  // A Host is `host[:port]` (RFC 9110 §7.2): anything else (`evil.example@localhost`, which URL
+  // parsing would read as user info before a loopback host) is not read as a host at all.
+  if (!HOST_FORM.test(hostHeader)) return "Forbidden: the Host header is not a host and port";
   if (!LOOPBACK_HOSTNAMES.has(hostnameOf(`http://${hostHeader}`) ?? "")) return "Forbidden: the Host header does not name this loopback server";
   const origin = req.headers.origin;
   if (origin !== undefined) {

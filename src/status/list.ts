@@ -21,7 +21,7 @@ export async function listLocalConnections(options: {
   now: number;
   reporter: Reporter;
 }): Promise<LocalListing> {
-  const opened = await openEnvironmentStore(options.config, { create: false, reporter: options.reporter });
+  const opened = await openEnvironmentStore(options.config, { create: false, readsOnly: true, reporter: options.reporter });
   let rows: ReturnType<typeof storedRows> = { credentials: [], open: [] };
   if (opened) {
     try {

@@ -13,8 +13,8 @@ export type EnvironmentStore = { store: Store };
  * an id meanwhile, so its credential is never used. Returns undefined when there is no db and
  * `create` is false.
  */
-export async function openEnvironmentStore(config: Config, options: { create: boolean; reporter: Reporter }): Promise<EnvironmentStore | undefined> {
-  const opened = await openStore({ dbPath: config.dbPath, create: options.create, expectRows: config.connections.length, root: path.dirname(config.path) });
+export async function openEnvironmentStore(config: Config, options: { create: boolean; reporter: Reporter; readsOnly?: boolean }): Promise<EnvironmentStore | undefined> {
+  const opened = await openStore({ dbPath: config.dbPath, create: options.create, root: path.dirname(config.path), ...(options.readsOnly ? { readsOnly: true } : {}) });
   if (!opened) return undefined;
   for (const warning of opened.warnings) options.reporter.warn(warning);
   if (opened.created) {

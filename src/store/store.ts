@@ -2,17 +2,12 @@ import { closeSync, constants, fchmodSync, fstatSync, lstatSync, mkdirSync, open
 import path from "node:path";
 import type BetterSqlite3 from "better-sqlite3";
 import { failed, refused } from "../errors.ts";
-import {
-  ClientRowSchema,
-  CredentialRowSchema,
-  MIGRATIONS,
-  OpenConnectionRowSchema,
-  StoredClientSchema,
-  type ClientRow,
-  type CredentialRow,
-  type OpenConnectionRow,
-  type StoredClient,
-} from "./schema.ts";
+import { MIGRATIONS } from "./migrations.ts";
+import { checkedCredentialRow, checkedOpenConnectionRow } from "./row-check.ts";
+import type { ClientRow, CredentialRow, OpenConnectionRow, StoredClient } from "./schema.ts";
+
+/** zod's row schemas (schema.ts): what a store checks its writes and a refused row with. */
+type RowSchemas = typeof import("./schema.ts");
 
 /** Long enough to outwait a running engine's write, short enough to fail clearly (issue 7). */
 export const BUSY_TIMEOUT_MS = 5000;
@@ -21,13 +16,16 @@ export type OpenOptions = {
   dbPath: string;
   /** Create the db when it does not exist (commands that only read pass false). */
   create: boolean;
-  /** Rows the caller expects to list (the declared connections); a long list is validated by the compiled schema. */
-  expectRows?: number;
   /**
    * The directory of substructure.toml: the db's directory must lead nowhere outside it, through
    * a symlink or otherwise (issue 14). Defaults to the db's own directory.
    */
   root?: string;
+  /**
+   * The caller only lists what is stored (`subs mcp list`): the rows are checked by row-check.ts
+   * alone, and zod's row schemas, which a store needs to write, are not loaded (about 1 ms).
+   */
+  readsOnly?: boolean;
 };
 
 /** `warnings`: what was fixed on the way (a db or WAL file others could read, now 0600); the caller reports them. */
@@ -74,12 +72,7 @@ export async function openStore(options: OpenOptions): Promise<Opened | undefine
     }
   }
   const checked = checkDb(dbPath, warnings);
-  const [{ default: Database }] = await Promise.all([
-    import("better-sqlite3"),
-    (options.expectRows ?? 0) >= COMPILE_FROM_ROWS && !compiledCredentialRow
-      ? import("./compiled-row.ts").then((m) => (compiledCredentialRow = m.CompiledCredentialRowSchema))
-      : undefined,
-  ]);
+  const [{ default: Database }, schemas] = await Promise.all([import("better-sqlite3"), options.readsOnly ? undefined : import("./schema.ts")]);
   let db: BetterSqlite3.Database;
   try {
     db = new Database(dbPath, { timeout: BUSY_TIMEOUT_MS });
@@ -103,7 +96,7 @@ export async function openStore(options: OpenOptions): Promise<Opened | undefine
   }
   const key = fileKey(checked);
   liveFiles.set(key, (liveFiles.get(key) ?? 0) + 1);
-  return { store: new Store(db, dbPath, () => liveFiles.set(key, liveFiles.get(key)! - 1)), created, warnings: [...new Set(warnings)] };
+  return { store: new Store(db, dbPath, () => liveFiles.set(key, liveFiles.get(key)! - 1), schemas), created, warnings: [...new Set(warnings)] };
 }
 
 /**
@@ -179,7 +172,7 @@ function realpathOfNearest(dir: string, dbPath: string): string {
   const missing: string[] = [];
   for (let at = path.resolve(dir); ; at = path.dirname(at)) {
     try {
-      return path.join(realpathSync(at), ...missing.reverse());
+      return path.join(realpathSync.native(at), ...missing.reverse());
     } catch (error) {
       if ((error as NodeJS.ErrnoException).code !== "ENOENT" || path.dirname(at) === at) throw dbError(dbPath, error);
       missing.push(path.basename(at));
@@ -310,15 +303,6 @@ export function dbError(dbPath: string, error: unknown) {
   return failed(`${name}: ${message}`, { cause: error });
 }
 
-/**
- * CredentialRowSchema compiled (compiled-row.ts), once a caller has said it expects a long list.
- * Compiling costs a few ms up front and saves tens of µs a row on first call; run from the code
- * cache, `subs mcp list --json` measured (interleaved, 25 runs) 2.5 ms slower compiled at 10
- * rows, 1 ms faster at 50, 3 ms at 100, 11 ms at 200 (issue 6), so lists from 50 rows compile.
- */
-let compiledCredentialRow: typeof CredentialRowSchema | undefined;
-const COMPILE_FROM_ROWS = 50;
-
 const credentialNamed = (id: string) => `the stored credential for ${id}`;
 const openConnectionNamed = (id: string) => `what is stored for ${id}`;
 
@@ -327,7 +311,15 @@ export class Store {
     private readonly db: BetterSqlite3.Database,
     readonly path: string,
     private readonly onClose: () => void = () => {},
+    /** Absent for a store opened readsOnly. */
+    private readonly schemas?: RowSchemas,
   ) {}
+
+  /** The row schemas writes and stored clients are checked with; a store opened readsOnly has none, and only lists. */
+  private get rowSchemas(): RowSchemas {
+    if (!this.schemas) throw new Error("a store opened to list what is stored has no row schemas");
+    return this.schemas;
+  }
 
   private run<T>(fn: () => T): T {
     try {
@@ -337,14 +329,18 @@ export class Store {
     }
   }
 
-  private credential(row: unknown, schema: typeof CredentialRowSchema = CredentialRowSchema): CredentialRow {
-    return this.valid(row, schema, credentialNamed);
+  /** A row read back: the hand-written check passes nearly every one; the schema, when loaded, says the rest. */
+  private credential(row: unknown): CredentialRow {
+    return checkedCredentialRow(row) ?? this.valid(row, this.schemas?.credentialRowSchema(), credentialNamed);
   }
 
-  /** A row read back, checked by `schema`; a corrupt one is an error naming its connection, never "logged out". */
-  private valid<T>(row: unknown, schema: { safeParse(row: unknown): { success: true; data: T } | { success: false } }, what: (id: string) => string): T {
-    const parsed = schema.safeParse(row);
-    if (parsed.success) return parsed.data;
+  /**
+   * A row its hand-written check refused, checked by `schema` (which refuses it too: test/store.test.ts
+   * holds the two to each other); a corrupt row is an error naming its connection, never "logged out".
+   */
+  private valid<T>(row: unknown, schema: { safeParse(row: unknown): { success: true; data: T } | { success: false } } | undefined, what: (id: string) => string): T {
+    const parsed = schema?.safeParse(row);
+    if (parsed?.success) return parsed.data;
     const id = (row as { id?: unknown })?.id;
     throw failed(`${path.basename(this.path)}: ${what(typeof id === "string" ? `'${id}'` : "a connection")} is corrupt`, {
       hint: typeof id === "string" ? `run \`subs mcp login ${id}\` to replace it` : `move ${this.path} aside and log in again`,
@@ -353,8 +349,7 @@ export class Store {
 
   listCredentials(): CredentialRow[] {
     const rows = this.run(() => this.db.prepare("SELECT * FROM subs_credentials ORDER BY id").all());
-    const schema = compiledCredentialRow ?? CredentialRowSchema;
-    return rows.map((row) => this.credential(row, schema));
+    return rows.map((row) => this.credential(row));
   }
 
   getCredential(id: string): CredentialRow | undefined {
@@ -364,7 +359,7 @@ export class Store {
 
   /** Stores the credential; it supersedes a finding that the server needed none (one transaction). */
   putCredential(row: CredentialRow): void {
-    const valid = CredentialRowSchema.parse(row);
+    const valid = this.rowSchemas.credentialRowSchema().parse(row);
     this.run(() =>
       this.db
         .transaction(() => {
@@ -413,7 +408,7 @@ export class Store {
 
   /** Records that `row.id`'s server answered without a credential; a stored credential for it goes (one transaction). */
   putOpenConnection(row: OpenConnectionRow): void {
-    const valid = OpenConnectionRowSchema.parse(row);
+    const valid = this.rowSchemas.openConnectionRowSchema().parse(row);
     this.run(() =>
       this.db
         .transaction(() => {
@@ -432,7 +427,7 @@ export class Store {
    * process finished meanwhile. Returns whether it was recorded.
    */
   putOpenConnectionUnlessLoggedIn(row: OpenConnectionRow): boolean {
-    const valid = OpenConnectionRowSchema.parse(row);
+    const valid = this.rowSchemas.openConnectionRowSchema().parse(row);
     return this.run(() =>
       this.db
         .transaction(() => {
@@ -447,20 +442,20 @@ export class Store {
   }
 
   private openConnection(row: unknown): OpenConnectionRow {
-    return this.valid(row, OpenConnectionRowSchema, openConnectionNamed);
+    return checkedOpenConnectionRow(row) ?? this.valid(row, this.schemas?.openConnectionRowSchema(), openConnectionNamed);
   }
 
   getClient(issuer: string): StoredClient | undefined {
     const row = this.run(() => this.db.prepare("SELECT * FROM subs_clients WHERE issuer = ?").get(issuer));
     if (row === undefined) return undefined;
-    return parseClient(ClientRowSchema.parse(row), this.path);
+    return parseClient(this.rowSchemas.clientRowSchema().parse(row), this.path, this.rowSchemas);
   }
 
   putClient(issuer: string, client: StoredClient, now: number): void {
     this.run(() =>
       this.db
         .prepare("INSERT INTO subs_clients (issuer, client_json, created_at) VALUES (?, ?, ?) ON CONFLICT (issuer) DO UPDATE SET client_json = excluded.client_json, created_at = excluded.created_at")
-        .run(issuer, JSON.stringify(StoredClientSchema.parse(client)), now),
+        .run(issuer, JSON.stringify(this.rowSchemas.storedClientSchema().parse(client)), now),
     );
   }
 
@@ -506,9 +501,9 @@ export class Store {
   }
 }
 
-export function parseClient(row: ClientRow | { client_json: string }, dbPath: string): StoredClient {
+function parseClient(row: ClientRow | { client_json: string }, dbPath: string, schemas: RowSchemas): StoredClient {
   try {
-    return StoredClientSchema.parse(JSON.parse(row.client_json));
+    return schemas.storedClientSchema().parse(JSON.parse(row.client_json));
   } catch {
     throw failed(`${path.basename(dbPath)}: a stored OAuth client registration is corrupt`, { hint: `move ${dbPath} aside and log in again` });
   }

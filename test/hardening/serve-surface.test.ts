@@ -159,6 +159,10 @@ describe("--http as an attacker meets it (subs mcp proxy and subs agent serve, t
         `0.0.0.0:${port}`,
         `[::]:${port}`,
         `localhost@evil.example.com:${port}`,
+        // Read by URL parsing as user info before a loopback host: not a Host at all.
+        `evil.example.com:${port}@localhost`,
+        `evil.example.com@127.0.0.1:${port}`,
+        `127.0.0.1:${port}/path`,
       ];
       for (const host of hosts) {
         for (const headers of [{ ...auth, Host: host }, { Host: host }] as Array<Record<string, string>>) {
