@@ -3,7 +3,7 @@ import path from "node:path";
 import { loadConfig } from "../config/load.ts";
 import type { Context } from "../context.ts";
 import { ErrorCode } from "@modelcontextprotocol/sdk/types.js";
-import { closestNames } from "../config/load.ts";
+import { closestNames } from "../config/closest.ts";
 import { failed, usage, type SubsError } from "../errors.ts";
 import { writeJson } from "../output/json.ts";
 import { stderrReporter } from "../output/reporter.ts";

@@ -1,4 +1,4 @@
-import { loadConfig } from "../config/load.ts";
+import { readConfig } from "../config/parse.ts";
 import { findConnection } from "../config/lookup.ts";
 import type { Context } from "../context.ts";
 import { exitCodeFor, refused, type SubsError } from "../errors.ts";
@@ -28,7 +28,7 @@ export type McpProxyOptions = {
  * `initialize` error. Over HTTP such a failure ends that client's session only.
  */
 export async function mcpProxyCommand(ctx: Context, options: McpProxyOptions): Promise<number> {
-  const config = loadConfig({ configPath: options.config, env: ctx.env, cwd: ctx.cwd });
+  const config = await readConfig({ configPath: options.config, env: ctx.env, cwd: ctx.cwd });
   if (config.remote) {
     // The deployment holds the credential and runs the calls; its protocol has no call endpoint
     // (product.md, "The deployment protocol"), so there is nothing here to forward to.

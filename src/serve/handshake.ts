@@ -1,7 +1,6 @@
 // The MCP handshake (MCP lifecycle, "Initialization") as far as subs answers it before the SDK is
 // loaded (src/serve/stdio.ts): which protocol revision to answer with, and what an `initialize`
 // must carry to be answered at all.
-import { z } from "zod";
 import { VERSION } from "../version.ts";
 
 /** What subs calls itself as an MCP client (src/mcp/connect.ts, src/serve/upstream-handshake.ts). */
@@ -15,16 +14,29 @@ export const SUBS_CLIENT_INFO = { name: "subs", version: VERSION };
 export const LATEST_PROTOCOL_VERSION = "2025-11-25";
 export const SUPPORTED_PROTOCOL_VERSIONS: readonly string[] = [LATEST_PROTOCOL_VERSION, "2025-06-18", "2025-03-26", "2024-11-05", "2024-10-07"];
 
-/** What an initialize must carry to be answered here; everything else in it is passed on as it came. */
-const initializeParams = () =>
-  z.looseObject({
-    protocolVersion: z.string(),
-    capabilities: z.looseObject({}),
-    clientInfo: z.looseObject({ name: z.string() }),
-  });
-let schema: ReturnType<typeof initializeParams> | undefined;
-export const InitializeParams = { safeParse: (value: unknown) => (schema ??= initializeParams()).safeParse(value) };
-export type InitializeParams = z.output<ReturnType<typeof initializeParams>>;
+/** A JSON object, as a JSON-RPC message's params and results are: not null, not an array. */
+export const isObject = (value: unknown): value is Record<string, unknown> => typeof value === "object" && value !== null && !Array.isArray(value);
+
+/** What an initialize must carry to be answered here (MCP schema, InitializeRequest); everything else in it is passed on as it came. */
+export type InitializeParams = {
+  protocolVersion: string;
+  capabilities: Record<string, unknown>;
+  clientInfo: { name: string } & Record<string, unknown>;
+} & Record<string, unknown>;
+
+/**
+ * `params` as an initialize's, or what is wrong with them. Checked by hand rather than with zod:
+ * this runs before the client has its answer, and loading zod was a tenth of serve's start-up
+ * (docs/speed.md, "Serve start"); test/serve-handshake.test.ts holds it to the SDK's schema.
+ */
+export function initializeParams(params: unknown): { params: InitializeParams } | { problem: string } {
+  if (!isObject(params)) return { problem: "params must be an object" };
+  if (typeof params.protocolVersion !== "string") return { problem: "params.protocolVersion must be a string" };
+  if (!isObject(params.capabilities)) return { problem: "params.capabilities must be an object" };
+  if (!isObject(params.clientInfo)) return { problem: "params.clientInfo must be an object" };
+  if (typeof params.clientInfo.name !== "string") return { problem: "params.clientInfo.name must be a string" };
+  return { params: params as InitializeParams };
+}
 
 /**
  * The revision a server answers a client that asked for `requested` with: the same when it speaks

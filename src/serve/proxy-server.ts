@@ -28,7 +28,7 @@ import type { Config, ConnectionConfig } from "../config/types.ts";
 import { SubsError } from "../errors.ts";
 import { connectionError } from "../mcp/open.ts";
 import { VERSION } from "../version.ts";
-import { InitializeParams } from "./handshake.ts";
+import { initializeParams, type InitializeParams } from "./handshake.ts";
 import { proxyInitializeResult, type ProxyContext, type ProxyOptions } from "./proxy-session.ts";
 import { ServedServer } from "./served-server.ts";
 import type { Scrubber, SessionServer } from "./session.ts";
@@ -145,9 +145,9 @@ export async function proxySession(
   // capabilities it knows, and the upstream is to be told all of them.
   server.removeRequestHandler("initialize");
   const initialize = async (raw: JSONRPCRequest) => {
-    const parsed = InitializeParams.safeParse(raw.params);
-    if (!parsed.success) throw new McpError(ErrorCode.InvalidParams, `invalid initialize: ${z.prettifyError(parsed.error)}`);
-    const request = { params: parsed.data };
+    const checked = initializeParams(raw.params);
+    if (!("params" in checked)) throw new McpError(ErrorCode.InvalidParams, `invalid initialize: ${checked.problem}`);
+    const request = { params: checked.params };
     if (initializing) throw new McpError(ErrorCode.InvalidRequest, "the session is already initialized");
     initializing = true;
     try {

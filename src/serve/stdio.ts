@@ -17,7 +17,7 @@ import { PassThrough, type Readable, type Writable } from "node:stream";
 import type { JSONRPCMessage, RequestId } from "@modelcontextprotocol/sdk/types.js";
 import type { Context } from "../context.ts";
 import { cut } from "../output/secrets.ts";
-import { InitializeParams } from "./handshake.ts";
+import { initializeParams } from "./handshake.ts";
 import { scrubbedSends, type SessionFactory, type SessionServer } from "./session.ts";
 
 /** What may wait before the server reads it, as the SDK's own stdio transport allows (shared/stdio.js). */
@@ -180,9 +180,9 @@ export async function serveStdio(ctx: Pick<Context, "protocolStreams" | "signal"
     if (initializing) return;
     if (message?.method !== "initialize" || id === undefined) return void open();
     initializing = true;
-    const params = InitializeParams.safeParse(message.params);
-    if (!params.success) return void open();
-    early!.initialize(params.data).then(
+    const checked = initializeParams(message.params);
+    if (!("params" in checked)) return void open();
+    early!.initialize(checked.params).then(
       (result) => {
         // Unless the server is being built already (the client sent too much to hold): it answers.
         if (result && !opening) answer(id, "initialize", result);

@@ -9,13 +9,12 @@
 // (src/mcp/open.ts), with the messages that go with it. A session that did open is taken over by
 // that client (src/mcp/connect.ts, `adopt`), never opened twice.
 import type { IncomingHttpHeaders } from "node:http";
-import { z } from "zod";
 import type { Config, ConnectionConfig } from "../config/types.ts";
 import type { Context } from "../context.ts";
 import { answerLimitMiB } from "../mcp/answer-cap.ts";
 import { firstCredential } from "../mcp/credential.ts";
 import type { Reporter } from "../report.ts";
-import { LATEST_PROTOCOL_VERSION, SUBS_CLIENT_INFO, SUPPORTED_PROTOCOL_VERSIONS } from "./handshake.ts";
+import { isObject, LATEST_PROTOCOL_VERSION, SUBS_CLIENT_INFO, SUPPORTED_PROTOCOL_VERSIONS } from "./handshake.ts";
 
 /** What the upstream answered its initialize with, as far as the proxy reads it; the rest as it came. */
 export type UpstreamInitializeResult = {
@@ -32,13 +31,18 @@ export type UpstreamHandshake = {
   sessionId?: string;
 };
 
-const resultSchema = () =>
-  z.looseObject({
-    protocolVersion: z.string(),
-    capabilities: z.looseObject({}),
-    serverInfo: z.looseObject({ name: z.string(), version: z.string() }),
-    instructions: z.string().optional(),
-  });
+/**
+ * `result` when it has what the proxy reads of an initialize result (MCP schema, InitializeResult),
+ * the rest as it came. By hand, not with zod, for the reason initializeParams gives (handshake.ts);
+ * test/serve-handshake.test.ts holds it to the SDK's schema.
+ */
+export function upstreamInitializeResult(result: unknown): UpstreamInitializeResult | undefined {
+  if (!isObject(result) || typeof result.protocolVersion !== "string" || !isObject(result.capabilities)) return undefined;
+  const { serverInfo, instructions } = result;
+  if (!isObject(serverInfo) || typeof serverInfo.name !== "string" || typeof serverInfo.version !== "string") return undefined;
+  if (instructions !== undefined && typeof instructions !== "string") return undefined;
+  return result as UpstreamInitializeResult;
+}
 
 /** The SDK's first request id, which the client taking the session over gives its initialize. */
 const INITIALIZE_ID = 0;
@@ -206,8 +210,8 @@ function answered(message: unknown): UpstreamInitializeResult | undefined {
   if (message === null || typeof message !== "object") return undefined;
   const { jsonrpc, id, result } = message as { jsonrpc?: unknown; id?: unknown; result?: unknown };
   if (jsonrpc !== "2.0" || id !== INITIALIZE_ID) return undefined;
-  const parsed = resultSchema().safeParse(result);
+  const checked = upstreamInitializeResult(result);
   // The SDK's client refuses a revision it does not speak; so does the path that sends it again.
-  if (!parsed.success || !SUPPORTED_PROTOCOL_VERSIONS.includes(parsed.data.protocolVersion)) return undefined;
-  return parsed.data as UpstreamInitializeResult;
+  if (!checked || !SUPPORTED_PROTOCOL_VERSIONS.includes(checked.protocolVersion)) return undefined;
+  return checked;
 }
