@@ -20,8 +20,9 @@ import { ListToolsRequestSchema, type JSONRPCMessage } from "@modelcontextprotoc
 import { loadConfig } from "../src/config/load.ts";
 import { silentReporter } from "../src/report.ts";
 import { agentSessionFactory } from "../src/serve/agent-session.ts";
-import { LATEST_PROTOCOL_VERSION, SUPPORTED_PROTOCOL_VERSIONS } from "../src/serve/handshake.ts";
+import { initializeParams, LATEST_PROTOCOL_VERSION, SUPPORTED_PROTOCOL_VERSIONS } from "../src/serve/handshake.ts";
 import { proxySessionFactory } from "../src/serve/proxy-session.ts";
+import { upstreamInitializeResult } from "../src/serve/upstream-handshake.ts";
 import type { SessionFactory } from "../src/serve/session.ts";
 import { serveStdio } from "../src/serve/stdio.ts";
 import { testContext } from "./support/cli.ts";
@@ -228,5 +229,60 @@ describe("subs mcp proxy", () => {
     } finally {
       await upstream.close();
     }
+  });
+});
+
+describe("the hand checks of the handshake", () => {
+  // Each value a field may wrongly hold, and none at all.
+  const WRONG = [undefined, null, true, 1, "x", [], {}, [{}]];
+  const DROP = Symbol("drop");
+  /** `base` with the field at `keyPath` set to `value` (or removed). */
+  const withField = (base: Record<string, unknown>, keyPath: readonly string[], value: unknown): Record<string, unknown> => {
+    const copy = structuredClone(base);
+    let at: Record<string, unknown> = copy;
+    for (const key of keyPath.slice(0, -1)) at = at[key] as Record<string, unknown>;
+    if (value === DROP) delete at[keyPath.at(-1)!];
+    else at[keyPath.at(-1)!] = value;
+    return copy;
+  };
+  /**
+   * The SDK's schema and the hand check agree wherever the check looks: each field it reads, set
+   * to every wrong kind of value or removed, is refused by both or taken by both; and nothing the
+   * SDK takes is refused (a valid client never misses the early answer).
+   */
+  const agree = (name: string, base: Record<string, unknown>, read: string[][], handTakes: (value: unknown) => boolean, sdkTakes: (value: unknown) => boolean) => {
+    assert.ok(sdkTakes(base) && handTakes(base), `${name}: the valid value`);
+    for (const keyPath of read) {
+      for (const value of [...WRONG, DROP]) {
+        const mutated = withField(base, keyPath, value);
+        assert.equal(handTakes(mutated), sdkTakes(mutated), `${name}: ${keyPath.join(".")} = ${value === DROP ? "(none)" : JSON.stringify(value)}`);
+      }
+    }
+    for (const extra of [{ more: 1 }, { _meta: {} }, { capabilities: { roots: { listChanged: true }, experimental: {} } }]) {
+      const value = { ...base, ...extra };
+      if (sdkTakes(value)) assert.ok(handTakes(value), `${name}: with ${JSON.stringify(extra)}`);
+    }
+    assert.equal(handTakes(null), false);
+    assert.equal(handTakes([]), false);
+  };
+
+  it("initialize's params: as the SDK's schema has them, where the early answer reads them", () => {
+    agree(
+      "initialize params",
+      { protocolVersion: "2025-06-18", capabilities: {}, clientInfo: { name: "c", version: "1" } },
+      [["protocolVersion"], ["capabilities"], ["clientInfo"], ["clientInfo", "name"]],
+      (value) => "params" in initializeParams(value),
+      (value) => sdk.InitializeRequestParamsSchema.safeParse(value).success,
+    );
+  });
+
+  it("the upstream's initialize result: as the SDK's schema has it, where the proxy reads it", () => {
+    agree(
+      "initialize result",
+      { protocolVersion: "2025-06-18", capabilities: {}, serverInfo: { name: "s", version: "1" }, instructions: "i" },
+      [["protocolVersion"], ["capabilities"], ["serverInfo"], ["serverInfo", "name"], ["serverInfo", "version"], ["instructions"]],
+      (value) => upstreamInitializeResult(value) !== undefined,
+      (value) => sdk.InitializeResultSchema.safeParse(value).success,
+    );
   });
 });
