@@ -35,7 +35,7 @@ function caseName(name: string): string {
   return `\`${command[1]}\`${command[2] ? `, ${Number(command[2]).toLocaleString("en")} connections` : ""}${command[3] ?? ""}`;
 }
 
-const against = (name: string) => (name.startsWith("floor") ? `the floor, ${/\((\d+)\)/.exec(name)?.[1]}` : /^(subs|node) /.test(name) ? `\`${name}\`` : name);
+const against = (name: string) => (name.startsWith("floor") ? `the floor, ${/\((\d+)\)/.exec(name)?.[1]}` : caseName(name));
 
 /** The markdown the results make: the table of every case, then the peak RSS and how the run was made. */
 export function speedTable(results: BenchResults): string {

@@ -229,11 +229,15 @@ export async function benchServeStart(runs: number, bin: string): Promise<BenchR
   }
   const floor = median(times[FLOOR]);
   const agent = median(times.agent);
+  const proxy = median(times.proxy);
+  const four = median(times.four);
+  const node = `${FLOOR}: launch to exit, beside serve start`;
+  const alone = "subs agent serve: initialize answered";
   return [
-    { name: `${FLOOR} (launch to exit, beside serve start)`, ms: floor, ratio: 1, against: FLOOR, target: null },
-    { name: "subs agent serve: initialize answered", ms: agent, ratio: agent / floor, against: FLOOR, target: 2 },
-    { name: "subs mcp proxy: initialize answered", ms: median(times.proxy), ratio: median(times.proxy) / floor, against: FLOOR, target: 2 },
-    { name: "4 × subs agent serve at once: last initialize", ms: median(times.four), ratio: median(times.four) / agent, against: "subs agent serve alone", target: 4 },
+    { name: node, ms: floor, ratio: 1, against: node, target: null },
+    { name: alone, ms: agent, ratio: agent / floor, against: node, target: 2 },
+    { name: "subs mcp proxy: initialize answered", ms: proxy, ratio: proxy / floor, against: node, target: 2 },
+    { name: "4 × subs agent serve at once: the last initialize answered", ms: four, ratio: four / agent, against: alone, target: 4 },
   ];
 }
 
