@@ -169,10 +169,10 @@ const rssKiB = peakRssKiB([BIN, "mcp", "list", "--json"], envs[1000]);
 
 const pad = (s: string, n: number) => s.padEnd(n);
 const verdict = (met: boolean) => (met ? "met" : "MISSED");
-console.log(`${pad("case", 44)} ${pad("median ms", 10)} ${pad("ratio", 7)} ${pad("target", 7)} against`);
+console.log(`${pad("case", 60)} ${pad("median ms", 10)} ${pad("ratio", 7)} ${pad("target", 7)} against`);
 const printRow = (r: BenchRow) => {
   const judged = r.target === null ? "" : ` ${verdict(r.ratio <= r.target)}`;
-  console.log(`${pad(r.name, 44)} ${pad(r.ms.toFixed(1), 10)} ${pad(r.ratio.toFixed(2), 7)} ${pad(r.target === null ? "-" : `≤${r.target}`, 7)} ${r.against}${judged}`);
+  console.log(`${pad(r.name, 60)} ${pad(r.ms.toFixed(1), 10)} ${pad(r.ratio.toFixed(2), 7)} ${pad(r.target === null ? "-" : `≤${r.target}`, 7)} ${r.against}${judged}`);
 };
 rows.forEach(printRow);
 console.log(`peak RSS of subs mcp list --json (1000): ${(rssKiB / 1024).toFixed(1)} MiB (target < ${RSS_TARGET_MIB} MiB) ${verdict(rssKiB / 1024 < RSS_TARGET_MIB)}`);
