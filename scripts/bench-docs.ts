@@ -67,12 +67,17 @@ export function speedRegion(results: BenchResults): string {
   return `${START}\n<!-- bench.json: ${JSON.stringify(data)} -->\n\n${speedTable(results)}\n${END}`;
 }
 
-/** The region of `markdown` between the markers, and the results it quotes. */
-export function quotedRegion(markdown: string): { region: string; results: BenchResults } {
+/** The region of `markdown` between the markers, the markers included: empty before a first bench:docs. */
+function regionOf(markdown: string): string {
   const start = markdown.indexOf(START);
   const end = markdown.indexOf(END, start);
   if (start === -1 || end === -1) throw new Error("docs/speed.md has no bench markers");
-  const region = markdown.slice(start, end + END.length);
+  return markdown.slice(start, end + END.length);
+}
+
+/** The region of `markdown` between the markers, and the results it quotes. */
+export function quotedRegion(markdown: string): { region: string; results: BenchResults } {
+  const region = regionOf(markdown);
   const data = DATA.exec(region);
   if (!data) throw new Error("docs/speed.md's bench region quotes no bench.json");
   return { region, results: JSON.parse(data[1]!) as BenchResults };
@@ -84,7 +89,6 @@ if (process.argv[1] && fileURLToPath(import.meta.url) === path.resolve(process.a
   const results = JSON.parse(readFileSync(path.join(REPO, "bench-results", "bench.json"), "utf8")) as BenchResults;
   const docs = path.join(REPO, "docs", "speed.md");
   const markdown = readFileSync(docs, "utf8");
-  const { region } = quotedRegion(markdown);
-  writeFileSync(docs, markdown.replace(region, speedRegion(results)));
+  writeFileSync(docs, markdown.replace(regionOf(markdown), () => speedRegion(results)));
   console.log(`docs/speed.md: the table of ${results.date} (${results.runs} runs)`);
 }
