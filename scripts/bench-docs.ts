@@ -8,6 +8,9 @@ import { fileURLToPath } from "node:url";
 
 export type BenchRow = { name: string; ms: number; ratio: number; against: string; target: number | null };
 
+/** The resident memory of a `subs agent serve` before `calls` more calls and after them, KiB. */
+export type ServeRss = { calls: number; start: number; end: number };
+
 export type BenchResults = {
   date: string;
   node: string;
@@ -17,6 +20,7 @@ export type BenchResults = {
   results: BenchRow[];
   peak_rss_kib_mcp_list_1000: number;
   peak_rss_target_mib?: number;
+  serve_rss_kib?: ServeRss;
   agent_serve?: unknown;
 };
 
@@ -31,7 +35,7 @@ function caseName(name: string): string {
   return `\`${command[1]}\`${command[2] ? `, ${Number(command[2]).toLocaleString("en")} connections` : ""}${command[3] ?? ""}`;
 }
 
-const against = (name: string) => (name.startsWith("floor") ? `the floor, ${/\((\d+)\)/.exec(name)?.[1]}` : /^(subs|node) /.test(name) ? `\`${name}\`` : name);
+const against = (name: string) => (name.startsWith("floor") ? `the floor, ${/\((\d+)\)/.exec(name)?.[1]}` : caseName(name));
 
 /** The markdown the results make: the table of every case, then the peak RSS and how the run was made. */
 export function speedTable(results: BenchResults): string {
@@ -49,6 +53,11 @@ export function speedTable(results: BenchResults): string {
       `Node ${results.node}, ${results.runs} runs of each case, interleaved, ${results.date.slice(0, 10)}` +
       `${results.loadavg ? `; load average ${results.loadavg.map((l) => l.toFixed(2)).join(", ")} at the end` : ""}.`,
   );
+  const serve = results.serve_rss_kib;
+  if (serve) {
+    const mib = (kib: number) => `${(kib / 1024).toFixed(1)} MiB`;
+    lines.push("", `Resident memory of a \`subs agent serve\` over ${serve.calls.toLocaleString("en")} tool calls: ${mib(serve.start)} before, ${mib(serve.end)} after (a figure, not a target).`);
+  }
   return lines.join("\n");
 }
 
@@ -58,12 +67,17 @@ export function speedRegion(results: BenchResults): string {
   return `${START}\n<!-- bench.json: ${JSON.stringify(data)} -->\n\n${speedTable(results)}\n${END}`;
 }
 
-/** The region of `markdown` between the markers, and the results it quotes. */
-export function quotedRegion(markdown: string): { region: string; results: BenchResults } {
+/** The region of `markdown` between the markers, the markers included: empty before a first bench:docs. */
+function regionOf(markdown: string): string {
   const start = markdown.indexOf(START);
   const end = markdown.indexOf(END, start);
   if (start === -1 || end === -1) throw new Error("docs/speed.md has no bench markers");
-  const region = markdown.slice(start, end + END.length);
+  return markdown.slice(start, end + END.length);
+}
+
+/** The region of `markdown` between the markers, and the results it quotes. */
+export function quotedRegion(markdown: string): { region: string; results: BenchResults } {
+  const region = regionOf(markdown);
   const data = DATA.exec(region);
   if (!data) throw new Error("docs/speed.md's bench region quotes no bench.json");
   return { region, results: JSON.parse(data[1]!) as BenchResults };
@@ -75,7 +89,6 @@ if (process.argv[1] && fileURLToPath(import.meta.url) === path.resolve(process.a
   const results = JSON.parse(readFileSync(path.join(REPO, "bench-results", "bench.json"), "utf8")) as BenchResults;
   const docs = path.join(REPO, "docs", "speed.md");
   const markdown = readFileSync(docs, "utf8");
-  const { region } = quotedRegion(markdown);
-  writeFileSync(docs, markdown.replace(region, speedRegion(results)));
+  writeFileSync(docs, markdown.replace(regionOf(markdown), () => speedRegion(results)));
   console.log(`docs/speed.md: the table of ${results.date} (${results.runs} runs)`);
 }

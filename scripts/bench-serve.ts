@@ -3,6 +3,8 @@
 // straight from an SDK client to the same loopback server; the medians and the p99s are compared.
 // Then the server's resident memory after a further 10,000 calls (it should stay flat).
 // The MCP server runs in a process of its own, so neither client shares its event loop.
+// Then serve start: launch to the answer of initialize, alone and four at once, and to
+// the first tools/list of an agent of 20 connections.
 //   node --import tsx scripts/bench-serve.ts        (also part of `npm run bench`)
 import { spawn } from "node:child_process";
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
@@ -13,7 +15,9 @@ import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import { annotatedTool, startMcpServer } from "../test/support/mcp-server.ts";
 import { median } from "./bench-fixture.ts";
+import { BIN, ensureBuilt } from "../test/support/cli.ts";
 import { serveSession } from "../test/support/serve-client.ts";
+import type { BenchRow, ServeRss } from "./bench-docs.ts";
 
 export type ServeBench = {
   calls: number;
@@ -167,6 +171,101 @@ export async function benchSessionStart(servers = 20, delayMs = 200, runs = 3): 
   }
 }
 
+const FLOOR = "node -e 0";
+
+/** Launches `argv` and resolves with the ms until its exit (no `initialize`), or until the first line it answers `initialize` with. */
+function launch(argv: string[], cwd: string, env: Record<string, string>, initialize: boolean): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const start = process.hrtime.bigint();
+    const child = spawn(process.execPath, argv, { cwd, env: { PATH: process.env.PATH ?? "", HOME: cwd, ...env }, stdio: ["pipe", "pipe", "pipe"] });
+    let stdout = "";
+    let stderr = "";
+    let answered: number | undefined;
+    child.stderr.on("data", (d) => (stderr += d));
+    child.stdout.on("data", (d) => {
+      stdout += d;
+      if (answered !== undefined || !stdout.includes("\n")) return;
+      answered = Number(process.hrtime.bigint() - start) / 1e6;
+      if (!/^\{.*"result":\{"protocolVersion"/.test(stdout)) reject(new Error(`${argv.join(" ")} answered ${stdout.slice(0, 300)}\n${stderr}`));
+      child.stdin.end();
+    });
+    child.once("exit", (code) => {
+      if (!initialize) return code === 0 ? resolve(Number(process.hrtime.bigint() - start) / 1e6) : reject(new Error(`${argv.join(" ")} exited ${code}: ${stderr}`));
+      if (answered === undefined) return reject(new Error(`${argv.join(" ")} exited ${code} without answering initialize: ${stderr}`));
+      resolve(answered);
+    });
+    const request = { jsonrpc: "2.0", id: 0, method: "initialize", params: { protocolVersion: "2025-06-18", capabilities: {}, clientInfo: { name: "bench", version: "1.0.0" } } };
+    if (initialize) child.stdin.write(`${JSON.stringify(request)}\n`);
+    else child.stdin.end();
+  });
+}
+
+/**
+ * Serve start: from launching `subs agent serve` (one connection with a static token)
+ * and `subs mcp proxy` (that connection, its server answering at once) to the answer of the
+ * `initialize` the client wrote at launch, each against `node -e 0` from launch to exit, run by
+ * run in turn; then four `subs agent serve` launched at once (what a client that starts its
+ * servers together does), the last of their answers against one alone, in turn.
+ */
+export async function benchServeStart(runs: number, bin: string): Promise<BenchRow[]> {
+  const upstream = await startUpstream();
+  const dir = mkdtempSync(path.join(tmpdir(), "subs-bench-serve-start-"));
+  writeFileSync(path.join(dir, "substructure.toml"), `[mcp.up]\nurl = "${upstream.url}"\nauth = { token_env = "BENCH_TOKEN" }\n\n[agent.bench]\nmcp = ["up"]\n`);
+  const env = { BENCH_TOKEN: "bench" };
+  const cases = {
+    [FLOOR]: () => launch(["-e", "0"], dir, env, false),
+    agent: () => launch([bin, "agent", "serve", "bench"], dir, env, true),
+    proxy: () => launch([bin, "mcp", "proxy", "up"], dir, env, true),
+    four: async () => Math.max(...(await Promise.all(Array.from({ length: 4 }, () => launch([bin, "agent", "serve", "bench"], dir, env, true))))),
+  };
+  const times: Record<keyof typeof cases, number[]> = { [FLOOR]: [], agent: [], proxy: [], four: [] };
+  try {
+    // The first run of a command writes the code cache its next runs load (bin/subs.cjs).
+    for (const run of Object.values(cases)) await run();
+    for (let i = 0; i < runs; i++) for (const [name, run] of Object.entries(cases)) times[name as keyof typeof cases].push(await run());
+  } finally {
+    upstream.stop();
+    rmSync(dir, { recursive: true, force: true });
+  }
+  const floor = median(times[FLOOR]);
+  const agent = median(times.agent);
+  const proxy = median(times.proxy);
+  const four = median(times.four);
+  const node = `${FLOOR}: launch to exit, beside serve start`;
+  const alone = "subs agent serve: initialize answered";
+  return [
+    { name: node, ms: floor, ratio: 1, against: node, target: null },
+    { name: alone, ms: agent, ratio: agent / floor, against: node, target: 2 },
+    { name: "subs mcp proxy: initialize answered", ms: proxy, ratio: proxy / floor, against: node, target: 2 },
+    { name: "4 × subs agent serve at once: the last initialize answered", ms: four, ratio: four / agent, against: alone, target: 4 },
+  ];
+}
+
+/** The serve process's resident memory before the 10,000 calls after the measured ones, and after them: a figure, not a target. */
+export const serveRss = (b: ServeBench): ServeRss => ({
+  calls: b.rssKiB.every * (b.rssKiB.samples.length - 1),
+  start: b.rssKiB.samples[0]!,
+  end: b.rssKiB.samples.at(-1)!,
+});
+
+/**
+ * Every serve figure of `npm run bench`, `runs` runs each where they are timed run by run: what
+ * serve adds to a call and its memory over 10,000 calls more (printed), and the rows of serve start.
+ */
+export async function serveBenchRows(runs: number, bin: string): Promise<{ calls: ServeBench; rss: ServeRss; rows: BenchRow[] }> {
+  const calls = await benchServe();
+  printServeBench(calls);
+  const start = await benchSessionStart(20, 200, Math.max(3, Math.floor(runs / 3)));
+  return {
+    calls,
+    rss: serveRss(calls),
+    rows: [
+      ...(await benchServeStart(runs, bin)),
+      { name: "subs agent serve: first tools/list, 20 servers at 200 ms", ms: start.all, ratio: start.ratio, against: "the same with 1 server", target: 1.2 },
+    ],
+  };
+}
+
 export function printServeBench(b: ServeBench): void {
   const ms = (x: number) => `${x.toFixed(2)} ms`;
   console.log(`subs agent serve, ${b.calls} calls with ${b.inFlight} in flight (per call):`);
@@ -217,7 +316,11 @@ async function fastUpstream(): Promise<string> {
 if (process.argv[2] === "--upstream") {
   process.stdout.write(`${await fastUpstream()}\n`);
 } else if (process.argv[1] && path.resolve(process.argv[1]) === fileURLToPath(import.meta.url)) {
-  printServeBench(await benchServe());
-  const start = await benchSessionStart();
-  console.log(`session start to first tools/list, servers at 200 ms: 1 connection ${start.one.toFixed(0)} ms, 20 connections ${start.all.toFixed(0)} ms, ratio ${start.ratio.toFixed(2)} (target <2)`);
+  ensureBuilt();
+  const { rows, rss } = await serveBenchRows(Number(process.env.BENCH_RUNS ?? 15), BIN);
+  for (const r of rows) {
+    const verdict = r.target === null ? "" : r.ratio <= r.target ? " met" : " MISSED";
+    console.log(`${r.name}: ${r.ms.toFixed(1)} ms, ${r.ratio.toFixed(2)} × ${r.against}${r.target === null ? "" : ` (target ≤${r.target}${verdict})`}`);
+  }
+  console.log(`subs agent serve's RSS before and after ${rss.calls} calls: ${(rss.start / 1024).toFixed(1)} → ${(rss.end / 1024).toFixed(1)} MiB`);
 }

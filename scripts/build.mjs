@@ -84,11 +84,17 @@ const staging = `${root}/dist.staging-${process.pid}`;
 /**
  * The groups of the bundle, by the modules whose chunks (with all they import) they hold, the first
  * holding main.ts: `subs mcp list` runs the first alone, piped (scripts, --json); a terminal adds
- * the second (colours, the spinner). Every other command also loads the last group, the rest.
+ * the second (colours, the spinner). Every other command adds the third, the command line
+ * (commander and the command tree). The fourth is what `subs agent serve` and `subs mcp proxy`
+ * run until they have answered `initialize` (src/serve/stdio.ts): a client waits for that answer
+ * before anything else, so it waits for no part of the rest, where the MCP SDK is, which loads
+ * once it is sent. Every other command also loads the last group, the rest.
  */
 const GROUPS = [
   ["src/main.ts", "src/commands/mcp-list.ts", "node_modules/better-sqlite3/lib/index.js"],
   ["node_modules/chalk/source/index.js", "node_modules/yocto-spinner/index.js"],
+  ["src/cli.ts"],
+  ["src/commands/agent-serve.ts", "src/commands/mcp-proxy.ts", "src/serve/proxy-session.ts", "src/serve/stdio.ts"],
 ];
 
 // esbuild splits the program where it imports a module with import(): an ES module per entry
@@ -108,8 +114,11 @@ const split = await build({
   metafile: true,
   platform: "node",
   target: "node20",
-  // Packages loaded only by the commands that need them (the addon is required at run time, above).
-  external: ["open", "@modelcontextprotocol/sdk"],
+  // A package loaded only by the command that needs it (the addon is required at run time, above).
+  // The MCP SDK is bundled: from node_modules, resolving and compiling its ~100 CommonJS files
+  // (and a second zod) took 130 ms of every `subs agent serve` start; bundled, it is lazy like our
+  // own modules and its bytecode is in the code cache.
+  external: ["open"],
   sourcemap: false,
   // Less source to read at every start-up. Errors are shown as messages, never as stack traces,
   // so nothing readable is lost.

@@ -2,6 +2,7 @@
 // other tools, the command (cli.ts builds the tree and commander parses argv; `subs mcp list`, the
 // commonest run, is parsed here without either), its action, and every error rendered once, mapped
 // to its exit code.
+import { debugFromEnv } from "./commands/flags.ts";
 import { directMcpList, mcpListAction } from "./commands/mcp/list/action.ts";
 import type { ProgramHooks } from "./commands/options.ts";
 import type { Context } from "./context.ts";
@@ -229,8 +230,6 @@ export function namedPath(argv: readonly string[]): string[] | undefined {
   return command !== undefined && subcommands.includes(command) ? [group, command] : [group];
 }
 
-/** SUBS_DEBUG=1 (or true): one meaning for both of its effects, so SUBS_DEBUG=0 turns neither on. */
-export const debugFromEnv = (env: Context["env"]) => ["1", "true"].includes(env.SUBS_DEBUG ?? "");
 
 
 /** `--config` as `ran` repeats it in a hint: a value given, else nothing. */

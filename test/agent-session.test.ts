@@ -45,12 +45,12 @@ test("one factory, many sessions: each fetches once, keeps its own snapshot, and
   const factory = agentSessionFactory(ctx, config, "bot", { reporter: silentReporter, timeoutMs: 5000, requestTimeoutMs: 5000 });
   const lists = () => upstream.requests.filter((m) => m === "tools/list").length;
 
-  const first = await factory();
+  const first = await factory().open();
   const a = await connect(first);
   assert.deepEqual((await a.listTools()).tools.map((t) => t.name), ["up__search"]);
   tools.push(annotatedTool("added"));
   try {
-    const second = await factory();
+    const second = await factory().open();
     const b = await connect(second);
     assert.deepEqual((await b.listTools()).tools.map((t) => t.name), ["up__search", "up__added"]);
     assert.deepEqual((await a.listTools()).tools.map((t) => t.name), ["up__search"], "the first session keeps its snapshot");

@@ -5,12 +5,13 @@
 // both files' identity on this machine), writable by nobody but its owner; anything else is
 // compiled from source and the CLI still works.
 import assert from "node:assert/strict";
-import { spawnSync } from "node:child_process";
+import { spawn, spawnSync } from "node:child_process";
 import { chmodSync, chownSync, cpSync, existsSync, mkdtempSync, readFileSync, readdirSync, rmSync, statSync, symlinkSync, unlinkSync, utimesSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { after, before, test } from "node:test";
 import { REPO, ensureBuilt } from "./support/cli.ts";
+import { annotatedTool, startMcpServer } from "./support/mcp-server.ts";
 
 let pkg: string;
 let project: string;
@@ -249,9 +250,14 @@ test("a cache grows by each command it lacks, once: the first successful run of 
   const grown = written();
   list();
   assert.equal(written(), grown, "a command the cache holds does not rewrite it");
-  const flagged = spawnSync(process.execPath, [path.join(pkg, "bin", "subs.cjs"), "--debug", "mcp", "list", "--json"], { cwd: project, encoding: "utf8", env });
-  assert.equal(flagged.status, 0, flagged.stderr);
-  assert.equal(written(), grown, "nor does the same command with flags");
+  const flagged = () => spawnSync(process.execPath, [path.join(pkg, "bin", "subs.cjs"), "--debug", "mcp", "list", "--json"], { cwd: project, encoding: "utf8", env });
+  // --debug loads a module of a group a plain listing never compiles, which that run adds; the
+  // command is the same, and once its groups are in, the cache stays as it is.
+  assert.equal(flagged().status, 0);
+  assert.equal(commands(), "commands ,mcp list", "the same command with flags is no other command");
+  const withFlags = written();
+  assert.equal(flagged().status, 0);
+  assert.equal(written(), withFlags, "nor does the same command with flags");
 
   // A run whose bytecode is smaller than the cache's (V8 flushed functions it did not call) keeps
   // the cache and only adds its command to the seal. A tiny script stands for that run's bytecode.
@@ -263,13 +269,13 @@ test("a cache grows by each command it lacks, once: the first successful run of 
     `m.writeCodeCache(${JSON.stringify(bundle())}, l, ["agent tools"]);`;
   const shrunk = spawnSync(process.execPath, ["-e", smaller], { encoding: "utf8", env });
   assert.equal(shrunk.status, 0, shrunk.stderr);
-  assert.equal(written(), grown, "the larger cache is kept");
+  assert.equal(written(), withFlags, "the larger cache is kept");
   assert.equal(commands(), "commands ,mcp list,agent tools");
   assert.equal(cacheAccepted(), true);
 
   const typo = spawnSync(process.execPath, [path.join(pkg, "bin", "subs.cjs"), "mcp", "lsit"], { cwd: project, encoding: "utf8", env });
   assert.equal(typo.status, 2, typo.stderr);
-  assert.equal(written(), grown, "a failed command does not");
+  assert.equal(written(), withFlags, "a failed command does not");
   assert.equal(commands(), "commands ,mcp list,agent tools");
 });
 
@@ -283,10 +289,10 @@ test("a listing compiles and caches only the first group of the bundle; a group 
   const [first, ...others] = parts();
   assert.ok(first! > 0, "the first group is in the cache");
   assert.ok(others.length > 0 && others.every((length) => length === 0), `a listing never compiled another group: ${parts().join(",")}`);
-  // The same command, asking for its help: commander and the command tree are in the rest.
+  // The same command, asking for its help: commander and the command tree are in a later group.
   const help = () => spawnSync(process.execPath, [path.join(pkg, "bin", "subs.cjs"), "mcp", "list", "--help"], { cwd: project, encoding: "utf8", env });
   assert.equal(help().status, 0);
-  assert.ok(parts().at(-1)! > 0, "the rest (the last group), compiled by a command the cache held, is added");
+  assert.ok(parts().slice(1).some((length) => length > 0), `the command line's group, compiled by a command the cache held, is added: ${parts().join(",")}`);
   assert.equal(sealLine("commands "), "commands mcp list");
   assert.equal(cacheAccepted(), true);
   const grown = written();
@@ -309,4 +315,54 @@ test("a user who cannot write dist/ (a global install by root) runs from the cac
   assert.equal(help.status, 0, help.stderr);
   assert.equal(`${statSync(cache()).ino}:${statSync(cache()).ctimeMs}:${statSync(seal()).ctimeMs}`, before);
   assert.deepEqual(readdirSync(path.dirname(bundle())).sort(), ["subs.cjs", "subs.cjs.cache", "subs.cjs.cache.seal"]);
+});
+
+test("subs agent serve and subs mcp proxy answer initialize from the groups before the last: the rest (the MCP SDK, zod) loads after", async () => {
+  // A copy whose last group throws when it is run, in the same number of bytes, and no cache.
+  const broken = mkdtempSync(path.join(tmpdir(), "subs-cache-rest-"));
+  const upstream = await startMcpServer({ tools: [annotatedTool("search")] });
+  try {
+    for (const part of ["bin", "dist", "package.json"]) cpSync(path.join(pkg, part), path.join(broken, part), { recursive: true });
+    symlinkSync(path.join(REPO, "node_modules"), path.join(broken, "node_modules"));
+    const file = path.join(broken, "dist", "subs.cjs");
+    for (const stale of [`${file}.cache`, `${file}.cache.seal`]) rmSync(stale, { force: true });
+    const bytes = readFileSync(file);
+    const head = bytes.toString("latin1", 0, 4096).split("\n");
+    const lengths = head[1]!.slice("//subs-groups:".length).split(",").map(Number);
+    assert.ok(lengths.length > 2, head[1]);
+    const last = lengths.at(-1)!;
+    // zod's classes are named by strings, which minifying keeps: none is in the groups before.
+    assert.ok(bytes.includes("$ZodObject", bytes.length - last, "latin1"), "the rest holds zod");
+    assert.ok(!bytes.subarray(0, bytes.length - last).includes("$ZodObject"), "no group before the rest holds zod");
+    const throwing = 'throw new Error("the last group ran");';
+    bytes.write(throwing.padEnd(last, " "), bytes.length - last, "latin1");
+    writeFileSync(file, bytes);
+    writeFileSync(path.join(project, "served.toml"), `[mcp.up]\nurl = "${upstream.url}"\nauth = { token_env = "T" }\n\n[agent.bot]\nmcp = ["up"]\n`);
+
+    const initialize = { jsonrpc: "2.0", id: 7, method: "initialize", params: { protocolVersion: "2025-06-18", capabilities: {}, clientInfo: { name: "t", version: "1" } } };
+    const firstLine = (args: string[]) =>
+      new Promise<{ line: string; stderr: string }>((resolve, reject) => {
+        const child = spawn(process.execPath, [path.join(broken, "bin", "subs.cjs"), ...args, "--config", "served.toml"], { cwd: project, env: { ...env, T: "token" } });
+        let out = "";
+        let stderr = "";
+        child.stderr.on("data", (d) => (stderr += d));
+        child.stdout.on("data", (d) => {
+          out += d;
+          if (out.includes("\n")) child.stdin.end();
+        });
+        child.once("error", reject);
+        child.once("close", () => resolve({ line: out.split("\n")[0]!, stderr }));
+        child.stdin.write(`${JSON.stringify(initialize)}\n`);
+      });
+    for (const args of [["agent", "serve", "bot"], ["mcp", "proxy", "up"]]) {
+      const { line, stderr } = await firstLine(args);
+      assert.match(stderr, /the last group ran/, `${args.join(" ")} went on to the rest after its answer`);
+      const answer = JSON.parse(line) as { id: number; result?: { protocolVersion?: string } };
+      assert.equal(answer.id, 7, line);
+      assert.equal(answer.result?.protocolVersion, "2025-06-18", `${args.join(" ")}: ${line}\n${stderr}`);
+    }
+  } finally {
+    await upstream.close();
+    rmSync(broken, { recursive: true, force: true });
+  }
 });

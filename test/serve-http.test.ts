@@ -14,7 +14,7 @@ import { CallToolRequestSchema, ListToolsRequestSchema, type CallToolResult } fr
 import { exitCodeFor, SubsError } from "../src/errors.ts";
 import { parseHttpAddress } from "../src/serve/address.ts";
 import { serveHttp, type ServeHttpOptions } from "../src/serve/http.ts";
-import type { SessionFactory } from "../src/serve/session.ts";
+import type { SessionFactory, SessionServer } from "../src/serve/session.ts";
 import { testContext } from "./support/cli.ts";
 import { halfOpen, rawCall } from "./support/serve-client.ts";
 
@@ -29,7 +29,7 @@ function numberedSessions(options: { stuckClose?: (n: number) => boolean } = {})
   const closed: number[] = [];
   let release: () => void = () => {};
   const released = new Promise<void>((resolve) => (release = resolve));
-  const factory: SessionFactory = async () => {
+  const open = async (): Promise<SessionServer> => {
     const n = ++count;
     let remembered = "";
     const server = new Server({ name: "numbered", version: "1.0.0" }, { capabilities: { tools: {} } });
@@ -63,6 +63,7 @@ function numberedSessions(options: { stuckClose?: (n: number) => boolean } = {})
       },
     };
   };
+  const factory: SessionFactory = () => ({ open });
   return { factory, closed, release: () => release(), started: () => count, cancelled: () => cancelled, hanging: () => hanging };
 }
 
@@ -316,7 +317,7 @@ describe("serveHttp", () => {
   it("serves other sessions while one is still starting (a stuck upstream at initialize), and still ends on the signal", async () => {
     const sessions = numberedSessions();
     let calls = 0;
-    const server = await start(async () => (++calls === 1 ? new Promise<never>(() => {}) : sessions.factory()));
+    const server = await start(() => ({ open: async () => (++calls === 1 ? new Promise<never>(() => {}) : sessions.factory().open()) }));
     const stuck = connect(server).then(
       () => "connected",
       () => "ended",
@@ -336,13 +337,15 @@ describe("serveHttp", () => {
   it("answers 500 when a session cannot start, and serves the next one", async () => {
     const sessions = numberedSessions();
     let fail = true;
-    const server = await start(async () => {
-      if (fail) {
-        fail = false;
-        throw new Error("upstream unreachable");
-      }
-      return sessions.factory();
-    });
+    const server = await start(() => ({
+      open: async () => {
+        if (fail) {
+          fail = false;
+          throw new Error("upstream unreachable");
+        }
+        return sessions.factory().open();
+      },
+    }));
     try {
       await assert.rejects(connect(server));
       assert.match(server.stderr(), /could not start a session: upstream unreachable/);

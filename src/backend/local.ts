@@ -268,7 +268,7 @@ async function callTool(ctx: Context, config: Config, reporter: Reporter, reques
 
 /** The failure of a call to a tool the server does not list, naming the names it has that are closest. */
 async function unknownTool(id: string, tool: string, names: readonly string[]): Promise<SubsError> {
-  const { closestNames } = await import("../config/load.ts");
+  const { closestNames } = await import("../config/closest.ts");
   const near = closestNames(tool, names, 3);
   const listed = `\`subs mcp tools ${id}\` lists its ${names.length} tool${names.length === 1 ? "" : "s"}`;
   return failed(`${id} has no tool named ${shown(tool)}`, {

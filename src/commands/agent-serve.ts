@@ -1,4 +1,4 @@
-import { loadConfig } from "../config/load.ts";
+import { readConfig } from "../config/read-config.ts";
 import type { Context } from "../context.ts";
 import { stderrReporter } from "../output/reporter.ts";
 import type { HttpAddress } from "../serve/address.ts";
@@ -22,7 +22,7 @@ export type AgentServeOptions = {
 
 /** Serves until the client closes stdin (stdio) or the process is told to stop (docs/serve.md). */
 export async function agentServeCommand(ctx: Context, options: AgentServeOptions): Promise<void> {
-  const config = loadConfig({ configPath: options.config, env: ctx.env, cwd: ctx.cwd });
+  const config = await readConfig({ configPath: options.config, env: ctx.env, cwd: ctx.cwd });
   const factory = agentSessionFactory(ctx, config, options.agent, {
     reporter: stderrReporter(ctx),
     timeoutMs: options.timeoutSeconds * 1000,

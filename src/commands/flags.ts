@@ -20,3 +20,6 @@ export function parseSeconds(value: string, flag = "--timeout"): number {
   if (!/^\d+(\.\d+)?$/.test(value) || !(seconds > 0)) throw usage(`${flag} must be a positive number of seconds, not ${JSON.stringify(value)}`);
   return seconds;
 }
+
+/** SUBS_DEBUG=1 (or true): one meaning for both of its effects, so SUBS_DEBUG=0 turns neither on. */
+export const debugFromEnv = (env: Readonly<Record<string, string | undefined>>) => ["1", "true"].includes(env.SUBS_DEBUG ?? "");

@@ -1,4 +1,4 @@
-import { loadConfig } from "../config/load.ts";
+import { readConfig } from "../config/read-config.ts";
 import { findConnection } from "../config/lookup.ts";
 import type { Context } from "../context.ts";
 import { exitCodeFor, refused, type SubsError } from "../errors.ts";
@@ -16,6 +16,8 @@ export type McpProxyOptions = {
   tokenFile?: string;
   /** `--max-sessions`, `--idle-timeout`, `--max-calls`, `--max-connections` (with --http). */
   limits?: Partial<HttpLimits>;
+  /** --debug: every HTTP exchange is shown, the upstream's initialize too. */
+  debug?: boolean;
 };
 
 /**
@@ -26,7 +28,7 @@ export type McpProxyOptions = {
  * `initialize` error. Over HTTP such a failure ends that client's session only.
  */
 export async function mcpProxyCommand(ctx: Context, options: McpProxyOptions): Promise<number> {
-  const config = loadConfig({ configPath: options.config, env: ctx.env, cwd: ctx.cwd });
+  const config = await readConfig({ configPath: options.config, env: ctx.env, cwd: ctx.cwd });
   if (config.remote) {
     // The deployment holds the credential and runs the calls; its protocol has no call endpoint
     // (product.md, "The deployment protocol"), so there is nothing here to forward to.
@@ -38,7 +40,11 @@ export async function mcpProxyCommand(ctx: Context, options: McpProxyOptions): P
   const connection = findConnection(config, options.id);
   const { proxySessionFactory } = await import("../serve/proxy-session.ts");
   let unavailable: SubsError | undefined;
-  const factory = proxySessionFactory(ctx, config, connection, { reporter: stderrReporter(ctx), onUnavailable: (error) => (unavailable ??= error) });
+  const factory = proxySessionFactory(ctx, config, connection, {
+    reporter: stderrReporter(ctx),
+    onUnavailable: (error) => (unavailable ??= error),
+    ...(options.debug ? { debug: true } : {}),
+  });
   if (options.http) {
     const { serveHttp } = await import("../serve/http.ts");
     await serveHttp(ctx, { ...options.http, ...(options.tokenFile !== undefined ? { tokenFile: options.tokenFile } : {}), ...(options.limits ? { limits: options.limits } : {}), newSession: factory });

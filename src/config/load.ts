@@ -7,6 +7,7 @@ import type * as z from "zod/mini";
 import { ConfigError, type Diagnostic } from "../errors.ts";
 import { escaped, firstUnsafe } from "../text/unsafe.ts";
 import { checkedFile } from "./check.ts";
+import { closest } from "./closest.ts";
 import { findConfigPath } from "./find.ts";
 import { configOf, MAX_DEPTH, parseToml, type LoadOptions, type Where } from "./parse.ts";
 import type { KeyPath } from "./positions.ts";
@@ -316,37 +317,6 @@ function dbPathDiagnostics(raw: unknown, dir: string, at: (keyPath: KeyPath, mes
   return [at(["db"], "`db` must name a file inside this file's directory: the db holds credentials", 'keep it beside the file or below it, e.g. db = "substructure.db"')];
 }
 
-/** The known word within edit distance 2 of `word`, for "did you mean". Linear in the candidates:
- *  each comparison is a band of the edit-distance table that stops once it exceeds 2. */
-export function closest(word: string, candidates: Iterable<string>): string | undefined {
-  let best: string | undefined;
-  let bestDistance = 3;
-  for (const candidate of candidates) {
-    const d = editDistanceUpTo2(word, candidate);
-    if (d < bestDistance) {
-      best = candidate;
-      bestDistance = d;
-      if (d === 0) break;
-    }
-  }
-  return best;
-}
-
-/**
- * Up to `max` of `candidates` nearest to `word`: within an edit distance of 2, else those that
- * contain it or that it contains (a tool `search` for `search_notes`), nearest first.
- */
-export function closestNames(word: string, candidates: readonly string[], max: number): string[] {
-  const lower = word.toLowerCase();
-  const ranked: Array<[distance: number, name: string]> = [];
-  for (const name of candidates) {
-    const d = editDistanceUpTo2(lower, name.toLowerCase());
-    if (d <= 2) ranked.push([d, name]);
-    else if (lower.length >= 3 && (name.toLowerCase().includes(lower) || lower.includes(name.toLowerCase()))) ranked.push([3, name]);
-  }
-  return ranked.sort((a, b) => a[0] - b[0] || a[1].localeCompare(b[1])).slice(0, max).map(([, name]) => name);
-}
-
 /** Unknown names that get a "did you mean": beyond them the hint is the plain fix, so a file of
  *  thousands of dangling names costs linear time, not names × candidates. */
 export const SUGGESTION_BUDGET = 50;
@@ -367,27 +337,3 @@ function suggester(): (word: string, candidates: readonly string[]) => string | 
   };
 }
 
-/** Levenshtein distance when it is at most 2, else 3. Only the band |i - j| <= 2 of the table is
- *  computed, in two reused rows, and a row past 2 everywhere ends it: O(length) per pair. */
-function editDistanceUpTo2(a: string, b: string): number {
-  const FAR = 3;
-  if (Math.abs(a.length - b.length) >= FAR) return FAR;
-  // Cells outside the band are never written after this fill, so they read as FAR.
-  let prev = new Uint8Array(b.length + 1).fill(FAR);
-  let row = new Uint8Array(b.length + 1).fill(FAR);
-  for (let j = 0; j <= Math.min(b.length, 2); j++) prev[j] = j;
-  for (let i = 1; i <= a.length; i++) {
-    const lo = Math.max(1, i - 2);
-    const hi = Math.min(b.length, i + 2);
-    row[lo - 1] = lo === 1 ? Math.min(i, FAR) : FAR;
-    let rowMin: number = row[lo - 1]!;
-    for (let j = lo; j <= hi; j++) {
-      const d = Math.min(FAR, prev[j]! + 1, row[j - 1]! + 1, prev[j - 1]! + (a.charCodeAt(i - 1) === b.charCodeAt(j - 1) ? 0 : 1));
-      row[j] = d;
-      if (d < rowMin) rowMin = d;
-    }
-    if (rowMin >= FAR) return FAR;
-    [prev, row] = [row, prev];
-  }
-  return prev[b.length]!;
-}

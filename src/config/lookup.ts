@@ -1,7 +1,7 @@
 // Looking up what a command names: one wording and one "did you mean" for every command
 // that takes connection ids or agent names.
 import { usage } from "../errors.ts";
-import { closest } from "./load.ts";
+import { closest } from "./closest.ts";
 import type { AgentConfig, Config, ConnectionConfig } from "./types.ts";
 
 /** The declared connection `id`, or a usage error that suggests the id the user probably meant. */

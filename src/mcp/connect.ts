@@ -7,10 +7,12 @@
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import type { OAuthClientProvider } from "@modelcontextprotocol/sdk/client/auth.js";
 import { SSEClientTransport } from "@modelcontextprotocol/sdk/client/sse.js";
-import { StreamableHTTPClientTransport, StreamableHTTPError } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
-import { ErrorCode, McpError, type ClientCapabilities, type Tool } from "@modelcontextprotocol/sdk/types.js";
+import { StreamableHTTPClientTransport, StreamableHTTPError, type StreamableHTTPClientTransportOptions } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
+import type { TransportSendOptions } from "@modelcontextprotocol/sdk/shared/transport.js";
+import { ErrorCode, McpError, type ClientCapabilities, type JSONRPCMessage, type Tool } from "@modelcontextprotocol/sdk/types.js";
 import { SubsError } from "../errors.ts";
-import { VERSION } from "../version.ts";
+import { SUBS_CLIENT_INFO } from "../serve/handshake.ts";
+import type { UpstreamHandshake } from "../serve/upstream-handshake.ts";
 import { cappedAnswers, DEFAULT_MAX_ANSWER_MIB, type AnswerLimit } from "./answer-cap.ts";
 
 export type { Tool };
@@ -35,6 +37,11 @@ export type McpConnectOptions = {
   capabilities?: ClientCapabilities;
   /** How large one answer may be (src/mcp/answer-cap.ts); the default limit, naming the host, when unset. */
   answerLimit?: AnswerLimit;
+  /**
+   * A session whose initialize was already sent and answered (src/serve/upstream-handshake.ts):
+   * taken over, not opened again.
+   */
+  adopt?: UpstreamHandshake;
 };
 
 /** The SDK's per-request options for a signal and a timeout, leaving out what is unset. */
@@ -59,6 +66,39 @@ class SubsClient extends Client {
   }
 }
 
+/**
+ * The transport of a session opened by hand (src/serve/upstream-handshake.ts), taken over: the
+ * client's initialize is answered with what the server answered then, and not sent; its
+ * `notifications/initialized` and everything after go to the server on that session. So the
+ * client checks the answer and keeps what it says as after any initialize of its own.
+ */
+class AdoptingTransport extends StreamableHTTPClientTransport {
+  #adopted: UpstreamHandshake | undefined;
+
+  constructor(url: URL, options: StreamableHTTPClientTransportOptions, adopted: UpstreamHandshake) {
+    super(url, { ...options, ...(adopted.sessionId !== undefined ? { sessionId: adopted.sessionId } : {}) });
+    this.#adopted = adopted;
+  }
+
+  // The SDK's Client skips the initialize of a transport that has a session id (a reconnection):
+  // this one's is still to be answered.
+  override get sessionId(): string | undefined {
+    return this.#adopted ? undefined : super.sessionId;
+  }
+
+  override async send(message: JSONRPCMessage, options?: TransportSendOptions): Promise<void> {
+    const adopted = this.#adopted;
+    if (adopted && "method" in message && message.method === "initialize" && "id" in message) {
+      this.#adopted = undefined;
+      const answer: JSONRPCMessage = { jsonrpc: "2.0", id: message.id, result: adopted.result };
+      // As an answer arrives: after send has returned.
+      queueMicrotask(() => this.onmessage?.(answer));
+      return;
+    }
+    return super.send(message, options);
+  }
+}
+
 export async function connectMcp(options: McpConnectOptions): Promise<Client> {
   const url = new URL(options.url);
   const requestInit: RequestInit = options.headers ? { headers: options.headers } : {};
@@ -68,27 +108,32 @@ export async function connectMcp(options: McpConnectOptions): Promise<Client> {
     ...(options.authProvider ? { authProvider: options.authProvider } : {}),
   };
   const clientOptions = options.capabilities ? { capabilities: options.capabilities } : undefined;
-  const client = new SubsClient({ name: "subs", version: VERSION }, clientOptions);
+  const client = new SubsClient(SUBS_CLIENT_INFO, clientOptions);
   // An event stream answering a request that went over the limit ends that request at once: the
   // transport itself would only report the broken stream, and the request wait for its timeout.
   // The error is delivered as the JSON-RPC error answer the request gets (Protocol's own path);
   // its data, an object no server can send, is what SubsClient unwraps.
-  const streamable: StreamableHTTPClientTransport = new StreamableHTTPClientTransport(url, {
+  const transportOptions: StreamableHTTPClientTransportOptions = {
     ...common,
     fetch: cappedAnswers(options.fetch, limit, (id, error) =>
       streamable.onmessage?.({ jsonrpc: "2.0", id, error: { code: ErrorCode.InternalError, message: error.message, data: error } }),
     ),
-  });
+  };
+  const streamable: StreamableHTTPClientTransport = options.adopt
+    ? new AdoptingTransport(url, transportOptions, options.adopt)
+    : new StreamableHTTPClientTransport(url, transportOptions);
   try {
     await client.connect(streamable, requestOptions(options));
     return client;
   } catch (error) {
+    // The server spoke Streamable HTTP already.
+    if (options.adopt) throw error;
     const status = error instanceof StreamableHTTPError ? error.code : undefined;
     if (status === undefined || status < 400 || status >= 500 || status === 401 || status === 403) throw error;
   }
   // HTTP+SSE answers every request on the one GET stream: an event over the limit there cannot be
   // told apart by request, so it only ends that stream (the request then meets its timeout).
-  const sseClient = new SubsClient({ name: "subs", version: VERSION }, clientOptions);
+  const sseClient = new SubsClient(SUBS_CLIENT_INFO, clientOptions);
   await sseClient.connect(new SSEClientTransport(url, { ...common, fetch: cappedAnswers(options.fetch, limit) }), requestOptions(options));
   return sseClient;
 }

@@ -1,13 +1,13 @@
 // Opens an MCP client for one declared connection with the credential the file says it uses:
 // a static token from `$token_env`, or the OAuth credential stored for this id, refreshed first
-// when it is about to expire. A stored credential is only ever sent to the url it was
+// when it is about to expire (issue 3). A stored credential is only ever sent to the url it was
 // issued for. With nothing stored for the id, the server is tried without a credential: an MCP
-// answer is recorded as `subs mcp login` records an open server, a 401 needs a login.
+// answer is recorded as `subs mcp login` records an open server, a 401 needs a login (issue 13).
 import path from "node:path";
 import type { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import type { ClientCapabilities } from "@modelcontextprotocol/sdk/types.js";
+import type { UpstreamHandshake } from "../serve/upstream-handshake.ts";
 import { UnauthorizedError } from "@modelcontextprotocol/sdk/client/auth.js";
-import { tokenHostNotAllowed } from "../config/secret-pins.ts";
 import type { Config, ConnectionConfig } from "../config/types.ts";
 import type { Context } from "../context.ts";
 import { aboutId, failed, needsLogin, refused, SubsError } from "../errors.ts";
@@ -15,6 +15,7 @@ import { networkFailure } from "../http/guarded-fetch.ts";
 import { cut } from "../text/cut.ts";
 import { silentReporter, type Reporter } from "../report.ts";
 import { answerLimitMiB } from "./answer-cap.ts";
+import { OPEN, UNTRIED, oauthAccessToken, staticAuthorization } from "./credential.ts";
 import { connectMcp, requestOptions } from "./connect.ts";
 
 export type OpenConnectionOptions = {
@@ -35,6 +36,8 @@ export type OpenConnectionOptions = {
   onChallenge?: (challenge: AuthChallenge) => void;
   /** What the client says it can do at `initialize` (src/mcp/connect.ts). */
   capabilities?: ClientCapabilities;
+  /** A session opened by hand with the credential firstCredential gave, to take over (src/mcp/connect.ts). */
+  adopt?: UpstreamHandshake;
 };
 
 export type AuthChallenge = { status: 401 | 403; error?: string; scope?: string; resourceMetadataUrl?: string };
@@ -55,27 +58,18 @@ export async function openConnection(options: OpenConnectionOptions): Promise<Cl
   const { ctx, connection } = options;
   const answerLimit = { id: connection.id, mib: answerLimitMiB(ctx.env) };
   const headers: Record<string, string> = {};
-  if (connection.auth) {
-    // Also checked when the file is loaded; here too, where the token is attached
-    // (SECURITY.md, "Where environment secrets may go").
-    const notAllowed = tokenHostNotAllowed(ctx.env, connection);
-    if (notAllowed) throw refused(notAllowed.message, { code: "token_host_not_allowed", hint: notAllowed.hint });
-    const token = ctx.env[connection.auth.tokenEnv];
-    if (!token) {
-      throw new SubsError("needs_login", `${connection.id}: $${connection.auth.tokenEnv} is not set`, {
-        hint: `export ${connection.auth.tokenEnv}=… (the token ${connection.id} authenticates with)`,
-        code: "token_env_unset",
-      });
-    }
-    headers.authorization = `Bearer ${token}`;
-  }
+  if (connection.auth) headers.authorization = staticAuthorization(ctx, connection);
   let last: AuthChallenge | undefined;
   const fetch = challengeRecorder(ctx.fetch, (challenge) => {
     last = challenge;
     options.onChallenge?.(challenge);
   });
-  const connect = () =>
-    connectMcp({
+  // Only the first attempt: a retry (after a refresh) opens a session of its own.
+  let adopt = options.adopt;
+  const connect = () => {
+    const taken = adopt;
+    adopt = undefined;
+    return connectMcp({
       url: connection.url,
       fetch,
       headers,
@@ -83,7 +77,9 @@ export async function openConnection(options: OpenConnectionOptions): Promise<Cl
       ...(options.signal ? { signal: options.signal } : {}),
       ...(options.requestTimeoutMs !== undefined ? { requestTimeoutMs: options.requestTimeoutMs } : {}),
       ...(options.capabilities ? { capabilities: options.capabilities } : {}),
+      ...(taken ? { adopt: taken } : {}),
     });
+  };
   if (connection.auth) {
     try {
       return await connect();
@@ -95,7 +91,7 @@ export async function openConnection(options: OpenConnectionOptions): Promise<Cl
   // answered by one refresh and one retry, as the spec's flow has it; a second 401 needs a login.
   const token = await oauthAccessToken(options, options.tokenRejectedAt);
   if (token === OPEN || token === UNTRIED) {
-    // No credential to send: found open by `subs mcp login`, or never tried (a server
+    // No credential to send: found open by `subs mcp login`, or never tried (issue 13: a server
     // that needs none is found without a login; MCP authorization is optional for a server).
     let client: Client | undefined;
     try {
@@ -153,37 +149,6 @@ async function answeredPastHandshake(client: Client, options: OpenConnectionOpti
     // -32001 is the SDK's own timeout: no answer at all.
     if (typeof code === "number" && code !== -32001) return;
     throw error;
-  }
-}
-
-const OPEN = Symbol("no credential needed");
-const UNTRIED = Symbol("no credential stored, none found needed");
-
-/**
- * The stored OAuth access token of `connection`, refreshed when it is about to expire (or was
- * rejected at `rejectedAt`); OPEN when none is stored and the server was found to need none;
- * UNTRIED when nothing at all is stored for this id and url, so a request without a credential
- * decides. A credential for another url is never UNTRIED: it is url_changed, and nothing is sent.
- */
-async function oauthAccessToken(options: OpenConnectionOptions, rejectedAt?: number): Promise<string | typeof OPEN | typeof UNTRIED> {
-  const { ctx, config, connection } = options;
-  const [{ openEnvironmentStore }, { freshCredential }] = await Promise.all([import("../store/environment.ts"), import("../auth/refresh.ts")]);
-  const opened = await openEnvironmentStore(config, { create: false, reporter: options.reporter ?? silentReporter });
-  if (!opened) {
-    if (rejectedAt === undefined) return UNTRIED;
-    throw needsLogin(connection.id, "not logged in");
-  }
-  try {
-    // The store keeps a finding and a credential for one id exclusive (store.ts): the findings are
-    // read only when no credential is stored, so a logged-in connection costs two reads, this one
-    // and freshCredential's, as it did before findings existed.
-    if (rejectedAt === undefined && opened.store.getCredential(connection.id) === undefined) {
-      return opened.store.getOpenConnection(connection.id)?.url === connection.url ? OPEN : UNTRIED;
-    }
-    const row = await freshCredential({ ctx, store: opened.store, connection, ...(rejectedAt !== undefined ? { rejectedAt } : {}) });
-    return row.access_token;
-  } finally {
-    opened.store.close();
   }
 }
 
@@ -313,6 +278,6 @@ export function connectionError(connection: ConnectionConfig, error: unknown): S
     return failed(`${connection.id}: the server answered with an error (${reason})`, { cause: error });
   }
   if (typeof status === "number" && status >= 400) return failed(`${connection.id}: ${origin} answered HTTP ${status} (${reason})`, { cause: error });
-  // No HTTP answer: "cannot reach" only when no connection was made, with the hint that fits.
+  // No HTTP answer: "cannot reach" only when no connection was made, with the hint that fits (issue 13).
   return aboutId(networkFailure(origin, error), connection.id) as SubsError;
 }

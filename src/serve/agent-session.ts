@@ -1,37 +1,17 @@
 // `subs agent serve <name>` (issue 16): one MCP server whose tools are exactly what the agent's
-// model sees. Each session fetches the agent's connections once, in parallel, with the code and
-// rules of `subs agent tools` (src/agents/inspect.ts: capability keys, include, exclude, names,
-// collisions), and answers tools/list with that snapshot until it ends: an upstream's
-// list_changed changes nothing (connectors.md, "When tools are fetched"). Each connection that
-// answered stays open for the session and runs its calls with the stored credential.
-import type { Client } from "@modelcontextprotocol/sdk/client/index.js";
-import type { Tool } from "@modelcontextprotocol/sdk/types.js";
-import { Protocol } from "@modelcontextprotocol/sdk/shared/protocol.js";
-import {
-  CallToolRequestSchema,
-  ErrorCode,
-  ListToolsRequestSchema,
-  McpError,
-  type CallToolResult,
-  type LoggingLevel,
-  type Result,
-} from "@modelcontextprotocol/sdk/types.js";
-import { describeDropped, describeWarning } from "../agents/describe.ts";
-import type { ToolSource } from "../agents/fetch.ts";
-import { findAgent, inspectAgentTools, type Inspection } from "../agents/inspect.ts";
-import type { Config, ConnectionConfig } from "../config/types.ts";
+// model sees. Each session fetches the agent's connections once and serves that snapshot
+// (src/serve/agent-server.ts, which loads the MCP SDK). What it answers to `initialize` depends on
+// nothing the upstreams say, so over stdio it is answered before that server is built.
+import type { InitializeResult, ServerCapabilities } from "@modelcontextprotocol/sdk/types.js";
+import { findAgent } from "../config/lookup.ts";
+import type { Config } from "../config/types.ts";
 import type { Context } from "../context.ts";
-import { refused, SubsError } from "../errors.ts";
-import { listAllTools } from "../mcp/connect.ts";
-import { mcpError } from "../mcp/open.ts";
-import { possessive } from "../text/possessive.ts";
+import { refused } from "../errors.ts";
 import { learnt } from "../secrets.ts";
 import type { Reporter } from "../report.ts";
-import { z } from "zod";
 import { VERSION } from "../version.ts";
-import { ServedServer, type SessionFactory, type SessionServer } from "./session.ts";
-import { passedOn, rpcError } from "./rpc-error.ts";
-import { openUpstream, type Upstream } from "./upstream.ts";
+import { answeredVersion, type InitializeParams } from "./handshake.ts";
+import type { SessionFactory } from "./session.ts";
 
 export type AgentSessionOptions = {
   /** Notices for a person (stderr): what each session serves, and what it left out. */
@@ -45,17 +25,10 @@ export type AgentSessionOptions = {
   requestTimeoutMs: number;
 };
 
-/**
- * An upstream's tools/call result, passed on unchanged (as `subs mcp proxy` passes every result):
- * anything but a JSON object is refused. The SDK's CallToolResultSchema parsed every result twice
- * (once as the upstream's answer, once more by Server before sending it on), a large share of
- * serve's CPU per call (issue 16, "Speed"), only to hand the client what the upstream sent.
- */
-const UpstreamResult = z.looseObject({});
+/** A snapshot that never changes during a session (listChanged false), and MCP log messages of what it left out. */
+export const AGENT_SERVER_CAPABILITIES = { tools: { listChanged: false }, logging: {} } satisfies ServerCapabilities;
 
-type Served = { connection: string; tool: Tool };
-
-type Snapshot = { inspection: Inspection; tools: Tool[]; served: Map<string, Served> };
+export const agentServerInfo = (agentName: string) => ({ name: "subs", title: `subs agent serve ${agentName}`, version: VERSION });
 
 /**
  * The factory of one agent's sessions. Refuses at once what no session could serve: an unknown
@@ -69,180 +42,22 @@ export function agentSessionFactory(ctx: Context, config: Config, agentName: str
     });
   }
   const agent = findAgent(config, agentName);
-  return async () => startSession(ctx, config, agent.name, options);
-}
-
-async function startSession(ctx: Context, config: Config, agentName: string, options: AgentSessionOptions): Promise<SessionServer> {
-  const { reporter } = options;
-  const ended = new AbortController();
-  const sessionSignal = AbortSignal.any([ctx.signal, ended.signal]);
-  // Only what an upstream connection needs: a served session never opens a browser, whatever
-  // a server answers (a login needs a person; the call says which command gives it).
-  // Every credential an upstream request carries is learnt before it is sent, and removed from
-  // everything the client receives (ServedServer); `run` scrubs stderr of the same secrets.
-  const { secrets, fetch } = learnt(ctx);
-  const upstreamCtx = { env: ctx.env, fetch, now: ctx.now };
-  const upstreams = new Map<string, Upstream>();
-
-  const source: ToolSource = {
-    target: "local",
-    async listTools(connection, signal) {
-      const upstream = await openUpstream({ ctx: upstreamCtx, config, connection, reporter, sessionSignal, openSignal: signal, requestTimeoutMs: options.requestTimeoutMs });
-      try {
-        const tools = await listAllTools(upstream.client, { signal, requestTimeoutMs: options.timeoutMs });
-        // Timed out meanwhile (the session goes on without it) or the session ended: not kept.
-        if (signal.aborted || sessionSignal.aborted) throw signal.reason ?? sessionSignal.reason;
-        upstreams.set(connection.id, upstream);
-        return tools;
-      } catch (error) {
-        await upstream.close();
-        throw error;
-      }
-    },
+  return () => {
+    const session = learnt(ctx);
+    return {
+      early: { secrets: session.secrets, initialize: async (params) => initializeResult(params, agent.name) },
+      open: async () => (await import("./agent-server.ts")).startSession(ctx, config, agent.name, options, session),
+    };
   };
-
-  const snapshot: Promise<Snapshot> = inspectAgentTools({ config, agent: agentName, source, timeoutMs: options.timeoutMs, signal: sessionSignal }).then((inspection) => {
-    const served = new Map<string, Served>();
-    const tools: Tool[] = [];
-    for (const t of inspection.tools) {
-      // Declared tools and sub-agents are the worker's own; only connector tools are served here.
-      if (t.kind !== "connector") continue;
-      const tool = { ...(t.tool as Tool), name: t.name };
-      served.set(t.name, { connection: t.connection, tool: t.tool as Tool });
-      tools.push(tool);
-    }
-    return { inspection, tools, served };
-  });
-  snapshot.then(
-    (s) => {
-      for (const { text } of reports(s.inspection)) reporter.warn(text);
-      const named = new Set(findAgent(config, agentName).mcp.map((m) => m.id)).size;
-      const answered = named - s.inspection.unavailable.length;
-      reporter.info(`Serving agent \`${agentName}\`: ${s.tools.length} tool${s.tools.length === 1 ? "" : "s"} from ${answered} of ${named} connection${named === 1 ? "" : "s"}.`);
-    },
-    (error: unknown) => {
-      if (!sessionSignal.aborted) reporter.warn(`could not fetch agent \`${agentName}\`'s tools: ${error instanceof Error ? error.message : String(error)}`);
-    },
-  );
-
-  const server = new ServedServer({ name: "subs", title: `subs agent serve ${agentName}`, version: VERSION }, { capabilities: { tools: { listChanged: false }, logging: {} } }, secrets);
-
-  // What the session left out goes to the client too, as MCP log messages, once it is initialized
-  // (MCP lifecycle: nothing but pings and logging before the client's `initialized`).
-  let initialized = false;
-  let markInitialized = () => {};
-  const whenInitialized = new Promise<void>((resolve) => (markInitialized = resolve));
-  server.oninitialized = () => {
-    initialized = true;
-    markInitialized();
-  };
-  const reported = Promise.all([whenInitialized, snapshot]).then(async ([, s]) => {
-    // After the initialize answer is written: a client that sends `initialized` without waiting
-    // for it (a pipe) would otherwise read a log message first.
-    await new Promise((resolve) => setImmediate(resolve));
-    for (const { level, text } of reports(s.inspection)) {
-      await server.sendLoggingMessage({ level, logger: "subs", data: text }, server.transport?.sessionId).catch(() => {});
-    }
-  });
-  reported.catch(() => {});
-
-  const ready = async (): Promise<Snapshot> => {
-    try {
-      const s = await snapshot;
-      // The reports reach the client before the list does, so it can tell why a tool is missing.
-      if (initialized) await reported.catch(() => {});
-      return s;
-    } catch (error) {
-      throw rpcError(ErrorCode.InternalError, `could not fetch agent \`${agentName}\`'s tools: ${error instanceof Error ? error.message : String(error)}`);
-    }
-  };
-
-  server.setRequestHandler(ListToolsRequestSchema, async () => ({ tools: (await ready()).tools }));
-
-  // Registered past Server's own setRequestHandler, which parses a tools/call request a second
-  // time and its result against CallToolResultSchema: Protocol still validates the request.
-  Protocol.prototype.setRequestHandler.call(server, CallToolRequestSchema, async (request, extra): Promise<CallToolResult | Result> => {
-    const { name, arguments: args, _meta } = request.params;
-    const s = await ready();
-    const target = s.served.get(name);
-    // MCP "Tools: Error Handling": an unknown tool is a protocol error (-32602), not a tool result.
-    if (!target) throw rpcError(ErrorCode.InvalidParams, `Unknown tool: ${name}`);
-    const progressToken = _meta?.progressToken;
-    const { progressToken: _token, ...meta } = _meta ?? {};
-    const call = (client: Client) =>
-      client.request(
-        { method: "tools/call", params: { name: target.tool.name, ...(args !== undefined ? { arguments: args } : {}), ...(Object.keys(meta).length > 0 ? { _meta: meta } : {}) } },
-        UpstreamResult,
-        {
-          // The client's notifications/cancelled aborts this signal; the SDK then cancels upstream.
-          signal: extra.signal,
-          timeout: options.requestTimeoutMs,
-          resetTimeoutOnProgress: true,
-          // Upstream progress goes back under the client's own token (MCP "Progress").
-          ...(progressToken !== undefined
-            ? { onprogress: (progress) => void extra.sendNotification({ method: "notifications/progress", params: { ...progress, progressToken } }).catch(() => {}) }
-            : {}),
-        },
-      );
-    const upstream = upstreams.get(target.connection)!;
-    try {
-      // A session the upstream ended is replaced and the call sent again, once (src/serve/upstream.ts).
-      return await upstream.run(call, extra.signal);
-    } catch (error) {
-      if (extra.signal.aborted) throw error;
-      const fromServer = upstreamRpcError(error);
-      if (fromServer) throw fromServer;
-      return callFailure(upstream.connection, error);
-    }
-  });
-
-  return {
-    server,
-    async close() {
-      ended.abort();
-      await snapshot.catch(() => {});
-      await Promise.all([...upstreams.values()].map((u) => u.close()));
-      upstreams.clear();
-    },
-  };
-}
-
-type Report = { level: LoggingLevel; text: string };
-
-/** Everything a session leaves out and why: unavailable connections, dropped names, warnings. */
-function reports(r: Inspection): Report[] {
-  return [
-    ...r.unavailable.map((u) => ({
-      level: "warning" as const,
-      text: `${u.message}; this session serves none of ${possessive(u.connection)} tools${u.hint ? `; hint: ${u.hint}` : ""}`,
-    })),
-    ...r.dropped.map((d) => ({ level: "warning" as const, text: `not served: ${describeDropped(d)}` })),
-    ...r.warnings.map((w) => ({ level: "warning" as const, text: describeWarning(w, r.agent) })),
-  ];
 }
 
 /**
- * A JSON-RPC error the upstream server answered, passed on as it is (code, message, data). The
- * SDK's own errors for the request (its timeout, a closed connection) are ours to explain.
+ * What the session's server answers `initialize` with (the SDK's Server: the revision asked for
+ * when it speaks it, its capabilities and its info), for a request that server would take: one
+ * whose clientInfo has the version the SDK's schema requires. Anything else is the server's to
+ * answer.
  */
-function upstreamRpcError(error: unknown): Error | undefined {
-  if (!(error instanceof McpError)) return undefined;
-  if (error.code === ErrorCode.RequestTimeout || error.code === ErrorCode.ConnectionClosed) return undefined;
-  return passedOn(error);
-}
-
-/**
- * A call that could not run (no answer, not logged in, server gone) as a tool error the model
- * can read (MCP "Tools: Error Handling"), naming the command that fixes it.
- */
-function callFailure(connection: ConnectionConfig, error: unknown): CallToolResult {
-  const problem = subsErrorIn(error) ?? mcpError(connection, error, undefined);
-  return { content: [{ type: "text", text: `${problem.message}${problem.hint ? ` (${problem.hint})` : ""}` }], isError: true };
-}
-
-function subsErrorIn(error: unknown): SubsError | undefined {
-  for (let e = error, depth = 0; e !== undefined && e !== null && depth < 5; e = (e as { cause?: unknown }).cause, depth++) {
-    if (e instanceof SubsError) return e;
-  }
-  return undefined;
+function initializeResult(params: InitializeParams, agentName: string): InitializeResult | undefined {
+  if (typeof params.clientInfo.version !== "string") return undefined;
+  return { protocolVersion: answeredVersion(params.protocolVersion), capabilities: AGENT_SERVER_CAPABILITIES, serverInfo: agentServerInfo(agentName) };
 }

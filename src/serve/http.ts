@@ -231,7 +231,7 @@ export async function serveHttp(ctx: Context, options: ServeHttpOptions): Promis
     let session: SessionServer;
     starting++;
     try {
-      session = await options.newSession();
+      session = await options.newSession().open();
     } catch (error) {
       ctx.stderr.write(`subs: could not start a session: ${error instanceof Error ? error.message : String(error)}\n`);
       return jsonRpcError(res, 500, -32603, "could not start the session");

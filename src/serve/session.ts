@@ -3,10 +3,18 @@
 // `initialize` without a session id starts a new one, so each client gets its own snapshot of
 // tools and its own upstream connections (connectors.md, "When tools are fetched": once per
 // session).
-import { Server, type ServerOptions } from "@modelcontextprotocol/sdk/server/index.js";
+//
+// A session is begun without the MCP SDK: its server (src/serve/served-server.ts, which loads the
+// SDK, about as long again as the rest of the start-up) is built by `open`. Over stdio,
+// `initialize` and `ping` are answered from the begun session while the server is built
+// (src/serve/stdio.ts), so a client that starts several servers at once is not kept waiting.
+import type { Server } from "@modelcontextprotocol/sdk/server/index.js";
 import type { Transport } from "@modelcontextprotocol/sdk/shared/transport.js";
-import type { Implementation } from "@modelcontextprotocol/sdk/types.js";
+import type { InitializeResult, JSONRPCMessage } from "@modelcontextprotocol/sdk/types.js";
 import { scrubbedJson } from "../secrets.ts";
+import type { InitializeParams } from "./handshake.ts";
+
+export type Scrubber = { scrub(text: string): string };
 
 export type SessionServer = {
   /** The SDK's low-level server, not yet connected; the transport's owner connects it. */
@@ -15,32 +23,37 @@ export type SessionServer = {
   close(): Promise<void>;
 };
 
-/** Called once per client session, before the session's first message is handled. */
-export type SessionFactory = () => Promise<SessionServer>;
+export type Session = {
+  /** Builds the session's server and starts what the session does (an agent's fetch of its tools). */
+  open(): Promise<SessionServer>;
+  /** What can be answered before `open` has built the server; without it the server answers everything. */
+  early?: EarlyAnswers;
+};
+
+export type EarlyAnswers = {
+  /** The session's secrets: the same the server's messages pass (scrubbedSends). */
+  secrets: Scrubber;
+  /**
+   * The result of the client's `initialize`, given without the server; undefined when the server
+   * is to answer it (it then sees the request first). The server still receives the request
+   * afterwards, so its own state is what an answer of its own leaves; that answer is not sent.
+   */
+  initialize(params: InitializeParams): Promise<InitializeResult | undefined>;
+};
+
+/** Called once per client session, before the session's first message is handled; loads nothing heavy. */
+export type SessionFactory = () => Session;
 
 /**
- * The SDK's low-level server of a served session, which removes every secret of the run from every
- * message it sends its client, whatever the transport: results, errors, notifications (progress,
- * log messages) and its own requests (sampling, elicitation, roots), the initialize result
- * included. What an upstream server says reaches the client only through here, so an upstream
- * that quotes the credential it received back, in any field and any encoding Secrets knows, hands
- * the client nothing (docs/serve.md).
+ * Removes every secret of the run from every message `transport` sends its client, whatever the
+ * transport: results, errors, notifications (progress, log messages) and requests of the server
+ * (sampling, elicitation, roots), the initialize result included, whether the SDK's server or
+ * src/serve/stdio.ts wrote it. What an upstream server says reaches the client only through here,
+ * so an upstream that quotes the credential it received back, in any field and any encoding
+ * Secrets knows, hands the client nothing (docs/serve.md).
  */
-export class ServedServer extends Server {
-  readonly #secrets: { scrub(text: string): string };
-
-  /** `secrets`: the run's (src/secrets.ts, `learnt`), learnt by the fetch of every upstream request. */
-  constructor(info: Implementation, options: ServerOptions | undefined, secrets: { scrub(text: string): string }) {
-    super(info, options);
-    this.#secrets = secrets;
-  }
-
-  override async connect(transport: Transport): Promise<void> {
-    // On the transport itself: what is sent past the Protocol (a notification passed on as it
-    // came) goes through its send too.
-    const send = transport.send.bind(transport);
-    const scrub = (text: string) => this.#secrets.scrub(text);
-    transport.send = (message, options) => send(scrubbedJson(message, scrub), options);
-    await super.connect(transport);
-  }
+export function scrubbedSends(transport: Pick<Transport, "send">, secrets: Scrubber): void {
+  const send = transport.send.bind(transport);
+  const scrub = (text: string) => secrets.scrub(text);
+  transport.send = (message: JSONRPCMessage, options) => send(scrubbedJson(message, scrub), options);
 }

@@ -22,6 +22,7 @@ import { assertSameAuthorizationServer, challengeRecorder, openConnection, type 
 import type { Reporter } from "../report.ts";
 import type { CredentialRow } from "../store/schema.ts";
 import { openEnvironmentStore } from "../store/environment.ts";
+import type { UpstreamHandshake } from "./upstream-handshake.ts";
 
 export type UpstreamContext = Pick<Context, "env" | "fetch" | "now">;
 
@@ -43,6 +44,8 @@ export type OpenUpstreamOptions = {
    * wires its handlers and sets up again what its client had set up (log level, subscriptions).
    */
   onReopen?: (client: Client) => Promise<void>;
+  /** The first session, opened by hand (src/serve/upstream-handshake.ts): taken over, not opened again. */
+  adopt?: UpstreamHandshake;
 };
 
 export type Upstream = {
@@ -69,7 +72,7 @@ export class CredentialRejected extends SubsError {
 
 export async function openUpstream(options: OpenUpstreamOptions): Promise<Upstream> {
   const { connection, sessionSignal, reporter } = options;
-  let current = await openClient(options, options.openSignal);
+  let current = await openClient(options, options.openSignal, options.adopt);
   let closed = false;
   // One new session per ended one, however many requests found it ended.
   let reopening: Promise<Client> | undefined;
@@ -149,7 +152,7 @@ function sessionEnded(error: unknown, sessionId: string | undefined): boolean {
   return error instanceof StreamableHTTPError && error.code === 404 && sessionId !== undefined;
 }
 
-async function openClient(options: OpenUpstreamOptions, openSignal: AbortSignal | undefined): Promise<Client> {
+async function openClient(options: OpenUpstreamOptions, openSignal: AbortSignal | undefined, adopt?: UpstreamHandshake): Promise<Client> {
   const { ctx, connection } = options;
   const bearer = connection.auth ? undefined : new Bearer(options);
   // Until the connection is open, the session's end and the opening's own signal (a timeout)
@@ -171,6 +174,7 @@ async function openClient(options: OpenUpstreamOptions, openSignal: AbortSignal 
     reporter: options.reporter,
     requestTimeoutMs: options.requestTimeoutMs,
     ...(options.capabilities ? { capabilities: options.capabilities } : {}),
+    ...(adopt ? { adopt } : {}),
   });
   try {
     await bearer?.load();

@@ -12,13 +12,13 @@ import { ResultSchema, type Notification, type ProgressToken } from "@modelconte
 import { processContext } from "../../src/context.ts";
 import { parseHttpAddress } from "../../src/serve/address.ts";
 import { serveHttp } from "../../src/serve/http.ts";
-import type { SessionFactory } from "../../src/serve/session.ts";
+import type { SessionFactory, SessionServer } from "../../src/serve/session.ts";
 
 /** Long tool calls (the conformance suite's waits are seconds): the SDK's 60 s default is enough, but progress resets it. */
 const REQUEST_OPTIONS = { timeout: 300_000, resetTimeoutOnProgress: true };
 
 export function forwardingSessions(upstream: URL): SessionFactory {
-  return async () => {
+  const open = async (): Promise<SessionServer> => {
     const client = new Client({ name: "subs-test-forwarder", version: "0.0.0" }, { capabilities: { sampling: {}, elicitation: {}, roots: { listChanged: true } } });
     await client.connect(new StreamableHTTPClientTransport(upstream));
     const capabilities = client.getServerCapabilities() ?? {};
@@ -47,6 +47,7 @@ export function forwardingSessions(upstream: URL): SessionFactory {
     };
     return { server, close: () => client.close() };
   };
+  return () => ({ open });
 }
 
 async function main(argv: string[]): Promise<void> {

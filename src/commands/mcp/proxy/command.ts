@@ -1,4 +1,5 @@
 // `subs mcp proxy`: its declaration; the run code is ../../mcp-proxy.ts, loaded when it runs.
+import { debugFromEnv } from "../../flags.ts";
 import { configOption, examples, httpOptions, httpTransportOptions, type CommandDeclaration, type HttpFlags } from "../../options.ts";
 
 export const mcpProxy: CommandDeclaration = {
@@ -26,7 +27,8 @@ export const mcpProxy: CommandDeclaration = {
         const transport = await httpTransportOptions(opts);
         servesUntilStopped?.();
         const { mcpProxyCommand } = await import("../../mcp-proxy.ts");
-        setExitCode(await mcpProxyCommand(ctx, { ...configOf(opts), id, ...transport }));
+        const debug = Boolean(command.optsWithGlobals().debug) || debugFromEnv(ctx.env);
+        setExitCode(await mcpProxyCommand(ctx, { ...configOf(opts), id, ...transport, debug }));
       });
   },
 };
