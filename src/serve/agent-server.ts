@@ -26,7 +26,7 @@ import { listAllTools } from "../mcp/connect.ts";
 import { mcpError } from "../mcp/open.ts";
 import { possessive } from "../text/possessive.ts";
 import { z } from "zod";
-import { agentServerInfo, AGENT_SERVER_CAPABILITIES, type AgentSessionOptions } from "./agent-session.ts";
+import { agentServerInfo, AGENT_SERVER_CAPABILITIES, type AgentSessionOptions } from "./agent-answer.ts";
 import { ServedServer } from "./served-server.ts";
 import type { Scrubber, SessionServer } from "./session.ts";
 import { passedOn, rpcError } from "./rpc-error.ts";

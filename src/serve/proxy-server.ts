@@ -29,7 +29,7 @@ import { SubsError } from "../errors.ts";
 import { connectionError } from "../mcp/open.ts";
 import { VERSION } from "../version.ts";
 import { initializeParams, type InitializeParams } from "./handshake.ts";
-import { proxyInitializeResult, type ProxyContext, type ProxyOptions } from "./proxy-session.ts";
+import { proxyInitializeResult, type ProxyContext, type ProxyOptions } from "./proxy-answer.ts";
 import { ServedServer } from "./served-server.ts";
 import type { Scrubber, SessionServer } from "./session.ts";
 import { passedOn, rpcError, type RpcError } from "./rpc-error.ts";
