@@ -56,6 +56,7 @@ export async function deploymentServeCommand(ctx: Context, options: { flags: Fla
       redirectUri: `${publicText}${CALLBACK_PATH}`,
       ttlSeconds,
       intervalSeconds: pollInterval,
+      clientSecrets: config.clientSecrets,
     });
     const { agentEndpoint } = await import("./agents.ts");
     const app = createApp({
