@@ -51,7 +51,7 @@ async function child(mode: string, dir: string, root: string): Promise<Timings> 
     src<typeof import("../src/store/store.ts")>("store/store.ts"),
     src<typeof import("../src/status/list.ts")>("status/list.ts"),
     src<typeof import("../src/status/status.ts")>("status/status.ts"),
-    src<typeof import("../src/commands/mcp-list.ts")>("commands/mcp-list.ts"),
+    src<typeof import("../src/commands/mcp/list/run.ts")>("commands/mcp/list/run.ts"),
     src<typeof import("../src/output/json.ts")>("output/json.ts"),
     import("better-sqlite3"),
   ]);

@@ -91,10 +91,10 @@ const staging = `${root}/dist.staging-${process.pid}`;
  * once it is sent. Every other command also loads the last group, the rest.
  */
 const GROUPS = [
-  ["src/main.ts", "src/commands/mcp-list.ts", "node_modules/better-sqlite3/lib/index.js"],
+  ["src/main.ts", "src/commands/mcp/list/run.ts", "node_modules/better-sqlite3/lib/index.js"],
   ["node_modules/chalk/source/index.js", "node_modules/yocto-spinner/index.js"],
   ["src/cli.ts"],
-  ["src/commands/agent-serve.ts", "src/commands/mcp-proxy.ts", "src/serve/proxy-session.ts", "src/serve/stdio.ts"],
+  ["src/commands/agent/serve/run.ts", "src/commands/mcp/proxy/run.ts", "src/serve/proxy-session.ts", "src/serve/stdio.ts"],
 ];
 
 // esbuild splits the program where it imports a module with import(): an ES module per entry

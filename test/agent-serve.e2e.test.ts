@@ -16,7 +16,7 @@ import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/
 import { Server } from "@modelcontextprotocol/sdk/server/index.js";
 import { StreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/streamableHttp.js";
 import { CallToolRequestSchema, ListToolsRequestSchema, McpError, type Progress } from "@modelcontextprotocol/sdk/types.js";
-import type { AgentToolsJson } from "../src/commands/agent-tools.ts";
+import type { AgentToolsJson } from "../src/commands/agent/tools/run.ts";
 import { environment, TOOLS as OAUTH_TOOLS, type Env } from "./auth/harness.ts";
 import { runCli } from "./support/cli.ts";
 import { annotatedTool, startMcpServer, type RunningMcpServer, type TestTool } from "./support/mcp-server.ts";

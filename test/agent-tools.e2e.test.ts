@@ -7,8 +7,8 @@ import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { after, before, describe, it } from "node:test";
-import type { AgentToolsJson } from "../src/commands/agent-tools.ts";
-import type { AgentJson } from "../src/commands/agent-list.ts";
+import type { AgentToolsJson } from "../src/commands/agent/tools/run.ts";
+import type { AgentJson } from "../src/commands/agent/list/run.ts";
 import { runCli } from "./support/cli.ts";
 import { annotatedTool, startMcpServer, type RunningMcpServer } from "./support/mcp-server.ts";
 

@@ -79,7 +79,7 @@ describe("--request-timeout (mcp tools, mcp call)", () => {
 
 describe("progressText", () => {
   it("words a progress notification: count of total, then the message's first line", async () => {
-    const { progressText } = await import("../src/commands/mcp-call.ts");
+    const { progressText } = await import("../src/commands/mcp/call/run.ts");
     assert.equal(progressText({ progress: 3, total: 10, message: "indexing\nmore" }), "3/10 indexing");
     assert.equal(progressText({ progress: 40 }), "40");
     assert.equal(progressText({ progress: 2, total: 0 }), "2");

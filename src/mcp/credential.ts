@@ -18,7 +18,7 @@ export type CredentialOptions = {
 /** The Authorization header of a connection with a static token (`auth.token_env`). */
 export function staticAuthorization(ctx: Pick<Context, "env">, connection: ConnectionConfig): string {
   const auth = connection.auth!;
-  // Also checked when the file is loaded; here too, where the token is attached (issue 14, item 8).
+  // Also checked when the file is loaded; here too, where the token is attached (SECURITY.md, "Where environment secrets may go: pinning in CI").
   const notAllowed = tokenHostNotAllowed(ctx.env, connection);
   if (notAllowed) throw refused(notAllowed.message, { code: "token_host_not_allowed", hint: notAllowed.hint });
   const token = ctx.env[auth.tokenEnv];

@@ -1,8 +1,8 @@
 // Opens an MCP client for one declared connection with the credential the file says it uses:
 // a static token from `$token_env`, or the OAuth credential stored for this id, refreshed first
-// when it is about to expire (issue 3). A stored credential is only ever sent to the url it was
+// when it is about to expire. A stored credential is only ever sent to the url it was
 // issued for. With nothing stored for the id, the server is tried without a credential: an MCP
-// answer is recorded as `subs mcp login` records an open server, a 401 needs a login (issue 13).
+// answer is recorded as `subs mcp login` records an open server, a 401 needs a login.
 import path from "node:path";
 import type { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import type { ClientCapabilities } from "@modelcontextprotocol/sdk/types.js";
@@ -91,7 +91,7 @@ export async function openConnection(options: OpenConnectionOptions): Promise<Cl
   // answered by one refresh and one retry, as the spec's flow has it; a second 401 needs a login.
   const token = await oauthAccessToken(options, options.tokenRejectedAt);
   if (token === OPEN || token === UNTRIED) {
-    // No credential to send: found open by `subs mcp login`, or never tried (issue 13: a server
+    // No credential to send: found open by `subs mcp login`, or never tried (a server
     // that needs none is found without a login; MCP authorization is optional for a server).
     let client: Client | undefined;
     try {
@@ -278,6 +278,6 @@ export function connectionError(connection: ConnectionConfig, error: unknown): S
     return failed(`${connection.id}: the server answered with an error (${reason})`, { cause: error });
   }
   if (typeof status === "number" && status >= 400) return failed(`${connection.id}: ${origin} answered HTTP ${status} (${reason})`, { cause: error });
-  // No HTTP answer: "cannot reach" only when no connection was made, with the hint that fits (issue 13).
+  // No HTTP answer: "cannot reach" only when no connection was made, with the hint that fits.
   return aboutId(networkFailure(origin, error), connection.id) as SubsError;
 }

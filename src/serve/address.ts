@@ -1,4 +1,4 @@
-// `--http [HOST:]PORT` for `subs agent serve` and `subs mcp proxy` (issue 16). Kept apart from
+// `--http [HOST:]PORT` for `subs agent serve` and `subs mcp proxy`. Kept apart from
 // http.ts so a command can check its flags before loading the SDK's HTTP transport (rule 7).
 import { usage } from "../errors.ts";
 

@@ -26,7 +26,7 @@ import { listAllTools } from "../mcp/connect.ts";
 import { mcpError } from "../mcp/open.ts";
 import { possessive } from "../text/possessive.ts";
 import { z } from "zod";
-import { agentServerInfo, AGENT_SERVER_CAPABILITIES, type AgentSessionOptions } from "./agent-session.ts";
+import { agentServerInfo, AGENT_SERVER_CAPABILITIES, type AgentSessionOptions } from "./agent-answer.ts";
 import { ServedServer } from "./served-server.ts";
 import type { Scrubber, SessionServer } from "./session.ts";
 import { passedOn, rpcError } from "./rpc-error.ts";
@@ -36,7 +36,8 @@ import { openUpstream, type Upstream } from "./upstream.ts";
  * An upstream's tools/call result, passed on unchanged (as `subs mcp proxy` passes every result):
  * anything but a JSON object is refused. The SDK's CallToolResultSchema parsed every result twice
  * (once as the upstream's answer, once more by Server before sending it on), a large share of
- * serve's CPU per call (issue 16, "Speed"), only to hand the client what the upstream sent.
+ * serve's CPU per call (docs/speed.md, "Serving: `subs agent serve` and `subs mcp proxy`"), only
+ * to hand the client what the upstream sent.
  */
 const UpstreamResult = z.looseObject({});
 

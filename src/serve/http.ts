@@ -1,8 +1,6 @@
 // Streamable HTTP for the MCP servers subs serves (`--http [HOST:]PORT` on `subs agent serve` and
-// `subs mcp proxy`, issue 16). One SDK StreamableHTTPServerTransport per client session: an
-// `initialize` without a session id starts one (SessionFactory), requests carrying a known id go to
-// it, DELETE ends it, an unknown id is 404 (MCP spec 2025-11-25, basic/transports, "Session
-// Management"). Plain node:http: express is not a runtime dependency.
+// `subs mcp proxy`): the sessions are http-sessions.ts's; this is the loopback server in front of
+// them. Plain node:http: express is not a runtime dependency.
 //
 // A local HTTP server is reachable by every program on the machine and, through DNS rebinding, by
 // web pages in its browser (transports, "Security Warning"). So: loopback only; Host and Origin
@@ -12,19 +10,18 @@
 // Every program on the machine can also open connections and, with the token, sessions and calls:
 // each is bounded (HttpLimits; docs/serve.md, "Limits of --http"), so no client can hold this
 // server's memory, descriptors or upstream connections without end.
-import { createHash, randomBytes, randomUUID, timingSafeEqual } from "node:crypto";
+import { createHash, randomBytes, timingSafeEqual } from "node:crypto";
 import { lookup } from "node:dns/promises";
 import { constants } from "node:fs";
 import { lstat, open, rename, unlink, type FileHandle } from "node:fs/promises";
 import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
 import { isIP, type Socket } from "node:net";
 import path from "node:path";
-import { StreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/streamableHttp.js";
-import { isInitializeRequest, type JSONRPCMessage, type RequestId } from "@modelcontextprotocol/sdk/types.js";
 import type { Context } from "../context.ts";
 import { failed, SubsError, usage } from "../errors.ts";
 import { checkLoopback, checkPort } from "./address.ts";
-import type { SessionFactory, SessionServer } from "./session.ts";
+import { jsonRpcError, McpSessions, type SessionLimits } from "./http-sessions.ts";
+import type { SessionFactory } from "./session.ts";
 
 export type ServeHttpOptions = {
   /** 127.0.0.1, ::1 or localhost; anything else is refused (usage, exit 2). */
@@ -46,16 +43,7 @@ export type ServeHttpOptions = {
 };
 
 /** What one client, or every program on the machine together, can hold of the server (docs/serve.md, "Limits of --http"). */
-export type HttpLimits = {
-  /** Sessions open or starting; one more `initialize` is answered 503 with Retry-After. */
-  maxSessions: number;
-  /**
-   * A session with no request in progress and no GET stream open for this long is ended; its id
-   * then gets 404 and the client starts a new one (transports, "Session Management").
-   */
-  idleTimeoutMs: number;
-  /** JSON-RPC requests in progress on one session; past it a request is answered a JSON-RPC error. */
-  maxCalls: number;
+export type HttpLimits = SessionLimits & {
   /**
    * Open TCP connections. A new one past it ends the oldest connection that has not yet carried a
    * request with the token (else it is itself refused), so connections nobody authenticates
@@ -85,28 +73,11 @@ export const DEFAULT_LIMITS: HttpLimits = {
 };
 
 export const MCP_PATH = "/mcp";
-/** What the SDK's own transport reads at most (requestBody.js, DEFAULT_MAX_REQUEST_BODY_SIZE). */
-const MAX_BODY_BYTES = 4 * 1024 * 1024;
 const CLOSE_GRACE_MS = 5000;
 /** `host[:port]`: a name or IPv4 address, or an IPv6 address in brackets, and an optional port. */
 const HOST_FORM = /^(?:[A-Za-z0-9.-]+|\[[0-9A-Fa-f:.]+\])(?::\d{1,5})?$/;
 /** Host and Origin hostnames a loopback server answers to (URL.hostname spelling). */
 const LOOPBACK_HOSTNAMES = new Set(["localhost", "127.0.0.1", "[::1]"]);
-
-type Live = {
-  transport: StreamableHTTPServerTransport;
-  session: SessionServer;
-  ended?: Promise<void>;
-  /** HTTP requests of this session still open: POSTs not yet answered, the GET stream. */
-  open: number;
-  /** JSON-RPC requests in those POSTs. */
-  calls: number;
-  /** Each of those requests, by id, with the ids of every request its POST carries. */
-  inProgress: Map<RequestId, RequestId[]>;
-  /** Armed while nothing is open; ends the session when it fires. */
-  idle?: NodeJS.Timeout;
-  idleSince: number;
-};
 
 /**
  * Serves MCP over Streamable HTTP until ctx.signal aborts, then closes every session (each
@@ -119,173 +90,10 @@ export async function serveHttp(ctx: Context, options: ServeHttpOptions): Promis
   const bindAddress = await loopbackAddress(host);
   if (ctx.signal.aborted) return;
 
-  let token = randomBytes(32).toString("base64url");
-  if (options.tokenFile !== undefined) {
-    const file = path.resolve(ctx.cwd, options.tokenFile);
-    const held = await heldToken(file);
-    if (held.token !== undefined) {
-      token = held.token;
-      ctx.stderr.write(`subs: kept the token already in ${options.tokenFile}: clients that read it there keep working\n`);
-    } else {
-      await writeTokenFile(file, token);
-      ctx.stderr.write(`subs: wrote a new token to ${options.tokenFile}${held.why ? `: ${held.why}` : ""}\n`);
-    }
-  }
+  const token = await serverToken(ctx, options.tokenFile);
   const expected = digest(token);
 
-  const sessions = new Map<string, Live>();
-  /** Every session that has a transport, initialized or not yet: shutdown closes them all. */
-  const all = new Set<Live>();
-  /** Sessions whose SessionFactory has not answered yet: they count against maxSessions too. */
-  let starting = 0;
-  let stopping = false;
-
-  const endSession = (live: Live): Promise<void> => {
-    live.ended ??= (async () => {
-      clearTimeout(live.idle);
-      all.delete(live);
-      if (live.transport.sessionId !== undefined) sessions.delete(live.transport.sessionId);
-      try {
-        await live.session.close();
-      } catch (error) {
-        ctx.stderr.write(`subs: a session did not close cleanly: ${error instanceof Error ? error.message : String(error)}\n`);
-      }
-    })();
-    return live.ended;
-  };
-
-  const armIdle = (live: Live) => {
-    clearTimeout(live.idle);
-    live.idleSince = ctx.now();
-    live.idle = setTimeout(() => {
-      if (live.open > 0 || live.ended) return;
-      ctx.stderr.write(`subs: ended a session idle for ${seconds(limits.idleTimeoutMs)} (its id now gets 404: its client starts a new session)\n`);
-      // Closing the transport ends the session (its onclose); its id is then unknown: 404.
-      void live.transport.close();
-    }, limits.idleTimeoutMs);
-    live.idle.unref();
-  };
-
-  /**
-   * Counts `res` as open on `live` until it closes, with the ids of the JSON-RPC requests it
-   * carries. One that closes before its answers went out had its client go away: no answer can
-   * reach that client any more (no event store, so no resumption: transports, "Resumability and
-   * Redelivery"), so each request still running is cancelled as if the client had sent
-   * notifications/cancelled (MCP "Cancellation"); the session's server passes that on upstream.
-   */
-  const hold = (live: Live, res: ServerResponse, ids: RequestId[]) => {
-    live.open++;
-    live.calls += ids.length;
-    for (const id of ids) live.inProgress.set(id, ids);
-    clearTimeout(live.idle);
-    res.once("close", () => {
-      live.open--;
-      live.calls -= ids.length;
-      for (const id of ids) if (live.inProgress.get(id) === ids) live.inProgress.delete(id);
-      if (!res.writableFinished && !live.ended) {
-        for (const requestId of ids) {
-          const cancel: JSONRPCMessage = { jsonrpc: "2.0", method: "notifications/cancelled", params: { requestId, reason: "the client closed the connection before the answer" } };
-          live.transport.onmessage?.(cancel);
-          forget(live, requestId);
-        }
-      }
-      if (live.open === 0 && !live.ended) armIdle(live);
-    });
-  };
-
-  /**
-   * A request the client cancelled gets no answer (MCP "Cancellation": the receiver SHOULD NOT
-   * respond), so the SDK's transport would keep the POST that carried it open, and the session
-   * would count it in progress, until the client hung up. Its POST is ended now, without an
-   * answer, when it carried only that request; a batch's stream carries the others' answers, so
-   * there the cancelled one is answered an error instead.
-   */
-  const cancelled = (live: Live, requestId: RequestId) => {
-    const group = live.inProgress.get(requestId);
-    if (!group) return;
-    if (group.length === 1) live.transport.closeSSEStream(requestId);
-    forget(live, requestId);
-  };
-
-  /**
-   * An answer the transport can no longer deliver releases what it keeps for the request
-   * (webStandardStreamableHttp.js `send`: a missing stream drops the request's entries); the
-   * aborted handler sends none of its own.
-   */
-  const forget = (live: Live, requestId: RequestId) => {
-    live.transport.send({ jsonrpc: "2.0", id: requestId, error: { code: -32800, message: "Request cancelled" } }).catch(() => {});
-  };
-
-  /** Seconds until a session may end on its own: the soonest idle one's expiry, else a whole idle timeout. */
-  const retryAfter = () => {
-    const now = ctx.now();
-    let soonest = limits.idleTimeoutMs;
-    for (const live of all) if (live.open === 0) soonest = Math.min(soonest, live.idleSince + limits.idleTimeoutMs - now);
-    return String(Math.max(1, Math.ceil(soonest / 1000)));
-  };
-
-  const startSession = async (req: IncomingMessage, res: ServerResponse, body: unknown) => {
-    if (all.size + starting >= limits.maxSessions) {
-      return jsonRpcError(res, 503, -32000, `too many sessions (at most ${limits.maxSessions}): end one (DELETE) or retry later`, { "Retry-After": retryAfter() });
-    }
-    let session: SessionServer;
-    starting++;
-    try {
-      session = await options.newSession().open();
-    } catch (error) {
-      ctx.stderr.write(`subs: could not start a session: ${error instanceof Error ? error.message : String(error)}\n`);
-      return jsonRpcError(res, 500, -32603, "could not start the session");
-    } finally {
-      starting--;
-    }
-    const transport = new StreamableHTTPServerTransport({
-      sessionIdGenerator: () => randomUUID(),
-      onsessioninitialized: (id) => {
-        sessions.set(id, live);
-      },
-    });
-    const live: Live = { transport, session, open: 0, calls: 0, inProgress: new Map(), idleSince: ctx.now() };
-    // Set before connect: Protocol.connect chains its own onclose after this one. Runs on DELETE,
-    // on shutdown, at the idle timeout, and when the session's server closes itself.
-    transport.onclose = () => void endSession(live);
-    if (stopping) {
-      await endSession(live);
-      return jsonRpcError(res, 503, -32000, "the server is shutting down");
-    }
-    all.add(live);
-    hold(live, res, []);
-    try {
-      await session.server.connect(transport);
-      await transport.handleRequest(req, res, body);
-    } finally {
-      // The transport refused the initialize (a bad protocol version, a batch): no session began.
-      if (transport.sessionId === undefined || !sessions.has(transport.sessionId)) await transport.close().then(() => endSession(live));
-    }
-  };
-
-  /** A request on an open session. A POST's body is read here, to know the requests it carries. */
-  const onSession = async (live: Live, req: IncomingMessage, res: ServerResponse) => {
-    if (req.method !== "POST") {
-      hold(live, res, []);
-      return live.transport.handleRequest(req, res);
-    }
-    const read = await readJson(req, res);
-    if (!read) return;
-    const { body } = read;
-    const ids = requestIds(body);
-    if (ids.length > 0 && live.calls + ids.length > limits.maxCalls) {
-      // Each request answered (MCP transports: a POST of requests gets their responses), so the
-      // client sees which call failed and why.
-      const message = `too many requests in progress on this session (at most ${limits.maxCalls}): wait for an answer, or cancel a request`;
-      const answers = ids.map((id) => ({ jsonrpc: "2.0", id, error: { code: -32000, message } }));
-      res.writeHead(200, { "Content-Type": "application/json" });
-      res.end(JSON.stringify(Array.isArray(body) ? answers : answers[0]));
-      return;
-    }
-    hold(live, res, ids);
-    await live.transport.handleRequest(req, res, body);
-    for (const requestId of cancellations(body)) cancelled(live, requestId);
-  };
+  const mcp = new McpSessions(ctx, limits, options.newSession);
 
   /** Sockets open, oldest first, and those that have carried a request with the token. */
   const connections = new Set<Socket>();
@@ -304,24 +112,7 @@ export async function serveHttp(ctx: Context, options: ServeHttpOptions): Promis
       return jsonRpcError(res, 401, -32000, "Unauthorized: send the token subs printed at start as `Authorization: Bearer <token>`", { "WWW-Authenticate": challenge });
     }
     trusted.add(req.socket);
-    if (stopping) return jsonRpcError(res, 503, -32000, "the server is shutting down");
-    if (req.method !== "POST" && req.method !== "GET" && req.method !== "DELETE") {
-      return jsonRpcError(res, 405, -32000, "Method not allowed", { Allow: "GET, POST, DELETE" });
-    }
-    const sessionId = req.headers["mcp-session-id"];
-    if (typeof sessionId === "string") {
-      const live = sessions.get(sessionId);
-      // transports, "Session Management": an id the server does not know (ended, expired or
-      // never issued) is 404, so the client starts a new session.
-      if (!live) return jsonRpcError(res, 404, -32001, "Session not found");
-      return onSession(live, req, res);
-    }
-    if (req.method !== "POST") return jsonRpcError(res, 400, -32000, "Bad Request: Mcp-Session-Id header is required");
-    const read = await readJson(req, res);
-    if (!read) return;
-    const { body } = read;
-    if (!isInitializeRequest(body)) return jsonRpcError(res, 400, -32000, "Bad Request: Mcp-Session-Id header is required");
-    return startSession(req, res, body);
+    return mcp.handle(req, res);
   };
 
   const server = createServer(
@@ -390,25 +181,27 @@ export async function serveHttp(ctx: Context, options: ServeHttpOptions): Promis
     if (ctx.signal.aborted) resolve();
     else ctx.signal.addEventListener("abort", () => resolve(), { once: true });
   });
-  stopping = true;
   const closed = new Promise<void>((resolve) => server.close(() => resolve()));
   server.closeIdleConnections();
-  await stopSessions([...all], endSession, options.closeGraceMs ?? CLOSE_GRACE_MS, ctx);
+  await mcp.stop(options.closeGraceMs ?? CLOSE_GRACE_MS);
   // Event streams and requests a stuck session still holds open.
   server.closeAllConnections();
   await closed;
 }
 
-async function stopSessions(lives: Live[], endSession: (live: Live) => Promise<void>, graceMs: number, ctx: Context): Promise<void> {
-  const ends = lives.map(async (live) => {
-    await live.transport.close().catch(() => {});
-    await endSession(live);
-  });
-  let timer: NodeJS.Timeout | undefined;
-  const late = new Promise<"late">((resolve) => (timer = setTimeout(() => resolve("late"), graceMs)));
-  const outcome = await Promise.race([Promise.allSettled(ends), late]);
-  clearTimeout(timer);
-  if (outcome === "late") ctx.stderr.write(`subs: stopped without waiting longer for a session that did not close within ${graceMs} ms\n`);
+/** A new token, or with --token-file the one it holds when subs can trust it (heldToken). */
+async function serverToken(ctx: Context, tokenFile: string | undefined): Promise<string> {
+  const token = randomBytes(32).toString("base64url");
+  if (tokenFile === undefined) return token;
+  const file = path.resolve(ctx.cwd, tokenFile);
+  const held = await heldToken(file);
+  if (held.token !== undefined) {
+    ctx.stderr.write(`subs: kept the token already in ${tokenFile}: clients that read it there keep working\n`);
+    return held.token;
+  }
+  await writeTokenFile(file, token);
+  ctx.stderr.write(`subs: wrote a new token to ${tokenFile}${held.why ? `: ${held.why}` : ""}\n`);
+  return token;
 }
 
 /** The address to bind for a loopback host; `localhost` must resolve to loopback too. */
@@ -531,63 +324,6 @@ async function writeTokenFile(file: string, token: string): Promise<void> {
     await unlink(fresh).catch(() => {});
     throw refused(`cannot write it (${code(error)})`);
   }
-}
-
-/** The ids of the JSON-RPC requests in a POST's body (one message, or a batch of them). */
-function requestIds(body: unknown): RequestId[] {
-  const ids: RequestId[] = [];
-  for (const message of Array.isArray(body) ? body : [body]) {
-    if (message === null || typeof message !== "object") continue;
-    const { method, id } = message as { method?: unknown; id?: unknown };
-    if (typeof method === "string" && (typeof id === "string" || typeof id === "number")) ids.push(id);
-  }
-  return ids;
-}
-
-/** The ids that the notifications/cancelled in a POST's body name. */
-function cancellations(body: unknown): RequestId[] {
-  const ids: RequestId[] = [];
-  for (const message of Array.isArray(body) ? body : [body]) {
-    if (message === null || typeof message !== "object") continue;
-    const { method, params } = message as { method?: unknown; params?: { requestId?: unknown } };
-    const id = params?.requestId;
-    if (method === "notifications/cancelled" && (typeof id === "string" || typeof id === "number")) ids.push(id);
-  }
-  return ids;
-}
-
-const seconds = (ms: number) => `${Math.round(ms / 100) / 10} s`;
-
-/**
- * A POST's JSON body, or undefined once answered (413 past MAX_BODY_BYTES, 400 when it is not
- * JSON) or when the connection closed first (the client left, or the request timeout ended it).
- */
-async function readJson(req: IncomingMessage, res: ServerResponse): Promise<{ body: unknown } | undefined> {
-  const tooLarge = () => jsonRpcError(res, 413, -32000, `Payload too large: at most ${MAX_BODY_BYTES} bytes`);
-  const declared = Number(req.headers["content-length"]);
-  if (Number.isFinite(declared) && declared > MAX_BODY_BYTES) return void tooLarge();
-  const chunks: Buffer[] = [];
-  let size = 0;
-  try {
-    for await (const chunk of req as AsyncIterable<Buffer>) {
-      size += chunk.length;
-      if (size > MAX_BODY_BYTES) break;
-      chunks.push(chunk);
-    }
-  } catch {
-    return undefined;
-  }
-  if (size > MAX_BODY_BYTES) return void tooLarge();
-  try {
-    return { body: JSON.parse(Buffer.concat(chunks).toString("utf8")) };
-  } catch {
-    return void jsonRpcError(res, 400, -32700, "Parse error");
-  }
-}
-
-function jsonRpcError(res: ServerResponse, status: number, code: number, message: string, headers: Record<string, string> = {}): void {
-  res.writeHead(status, { "Content-Type": "application/json", ...headers });
-  res.end(JSON.stringify({ jsonrpc: "2.0", error: { code, message }, id: null }));
 }
 
 function plain(res: ServerResponse, status: number, text: string): void {

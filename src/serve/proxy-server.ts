@@ -22,6 +22,7 @@ import {
   type JSONRPCRequest,
   type Notification,
   type RequestId,
+  type Result,
 } from "@modelcontextprotocol/sdk/types.js";
 import { z } from "zod";
 import type { Config, ConnectionConfig } from "../config/types.ts";
@@ -29,7 +30,7 @@ import { SubsError } from "../errors.ts";
 import { connectionError } from "../mcp/open.ts";
 import { VERSION } from "../version.ts";
 import { initializeParams, type InitializeParams } from "./handshake.ts";
-import { proxyInitializeResult, type ProxyContext, type ProxyOptions } from "./proxy-session.ts";
+import { proxyInitializeResult, type ProxyContext, type ProxyOptions } from "./proxy-answer.ts";
 import { ServedServer } from "./served-server.ts";
 import type { Scrubber, SessionServer } from "./session.ts";
 import { passedOn, rpcError, type RpcError } from "./rpc-error.ts";
@@ -89,95 +90,127 @@ export async function proxySession(
   learnt: { secrets: Scrubber; fetch: typeof globalThis.fetch },
   handshake?: Promise<UpstreamHandshake | undefined>,
 ): Promise<SessionServer> {
-  const { reporter } = options;
-  const { secrets, fetch } = learnt;
-  const server = new ProxyServer({ name: `subs-proxy-${connection.id}`, version: VERSION }, undefined, secrets);
-  let upstream: Upstream | undefined;
-  let unavailable: Error | undefined;
-  let initializing = false;
+  const session = new ProxiedSession({ ctx, config, connection, options, learnt, handshake });
+  return { server: session.server, close: () => session.close() };
+}
+
+type ProxiedSessionOptions = {
+  ctx: ProxyContext;
+  config: Config;
+  connection: ConnectionConfig;
+  options: ProxyOptions;
+  learnt: { secrets: Scrubber; fetch: typeof globalThis.fetch };
+  handshake?: Promise<UpstreamHandshake | undefined> | undefined;
+};
+
+/** One client's session in front of the connection's server: what it forwards, and what it keeps. */
+class ProxiedSession {
+  readonly server: ProxyServer;
+  private upstream: Upstream | undefined;
+  private unavailable: Error | undefined;
+  private initializing = false;
   // Settles once `initialize` has opened the upstream or failed to. A client may send its next
   // requests without waiting for the initialize answer (a pipe, a client that pipelines): they
   // wait for it here, and go on in the order they came (MCP lifecycle: the client SHOULD wait,
   // but nothing is gained by refusing one that did not).
-  let settleInitialize = () => {};
-  const initialized = new Promise<void>((resolve) => (settleInitialize = resolve));
-  let closing = false;
-  let clientCapabilities: ClientCapabilities = {};
-  // What the client set up on the upstream's session, to set up again on a new one (below).
-  const subscriptions = new Set<string>();
-  let logLevel: string | undefined;
-  const ended = new AbortController();
+  private settleInitialize: () => void = () => {};
+  private readonly initialized = new Promise<void>((resolve) => (this.settleInitialize = resolve));
+  private closing = false;
+  private clientCapabilities: ClientCapabilities = {};
+  // What the client set up on the upstream's session, to set up again on a new one (onReopen).
+  private readonly subscriptions = new Set<string>();
+  private logLevel: string | undefined;
+  private readonly ended = new AbortController();
+  // The client's requests being answered: a request or a notification the upstream sends while
+  // exactly one is in flight belongs to it (a sampling request inside a tools/call), which over
+  // Streamable HTTP puts it on that request's response stream. The upstream's transport does not
+  // say which of several it came with; then it goes on the session's own stream.
+  private readonly inFlight = new Set<RequestId>();
+
+  constructor(private readonly given: ProxiedSessionOptions) {
+    const { connection, learnt } = given;
+    const server = new ProxyServer({ name: `subs-proxy-${connection.id}`, version: VERSION }, undefined, learnt.secrets);
+    this.server = server;
+    // A ping crosses to the other end too: the client learns whether the server answers, not just subs.
+    server.removeRequestHandler("ping");
+    cancelsEveryId(server);
+    // initialize is taken raw, through the fallback: the SDK's schema for it keeps only the client
+    // capabilities it knows, and the upstream is to be told all of them.
+    server.removeRequestHandler("initialize");
+    server.fallbackRequestHandler = (request, extra) => this.onRequest(request, extra);
+    server.fallbackNotificationHandler = async (notification) => {
+      if (!this.upstream && this.initializing) await this.initialized;
+      await this.upstream?.client.transport?.send({ jsonrpc: "2.0", ...(notification as Notification) }).catch(() => {});
+    };
+  }
+
+  private related(method?: string): RequestId | undefined {
+    return this.inFlight.size === 1 && !(method && UNRELATED.has(method)) ? this.inFlight.values().next().value : undefined;
+  }
+
   // The connection, its token and its session kept current for the client's session: one
   // implementation with `subs agent serve` (src/serve/upstream.ts).
-  const open = (adopt: UpstreamHandshake | undefined) =>
-    openUpstream({
+  private open(adopt: UpstreamHandshake | undefined): Promise<Upstream> {
+    const { ctx, config, connection, options, learnt } = this.given;
+    return openUpstream({
       ...(adopt ? { adopt } : {}),
-      ctx: { env: ctx.env, now: ctx.now, fetch },
+      ctx: { env: ctx.env, now: ctx.now, fetch: learnt.fetch },
       config,
       connection,
-      reporter,
-      sessionSignal: AbortSignal.any([ctx.signal, ended.signal]),
-      capabilities: clientCapabilities,
+      reporter: options.reporter,
+      sessionSignal: AbortSignal.any([ctx.signal, this.ended.signal]),
+      capabilities: this.clientCapabilities,
       // The initialize of the upstream: the client waits for its answer, and cancels or times
       // out on its own terms.
       requestTimeoutMs: NO_DEADLINE_MS,
       // The upstream ended its session: the proxy's client keeps its own, so what the client set
       // up on the old one (log level, subscriptions) is set up again on the new one.
       onReopen: async (client) => {
-        wireUpstream(client);
+        this.wireUpstream(client);
         const again = { timeout: NO_DEADLINE_MS };
-        if (logLevel !== undefined) await client.setLoggingLevel(logLevel as never, again).catch(() => {});
-        for (const uri of subscriptions) await client.subscribeResource({ uri }, again).catch(() => {});
+        if (this.logLevel !== undefined) await client.setLoggingLevel(this.logLevel as never, again).catch(() => {});
+        for (const uri of this.subscriptions) await client.subscribeResource({ uri }, again).catch(() => {});
       },
     });
-  // The client's requests being answered: a request or a notification the upstream sends while
-  // exactly one is in flight belongs to it (a sampling request inside a tools/call), which over
-  // Streamable HTTP puts it on that request's response stream. The upstream's transport does not
-  // say which of several it came with; then it goes on the session's own stream.
-  const inFlight = new Set<RequestId>();
-  const related = (method?: string): RequestId | undefined => (inFlight.size === 1 && !(method && UNRELATED.has(method)) ? inFlight.values().next().value : undefined);
+  }
 
-  // A ping crosses to the other end too: the client learns whether the server answers, not just subs.
-  server.removeRequestHandler("ping");
-  cancelsEveryId(server);
-
-  // initialize is taken raw, through the fallback: the SDK's schema for it keeps only the client
-  // capabilities it knows, and the upstream is to be told all of them.
-  server.removeRequestHandler("initialize");
-  const initialize = async (raw: JSONRPCRequest) => {
+  private async initialize(raw: JSONRPCRequest): Promise<InitializeResult> {
     const checked = initializeParams(raw.params);
     if (!("params" in checked)) throw new McpError(ErrorCode.InvalidParams, `invalid initialize: ${checked.problem}`);
     const request = { params: checked.params };
-    if (initializing) throw new McpError(ErrorCode.InvalidRequest, "the session is already initialized");
-    initializing = true;
+    if (this.initializing) throw new McpError(ErrorCode.InvalidRequest, "the session is already initialized");
+    this.initializing = true;
     try {
-      return await openFor(request);
+      return await this.openFor(request);
     } finally {
-      settleInitialize();
+      this.settleInitialize();
     }
-  };
-  const openFor = async (request: { params: InitializeParams }): Promise<InitializeResult> => {
-    clientCapabilities = request.params.capabilities as ClientCapabilities;
-    const adopted = await handshake;
+  }
+
+  private async openFor(request: { params: InitializeParams }): Promise<InitializeResult> {
+    const { connection, options } = this.given;
+    const { reporter } = options;
+    this.clientCapabilities = request.params.capabilities as ClientCapabilities;
+    const adopted = await this.given.handshake;
     let opened: Upstream;
     try {
-      opened = await open(adopted);
+      opened = await this.open(adopted);
     } catch (error) {
       const problem = error instanceof SubsError ? error : connectionError(connection, error);
       const words = `${problem.message}${problem.hint ? `; ${problem.hint}` : ""}`;
       reporter.warn(words);
       options.onUnavailable?.(problem);
       // The client shows this message (in its list of servers, its logs): it says what to do.
-      unavailable = rpcError(ErrorCode.InternalError, words, { code: problem.code ?? problem.kind, ...(problem.hint ? { hint: problem.hint } : {}) });
-      throw unavailable;
+      this.unavailable = rpcError(ErrorCode.InternalError, words, { code: problem.code ?? problem.kind, ...(problem.hint ? { hint: problem.hint } : {}) });
+      throw this.unavailable;
     }
-    if (closing) {
+    if (this.closing) {
       await opened.close();
       throw new McpError(ErrorCode.ConnectionClosed, "the session closed");
     }
-    upstream = opened;
+    this.upstream = opened;
     const { client } = opened;
-    wireUpstream(client);
+    this.wireUpstream(client);
     // What the client was answered already, when the upstream's initialize was sent by hand.
     const result = proxyInitializeResult(
       request.params.protocolVersion,
@@ -191,51 +224,50 @@ export async function proxySession(
     );
     reporter.info(`${connection.id}: connected to ${new URL(connection.url).origin}; proxying for ${request.params.clientInfo.name}`);
     return result;
-  };
+  }
 
-  server.fallbackRequestHandler = async (request, extra) => {
-    if (request.method === "initialize") return initialize(request);
-    if (!upstream && request.method === "ping") return {};
-    if (!upstream && initializing) await initialized;
+  private async onRequest(request: JSONRPCRequest, extra: { requestId: RequestId; signal: AbortSignal }): Promise<Result> {
+    const { connection, options } = this.given;
+    if (request.method === "initialize") return this.initialize(request);
+    if (!this.upstream && request.method === "ping") return {};
+    if (!this.upstream && this.initializing) await this.initialized;
+    const upstream = this.upstream;
     if (!upstream) {
-      throw unavailable ?? new McpError(ErrorCode.InvalidRequest, "the session is not initialized");
+      throw this.unavailable ?? new McpError(ErrorCode.InvalidRequest, "the session is not initialized");
     }
-    inFlight.add(extra.requestId);
+    this.inFlight.add(extra.requestId);
     try {
       const result = await upstream.run((client) => forward(client as unknown as Side, request, extra as unknown as Extra), extra.signal);
-      remember(request);
+      this.remember(request);
       return result;
     } catch (error) {
       const failure = asJsonRpcError(error, connection);
       // The person who can run the login reads stderr (the client's log), not the client's error.
       if (error instanceof CredentialRejected || (error instanceof SubsError && error.kind === "needs_login") || (error instanceof StreamableHTTPError && (error.code === 401 || error.code === 403))) {
-        reporter.warn(failure.message);
+        options.reporter.warn(failure.message);
       }
       throw failure;
     } finally {
-      inFlight.delete(extra.requestId);
+      this.inFlight.delete(extra.requestId);
     }
-  };
+  }
 
   /** Subscriptions and the log level, as the upstream accepted them. */
-  const remember = (request: JSONRPCRequest) => {
+  private remember(request: JSONRPCRequest): void {
     const params = request.params as { uri?: unknown; level?: unknown } | undefined;
-    if (request.method === "resources/subscribe" && typeof params?.uri === "string") subscriptions.add(params.uri);
-    else if (request.method === "resources/unsubscribe" && typeof params?.uri === "string") subscriptions.delete(params.uri);
-    else if (request.method === "logging/setLevel" && typeof params?.level === "string") logLevel = params.level;
-  };
+    if (request.method === "resources/subscribe" && typeof params?.uri === "string") this.subscriptions.add(params.uri);
+    else if (request.method === "resources/unsubscribe" && typeof params?.uri === "string") this.subscriptions.delete(params.uri);
+    else if (request.method === "logging/setLevel" && typeof params?.level === "string") this.logLevel = params.level;
+  }
 
-  server.fallbackNotificationHandler = async (notification) => {
-    if (!upstream && initializing) await initialized;
-    await upstream?.client.transport?.send({ jsonrpc: "2.0", ...(notification as Notification) }).catch(() => {});
-  };
-
-  function wireUpstream(client: Client): void {
+  private wireUpstream(client: Client): void {
+    const { connection, options } = this.given;
+    const { server } = this;
     client.removeRequestHandler("ping");
     cancelsEveryId(client);
     if (client.transport) progressInOrder(client, client.transport);
     client.fallbackRequestHandler = async (request, extra) => {
-      const relatedRequestId = related();
+      const relatedRequestId = this.related();
       try {
         return await forward(server as unknown as Side, request, extra as unknown as Extra, relatedRequestId);
       } catch (error) {
@@ -243,7 +275,7 @@ export async function proxySession(
       }
     };
     client.fallbackNotificationHandler = async (notification) => {
-      const relatedRequestId = related(notification.method);
+      const relatedRequestId = this.related(notification.method);
       await server.transport
         ?.send({ jsonrpc: "2.0" as const, ...(notification as Notification) }, relatedRequestId !== undefined ? { relatedRequestId } : undefined)
         .catch(() => {});
@@ -251,28 +283,25 @@ export async function proxySession(
     // The upstream went away for good (an SSE connection closed): this session has nothing left
     // to serve, and ending it tells the client, which may start another.
     client.onclose = () => {
-      if (closing) return;
-      reporter.warn(`${connection.id}: the server closed the connection; ending the session`);
+      if (this.closing) return;
+      options.reporter.warn(`${connection.id}: the server closed the connection; ending the session`);
       void server.close().catch(() => {});
     };
   }
 
-  return {
-    server,
-    async close() {
-      closing = true;
-      ended.abort();
-      const opened = upstream;
-      upstream = undefined;
-      if (!opened) return;
-      const { client } = opened;
-      // Polite end of the upstream's session (MCP Streamable HTTP, "Session Management"), capped:
-      // a server that does not answer must not hold the proxy open.
-      const transport = client.transport as { terminateSession?: () => Promise<void> } | undefined;
-      await Promise.race([transport?.terminateSession?.().catch(() => {}), new Promise((resolve) => setTimeout(resolve, 1000).unref())]);
-      await opened.close();
-    },
-  };
+  async close(): Promise<void> {
+    this.closing = true;
+    this.ended.abort();
+    const opened = this.upstream;
+    this.upstream = undefined;
+    if (!opened) return;
+    const { client } = opened;
+    // Polite end of the upstream's session (MCP Streamable HTTP, "Session Management"), capped:
+    // a server that does not answer must not hold the proxy open.
+    const transport = client.transport as { terminateSession?: () => Promise<void> } | undefined;
+    await Promise.race([transport?.terminateSession?.().catch(() => {}), new Promise((resolve) => setTimeout(resolve, 1000).unref())]);
+    await opened.close();
+  }
 }
 
 /**

@@ -1,4 +1,4 @@
-// JSON-RPC errors for the MCP servers subs serves (issue 16). Thrown from a request handler, an
+// JSON-RPC errors for the MCP servers subs serves. Thrown from a request handler, an
 // Error with a numeric `code` (and `data`) is answered as that JSON-RPC error by the SDK's
 // Protocol. Not an McpError: its message carries a "MCP error <code>: " prefix, which the client's
 // own McpError would then repeat.

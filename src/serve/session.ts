@@ -1,4 +1,4 @@
-// What `subs agent serve` and `subs mcp proxy` hand to a transport (issue 16): one MCP server per
+// What `subs agent serve` and `subs mcp proxy` hand to a transport: one MCP server per
 // client session. Over stdio the process has one session; over Streamable HTTP (--http) every
 // `initialize` without a session id starts a new one, so each client gets its own snapshot of
 // tools and its own upstream connections (connectors.md, "When tools are fetched": once per

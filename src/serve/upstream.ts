@@ -1,4 +1,4 @@
-// One upstream MCP connection kept open for a whole served session (issue 16), the one
+// One upstream MCP connection kept open for a whole served session, the one
 // implementation behind `subs agent serve` (one per connection of the agent) and `subs mcp proxy`
 // (one per client session). Opened by openConnection (src/mcp/open.ts: static token, stored
 // OAuth credential, open server, the 401 and issuer checks), then used for every request of the

@@ -63,7 +63,7 @@ describe("shown", () => {
 });
 
 test("a progress message is shown, and cut between characters", async () => {
-  const { progressText } = await import("../../src/commands/mcp-call.ts");
+  const { progressText } = await import("../../src/commands/mcp/call/run.ts");
   assert.equal(progressText({ progress: 1, total: 2, message: `${TITLE}working${HIDE}` }), "1/2 \\x1b]2;pwned\\x07working\\r\\x1b[2K");
   // Cut by UTF-16 units, the 80th would be half of the first 🚀.
   assert.equal(progressText({ progress: 1, message: `${"a".repeat(79)}🚀🚀` }), `1 ${"a".repeat(79)}…`);

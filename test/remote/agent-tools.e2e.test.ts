@@ -5,7 +5,7 @@ import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { after, before, describe, it } from "node:test";
-import type { AgentToolsJson } from "../../src/commands/agent-tools.ts";
+import type { AgentToolsJson } from "../../src/commands/agent/tools/run.ts";
 import { runCli } from "../support/cli.ts";
 import { startDeployment, type RunningDeployment } from "../support/deployment/server.ts";
 import { annotatedTool, startMcpServer, type RunningMcpServer } from "../support/mcp-server.ts";

@@ -1,4 +1,4 @@
-// `subs apply`: its declaration; the run code is ../apply.ts, loaded when it runs.
+// `subs apply`: its declaration; the run code is ./run.ts beside it, loaded when it runs.
 import { configOption, examples, jsonOption, type CommandDeclaration } from "../options.ts";
 
 export const apply: CommandDeclaration = {
@@ -13,7 +13,7 @@ export const apply: CommandDeclaration = {
       .addHelpText("after", examples(["subs apply --dry-run", "subs apply", "subs apply --json   # in CI"]))
       .action(async (opts: { config?: string; json?: boolean; dryRun?: boolean; yes?: boolean }) => {
         setJson(Boolean(opts.json));
-        const { applyCommand } = await import("../apply.ts");
+        const { applyCommand } = await import("./run.ts");
         await applyCommand(ctx, { ...configOf(opts), json: Boolean(opts.json), dryRun: Boolean(opts.dryRun), yes: Boolean(opts.yes) });
       });
   },

@@ -1,4 +1,4 @@
-// `subs completion`: its declaration; the run code is ../completion.ts, loaded when it runs.
+// `subs completion`: its declaration; the run code is ./run.ts beside it, loaded when it runs.
 import { examples, type CommandDeclaration } from "../options.ts";
 
 export const completion: CommandDeclaration = {
@@ -16,7 +16,7 @@ export const completion: CommandDeclaration = {
         ]),
       )
       .action(async (shell: string) => {
-        const { completionCommand } = await import("../completion.ts");
+        const { completionCommand } = await import("./run.ts");
         await completionCommand(ctx, { shell });
       });
   },

@@ -1,4 +1,4 @@
-// `subs init`: its declaration; the run code is ../init.ts, loaded when it runs.
+// `subs init`: its declaration; the run code is ./run.ts beside it, loaded when it runs.
 import { Option } from "commander";
 import { examples, type CommandDeclaration } from "../options.ts";
 
@@ -11,7 +11,7 @@ export const init: CommandDeclaration = {
       .addOption(new Option("--config <path>", "write this file instead (default: $SUBS_CONFIG, else ./substructure.toml)"))
       .addHelpText("after", examples(["subs init", "subs init sentry=https://mcp.sentry.dev/mcp && subs mcp login sentry"]))
       .action(async (connections: string[], opts: { config?: string }) => {
-        const { initCommand } = await import("../init.ts");
+        const { initCommand } = await import("./run.ts");
         await initCommand(ctx, { ...configOf(opts), connections });
       });
   },

@@ -1,4 +1,4 @@
-// `subs schema`: its declaration; the run code is ../schema.ts, loaded when it runs.
+// `subs schema`: its declaration; the run code is ./run.ts beside it, loaded when it runs.
 import { examples, type CommandDeclaration } from "../options.ts";
 
 export const schema: CommandDeclaration = {
@@ -8,7 +8,7 @@ export const schema: CommandDeclaration = {
       .description("Print the JSON Schema of substructure.toml (for editors such as Taplo / Even Better TOML).")
       .addHelpText("after", examples(["subs schema > substructure.schema.json"]))
       .action(async () => {
-        const { schemaCommand } = await import("../schema.ts");
+        const { schemaCommand } = await import("./run.ts");
         await schemaCommand(ctx);
       });
   },

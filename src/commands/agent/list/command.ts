@@ -1,4 +1,4 @@
-// `subs agent list`: its declaration; the run code is ../../agent-list.ts, loaded when it runs.
+// `subs agent list`: its declaration; the run code is ./run.ts beside it, loaded when it runs.
 import { configOption, examples, jsonOption, type CommandDeclaration } from "../../options.ts";
 
 export const agentList: CommandDeclaration = {
@@ -12,7 +12,7 @@ export const agentList: CommandDeclaration = {
       .addHelpText("after", examples(["subs agent list", "subs agent list --json | jq '.[].name'"]))
       .action(async (opts: { config?: string; json?: boolean }) => {
         setJson(Boolean(opts.json));
-        const { agentListCommand } = await import("../../agent-list.ts");
+        const { agentListCommand } = await import("./run.ts");
         await agentListCommand(ctx, { ...configOf(opts), json: Boolean(opts.json) });
       });
   },

@@ -1,4 +1,4 @@
-// `subs agent serve`: its declaration; the run code is ../../agent-serve.ts, loaded when it runs.
+// `subs agent serve`: its declaration; the run code is ./run.ts beside it, loaded when it runs.
 import { Option } from "commander";
 import { parseSeconds } from "../../flags.ts";
 import { configOption, examples, httpOptions, httpTransportOptions, requestTimeoutOption, type CommandDeclaration, type HttpFlags } from "../../options.ts";
@@ -34,7 +34,7 @@ export const agentServe: CommandDeclaration = {
         const requestTimeoutSeconds = parseSeconds(opts.requestTimeout, "--request-timeout");
         const transport = await httpTransportOptions(opts);
         servesUntilStopped?.();
-        const { agentServeCommand } = await import("../../agent-serve.ts");
+        const { agentServeCommand } = await import("./run.ts");
         await agentServeCommand(ctx, { agent: name, ...configOf(opts), timeoutSeconds, requestTimeoutSeconds, ...transport });
       });
   },

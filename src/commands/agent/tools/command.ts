@@ -1,4 +1,4 @@
-// `subs agent tools`: its declaration; the run code is ../../agent-tools.ts, loaded when it runs.
+// `subs agent tools`: its declaration; the run code is ./run.ts beside it, loaded when it runs.
 import { Option } from "commander";
 import { parseSeconds } from "../../flags.ts";
 import { configOption, examples, jsonOption, type CommandDeclaration } from "../../options.ts";
@@ -31,7 +31,7 @@ export const agentTools: CommandDeclaration = {
       .action(async (name: string, opts: { config?: string; json?: boolean; timeout: string; verbose?: boolean }) => {
         setJson(Boolean(opts.json));
         const timeoutSeconds = parseSeconds(opts.timeout);
-        const { agentToolsCommand } = await import("../../agent-tools.ts");
+        const { agentToolsCommand } = await import("./run.ts");
         setExitCode(await agentToolsCommand(ctx, { agent: name, ...configOf(opts), json: Boolean(opts.json), timeoutSeconds, verbose: Boolean(opts.verbose) }));
       });
   },

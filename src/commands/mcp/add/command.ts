@@ -1,4 +1,4 @@
-// `subs mcp add`: its declaration; the run code is ../../mcp-add.ts, loaded when it runs.
+// `subs mcp add`: its declaration; the run code is ./run.ts beside it, loaded when it runs.
 import { Option } from "commander";
 import { usage } from "../../../errors.ts";
 import { configOption, examples, pick, type CommandDeclaration } from "../../options.ts";
@@ -38,7 +38,7 @@ export const mcpAdd: CommandDeclaration = {
         if (opts.clientSecret !== undefined) {
           throw usage("subs never writes a client secret in the file", { hint: "export it and name the variable: --client-secret-env MY_CLIENT_SECRET" });
         }
-        const { mcpAddCommand } = await import("../../mcp-add.ts");
+        const { mcpAddCommand } = await import("./run.ts");
         await mcpAddCommand(ctx, {
           ...configOf(opts),
           id,

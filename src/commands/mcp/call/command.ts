@@ -1,4 +1,4 @@
-// `subs mcp call`: its declaration; the run code is ../../mcp-call.ts, loaded when it runs.
+// `subs mcp call`: its declaration; the run code is ./run.ts beside it, loaded when it runs.
 import { Option } from "commander";
 import { parseSeconds } from "../../flags.ts";
 import { configOption, examples, jsonOption, pick, requestTimeoutOption, type CommandDeclaration } from "../../options.ts";
@@ -29,7 +29,7 @@ export const mcpCall: CommandDeclaration = {
       )
       .action(async (id: string, tool: string, opts: CallFlags) => {
         setJson(Boolean(opts.json));
-        const { mcpCallCommand } = await import("../../mcp-call.ts");
+        const { mcpCallCommand } = await import("./run.ts");
         await mcpCallCommand(ctx, {
           ...configOf(opts),
           ...pick(opts, "args"),

@@ -1,4 +1,4 @@
-// `subs mcp import`: its declaration; the run code is ../../mcp-import.ts, loaded when it runs.
+// `subs mcp import`: its declaration; the run code is ./run.ts beside it, loaded when it runs.
 import { Option } from "commander";
 import { configOption, examples, jsonOption, pick, type CommandDeclaration } from "../../options.ts";
 
@@ -27,7 +27,7 @@ export const mcpImport: CommandDeclaration = {
       )
       .action(async (opts: { from?: string; dryRun?: boolean; config?: string; json?: boolean }) => {
         setJson(Boolean(opts.json));
-        const { mcpImportCommand } = await import("../../mcp-import.ts");
+        const { mcpImportCommand } = await import("./run.ts");
         await mcpImportCommand(ctx, { ...configOf(opts), ...pick(opts, "from"), dryRun: Boolean(opts.dryRun), json: Boolean(opts.json) });
       });
   },

@@ -12,7 +12,7 @@ export type ListFlags = { config?: string; json?: boolean; check?: boolean; time
 export async function mcpListAction(ctx: Context, { setJson, setExitCode }: Pick<ProgramHooks, "setJson" | "setExitCode">, flags: ListFlags): Promise<void> {
   setJson(Boolean(flags.json));
   const timeoutSeconds = parseSeconds(flags.timeout);
-  const { mcpListCommand } = await import("../../mcp-list.ts");
+  const { mcpListCommand } = await import("./run.ts");
   setExitCode(
     await mcpListCommand(ctx, {
       ...(flags.config !== undefined ? { config: flags.config } : {}),

@@ -1,4 +1,4 @@
-// `subs mcp login`: its declaration; the run code is ../../mcp-login.ts, loaded when it runs.
+// `subs mcp login`: its declaration; the run code is ./run.ts beside it, loaded when it runs.
 import { Option } from "commander";
 import { parsePort, parseSeconds } from "../../flags.ts";
 import { configOption, examples, jsonOption, type CommandDeclaration } from "../../options.ts";
@@ -25,7 +25,7 @@ export const mcpLogin: CommandDeclaration = {
       )
       .action(async (ids: string[], opts: LoginFlags) => {
         setJson(Boolean(opts.json));
-        const { mcpLoginCommand } = await import("../../mcp-login.ts");
+        const { mcpLoginCommand } = await import("./run.ts");
         const port = opts.port === undefined ? undefined : parsePort(opts.port);
         await mcpLoginCommand(ctx, {
           ...configOf(opts),

@@ -1,4 +1,4 @@
-// `subs mcp proxy`: its declaration; the run code is ../../mcp-proxy.ts, loaded when it runs.
+// `subs mcp proxy`: its declaration; the run code is ./run.ts beside it, loaded when it runs.
 import { debugFromEnv } from "../../flags.ts";
 import { configOption, examples, httpOptions, httpTransportOptions, type CommandDeclaration, type HttpFlags } from "../../options.ts";
 
@@ -26,7 +26,7 @@ export const mcpProxy: CommandDeclaration = {
       .action(async (id: string, opts: { config?: string } & HttpFlags) => {
         const transport = await httpTransportOptions(opts);
         servesUntilStopped?.();
-        const { mcpProxyCommand } = await import("../../mcp-proxy.ts");
+        const { mcpProxyCommand } = await import("./run.ts");
         const debug = Boolean(command.optsWithGlobals().debug) || debugFromEnv(ctx.env);
         setExitCode(await mcpProxyCommand(ctx, { ...configOf(opts), id, ...transport, debug }));
       });

@@ -1,4 +1,4 @@
-// `subs mcp remove`: its declaration; the run code is ../../mcp-remove.ts, loaded when it runs.
+// `subs mcp remove`: its declaration; the run code is ./run.ts beside it, loaded when it runs.
 import { configOption, examples, type CommandDeclaration } from "../../options.ts";
 
 export const mcpRemove: CommandDeclaration = {
@@ -13,7 +13,7 @@ export const mcpRemove: CommandDeclaration = {
       .addOption(configOption())
       .addHelpText("after", examples(["subs mcp remove sentry", "subs mcp remove linear --config ./deploy/substructure.toml && subs apply --config ./deploy/substructure.toml"]))
       .action(async (id: string, opts: { config?: string }) => {
-        const { mcpRemoveCommand } = await import("../../mcp-remove.ts");
+        const { mcpRemoveCommand } = await import("./run.ts");
         await mcpRemoveCommand(ctx, { ...configOf(opts), id });
       });
   },

@@ -1,4 +1,4 @@
-// `subs mcp tools`: its declaration; the run code is ../../mcp-tools.ts, loaded when it runs.
+// `subs mcp tools`: its declaration; the run code is ./run.ts beside it, loaded when it runs.
 import { Option } from "commander";
 import { parseSeconds } from "../../flags.ts";
 import { configOption, examples, jsonOption, requestTimeoutOption, type CommandDeclaration } from "../../options.ts";
@@ -19,7 +19,7 @@ export const mcpTools: CommandDeclaration = {
       .addHelpText("after", examples(["subs mcp tools sentry", "subs mcp tools sentry --json | jq '.tools[].name'"]))
       .action(async (id: string, opts: ToolsFlags) => {
         setJson(Boolean(opts.json));
-        const { mcpToolsCommand } = await import("../../mcp-tools.ts");
+        const { mcpToolsCommand } = await import("./run.ts");
         await mcpToolsCommand(ctx, {
           ...configOf(opts),
           id,

@@ -1,16 +1,16 @@
-import { backendFor } from "../backend/choose.ts";
-import type { Listing } from "../backend/types.ts";
-import { readConfig } from "../config/read-config.ts";
-import type { Config } from "../config/types.ts";
-import type { Context } from "../context.ts";
-import { writeJson } from "../output/json.ts";
-import { stderrReporter } from "../output/reporter.ts";
-import { styleFor, type Style } from "../output/style.ts";
-import { renderTable } from "../output/table.ts";
-import { isoOrNull, shortDuration } from "../output/time.ts";
-import type { RemoteListEntry } from "../remote/list.ts";
-import type { ConnectionStatus } from "../status/status.ts";
-import type { CredentialRow } from "../store/schema.ts";
+import { backendFor } from "../../../backend/choose.ts";
+import type { Listing } from "../../../backend/types.ts";
+import { readConfig } from "../../../config/read-config.ts";
+import type { Config } from "../../../config/types.ts";
+import type { Context } from "../../../context.ts";
+import { writeJson } from "../../../output/json.ts";
+import { stderrReporter } from "../../../output/reporter.ts";
+import { styleFor, type Style } from "../../../output/style.ts";
+import { renderTable } from "../../../output/table.ts";
+import { isoOrNull, shortDuration } from "../../../output/time.ts";
+import type { RemoteListEntry } from "../../../remote/list.ts";
+import type { ConnectionStatus } from "../../../status/status.ts";
+import type { CredentialRow } from "../../../store/schema.ts";
 
 export type McpListOptions = {
   config?: string;
@@ -82,7 +82,7 @@ export async function mcpListCommand(ctx: Context, options: McpListOptions): Pro
   const config = await readConfig({ configPath: options.config, env: ctx.env, cwd: ctx.cwd });
   const backend = await backendFor({ ctx, config, reporter: stderrReporter(ctx) });
   const listing = await backend.list(options.check ? { check: { timeoutMs: options.check.timeoutSeconds * 1000 } } : {});
-  const checked = listing.checks ? await import("./mcp-list-check.ts") : undefined;
+  const checked = listing.checks ? await import("./check.ts") : undefined;
   const style = styleFor(ctx.color);
   const done = listing.target === "local" ? writeLocal(ctx, config, listing, options.json, style, checked) : writeRemote(ctx, config, listing, options.json, style, checked);
   if (!listing.checks) return 0;
@@ -90,7 +90,7 @@ export async function mcpListCommand(ctx: Context, options: McpListOptions): Pro
   return checked!.checkExitCode(listing.checks.values());
 }
 
-type Checked = typeof import("./mcp-list-check.ts") | undefined;
+type Checked = typeof import("./check.ts") | undefined;
 
 /** Writes the local listing; true when the failures of a check are not to be reported after it. */
 function writeLocal(ctx: Context, config: Config, listing: Extract<Listing, { target: "local" }>, json: boolean, style: Style, checked: Checked): boolean {

@@ -1,9 +1,9 @@
 // `subs mcp list --check`: how the checks read, in either place (the probing is the backend's,
 // src/backend/probe.ts); loaded only when --check is given.
-import type { Context } from "../context.ts";
-import type { Style } from "../output/style.ts";
-import { shown } from "../output/untrusted.ts";
-import { checkExitCode, type ConnectionCheck } from "../status/check.ts";
+import type { Context } from "../../../context.ts";
+import type { Style } from "../../../output/style.ts";
+import { shown } from "../../../output/untrusted.ts";
+import { checkExitCode, type ConnectionCheck } from "../../../status/check.ts";
 
 export { checkExitCode };
 

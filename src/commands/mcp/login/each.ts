@@ -2,11 +2,11 @@
 // in turn, one that fails does not stop the others, and the person reads each outcome as it
 // happens. Only Ctrl-C or SIGTERM stops the rest. The command then fails with the worst of the
 // failures (docs/commands.md, "subs mcp login").
-import type { ConnectionConfig } from "../config/types.ts";
-import type { Context } from "../context.ts";
-import { aboutId, exitCodeFor, SubsError } from "../errors.ts";
-import { MARK, styleFor } from "../output/style.ts";
-import { shown } from "../output/untrusted.ts";
+import type { ConnectionConfig } from "../../../config/types.ts";
+import type { Context } from "../../../context.ts";
+import { aboutId, exitCodeFor, SubsError } from "../../../errors.ts";
+import { MARK, styleFor } from "../../../output/style.ts";
+import { shown } from "../../../output/untrusted.ts";
 
 export type LoginFailure = { id: string; code: string; message: string; hint?: string };
 

@@ -2,16 +2,16 @@
 // (stderr; --json on stdout), and adds them (src/import/). Nothing a client's file holds as a
 // secret is printed: the plan keeps header names, never their values.
 import path from "node:path";
-import type { Context } from "../context.ts";
-import { importServers, shownPath, type ImportResult } from "../import/import.ts";
-import { disabledMessage, type Addition, type Note, type Origin } from "../import/plan.ts";
-import { CLIENT_TITLES } from "../import/types.ts";
-import { writeJson } from "../output/json.ts";
-import { possessive } from "../text/possessive.ts";
-import { shellWord } from "../output/shell-word.ts";
-import { MARK, styleFor } from "../output/style.ts";
-import { stderrReporter } from "../output/reporter.ts";
-import { shown } from "../output/untrusted.ts";
+import type { Context } from "../../../context.ts";
+import { importServers, shownPath, type ImportResult } from "../../../import/import.ts";
+import { disabledMessage, type Addition, type Note, type Origin } from "../../../import/plan.ts";
+import { CLIENT_TITLES } from "../../../import/types.ts";
+import { writeJson } from "../../../output/json.ts";
+import { possessive } from "../../../text/possessive.ts";
+import { shellWord } from "../../../output/shell-word.ts";
+import { MARK, styleFor } from "../../../output/style.ts";
+import { stderrReporter } from "../../../output/reporter.ts";
+import { shown } from "../../../output/untrusted.ts";
 
 export type McpImportOptions = { from?: string; dryRun: boolean; config?: string; json: boolean };
 

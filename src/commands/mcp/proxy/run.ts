@@ -1,11 +1,11 @@
-import { readConfig } from "../config/read-config.ts";
-import { findConnection } from "../config/lookup.ts";
-import type { Context } from "../context.ts";
-import { exitCodeFor, refused, type SubsError } from "../errors.ts";
-import { possessive } from "../text/possessive.ts";
-import { stderrReporter } from "../output/reporter.ts";
-import type { HttpAddress } from "../serve/address.ts";
-import type { HttpLimits } from "../serve/http.ts";
+import { readConfig } from "../../../config/read-config.ts";
+import { findConnection } from "../../../config/lookup.ts";
+import type { Context } from "../../../context.ts";
+import { exitCodeFor, refused, type SubsError } from "../../../errors.ts";
+import { possessive } from "../../../text/possessive.ts";
+import { stderrReporter } from "../../../output/reporter.ts";
+import type { HttpAddress } from "../../../serve/address.ts";
+import type { HttpLimits } from "../../../serve/http.ts";
 
 export type McpProxyOptions = {
   config?: string;
@@ -38,7 +38,7 @@ export async function mcpProxyCommand(ctx: Context, options: McpProxyOptions): P
     });
   }
   const connection = findConnection(config, options.id);
-  const { proxySessionFactory } = await import("../serve/proxy-session.ts");
+  const { proxySessionFactory } = await import("../../../serve/proxy-session.ts");
   let unavailable: SubsError | undefined;
   const factory = proxySessionFactory(ctx, config, connection, {
     reporter: stderrReporter(ctx),
@@ -46,11 +46,11 @@ export async function mcpProxyCommand(ctx: Context, options: McpProxyOptions): P
     ...(options.debug ? { debug: true } : {}),
   });
   if (options.http) {
-    const { serveHttp } = await import("../serve/http.ts");
+    const { serveHttp } = await import("../../../serve/http.ts");
     await serveHttp(ctx, { ...options.http, ...(options.tokenFile !== undefined ? { tokenFile: options.tokenFile } : {}), ...(options.limits ? { limits: options.limits } : {}), newSession: factory });
     return 0;
   }
-  const { serveStdio } = await import("../serve/stdio.ts");
+  const { serveStdio } = await import("../../../serve/stdio.ts");
   await serveStdio(ctx, factory);
   return unavailable ? exitCodeFor(unavailable) : 0;
 }

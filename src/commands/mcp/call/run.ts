@@ -1,15 +1,15 @@
 import { readFile } from "node:fs/promises";
 import path from "node:path";
-import { backendFor } from "../backend/choose.ts";
-import type { CallResult } from "../backend/types.ts";
-import { loadConfig } from "../config/load.ts";
-import type { Context } from "../context.ts";
-import { failed, usage } from "../errors.ts";
-import { writeJson } from "../output/json.ts";
-import { stderrReporter } from "../output/reporter.ts";
-import { shown } from "../output/untrusted.ts";
-import { fetchingProgress, type Progress } from "../report.ts";
-import { withRequestTimeoutHint } from "./mcp-tools.ts";
+import { backendFor } from "../../../backend/choose.ts";
+import type { CallResult } from "../../../backend/types.ts";
+import { loadConfig } from "../../../config/load.ts";
+import type { Context } from "../../../context.ts";
+import { failed, usage } from "../../../errors.ts";
+import { writeJson } from "../../../output/json.ts";
+import { stderrReporter } from "../../../output/reporter.ts";
+import { shown } from "../../../output/untrusted.ts";
+import { fetchingProgress, type Progress } from "../../../report.ts";
+import { withRequestTimeoutHint } from "../tools/run.ts";
 
 export type McpCallOptions = {
   config?: string;

@@ -1,9 +1,9 @@
-import { readConfig } from "../config/read-config.ts";
-import type { Context } from "../context.ts";
-import { stderrReporter } from "../output/reporter.ts";
-import type { HttpAddress } from "../serve/address.ts";
-import type { HttpLimits } from "../serve/http.ts";
-import { agentSessionFactory } from "../serve/agent-session.ts";
+import { readConfig } from "../../../config/read-config.ts";
+import type { Context } from "../../../context.ts";
+import { stderrReporter } from "../../../output/reporter.ts";
+import type { HttpAddress } from "../../../serve/address.ts";
+import type { HttpLimits } from "../../../serve/http.ts";
+import { agentSessionFactory } from "../../../serve/agent-session.ts";
 
 export type AgentServeOptions = {
   agent: string;
@@ -29,10 +29,10 @@ export async function agentServeCommand(ctx: Context, options: AgentServeOptions
     requestTimeoutMs: options.requestTimeoutSeconds * 1000,
   });
   if (options.http) {
-    const { serveHttp } = await import("../serve/http.ts");
+    const { serveHttp } = await import("../../../serve/http.ts");
     await serveHttp(ctx, { ...options.http, ...(options.tokenFile !== undefined ? { tokenFile: options.tokenFile } : {}), ...(options.limits ? { limits: options.limits } : {}), newSession: factory });
     return;
   }
-  const { serveStdio } = await import("../serve/stdio.ts");
+  const { serveStdio } = await import("../../../serve/stdio.ts");
   await serveStdio(ctx, factory);
 }

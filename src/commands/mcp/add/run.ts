@@ -1,13 +1,13 @@
 // `subs mcp add <id> <url>`: declares a connection by appending its section to the
 // file, every other byte kept; checked as every command checks the file, then written atomically.
-import { appendConnections, editConfig, type NewConnection } from "../config/edit.ts";
-import { ENV_NAME_PATTERN, idProblem, newUrlProblem } from "../config/schema.ts";
-import type { Context } from "../context.ts";
-import { refused, usage } from "../errors.ts";
-import { stderrReporter } from "../output/reporter.ts";
-import type { Reporter } from "../report.ts";
-import { shellWord } from "../output/shell-word.ts";
-import { MARK, styleFor } from "../output/style.ts";
+import { appendConnections, editConfig, type NewConnection } from "../../../config/edit.ts";
+import { ENV_NAME_PATTERN, idProblem, newUrlProblem } from "../../../config/schema.ts";
+import type { Context } from "../../../context.ts";
+import { refused, usage } from "../../../errors.ts";
+import { stderrReporter } from "../../../output/reporter.ts";
+import type { Reporter } from "../../../report.ts";
+import { shellWord } from "../../../output/shell-word.ts";
+import { MARK, styleFor } from "../../../output/style.ts";
 
 export type McpAddOptions = NewConnection & { config?: string };
 

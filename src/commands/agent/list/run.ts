@@ -1,11 +1,11 @@
 // `subs agent list`: every declared agent as the file states it. Reads only the file: no
 // network, no db (`subs agent tools <name>` fetches what one agent's model sees).
-import { loadConfig } from "../config/load.ts";
-import type { AgentConfig, Config, McpToolsFilter } from "../config/types.ts";
-import type { Context } from "../context.ts";
-import { writeJson } from "../output/json.ts";
-import { styleFor } from "../output/style.ts";
-import { renderTable } from "../output/table.ts";
+import { loadConfig } from "../../../config/load.ts";
+import type { AgentConfig, Config, McpToolsFilter } from "../../../config/types.ts";
+import type { Context } from "../../../context.ts";
+import { writeJson } from "../../../output/json.ts";
+import { styleFor } from "../../../output/style.ts";
+import { renderTable } from "../../../output/table.ts";
 
 export type AgentListOptions = { config?: string; json: boolean };
 

@@ -1,16 +1,16 @@
-import { backendFor } from "../backend/choose.ts";
-import type { ListedTool } from "../backend/types.ts";
-import { loadConfig } from "../config/load.ts";
-import { findConnection } from "../config/lookup.ts";
-import type { Context } from "../context.ts";
-import { SubsError } from "../errors.ts";
-import { writeJson } from "../output/json.ts";
-import { stderrReporter } from "../output/reporter.ts";
-import { styleFor } from "../output/style.ts";
-import { renderTable } from "../output/table.ts";
-import { shown } from "../output/untrusted.ts";
-import { fetchingProgress } from "../report.ts";
-import { possessive } from "../text/possessive.ts";
+import { backendFor } from "../../../backend/choose.ts";
+import type { ListedTool } from "../../../backend/types.ts";
+import { loadConfig } from "../../../config/load.ts";
+import { findConnection } from "../../../config/lookup.ts";
+import type { Context } from "../../../context.ts";
+import { SubsError } from "../../../errors.ts";
+import { writeJson } from "../../../output/json.ts";
+import { stderrReporter } from "../../../output/reporter.ts";
+import { styleFor } from "../../../output/style.ts";
+import { renderTable } from "../../../output/table.ts";
+import { shown } from "../../../output/untrusted.ts";
+import { fetchingProgress } from "../../../report.ts";
+import { possessive } from "../../../text/possessive.ts";
 
 export type McpToolsOptions = {
   config?: string;

@@ -1,13 +1,13 @@
-import { backendFor } from "../backend/choose.ts";
-import type { Authorized } from "../backend/types.ts";
-import { loadConfig } from "../config/load.ts";
-import type { Context } from "../context.ts";
-import { usage } from "../errors.ts";
-import { writeJson } from "../output/json.ts";
-import { stderrReporter } from "../output/reporter.ts";
-import { MARK, styleFor, type Style } from "../output/style.ts";
-import { isoOrNull, shortDuration } from "../output/time.ts";
-import { shown } from "../output/untrusted.ts";
+import { backendFor } from "../../../backend/choose.ts";
+import type { Authorized } from "../../../backend/types.ts";
+import { loadConfig } from "../../../config/load.ts";
+import type { Context } from "../../../context.ts";
+import { usage } from "../../../errors.ts";
+import { writeJson } from "../../../output/json.ts";
+import { stderrReporter } from "../../../output/reporter.ts";
+import { MARK, styleFor, type Style } from "../../../output/style.ts";
+import { isoOrNull, shortDuration } from "../../../output/time.ts";
+import { shown } from "../../../output/untrusted.ts";
 
 export type McpLoginOptions = {
   config?: string;
@@ -63,7 +63,7 @@ export async function mcpLoginCommand(ctx: Context, options: McpLoginOptions): P
           : "Every connection is already authorized on the deployment; nothing to do.\n",
       );
     }
-    const { loginEach } = await import("./login-each.ts");
+    const { loginEach } = await import("./each.ts");
     await loginEach(ctx, targets, results, async (connection) => {
       const outcome = await backend.authorize(connection, {
         ...(options.port !== undefined ? { port: options.port } : {}),

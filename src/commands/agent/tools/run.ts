@@ -1,16 +1,16 @@
-import { describeDropped, describeFiltered, describeWarning } from "../agents/describe.ts";
-import { findAgent, inspectAgentTools, type Inspection } from "../agents/inspect.ts";
-import type { Claimant, FilteredTool, ModelTool, Warning } from "../agents/resolve.ts";
-import { backendFor } from "../backend/choose.ts";
-import { loadConfig } from "../config/load.ts";
-import type { Context } from "../context.ts";
-import { stderrReporter } from "../output/reporter.ts";
-import { writeJson } from "../output/json.ts";
-import { styleFor } from "../output/style.ts";
-import { renderTable } from "../output/table.ts";
-import { shown } from "../output/untrusted.ts";
-import { fetchingProgress, silentProgress } from "../report.ts";
-import { possessive } from "../text/possessive.ts";
+import { describeDropped, describeFiltered, describeWarning } from "../../../agents/describe.ts";
+import { findAgent, inspectAgentTools, type Inspection } from "../../../agents/inspect.ts";
+import type { Claimant, FilteredTool, ModelTool, Warning } from "../../../agents/resolve.ts";
+import { backendFor } from "../../../backend/choose.ts";
+import { loadConfig } from "../../../config/load.ts";
+import type { Context } from "../../../context.ts";
+import { stderrReporter } from "../../../output/reporter.ts";
+import { writeJson } from "../../../output/json.ts";
+import { styleFor } from "../../../output/style.ts";
+import { renderTable } from "../../../output/table.ts";
+import { shown } from "../../../output/untrusted.ts";
+import { fetchingProgress, silentProgress } from "../../../report.ts";
+import { possessive } from "../../../text/possessive.ts";
 
 export type AgentToolsOptions = {
   agent: string;

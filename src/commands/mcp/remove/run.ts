@@ -3,16 +3,16 @@
 // then, locally, what the db holds for it is deleted and the credential revoked where the
 // authorization server offers revocation (RFC 7009). With [remote], the deployment holds the
 // credential: `subs apply` removes it there, as for a section deleted by hand.
-import { backendFor } from "../backend/choose.ts";
-import { checkedEdit, editConfig, removeSection, writeConfigAtomically } from "../config/edit.ts";
-import { findConnection } from "../config/lookup.ts";
-import type { Config } from "../config/types.ts";
-import type { Context } from "../context.ts";
-import { refused } from "../errors.ts";
-import { stderrReporter } from "../output/reporter.ts";
-import { shellWord } from "../output/shell-word.ts";
-import { MARK, styleFor } from "../output/style.ts";
-import type { Reporter } from "../report.ts";
+import { backendFor } from "../../../backend/choose.ts";
+import { checkedEdit, editConfig, removeSection, writeConfigAtomically } from "../../../config/edit.ts";
+import { findConnection } from "../../../config/lookup.ts";
+import type { Config } from "../../../config/types.ts";
+import type { Context } from "../../../context.ts";
+import { refused } from "../../../errors.ts";
+import { stderrReporter } from "../../../output/reporter.ts";
+import { shellWord } from "../../../output/shell-word.ts";
+import { MARK, styleFor } from "../../../output/style.ts";
+import type { Reporter } from "../../../report.ts";
 
 export type McpRemoveOptions = { config?: string; id: string };
 

@@ -3,19 +3,19 @@
 // removal, and carries it out step by step. `--json` is documented per place (docs/commands.md,
 // "subs apply"; README.md, "With `[remote]`").
 import path from "node:path";
-import type { LocalChange } from "../apply/local.ts";
-import { backendFor } from "../backend/choose.ts";
-import type { Applied } from "../backend/types.ts";
-import { loadConfig } from "../config/load.ts";
-import type { Config } from "../config/types.ts";
-import type { Context } from "../context.ts";
-import { refused, SubsError } from "../errors.ts";
-import { writeJson } from "../output/json.ts";
-import { stderrReporter } from "../output/reporter.ts";
-import { MARK, styleFor, type Style } from "../output/style.ts";
-import { shown } from "../output/untrusted.ts";
-import { DeploymentError } from "../remote/client.ts";
-import { hasChanges, type PlanStep, type RemotePlan, type StepOutcome } from "../remote/plan.ts";
+import type { LocalChange } from "../../apply/local.ts";
+import { backendFor } from "../../backend/choose.ts";
+import type { Applied } from "../../backend/types.ts";
+import { loadConfig } from "../../config/load.ts";
+import type { Config } from "../../config/types.ts";
+import type { Context } from "../../context.ts";
+import { refused, SubsError } from "../../errors.ts";
+import { writeJson } from "../../output/json.ts";
+import { stderrReporter } from "../../output/reporter.ts";
+import { MARK, styleFor, type Style } from "../../output/style.ts";
+import { shown } from "../../output/untrusted.ts";
+import { DeploymentError } from "../../remote/client.ts";
+import { hasChanges, type PlanStep, type RemotePlan, type StepOutcome } from "../../remote/plan.ts";
 
 export type ApplyOptions = {
   config?: string;
@@ -41,7 +41,7 @@ export async function applyCommand(ctx: Context, options: ApplyOptions): Promise
   const applied = await backend.apply({
     dryRun: options.dryRun,
     confirm: async (plan) => {
-      const { confirmRemovals } = await import("../output/confirm.ts");
+      const { confirmRemovals } = await import("../../output/confirm.ts");
       const yes = options.yes ?? false;
       if (plan.target === "local") await confirmRemovals(ctx, { removed: plan.changes.map((c) => `the credential of ${c.id} (${REASONS[c.reason]})`), from: db, yes });
       else await confirmRemovals(ctx, { removed: removals(plan.plan), from: plan.url.href, yes });

@@ -1,11 +1,11 @@
 import path from "node:path";
-import { assertDirectoryFor, CONFIG_FILE_NAME, findConfigPath } from "../config/find.ts";
-import { parseConnectionArgument, starterFile } from "../config/init.ts";
-import { withConfigLock } from "../config/lock.ts";
-import type { Context } from "../context.ts";
-import { stderrReporter } from "../output/reporter.ts";
-import { shellWord } from "../output/shell-word.ts";
-import { MARK, styleFor } from "../output/style.ts";
+import { assertDirectoryFor, CONFIG_FILE_NAME, findConfigPath } from "../../config/find.ts";
+import { parseConnectionArgument, starterFile } from "../../config/init.ts";
+import { withConfigLock } from "../../config/lock.ts";
+import type { Context } from "../../context.ts";
+import { stderrReporter } from "../../output/reporter.ts";
+import { shellWord } from "../../output/shell-word.ts";
+import { MARK, styleFor } from "../../output/style.ts";
 
 export type InitOptions = {
   /** --config, else $SUBS_CONFIG, else ./substructure.toml: where every other command would look first. */
@@ -33,7 +33,7 @@ export async function initCommand(ctx: Context, options: InitOptions): Promise<v
   if (shadowed !== undefined && shadowed !== file) {
     ctx.stderr.write(`note: commands run in this directory now read ${shown}, no longer ${path.relative(ctx.cwd, shadowed)}\n`);
   }
-  const { dbUnignoredByGit } = await import("../store/gitignore.ts");
+  const { dbUnignoredByGit } = await import("../../store/gitignore.ts");
   if (dbUnignoredByGit(path.join(path.dirname(file), "substructure.db"))) {
     ctx.stderr.write(`${style.yellow("warning:")} git does not ignore substructure.db, which will hold credentials: add \`*.db*\` to .gitignore\n`);
   }

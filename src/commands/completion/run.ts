@@ -1,6 +1,6 @@
-import { completionScripts, SHELLS, type Shell } from "../completion/scripts.ts";
-import type { Context } from "../context.ts";
-import { usage } from "../errors.ts";
+import { completionScripts, SHELLS, type Shell } from "../../completion/scripts.ts";
+import type { Context } from "../../context.ts";
+import { usage } from "../../errors.ts";
 
 export async function completionCommand(ctx: Context, options: { shell: string }): Promise<void> {
   if (!(SHELLS as readonly string[]).includes(options.shell)) {

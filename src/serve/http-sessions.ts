@@ -1,0 +1,307 @@
+// The MCP sessions of one Streamable HTTP endpoint: one SDK StreamableHTTPServerTransport per
+// client session; an `initialize` without a session id starts one (SessionFactory), requests
+// carrying a known id go to it, DELETE ends it, an unknown id is 404 (MCP spec 2025-11-25,
+// basic/transports, "Session Management"). What a client can hold of them is bounded
+// (HttpLimits; docs/serve.md, "Limits of --http"). Whoever serves the endpoint (serveHttp on
+// loopback, the deployment for its agents) checks the caller first, then hands the request here.
+import { randomUUID } from "node:crypto";
+import type { IncomingMessage, ServerResponse } from "node:http";
+import { StreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/streamableHttp.js";
+import { isInitializeRequest, type JSONRPCMessage, type RequestId } from "@modelcontextprotocol/sdk/types.js";
+import type { Context } from "../context.ts";
+import type { SessionFactory, SessionServer } from "./session.ts";
+
+/** What one client, or every program on the machine together, can hold of the server (docs/serve.md, "Limits of --http"). */
+export type SessionLimits = {
+  /** Sessions open or starting; one more `initialize` is answered 503 with Retry-After. */
+  maxSessions: number;
+  /**
+   * A session with no request in progress and no GET stream open for this long is ended; its id
+   * then gets 404 and the client starts a new one (transports, "Session Management").
+   */
+  idleTimeoutMs: number;
+  /** JSON-RPC requests in progress on one session; past it a request is answered a JSON-RPC error. */
+  maxCalls: number;
+};
+
+/** What the SDK's own transport reads at most (requestBody.js, DEFAULT_MAX_REQUEST_BODY_SIZE). */
+export const MAX_BODY_BYTES = 4 * 1024 * 1024;
+
+type Live = {
+  transport: StreamableHTTPServerTransport;
+  session: SessionServer;
+  ended?: Promise<void>;
+  /** HTTP requests of this session still open: POSTs not yet answered, the GET stream. */
+  open: number;
+  /** JSON-RPC requests in those POSTs. */
+  calls: number;
+  /** Each of those requests, by id, with the ids of every request its POST carries. */
+  inProgress: Map<RequestId, RequestId[]>;
+  /** Armed while nothing is open; ends the session when it fires. */
+  idle?: NodeJS.Timeout;
+  idleSince: number;
+};
+
+export class McpSessions {
+  private readonly sessions = new Map<string, Live>();
+  /** Every session that has a transport, initialized or not yet: stop() closes them all. */
+  private readonly all = new Set<Live>();
+  /** Sessions whose SessionFactory has not answered yet: they count against maxSessions too. */
+  private starting = 0;
+  private stopping = false;
+
+  constructor(
+    private readonly ctx: Pick<Context, "stderr" | "now">,
+    private readonly limits: SessionLimits,
+    private readonly newSession: SessionFactory,
+  ) {}
+
+  /** One request to the endpoint, from a caller already checked. */
+  async handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    if (this.stopping) return jsonRpcError(res, 503, -32000, "the server is shutting down");
+    if (req.method !== "POST" && req.method !== "GET" && req.method !== "DELETE") {
+      return jsonRpcError(res, 405, -32000, "Method not allowed", { Allow: "GET, POST, DELETE" });
+    }
+    const sessionId = req.headers["mcp-session-id"];
+    if (typeof sessionId === "string") {
+      const live = this.sessions.get(sessionId);
+      // transports, "Session Management": an id the server does not know (ended, expired or
+      // never issued) is 404, so the client starts a new session.
+      if (!live) return jsonRpcError(res, 404, -32001, "Session not found");
+      return this.onSession(live, req, res);
+    }
+    if (req.method !== "POST") return jsonRpcError(res, 400, -32000, "Bad Request: Mcp-Session-Id header is required");
+    const read = await readJson(req, res);
+    if (!read) return;
+    const { body } = read;
+    if (!isInitializeRequest(body)) return jsonRpcError(res, 400, -32000, "Bad Request: Mcp-Session-Id header is required");
+    return this.startSession(req, res, body);
+  }
+
+  get stoppingNow(): boolean {
+    return this.stopping;
+  }
+
+  /** Refuses new requests, then closes every session, waiting up to `graceMs` for them. */
+  async stop(graceMs: number): Promise<void> {
+    this.stopping = true;
+    await stopSessions([...this.all], (live) => this.endSession(live), graceMs, this.ctx);
+  }
+
+  private endSession(live: Live): Promise<void> {
+    live.ended ??= (async () => {
+      clearTimeout(live.idle);
+      this.all.delete(live);
+      if (live.transport.sessionId !== undefined) this.sessions.delete(live.transport.sessionId);
+      try {
+        await live.session.close();
+      } catch (error) {
+        this.ctx.stderr.write(`subs: a session did not close cleanly: ${error instanceof Error ? error.message : String(error)}\n`);
+      }
+    })();
+    return live.ended;
+  }
+
+  private armIdle(live: Live): void {
+    clearTimeout(live.idle);
+    live.idleSince = this.ctx.now();
+    live.idle = setTimeout(() => {
+      if (live.open > 0 || live.ended) return;
+      this.ctx.stderr.write(`subs: ended a session idle for ${seconds(this.limits.idleTimeoutMs)} (its id now gets 404: its client starts a new session)\n`);
+      // Closing the transport ends the session (its onclose); its id is then unknown: 404.
+      void live.transport.close();
+    }, this.limits.idleTimeoutMs);
+    live.idle.unref();
+  }
+
+  /**
+   * Counts `res` as open on `live` until it closes, with the ids of the JSON-RPC requests it
+   * carries. One that closes before its answers went out had its client go away: no answer can
+   * reach that client any more (no event store, so no resumption: transports, "Resumability and
+   * Redelivery"), so each request still running is cancelled as if the client had sent
+   * notifications/cancelled (MCP "Cancellation"); the session's server passes that on upstream.
+   */
+  private hold(live: Live, res: ServerResponse, ids: RequestId[]): void {
+    live.open++;
+    live.calls += ids.length;
+    for (const id of ids) live.inProgress.set(id, ids);
+    clearTimeout(live.idle);
+    res.once("close", () => {
+      live.open--;
+      live.calls -= ids.length;
+      for (const id of ids) if (live.inProgress.get(id) === ids) live.inProgress.delete(id);
+      if (!res.writableFinished && !live.ended) {
+        for (const requestId of ids) {
+          const cancel: JSONRPCMessage = { jsonrpc: "2.0", method: "notifications/cancelled", params: { requestId, reason: "the client closed the connection before the answer" } };
+          live.transport.onmessage?.(cancel);
+          forget(live, requestId);
+        }
+      }
+      if (live.open === 0 && !live.ended) this.armIdle(live);
+    });
+  }
+
+  /**
+   * A request the client cancelled gets no answer (MCP "Cancellation": the receiver SHOULD NOT
+   * respond), so the SDK's transport would keep the POST that carried it open, and the session
+   * would count it in progress, until the client hung up. Its POST is ended now, without an
+   * answer, when it carried only that request; a batch's stream carries the others' answers, so
+   * there the cancelled one is answered an error instead.
+   */
+  private cancelled(live: Live, requestId: RequestId): void {
+    const group = live.inProgress.get(requestId);
+    if (!group) return;
+    if (group.length === 1) live.transport.closeSSEStream(requestId);
+    forget(live, requestId);
+  }
+
+  /** Seconds until a session may end on its own: the soonest idle one's expiry, else a whole idle timeout. */
+  private retryAfter(): string {
+    const now = this.ctx.now();
+    let soonest = this.limits.idleTimeoutMs;
+    for (const live of this.all) if (live.open === 0) soonest = Math.min(soonest, live.idleSince + this.limits.idleTimeoutMs - now);
+    return String(Math.max(1, Math.ceil(soonest / 1000)));
+  }
+
+  private async startSession(req: IncomingMessage, res: ServerResponse, body: unknown): Promise<void> {
+    const { limits } = this;
+    if (this.all.size + this.starting >= limits.maxSessions) {
+      return jsonRpcError(res, 503, -32000, `too many sessions (at most ${limits.maxSessions}): end one (DELETE) or retry later`, { "Retry-After": this.retryAfter() });
+    }
+    let session: SessionServer;
+    this.starting++;
+    try {
+      session = await this.newSession().open();
+    } catch (error) {
+      this.ctx.stderr.write(`subs: could not start a session: ${error instanceof Error ? error.message : String(error)}\n`);
+      return jsonRpcError(res, 500, -32603, "could not start the session");
+    } finally {
+      this.starting--;
+    }
+    const transport = new StreamableHTTPServerTransport({
+      sessionIdGenerator: () => randomUUID(),
+      onsessioninitialized: (id) => {
+        this.sessions.set(id, live);
+      },
+    });
+    const live: Live = { transport, session, open: 0, calls: 0, inProgress: new Map(), idleSince: this.ctx.now() };
+    // Set before connect: Protocol.connect chains its own onclose after this one. Runs on DELETE,
+    // on shutdown, at the idle timeout, and when the session's server closes itself.
+    transport.onclose = () => void this.endSession(live);
+    if (this.stopping) {
+      await this.endSession(live);
+      return jsonRpcError(res, 503, -32000, "the server is shutting down");
+    }
+    this.all.add(live);
+    this.hold(live, res, []);
+    try {
+      await session.server.connect(transport);
+      await transport.handleRequest(req, res, body);
+    } finally {
+      // The transport refused the initialize (a bad protocol version, a batch): no session began.
+      if (transport.sessionId === undefined || !this.sessions.has(transport.sessionId)) await transport.close().then(() => this.endSession(live));
+    }
+  }
+
+  /** A request on an open session. A POST's body is read here, to know the requests it carries. */
+  private async onSession(live: Live, req: IncomingMessage, res: ServerResponse): Promise<void> {
+    if (req.method !== "POST") {
+      this.hold(live, res, []);
+      return live.transport.handleRequest(req, res);
+    }
+    const read = await readJson(req, res);
+    if (!read) return;
+    const { body } = read;
+    const ids = requestIds(body);
+    if (ids.length > 0 && live.calls + ids.length > this.limits.maxCalls) {
+      // Each request answered (MCP transports: a POST of requests gets their responses), so the
+      // client sees which call failed and why.
+      const message = `too many requests in progress on this session (at most ${this.limits.maxCalls}): wait for an answer, or cancel a request`;
+      const answers = ids.map((id) => ({ jsonrpc: "2.0", id, error: { code: -32000, message } }));
+      res.writeHead(200, { "Content-Type": "application/json" });
+      res.end(JSON.stringify(Array.isArray(body) ? answers : answers[0]));
+      return;
+    }
+    this.hold(live, res, ids);
+    await live.transport.handleRequest(req, res, body);
+    for (const requestId of cancellations(body)) this.cancelled(live, requestId);
+  }
+}
+
+/**
+ * An answer the transport can no longer deliver releases what it keeps for the request
+ * (webStandardStreamableHttp.js `send`: a missing stream drops the request's entries); the
+ * aborted handler sends none of its own.
+ */
+function forget(live: Live, requestId: RequestId): void {
+  live.transport.send({ jsonrpc: "2.0", id: requestId, error: { code: -32800, message: "Request cancelled" } }).catch(() => {});
+}
+
+async function stopSessions(lives: Live[], endSession: (live: Live) => Promise<void>, graceMs: number, ctx: Pick<Context, "stderr">): Promise<void> {
+  const ends = lives.map(async (live) => {
+    await live.transport.close().catch(() => {});
+    await endSession(live);
+  });
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<"late">((resolve) => (timer = setTimeout(() => resolve("late"), graceMs)));
+  const outcome = await Promise.race([Promise.allSettled(ends), late]);
+  clearTimeout(timer);
+  if (outcome === "late") ctx.stderr.write(`subs: stopped without waiting longer for a session that did not close within ${graceMs} ms\n`);
+}
+
+/** The ids of the JSON-RPC requests in a POST's body (one message, or a batch of them). */
+function requestIds(body: unknown): RequestId[] {
+  const ids: RequestId[] = [];
+  for (const message of Array.isArray(body) ? body : [body]) {
+    if (message === null || typeof message !== "object") continue;
+    const { method, id } = message as { method?: unknown; id?: unknown };
+    if (typeof method === "string" && (typeof id === "string" || typeof id === "number")) ids.push(id);
+  }
+  return ids;
+}
+
+/** The ids that the notifications/cancelled in a POST's body name. */
+function cancellations(body: unknown): RequestId[] {
+  const ids: RequestId[] = [];
+  for (const message of Array.isArray(body) ? body : [body]) {
+    if (message === null || typeof message !== "object") continue;
+    const { method, params } = message as { method?: unknown; params?: { requestId?: unknown } };
+    const id = params?.requestId;
+    if (method === "notifications/cancelled" && (typeof id === "string" || typeof id === "number")) ids.push(id);
+  }
+  return ids;
+}
+
+const seconds = (ms: number) => `${Math.round(ms / 100) / 10} s`;
+
+/**
+ * A POST's JSON body, or undefined once answered (413 past MAX_BODY_BYTES, 400 when it is not
+ * JSON) or when the connection closed first (the client left, or the request timeout ended it).
+ */
+async function readJson(req: IncomingMessage, res: ServerResponse): Promise<{ body: unknown } | undefined> {
+  const tooLarge = () => jsonRpcError(res, 413, -32000, `Payload too large: at most ${MAX_BODY_BYTES} bytes`);
+  const declared = Number(req.headers["content-length"]);
+  if (Number.isFinite(declared) && declared > MAX_BODY_BYTES) return void tooLarge();
+  const chunks: Buffer[] = [];
+  let size = 0;
+  try {
+    for await (const chunk of req as AsyncIterable<Buffer>) {
+      size += chunk.length;
+      if (size > MAX_BODY_BYTES) break;
+      chunks.push(chunk);
+    }
+  } catch {
+    return undefined;
+  }
+  if (size > MAX_BODY_BYTES) return void tooLarge();
+  try {
+    return { body: JSON.parse(Buffer.concat(chunks).toString("utf8")) };
+  } catch {
+    return void jsonRpcError(res, 400, -32700, "Parse error");
+  }
+}
+
+export function jsonRpcError(res: ServerResponse, status: number, code: number, message: string, headers: Record<string, string> = {}): void {
+  res.writeHead(status, { "Content-Type": "application/json", ...headers });
+  res.end(JSON.stringify({ jsonrpc: "2.0", error: { code, message }, id: null }));
+}
