@@ -8,36 +8,14 @@ import { chmodSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { after, before, describe, test } from "node:test";
-import { startServedDeployment, type ServedDeployment } from "../support/deployment-serve.ts";
+import { authorizeServed, callServed, startServedDeployment, type ServedDeployment } from "../support/deployment-serve.ts";
 import { annotatedTool, startMcpServer, type RunningMcpServer } from "../support/mcp-server.ts";
 import { startAuthServer, type RunningAuthServer } from "../support/oauth-server.ts";
 
 const CLIENT_SECRET = "team-app-secret-7c2e";
 
-const call = async (d: ServedDeployment, method: string, pathname: string, body?: unknown) => {
-  const res = await fetch(`${d.url}${pathname}`, {
-    method,
-    headers: { authorization: `Bearer ${d.token}`, ...(body === undefined ? {} : { "content-type": "application/json" }) },
-    ...(body === undefined ? {} : { body: JSON.stringify(body) }),
-  });
-  const text = await res.text();
-  return { status: res.status, body: text ? JSON.parse(text) : undefined };
-};
-
-/** Declares `id`, starts its consent, lets a redirect-following browser consent, polls to a final status. */
-async function authorize(d: ServedDeployment, id: string, declaration: Record<string, unknown>): Promise<{ status: string; error?: string; message?: string }> {
-  assert.ok([200, 201].includes((await call(d, "PUT", `/v1/mcp/${id}`, { prefix_tools: false, ...declaration })).status));
-  const started = await call(d, "POST", `/v1/mcp/${id}/authorizations`, {});
-  assert.equal(started.status, 201, JSON.stringify(started.body));
-  const page = await fetch(started.body.authorization_url);
-  await page.text();
-  const poll = new URL(started.body.poll_url, d.url).pathname;
-  for (;;) {
-    const outcome = (await call(d, "GET", poll)).body;
-    if (outcome.status !== "pending") return outcome;
-    await new Promise((r) => setTimeout(r, 50));
-  }
-}
+const call = (d: ServedDeployment, method: string, pathname: string, body?: unknown) => callServed(d, method, pathname, body);
+const authorize = authorizeServed;
 
 describe("server-side OAuth of subs deployment serve", () => {
   const dir = mkdtempSync(path.join(tmpdir(), "subs-deploy-oauth-"));
