@@ -40,7 +40,7 @@ const percentile = (xs: readonly number[], p: number) => {
 };
 
 /** Per-call latencies (ms) of `calls` calls, `inFlight` at a time. */
-async function timeCalls(client: Client, name: string, calls: number, inFlight: number): Promise<number[]> {
+export async function timeCalls(client: Client, name: string, calls: number, inFlight: number): Promise<number[]> {
   const times: number[] = [];
   let next = 0;
   await Promise.all(

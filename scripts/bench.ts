@@ -181,6 +181,7 @@ console.log(`peak RSS of subs mcp list --json (1000): ${(rssKiB / 1024).toFixed(
 const serve = await serveBenchRows(RUNS, BIN);
 serve.rows.forEach(printRow);
 rows.push(...serve.rows);
+rows.push(...(await (await import("./bench-deployment.ts")).deploymentBenchRows(printRow)));
 mkdirSync(path.join(REPO, "bench-results"), { recursive: true });
 const out = path.join(REPO, "bench-results", "bench.json");
 const results: BenchResults = {

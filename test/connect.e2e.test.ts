@@ -5,7 +5,7 @@
 // subs did not write is refused without --force; --dry-run writes nothing and prints the diff.
 import assert from "node:assert/strict";
 import { execFileSync } from "node:child_process";
-import { chmodSync, existsSync, lstatSync, mkdirSync, mkdtempSync, readFileSync, realpathSync, statSync, symlinkSync, writeFileSync } from "node:fs";
+import { chmodSync, existsSync, lstatSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, realpathSync, statSync, symlinkSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { test } from "node:test";
@@ -442,13 +442,64 @@ test("--dry-run of Codex prints the unified diff on stdout (--json carries it to
   assert.equal(read(file), CODEX_TOML);
 });
 
-test("[remote] is refused (exit 2, remote_unsupported), as `subs agent serve` refuses it; an unknown agent or client scope is a usage error", async () => {
-  const w = world(`[remote]\nurl = "https://deploy.example/"\ntoken_env = "DEPLOY_TOKEN"\n\n[mcp.linear]\nurl = "https://mcp.linear.app/mcp"\n\n[agent.support]\nmcp = ["linear"]\n`);
-  const r = await subs(w, ["agent", "connect", "support", "--to", "claude", "--json"]);
-  assert.equal(r.code, 2);
-  assert.equal(JSON.parse(r.stdout).error.code, "remote_unsupported");
-  assert.match(r.stderr, /subs agent connect works only without \[remote\]/);
+const REMOTE_TOML = `[remote]\nurl = "https://deploy.example/team"\ntoken_env = "DEPLOY_TOKEN"\n\n[mcp.linear]\nurl = "https://mcp.linear.app/mcp"\n\n[agent.support]\nmcp = ["linear"]\n`;
+const ENDPOINT = "https://deploy.example/team/v1/agents/support/mcp";
+/** The deployment's API token: only the variable's name may reach a client's file. */
+const DEPLOY_TOKEN = "subsd_d3pl0y-t0ken-9a7b";
+
+test("[remote], each client: the agent's endpoint on the deployment with the API token read from $DEPLOY_TOKEN in the client's own syntax, never the token; again: no change; --remove takes it out", async () => {
+  const w = world(REMOTE_TOML);
+  const cases: Array<{ to: string; file: string; container: string; entry: Record<string, unknown> }> = [
+    { to: "claude", file: path.join(w.proj, ".mcp.json"), container: "mcpServers", entry: { type: "http", url: ENDPOINT, headers: { Authorization: "Bearer ${DEPLOY_TOKEN}" } } },
+    { to: "gemini", file: path.join(w.proj, ".gemini", "settings.json"), container: "mcpServers", entry: { httpUrl: ENDPOINT, headers: { Authorization: "Bearer $DEPLOY_TOKEN" } } },
+    { to: "cursor", file: path.join(w.proj, ".cursor", "mcp.json"), container: "mcpServers", entry: { url: ENDPOINT, headers: { Authorization: "Bearer ${env:DEPLOY_TOKEN}" } } },
+    { to: "vscode", file: path.join(w.proj, ".vscode", "mcp.json"), container: "servers", entry: { type: "http", url: ENDPOINT, headers: { Authorization: "Bearer ${env:DEPLOY_TOKEN}" } } },
+  ];
+  const env = { DEPLOY_TOKEN };
+  for (const c of cases) {
+    const r = await subs(w, ["agent", "connect", "support", "--to", c.to, "--scope", "project", "--json"], { env });
+    assert.equal(r.code, 0, `${c.to}: ${r.stderr}`);
+    const json = JSON.parse(r.stdout);
+    assert.deepEqual(json.entry, c.entry, c.to);
+    assert.deepEqual(json.variables, ["DEPLOY_TOKEN"]);
+    assert.deepEqual(json.serves, { kind: "agent", name: "support", url: ENDPOINT });
+    assert.match(json.notes.join("\n"), /\$DEPLOY_TOKEN .*`use` \(or `admin`\) token/);
+    assert.deepEqual(JSON.parse(read(c.file))[c.container].support, c.entry, c.to);
+    assert.ok(!read(c.file).includes(DEPLOY_TOKEN), `${c.to}: the token itself is never written`);
+    assert.equal(JSON.parse((await subs(w, ["agent", "connect", "support", "--to", c.to, "--scope", "project", "--json"], { env })).stdout).action, "unchanged");
+    assert.equal((await subs(w, ["agent", "connect", "support", "--to", c.to, "--scope", "project", "--remove"], { env })).code, 0);
+    assert.ok(!existsSync(c.file), `${c.to}: the file connect created goes again`);
+  }
+  // Codex: bearer_token_env_var names the variable; a local entry there before is replaced whole (no command or args left).
+  const codex = path.join(w.home, ".codex", "config.toml");
+  const local = world();
+  assert.equal((await subs(local, ["agent", "connect", "support", "--to", "codex"], { env: { HOME: w.home } })).code, 0);
+  assert.match(read(codex), /command = /);
+  const r = await subs(w, ["agent", "connect", "support", "--to", "codex"], { env });
+  assert.equal(r.code, 0, r.stderr);
+  assert.equal(read(codex), `[mcp_servers.support]\nurl = "${ENDPOINT}"\nbearer_token_env_var = "DEPLOY_TOKEN"\n`);
+  assert.match(r.stderr, /Updated "support" in Codex's .* Codex reaches https:\/\/deploy\.example\/team\/v1\/agents\/support\/mcp\.\n {2}API token: \$DEPLOY_TOKEN/);
+  assert.equal((await subs(w, ["agent", "connect", "support", "--to", "codex", "--remove"], { env })).code, 0);
+  assert.ok(!existsSync(codex));
+});
+
+test("[remote]: `subs mcp connect` and Claude Desktop (no variable references) are refused, exit 2, remote_unsupported, nothing written; an unknown agent or client scope is a usage error", async () => {
+  const w = world(REMOTE_TOML);
+  const mcp = await subs(w, ["mcp", "connect", "linear", "--to", "claude", "--json"]);
+  assert.equal(mcp.code, 2);
+  assert.equal(JSON.parse(mcp.stdout).error.code, "remote_unsupported");
+  assert.match(mcp.stderr, /the deployment serves agents, not single connections/);
+  const desktopDir = path.join(w.home, ".config", "Claude");
+  mkdirSync(desktopDir, { recursive: true });
+  const desktop = await subs(w, ["agent", "connect", "support", "--to", "claude-desktop", "--json"]);
+  assert.equal(desktop.code, 2);
+  assert.equal(JSON.parse(desktop.stdout).error.code, "remote_unsupported");
+  assert.match(desktop.stderr, /Claude Desktop cannot read an API token from a variable/);
   assert.ok(!existsSync(path.join(w.home, ".claude.json")));
+  assert.deepEqual(readdirSync(desktopDir), []);
+  const unknownRemote = await subs(w, ["agent", "connect", "suport", "--to", "claude"]);
+  assert.equal(unknownRemote.code, 2);
+  assert.match(unknownRemote.stderr, /did you mean `support`/);
   const w2 = world();
   const unknown = await subs(w2, ["agent", "connect", "suport", "--to", "claude"]);
   assert.equal(unknown.code, 2);

@@ -58,7 +58,7 @@ function renderReport(ctx: Context, r: ConnectResult): void {
   const style = styleFor(ctx.stderrColor);
   const out = (line = "") => ctx.stderr.write(`${line}\n`);
   const where = `${possessive(r.title)} ${shownPath(ctx.cwd, r.file, homeOf(ctx.env))} (${r.scope} scope)`;
-  const runs = `subs ${r.serves.kind === "agent" ? "agent serve" : "mcp proxy"} ${r.serves.name}`;
+  const runs = r.serves.url ? `reaches ${r.serves.url}` : `runs \`subs ${r.serves.kind === "agent" ? "agent serve" : "mcp proxy"} ${r.serves.name}\``;
   const entry = `"${r.name}"`;
   if (r.dryRun) {
     const would = { added: `would add ${entry} to`, updated: `would update ${entry} in`, removed: `would remove ${entry} from`, unchanged: `${entry} needs no change in` }[r.action];
@@ -67,9 +67,10 @@ function renderReport(ctx: Context, r: ConnectResult): void {
     out(r.entry === null ? `No entry ${entry} in ${where}: nothing to remove.` : `${entry} in ${where} is up to date: nothing was written.`);
   } else {
     const done = { added: `Added ${entry} to`, updated: `Updated ${entry} in`, removed: `Removed ${entry} from` }[r.action];
-    out(`${style.green(MARK.success)} ${done} ${where}${r.action === "removed" ? "." : `: ${r.title} runs \`${runs}\`.`}`);
+    out(`${style.green(MARK.success)} ${done} ${where}${r.action === "removed" ? "." : `: ${r.title} ${runs}.`}`);
   }
-  if (r.variables.length > 0) out(`  Variables for subs: ${r.variables.join(", ")} (${PASSED_BY[r.client]}).`);
+  if (r.serves.url) out(`  API token: $${r.variables[0]} (${r.title} reads it; the file names the variable, never the token).`);
+  else if (r.variables.length > 0) out(`  Variables for subs: ${r.variables.join(", ")} (${PASSED_BY[r.client]}).`);
   for (const note of r.notes) out(`  ${style.yellow("!")} ${note}`);
   if (!r.dryRun && (r.action === "added" || r.action === "updated")) out(`Next: ${CHECK[r.client](r.name)}.`);
 }

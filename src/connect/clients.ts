@@ -29,6 +29,13 @@ export type ConnectScope = (typeof CONNECT_SCOPES)[number];
 /** What the client must start: node, subs, its arguments; and the variables subs will read. */
 export type Launch = { command: string; args: string[]; variables: string[] };
 
+/**
+ * With [remote]: the agent's endpoint on the deployment (docs/deployment-server.md, "MCP clients")
+ * and the variable the client reads the deployment's API token from. The entry names the
+ * variable in the client's own reference syntax, so the token is never written in the file.
+ */
+export type Endpoint = { url: string; tokenEnv: string };
+
 /** Where the entry goes: the file, and the keys from its top to the object holding the entries. */
 export type Place = { file: string; container: string[] };
 
@@ -44,6 +51,8 @@ export type ClientSpec = {
   entryName: (name: string) => string;
   /** The entry, in the client's format, key order as the client writes it. */
   entry: (launch: Launch) => Record<string, unknown>;
+  /** The entry for a deployment's endpoint (Streamable HTTP, a header from a variable); absent: the client cannot read one from a variable. */
+  remoteEntry?: (endpoint: Endpoint) => Record<string, unknown>;
   /** Text the client would expand as a variable reference in args; a path holding it is refused. */
   expands?: RegExp;
   /** A new file is made 0600, as the client makes its own (it holds the client's secrets). */
@@ -51,6 +60,9 @@ export type ClientSpec = {
   /** Said after connecting: what the client needs besides the entry. */
   notes?: (scope: ConnectScope, launch: Launch) => string[];
 };
+
+/** `Bearer <reference>`: the Authorization header with the client's reference to the variable. */
+const bearer = (reference: string) => ({ Authorization: `Bearer ${reference}` });
 
 const home = (env: Env, file: string | undefined) =>
   file === undefined ? { problem: "no home directory: HOME is not set", hint: "set HOME, or use --scope project" } : undefined;
@@ -83,6 +95,8 @@ export const CLIENTS: Record<ConnectClient, ClientSpec> = {
     },
     entryName: (name) => name,
     entry: ({ command, args }) => ({ type: "stdio", command, args, env: {} }),
+    // Same page, "Environment variable expansion in .mcp.json": `${VAR}` in `url` and `headers`.
+    remoteEntry: ({ url, tokenEnv }) => ({ type: "http", url, headers: bearer(`\${${tokenEnv}}`) }),
     expands: /\$\{/,
     privateFile: true,
     notes: (scope) => (scope === "project" ? [sharedFileNote, "Claude Code asks each person to approve a project's servers on first use"] : []),
@@ -101,6 +115,8 @@ export const CLIENTS: Record<ConnectClient, ClientSpec> = {
     },
     entryName: (name) => name,
     entry: ({ command, args, variables }) => ({ command, args, ...(variables.length > 0 ? { env_vars: variables } : {}) }),
+    // Same document, "Streamable HTTP": `bearer_token_env_var` names the variable Codex reads the bearer token from.
+    remoteEntry: ({ url, tokenEnv }) => ({ url, bearer_token_env_var: tokenEnv }),
     privateFile: true,
     notes: (scope) => (scope === "project" ? [sharedFileNote, "Codex reads .codex/config.toml only in a trusted project (`trust_level = \"trusted\"` for it in ~/.codex/config.toml)"] : []),
   },
@@ -120,6 +136,8 @@ export const CLIENTS: Record<ConnectClient, ClientSpec> = {
     },
     entryName: (name) => name.replace(/_/g, "-"),
     entry: ({ command, args, variables }) => ({ command, args, ...(variables.length > 0 ? { env: Object.fromEntries(variables.map((v) => [v, `$${v}`])) } : {}) }),
+    // `httpUrl` is its Streamable HTTP transport; settings.json expands `$VAR` in every string value.
+    remoteEntry: ({ url, tokenEnv }) => ({ httpUrl: url, headers: bearer(`$${tokenEnv}`) }),
     expands: /\$/,
     notes: (scope) => [...(scope === "project" ? [sharedFileNote] : []), "Gemini CLI starts local servers only in a trusted folder"],
   },
@@ -136,6 +154,8 @@ export const CLIENTS: Record<ConnectClient, ClientSpec> = {
     },
     entryName: (name) => name,
     entry: ({ command, args, variables }) => ({ command, args, ...(variables.length > 0 ? { env: envReferences(variables) } : {}) }),
+    // `${env:NAME}` is also interpolated in `url` and `headers` of a remote server.
+    remoteEntry: ({ url, tokenEnv }) => ({ url, headers: bearer(`\${env:${tokenEnv}}`) }),
     expands: /\$\{/,
     notes: (scope, { variables }) => [...(scope === "project" ? [sharedFileNote] : []), ...(variables.length > 0 ? [guiEnvironmentNote("Cursor", variables)] : [])],
   },
@@ -153,6 +173,8 @@ export const CLIENTS: Record<ConnectClient, ClientSpec> = {
     },
     entryName: (name) => name,
     entry: ({ command, args, variables }) => ({ type: "stdio", command, args, ...(variables.length > 0 ? { env: envReferences(variables) } : {}) }),
+    // `type: "http"` with `headers`; `${env:NAME}` is substituted there as in `env`.
+    remoteEntry: ({ url, tokenEnv }) => ({ type: "http", url, headers: bearer(`\${env:${tokenEnv}}`) }),
     expands: /\$\{/,
     notes: (scope, { variables }) => [...(scope === "project" ? [sharedFileNote] : []), ...(variables.length > 0 ? [guiEnvironmentNote("VS Code", variables)] : [])],
   },
@@ -189,9 +211,12 @@ function guiEnvironmentNote(title: string, variables: readonly string[]): string
  * known by what it runs: a node, with subs's entry script and those words first. Clients rewrite
  * their files and drop comments, so no marker could be trusted to survive.
  */
-export function servedBy(entry: unknown): { words: [string, string]; name: string } | undefined {
+export function servedBy(entry: unknown): { words: [string, string]; name: string; remote?: true } | undefined {
   if (typeof entry !== "object" || entry === null) return undefined;
-  const { command, args } = entry as { command?: unknown; args?: unknown };
+  const { command, args, url, httpUrl } = entry as { command?: unknown; args?: unknown; url?: unknown; httpUrl?: unknown };
+  // A deployment's agent endpoint is known by its path (docs/deployment-server.md, "MCP clients").
+  const endpoint = typeof (url ?? httpUrl) === "string" ? /\/v1\/agents\/([a-z0-9_-]+)\/mcp$/.exec(String(url ?? httpUrl)) : null;
+  if (endpoint && command === undefined) return { words: ["agent", "serve"], name: endpoint[1]!, remote: true };
   if (typeof command !== "string" || !/^node(js)?(\.exe)?$/i.test(path.basename(command))) return undefined;
   if (!Array.isArray(args) || !args.every((a) => typeof a === "string")) return undefined;
   const [script, first, second, name] = args as string[];

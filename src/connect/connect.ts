@@ -12,7 +12,8 @@ import type { Context } from "../context.ts";
 import { homeOf, shownPath } from "../clients/where.ts";
 import { failed, refused, usage } from "../errors.ts";
 import { readBounded, JSON_MAX_BYTES, TOML_MAX_BYTES } from "../clients/read.ts";
-import { CLIENTS, servedBy, type ClientSpec, type ConnectClient, type ConnectScope, type Launch } from "./clients.ts";
+import { deploymentBase } from "../remote/client.ts";
+import { CLIENTS, servedBy, type ClientSpec, type ConnectClient, type ConnectScope, type Endpoint, type Launch } from "./clients.ts";
 import { maskJson, maskToml, unifiedDiff } from "./diff.ts";
 import { deleteEntry, FileShapeError, putEntry, readEntry } from "./json-entry.ts";
 import { deleteTable, putTable, readTable, type TomlValue } from "./toml-entry.ts";
@@ -40,13 +41,13 @@ export type ConnectResult = {
   file: string;
   /** The entry's name in it. */
   name: string;
-  /** What the entry runs: `subs agent serve <name>` or `subs mcp proxy <id>`. */
-  serves: { kind: "agent" | "mcp"; name: string };
+  /** What the entry runs: `subs agent serve <name>` or `subs mcp proxy <id>`; with [remote], the agent's endpoint on the deployment (`url`). */
+  serves: { kind: "agent" | "mcp"; name: string; url?: string };
   action: ConnectAction;
   dryRun: boolean;
   /** What subs writes in the entry (null with --remove); keys a person added to it are kept in the file and not repeated here. */
   entry: Record<string, unknown> | null;
-  /** The variables the entry passes to subs (names only). */
+  /** The variables the entry passes to subs, or with [remote] the one the client reads the API token from (names only). */
   variables: string[];
   /** The change as a unified diff, values subs did not write masked (src/connect/diff.ts); "" when nothing changes. */
   diff: string;
@@ -65,15 +66,25 @@ export async function connect(ctx: Pick<Context, "env" | "cwd" | "installation">
   }
   const words = options.kind === "agent" ? (["agent", "serve"] as const) : (["mcp", "proxy"] as const);
   // Taking the entry out needs nothing of the file: an agent since deleted can still be disconnected.
-  const launch = options.remove ? undefined : launchFor(ctx, options, spec, words);
+  const target = options.remove ? undefined : targetFor(ctx, options, spec, words);
+  const launch = target && "launch" in target ? target.launch : undefined;
+  const endpoint = target && "endpoint" in target ? target.endpoint : undefined;
   const place = spec.place(scope, ctx);
   if ("problem" in place) throw usage(place.problem, { hint: place.hint });
   const name = spec.entryName(options.name);
   const shownFile = shownPath(ctx.cwd, place.file, homeOf(ctx.env));
   for (let attempt = 1; ; attempt++) {
     const before = readClientText(place.file, shownFile, spec);
-    const edit = edited(before, { spec, container: place.container, name, options, words, launch, shownFile });
-    const shownValues = new Set([name, options.name, ...words, ...(launch ? [...launch.args, launch.command, ...launch.variables] : []), ...stringsOf(edit.entry), ...edit.shown]);
+    const edit = edited(before, { spec, container: place.container, name, options, words, launch, endpoint, shownFile });
+    const shownValues = new Set([
+      name,
+      options.name,
+      ...words,
+      ...(launch ? [...launch.args, launch.command, ...launch.variables] : []),
+      ...(endpoint ? [endpoint.url, endpoint.tokenEnv] : []),
+      ...stringsOf(edit.entry),
+      ...edit.shown,
+    ]);
     const diff = unifiedDiff(place.file, before, edit.after, spec.format === "toml" ? maskToml : maskJson, shownValues);
     const result: ConnectResult = {
       client: options.to,
@@ -81,13 +92,13 @@ export async function connect(ctx: Pick<Context, "env" | "cwd" | "installation">
       scope,
       file: place.file,
       name,
-      serves: { kind: options.kind, name: options.name },
+      serves: { kind: options.kind, name: options.name, ...(endpoint ? { url: endpoint.url } : {}) },
       action: edit.action,
       dryRun: options.dryRun,
       entry: edit.entry,
-      variables: launch?.variables ?? [],
+      variables: launch?.variables ?? (endpoint ? [endpoint.tokenEnv] : []),
       diff,
-      notes: launch ? (spec.notes?.(scope, launch) ?? []) : [],
+      notes: launch ? (spec.notes?.(scope, launch) ?? []) : endpoint ? [remoteNote(spec, endpoint)] : [],
     };
     if (options.dryRun || before === edit.after) return result;
     if (writeClientText(place.file, before, edit.after, spec)) return result;
@@ -100,16 +111,35 @@ export async function connect(ctx: Pick<Context, "env" | "cwd" | "installation">
   }
 }
 
-/** The command the client will run, and the variables it must pass: from the file, checked as `agent serve` checks it. */
-function launchFor(ctx: Pick<Context, "env" | "cwd" | "installation">, options: ConnectOptions, spec: ClientSpec, words: readonly [string, string]): Launch {
+/**
+ * What the entry reaches: without [remote], the command the client will run and the variables it
+ * must pass, from the file, checked as `agent serve` checks it; with [remote], the agent's
+ * endpoint on the deployment, which serves each agent (never a single connection).
+ */
+function targetFor(ctx: Pick<Context, "env" | "cwd" | "installation">, options: ConnectOptions, spec: ClientSpec, words: readonly [string, string]): { launch: Launch } | { endpoint: Endpoint } {
   const config = loadConfig({ configPath: options.config, env: ctx.env, cwd: ctx.cwd });
   if (config.remote) {
-    // The deployment holds the credentials and runs the calls; its protocol has no way to serve them here.
-    throw refused(`subs ${options.kind} connect works only without [remote]: with [remote] in ${config.displayPath} the deployment holds the credentials and runs the calls`, {
-      hint: "connect with a substructure.toml without [remote] (e.g. --config pointing at a local one)",
-      code: "remote_unsupported",
-    });
+    if (options.kind === "mcp") {
+      throw refused(`subs mcp connect works only without [remote]: with [remote] in ${config.displayPath} the deployment serves agents, not single connections`, {
+        hint: "declare an agent with that connection and run `subs agent connect <name>`",
+        code: "remote_unsupported",
+      });
+    }
+    if (!spec.remoteEntry) {
+      throw refused(`${spec.title} cannot read an API token from a variable for a remote server, and subs never writes a token in its file`, {
+        hint: "connect another client, or use a substructure.toml without [remote] (--config)",
+        code: "remote_unsupported",
+      });
+    }
+    findAgent(config, options.name);
+    return { endpoint: { url: new URL(`v1/agents/${options.name}/mcp`, deploymentBase(config.remote)).href, tokenEnv: config.remote.tokenEnv } };
   }
+  return { launch: launchFor(ctx, { config, options, spec, words }) };
+}
+
+type LaunchInput = { config: ReturnType<typeof loadConfig>; options: ConnectOptions; spec: ClientSpec; words: readonly [string, string] };
+
+function launchFor(ctx: Pick<Context, "installation">, { config, options, spec, words }: LaunchInput): Launch {
   const connections = options.kind === "agent" ? findConnections(config, findAgent(config, options.name).mcp.map((m) => m.id)) : [findConnection(config, options.name)];
   const variables = [...new Set(connections.flatMap((c) => [c.auth?.tokenEnv, c.oauth?.clientSecretEnv].filter((v): v is string => v !== undefined)))];
   const self = ctx.installation?.();
@@ -140,6 +170,7 @@ type EditInput = {
   options: ConnectOptions;
   words: readonly [string, string];
   launch: Launch | undefined;
+  endpoint: Endpoint | undefined;
   shownFile: string;
 };
 
@@ -151,7 +182,7 @@ function edited(
   before: string | undefined,
   input: EditInput,
 ): { after: string | undefined; action: ConnectAction; entry: Record<string, unknown> | null; shown: string[] } {
-  const { spec, container, name, options, words, launch } = input;
+  const { spec, container, name, options, words, launch, endpoint } = input;
   const text = before ?? "";
   try {
     const existing = spec.format === "toml" ? readTable(text, name) : readEntry(text, container, name);
@@ -167,12 +198,14 @@ function edited(
       // A file left empty was one connect created (or held nothing): it goes, as it was not there.
       return { after: after === undefined || after === "" ? undefined : after, action: "removed", entry: null, shown };
     }
-    const wanted = spec.entry(launch!);
-    const entry = existing && ours ? merged(existing.value, wanted) : wanted;
+    const wanted = endpoint ? spec.remoteEntry!(endpoint) : spec.entry(launch!);
+    // From a local entry to a deployment's (or back) the transport changes: subs's old keys go.
+    const sameKind = ours && Boolean(owner.remote) === Boolean(endpoint);
+    const entry = existing && sameKind ? merged(existing.value, wanted) : wanted;
     // Codex: only subs's keys are set (its table's other keys and sub-tables stay as written).
     const after =
       spec.format === "toml"
-        ? putTable(text, name, Object.fromEntries(Object.keys(wanted).map((key) => [key, entry[key] as TomlValue])), { replace: !ours })
+        ? putTable(text, name, Object.fromEntries(Object.keys(wanted).map((key) => [key, entry[key] as TomlValue])), { replace: !sameKind })
         : putEntry(text, container, name, entry);
     // The text surgery checked by reading the result back: the file as the client will read it.
     const written = read(after)?.value;
@@ -227,7 +260,13 @@ function merged(current: unknown, wanted: Record<string, unknown>): Record<strin
 function subsStrings(entry: unknown): string[] {
   if (!isRecord(entry)) return [];
   const references = isRecord(entry.env) ? Object.entries(entry.env).flatMap(([name, value]) => (isReference(name, value) ? [value as string] : [])) : [];
-  return [...stringsOf(entry.command), ...stringsOf(entry.args), ...stringsOf(entry.env_vars), ...stringsOf(entry.type), ...references];
+  const endpoint = [...stringsOf(entry.url), ...stringsOf(entry.httpUrl), ...stringsOf(entry.bearer_token_env_var), ...(isRecord(entry.headers) ? stringsOf(entry.headers.Authorization) : [])];
+  return [...stringsOf(entry.command), ...stringsOf(entry.args), ...stringsOf(entry.env_vars), ...stringsOf(entry.type), ...references, ...endpoint];
+}
+
+/** The token the client sends: of a role the deployment lets call agents. */
+function remoteNote(spec: ClientSpec, { tokenEnv }: Endpoint): string {
+  return `${spec.title} sends $${tokenEnv} to the deployment: set it in its environment to a \`use\` (or \`admin\`) token of the deployment (\`subs deployment token create --role use\`); an \`apply\` or \`read\` token is refused`;
 }
 
 /** `$NAME`, `${NAME}` or `${env:NAME}` for the variable `name` itself. */

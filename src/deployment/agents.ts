@@ -1,12 +1,134 @@
-// Agents' MCP endpoints at <public-url>/v1/agents/<name>/mcp: not served yet (404).
+// Each declared agent served over MCP Streamable HTTP at <public-url>/v1/agents/<name>/mcp, on
+// the engine of `subs agent serve --http`: its sessions (src/serve/http-sessions.ts, with the
+// limits of --http) and, per session, the agent's server (src/serve/agent-session.ts): one
+// snapshot of exactly the tools `subs agent tools` shows, fetched when the session starts.
+//
+// What differs is where a call's credential comes from. The engine sends each connection's
+// request with a static token read from a variable; here that token is a per-session stand-in,
+// which the fetch below replaces with the access token the deployment holds for the connection
+// (src/deployment/oauth.ts: refreshed ahead of expiry, once per credential, and once more on a
+// 401). The stand-in is replaced before the session's secret-learning fetch sees the request, so
+// the real token is what the session scrubs from everything its client receives.
+import { randomBytes } from "node:crypto";
+import type { Config, ConnectionConfig } from "../config/types.ts";
 import type { Context } from "../context.ts";
-import type { OAuth } from "./oauth.ts";
+import { SubsError } from "../errors.ts";
+import { silentProgress, type Reporter } from "../report.ts";
+import { learningFetch, Secrets } from "../secrets.ts";
+import { agentSessionFactory } from "../serve/agent-session.ts";
+import { DEFAULT_LIMITS } from "../serve/http.ts";
+import { McpSessions } from "../serve/http-sessions.ts";
+import type { Session } from "../serve/session.ts";
+import { Refusal, type OAuth } from "./oauth.ts";
 import type { Log, Metrics } from "./ops.ts";
-import type { AgentEndpoint } from "./server.ts";
-import type { DeploymentStore } from "./store/types.ts";
+import type { AgentEndpoint } from "./routes/agents.ts";
+import type { ConnectionRecord, DeploymentStore } from "./store/types.ts";
 
-export function agentEndpoint(_options: { ctx: Context; store: DeploymentStore; oauth: OAuth; metrics: Metrics; log: Log; publicUrl: string }): AgentEndpoint | undefined {
-  return undefined;
+/** As `subs agent serve`'s defaults: --timeout 10, --request-timeout 60. */
+const TOOLS_TIMEOUT_MS = 10_000;
+const REQUEST_TIMEOUT_MS = 60_000;
+const CLOSE_GRACE_MS = 5000;
+
+export type AgentEndpointOptions = { ctx: Context; store: DeploymentStore; oauth: OAuth; metrics: Metrics; log: Log };
+
+export type AgentEndpoints = {
+  endpoint: AgentEndpoint;
+  /** Ends every session (their upstream connections with them), waiting a little for each. */
+  close(): Promise<void>;
+};
+
+export function agentEndpoints(o: AgentEndpointOptions): AgentEndpoints {
+  // One set of sessions per agent: a session id is valid at its own agent's endpoint only.
+  const byAgent = new Map<string, McpSessions>();
+  return {
+    async endpoint(req, res, agent) {
+      let sessions = byAgent.get(agent.name);
+      if (!sessions) {
+        sessions = new McpSessions(
+          // What the sessions say of themselves (an idle one ended, a limit met) goes to the log.
+          { now: o.ctx.now, stderr: { write: (text: string) => o.log("warn", text.replace(/^subs: |\n$/g, ""), { agent: agent.name }) } },
+          { maxSessions: DEFAULT_LIMITS.maxSessions, idleTimeoutMs: DEFAULT_LIMITS.idleTimeoutMs, maxCalls: DEFAULT_LIMITS.maxCalls },
+          () => agentSession(o, agent.name),
+        );
+        byAgent.set(agent.name, sessions);
+      }
+      await sessions.handle(req, res);
+    },
+    async close() {
+      await Promise.all([...byAgent.values()].map((s) => s.stop(CLOSE_GRACE_MS)));
+    },
+  };
 }
 
-export async function closeAgentSessions(): Promise<void> {}
+/** One client session of an agent: the declaration as stored when it starts, served with the deployment's credentials. */
+function agentSession(o: AgentEndpointOptions, name: string): Session {
+  return {
+    async open() {
+      const agent = await o.store.getAgent(name);
+      if (!agent) throw new Error(`the agent ${name} was deleted`);
+      const records = (await Promise.all(agent.mcp.map((m) => o.store.getConnection(m.id)))).filter((c): c is ConnectionRecord => c !== undefined);
+      // A stand-in per connection and session: which connection a request is for, by its header.
+      const standIns = new Map(records.map((c, n) => [`SUBS_DEPLOYMENT_CREDENTIAL_${n}`, { value: `subsd-standin-${randomBytes(16).toString("hex")}`, connection: c }]));
+      const env: Record<string, string | undefined> = { ...o.ctx.env };
+      for (const [variable, s] of standIns) env[variable] = s.value;
+      const connections: ConnectionConfig[] = [...standIns].map(([variable, { connection: c }]) => ({ id: c.id, url: c.url, prefixTools: c.prefixTools, auth: { tokenEnv: variable } }));
+      const config: Config = {
+        path: `${o.store.path}#agent.${name}`,
+        displayPath: `the deployment's agent ${name}`,
+        dbPath: o.store.path,
+        connections,
+        agents: [{ name, mcp: agent.mcp, tools: agent.tools, agents: agent.agents }],
+        locate: () => ({ line: 0, col: 0 }),
+      };
+      const secrets = new Secrets();
+      const byStandIn = new Map([...standIns.values()].map((s) => [s.value, s.connection]));
+      const fetch = withDeploymentCredential(o.oauth, byStandIn, learningFetch(o.ctx.fetch, secrets));
+      const session = await agentSessionFactory({ ...o.ctx, env, fetch, secrets }, config, name, {
+        reporter: logReporter(o.log, name),
+        timeoutMs: TOOLS_TIMEOUT_MS,
+        requestTimeoutMs: REQUEST_TIMEOUT_MS,
+      })().open();
+      o.metrics.sessions++;
+      o.metrics.sessionsStarted++;
+      return {
+        server: session.server,
+        async close() {
+          o.metrics.sessions--;
+          await session.close();
+        },
+      };
+    },
+  };
+}
+
+/**
+ * Sends each upstream request with the connection's current access token in place of its
+ * stand-in (docs/deployment-protocol.md section 3.6: a 401 before expiry is refreshed once and
+ * the request sent once more). No usable credential is `needs_login`, which a call answers as a
+ * tool error naming `subs mcp login <id>`.
+ */
+function withDeploymentCredential(oauth: OAuth, byStandIn: ReadonlyMap<string, ConnectionRecord>, inner: typeof globalThis.fetch): typeof globalThis.fetch {
+  return async (input, init) => {
+    const headers = new Headers(init?.headers);
+    const standIn = /^Bearer\s+(\S+)$/i.exec(headers.get("authorization") ?? "")?.[1];
+    const connection = standIn === undefined ? undefined : byStandIn.get(standIn);
+    if (!connection) return inner(input, init);
+    const resendable = init?.body === undefined || init.body === null || typeof init.body === "string";
+    try {
+      return await oauth.withCredential(connection, async (accessToken) => {
+        headers.set("authorization", `Bearer ${accessToken}`);
+        const response = await inner(input, { ...init, headers });
+        if (response.status !== 401 || !resendable) return response;
+        await response.body?.cancel().catch(() => {});
+        return { refused: 401 as const };
+      });
+    } catch (error) {
+      if (error instanceof Refusal && error.code === "not_authorized") throw new SubsError("needs_login", error.message, { code: "needs_login" });
+      throw error;
+    }
+  };
+}
+
+function logReporter(log: Log, agent: string): Reporter {
+  return { info: (text) => log("info", text, { agent }), warn: (text) => log("warn", text, { agent }), progress: () => silentProgress };
+}

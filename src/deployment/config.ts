@@ -2,7 +2,7 @@
 // the same name (a container or a service unit sets variables; a person types flags). Checked
 // whole at start, before the store is opened or a port bound, and every problem is reported with
 // where its value came from, so a wrong unit file names its own line.
-import { readFileSync } from "node:fs";
+import { readFileSync, statSync } from "node:fs";
 import path from "node:path";
 import { z } from "zod";
 import { usage } from "../errors.ts";
@@ -14,6 +14,7 @@ export const SETTINGS = {
   store: { flag: "--store", env: "SUBS_DEPLOYMENT_STORE" },
   keyFile: { flag: "--key-file", env: "SUBS_DEPLOYMENT_KEY_FILE" },
   catalog: { flag: "--catalog", env: "SUBS_DEPLOYMENT_CATALOG" },
+  clientSecrets: { flag: "--client-secrets", env: "SUBS_DEPLOYMENT_CLIENT_SECRETS" },
 } as const;
 /** The key itself, base64 (a secret manager's variable), for when no key file is given. */
 export const KEY_ENV = "SUBS_DEPLOYMENT_KEY";
@@ -38,6 +39,8 @@ export type DeploymentConfig = {
   dbPath: string;
   key: KeySource | undefined;
   catalog: string[] | undefined;
+  /** Secrets of confidential pre-registered OAuth clients, by client_id (docs/deployment-protocol.md section 3.2). */
+  clientSecrets: ReadonlyMap<string, string>;
 };
 
 const LOOPBACK = new Set(["127.0.0.1", "::1", "[::1]", "localhost"]);
@@ -111,6 +114,40 @@ function readCatalog(located: Located, cwd: string): string[] {
   return parsed.data;
 }
 
+const ClientSecretsSchema = z.record(z.string().min(1), z.string().min(1, "an empty secret"));
+
+/**
+ * The operator's secrets of confidential pre-registered clients: a JSON object from client_id to
+ * secret, in a file only its owner may read (it holds secrets, as the key file does). `subs`
+ * never sends a client secret (section 3.2); the deployment is where it lives.
+ */
+function readClientSecrets(located: Located, cwd: string): Map<string, string> {
+  const file = path.resolve(cwd, located.value);
+  let text: string;
+  let mode: number;
+  try {
+    mode = statSync(file).mode;
+    text = readFileSync(file, "utf8");
+  } catch (error) {
+    throw usage(`${located.where} ${located.value}: cannot read it (${(error as NodeJS.ErrnoException).code ?? String(error)})`);
+  }
+  if ((mode & 0o077) !== 0) throw usage(`${located.where} ${located.value}: others may read it`, { hint: `chmod 600 ${located.value}` });
+  let json: unknown;
+  try {
+    json = JSON.parse(text);
+  } catch {
+    throw usage(`${located.where} ${located.value}: not JSON`, { hint: '{"<client_id>": "<client secret>", …}' });
+  }
+  const parsed = ClientSecretsSchema.safeParse(json);
+  if (!parsed.success) {
+    const issue = parsed.error.issues[0]!;
+    throw usage(`${located.where} ${located.value}${issue.path.length ? ` (${JSON.stringify(String(issue.path[0]))})` : ""}: ${issue.path.length ? issue.message : "must be an object"}`, {
+      hint: '{"<client_id>": "<client secret>", …}',
+    });
+  }
+  return new Map(Object.entries(parsed.data));
+}
+
 /**
  * Every setting, checked; every problem at once in one usage error (exit 2), each naming the flag
  * or variable it came from. `need` says which settings this command uses.
@@ -147,10 +184,19 @@ export function deploymentConfig(flags: Flags, ctx: { env: Readonly<Record<strin
       problems.push((error as Error).message);
     }
   }
+  let clientSecrets = new Map<string, string>();
+  const secretsAt = need.serve ? pick(flags, ctx.env, "clientSecrets") : undefined;
+  if (secretsAt) {
+    try {
+      clientSecrets = readClientSecrets(secretsAt, ctx.cwd);
+    } catch (error) {
+      problems.push((error as Error).message);
+    }
+  }
   if (problems.length) {
     throw usage(problems.length === 1 ? problems[0]! : `the deployment's settings have ${problems.length} problems:\n  ${problems.join("\n  ")}`, {
       hint: "`subs deployment serve --help` lists every setting and its variable",
     });
   }
-  return { listen: listen!, publicUrl, storeDir, dbPath: path.join(storeDir, DB_FILE), key, catalog };
+  return { listen: listen!, publicUrl, storeDir, dbPath: path.join(storeDir, DB_FILE), key, catalog, clientSecrets };
 }

@@ -9,12 +9,11 @@ import type { OAuthClientInformationMixed, OAuthTokens } from "@modelcontextprot
 import type { Tool } from "@modelcontextprotocol/sdk/types.js";
 import { discover, revocationEndpoint, sameIssuer } from "../auth/discovery.ts";
 import { grantRejected, oauthProblem } from "../auth/errors.ts";
-import { issProblem, selectScopes } from "../auth/login.ts";
+import { issProblem } from "../auth/login.ts";
 import { REFRESH_MARGIN_MS } from "../auth/refresh.ts";
 import { postRevocation } from "../auth/revocation-request.ts";
 import { REVOCATION_TIMEOUT_MS } from "../auth/revoke.ts";
 import { checkedTokens } from "../auth/tokens.ts";
-import type { ConnectionConfig } from "../config/types.ts";
 import { authFetch } from "../http/guarded-fetch.ts";
 import { VERSION } from "../version.ts";
 import type { Metrics } from "./ops.ts";
@@ -63,16 +62,36 @@ export type OAuthOptions = {
   ttlSeconds: number;
   /** Seconds between polls the deployment asks for. */
   intervalSeconds: number;
+  /** The operator's secrets of confidential pre-registered clients, by client_id. */
+  clientSecrets?: ReadonlyMap<string, string>;
 };
 
 const FINAL_KEPT_MS = 15 * 60_000;
+
+/**
+ * docs/deployment-protocol.md section 4: `oauth.scopes` exactly when set and not empty; else the
+ * MCP authorization specification's scope selection (the challenge's `scope`, else the protected
+ * resource metadata's `scopes_supported`, else none). Nothing is added: unlike a local login,
+ * the protocol names no `offline_access`.
+ */
+export function requestedScope(discovery: Exclude<Awaited<ReturnType<typeof discover>>, { open: true }>, connection: ConnectionRecord): string | undefined {
+  const configured = connection.oauth?.scopes ?? [];
+  const chosen = configured.length > 0 ? configured : discovery.challenge.scope ? discovery.challenge.scope.split(" ").filter(Boolean) : (discovery.resourceMetadata?.scopes_supported ?? []);
+  return chosen.length > 0 ? [...new Set(chosen)].join(" ") : undefined;
+}
+
+/**
+ * Whether a credential is refreshed before use: within a minute of its expiry, or within half its
+ * lifetime when that is shorter, so a short-lived token is used for its first half rather than
+ * refreshed on every call (as src/auth/refresh.ts does for a local login).
+ */
+function refreshDue(credential: CredentialRecord, now: number): boolean {
+  if (credential.expiresAt === null) return false;
+  const lifetime = credential.secret.tokens.expires_in;
+  const margin = lifetime === undefined ? REFRESH_MARGIN_MS : Math.min(REFRESH_MARGIN_MS, (lifetime * 1000) / 2);
+  return now >= credential.expiresAt - margin;
+}
 const messageOf = (error: unknown) => (error instanceof Error ? error.message : String(error));
-const asConnectionConfig = (c: ConnectionRecord): ConnectionConfig => ({
-  id: c.id,
-  url: c.url,
-  prefixTools: c.prefixTools,
-  ...(c.oauth ? { oauth: { ...(c.oauth.client_id ? { clientId: c.oauth.client_id } : {}), ...(c.oauth.client_metadata_url ? { clientMetadataUrl: c.oauth.client_metadata_url } : {}), ...(c.oauth.scopes ? { scopes: c.oauth.scopes } : {}) } } : {}),
-});
 
 export class OAuth {
   readonly #o: OAuthOptions;
@@ -112,7 +131,13 @@ export class OAuth {
 
   /** The client to present: pre-registered, then a Client ID Metadata Document the server supports, then our registration. */
   async #client(connection: ConnectionRecord, discovery: Authorization["discovery"], scope: string | undefined): Promise<OAuthClientInformationMixed> {
-    if (connection.oauth?.client_id) return { client_id: connection.oauth.client_id };
+    const preRegistered = connection.oauth?.client_id;
+    if (preRegistered) {
+      // Section 3.2: a confidential client's secret is the operator's, configured here; the SDK
+      // then authenticates at the token endpoint as the server's metadata allows.
+      const secret = this.#o.clientSecrets?.get(preRegistered);
+      return { client_id: preRegistered, ...(secret ? { client_secret: secret } : {}) };
+    }
     if (connection.oauth?.client_metadata_url && discovery.metadata.client_id_metadata_document_supported === true) return { client_id: connection.oauth.client_metadata_url };
     const stored = await this.#o.store.getRegistration(discovery.issuer, this.#o.redirectUri);
     const expired = stored?.client_secret_expires_at !== undefined && stored.client_secret_expires_at !== 0 && stored.client_secret_expires_at * 1000 <= this.#o.now();
@@ -146,8 +171,7 @@ export class OAuth {
     try {
       discovery = await discover({ serverUrl: connection.url, fetch: this.#fetch });
       if ("open" in discovery) throw new Error(`${connection.url} asks for no credential; it needs no authorization`);
-      const scopes = selectScopes(discovery, asConnectionConfig(connection), undefined);
-      const scope = scopes.length ? scopes.join(" ") : undefined;
+      const scope = requestedScope(discovery, connection);
       client = await this.#client(connection, discovery, scope);
       started = await startAuthorization(discovery.issuer, {
         metadata: discovery.metadata,
@@ -344,7 +368,7 @@ export class OAuth {
     const notAuthorized = (why: string) => new Refusal(409, "not_authorized", `${connection.id}: ${why}; run \`subs mcp login ${connection.id}\``);
     const credential = await this.#o.store.getCredential(connection.id);
     if (!credential || credential.url !== connection.url) throw notAuthorized("the deployment holds no credential for it");
-    if (credential.expiresAt !== null && this.#o.now() >= credential.expiresAt - REFRESH_MARGIN_MS) {
+    if (refreshDue(credential, this.#o.now())) {
       const fresh = await this.refresh(credential);
       if (!fresh) throw notAuthorized("its access token expired and could not be refreshed");
       return fresh;

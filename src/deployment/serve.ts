@@ -56,8 +56,10 @@ export async function deploymentServeCommand(ctx: Context, options: { flags: Fla
       redirectUri: `${publicText}${CALLBACK_PATH}`,
       ttlSeconds,
       intervalSeconds: pollInterval,
+      clientSecrets: config.clientSecrets,
     });
-    const { agentEndpoint } = await import("./agents.ts");
+    const { agentEndpoints } = await import("./agents.ts");
+    const agents = agentEndpoints({ ctx, store, oauth, metrics, log });
     const app = createApp({
       store,
       oauth,
@@ -68,7 +70,7 @@ export async function deploymentServeCommand(ctx: Context, options: { flags: Fla
       pollInterval,
       ttlSeconds,
       ready: async () => (await store.listTokens(), true),
-      agentEndpoint: agentEndpoint({ ctx, store, oauth, metrics, log, publicUrl: publicText }),
+      agentEndpoint: agents.endpoint,
     });
 
     let inFlight = 0;
@@ -122,16 +124,11 @@ export async function deploymentServeCommand(ctx: Context, options: { flags: Fla
         setTimeout(resolve, DRAIN_MS).unref();
       });
     }
-    await agentEndpointClose();
+    await agents.close();
     for (const socket of sockets) socket.destroy();
     log("info", "stopped", { unfinished: inFlight });
   } finally {
     server?.close();
     await store.close();
-  }
-
-  async function agentEndpointClose() {
-    const { closeAgentSessions } = await import("./agents.ts");
-    await closeAgentSessions();
   }
 }

@@ -160,3 +160,32 @@ export async function startServedDeployment(options: ServeOptions = {}): Promise
     },
   };
 }
+
+/** One API request to a served deployment (an admin token unless `token` is given); the JSON answer parsed. */
+export async function callServed(d: ServedDeployment, method: string, pathname: string, body?: unknown, token: string = d.token): Promise<{ status: number; body: any }> {
+  const res = await fetch(`${d.url}${pathname}`, {
+    method,
+    headers: { authorization: `Bearer ${token}`, ...(body === undefined ? {} : { "content-type": "application/json" }) },
+    ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+  });
+  const text = await res.text();
+  return { status: res.status, body: text ? JSON.parse(text) : undefined };
+}
+
+/**
+ * Declares `id` on the deployment, starts its consent, lets a browser that follows redirects
+ * consent (the test authorization server allows at once), and polls to a final status.
+ */
+export async function authorizeServed(d: ServedDeployment, id: string, declaration: Record<string, unknown>): Promise<{ status: string; error?: string; message?: string }> {
+  const put = await callServed(d, "PUT", `/v1/mcp/${id}`, { prefix_tools: false, ...declaration });
+  if (put.status !== 200 && put.status !== 201) throw new Error(`PUT /v1/mcp/${id}: ${put.status} ${JSON.stringify(put.body)}`);
+  const started = await callServed(d, "POST", `/v1/mcp/${id}/authorizations`, {});
+  if (started.status !== 201) throw new Error(`POST authorizations: ${started.status} ${JSON.stringify(started.body)}`);
+  await (await fetch(started.body.authorization_url)).text();
+  const poll = new URL(started.body.poll_url, d.url).pathname;
+  for (;;) {
+    const outcome = (await callServed(d, "GET", poll)).body;
+    if (outcome.status !== "pending") return outcome;
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}

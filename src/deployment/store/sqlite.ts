@@ -42,6 +42,7 @@ export const MIGRATIONS: readonly string[] = [
 ];
 
 const BUSY_TIMEOUT_MS = 5000;
+const LAST_USED_RESOLUTION_MS = 60_000;
 /** Sealed under the key at first start: a wrong key is refused before it decrypts anything. */
 const KEY_CHECK = "key_check";
 const KEY_CHECK_TEXT = "subs deployment key check";
@@ -123,6 +124,8 @@ const registrationAad = (server: string, redirectUri: string) => `registration\0
 
 export class SqliteStore implements RekeyableStore {
   readonly #db: BetterSqlite3.Database;
+  /** Each statement compiled once: every MCP call reads a token, an agent and a credential. */
+  readonly #statements = new Map<string, BetterSqlite3.Statement>();
   #key: Key | undefined;
   readonly #now: () => number;
   readonly path: string;
@@ -134,16 +137,25 @@ export class SqliteStore implements RekeyableStore {
     this.#now = now;
   }
 
+  #prepared(sql: string): BetterSqlite3.Statement {
+    let statement = this.#statements.get(sql);
+    if (!statement) {
+      statement = this.#db.prepare(sql);
+      this.#statements.set(sql, statement);
+    }
+    return statement;
+  }
+
   /** A key that does not open the store's check value is refused before anything is decrypted. */
   checkKey() {
     const key = this.#key;
     if (!key) return;
-    const row = this.#db.prepare("SELECT key_id, value FROM meta WHERE name = ?").get(KEY_CHECK) as { key_id: string; value: string } | undefined;
+    const row = this.#prepared("SELECT key_id, value FROM meta WHERE name = ?").get(KEY_CHECK) as { key_id: string; value: string } | undefined;
     if (!row) {
-      const sealedAny = this.#db.prepare("SELECT key_id FROM credentials UNION SELECT key_id FROM registrations LIMIT 1").get() as { key_id: string } | undefined;
+      const sealedAny = this.#prepared("SELECT key_id FROM credentials UNION SELECT key_id FROM registrations LIMIT 1").get() as { key_id: string } | undefined;
       if (sealedAny && sealedAny.key_id !== key.id) throw wrongKey(this.path, sealedAny.key_id, key.id);
       const sealed = seal(key, KEY_CHECK_TEXT, KEY_CHECK);
-      this.#db.prepare("INSERT INTO meta (name, key_id, value) VALUES (?, ?, ?)").run(KEY_CHECK, sealed.keyId, sealed.value);
+      this.#prepared("INSERT INTO meta (name, key_id, value) VALUES (?, ?, ?)").run(KEY_CHECK, sealed.keyId, sealed.value);
       return;
     }
     try {
@@ -155,7 +167,7 @@ export class SqliteStore implements RekeyableStore {
 
   /** Whether a key has ever sealed anything here (a new store may get a new key). */
   hasKeyCheck(): boolean {
-    return this.#db.prepare("SELECT 1 FROM meta WHERE name = ?").get(KEY_CHECK) !== undefined;
+    return this.#prepared("SELECT 1 FROM meta WHERE name = ?").get(KEY_CHECK) !== undefined;
   }
 
   #needKey(): Key {
@@ -164,11 +176,11 @@ export class SqliteStore implements RekeyableStore {
   }
 
   async listConnections(): Promise<ConnectionRecord[]> {
-    return (this.#db.prepare("SELECT id, url, prefix_tools, oauth_json FROM connections ORDER BY id").all() as ConnectionRow[]).map(connectionOf);
+    return (this.#prepared("SELECT id, url, prefix_tools, oauth_json FROM connections ORDER BY id").all() as ConnectionRow[]).map(connectionOf);
   }
 
   async getConnection(id: string): Promise<ConnectionRecord | undefined> {
-    const row = this.#db.prepare("SELECT id, url, prefix_tools, oauth_json FROM connections WHERE id = ?").get(id) as ConnectionRow | undefined;
+    const row = this.#prepared("SELECT id, url, prefix_tools, oauth_json FROM connections WHERE id = ?").get(id) as ConnectionRow | undefined;
     return row && connectionOf(row);
   }
 
@@ -176,7 +188,7 @@ export class SqliteStore implements RekeyableStore {
     const at = this.#now();
     return this.#db
       .transaction((): PutConnection => {
-        const existing = this.#db.prepare("SELECT url FROM connections WHERE id = ?").get(c.id) as { url: string } | undefined;
+        const existing = this.#prepared("SELECT url FROM connections WHERE id = ?").get(c.id) as { url: string } | undefined;
         let dropped: CredentialRecord | undefined;
         if (existing && existing.url !== c.url) dropped = this.#takeCredential(c.id);
         this.#db
@@ -192,31 +204,31 @@ export class SqliteStore implements RekeyableStore {
 
   /** Deletes and returns the credential (decrypted when the key is here, for revocation). */
   #takeCredential(id: string): CredentialRecord | undefined {
-    const row = this.#db.prepare("SELECT * FROM credentials WHERE id = ?").get(id) as CredentialRow | undefined;
+    const row = this.#prepared("SELECT * FROM credentials WHERE id = ?").get(id) as CredentialRow | undefined;
     if (!row) return undefined;
-    this.#db.prepare("DELETE FROM credentials WHERE id = ?").run(id);
+    this.#prepared("DELETE FROM credentials WHERE id = ?").run(id);
     return this.#key ? this.#credentialOf(row) : undefined;
   }
 
   async deleteConnection(id: string): Promise<DeleteConnection> {
     return this.#db
       .transaction((): DeleteConnection => {
-        const users = (this.#db.prepare("SELECT agent FROM agent_connections WHERE connection = ? ORDER BY agent").all(id) as Array<{ agent: string }>).map((r) => r.agent);
+        const users = (this.#prepared("SELECT agent FROM agent_connections WHERE connection = ? ORDER BY agent").all(id) as Array<{ agent: string }>).map((r) => r.agent);
         if (users.length) return { outcome: "in_use", agents: users };
-        if (!this.#db.prepare("SELECT 1 FROM connections WHERE id = ?").get(id)) return { outcome: "absent" };
+        if (!this.#prepared("SELECT 1 FROM connections WHERE id = ?").get(id)) return { outcome: "absent" };
         const dropped = this.#takeCredential(id);
-        this.#db.prepare("DELETE FROM connections WHERE id = ?").run(id);
+        this.#prepared("DELETE FROM connections WHERE id = ?").run(id);
         return { outcome: "deleted", dropped };
       })
       .immediate();
   }
 
   async listAgents(): Promise<AgentRecord[]> {
-    return (this.#db.prepare("SELECT body_json FROM agents ORDER BY name").all() as Array<{ body_json: string }>).map((r) => JSON.parse(r.body_json) as AgentRecord);
+    return (this.#prepared("SELECT body_json FROM agents ORDER BY name").all() as Array<{ body_json: string }>).map((r) => JSON.parse(r.body_json) as AgentRecord);
   }
 
   async getAgent(name: string): Promise<AgentRecord | undefined> {
-    const row = this.#db.prepare("SELECT body_json FROM agents WHERE name = ?").get(name) as { body_json: string } | undefined;
+    const row = this.#prepared("SELECT body_json FROM agents WHERE name = ?").get(name) as { body_json: string } | undefined;
     return row && (JSON.parse(row.body_json) as AgentRecord);
   }
 
@@ -224,18 +236,18 @@ export class SqliteStore implements RekeyableStore {
     const at = this.#now();
     return this.#db
       .transaction((): PutAgent => {
-        const has = this.#db.prepare("SELECT 1 FROM connections WHERE id = ?");
+        const has = this.#prepared("SELECT 1 FROM connections WHERE id = ?");
         const missing = [...new Set(agent.mcp.map((e) => e.id))].filter((id) => !has.get(id));
         if (missing.length) return { outcome: "unknown_connection", missing };
-        const existed = this.#db.prepare("SELECT 1 FROM agents WHERE name = ?").get(agent.name) !== undefined;
+        const existed = this.#prepared("SELECT 1 FROM agents WHERE name = ?").get(agent.name) !== undefined;
         this.#db
           .prepare(
             `INSERT INTO agents (name, body_json, created_at, updated_at) VALUES (?, ?, ?, ?)
              ON CONFLICT(name) DO UPDATE SET body_json = excluded.body_json, updated_at = excluded.updated_at`,
           )
           .run(agent.name, JSON.stringify(agent), at, at);
-        this.#db.prepare("DELETE FROM agent_connections WHERE agent = ?").run(agent.name);
-        const link = this.#db.prepare("INSERT OR IGNORE INTO agent_connections (agent, connection) VALUES (?, ?)");
+        this.#prepared("DELETE FROM agent_connections WHERE agent = ?").run(agent.name);
+        const link = this.#prepared("INSERT OR IGNORE INTO agent_connections (agent, connection) VALUES (?, ?)");
         for (const e of agent.mcp) link.run(agent.name, e.id);
         return { outcome: existed ? "updated" : "created" };
       })
@@ -243,11 +255,11 @@ export class SqliteStore implements RekeyableStore {
   }
 
   async deleteAgent(name: string): Promise<boolean> {
-    return this.#db.prepare("DELETE FROM agents WHERE name = ?").run(name).changes > 0;
+    return this.#prepared("DELETE FROM agents WHERE name = ?").run(name).changes > 0;
   }
 
   async credentialSummaries(): Promise<Array<Omit<CredentialRecord, "secret">>> {
-    return (this.#db.prepare("SELECT id, url, issuer, authorized_at, expires_at, version FROM credentials").all() as CredentialRow[]).map((r) => ({
+    return (this.#prepared("SELECT id, url, issuer, authorized_at, expires_at, version FROM credentials").all() as CredentialRow[]).map((r) => ({
       id: r.id,
       url: r.url,
       issuer: r.issuer,
@@ -263,7 +275,7 @@ export class SqliteStore implements RekeyableStore {
   }
 
   async getCredential(id: string): Promise<CredentialRecord | undefined> {
-    const row = this.#db.prepare("SELECT * FROM credentials WHERE id = ?").get(id) as CredentialRow | undefined;
+    const row = this.#prepared("SELECT * FROM credentials WHERE id = ?").get(id) as CredentialRow | undefined;
     return row && this.#credentialOf(row);
   }
 
@@ -281,9 +293,9 @@ export class SqliteStore implements RekeyableStore {
   async putCredential(c: Omit<CredentialRecord, "version">): Promise<boolean> {
     return this.#db
       .transaction(() => {
-        const declared = this.#db.prepare("SELECT url FROM connections WHERE id = ?").get(c.id) as { url: string } | undefined;
+        const declared = this.#prepared("SELECT url FROM connections WHERE id = ?").get(c.id) as { url: string } | undefined;
         if (!declared || declared.url !== c.url) return false;
-        const held = this.#db.prepare("SELECT version FROM credentials WHERE id = ?").get(c.id) as { version: number } | undefined;
+        const held = this.#prepared("SELECT version FROM credentials WHERE id = ?").get(c.id) as { version: number } | undefined;
         this.#writeCredential(c, (held?.version ?? 0) + 1);
         return true;
       })
@@ -293,7 +305,7 @@ export class SqliteStore implements RekeyableStore {
   async replaceCredential(version: number, c: Omit<CredentialRecord, "version">): Promise<boolean> {
     return this.#db
       .transaction(() => {
-        const held = this.#db.prepare("SELECT version, url FROM credentials WHERE id = ?").get(c.id) as { version: number; url: string } | undefined;
+        const held = this.#prepared("SELECT version, url FROM credentials WHERE id = ?").get(c.id) as { version: number; url: string } | undefined;
         if (!held || held.version !== version || held.url !== c.url) return false;
         this.#writeCredential(c, version + 1);
         return true;
@@ -302,11 +314,11 @@ export class SqliteStore implements RekeyableStore {
   }
 
   async deleteCredential(id: string, version: number): Promise<boolean> {
-    return this.#db.prepare("DELETE FROM credentials WHERE id = ? AND version = ?").run(id, version).changes > 0;
+    return this.#prepared("DELETE FROM credentials WHERE id = ? AND version = ?").run(id, version).changes > 0;
   }
 
   async getRegistration(server: string, redirectUri: string) {
-    const row = this.#db.prepare("SELECT key_id, sealed FROM registrations WHERE authorization_server = ? AND redirect_uri = ?").get(server, redirectUri) as
+    const row = this.#prepared("SELECT key_id, sealed FROM registrations WHERE authorization_server = ? AND redirect_uri = ?").get(server, redirectUri) as
       | { key_id: string; sealed: string }
       | undefined;
     return row && JSON.parse(open(this.#needKey(), { keyId: row.key_id, value: row.sealed }, registrationAad(server, redirectUri)));
@@ -323,31 +335,34 @@ export class SqliteStore implements RekeyableStore {
   }
 
   async deleteRegistration(server: string, redirectUri: string) {
-    this.#db.prepare("DELETE FROM registrations WHERE authorization_server = ? AND redirect_uri = ?").run(server, redirectUri);
+    this.#prepared("DELETE FROM registrations WHERE authorization_server = ? AND redirect_uri = ?").run(server, redirectUri);
   }
 
   async addToken(t: { id: string; name: string; role: Role; hash: Buffer }) {
-    this.#db.prepare("INSERT INTO api_tokens (id, name, role, hash, created_at) VALUES (?, ?, ?, ?, ?)").run(t.id, t.name, t.role, t.hash, this.#now());
+    this.#prepared("INSERT INTO api_tokens (id, name, role, hash, created_at) VALUES (?, ?, ?, ?, ?)").run(t.id, t.name, t.role, t.hash, this.#now());
   }
 
   async listTokens(): Promise<ApiTokenRecord[]> {
-    return (this.#db.prepare("SELECT * FROM api_tokens ORDER BY created_at, id").all() as TokenRow[]).map(tokenOf);
+    return (this.#prepared("SELECT * FROM api_tokens ORDER BY created_at, id").all() as TokenRow[]).map(tokenOf);
   }
 
   async revokeToken(idOrName: string): Promise<ApiTokenRecord[]> {
     return this.#db
       .transaction(() => {
-        const rows = this.#db.prepare("SELECT * FROM api_tokens WHERE id = ? OR name = ?").all(idOrName, idOrName) as TokenRow[];
-        this.#db.prepare("DELETE FROM api_tokens WHERE id = ? OR name = ?").run(idOrName, idOrName);
+        const rows = this.#prepared("SELECT * FROM api_tokens WHERE id = ? OR name = ?").all(idOrName, idOrName) as TokenRow[];
+        this.#prepared("DELETE FROM api_tokens WHERE id = ? OR name = ?").run(idOrName, idOrName);
         return rows.map(tokenOf);
       })
       .immediate();
   }
 
   async findToken(hash: Buffer) {
-    const row = this.#db.prepare("SELECT * FROM api_tokens WHERE hash = ?").get(hash) as TokenRow | undefined;
+    const row = this.#prepared("SELECT * FROM api_tokens WHERE hash = ?").get(hash) as TokenRow | undefined;
     if (!row) return undefined;
-    this.#db.prepare("UPDATE api_tokens SET last_used_at = ? WHERE id = ?").run(this.#now(), row.id);
+    // To the minute: a write (and its WAL commit, fsync included) on every request of every MCP
+    // call would cost more than the rest of the request.
+    const now = this.#now();
+    if (row.last_used_at === null || now - row.last_used_at >= LAST_USED_RESOLUTION_MS) this.#prepared("UPDATE api_tokens SET last_used_at = ? WHERE id = ?").run(now, row.id);
     return { ...tokenOf(row), hash: row.hash };
   }
 
@@ -356,13 +371,13 @@ export class SqliteStore implements RekeyableStore {
     const count = this.#db
       .transaction(() => {
         let n = 0;
-        for (const row of this.#db.prepare("SELECT id, url, key_id, sealed FROM credentials").all() as CredentialRow[]) {
+        for (const row of this.#prepared("SELECT id, url, key_id, sealed FROM credentials").all() as CredentialRow[]) {
           const aad = credentialAad(row.id, row.url);
           const sealed = seal(next, open(key, { keyId: row.key_id, value: row.sealed }, aad), aad);
-          this.#db.prepare("UPDATE credentials SET key_id = ?, sealed = ? WHERE id = ?").run(sealed.keyId, sealed.value, row.id);
+          this.#prepared("UPDATE credentials SET key_id = ?, sealed = ? WHERE id = ?").run(sealed.keyId, sealed.value, row.id);
           n++;
         }
-        const regs = this.#db.prepare("SELECT authorization_server, redirect_uri, key_id, sealed FROM registrations").all() as Array<{
+        const regs = this.#prepared("SELECT authorization_server, redirect_uri, key_id, sealed FROM registrations").all() as Array<{
           authorization_server: string;
           redirect_uri: string;
           key_id: string;
@@ -371,11 +386,11 @@ export class SqliteStore implements RekeyableStore {
         for (const row of regs) {
           const aad = registrationAad(row.authorization_server, row.redirect_uri);
           const sealed = seal(next, open(key, { keyId: row.key_id, value: row.sealed }, aad), aad);
-          this.#db.prepare("UPDATE registrations SET key_id = ?, sealed = ? WHERE authorization_server = ? AND redirect_uri = ?").run(sealed.keyId, sealed.value, row.authorization_server, row.redirect_uri);
+          this.#prepared("UPDATE registrations SET key_id = ?, sealed = ? WHERE authorization_server = ? AND redirect_uri = ?").run(sealed.keyId, sealed.value, row.authorization_server, row.redirect_uri);
           n++;
         }
         const check = seal(next, KEY_CHECK_TEXT, KEY_CHECK);
-        this.#db.prepare("INSERT INTO meta (name, key_id, value) VALUES (?, ?, ?) ON CONFLICT(name) DO UPDATE SET key_id = excluded.key_id, value = excluded.value").run(KEY_CHECK, check.keyId, check.value);
+        this.#prepared("INSERT INTO meta (name, key_id, value) VALUES (?, ?, ?) ON CONFLICT(name) DO UPDATE SET key_id = excluded.key_id, value = excluded.value").run(KEY_CHECK, check.keyId, check.value);
         return n;
       })
       .immediate();

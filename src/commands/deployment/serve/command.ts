@@ -13,6 +13,7 @@ export const deploymentServe: CommandDeclaration = {
       .addOption(new Option("--listen <[host:]port>", "where to listen (env SUBS_DEPLOYMENT_LISTEN; default 127.0.0.1:8080; 0.0.0.0:8080 behind a proxy)"))
       .addOption(new Option("--public-url <url>", "the URL browsers and clients reach it at, https unless loopback (env SUBS_DEPLOYMENT_PUBLIC_URL; default: the loopback address it listens on)"))
       .addOption(new Option("--catalog <file>", "allow only the MCP server URLs in this file, one per line (env SUBS_DEPLOYMENT_CATALOG)"))
+      .addOption(new Option("--client-secrets <file>", "secrets of confidential pre-registered OAuth clients: a JSON object from client_id to secret, mode 0600 (env SUBS_DEPLOYMENT_CLIENT_SECRETS)"))
       .addHelpText(
         "after",
         examples([

@@ -1,0 +1,58 @@
+// The agents' routes (docs/deployment-protocol.md sections 3.7 to 3.9) and each agent's MCP
+// endpoint, whose transport writes its own answers.
+import type { IncomingMessage, ServerResponse } from "node:http";
+import { z } from "zod";
+import type { AgentRecord, ApiTokenRecord, DeploymentStore } from "../store/types.ts";
+import { fail, FilterSchema, IdSchema, issueText, readJson, validId, type Route } from "./answer.ts";
+
+export type AgentEndpoint = (req: IncomingMessage, res: ServerResponse, agent: AgentRecord, token: ApiTokenRecord) => Promise<void>;
+
+const AgentBody = z
+  .strictObject({
+    mcp: z.array(z.strictObject({ id: IdSchema, tools: FilterSchema.optional() })),
+    tools: z.array(z.string()).default([]),
+    agents: z.array(z.string().refine(validId, "not a valid agent name")).default([]),
+  })
+  .refine((b) => new Set(b.mcp.map((e) => e.id)).size === b.mcp.length, "an mcp entry names the same connection twice");
+
+export function agentRoutes(o: { store: DeploymentStore; agentEndpoint?: AgentEndpoint }): Route[] {
+  const { store } = o;
+  return [
+    {
+      pattern: /^\/v1\/agents\/?$/,
+      route: "/v1/agents",
+      need: "read",
+      methods: ["GET"],
+      run: async () => ({ status: 200, body: { agents: await store.listAgents() } }),
+    },
+    {
+      pattern: /^\/v1\/agents\/([^/]+)\/?$/,
+      route: "/v1/agents/{name}",
+      need: "apply",
+      methods: ["PUT", "DELETE"],
+      run: async (method, req, [name]) => {
+        if (method === "DELETE") return (await store.deleteAgent(name!)) ? { status: 204 } : fail(404, "not_found", `no agent ${name}`);
+        const parsed = AgentBody.safeParse(await readJson(req));
+        if (!parsed.success) return fail(400, "invalid_request", issueText(parsed.error));
+        if (parsed.data.agents.includes(name!)) return fail(400, "invalid_request", `agent ${name} names itself as a sub-agent`);
+        const agent: AgentRecord = { name: name!, ...parsed.data };
+        const put = await store.putAgent(agent);
+        if (put.outcome === "unknown_connection") return fail(409, "unknown_connection", `not declared: ${put.missing.join(", ")}; declare them first`);
+        return { status: put.outcome === "created" ? 201 : 200, body: agent };
+      },
+    },
+    {
+      pattern: /^\/v1\/agents\/([^/]+)\/mcp\/?$/,
+      route: "/v1/agents/{name}/mcp",
+      need: "use",
+      methods: ["GET", "POST", "DELETE"],
+      run: async (_m, req, [name], token, res) => {
+        const agent = await store.getAgent(name!);
+        if (!agent || !o.agentEndpoint) return fail(404, "not_found", `no agent ${name}`);
+        // The transport writes its own answers (JSON or an event stream).
+        await o.agentEndpoint(req, res, agent, token);
+        return "streamed";
+      },
+    },
+  ];
+}

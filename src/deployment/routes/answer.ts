@@ -1,0 +1,71 @@
+// What every route of the deployment's API shares (docs/deployment-protocol.md; section numbers
+// are its): the identifier rule, JSON bodies read within a limit, error answers, a route's shape.
+import type { IncomingMessage, ServerResponse } from "node:http";
+import { z } from "zod";
+import type { Need } from "../access.ts";
+import type { ApiTokenRecord } from "../store/types.ts";
+
+/** Protocol bodies are a few hundred bytes; anything near this is not one. */
+export const MAX_BODY_BYTES = 1024 * 1024;
+
+const ID = /^[a-z0-9_-]+$/;
+export const validId = (s: string) => ID.test(s) && !s.includes("__");
+export const IdSchema = z.string().refine(validId, "not a valid connection id");
+export const LOOPBACK = new Set(["127.0.0.1", "localhost", "[::1]"]);
+
+export const FilterSchema = z.strictObject({
+  include: z.array(z.string()).optional(),
+  exclude: z.array(z.string()).optional(),
+  read_only: z.boolean().optional(),
+  non_destructive: z.boolean().optional(),
+  idempotent: z.boolean().optional(),
+});
+export type Answer = { status: number; body?: unknown; headers?: Record<string, string> };
+export const fail = (status: number, error: string, message: string, extra: Record<string, unknown> = {}): Answer => ({ status, body: { error, message, ...extra } });
+export const iso = (ms: number) => new Date(ms).toISOString();
+
+export class BadBody extends Error {}
+
+export async function readJson(req: IncomingMessage): Promise<unknown> {
+  const declared = Number(req.headers["content-length"]);
+  if (Number.isFinite(declared) && declared > MAX_BODY_BYTES) throw new BadBody(`the body is larger than ${MAX_BODY_BYTES} bytes`);
+  const chunks: Buffer[] = [];
+  let size = 0;
+  for await (const chunk of req as AsyncIterable<Buffer>) {
+    size += chunk.length;
+    if (size > MAX_BODY_BYTES) throw new BadBody(`the body is larger than ${MAX_BODY_BYTES} bytes`);
+    chunks.push(chunk);
+  }
+  const text = Buffer.concat(chunks).toString("utf8");
+  if (text.trim() === "") return undefined;
+  try {
+    return JSON.parse(text);
+  } catch {
+    throw new BadBody("the body is not JSON");
+  }
+}
+
+/** One path segment, percent-decoded (section 1); undefined when it does not decode. */
+export const segment = (raw: string) => {
+  try {
+    return decodeURIComponent(raw);
+  } catch {
+    return undefined;
+  }
+};
+
+export type Route = {
+  pattern: RegExp;
+  route: string;
+  need: Need;
+  methods: string[];
+  run: (method: string, req: IncomingMessage, params: string[], token: ApiTokenRecord, res: ServerResponse) => Promise<Answer | "streamed">;
+};
+
+export function issueText(error: z.ZodError): string {
+  const issue = error.issues[0];
+  if (!issue) return "invalid body";
+  const where = issue.path.length ? `${issue.path.join(".")}: ` : "";
+  return `${where}${issue.message}`;
+}
+

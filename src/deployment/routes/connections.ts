@@ -1,0 +1,132 @@
+// The connections' routes (docs/deployment-protocol.md sections 3.1 to 3.6): declarations, the
+// consent's start and poll, and the tools a connection answers with the deployment's credential.
+import { z } from "zod";
+import type { OAuth } from "../oauth.ts";
+import type { ConnectionRecord, DeploymentStore } from "../store/types.ts";
+import { BadBody, fail, IdSchema, iso, issueText, LOOPBACK, readJson, type Route } from "./answer.ts";
+
+const ConnectionBody = z.strictObject({
+  url: z.url({ protocol: /^https?$/ }).refine((u) => new URL(u).protocol === "https:" || LOOPBACK.has(new URL(u).hostname), "url must be https (plain http only to a loopback host)"),
+  prefix_tools: z.boolean(),
+  oauth: z
+    .strictObject({
+      client_id: z.string().min(1).optional(),
+      client_metadata_url: z.url({ protocol: /^https$/ }).optional(),
+      scopes: z.array(z.string()).optional(),
+    })
+    .optional(),
+});
+export type ConnectionRoutesOptions = {
+  store: DeploymentStore;
+  oauth: OAuth;
+  /** The public URL's path (no trailing `/`). */
+  base: string;
+  catalog: string[] | undefined;
+  pollInterval: number;
+  ttlSeconds: number;
+};
+
+export function connectionRoutes(o: ConnectionRoutesOptions): Route[] {
+  const { store, oauth } = o;
+  const connectionJson = async (c: ConnectionRecord, held?: { url: string; authorizedAt: number; expiresAt: number | null }) => {
+    const authorized = held !== undefined && held.url === c.url;
+    return {
+      id: c.id,
+      url: c.url,
+      prefix_tools: c.prefixTools,
+      ...(c.oauth ? { oauth: c.oauth } : {}),
+      status: authorized ? "authorized" : "declared",
+      ...(authorized ? { authorized_at: iso(held.authorizedAt) } : {}),
+      ...(authorized && held.expiresAt !== null ? { expires_at: iso(held.expiresAt) } : {}),
+    };
+  };
+
+  return [
+    {
+      pattern: /^\/v1\/mcp\/?$/,
+      route: "/v1/mcp",
+      need: "read",
+      methods: ["GET"],
+      run: async () => {
+        const [connections, held] = await Promise.all([store.listConnections(), store.credentialSummaries()]);
+        const byId = new Map(held.map((h) => [h.id, h]));
+        return { status: 200, body: { connections: await Promise.all(connections.map((c) => connectionJson(c, byId.get(c.id)))) } };
+      },
+    },
+    {
+      pattern: /^\/v1\/mcp\/([^/]+)\/?$/,
+      route: "/v1/mcp/{id}",
+      need: "apply",
+      methods: ["PUT", "DELETE"],
+      run: async (method, req, [id]) => {
+        if (method === "DELETE") {
+          const outcome = await store.deleteConnection(id!);
+          if (outcome.outcome === "in_use") return fail(409, "connection_in_use", `agents ${outcome.agents.join(", ")} name ${id}; delete them first`, { agents: outcome.agents });
+          if (outcome.outcome === "absent") return fail(404, "not_found", `no connection ${id}`);
+          oauth.endPending(id!, "connection_changed", "the connection was deleted");
+          await oauth.revoke(outcome.dropped);
+          return { status: 204 };
+        }
+        const body = await readJson(req);
+        const fields = body && typeof body === "object" ? (body as Record<string, unknown>) : undefined;
+        const oauthField = fields?.oauth && typeof fields.oauth === "object" ? (fields.oauth as object) : undefined;
+        if (fields && ("auth" in fields || (oauthField && ("client_secret_env" in oauthField || "client_secret" in oauthField)))) {
+          return fail(400, "local_only_field", "`auth`, `oauth.client_secret_env` and `oauth.client_secret` belong to the client's machine; authorize on the deployment instead (subs mcp login)");
+        }
+        const parsed = ConnectionBody.safeParse(body);
+        if (!parsed.success) return fail(400, "invalid_request", issueText(parsed.error));
+        if (o.catalog && !o.catalog.includes(parsed.data.url)) {
+          return fail(403, "url_not_in_catalog", `${parsed.data.url} is not in this deployment's catalog`, { catalog: o.catalog });
+        }
+        const record: ConnectionRecord = { id: id!, url: parsed.data.url, prefixTools: parsed.data.prefix_tools, oauth: parsed.data.oauth };
+        const put = await store.putConnection(record);
+        // Section 5: a changed url ends pending consents too, whether or not a credential was held.
+        if (put.urlChanged) oauth.endPending(id!, "connection_changed", "the connection's url changed");
+        await oauth.revoke(put.dropped);
+        const held = (await store.credentialSummaries()).find((h) => h.id === id);
+        return { status: put.created ? 201 : 200, body: await connectionJson(record, held) };
+      },
+    },
+    {
+      pattern: /^\/v1\/mcp\/([^/]+)\/authorizations\/?$/,
+      route: "/v1/mcp/{id}/authorizations",
+      need: "apply",
+      methods: ["POST"],
+      run: async (_m, req, [id]) => {
+        // Section 3.4: the body defines no fields and its content is ignored (JSON or not).
+        await readJson(req).catch((error) => {
+          if (error instanceof BadBody && /larger/.test(error.message)) throw error;
+        });
+        const connection = await store.getConnection(id!);
+        if (!connection) return fail(404, "not_found", `no connection ${id}; declare it first (subs apply)`);
+        const started = await oauth.start(connection);
+        return {
+          status: 201,
+          body: { authorization_url: started.authorizationUrl, poll_url: `${o.base}/v1/authorizations/${started.id}`, interval: o.pollInterval, expires_in: o.ttlSeconds },
+        };
+      },
+    },
+    {
+      pattern: /^\/v1\/authorizations\/([^/]+)\/?$/,
+      route: "/v1/authorizations/{id}",
+      need: "read",
+      methods: ["GET"],
+      run: async (_m, _req, [aid]) => {
+        const outcome = oauth.poll(aid!);
+        if (!outcome) return fail(404, "not_found", "no such authorization (or it ended long ago)");
+        return { status: 200, body: { status: outcome.status, ...(outcome.error ? { error: outcome.error } : {}), ...(outcome.message && outcome.status !== "authorized" ? { message: outcome.message } : {}) } };
+      },
+    },
+    {
+      pattern: /^\/v1\/mcp\/([^/]+)\/tools\/?$/,
+      route: "/v1/mcp/{id}/tools",
+      need: "read",
+      methods: ["GET"],
+      run: async (_m, _req, [id]) => {
+        const connection = await store.getConnection(id!);
+        if (!connection) return fail(404, "not_found", `no connection ${id}; run \`subs apply\``);
+        return { status: 200, body: { tools: await oauth.tools(connection) } };
+      },
+    },
+  ];
+}

@@ -1,0 +1,143 @@
+// Agents served by a real `subs deployment serve` process at <public-url>/v1/agents/<name>/mcp:
+// a real MCP server behind a real OAuth server, authorized through the deployment's consent; an
+// SDK client and the MCP Inspector's CLI (a client this project did not write) list and call the
+// agent's tools with a `use` token; the tools are exactly `subs agent tools` with [remote]; each
+// session keeps its snapshot; every call carries the deployment's credential, which no client
+// sees; a connection whose credential is gone answers a tool error naming `subs mcp login <id>`.
+import assert from "node:assert/strict";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import path from "node:path";
+import { after, before, describe, test } from "node:test";
+import { Client } from "@modelcontextprotocol/sdk/client/index.js";
+import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
+import { runCli } from "../support/cli.ts";
+import { authorizeServed, callServed, startServedDeployment, type ServedDeployment } from "../support/deployment-serve.ts";
+import { ensureInspector, inspect } from "../support/inspector.ts";
+import { annotatedTool, startMcpServer, type RunningMcpServer } from "../support/mcp-server.ts";
+import { startAuthServer, type RunningAuthServer } from "../support/oauth-server.ts";
+
+type Listed = { tools: Array<{ name: string }> };
+type Called = { content: Array<{ type: string; text: string }>; isError?: boolean };
+
+describe("agents served by subs deployment serve", () => {
+  const dir = mkdtempSync(path.join(tmpdir(), "subs-deploy-agents-"));
+  let authServer: RunningAuthServer;
+  let mcp: RunningMcpServer;
+  let d: ServedDeployment;
+  const tokens: Record<string, string> = {};
+  const endpoint = (name: string) => `${d.url}/v1/agents/${name}/mcp`;
+  const client = async (name: string, token = tokens.use!) => {
+    const c = new Client({ name: "agents-test", version: "1.0.0" });
+    await c.connect(new StreamableHTTPClientTransport(new URL(endpoint(name)), { requestInit: { headers: { authorization: `Bearer ${token}` } } }));
+    return c;
+  };
+
+  before(async () => {
+    authServer = await startAuthServer();
+    mcp = await startMcpServer({
+      tools: [annotatedTool("search_issues", { readOnlyHint: true }), annotatedTool("delete_issue", { destructiveHint: true }), annotatedTool("list_projects", { readOnlyHint: true })],
+      oauth: { authServer },
+    });
+    d = await startServedDeployment();
+    for (const role of ["use", "read", "apply"] as const) tokens[role] = await d.tokenFor(role);
+    assert.deepEqual(await authorizeServed(d, "tracker", { url: mcp.url, prefix_tools: true }), { status: "authorized" });
+    const put = await callServed(d, "PUT", "/v1/agents/triage", { mcp: [{ id: "tracker", tools: { read_only: true, exclude: ["list_*"] } }] });
+    assert.equal(put.status, 201);
+  });
+  after(async () => {
+    await d.close();
+    await mcp.close();
+    await authServer.close();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  test("an SDK client with a use token lists exactly `subs agent tools` and calls with the deployment's credential, which it never sees", async () => {
+    writeFileSync(path.join(dir, "substructure.toml"), `[remote]\nurl = "${d.url}"\n\n[mcp.tracker]\nurl = "${mcp.url}"\n\n[agent.triage]\nmcp = [{ id = "tracker", tools = { read_only = true, exclude = ["list_*"] } }]\n`);
+    const shown = await runCli(["agent", "tools", "triage", "--json"], { cwd: dir, env: { SUBSTRUCTURE_TOKEN: d.token } });
+    assert.equal(shown.code, 0, shown.stderr);
+    const expected = (JSON.parse(shown.stdout) as Listed).tools.map((t) => t.name);
+    assert.deepEqual(expected, ["tracker__search_issues"]);
+
+    const c = await client("triage");
+    try {
+      assert.deepEqual((await c.listTools()).tools.map((t) => t.name), expected);
+      const seen = mcp.authorizations.length;
+      const result = (await c.callTool({ name: "tracker__search_issues", arguments: { q: "crash" } })) as Called;
+      assert.equal(result.isError, undefined, JSON.stringify(result));
+      assert.deepEqual(result.content, [{ type: "text", text: '{"q":"crash"}' }]);
+      const sent = mcp.authorizations.slice(seen);
+      const issued = new Set(authServer.issuedTokens().map((t) => `Bearer ${t}`));
+      assert.ok(sent.length > 0 && sent.every((h) => issued.has(h)), "every upstream request carried an access token the authorization server issued to the deployment");
+      const refused = await c.callTool({ name: "tracker__delete_issue", arguments: {} }).catch((e: Error) => e);
+      assert.ok(refused instanceof Error && /Unknown tool/.test(refused.message), "a filtered-out tool is not callable");
+    } finally {
+      await c.close();
+    }
+    const logged = JSON.stringify(d.logs);
+    for (const secret of [...authServer.issuedTokens(), tokens.use!]) assert.ok(!logged.includes(secret), "no token in the deployment's log");
+  });
+
+  test("one snapshot per session: a changed declaration reaches new sessions only", async () => {
+    const old = await client("triage");
+    try {
+      assert.deepEqual((await old.listTools()).tools.map((t) => t.name), ["tracker__search_issues"]);
+      assert.equal((await callServed(d, "PUT", "/v1/agents/triage", { mcp: [{ id: "tracker", tools: { read_only: true } }] })).status, 200);
+      assert.deepEqual((await old.listTools()).tools.map((t) => t.name), ["tracker__search_issues"]);
+      const fresh = await client("triage");
+      assert.deepEqual((await fresh.listTools()).tools.map((t) => t.name), ["tracker__search_issues", "tracker__list_projects"]);
+      await fresh.close();
+    } finally {
+      await old.close();
+      await callServed(d, "PUT", "/v1/agents/triage", { mcp: [{ id: "tracker", tools: { read_only: true, exclude: ["list_*"] } }] });
+    }
+  });
+
+  test("no token: 401; a read or an apply token: 403; an unknown agent: 404", async () => {
+    const initialize = { jsonrpc: "2.0", id: 1, method: "initialize", params: { protocolVersion: "2025-06-18", capabilities: {}, clientInfo: { name: "t", version: "1" } } };
+    const post = (token: string | undefined, name = "triage") =>
+      fetch(endpoint(name), {
+        method: "POST",
+        headers: { "content-type": "application/json", accept: "application/json, text/event-stream", ...(token ? { authorization: `Bearer ${token}` } : {}) },
+        body: JSON.stringify(initialize),
+      }).then(async (r) => ({ status: r.status, body: await r.text() }));
+    assert.equal((await post(undefined)).status, 401);
+    assert.equal((await post("subsd_not-a-token")).status, 401);
+    assert.equal((await post(tokens.read)).status, 403);
+    assert.equal((await post(tokens.apply)).status, 403);
+    assert.equal((await post(tokens.use, "nobody")).status, 404);
+    assert.equal((await post(d.token)).status, 200, "an admin token may use agents too");
+  });
+
+  test("the MCP Inspector's CLI lists and calls with a use token, and is refused without a token and with a read token", async () => {
+    ensureInspector();
+    const http = ["--transport", "http", "--server-url", endpoint("triage"), "--stored-auth-only"];
+    const bearer = (t: string) => ["--header", `Authorization: Bearer ${t}`];
+    const listed = await inspect([...http, ...bearer(tokens.use!), "--method", "tools/list"], { cwd: dir, timeoutMs: 60_000 });
+    assert.equal(listed.code, 0, listed.stderr);
+    assert.deepEqual((listed.result as Listed).tools.map((t) => t.name), ["tracker__search_issues"]);
+    const called = await inspect([...http, ...bearer(tokens.use!), "--method", "tools/call", "--tool-name", "tracker__search_issues", "--tool-args-json", '{"via":"inspector"}'], { cwd: dir, timeoutMs: 60_000 });
+    assert.equal(called.code, 0, called.stderr);
+    assert.deepEqual((called.result as Called).content, [{ type: "text", text: '{"via":"inspector"}' }]);
+    for (const headers of [[], bearer(tokens.read!)]) {
+      const refused = await inspect([...http, ...headers, "--method", "tools/list"], { cwd: dir, timeoutMs: 60_000 });
+      assert.notEqual(refused.code, 0, `refused (${headers.join(" ") || "no header"})`);
+      assert.equal(refused.result, undefined);
+    }
+  });
+
+  test("a credential the authorization server no longer honours: the call is a tool error naming `subs mcp login tracker`", async () => {
+    const c = await client("triage");
+    try {
+      await c.listTools();
+      authServer.revokeAllRefreshTokens();
+      authServer.forgetAccessTokens();
+      const result = (await c.callTool({ name: "tracker__search_issues", arguments: {} })) as Called;
+      assert.equal(result.isError, true, JSON.stringify(result));
+      assert.match(result.content[0]!.text, /subs mcp login tracker/);
+      assert.equal((await callServed(d, "GET", "/v1/mcp")).body.connections[0].status, "declared", "the dead credential was deleted");
+    } finally {
+      await c.close();
+    }
+  });
+});
