@@ -41,7 +41,7 @@ export function agentEndpoints(o: AgentEndpointOptions): AgentEndpoints {
   // One set of sessions per agent: a session id is valid at its own agent's endpoint only.
   const byAgent = new Map<string, McpSessions>();
   return {
-    async endpoint(req, res, agent) {
+    async endpoint(req, res, agent, token) {
       let sessions = byAgent.get(agent.name);
       if (!sessions) {
         sessions = new McpSessions(
@@ -52,7 +52,9 @@ export function agentEndpoints(o: AgentEndpointOptions): AgentEndpoints {
         );
         byAgent.set(agent.name, sessions);
       }
-      await sessions.handle(req, res);
+      // A session belongs to the token that started it: another token's request with its id is
+      // 404, and a revoked token is 401 before it gets here (every request is authenticated).
+      await sessions.handle(req, res, token.id);
     },
     async close() {
       await Promise.all([...byAgent.values()].map((s) => s.stop(CLOSE_GRACE_MS)));

@@ -40,6 +40,8 @@ type Live = {
   /** Armed while nothing is open; ends the session when it fires. */
   idle?: NodeJS.Timeout;
   idleSince: number;
+  /** Who started it (handle's `owner`); only the same caller may continue it. */
+  owner: string | undefined;
 };
 
 export class McpSessions {
@@ -56,8 +58,11 @@ export class McpSessions {
     private readonly newSession: SessionFactory,
   ) {}
 
-  /** One request to the endpoint, from a caller already checked. */
-  async handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
+  /**
+   * One request to the endpoint, from a caller already checked. `owner` names that caller (the
+   * deployment: its API token's id): a session is continued only by the caller that started it.
+   */
+  async handle(req: IncomingMessage, res: ServerResponse, owner?: string): Promise<void> {
     if (this.stopping) return jsonRpcError(res, 503, -32000, "the server is shutting down");
     if (req.method !== "POST" && req.method !== "GET" && req.method !== "DELETE") {
       return jsonRpcError(res, 405, -32000, "Method not allowed", { Allow: "GET, POST, DELETE" });
@@ -66,8 +71,10 @@ export class McpSessions {
     if (typeof sessionId === "string") {
       const live = this.sessions.get(sessionId);
       // transports, "Session Management": an id the server does not know (ended, expired or
-      // never issued) is 404, so the client starts a new session.
-      if (!live) return jsonRpcError(res, 404, -32001, "Session not found");
+      // never issued) is 404, so the client starts a new session. Another caller's session is
+      // answered the same, so an id is never confirmed to anyone but its owner (MCP "Security
+      // Best Practices", "Session Hijacking": bind the session to the user).
+      if (!live || live.owner !== owner) return jsonRpcError(res, 404, -32001, "Session not found");
       return this.onSession(live, req, res);
     }
     if (req.method !== "POST") return jsonRpcError(res, 400, -32000, "Bad Request: Mcp-Session-Id header is required");
@@ -75,7 +82,7 @@ export class McpSessions {
     if (!read) return;
     const { body } = read;
     if (!isInitializeRequest(body)) return jsonRpcError(res, 400, -32000, "Bad Request: Mcp-Session-Id header is required");
-    return this.startSession(req, res, body);
+    return this.startSession(req, res, body, owner);
   }
 
   get stoppingNow(): boolean {
@@ -163,7 +170,7 @@ export class McpSessions {
     return String(Math.max(1, Math.ceil(soonest / 1000)));
   }
 
-  private async startSession(req: IncomingMessage, res: ServerResponse, body: unknown): Promise<void> {
+  private async startSession(req: IncomingMessage, res: ServerResponse, body: unknown, owner: string | undefined): Promise<void> {
     const { limits } = this;
     if (this.all.size + this.starting >= limits.maxSessions) {
       return jsonRpcError(res, 503, -32000, `too many sessions (at most ${limits.maxSessions}): end one (DELETE) or retry later`, { "Retry-After": this.retryAfter() });
@@ -184,7 +191,7 @@ export class McpSessions {
         this.sessions.set(id, live);
       },
     });
-    const live: Live = { transport, session, open: 0, calls: 0, inProgress: new Map(), idleSince: this.ctx.now() };
+    const live: Live = { transport, session, open: 0, calls: 0, inProgress: new Map(), idleSince: this.ctx.now(), owner };
     // Set before connect: Protocol.connect chains its own onclose after this one. Runs on DELETE,
     // on shutdown, at the idle timeout, and when the session's server closes itself.
     transport.onclose = () => void this.endSession(live);

@@ -109,6 +109,43 @@ describe("agents served by subs deployment serve", () => {
     assert.equal((await post(d.token)).status, 200, "an admin token may use agents too");
   });
 
+  test("a session belongs to the token that started it: another use token gets 404 as for an unknown id; a revoked token gets 401", async () => {
+    const storeDir = path.join(d.dir, "data");
+    const made = await runCli(["deployment", "token", "create", "--name", "session-owner-a", "--role", "use", "--store", storeDir], { cwd: dir });
+    assert.equal(made.code, 0, made.stderr);
+    const tokenA = made.stdout.trim();
+    const tokenB = await d.tokenFor("use");
+    const transport = new StreamableHTTPClientTransport(new URL(endpoint("triage")), { requestInit: { headers: { authorization: `Bearer ${tokenA}` } } });
+    const a = new Client({ name: "agents-test", version: "1.0.0" });
+    await a.connect(transport);
+    try {
+      const id = transport.sessionId!;
+      assert.ok(id, "the session has an id");
+      const send = (token: string, sessionId: string, method: "POST" | "GET" | "DELETE", body?: unknown) =>
+        fetch(endpoint("triage"), {
+          method,
+          headers: { "content-type": "application/json", accept: "application/json, text/event-stream", "mcp-protocol-version": "2025-06-18", "mcp-session-id": sessionId, authorization: `Bearer ${token}` },
+          ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+        }).then(async (r) => ({ status: r.status, body: await r.text() }));
+      const list = { jsonrpc: "2.0", id: 7, method: "tools/list" };
+      const call = { jsonrpc: "2.0", id: 8, method: "tools/call", params: { name: "tracker__search_issues", arguments: { q: "theft" } } };
+      const unknown = await send(tokenB, "00000000-0000-4000-8000-000000000000", "POST", list);
+      assert.equal(unknown.status, 404);
+      for (const [method, body] of [["POST", list], ["POST", call], ["GET", undefined], ["DELETE", undefined]] as const) {
+        assert.deepEqual(await send(tokenB, id, method, body), unknown, `B's ${method} ${body?.method ?? ""} on A's session is answered as for an unknown id`);
+      }
+      assert.deepEqual((await a.listTools()).tools.map((t) => t.name), ["tracker__search_issues"], "A's session goes on (B's DELETE did not end it)");
+
+      const revoked = await runCli(["deployment", "token", "revoke", "session-owner-a", "--store", storeDir], { cwd: dir });
+      assert.equal(revoked.code, 0, revoked.stderr);
+      assert.equal((await send(tokenA, id, "POST", list)).status, 401, "a revoked token's next request on its session is 401");
+      const called = await a.callTool({ name: "tracker__search_issues", arguments: {} }).catch((e: Error) => e);
+      assert.ok(called instanceof Error, "the SDK client's next call fails");
+    } finally {
+      await a.close().catch(() => {});
+    }
+  });
+
   test("the MCP Inspector's CLI lists and calls with a use token, and is refused without a token and with a read token", async () => {
     ensureInspector();
     const http = ["--transport", "http", "--server-url", endpoint("triage"), "--stored-auth-only"];
