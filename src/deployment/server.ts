@@ -7,7 +7,8 @@ import { allows, authenticate, bearerOf } from "./access.ts";
 import type { Log, Metrics } from "./ops.ts";
 import { Refusal, type OAuth } from "./oauth.ts";
 import { agentRoutes, type AgentEndpoint } from "./routes/agents.ts";
-import { BadBody, fail, segment, validId, type Answer } from "./routes/answer.ts";
+import { isValidName } from "../config/rules.ts";
+import { BadBody, fail, segment, type Answer } from "./routes/answer.ts";
 import { connectionRoutes } from "./routes/connections.ts";
 import type { ApiTokenRecord, DeploymentStore } from "./store/types.ts";
 
@@ -93,8 +94,8 @@ export function createApp(o: AppOptions) {
     }
     const { r, m } = found;
     const params = m!.slice(1).map(segment);
-    if (params.some((p) => p === undefined || !validId(p)) && r.route !== "/v1/authorizations/{id}") {
-      send(fail(400, "invalid_request", `${JSON.stringify(params.find((p) => p === undefined || !validId(p)) ?? m![1])} is not a valid connection id or agent name`));
+    if (params.some((p) => p === undefined || !isValidName(p)) && r.route !== "/v1/authorizations/{id}") {
+      send(fail(400, "invalid_request", `${JSON.stringify(params.find((p) => p === undefined || !isValidName(p)) ?? m![1])} is not a valid connection id or agent name`));
       return { route: r.route, token };
     }
     if (!r.methods.includes(method)) {

@@ -3,7 +3,8 @@
 import type { IncomingMessage, ServerResponse } from "node:http";
 import { z } from "zod";
 import type { AgentRecord, ApiTokenRecord, DeploymentStore } from "../store/types.ts";
-import { fail, FilterSchema, IdSchema, issueText, readJson, validId, type Route } from "./answer.ts";
+import { isValidName } from "../../config/rules.ts";
+import { fail, FilterSchema, IdSchema, issueText, readJson, type Route } from "./answer.ts";
 
 export type AgentEndpoint = (req: IncomingMessage, res: ServerResponse, agent: AgentRecord, token: ApiTokenRecord) => Promise<void>;
 
@@ -11,7 +12,7 @@ const AgentBody = z
   .strictObject({
     mcp: z.array(z.strictObject({ id: IdSchema, tools: FilterSchema.optional() })),
     tools: z.array(z.string()).default([]),
-    agents: z.array(z.string().refine(validId, "not a valid agent name")).default([]),
+    agents: z.array(z.string().refine(isValidName, "not a valid agent name")).default([]),
   })
   .refine((b) => new Set(b.mcp.map((e) => e.id)).size === b.mcp.length, "an mcp entry names the same connection twice");
 

@@ -2,16 +2,15 @@
 // are its): the identifier rule, JSON bodies read within a limit, error answers, a route's shape.
 import type { IncomingMessage, ServerResponse } from "node:http";
 import { z } from "zod";
+import { isValidName } from "../../config/rules.ts";
 import type { Need } from "../access.ts";
 import type { ApiTokenRecord } from "../store/types.ts";
 
 /** Protocol bodies are a few hundred bytes; anything near this is not one. */
 export const MAX_BODY_BYTES = 1024 * 1024;
 
-const ID = /^[a-z0-9_-]+$/;
-export const validId = (s: string) => ID.test(s) && !s.includes("__");
-export const IdSchema = z.string().refine(validId, "not a valid connection id");
-export const LOOPBACK = new Set(["127.0.0.1", "localhost", "[::1]"]);
+/** The file's rule for ids and names (src/config/rules.ts): the deployment takes what a file may declare. */
+export const IdSchema = z.string().refine(isValidName, "not a valid connection id");
 
 export const FilterSchema = z.strictObject({
   include: z.array(z.string()).optional(),

@@ -3,10 +3,11 @@
 import { z } from "zod";
 import type { OAuth } from "../oauth.ts";
 import type { ConnectionRecord, DeploymentStore } from "../store/types.ts";
-import { BadBody, fail, IdSchema, iso, issueText, LOOPBACK, readJson, type Route } from "./answer.ts";
+import { isLoopbackHost } from "../config.ts";
+import { BadBody, fail, IdSchema, iso, issueText, readJson, type Route } from "./answer.ts";
 
 const ConnectionBody = z.strictObject({
-  url: z.url({ protocol: /^https?$/ }).refine((u) => new URL(u).protocol === "https:" || LOOPBACK.has(new URL(u).hostname), "url must be https (plain http only to a loopback host)"),
+  url: z.url({ protocol: /^https?$/ }).refine((u) => new URL(u).protocol === "https:" || isLoopbackHost(new URL(u).hostname), "url must be https (plain http only to a loopback host)"),
   prefix_tools: z.boolean(),
   oauth: z
     .strictObject({
