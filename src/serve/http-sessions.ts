@@ -85,10 +85,6 @@ export class McpSessions {
     return this.startSession(req, res, body, owner);
   }
 
-  get stoppingNow(): boolean {
-    return this.stopping;
-  }
-
   /** Refuses new requests, then closes every session, waiting up to `graceMs` for them. */
   async stop(graceMs: number): Promise<void> {
     this.stopping = true;
