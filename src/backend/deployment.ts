@@ -12,7 +12,7 @@ import { loginWords } from "../output/login-words.ts";
 import { DeploymentClient, deploymentBase } from "../remote/client.ts";
 import { listRemoteConnections, type RemoteListEntry } from "../remote/list.ts";
 import { loginOnDeployment } from "../remote/login.ts";
-import { executePlan, hasChanges, planRemote, readRemoteState } from "../remote/plan.ts";
+import { carryOut, hasChanges, planRemote, readRemoteState } from "../remote/plan.ts";
 import type { Progress, Reporter } from "../report.ts";
 import type { CheckProblem, ConnectionCheck } from "../status/check.ts";
 import type { Applied, ApplyRequest, AuthorizeOptions, Authorized, Backend, BackendOptions, CallResult, Listing, ListedTool, Place } from "./types.ts";
@@ -100,8 +100,8 @@ class DeploymentBackend implements Backend {
     request.onPlan?.(plan, url);
     if (request.dryRun || !hasChanges(plan)) return { target: "remote", url, plan, dryRun: request.dryRun, outcomes: [] };
     await request.confirm({ target: "remote", plan, url });
-    const outcomes = await executePlan(deployment, plan, { onStep: (o) => request.onStep?.(o) });
-    return { target: "remote", url, plan, dryRun: false, outcomes };
+    const carried = await carryOut(deployment, config, plan, { onStep: (o) => request.onStep?.(o) });
+    return { target: "remote", url, plan, dryRun: false, ...carried };
   }
 
   // The deployment drops the connection and its credential when `subs apply` removes it, as

@@ -90,7 +90,17 @@ export type ApplyRequest = {
 
 export type Applied =
   | { target: "local"; dbPath: string; result: LocalApplyResult }
-  | { target: "remote"; url: URL; plan: RemotePlan; dryRun: boolean; outcomes: StepOutcome[] };
+  | {
+      target: "remote";
+      url: URL;
+      plan: RemotePlan;
+      dryRun: boolean;
+      outcomes: StepOutcome[];
+      /** Carried out in one request (all or nothing) rather than step by step. */
+      atomic?: boolean;
+      /** What the deployment changed instead of the plan (see Carried in src/remote/plan.ts). */
+      unplanned?: Array<{ kind: "connection" | "agent"; id: string; action: "add" | "change" | "remove" }>;
+    };
 
 export type Backend = {
   readonly place: Place;

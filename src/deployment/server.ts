@@ -10,6 +10,7 @@ import { agentRoutes, type AgentEndpoint } from "./routes/agents.ts";
 import { isValidName } from "../config/rules.ts";
 import { BadBody, fail, segment, type Answer } from "./routes/answer.ts";
 import { connectionRoutes } from "./routes/connections.ts";
+import { stateRoutes } from "./routes/state.ts";
 import type { ApiTokenRecord, DeploymentStore } from "./store/types.ts";
 
 export { MAX_BODY_BYTES } from "./routes/answer.ts";
@@ -34,7 +35,7 @@ export type AppOptions = {
 
 export function createApp(o: AppOptions) {
   const { store, oauth } = o;
-  const routes = [...connectionRoutes(o), ...agentRoutes(o)];
+  const routes = [...connectionRoutes(o), ...agentRoutes(o), ...stateRoutes(o)];
 
   /** Answers one request; returns what the access log needs. */
   return async function handle(req: IncomingMessage, res: ServerResponse): Promise<{ route: string; token?: ApiTokenRecord }> {

@@ -17,6 +17,7 @@ import {
   ConnectionListSchema,
   ConnectionSchema,
   ErrorBodySchema,
+  StateAnswerSchema,
   ToolListSchema,
   type AgentBody,
   type AuthorizationStatus,
@@ -26,6 +27,8 @@ import {
   type RemoteAuthorization,
   type RemoteConnection,
   type RemoteTool,
+  type StateAnswer,
+  type StateBody,
 } from "./protocol.ts";
 
 export type RetryPolicy = {
@@ -181,6 +184,20 @@ export class DeploymentClient {
 
   async deleteAgent(name: string): Promise<void> {
     await this.request("DELETE", this.url(`v1/agents/${encodeURIComponent(name)}`), { schema: null, absentIsDone: true });
+  }
+
+  /**
+   * The whole declared state in one request (section 3.10), applied entirely or not at all.
+   * `unsupported` when the deployment speaks only the requests of v1: it answers an endpoint it
+   * does not have 404 or 405 (section 1), and the caller falls back to them.
+   */
+  async putState(body: StateBody): Promise<StateAnswer | "unsupported"> {
+    try {
+      return (await this.request("PUT", this.url("v1/state"), { schema: StateAnswerSchema, body })).data;
+    } catch (error) {
+      if (error instanceof DeploymentError && (error.status === 404 || error.status === 405)) return "unsupported";
+      throw error;
+    }
   }
 
   private url(path: string): URL {

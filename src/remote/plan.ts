@@ -1,10 +1,23 @@
 // `subs apply` with [remote]: compare the file with the deployment's state, then carry the
-// difference out in an order in which no agent ever names a missing connection:
-// connections put, agents put, agents deleted, connections deleted. Every step is an idempotent
-// PUT or DELETE, so a run that stopped part-way converges when rerun.
+// difference out: in one PUT /v1/state where the deployment has it (all or nothing, so two applies
+// at once end in one file's state, never a mix: docs/deployment-protocol.md section 3.10), else
+// step by step in an order in which no agent ever names a missing connection: connections put,
+// agents put, agents deleted, connections deleted. Every step is an idempotent PUT or DELETE, so a
+// run that stopped part-way converges when rerun.
 import type { AgentConfig, Config, ConnectionConfig } from "../config/types.ts";
 import type { DeploymentClient } from "./client.ts";
-import type { AgentBody, ConnectionBody, ConnectionOAuth, OAuthSettingsBody, RemoteAgent, RemoteConnection, RemoteToolFilter, ToolFilter } from "./protocol.ts";
+import type {
+  AgentBody,
+  ConnectionBody,
+  ConnectionOAuth,
+  OAuthSettingsBody,
+  RemoteAgent,
+  RemoteConnection,
+  RemoteToolFilter,
+  StateAnswer,
+  StateBody,
+  ToolFilter,
+} from "./protocol.ts";
 
 export type Action = "add" | "change" | "remove" | "unchanged";
 
@@ -72,6 +85,15 @@ function entryBody(entry: { id: string; tools?: ToolFilter | RemoteToolFilter | 
 
 export function agentBody(agent: AgentConfig): AgentBody {
   return { mcp: agent.mcp.map(entryBody), tools: agent.tools, agents: agent.agents };
+}
+
+/** The whole file as PUT /v1/state carries it: every connection and agent, the rest pruned. */
+export function stateBody(config: Config): StateBody {
+  return {
+    connections: config.connections.map((c) => ({ id: c.id, ...connectionBody(c) })),
+    agents: config.agents.map((a) => ({ name: a.name, ...agentBody(a) })),
+    prune: true,
+  };
 }
 
 /** The deployment's agent in the shape subs would PUT, so the two compare field by field. */
@@ -152,8 +174,52 @@ export type StepOutcome = { step: PlanStep; outcome: "applied" | "failed" | "not
 /** At most this many requests in flight within one phase. */
 const CONCURRENCY = 4;
 
+/** The changes in the order they are carried out: no agent ever names a missing connection. */
+function phasesOf(plan: RemotePlan): PlanStep[][] {
+  const put = (s: PlanStep) => s.action === "add" || s.action === "change";
+  return [
+    plan.connections.filter(put),
+    plan.agents.filter(put),
+    plan.agents.filter((s) => s.action === "remove"),
+    plan.connections.filter((s) => s.action === "remove"),
+  ];
+}
+
+export type Carried = {
+  /** One PUT /v1/state (all or nothing) rather than a request per step. */
+  atomic: boolean;
+  outcomes: StepOutcome[];
+  /**
+   * With `atomic`: what the deployment changed, when that is not the plan (another apply changed
+   * it between the read and the write; it now matches the file all the same).
+   */
+  unplanned?: StateAnswer["changes"];
+};
+
 /**
- * Carries the plan out phase by phase. After a failure no new step starts (those in flight
+ * Carries the plan out in one PUT /v1/state of the whole file; a deployment without it (404 or
+ * 405) gets the requests of v1, step by step. The one request succeeds or fails as a whole, so
+ * every change is applied, or every change failed with its error.
+ */
+export async function carryOut(client: DeploymentClient, config: Config, plan: RemotePlan, options: { onStep?: (outcome: StepOutcome) => void } = {}): Promise<Carried> {
+  const steps = phasesOf(plan).flat();
+  let answer: StateAnswer | "unsupported";
+  try {
+    answer = await client.putState(stateBody(config));
+  } catch (error) {
+    return { atomic: true, outcomes: steps.map((step) => ({ step, outcome: "failed", error })) };
+  }
+  if (answer === "unsupported") return { atomic: false, outcomes: await executePlan(client, plan, options) };
+  const outcomes = steps.map((step): StepOutcome => ({ step, outcome: "applied" }));
+  for (const o of outcomes) options.onStep?.(o);
+  const key = (c: { kind: string; id: string; action: string }) => `${c.kind} ${c.id} ${c.action}`;
+  const planned = new Set(steps.map(key));
+  const same = answer.changes.length === planned.size && answer.changes.every((c) => planned.has(key(c)));
+  return { atomic: true, outcomes, ...(same ? {} : { unplanned: answer.changes }) };
+}
+
+/**
+ * Carries the plan out phase by phase (v1). After a failure no new step starts (those in flight
  * finish), so the report says exactly what was applied, what failed and what was not attempted.
  */
 export async function executePlan(
@@ -161,13 +227,7 @@ export async function executePlan(
   plan: RemotePlan,
   options: { onStep?: (outcome: StepOutcome) => void } = {},
 ): Promise<StepOutcome[]> {
-  const put = (s: PlanStep) => s.action === "add" || s.action === "change";
-  const phases: PlanStep[][] = [
-    plan.connections.filter(put),
-    plan.agents.filter(put),
-    plan.agents.filter((s) => s.action === "remove"),
-    plan.connections.filter((s) => s.action === "remove"),
-  ];
+  const phases = phasesOf(plan);
   const outcomes: StepOutcome[] = [];
   let stopped = false;
   for (const phase of phases) {

@@ -65,6 +65,27 @@ export const AgentListSchema = z.object({ agents: z.array(AgentSchema) });
 /** PUT /v1/agents/{name}. */
 export type AgentBody = { mcp: Array<{ id: string; tools?: ToolFilter }>; tools: string[]; agents: string[] };
 
+/** PUT /v1/state: the whole declared state; with `prune`, whatever it does not name is deleted. */
+export type StateBody = {
+  connections: Array<ConnectionBody & { id: string }>;
+  agents: Array<AgentBody & { name: string }>;
+  prune: boolean;
+};
+
+export const StateAnswerSchema = z.object({
+  connections: z.array(ConnectionSchema),
+  agents: z.array(AgentSchema),
+  changes: z.array(
+    z.object({
+      kind: z.enum(["connection", "agent"]),
+      id: text(),
+      action: z.enum(["add", "change", "remove"]),
+      credential_dropped: orNull(z.boolean()),
+    }),
+  ),
+});
+export type StateAnswer = z.output<typeof StateAnswerSchema>;
+
 const positive = () => z.number().check(z.positive());
 
 export const AuthorizationSchema = z.object({

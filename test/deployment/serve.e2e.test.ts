@@ -58,6 +58,41 @@ describe("subs deployment serve", () => {
     assert.deepEqual([agent.status, agent.body.error], [409, "unknown_connection"]);
   });
 
+  test("PUT /v1/state: the single requests' rules for every entry, each refusal changing nothing; an apply token may, a read token may not", async () => {
+    const conn = (id: string, extra: Record<string, unknown> = {}) => ({ id, url: `https://${id}.example/mcp`, prefix_tools: true, ...extra });
+    const state = (body: unknown, token = d.token) => call(d, "PUT", "/v1/state", token, body);
+    const ok = await state({ connections: [conn("s1"), conn("s2")], agents: [{ name: "sa", mcp: [{ id: "s1", tools: { read_only: false } }] }], prune: false }, tokens.apply);
+    assert.equal(ok.status, 200, JSON.stringify(ok.body));
+    assert.deepEqual(ok.body.changes.map((c: { action: string; kind: string; id: string }) => `${c.action} ${c.kind} ${c.id}`), ["add connection s1", "add connection s2", "add agent sa"]);
+    assert.deepEqual(ok.body.agents.find((a: { name: string }) => a.name === "sa"), { name: "sa", mcp: [{ id: "s1", tools: { read_only: false } }], tools: [], agents: [] });
+    const before = (await call(d, "GET", "/v1/mcp", d.token)).body;
+
+    const refusals: Array<[unknown, number, string]> = [
+      // local_only_field before the rest of the body is even valid
+      [{ connections: [conn("s1"), { id: "s3", url: 7, oauth: { client_secret_env: "X" } }], agents: [], prune: true }, 400, "local_only_field"],
+      [{ connections: [conn("s1"), conn("s1")], agents: [], prune: true }, 400, "invalid_request"],
+      [{ connections: [conn("s1", { extra: 1 })], agents: [], prune: true }, 400, "invalid_request"],
+      [{ connections: [conn("a__b")], agents: [], prune: true }, 400, "invalid_request"],
+      [{ connections: [conn("s1")], agents: [{ name: "sa", mcp: [{ id: "s1" }], agents: ["sa"] }], prune: true }, 400, "invalid_request"],
+      [{ connections: [conn("s1")], agents: [], prune: "yes" }, 400, "invalid_request"],
+      // s2 would be pruned while sa names it
+      [{ connections: [conn("s1")], agents: [{ name: "sa", mcp: [{ id: "s2" }] }], prune: true }, 409, "unknown_connection"],
+    ];
+    for (const [body, status, error] of refusals) {
+      const answer = await state(body);
+      assert.deepEqual([answer.status, answer.body.error], [status, error], JSON.stringify(body));
+    }
+    const read = await state({ connections: [], agents: [], prune: true }, tokens.read);
+    assert.deepEqual([read.status, read.body.error], [403, "forbidden"]);
+    const get = await call(d, "GET", "/v1/state", d.token);
+    assert.deepEqual([get.status, get.headers.get("allow")], [405, "PUT"]);
+    assert.deepEqual((await call(d, "GET", "/v1/mcp", d.token)).body, before, "no refusal changed anything");
+
+    const pruned = await state({ connections: [], agents: [], prune: true });
+    assert.equal(pruned.status, 200);
+    assert.deepEqual([pruned.body.connections, pruned.body.agents], [[], []]);
+  });
+
   test("health, readiness and metrics; one JSON log line per request, with no token in any", async () => {
     assert.deepEqual((await call(d, "GET", "/healthz", undefined)).body, { status: "ok" });
     assert.deepEqual((await call(d, "GET", "/readyz", undefined)).body, { status: "ready" });

@@ -159,18 +159,20 @@ for (const signal of ["SIGINT", "SIGTERM", "SIGKILL"] as const) {
       }
     });
 
-    test(`${signal} during a remote apply (a PUT in flight): a rerun converges, a third run has nothing to do`, async () => {
+    // The whole file in one PUT /v1/state, or (a deployment that speaks only v1) a PUT per object.
+    for (const [protocol, put] of [["whole state", "/v1/state"], ["v1 only", "/v1/mcp/"]] as const)
+    test(`${signal} during a remote apply (a PUT in flight, ${protocol}): a rerun converges, a third run has nothing to do`, async () => {
       const TOKEN = "deploy-api-token-SECRET";
-      const deployment = await startDeployment({ token: TOKEN });
+      const deployment = await startDeployment({ token: TOKEN, ...(protocol === "v1 only" ? { protocol: "v1" as const } : {}) });
       const dir = mkdtempSync(path.join(tmpdir(), "subs-signal-remote-"));
       try {
         writeFileSync(
           path.join(dir, "substructure.toml"),
           `[remote]\nurl = "${deployment.url}"\n\n[mcp.sentry]\nurl = "https://mcp.sentry.dev/mcp"\n\n[mcp.linear]\nurl = "https://mcp.linear.app/mcp"\n\n[agent.support]\nmcp = ["sentry", "linear"]\n`,
         );
-        deployment.fault({ path: "/v1/mcp/", method: "PUT", kind: "delay", ms: 400 });
+        deployment.fault({ path: put, method: "PUT", kind: "delay", ms: 400 });
         const env = { SUBSTRUCTURE_TOKEN: TOKEN };
-        const result = await interrupted(["apply"], { cwd: dir, env, at: /→ PUT \S+\/v1\/mcp\//, signal });
+        const result = await interrupted(["apply"], { cwd: dir, env, at: new RegExp(`→ PUT \\S+${put.replaceAll("/", "\\/")}`), signal });
         assertSignalled(result, signal);
         assert.ok(!result.stderr.includes(TOKEN) && !result.stdout.includes(TOKEN));
         await new Promise((r) => setTimeout(r, 500)); // the delayed PUT lands (or not) on the deployment

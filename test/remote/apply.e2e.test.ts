@@ -1,5 +1,6 @@
 // `subs apply` with [remote], end to end: the real CLI as a child process against the test
-// deployment (test/support/deployment/), which implements docs/deployment-protocol.md.
+// deployment (test/support/deployment/), which implements docs/deployment-protocol.md, the same
+// deployment speaking only the requests of v1 (no PUT /v1/state), and a real `subs deployment serve`.
 import assert from "node:assert/strict";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -10,9 +11,11 @@ import { startDeployment, type RunningDeployment } from "../support/deployment/s
 import { startServedDeployment } from "../support/deployment-serve.ts";
 
 const TOKEN = "deploy-api-token-SECRET";
-/** The same tests against the reference deployment and a real `subs deployment serve` process with its own SQLite file. */
+/** The same tests against the reference deployment (also as v1 only) and a real `subs deployment serve` process with its own SQLite file. */
+const V1_ONLY = "reference, v1 only";
 const DEPLOYMENTS: Record<string, (catalog?: string[]) => Promise<RunningDeployment>> = {
   reference: (catalog) => startDeployment({ token: TOKEN, ...(catalog ? { catalog } : {}) }),
+  [V1_ONLY]: (catalog) => startDeployment({ token: TOKEN, protocol: "v1", ...(catalog ? { catalog } : {}) }),
   "subs deployment serve": (catalog) => startServedDeployment(catalog ? { catalog } : {}),
 };
 /** The API token the deployment accepts. */
@@ -98,9 +101,11 @@ for (const [kind, start] of Object.entries(DEPLOYMENTS)) describe(`subs apply wi
     assert.equal(deployment.connections.has("linear"), false);
     assert.equal(deployment.credentials.has("linear"), false);
     assert.equal(deployment.agents.has("triage"), false);
-    // Safe order: the agent naming linear is deleted before linear itself.
     const writes = deployment.requests.filter((r) => !r.startsWith("GET"));
-    assert.deepEqual(writes, ["DELETE /v1/agents/triage", "DELETE /v1/mcp/linear"]);
+    // One request for the whole file; a deployment without it answers 404 and gets the v1
+    // requests in the safe order: the agent naming linear is deleted before linear itself.
+    if (kind === V1_ONLY) assert.deepEqual(writes, ["PUT /v1/state", "DELETE /v1/agents/triage", "DELETE /v1/mcp/linear"]);
+    else assert.deepEqual(writes, ["PUT /v1/state"]);
   });
 
   test("changing a url drops the credential; changing prefix_tools keeps it", async () => {
@@ -189,16 +194,25 @@ for (const [kind, start] of Object.entries(DEPLOYMENTS)) describe(`subs apply ag
       assert.deepEqual(json.error.catalog, catalog);
       assert.deepEqual(json.error.not_in_catalog, [{ id: "linear", url: "https://mcp.linear.app/mcp" }]);
       assert.equal(deployment.connections.has("linear"), false);
+      if (kind === V1_ONLY) {
+        // Step by step, what came before the refusal stays applied (docs/remote.md).
+        assert.equal(deployment.connections.has("sentry"), true);
+      } else {
+        // The whole file in one request: refused as a whole, nothing was changed.
+        assert.match(result.stderr, /nothing was changed: the deployment refused the whole plan/);
+        assert.equal(deployment.connections.size, 0);
+        assert.deepEqual(json.error.applied, []);
+      }
     } finally {
       await deployment.close();
     }
   });
 });
 
-describe("subs apply when the deployment fails", () => {
+describe("subs apply when a v1-only deployment fails", () => {
   let deployment: RunningDeployment;
   beforeEach(async () => {
-    deployment = await startDeployment({ token: TOKEN });
+    deployment = await startDeployment({ token: TOKEN, protocol: "v1" });
   });
   afterEach(() => deployment.close());
 
@@ -256,6 +270,58 @@ describe("subs apply when the deployment fails", () => {
     const attempts = (request: string) => deployment.requests.filter((r) => r === request).length;
     assert.equal(Math.max(attempts("GET /v1/mcp"), attempts("GET /v1/agents")), 4);
     assert.ok(attempts("GET /v1/mcp") <= 4 && attempts("GET /v1/agents") <= 4);
+  });
+});
+
+describe("subs apply when the one request of the whole file fails", () => {
+  let deployment: RunningDeployment;
+  beforeEach(async () => {
+    deployment = await startDeployment({ token: TOKEN });
+  });
+  afterEach(() => deployment.close());
+
+  test("a 500 and a lost answer are retried: the request is the whole state, so a repeat is safe", async () => {
+    const p = project(deployment, FILE);
+    deployment.fault({ method: "PUT", path: "/v1/state", kind: "status", status: 500, times: 1 });
+    // Applied, but the answer is lost: the retry finds everything done and changes nothing more.
+    deployment.fault({ method: "PUT", path: "/v1/state", kind: "drop_after", times: 1 });
+    const result = await p.apply();
+    assert.equal(result.code, 0, result.stderr);
+    assert.match(result.stderr, /PUT \/v1\/state: 500 internal_error; retrying/);
+    assert.deepEqual(deployment.requests.filter((r) => !r.startsWith("GET")), ["PUT /v1/state", "PUT /v1/state", "PUT /v1/state"]);
+    assert.match(result.stderr, /^Applied 4 changes to /m);
+    assert.deepEqual([...deployment.connections.keys()].sort(), ["linear", "sentry"]);
+    assert.deepEqual([...deployment.agents.keys()].sort(), ["support", "triage"]);
+  });
+
+  test("when it fails, the report says nothing or everything was applied, never a part", async () => {
+    const p = project(deployment, FILE);
+    assert.equal((await p.apply()).code, 0);
+    p.write(FILE.replace("https://mcp.linear.app/mcp", "https://mcp.linear.example/mcp").replace(`agents = ["support"]\n`, ""));
+    deployment.fault({ method: "PUT", path: "/v1/state", kind: "status", status: 500, times: 100 });
+    deployment.requests.length = 0;
+    const result = await p.apply("--json");
+    assert.equal(result.code, 1, result.stderr);
+    const error = JSON.parse(result.stdout).error;
+    assert.equal(error.code, "apply_incomplete");
+    assert.deepEqual(error.applied, []);
+    assert.deepEqual(error.not_attempted, []);
+    assert.deepEqual(error.failed.map((s: { id: string; code: string }) => [s.id, s.code]), [["linear", "internal_error"], ["triage", "internal_error"]]);
+    assert.match(result.stderr, /apply failed: the 2 changes were sent in one request, which the deployment applies entirely or not at all/);
+    // No v1 request was tried instead: a deployment that has PUT /v1/state is never sent a part.
+    assert.deepEqual(deployment.requests.filter((r) => !r.startsWith("GET")), Array(4).fill("PUT /v1/state"));
+    assert.equal(deployment.connections.get("linear")!.url, "https://mcp.linear.app/mcp");
+    assert.deepEqual(deployment.agents.get("triage")!.agents, ["support"]);
+
+    const text = await p.apply();
+    assert.equal(text.code, 1);
+    assert.match(text.stderr, /Applied 0 of 2 changes:\n  failed +change connection linear\n  failed +change agent triage\n/);
+
+    deployment.clearFaults();
+    const rerun = await p.apply();
+    assert.equal(rerun.code, 0, rerun.stderr);
+    assert.match(rerun.stdout, /0 to add, 2 to change, 0 to remove, 2 unchanged/);
+    assert.equal(deployment.connections.get("linear")!.url, "https://mcp.linear.example/mcp");
   });
 });
 

@@ -229,6 +229,23 @@ for (const [kind, start] of Object.entries(DEPLOYMENTS)) describe(`against ${kin
       const tools = await p.run(["mcp", "tools", "moves"]);
       assert.equal(tools.code, 4, tools.stderr);
     });
+
+    test("an apply that changes a url or removes a section ends the consents pending for them", async () => {
+      const p = project(`[mcp.pending_moves]\nurl = "${mcp.url}"\n\n[mcp.pending_goes]\nurl = "${mcp.url}"\n`);
+      assert.equal((await p.run(["apply"])).code, 0);
+      const api = async (method: string, pathname: string) => {
+        const res = await fetch(new URL(pathname, `${deployment.url}/`), { method, headers: { authorization: `Bearer ${tokenOf(deployment)}`, "content-type": "application/json" }, ...(method === "POST" ? { body: "{}" } : {}) });
+        return (await res.json()) as Record<string, string>;
+      };
+      // Started, never consented to.
+      const polls = await Promise.all(["pending_moves", "pending_goes"].map(async (id) => (await api("POST", `/v1/mcp/${id}/authorizations`)).poll_url!));
+      for (const poll of polls) assert.equal((await api("GET", poll)).status, "pending");
+
+      writeFileSync(path.join(p.dir, "substructure.toml"), `[remote]\nurl = "${deployment.url}"\n\n[mcp.pending_moves]\nurl = "${mcp.url}?v=2"\n`);
+      const apply = await p.run(["apply"]);
+      assert.equal(apply.code, 0, apply.stderr);
+      for (const poll of polls) assert.deepEqual([(await api("GET", poll)).status, (await api("GET", poll)).error], ["failed", "connection_changed"]);
+    });
   });
 
   describe("subs mcp list with [remote]", () => {

@@ -55,7 +55,15 @@ export async function applyCommand(ctx: Context, options: ApplyOptions): Promise
       ctx.stderr.write(`${mark} ${o.outcome === "failed" ? `could not ${shown(describeStep(o.step))}: ${shown(errorMessage(o.error))}` : describeStepDone(o.step)}\n`);
     },
   });
-  if (applied.target === "remote") return reportRemote(ctx, config, applied, options.json);
+  if (applied.target === "remote") {
+    if (applied.unplanned) {
+      // The plan was read before the write; another apply changed the deployment in between. The
+      // one request made it match the file all the same (docs/deployment-protocol.md section 3.10).
+      const did = applied.unplanned.map((c) => `${c.action} ${c.kind} ${c.id}`).join(", ") || "nothing";
+      reporter.warn(`the deployment changed after it was read (another apply at the same time?); it now matches ${config.displayPath}. What changed: ${shown(did)}`);
+    }
+    return reportRemote(ctx, config, applied, options.json);
+  }
   const { result } = applied;
   if (options.json) {
     writeJson(ctx.stdout, {
@@ -117,7 +125,14 @@ function reportRemote(ctx: Context, config: Config, done: Extract<Applied, { tar
     not_attempted: notAttempted.map((o) => stepRef(o.step)),
   };
   const first = failures[0]!.error;
-  const summary = `${applied.length} of ${outcomes.length} changes applied, ${failures.length} failed, ${notAttempted.length} not attempted`;
+  // One PUT /v1/state: never a part. A refusal (4xx) changed nothing; after a lost answer the
+  // deployment applied all of it or none of it, and a rerun shows which.
+  const refusedWhole = first instanceof DeploymentError && first.status < 500 && first.status !== 429;
+  const summary = done.atomic
+    ? refusedWhole
+      ? `nothing was changed: the deployment refused the whole plan (${outcomes.length} change${outcomes.length === 1 ? "" : "s"}), which it applies in one request`
+      : `the ${outcomes.length} change${outcomes.length === 1 ? " was" : "s were"} sent in one request, which the deployment applies entirely or not at all`
+    : `${applied.length} of ${outcomes.length} changes applied, ${failures.length} failed, ${notAttempted.length} not attempted`;
   if (first instanceof DeploymentError && first.code === "url_not_in_catalog") {
     // The refusal carries the whole catalog: name every connection of the plan outside it, not
     // only the one that was refused first, so one edit of the file fixes them all.
@@ -138,7 +153,7 @@ function reportRemote(ctx: Context, config: Config, done: Extract<Applied, { tar
   }
   // Ctrl-C part-way: the same report, and exit 130.
   const kind = first instanceof SubsError && first.kind === "interrupted" ? "interrupted" : "failed";
-  throw new SubsError(kind, `apply stopped part-way: ${summary}. ${errorMessage(first)}`, {
+  throw new SubsError(kind, `${done.atomic ? "apply failed" : "apply stopped part-way"}: ${summary}. ${errorMessage(first)}`, {
     code: "apply_incomplete",
     hint: "fix the cause and rerun `subs apply`: it reads the deployment again and carries out only what is left",
     details,

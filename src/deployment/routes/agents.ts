@@ -8,13 +8,14 @@ import { fail, FilterSchema, IdSchema, issueText, readJson, type Route } from ".
 
 export type AgentEndpoint = (req: IncomingMessage, res: ServerResponse, agent: AgentRecord, token: ApiTokenRecord) => Promise<void>;
 
-const AgentBody = z
-  .strictObject({
-    mcp: z.array(z.strictObject({ id: IdSchema, tools: FilterSchema.optional() })),
-    tools: z.array(z.string()).default([]),
-    agents: z.array(z.string().refine(isValidName, "not a valid agent name")).default([]),
-  })
-  .refine((b) => new Set(b.mcp.map((e) => e.id)).size === b.mcp.length, "an mcp entry names the same connection twice");
+/** The fields of an agent, shared by PUT /v1/agents/{name} and each entry of PUT /v1/state. */
+export const agentFields = {
+  mcp: z.array(z.strictObject({ id: IdSchema, tools: FilterSchema.optional() })),
+  tools: z.array(z.string()).default([]),
+  agents: z.array(z.string().refine(isValidName, "not a valid agent name")).default([]),
+};
+export const namesEachConnectionOnce = (b: { mcp: Array<{ id: string }> }) => new Set(b.mcp.map((e) => e.id)).size === b.mcp.length;
+const AgentBody = z.strictObject(agentFields).refine(namesEachConnectionOnce, "an mcp entry names the same connection twice");
 
 export function agentRoutes(o: { store: DeploymentStore; agentEndpoint?: AgentEndpoint }): Route[] {
   const { store } = o;
@@ -36,7 +37,7 @@ export function agentRoutes(o: { store: DeploymentStore; agentEndpoint?: AgentEn
         const parsed = AgentBody.safeParse(await readJson(req));
         if (!parsed.success) return fail(400, "invalid_request", issueText(parsed.error));
         if (parsed.data.agents.includes(name!)) return fail(400, "invalid_request", `agent ${name} names itself as a sub-agent`);
-        const agent: AgentRecord = { name: name!, ...parsed.data };
+        const agent: AgentRecord = { name: name!, mcp: parsed.data.mcp, tools: parsed.data.tools, agents: parsed.data.agents };
         const put = await store.putAgent(agent);
         if (put.outcome === "unknown_connection") return fail(409, "unknown_connection", `not declared: ${put.missing.join(", ")}; declare them first`);
         return { status: put.outcome === "created" ? 201 : 200, body: agent };

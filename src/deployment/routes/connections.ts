@@ -6,7 +6,8 @@ import type { ConnectionRecord, DeploymentStore } from "../store/types.ts";
 import { isLoopbackHost } from "../config.ts";
 import { BadBody, fail, IdSchema, iso, issueText, readJson, type Route } from "./answer.ts";
 
-const ConnectionBody = z.strictObject({
+/** The fields of a declaration, shared by PUT /v1/mcp/{id} and each entry of PUT /v1/state. */
+export const connectionFields = {
   url: z.url({ protocol: /^https?$/ }).refine((u) => new URL(u).protocol === "https:" || isLoopbackHost(new URL(u).hostname), "url must be https (plain http only to a loopback host)"),
   prefix_tools: z.boolean(),
   oauth: z
@@ -16,7 +17,18 @@ const ConnectionBody = z.strictObject({
       scopes: z.array(z.string()).optional(),
     })
     .optional(),
-});
+};
+const ConnectionBody = z.strictObject(connectionFields);
+
+/** Section 3.2: a field that names or holds a secret of the developer's machine, checked before the rest of the body. */
+export function hasLocalOnlyField(body: unknown): boolean {
+  const fields = body && typeof body === "object" ? (body as Record<string, unknown>) : undefined;
+  const oauthField = fields?.oauth && typeof fields.oauth === "object" ? (fields.oauth as object) : undefined;
+  return fields !== undefined && ("auth" in fields || (oauthField !== undefined && ("client_secret_env" in oauthField || "client_secret" in oauthField)));
+}
+export const LOCAL_ONLY_MESSAGE =
+  "`auth`, `oauth.client_secret_env` and `oauth.client_secret` belong to the client's machine; authorize on the deployment instead (subs mcp login)";
+
 export type ConnectionRoutesOptions = {
   store: DeploymentStore;
   oauth: OAuth;
@@ -27,32 +39,38 @@ export type ConnectionRoutesOptions = {
   ttlSeconds: number;
 };
 
+type Held = { id: string; url: string; authorizedAt: number; expiresAt: number | null };
+
+/** Section 2: a Connection; `authorized` only with a credential for its current url. */
+export function connectionJson(c: ConnectionRecord, held: Held | undefined) {
+  const authorized = held !== undefined && held.url === c.url;
+  return {
+    id: c.id,
+    url: c.url,
+    prefix_tools: c.prefixTools,
+    ...(c.oauth ? { oauth: c.oauth } : {}),
+    status: authorized ? "authorized" : "declared",
+    ...(authorized ? { authorized_at: iso(held.authorizedAt) } : {}),
+    ...(authorized && held.expiresAt !== null ? { expires_at: iso(held.expiresAt) } : {}),
+  };
+}
+
+/** Every declared Connection, as GET /v1/mcp answers them. */
+export async function connectionsJson(store: DeploymentStore) {
+  const [connections, held] = await Promise.all([store.listConnections(), store.credentialSummaries()]);
+  const byId = new Map(held.map((h) => [h.id, h]));
+  return connections.map((c) => connectionJson(c, byId.get(c.id)));
+}
+
 export function connectionRoutes(o: ConnectionRoutesOptions): Route[] {
   const { store, oauth } = o;
-  const connectionJson = async (c: ConnectionRecord, held?: { url: string; authorizedAt: number; expiresAt: number | null }) => {
-    const authorized = held !== undefined && held.url === c.url;
-    return {
-      id: c.id,
-      url: c.url,
-      prefix_tools: c.prefixTools,
-      ...(c.oauth ? { oauth: c.oauth } : {}),
-      status: authorized ? "authorized" : "declared",
-      ...(authorized ? { authorized_at: iso(held.authorizedAt) } : {}),
-      ...(authorized && held.expiresAt !== null ? { expires_at: iso(held.expiresAt) } : {}),
-    };
-  };
-
   return [
     {
       pattern: /^\/v1\/mcp\/?$/,
       route: "/v1/mcp",
       need: "read",
       methods: ["GET"],
-      run: async () => {
-        const [connections, held] = await Promise.all([store.listConnections(), store.credentialSummaries()]);
-        const byId = new Map(held.map((h) => [h.id, h]));
-        return { status: 200, body: { connections: await Promise.all(connections.map((c) => connectionJson(c, byId.get(c.id)))) } };
-      },
+      run: async () => ({ status: 200, body: { connections: await connectionsJson(store) } }),
     },
     {
       pattern: /^\/v1\/mcp\/([^/]+)\/?$/,
@@ -69,11 +87,7 @@ export function connectionRoutes(o: ConnectionRoutesOptions): Route[] {
           return { status: 204 };
         }
         const body = await readJson(req);
-        const fields = body && typeof body === "object" ? (body as Record<string, unknown>) : undefined;
-        const oauthField = fields?.oauth && typeof fields.oauth === "object" ? (fields.oauth as object) : undefined;
-        if (fields && ("auth" in fields || (oauthField && ("client_secret_env" in oauthField || "client_secret" in oauthField)))) {
-          return fail(400, "local_only_field", "`auth`, `oauth.client_secret_env` and `oauth.client_secret` belong to the client's machine; authorize on the deployment instead (subs mcp login)");
-        }
+        if (hasLocalOnlyField(body)) return fail(400, "local_only_field", LOCAL_ONLY_MESSAGE);
         const parsed = ConnectionBody.safeParse(body);
         if (!parsed.success) return fail(400, "invalid_request", issueText(parsed.error));
         if (o.catalog && !o.catalog.includes(parsed.data.url)) {
@@ -85,7 +99,7 @@ export function connectionRoutes(o: ConnectionRoutesOptions): Route[] {
         if (put.urlChanged) oauth.endPending(id!, "connection_changed", "the connection's url changed");
         await oauth.revoke(put.dropped);
         const held = (await store.credentialSummaries()).find((h) => h.id === id);
-        return { status: put.created ? 201 : 200, body: await connectionJson(record, held) };
+        return { status: put.created ? 201 : 200, body: connectionJson(record, held) };
       },
     },
     {

@@ -13,11 +13,14 @@ import type {
   ConnectionRecord,
   CredentialRecord,
   CredentialSecret,
+  DeclaredState,
   DeleteConnection,
   PutAgent,
   PutConnection,
+  PutState,
   RekeyableStore,
   Role,
+  StateChange,
 } from "./types.ts";
 
 /** Entry N takes the schema from version N to N+1. */
@@ -189,17 +192,19 @@ export class SqliteStore implements RekeyableStore {
     return this.#db
       .transaction((): PutConnection => {
         const existing = this.#prepared("SELECT url FROM connections WHERE id = ?").get(c.id) as { url: string } | undefined;
-        let dropped: CredentialRecord | undefined;
-        if (existing && existing.url !== c.url) dropped = this.#takeCredential(c.id);
-        this.#db
-          .prepare(
-            `INSERT INTO connections (id, url, prefix_tools, oauth_json, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?)
-             ON CONFLICT(id) DO UPDATE SET url = excluded.url, prefix_tools = excluded.prefix_tools, oauth_json = excluded.oauth_json, updated_at = excluded.updated_at`,
-          )
-          .run(c.id, c.url, c.prefixTools ? 1 : 0, c.oauth === undefined ? null : JSON.stringify(c.oauth), at, at);
-        return { created: !existing, urlChanged: existing !== undefined && existing.url !== c.url, dropped };
+        return { created: !existing, urlChanged: existing !== undefined && existing.url !== c.url, dropped: this.#writeConnection(c, existing, at) };
       })
       .immediate();
+  }
+
+  /** Inside a transaction: declares or replaces; a different url takes the credential out (returned). */
+  #writeConnection(c: ConnectionRecord, existing: { url: string } | undefined, at: number): CredentialRecord | undefined {
+    const dropped = existing && existing.url !== c.url ? this.#takeCredential(c.id) : undefined;
+    this.#prepared(
+      `INSERT INTO connections (id, url, prefix_tools, oauth_json, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?)
+       ON CONFLICT(id) DO UPDATE SET url = excluded.url, prefix_tools = excluded.prefix_tools, oauth_json = excluded.oauth_json, updated_at = excluded.updated_at`,
+    ).run(c.id, c.url, c.prefixTools ? 1 : 0, c.oauth === undefined ? null : JSON.stringify(c.oauth), at, at);
+    return dropped;
   }
 
   /** Deletes and returns the credential (decrypted when the key is here, for revocation). */
@@ -240,16 +245,77 @@ export class SqliteStore implements RekeyableStore {
         const missing = [...new Set(agent.mcp.map((e) => e.id))].filter((id) => !has.get(id));
         if (missing.length) return { outcome: "unknown_connection", missing };
         const existed = this.#prepared("SELECT 1 FROM agents WHERE name = ?").get(agent.name) !== undefined;
-        this.#db
-          .prepare(
-            `INSERT INTO agents (name, body_json, created_at, updated_at) VALUES (?, ?, ?, ?)
-             ON CONFLICT(name) DO UPDATE SET body_json = excluded.body_json, updated_at = excluded.updated_at`,
-          )
-          .run(agent.name, JSON.stringify(agent), at, at);
-        this.#prepared("DELETE FROM agent_connections WHERE agent = ?").run(agent.name);
-        const link = this.#prepared("INSERT OR IGNORE INTO agent_connections (agent, connection) VALUES (?, ?)");
-        for (const e of agent.mcp) link.run(agent.name, e.id);
+        this.#writeAgent(agent, at);
         return { outcome: existed ? "updated" : "created" };
+      })
+      .immediate();
+  }
+
+  /** Inside a transaction: the agent and the index of the connections it names. */
+  #writeAgent(agent: AgentRecord, at: number) {
+    this.#prepared(
+      `INSERT INTO agents (name, body_json, created_at, updated_at) VALUES (?, ?, ?, ?)
+       ON CONFLICT(name) DO UPDATE SET body_json = excluded.body_json, updated_at = excluded.updated_at`,
+    ).run(agent.name, JSON.stringify(agent), at, at);
+    this.#prepared("DELETE FROM agent_connections WHERE agent = ?").run(agent.name);
+    const link = this.#prepared("INSERT OR IGNORE INTO agent_connections (agent, connection) VALUES (?, ?)");
+    for (const e of agent.mcp) link.run(agent.name, e.id);
+  }
+
+  async putState(state: DeclaredState): Promise<PutState> {
+    const at = this.#now();
+    // BEGIN IMMEDIATE: the read of the current state and every write are one unit, so two applies
+    // (two processes, or a token command beside the server) serialize instead of interleaving.
+    return this.#db
+      .transaction((): PutState => {
+        const before = new Map((this.#prepared("SELECT id, url, prefix_tools, oauth_json FROM connections").all() as ConnectionRow[]).map((r) => [r.id, r]));
+        const agentsBefore = new Map((this.#prepared("SELECT name, body_json FROM agents").all() as Array<{ name: string; body_json: string }>).map((r) => [r.name, r.body_json]));
+        const named = new Set(state.connections.map((c) => c.id));
+        const kept = (id: string) => named.has(id) || (!state.prune && before.has(id));
+        const missing = [...new Set(state.agents.flatMap((a) => a.mcp.map((e) => e.id)))].filter((id) => !kept(id));
+        if (missing.length) return { outcome: "unknown_connection", missing };
+
+        const changes: StateChange[] = [];
+        const ended: Array<{ id: string; why: "url_changed" | "deleted" }> = [];
+        const dropped: CredentialRecord[] = [];
+        const took = (credential: CredentialRecord | undefined) => {
+          if (credential) dropped.push(credential);
+          return credential !== undefined;
+        };
+        for (const c of state.connections) {
+          const row = before.get(c.id);
+          const same = row && row.url === c.url && row.prefix_tools === (c.prefixTools ? 1 : 0) && row.oauth_json === (c.oauth === undefined ? null : JSON.stringify(c.oauth));
+          if (same) continue;
+          // A credential is bound to its url (docs/deployment-protocol.md section 5).
+          const hadCredential = row !== undefined && row.url !== c.url && this.#prepared("SELECT 1 FROM credentials WHERE id = ?").get(c.id) !== undefined;
+          took(this.#writeConnection(c, row, at));
+          if (row && row.url !== c.url) ended.push({ id: c.id, why: "url_changed" });
+          changes.push({ kind: "connection", id: c.id, action: row ? "change" : "add", credentialDropped: hadCredential });
+        }
+        for (const agent of state.agents) {
+          const body = agentsBefore.get(agent.name);
+          if (body === JSON.stringify(agent)) continue;
+          this.#writeAgent(agent, at);
+          changes.push({ kind: "agent", id: agent.name, action: body === undefined ? "add" : "change", credentialDropped: false });
+        }
+        if (state.prune) {
+          // Agents first: no agent ever names a missing connection, even inside the transaction.
+          const keepAgents = new Set(state.agents.map((a) => a.name));
+          for (const name of [...agentsBefore.keys()].sort()) {
+            if (keepAgents.has(name)) continue;
+            this.#prepared("DELETE FROM agents WHERE name = ?").run(name);
+            changes.push({ kind: "agent", id: name, action: "remove", credentialDropped: false });
+          }
+          for (const id of [...before.keys()].sort()) {
+            if (named.has(id)) continue;
+            const hadCredential = this.#prepared("SELECT 1 FROM credentials WHERE id = ?").get(id) !== undefined;
+            took(this.#takeCredential(id));
+            this.#prepared("DELETE FROM connections WHERE id = ?").run(id);
+            ended.push({ id, why: "deleted" });
+            changes.push({ kind: "connection", id, action: "remove", credentialDropped: hadCredential });
+          }
+        }
+        return { outcome: "applied", changes, ended, dropped };
       })
       .immediate();
   }

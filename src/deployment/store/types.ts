@@ -46,6 +46,21 @@ export type PutConnection = { created: boolean; urlChanged: boolean; dropped: Cr
 export type DeleteConnection = { outcome: "deleted"; dropped: CredentialRecord | undefined } | { outcome: "absent" } | { outcome: "in_use"; agents: string[] };
 export type PutAgent = { outcome: "created" | "updated" } | { outcome: "unknown_connection"; missing: string[] };
 
+/** The whole declared state (PUT /v1/state): with `prune`, whatever it does not name goes. */
+export type DeclaredState = { connections: ConnectionRecord[]; agents: AgentRecord[]; prune: boolean };
+export type StateChange = { kind: "connection" | "agent"; id: string; action: "add" | "change" | "remove"; credentialDropped: boolean };
+export type PutState =
+  | {
+      outcome: "applied";
+      /** What differed from the state before, in the order it was applied. */
+      changes: StateChange[];
+      /** Connections whose url changed or that were removed: their pending consents end. */
+      ended: Array<{ id: string; why: "url_changed" | "deleted" }>;
+      /** Credentials taken out with them (decrypted when the key is here), for revocation. */
+      dropped: CredentialRecord[];
+    }
+  | { outcome: "unknown_connection"; missing: string[] };
+
 export interface DeploymentStore {
   readonly path: string;
   listConnections(): Promise<ConnectionRecord[]>;
@@ -60,6 +75,12 @@ export interface DeploymentStore {
   /** Refused when an `mcp` entry names an undeclared connection. */
   putAgent(agent: AgentRecord): Promise<PutAgent>;
   deleteAgent(name: string): Promise<boolean>;
+  /**
+   * Makes the declarations exactly `state` in one transaction: every connection and agent put,
+   * and with `prune` every other agent and connection (and its credential) deleted. Refused, with
+   * nothing changed, when an agent names a connection the result would not hold.
+   */
+  putState(state: DeclaredState): Promise<PutState>;
 
   /** Every credential's clear columns (no secret): what GET /v1/mcp needs. */
   credentialSummaries(): Promise<Array<Omit<CredentialRecord, "secret">>>;

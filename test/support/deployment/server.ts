@@ -102,6 +102,8 @@ export type DeploymentOptions = {
    * so a test moves it instead of waiting.
    */
   now?: () => number;
+  /** "v1": a deployment from before PUT /v1/state (section 3.10), which answers it 404 as any unknown endpoint. */
+  protocol?: "v1";
 };
 
 export type RunningDeployment = {
@@ -144,11 +146,23 @@ const ConnectionBodySchema = z.strictObject({
     })
     .optional(),
 });
-const AgentBodySchema = z.strictObject({
+const agentFields = {
   mcp: z.array(z.strictObject({ id: IdSchema, tools: FilterSchema.optional() })),
   tools: z.array(z.string()).default([]),
   agents: z.array(z.string()).default([]),
+};
+const AgentBodySchema = z.strictObject(agentFields);
+/** Section 3.10: the whole declared state. */
+const StateBodySchema = z.strictObject({
+  connections: z.array(z.strictObject({ id: IdSchema, ...ConnectionBodySchema.shape })),
+  agents: z.array(z.strictObject({ name: IdSchema, ...agentFields })),
+  prune: z.boolean(),
 });
+const hasLocalOnlyField = (body: unknown) => {
+  const fields = body && typeof body === "object" ? (body as Record<string, unknown>) : undefined;
+  const oauth = fields?.oauth && typeof fields.oauth === "object" ? (fields.oauth as object) : undefined;
+  return fields !== undefined && ("auth" in fields || (oauth !== undefined && ("client_secret_env" in oauth || "client_secret" in oauth)));
+};
 
 /** An error answer decided deep in a handler (section 6). */
 class Refusal extends Error {
@@ -574,8 +588,7 @@ export async function startDeployment(options: DeploymentOptions): Promise<Runni
   v1.put("/mcp/:id", async (req, res) => {
     const id = req.params.id;
     const body = req.body as Record<string, unknown> | undefined;
-    const oauth = body && typeof body === "object" && body.oauth && typeof body.oauth === "object" ? (body.oauth as object) : undefined;
-    if (body && typeof body === "object" && ("auth" in body || (oauth && ("client_secret_env" in oauth || "client_secret" in oauth)))) {
+    if (hasLocalOnlyField(body)) {
       return fail(res, 400, "local_only_field", "`auth`, `oauth.client_secret_env` and `oauth.client_secret` belong to the client's machine; authorize on the deployment instead");
     }
     const parsed = ConnectionBodySchema.safeParse(body);
@@ -656,6 +669,69 @@ export async function startDeployment(options: DeploymentOptions): Promise<Runni
     if (!agents.delete(req.params.name)) return fail(res, 404, "not_found", `no agent ${req.params.name}`);
     send(res, 204);
   });
+
+  // Section 3.10: the whole state, checked entirely before anything changes, then applied with no
+  // await in between (nothing else runs meanwhile); revocations follow.
+  if (options.protocol !== "v1") {
+    v1.put("/state", async (req, res) => {
+      const body = req.body as { connections?: unknown } | undefined;
+      if (body && typeof body === "object" && Array.isArray(body.connections) && body.connections.some(hasLocalOnlyField)) {
+        return fail(res, 400, "local_only_field", "`auth`, `oauth.client_secret_env` and `oauth.client_secret` belong to the client's machine; authorize on the deployment instead");
+      }
+      const parsed = StateBodySchema.safeParse(body);
+      if (!parsed.success) return fail(res, 400, "invalid_request", parsed.error.issues[0]?.message ?? "invalid body");
+      const state = parsed.data;
+      const ids = state.connections.map((c) => c.id);
+      const names = state.agents.map((a) => a.name);
+      if (new Set(ids).size !== ids.length || new Set(names).size !== names.length) return fail(res, 400, "invalid_request", "an id or a name appears twice");
+      if (state.agents.some((a) => a.agents.includes(a.name))) return fail(res, 400, "invalid_request", "an agent names itself as a sub-agent");
+      for (const c of state.connections) {
+        const target = new URL(c.url);
+        if (target.protocol === "http:" && !LOOPBACK.includes(target.hostname)) return fail(res, 400, "invalid_request", "url must be https (plain http only to a loopback host)");
+      }
+      if (options.catalog && state.connections.some((c) => !options.catalog!.includes(c.url))) {
+        const outside = state.connections.filter((c) => !options.catalog!.includes(c.url)).map((c) => c.url);
+        return fail(res, 403, "url_not_in_catalog", `${outside.join(", ")} not in this deployment's catalog`, { catalog: options.catalog });
+      }
+      const kept = (id: string) => ids.includes(id) || (!state.prune && connections.has(id));
+      const missing = [...new Set(state.agents.flatMap((a) => a.mcp.map((e) => e.id)))].filter((id) => !kept(id));
+      if (missing.length) return fail(res, 409, "unknown_connection", `not declared: ${missing.join(", ")}`);
+
+      const changes: Array<{ kind: string; id: string; action: string; credential_dropped: boolean }> = [];
+      const drops: Array<[string, string]> = [];
+      const same = (a: unknown, b: unknown) => JSON.stringify(a) === JSON.stringify(b);
+      for (const { id, ...fields } of state.connections) {
+        const existing = connections.get(id);
+        const declared: Declared = { id, url: fields.url, prefix_tools: fields.prefix_tools, ...(fields.oauth ? { oauth: fields.oauth } : {}) };
+        if (existing && same(existing, declared)) continue;
+        const urlChanged = existing !== undefined && existing.url !== declared.url;
+        changes.push({ kind: "connection", id, action: existing ? "change" : "add", credential_dropped: urlChanged && credentials.has(id) });
+        connections.set(id, declared);
+        if (urlChanged) drops.push([id, "the connection's url changed"]);
+      }
+      for (const { name, ...fields } of state.agents) {
+        const agent: Agent = { name, ...fields };
+        const existing = agents.get(name);
+        if (existing && same(existing, agent)) continue;
+        changes.push({ kind: "agent", id: name, action: existing ? "change" : "add", credential_dropped: false });
+        agents.set(name, agent);
+      }
+      if (state.prune) {
+        for (const name of [...agents.keys()].filter((n) => !names.includes(n))) {
+          agents.delete(name);
+          changes.push({ kind: "agent", id: name, action: "remove", credential_dropped: false });
+        }
+        for (const id of [...connections.keys()].filter((i) => !ids.includes(i))) {
+          connections.delete(id);
+          changes.push({ kind: "connection", id, action: "remove", credential_dropped: credentials.has(id) });
+          drops.push([id, "the connection was deleted"]);
+        }
+      }
+      // dropCredential takes the credential and ends pending consents before its first await.
+      await Promise.all(drops.map(([id, why]) => dropCredential(id, why)));
+      send(res, 200, { connections: [...connections.values()].map(connectionJson), agents: [...agents.values()], changes });
+    });
+  }
 
   v1.use((_req: Request, res: Response) => fail(res, 404, "not_found", "no such endpoint"));
   // Anything unexpected is an error body, never an HTML page. What the body parser or the path
