@@ -7,7 +7,7 @@ import { findConnections } from "../config/lookup.ts";
 import { assertNoLocalOnlyAuth, warnLocalOnlyAuth } from "../config/remote-rules.ts";
 import type { Config, ConnectionConfig, RemoteConfig } from "../config/types.ts";
 import type { Context } from "../context.ts";
-import { refused, SubsError } from "../errors.ts";
+import { failed, refused, SubsError } from "../errors.ts";
 import { loginWords } from "../output/login-words.ts";
 import { DeploymentClient, deploymentBase } from "../remote/client.ts";
 import { listRemoteConnections, type RemoteListEntry } from "../remote/list.ts";
@@ -16,6 +16,9 @@ import { carryOut, hasChanges, planRemote, readRemoteState } from "../remote/pla
 import type { Progress, Reporter } from "../report.ts";
 import type { CheckProblem, ConnectionCheck } from "../status/check.ts";
 import type { Applied, ApplyRequest, AuthorizeOptions, Authorized, Backend, BackendOptions, CallResult, Listing, ListedTool, Place } from "./types.ts";
+
+/** Plans made and sent at most this often when the deployment keeps changing under them. */
+const REPLANS = 3;
 
 export function deploymentBackend(options: BackendOptions, remote: RemoteConfig): Backend {
   return new DeploymentBackend(options, remote);
@@ -92,16 +95,29 @@ class DeploymentBackend implements Backend {
   }
 
   async apply(request: ApplyRequest): Promise<Applied> {
-    const { config, url } = this;
+    const { config, url, reporter } = this;
     // Everything that can be refused is refused before the first request.
     assertNoLocalOnlyAuth(config);
     const deployment = this.client();
-    const plan = planRemote(config, await readRemoteState(deployment));
-    request.onPlan?.(plan, url);
-    if (request.dryRun || !hasChanges(plan)) return { target: "remote", url, plan, dryRun: request.dryRun, outcomes: [] };
-    await request.confirm({ target: "remote", plan, url });
-    const carried = await carryOut(deployment, config, plan, { onStep: (o) => request.onStep?.(o) });
-    return { target: "remote", url, plan, dryRun: false, ...carried };
+    for (let attempt = 1; ; attempt++) {
+      const state = await readRemoteState(deployment);
+      const plan = planRemote(config, state);
+      request.onPlan?.(plan, url);
+      if (request.dryRun || !hasChanges(plan)) return { target: "remote", url, plan, dryRun: request.dryRun, outcomes: [] };
+      await request.confirm({ target: "remote", plan, url });
+      const carried = await carryOut(deployment, config, plan, { ...(state.revision !== undefined ? { revision: state.revision } : {}), onStep: (o) => request.onStep?.(o) });
+      if (carried !== "revision_changed") return { target: "remote", url, plan, dryRun: false, ...carried };
+      // Another apply (or a login's declaration) changed the deployment since it was read; nothing
+      // of this plan was applied (docs/deployment-protocol.md section 3.10). Plan again from the
+      // new state: the plan printed and confirmed is always the one carried out.
+      if (attempt === REPLANS) {
+        throw failed(`the deployment changed while subs applied, ${REPLANS} times (other applies at the same time?); nothing was changed`, {
+          code: "revision_changed",
+          hint: "rerun `subs apply` when the other applies have finished",
+        });
+      }
+      reporter.warn(`the deployment changed after it was read (another apply at the same time?); nothing was changed; reading it again and planning anew (attempt ${attempt + 1} of ${REPLANS})`);
+    }
   }
 
   // The deployment drops the connection and its credential when `subs apply` removes it, as

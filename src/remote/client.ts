@@ -113,7 +113,13 @@ export class DeploymentClient {
   }
 
   listConnections(): Promise<RemoteConnection[]> {
-    return this.request("GET", this.url("v1/mcp"), { schema: ConnectionListSchema }).then((r) => r.data.connections);
+    return this.readConnections().then((r) => r.connections);
+  }
+
+  /** GET /v1/mcp with the declarations' revision, when the deployment gives one (section 3.10). */
+  async readConnections(): Promise<{ connections: RemoteConnection[]; revision: string | undefined }> {
+    const { data } = await this.request("GET", this.url("v1/mcp"), { schema: ConnectionListSchema });
+    return { connections: data.connections, revision: data.revision ?? undefined };
   }
 
   /** Declares or updates a connection; `created` is true on 201. */
@@ -174,7 +180,12 @@ export class DeploymentClient {
   }
 
   listAgents(): Promise<RemoteAgent[]> {
-    return this.request("GET", this.url("v1/agents"), { schema: AgentListSchema }).then((r) => r.data.agents);
+    return this.readAgents().then((r) => r.agents);
+  }
+
+  async readAgents(): Promise<{ agents: RemoteAgent[]; revision: string | undefined }> {
+    const { data } = await this.request("GET", this.url("v1/agents"), { schema: AgentListSchema });
+    return { agents: data.agents, revision: data.revision ?? undefined };
   }
 
   async putAgent(name: string, body: AgentBody): Promise<{ agent: RemoteAgent; created: boolean }> {
@@ -189,13 +200,15 @@ export class DeploymentClient {
   /**
    * The whole declared state in one request (section 3.10), applied entirely or not at all.
    * `unsupported` when the deployment speaks only the requests of v1: it answers an endpoint it
-   * does not have 404 or 405 (section 1), and the caller falls back to them.
+   * does not have 404 or 405 (section 1), and the caller falls back to them. `revision_changed`:
+   * the declarations moved on since `body.revision`, and nothing was changed.
    */
-  async putState(body: StateBody): Promise<StateAnswer | "unsupported"> {
+  async putState(body: StateBody): Promise<StateAnswer | "unsupported" | "revision_changed"> {
     try {
       return (await this.request("PUT", this.url("v1/state"), { schema: StateAnswerSchema, body })).data;
     } catch (error) {
       if (error instanceof DeploymentError && (error.status === 404 || error.status === 405)) return "unsupported";
+      if (error instanceof DeploymentError && error.status === 409 && error.code === "revision_changed") return "revision_changed";
       throw error;
     }
   }

@@ -57,15 +57,30 @@ export type PlanStep = ConnectionStep | AgentStep;
 
 export type RemotePlan = { connections: ConnectionStep[]; agents: AgentStep[] };
 
-export type RemoteState = { connections: RemoteConnection[]; agents: RemoteAgent[] };
+export type RemoteState = {
+  connections: RemoteConnection[];
+  agents: RemoteAgent[];
+  /** The declarations' revision both reads saw (section 3.10); absent from a deployment of v1 alone. */
+  revision?: string;
+};
+
+/** Reads that saw two revisions (a write landed between them) are made again, at most this often. */
+const READS = 3;
 
 export async function readRemoteState(client: DeploymentClient): Promise<RemoteState> {
-  // Both settle before either's failure is reported: a command never exits with the other read
-  // still retrying in the background (and the report names every attempt that was made).
-  const [connections, agents] = await Promise.allSettled([client.listConnections(), client.listAgents()]);
-  if (connections.status === "rejected") throw connections.reason;
-  if (agents.status === "rejected") throw agents.reason;
-  return { connections: connections.value, agents: agents.value };
+  for (let read = 1; ; read++) {
+    // Both settle before either's failure is reported: a command never exits with the other read
+    // still retrying in the background (and the report names every attempt that was made).
+    const [connections, agents] = await Promise.allSettled([client.readConnections(), client.readAgents()]);
+    if (connections.status === "rejected") throw connections.reason;
+    if (agents.status === "rejected") throw agents.reason;
+    const { revision } = connections.value;
+    const state = { connections: connections.value.connections, agents: agents.value.agents };
+    if (revision === agents.value.revision) return revision === undefined ? state : { ...state, revision };
+    // Torn: the two lists are of different revisions. Without one revision, PUT /v1/state goes
+    // without a check, as a v1 deployment's requests do.
+    if (read === READS) return state;
+  }
 }
 
 export function connectionBody(connection: ConnectionConfig): ConnectionBody {
@@ -88,11 +103,12 @@ export function agentBody(agent: AgentConfig): AgentBody {
 }
 
 /** The whole file as PUT /v1/state carries it: every connection and agent, the rest pruned. */
-export function stateBody(config: Config): StateBody {
+export function stateBody(config: Config, revision?: string): StateBody {
   return {
     connections: config.connections.map((c) => ({ id: c.id, ...connectionBody(c) })),
     agents: config.agents.map((a) => ({ name: a.name, ...agentBody(a) })),
     prune: true,
+    ...(revision !== undefined ? { revision } : {}),
   };
 }
 
@@ -197,18 +213,25 @@ export type Carried = {
 };
 
 /**
- * Carries the plan out in one PUT /v1/state of the whole file; a deployment without it (404 or
- * 405) gets the requests of v1, step by step. The one request succeeds or fails as a whole, so
- * every change is applied, or every change failed with its error.
+ * Carries the plan out in one PUT /v1/state of the whole file, made from `revision`; a deployment
+ * without it (404 or 405) gets the requests of v1, step by step. The one request succeeds or fails
+ * as a whole, so every change is applied, or every change failed with its error;
+ * `revision_changed` (nothing changed) when the deployment moved on since the plan was made.
  */
-export async function carryOut(client: DeploymentClient, config: Config, plan: RemotePlan, options: { onStep?: (outcome: StepOutcome) => void } = {}): Promise<Carried> {
+export async function carryOut(
+  client: DeploymentClient,
+  config: Config,
+  plan: RemotePlan,
+  options: { revision?: string; onStep?: (outcome: StepOutcome) => void } = {},
+): Promise<Carried | "revision_changed"> {
   const steps = phasesOf(plan).flat();
-  let answer: StateAnswer | "unsupported";
+  let answer: Awaited<ReturnType<DeploymentClient["putState"]>>;
   try {
-    answer = await client.putState(stateBody(config));
+    answer = await client.putState(stateBody(config, options.revision));
   } catch (error) {
     return { atomic: true, outcomes: steps.map((step) => ({ step, outcome: "failed", error })) };
   }
+  if (answer === "revision_changed") return answer;
   if (answer === "unsupported") return { atomic: false, outcomes: await executePlan(client, plan, options) };
   const outcomes = steps.map((step): StepOutcome => ({ step, outcome: "applied" }));
   for (const o of outcomes) options.onStep?.(o);

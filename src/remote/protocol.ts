@@ -34,7 +34,8 @@ export const ConnectionSchema = z.object({
 });
 export type RemoteConnection = z.output<typeof ConnectionSchema>;
 
-export const ConnectionListSchema = z.object({ connections: z.array(ConnectionSchema) });
+/** `revision` (section 3.10): the declarations' revision, from a deployment that has PUT /v1/state. */
+export const ConnectionListSchema = z.object({ connections: z.array(ConnectionSchema), revision: orNull(text()) });
 
 /** PUT /v1/mcp/{id}. Never carries `auth` or a client secret: the deployment rejects one that does. */
 export type ConnectionBody = { url: string; prefix_tools: boolean; oauth?: OAuthSettingsBody };
@@ -60,7 +61,7 @@ export const AgentSchema = z.object({
 });
 export type RemoteAgent = z.output<typeof AgentSchema>;
 
-export const AgentListSchema = z.object({ agents: z.array(AgentSchema) });
+export const AgentListSchema = z.object({ agents: z.array(AgentSchema), revision: orNull(text()) });
 
 /** PUT /v1/agents/{name}. */
 export type AgentBody = { mcp: Array<{ id: string; tools?: ToolFilter }>; tools: string[]; agents: string[] };
@@ -70,9 +71,12 @@ export type StateBody = {
   connections: Array<ConnectionBody & { id: string }>;
   agents: Array<AgentBody & { name: string }>;
   prune: boolean;
+  /** The revision the plan was made from: refused with 409 revision_changed when it moved on. */
+  revision?: string;
 };
 
 export const StateAnswerSchema = z.object({
+  revision: orNull(text()),
   connections: z.array(ConnectionSchema),
   agents: z.array(AgentSchema),
   changes: z.array(

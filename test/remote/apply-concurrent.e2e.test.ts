@@ -131,12 +131,13 @@ const DEPLOYMENTS: Record<string, () => Promise<RunningDeployment>> = {
 
 for (const [kind, start] of Object.entries(DEPLOYMENTS)) {
   describe(`concurrent subs apply (${kind})`, () => {
-    test(`two applies at once end in one file's state, never a mix (${ROUNDS} rounds)`, async () => {
+    test(`two applies at once end in one file's state, never a mix (${ROUNDS} rounds)`, async (t) => {
       const deployment = await start();
       try {
         const applyA = project(deployment, FILE_A);
         const applyB = project(deployment, FILE_B);
         const ended: string[] = [];
+        let replanned = 0;
         for (let round = 1; round <= ROUNDS; round++) {
           await reset(deployment);
           const [a, b] = await Promise.all([applyA(), applyB()]);
@@ -146,9 +147,11 @@ for (const [kind, start] of Object.entries(DEPLOYMENTS)) {
           const which = JSON.stringify(now) === JSON.stringify(STATE_A) ? "A" : JSON.stringify(now) === JSON.stringify(STATE_B) ? "B" : undefined;
           assert.ok(which, `round ${round}: a mix of both files: ${JSON.stringify(now)}`);
           ended.push(which);
+          replanned += [a, b].filter((r) => /planning anew/.test(r.stderr)).length;
         }
-        // Sanity: the comparison can tell the two apart (not a hollow pass on an empty state).
-        assert.ok(ended.every((w) => w === "A" || w === "B"));
+        // How often the two met (a 409 revision_changed, then a new plan): shown, not asserted, as
+        // it depends on how the machine schedules the two processes.
+        t.diagnostic(`ended in A ${ended.filter((w) => w === "A").length} times, in B ${ended.filter((w) => w === "B").length} times; ${replanned} applies planned anew`);
       } finally {
         await deployment.close();
       }

@@ -325,6 +325,48 @@ describe("subs apply when the one request of the whole file fails", () => {
   });
 });
 
+describe("subs apply when the deployment changes between the read and the write", () => {
+  let deployment: RunningDeployment;
+  beforeEach(async () => {
+    deployment = await startDeployment({ token: TOKEN });
+  });
+  afterEach(() => deployment.close());
+
+  const put = (pathname: string, body: unknown) =>
+    fetch(`${deployment.url}${pathname}`, { method: "PUT", headers: { authorization: `Bearer ${TOKEN}`, "content-type": "application/json" }, body: JSON.stringify(body) });
+
+  test("409 revision_changed: nothing was changed; subs reads again, plans anew and applies, saying so", async () => {
+    const p = project(deployment, FILE);
+    // The PUT waits; meanwhile someone else declares a connection the plan did not see.
+    deployment.fault({ method: "PUT", path: "/v1/state", kind: "delay", ms: 600, times: 1 });
+    const running = p.apply();
+    await new Promise((r) => setTimeout(r, 300));
+    while (!deployment.requests.includes("PUT /v1/state")) await new Promise((r) => setTimeout(r, 20));
+    assert.equal((await put("/v1/mcp/other", { url: "https://other.example/mcp", prefix_tools: true })).status, 201);
+    const result = await running;
+    assert.equal(result.code, 0, result.stderr);
+    assert.match(result.stderr, /the deployment changed after it was read \(another apply at the same time\?\); nothing was changed; reading it again and planning anew \(attempt 2 of 3\)/);
+    // Both plans are printed; the second, which removes `other`, is the one carried out.
+    const plans = result.stdout.split("Plan for ").slice(1);
+    assert.equal(plans.length, 2);
+    assert.match(plans[1]!, /- other +https:\/\/other\.example\/mcp; not in the file/);
+    assert.deepEqual(deployment.requests.filter((r) => r === "PUT /v1/state").length, 2);
+    assert.deepEqual([...deployment.connections.keys()].sort(), ["linear", "sentry"]);
+  });
+
+  test("a deployment that keeps changing: after 3 plans subs stops, and nothing was changed", async () => {
+    const p = project(deployment, FILE);
+    deployment.fault({ method: "PUT", path: "/v1/state", kind: "body", status: 409, body: { error: "revision_changed", message: "moved on" }, times: 3 });
+    const result = await p.apply("--json");
+    assert.equal(result.code, 1, result.stderr);
+    const error = JSON.parse(result.stdout).error;
+    assert.equal(error.code, "revision_changed");
+    assert.match(error.message, /changed while subs applied, 3 times .*nothing was changed/);
+    assert.equal((result.stderr.match(/reading it again and planning anew/g) ?? []).length, 2);
+    assert.equal(deployment.connections.size, 0);
+  });
+});
+
 describe("answers that break the protocol", () => {
   let deployment: RunningDeployment;
   beforeEach(async () => {

@@ -25,7 +25,11 @@ export function agentRoutes(o: { store: DeploymentStore; agentEndpoint?: AgentEn
       route: "/v1/agents",
       need: "read",
       methods: ["GET"],
-      run: async () => ({ status: 200, body: { agents: await store.listAgents() } }),
+      // The revision before the rows (store/types.ts, revision()).
+      run: async () => {
+        const revision = await store.revision();
+        return { status: 200, body: { agents: await store.listAgents(), revision } };
+      },
     },
     {
       pattern: /^\/v1\/agents\/([^/]+)\/?$/,

@@ -70,7 +70,11 @@ export function connectionRoutes(o: ConnectionRoutesOptions): Route[] {
       route: "/v1/mcp",
       need: "read",
       methods: ["GET"],
-      run: async () => ({ status: 200, body: { connections: await connectionsJson(store) } }),
+      // The revision before the rows (store/types.ts, revision()).
+      run: async () => {
+        const revision = await store.revision();
+        return { status: 200, body: { connections: await connectionsJson(store), revision } };
+      },
     },
     {
       pattern: /^\/v1\/mcp\/([^/]+)\/?$/,

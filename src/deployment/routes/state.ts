@@ -20,6 +20,7 @@ const StateBody = z
         .refine((a) => !a.agents.includes(a.name), "an agent names itself as a sub-agent"),
     ),
     prune: z.boolean(),
+    revision: z.string().min(1).optional(),
   })
   .refine((b) => unique(b.connections.map((c) => c.id)), "two connections have the same id")
   .refine((b) => unique(b.agents.map((a) => a.name)), "two agents have the same name");
@@ -45,7 +46,10 @@ export function stateRoutes(o: { store: DeploymentStore; oauth: OAuth; catalog: 
         }
         const connections: ConnectionRecord[] = parsed.data.connections.map((c) => ({ id: c.id, url: c.url, prefixTools: c.prefix_tools, oauth: c.oauth }));
         const agents: AgentRecord[] = parsed.data.agents.map((a) => ({ name: a.name, mcp: a.mcp, tools: a.tools, agents: a.agents }));
-        const put = await store.putState({ connections, agents, prune: parsed.data.prune });
+        const put = await store.putState({ connections, agents, prune: parsed.data.prune, ...(parsed.data.revision !== undefined ? { ifRevision: parsed.data.revision } : {}) });
+        if (put.outcome === "revision_changed") {
+          return fail(409, "revision_changed", "the declarations changed since the revision this plan was made from; read them again", { revision: put.revision });
+        }
         if (put.outcome === "unknown_connection") return fail(409, "unknown_connection", `not declared: ${put.missing.join(", ")}; declare them in the same request`);
         // Section 5, after the commit as for a single PUT or DELETE: pending consents of a changed
         // or removed connection end, and dropped credentials are revoked (best effort).
@@ -54,6 +58,7 @@ export function stateRoutes(o: { store: DeploymentStore; oauth: OAuth; catalog: 
         return {
           status: 200,
           body: {
+            revision: put.revision,
             connections: await connectionsJson(store),
             agents: await store.listAgents(),
             changes: put.changes.map((c) => ({ kind: c.kind, id: c.id, action: c.action, credential_dropped: c.credentialDropped })),

@@ -49,6 +49,10 @@ const LAST_USED_RESOLUTION_MS = 60_000;
 /** Sealed under the key at first start: a wrong key is refused before it decrypts anything. */
 const KEY_CHECK = "key_check";
 const KEY_CHECK_TEXT = "subs deployment key check";
+/** Thrown inside putState's transaction to roll it back: the plan was made from an older revision. */
+const STALE = Symbol("stale revision");
+/** The meta row of the declarations' revision (absent: "0"). */
+const REVISION = "revision";
 
 type Options = {
   storeDir: string;
@@ -192,6 +196,7 @@ export class SqliteStore implements RekeyableStore {
     return this.#db
       .transaction((): PutConnection => {
         const existing = this.#prepared("SELECT url FROM connections WHERE id = ?").get(c.id) as { url: string } | undefined;
+        this.#bumpRevision();
         return { created: !existing, urlChanged: existing !== undefined && existing.url !== c.url, dropped: this.#writeConnection(c, existing, at) };
       })
       .immediate();
@@ -223,6 +228,7 @@ export class SqliteStore implements RekeyableStore {
         if (!this.#prepared("SELECT 1 FROM connections WHERE id = ?").get(id)) return { outcome: "absent" };
         const dropped = this.#takeCredential(id);
         this.#prepared("DELETE FROM connections WHERE id = ?").run(id);
+        this.#bumpRevision();
         return { outcome: "deleted", dropped };
       })
       .immediate();
@@ -246,6 +252,7 @@ export class SqliteStore implements RekeyableStore {
         if (missing.length) return { outcome: "unknown_connection", missing };
         const existed = this.#prepared("SELECT 1 FROM agents WHERE name = ?").get(agent.name) !== undefined;
         this.#writeAgent(agent, at);
+        this.#bumpRevision();
         return { outcome: existed ? "updated" : "created" };
       })
       .immediate();
@@ -266,62 +273,91 @@ export class SqliteStore implements RekeyableStore {
     const at = this.#now();
     // BEGIN IMMEDIATE: the read of the current state and every write are one unit, so two applies
     // (two processes, or a token command beside the server) serialize instead of interleaving.
-    return this.#db
-      .transaction((): PutState => {
-        const before = new Map((this.#prepared("SELECT id, url, prefix_tools, oauth_json FROM connections").all() as ConnectionRow[]).map((r) => [r.id, r]));
-        const agentsBefore = new Map((this.#prepared("SELECT name, body_json FROM agents").all() as Array<{ name: string; body_json: string }>).map((r) => [r.name, r.body_json]));
-        const named = new Set(state.connections.map((c) => c.id));
-        const kept = (id: string) => named.has(id) || (!state.prune && before.has(id));
-        const missing = [...new Set(state.agents.flatMap((a) => a.mcp.map((e) => e.id)))].filter((id) => !kept(id));
-        if (missing.length) return { outcome: "unknown_connection", missing };
+    const current = { revision: "" };
+    try {
+      return this.#db.transaction((): PutState => this.#applyState(state, at, current)).immediate();
+    } catch (error) {
+      if (error === STALE) return { outcome: "revision_changed", revision: current.revision };
+      throw error;
+    }
+  }
 
-        const changes: StateChange[] = [];
-        const ended: Array<{ id: string; why: "url_changed" | "deleted" }> = [];
-        const dropped: CredentialRecord[] = [];
-        const took = (credential: CredentialRecord | undefined) => {
-          if (credential) dropped.push(credential);
-          return credential !== undefined;
-        };
-        for (const c of state.connections) {
-          const row = before.get(c.id);
-          const same = row && row.url === c.url && row.prefix_tools === (c.prefixTools ? 1 : 0) && row.oauth_json === (c.oauth === undefined ? null : JSON.stringify(c.oauth));
-          if (same) continue;
-          // A credential is bound to its url (docs/deployment-protocol.md section 5).
-          const hadCredential = row !== undefined && row.url !== c.url && this.#prepared("SELECT 1 FROM credentials WHERE id = ?").get(c.id) !== undefined;
-          took(this.#writeConnection(c, row, at));
-          if (row && row.url !== c.url) ended.push({ id: c.id, why: "url_changed" });
-          changes.push({ kind: "connection", id: c.id, action: row ? "change" : "add", credentialDropped: hadCredential });
-        }
-        for (const agent of state.agents) {
-          const body = agentsBefore.get(agent.name);
-          if (body === JSON.stringify(agent)) continue;
-          this.#writeAgent(agent, at);
-          changes.push({ kind: "agent", id: agent.name, action: body === undefined ? "add" : "change", credentialDropped: false });
-        }
-        if (state.prune) {
-          // Agents first: no agent ever names a missing connection, even inside the transaction.
-          const keepAgents = new Set(state.agents.map((a) => a.name));
-          for (const name of [...agentsBefore.keys()].sort()) {
-            if (keepAgents.has(name)) continue;
-            this.#prepared("DELETE FROM agents WHERE name = ?").run(name);
-            changes.push({ kind: "agent", id: name, action: "remove", credentialDropped: false });
-          }
-          for (const id of [...before.keys()].sort()) {
-            if (named.has(id)) continue;
-            const hadCredential = this.#prepared("SELECT 1 FROM credentials WHERE id = ?").get(id) !== undefined;
-            took(this.#takeCredential(id));
-            this.#prepared("DELETE FROM connections WHERE id = ?").run(id);
-            ended.push({ id, why: "deleted" });
-            changes.push({ kind: "connection", id, action: "remove", credentialDropped: hadCredential });
-          }
-        }
-        return { outcome: "applied", changes, ended, dropped };
+  /**
+   * Inside the transaction. A stale `ifRevision` throws STALE (rolling back) only when the state
+   * would change: a repeat of a request whose answer was lost finds it all done and succeeds.
+   */
+  #applyState(state: DeclaredState, at: number, current: { revision: string }): PutState {
+    current.revision = this.#revision();
+    const before = new Map((this.#prepared("SELECT id, url, prefix_tools, oauth_json FROM connections").all() as ConnectionRow[]).map((r) => [r.id, r]));
+    const agentsBefore = new Map((this.#prepared("SELECT name, body_json FROM agents").all() as Array<{ name: string; body_json: string }>).map((r) => [r.name, r.body_json]));
+    const named = new Set(state.connections.map((c) => c.id));
+    const kept = (id: string) => named.has(id) || (!state.prune && before.has(id));
+    const missing = [...new Set(state.agents.flatMap((a) => a.mcp.map((e) => e.id)))].filter((id) => !kept(id));
+    if (missing.length) return { outcome: "unknown_connection", missing };
+
+    const changes: StateChange[] = [];
+    const ended: Array<{ id: string; why: "url_changed" | "deleted" }> = [];
+    const dropped: CredentialRecord[] = [];
+    const took = (credential: CredentialRecord | undefined) => void (credential && dropped.push(credential));
+    for (const c of state.connections) {
+      const row = before.get(c.id);
+      const same = row && row.url === c.url && row.prefix_tools === (c.prefixTools ? 1 : 0) && row.oauth_json === (c.oauth === undefined ? null : JSON.stringify(c.oauth));
+      if (same) continue;
+      // A credential is bound to its url (docs/deployment-protocol.md section 5).
+      const hadCredential = row !== undefined && row.url !== c.url && this.#prepared("SELECT 1 FROM credentials WHERE id = ?").get(c.id) !== undefined;
+      took(this.#writeConnection(c, row, at));
+      if (row && row.url !== c.url) ended.push({ id: c.id, why: "url_changed" });
+      changes.push({ kind: "connection", id: c.id, action: row ? "change" : "add", credentialDropped: hadCredential });
+    }
+    for (const agent of state.agents) {
+      const body = agentsBefore.get(agent.name);
+      if (body === JSON.stringify(agent)) continue;
+      this.#writeAgent(agent, at);
+      changes.push({ kind: "agent", id: agent.name, action: body === undefined ? "add" : "change", credentialDropped: false });
+    }
+    if (state.prune) {
+      // Agents first: no agent ever names a missing connection, even inside the transaction.
+      const keepAgents = new Set(state.agents.map((a) => a.name));
+      for (const name of [...agentsBefore.keys()].sort()) {
+        if (keepAgents.has(name)) continue;
+        this.#prepared("DELETE FROM agents WHERE name = ?").run(name);
+        changes.push({ kind: "agent", id: name, action: "remove", credentialDropped: false });
+      }
+      for (const id of [...before.keys()].sort()) {
+        if (named.has(id)) continue;
+        const hadCredential = this.#prepared("SELECT 1 FROM credentials WHERE id = ?").get(id) !== undefined;
+        took(this.#takeCredential(id));
+        this.#prepared("DELETE FROM connections WHERE id = ?").run(id);
+        ended.push({ id, why: "deleted" });
+        changes.push({ kind: "connection", id, action: "remove", credentialDropped: hadCredential });
+      }
+    }
+    if (changes.length && state.ifRevision !== undefined && state.ifRevision !== current.revision) throw STALE;
+    if (changes.length) this.#bumpRevision();
+    return { outcome: "applied", changes, ended, dropped, revision: this.#revision() };
+  }
+
+  async deleteAgent(name: string): Promise<boolean> {
+    return this.#db
+      .transaction(() => {
+        const deleted = this.#prepared("DELETE FROM agents WHERE name = ?").run(name).changes > 0;
+        if (deleted) this.#bumpRevision();
+        return deleted;
       })
       .immediate();
   }
 
-  async deleteAgent(name: string): Promise<boolean> {
-    return this.#prepared("DELETE FROM agents WHERE name = ?").run(name).changes > 0;
+  async revision(): Promise<string> {
+    return this.#revision();
+  }
+
+  #revision(): string {
+    return (this.#prepared("SELECT value FROM meta WHERE name = ?").get(REVISION) as { value: string } | undefined)?.value ?? "0";
+  }
+
+  /** Inside a write transaction of declarations. */
+  #bumpRevision() {
+    this.#prepared("INSERT INTO meta (name, key_id, value) VALUES (?, NULL, '1') ON CONFLICT(name) DO UPDATE SET value = CAST(CAST(value AS INTEGER) + 1 AS TEXT)").run(REVISION);
   }
 
   async credentialSummaries(): Promise<Array<Omit<CredentialRecord, "secret">>> {

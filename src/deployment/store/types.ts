@@ -46,8 +46,11 @@ export type PutConnection = { created: boolean; urlChanged: boolean; dropped: Cr
 export type DeleteConnection = { outcome: "deleted"; dropped: CredentialRecord | undefined } | { outcome: "absent" } | { outcome: "in_use"; agents: string[] };
 export type PutAgent = { outcome: "created" | "updated" } | { outcome: "unknown_connection"; missing: string[] };
 
-/** The whole declared state (PUT /v1/state): with `prune`, whatever it does not name goes. */
-export type DeclaredState = { connections: ConnectionRecord[]; agents: AgentRecord[]; prune: boolean };
+/**
+ * The whole declared state (PUT /v1/state): with `prune`, whatever it does not name goes. With
+ * `ifRevision`, applied only while the declarations are still at that revision.
+ */
+export type DeclaredState = { connections: ConnectionRecord[]; agents: AgentRecord[]; prune: boolean; ifRevision?: string };
 export type StateChange = { kind: "connection" | "agent"; id: string; action: "add" | "change" | "remove"; credentialDropped: boolean };
 export type PutState =
   | {
@@ -58,8 +61,11 @@ export type PutState =
       ended: Array<{ id: string; why: "url_changed" | "deleted" }>;
       /** Credentials taken out with them (decrypted when the key is here), for revocation. */
       dropped: CredentialRecord[];
+      /** The revision after it. */
+      revision: string;
     }
-  | { outcome: "unknown_connection"; missing: string[] };
+  | { outcome: "unknown_connection"; missing: string[] }
+  | { outcome: "revision_changed"; revision: string };
 
 export interface DeploymentStore {
   readonly path: string;
@@ -81,6 +87,12 @@ export interface DeploymentStore {
    * nothing changed, when an agent names a connection the result would not hold.
    */
   putState(state: DeclaredState): Promise<PutState>;
+  /**
+   * The declarations' revision: it changes with every write of a connection or an agent (not of a
+   * credential). Read before the rows it is answered with, so it can be older than they are, never
+   * newer: a plan made from them is then refused by PUT /v1/state, never applied over a change.
+   */
+  revision(): Promise<string>;
 
   /** Every credential's clear columns (no secret): what GET /v1/mcp needs. */
   credentialSummaries(): Promise<Array<Omit<CredentialRecord, "secret">>>;

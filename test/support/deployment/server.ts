@@ -157,6 +157,7 @@ const StateBodySchema = z.strictObject({
   connections: z.array(z.strictObject({ id: IdSchema, ...ConnectionBodySchema.shape })),
   agents: z.array(z.strictObject({ name: IdSchema, ...agentFields })),
   prune: z.boolean(),
+  revision: z.string().min(1).optional(),
 });
 const hasLocalOnlyField = (body: unknown) => {
   const fields = body && typeof body === "object" ? (body as Record<string, unknown>) : undefined;
@@ -194,6 +195,10 @@ export async function startDeployment(options: DeploymentOptions): Promise<Runni
   /** Refreshes in flight, per credential: concurrent requests share one (refresh tokens rotate). */
   const refreshes = new Map<Credential, Promise<Credential | undefined>>();
   let faults: Fault[] = [];
+  /** Section 3.10: changes with every write of a declaration; v1 alone has none. */
+  let revision = 0;
+  const bump = () => void revision++;
+  const withRevision = <T extends object>(body: T) => (options.protocol === "v1" ? body : { ...body, revision: String(revision) });
   const app = express();
   const http: HttpServer = await new Promise((resolve) => {
     const server = app.listen(0, "127.0.0.1", () => resolve(server));
@@ -583,7 +588,7 @@ export async function startDeployment(options: DeploymentOptions): Promise<Runni
   v1.param("id", (_req, res, next, id: string) => (validId(id) ? next() : fail(res, 400, "invalid_request", `${JSON.stringify(id)} is not a valid connection id`)));
   v1.param("name", (_req, res, next, name: string) => (validId(name) ? next() : fail(res, 400, "invalid_request", `${JSON.stringify(name)} is not a valid agent name`)));
 
-  v1.get("/mcp", (_req, res) => send(res, 200, { connections: [...connections.values()].map(connectionJson) }));
+  v1.get("/mcp", (_req, res) => send(res, 200, withRevision({ connections: [...connections.values()].map(connectionJson) })));
 
   v1.put("/mcp/:id", async (req, res) => {
     const id = req.params.id;
@@ -603,6 +608,7 @@ export async function startDeployment(options: DeploymentOptions): Promise<Runni
     const existing = connections.get(id);
     const declared: Declared = { id, url: parsed.data.url, prefix_tools: parsed.data.prefix_tools, ...(parsed.data.oauth ? { oauth: parsed.data.oauth } : {}) };
     connections.set(id, declared);
+    bump();
     if (existing && existing.url !== declared.url) await dropCredential(id, "the connection's url changed");
     send(res, existing ? 200 : 201, connectionJson(declared));
   });
@@ -613,6 +619,7 @@ export async function startDeployment(options: DeploymentOptions): Promise<Runni
     if (users.length) return fail(res, 409, "connection_in_use", `agents ${users.join(", ")} name ${id}`, { agents: users });
     if (!connections.has(id)) return fail(res, 404, "not_found", `no connection ${id}`);
     connections.delete(id);
+    bump();
     await dropCredential(id, "the connection was deleted");
     send(res, 204);
   });
@@ -651,7 +658,7 @@ export async function startDeployment(options: DeploymentOptions): Promise<Runni
     }
   });
 
-  v1.get("/agents", (_req, res) => send(res, 200, { agents: [...agents.values()] }));
+  v1.get("/agents", (_req, res) => send(res, 200, withRevision({ agents: [...agents.values()] })));
 
   v1.put("/agents/:name", (req, res) => {
     const name = req.params.name;
@@ -662,11 +669,13 @@ export async function startDeployment(options: DeploymentOptions): Promise<Runni
     const existed = agents.has(name);
     const agent: Agent = { name, ...parsed.data };
     agents.set(name, agent);
+    bump();
     send(res, existed ? 200 : 201, agent);
   });
 
   v1.delete("/agents/:name", (req, res) => {
     if (!agents.delete(req.params.name)) return fail(res, 404, "not_found", `no agent ${req.params.name}`);
+    bump();
     send(res, 204);
   });
 
@@ -693,16 +702,27 @@ export async function startDeployment(options: DeploymentOptions): Promise<Runni
         const outside = state.connections.filter((c) => !options.catalog!.includes(c.url)).map((c) => c.url);
         return fail(res, 403, "url_not_in_catalog", `${outside.join(", ")} not in this deployment's catalog`, { catalog: options.catalog });
       }
+      const declaredOf = ({ id, ...fields }: (typeof state.connections)[number]): Declared => ({ id, url: fields.url, prefix_tools: fields.prefix_tools, ...(fields.oauth ? { oauth: fields.oauth } : {}) });
+      const same = (a: unknown, b: unknown) => JSON.stringify(a) === JSON.stringify(b);
+      const alreadySo =
+        state.connections.every((c) => same(connections.get(c.id), declaredOf(c))) &&
+        state.agents.every(({ name, ...fields }) => same(agents.get(name), { name, ...fields })) &&
+        (!state.prune || (connections.size === ids.length && agents.size === names.length));
+      // A stale revision is refused only when the request would change something: the repeat of a
+      // request whose answer was lost finds it all done.
+      if (state.revision !== undefined && state.revision !== String(revision) && !alreadySo) {
+        return fail(res, 409, "revision_changed", "the declarations changed since that revision", { revision: String(revision) });
+      }
       const kept = (id: string) => ids.includes(id) || (!state.prune && connections.has(id));
       const missing = [...new Set(state.agents.flatMap((a) => a.mcp.map((e) => e.id)))].filter((id) => !kept(id));
       if (missing.length) return fail(res, 409, "unknown_connection", `not declared: ${missing.join(", ")}`);
 
       const changes: Array<{ kind: string; id: string; action: string; credential_dropped: boolean }> = [];
       const drops: Array<[string, string]> = [];
-      const same = (a: unknown, b: unknown) => JSON.stringify(a) === JSON.stringify(b);
-      for (const { id, ...fields } of state.connections) {
+      for (const entry of state.connections) {
+        const { id } = entry;
         const existing = connections.get(id);
-        const declared: Declared = { id, url: fields.url, prefix_tools: fields.prefix_tools, ...(fields.oauth ? { oauth: fields.oauth } : {}) };
+        const declared = declaredOf(entry);
         if (existing && same(existing, declared)) continue;
         const urlChanged = existing !== undefined && existing.url !== declared.url;
         changes.push({ kind: "connection", id, action: existing ? "change" : "add", credential_dropped: urlChanged && credentials.has(id) });
@@ -727,9 +747,11 @@ export async function startDeployment(options: DeploymentOptions): Promise<Runni
           drops.push([id, "the connection was deleted"]);
         }
       }
+      if (changes.length) bump();
+      const after = String(revision);
       // dropCredential takes the credential and ends pending consents before its first await.
       await Promise.all(drops.map(([id, why]) => dropCredential(id, why)));
-      send(res, 200, { connections: [...connections.values()].map(connectionJson), agents: [...agents.values()], changes });
+      send(res, 200, { revision: after, connections: [...connections.values()].map(connectionJson), agents: [...agents.values()], changes });
     });
   }
 
