@@ -702,6 +702,9 @@ export async function startDeployment(options: DeploymentOptions): Promise<Runni
         const outside = state.connections.filter((c) => !options.catalog!.includes(c.url)).map((c) => c.url);
         return fail(res, 403, "url_not_in_catalog", `${outside.join(", ")} not in this deployment's catalog`, { catalog: options.catalog });
       }
+      const kept = (id: string) => ids.includes(id) || (!state.prune && connections.has(id));
+      const missing = [...new Set(state.agents.flatMap((a) => a.mcp.map((e) => e.id)))].filter((id) => !kept(id));
+      if (missing.length) return fail(res, 409, "unknown_connection", `not declared: ${missing.join(", ")}`);
       const declaredOf = ({ id, ...fields }: (typeof state.connections)[number]): Declared => ({ id, url: fields.url, prefix_tools: fields.prefix_tools, ...(fields.oauth ? { oauth: fields.oauth } : {}) });
       const same = (a: unknown, b: unknown) => JSON.stringify(a) === JSON.stringify(b);
       const alreadySo =
@@ -713,9 +716,6 @@ export async function startDeployment(options: DeploymentOptions): Promise<Runni
       if (state.revision !== undefined && state.revision !== String(revision) && !alreadySo) {
         return fail(res, 409, "revision_changed", "the declarations changed since that revision", { revision: String(revision) });
       }
-      const kept = (id: string) => ids.includes(id) || (!state.prune && connections.has(id));
-      const missing = [...new Set(state.agents.flatMap((a) => a.mcp.map((e) => e.id)))].filter((id) => !kept(id));
-      if (missing.length) return fail(res, 409, "unknown_connection", `not declared: ${missing.join(", ")}`);
 
       const changes: Array<{ kind: string; id: string; action: string; credential_dropped: boolean }> = [];
       const drops: Array<[string, string]> = [];
