@@ -98,8 +98,6 @@ export type Applied =
       outcomes: StepOutcome[];
       /** Carried out in one request (all or nothing) rather than step by step. */
       atomic?: boolean;
-      /** What the deployment changed instead of the plan (see Carried in src/remote/plan.ts). */
-      unplanned?: Array<{ kind: "connection" | "agent"; id: string; action: "add" | "change" | "remove" }>;
     };
 
 export type Backend = {

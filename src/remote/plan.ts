@@ -14,7 +14,6 @@ import type {
   RemoteAgent,
   RemoteConnection,
   RemoteToolFilter,
-  StateAnswer,
   StateBody,
   ToolFilter,
 } from "./protocol.ts";
@@ -205,11 +204,6 @@ export type Carried = {
   /** One PUT /v1/state (all or nothing) rather than a request per step. */
   atomic: boolean;
   outcomes: StepOutcome[];
-  /**
-   * With `atomic`: what the deployment changed, when that is not the plan (another apply changed
-   * it between the read and the write; it now matches the file all the same).
-   */
-  unplanned?: StateAnswer["changes"];
 };
 
 /**
@@ -233,12 +227,10 @@ export async function carryOut(
   }
   if (answer === "revision_changed") return answer;
   if (answer === "unsupported") return { atomic: false, outcomes: await executePlan(client, plan, options) };
+  // Made from the revision it was applied at, the plan is what changed.
   const outcomes = steps.map((step): StepOutcome => ({ step, outcome: "applied" }));
   for (const o of outcomes) options.onStep?.(o);
-  const key = (c: { kind: string; id: string; action: string }) => `${c.kind} ${c.id} ${c.action}`;
-  const planned = new Set(steps.map(key));
-  const same = answer.changes.length === planned.size && answer.changes.every((c) => planned.has(key(c)));
-  return { atomic: true, outcomes, ...(same ? {} : { unplanned: answer.changes }) };
+  return { atomic: true, outcomes };
 }
 
 /**

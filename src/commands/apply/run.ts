@@ -55,15 +55,7 @@ export async function applyCommand(ctx: Context, options: ApplyOptions): Promise
       ctx.stderr.write(`${mark} ${o.outcome === "failed" ? `could not ${shown(describeStep(o.step))}: ${shown(errorMessage(o.error))}` : describeStepDone(o.step)}\n`);
     },
   });
-  if (applied.target === "remote") {
-    if (applied.unplanned) {
-      // The plan was read before the write; another apply changed the deployment in between. The
-      // one request made it match the file all the same (docs/deployment-protocol.md section 3.10).
-      const did = applied.unplanned.map((c) => `${c.action} ${c.kind} ${c.id}`).join(", ") || "nothing";
-      reporter.warn(`the deployment changed after it was read (another apply at the same time?); it now matches ${config.displayPath}. What changed: ${shown(did)}`);
-    }
-    return reportRemote(ctx, config, applied, options.json);
-  }
+  if (applied.target === "remote") return reportRemote(ctx, config, applied, options.json);
   const { result } = applied;
   if (options.json) {
     writeJson(ctx.stdout, {
@@ -145,7 +137,7 @@ function reportRemote(ctx: Context, config: Config, done: Extract<Applied, { tar
     });
   }
   if (first instanceof DeploymentError && first.kind === "refused") {
-    throw refused(`${describeStep(failures[0]!.step)}: ${first.message} (${summary})`, {
+    throw refused(`${done.atomic ? "" : `${describeStep(failures[0]!.step)}: `}${first.message} (${summary})`, {
       code: first.code ?? "refused",
       ...(first.hint ? { hint: first.hint } : {}),
       details: { ...first.details, ...details },
