@@ -354,6 +354,28 @@ describe("subs apply when the deployment changes between the read and the write"
     assert.deepEqual([...deployment.connections.keys()].sort(), ["linear", "sentry"]);
   });
 
+  test("two reads of different revisions are made again before anything is planned", async () => {
+    const p = project(deployment, FILE);
+    // A write landed between the two reads: the lists are of two revisions.
+    deployment.fault({ method: "GET", path: "/v1/agents", kind: "body", body: { agents: [], revision: "elsewhere" }, times: 1 });
+    const result = await p.apply();
+    assert.equal(result.code, 0, result.stderr);
+    assert.equal(deployment.requests.filter((r) => r === "GET /v1/agents").length, 2);
+    assert.equal(deployment.requests.filter((r) => r === "GET /v1/mcp").length, 2);
+    assert.deepEqual(deployment.requests.filter((r) => !r.startsWith("GET")), ["PUT /v1/state"]);
+  });
+
+  test("405 to PUT /v1/state, as 404: the deployment lacks it, and gets the requests of v1", async () => {
+    const p = project(deployment, FILE);
+    deployment.fault({ method: "PUT", path: "/v1/state", kind: "status", status: 405, times: 1 });
+    const result = await p.apply();
+    assert.equal(result.code, 0, result.stderr);
+    const writes = deployment.requests.filter((r) => !r.startsWith("GET"));
+    assert.equal(writes[0], "PUT /v1/state");
+    assert.deepEqual(writes.slice(1).sort(), ["PUT /v1/agents/support", "PUT /v1/agents/triage", "PUT /v1/mcp/linear", "PUT /v1/mcp/sentry"]);
+    assert.deepEqual([...deployment.agents.keys()].sort(), ["support", "triage"]);
+  });
+
   test("a deployment that keeps changing: after 3 plans subs stops, and nothing was changed", async () => {
     const p = project(deployment, FILE);
     deployment.fault({ method: "PUT", path: "/v1/state", kind: "body", status: 409, body: { error: "revision_changed", message: "moved on" }, times: 3 });
