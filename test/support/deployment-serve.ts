@@ -115,6 +115,9 @@ export async function startServedDeployment(options: ServeOptions = {}): Promise
       if (entry.msg === "request" && typeof entry.path === "string" && entry.path.startsWith("/v1")) requests.push(`${entry.method} ${String(entry.path).replace(/\/$/, "") || "/v1"}`);
     });
     exited.then((code) => reject(new Error(`subs deployment serve exited ${code}: ${stderr}`)));
+  }).catch(async (error) => {
+    await store.close();
+    throw error;
   });
 
   // The process's state, read from its store (SQLite's WAL, like Postgres, shows a reader every committed write).
