@@ -112,7 +112,17 @@ async function start(): Promise<{ pg: TestPostgres; stop: () => Promise<void> }>
     onLog: () => {},
     onError: () => {},
   });
-  await server.initialise();
+  // As root on a fresh machine, two test files starting at once both try to make the `postgres`
+  // user; the one that loses fails before touching anything, and finds the user on a retry.
+  for (let attempt = 1; ; attempt++) {
+    try {
+      await server.initialise();
+      break;
+    } catch (error) {
+      if (attempt >= 5 || !/new user/.test((error as Error).message)) throw error;
+      await new Promise((r) => setTimeout(r, 200 * attempt));
+    }
+  }
   await server.start();
   let running = true;
   const stopForGood = async () => {

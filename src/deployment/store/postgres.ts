@@ -78,13 +78,16 @@ type Queryable = Pick<PoolClient, "query">;
 /**
  * Errors that say the database cannot be reached or did not answer in time, as opposed to one a
  * statement caused: SQLSTATE class 08 (connection exception), 57P0x (shutdown, cannot connect now),
- * 53 (insufficient resources), 57014 (canceled by statement_timeout), or a socket error with no
- * SQLSTATE at all (https://www.postgresql.org/docs/current/errcodes-appendix.html).
+ * 53 (insufficient resources), 57014 (canceled by statement_timeout)
+ * (https://www.postgresql.org/docs/current/errcodes-appendix.html); a socket error (ECONNREFUSED,
+ * ECONNRESET, ETIMEDOUT…); or the pg client's own connection and timeout errors, which carry no code.
  */
 function unreachable(error: unknown): boolean {
+  if (!(error instanceof Error)) return false;
   const code = (error as { code?: unknown }).code;
   if (typeof code === "string" && /^[0-9A-Z]{5}$/.test(code)) return /^(08|53|57P0)/.test(code) || code === "57014";
-  return error instanceof Error;
+  if (typeof code === "string" && /^E[A-Z_]+$/.test(code)) return true;
+  return /connect|terminated|timeout|not queryable|ended/i.test(error.message);
 }
 
 /** Opens the store (running any migration it lacks); refuses a key that does not open what it holds. */
