@@ -118,7 +118,9 @@ const split = await build({
   // The MCP SDK is bundled: from node_modules, resolving and compiling its ~100 CommonJS files
   // (and a second zod) took 130 ms of every `subs agent serve` start; bundled, it is lazy like our
   // own modules and its bytecode is in the code cache.
-  external: ["open"],
+  // pg likewise: only a deployment whose store is Postgres loads it, and its optional native
+  // binding (pg-native) is a require() esbuild could not resolve.
+  external: ["open", "pg"],
   sourcemap: false,
   // Less source to read at every start-up. Errors are shown as messages, never as stack traces,
   // so nothing readable is lost.

@@ -6,17 +6,29 @@ import { failed, refused, usage } from "../errors.ts";
 import { createToken } from "./access.ts";
 import { deploymentConfig, type DeploymentConfig, type Flags } from "./config.ts";
 import { createKeyFile, readKey, type Key } from "./keys.ts";
-import { openSqliteStore, type SqliteStore } from "./store/sqlite.ts";
-import { ROLES, type Role } from "./store/types.ts";
+import { ROLES, type RekeyableStore, type Role } from "./store/types.ts";
 
 type Ctx = Pick<Context, "env" | "cwd" | "stdout" | "stderr">;
+
+/** The store the settings name: the SQLite file of one machine, or a Postgres database replicas share. */
+export type OpenedStore = RekeyableStore & { hasKeyCheck(): Promise<boolean> };
+
+/** Opens the store the settings name; only the module of that kind of store is loaded. */
+export async function openStore(config: DeploymentConfig, key: Key | undefined): Promise<OpenedStore> {
+  if (config.postgres) {
+    const { openPostgresStore } = await import("./store/postgres.ts");
+    return openPostgresStore({ url: config.postgres.url, redacted: config.postgres.redacted, key });
+  }
+  const { openSqliteStore } = await import("./store/sqlite.ts");
+  return openSqliteStore({ storeDir: config.storeDir, dbPath: config.dbPath, key });
+}
 
 /**
  * The store with its key. A key file that does not exist yet is made (0600) for a store that has
  * sealed nothing yet, so the first start on a fresh machine needs no other step; for a store that
  * has, a missing or wrong key refuses to start.
  */
-export async function openWithKey(ctx: Ctx, config: DeploymentConfig): Promise<{ store: SqliteStore; key: Key }> {
+export async function openWithKey(ctx: Ctx, config: DeploymentConfig): Promise<{ store: OpenedStore; key: Key }> {
   if (!config.key) {
     throw refused("no encryption key: the deployment keeps credentials encrypted and needs one", {
       hint: "give --key-file PATH (made on first start when absent) or $SUBS_DEPLOYMENT_KEY (base64 of 32 random bytes: `openssl rand -base64 32`)",
@@ -25,8 +37,8 @@ export async function openWithKey(ctx: Ctx, config: DeploymentConfig): Promise<{
   }
   let key = readKey(config.key);
   if (!key) {
-    const probe = await openSqliteStore({ storeDir: config.storeDir, dbPath: config.dbPath, key: undefined });
-    const sealedBefore = probe.hasKeyCheck();
+    const probe = await openStore(config, undefined);
+    const sealedBefore = await probe.hasKeyCheck();
     await probe.close();
     const file = "file" in config.key ? config.key.file : "";
     if (sealedBefore) {
@@ -38,12 +50,12 @@ export async function openWithKey(ctx: Ctx, config: DeploymentConfig): Promise<{
     key = createKeyFile(file);
     ctx.stderr.write(`subs: made a new encryption key in ${file} (key id ${key.id}); back it up apart from the store\n`);
   }
-  return { store: await openSqliteStore({ storeDir: config.storeDir, dbPath: config.dbPath, key }), key };
+  return { store: await openStore(config, key), key };
 }
 
 async function openWithoutKey(ctx: Ctx, flags: Flags) {
   const config = deploymentConfig(flags, ctx, { serve: false });
-  return openSqliteStore({ storeDir: config.storeDir, dbPath: config.dbPath, key: undefined });
+  return openStore(config, undefined);
 }
 
 export function parseRole(text: string): Role {

@@ -34,9 +34,11 @@ export type DeploymentConfig = {
    * only with a loopback --listen: then it is the address actually bound (port 0 included).
    */
   publicUrl: URL | undefined;
-  /** The data directory (0700) holding the SQLite file. */
+  /** The data directory (0700) holding the SQLite file; unused with `postgres`. */
   storeDir: string;
   dbPath: string;
+  /** Set when the store is a Postgres database (several replicas share it) rather than the SQLite file. */
+  postgres: PostgresTarget | undefined;
   key: KeySource | undefined;
   catalog: string[] | undefined;
   /** Secrets of confidential pre-registered OAuth clients, by client_id (docs/deployment-protocol.md section 3.2). */
@@ -89,6 +91,46 @@ const PublicUrlSchema = z.string().transform((text, ctx) => {
   }
   url.pathname = url.pathname.replace(/\/+$/, "");
   return url;
+});
+
+export type PostgresTarget = {
+  /** The connection URL, password included: given to the pg client and nowhere else. */
+  url: string;
+  /** The same URL with the password replaced by `***`: for logs, errors and the `listening` line. */
+  redacted: string;
+};
+
+/** A store value naming a Postgres database rather than a directory. */
+export const isPostgresUrl = (text: string) => /^postgres(ql)?:\/\//i.test(text);
+
+/** postgres://user:***@host:port/db: what may be shown of a connection URL. */
+export function redactPostgresUrl(text: string): string {
+  if (!URL.canParse(text)) return text.replace(/^(postgres(?:ql)?:\/\/[^:/@]*):[^@]*@/i, "$1:***@");
+  const url = new URL(text);
+  if (url.password) url.password = "***";
+  for (const name of [...url.searchParams.keys()]) if (/^pass/i.test(name)) url.searchParams.set(name, "***");
+  return url.href.replace("%2A%2A%2A", "***");
+}
+
+const PostgresSchema = z.string().transform((text, ctx): PostgresTarget => {
+  const url = URL.canParse(text) ? new URL(text) : undefined;
+  if (!url) {
+    ctx.addIssue({ code: "custom", message: "not a URL: postgres://USER:PASSWORD@HOST:PORT/DATABASE (percent-encode special characters in the password)" });
+    return z.NEVER;
+  }
+  if (!url.hostname) {
+    ctx.addIssue({ code: "custom", message: "names no host: postgres://USER:PASSWORD@HOST:PORT/DATABASE" });
+    return z.NEVER;
+  }
+  if (!/^\/[^/]+$/.test(url.pathname)) {
+    ctx.addIssue({ code: "custom", message: "names no database: postgres://USER:PASSWORD@HOST:PORT/DATABASE" });
+    return z.NEVER;
+  }
+  if (url.port !== "" && !(Number(url.port) > 0)) {
+    ctx.addIssue({ code: "custom", message: "has no valid port" });
+    return z.NEVER;
+  }
+  return { url: text, redacted: redactPostgresUrl(text) };
 });
 
 const CatalogSchema = z.array(z.url({ protocol: /^https?$/ })).min(1, "names no URL");
@@ -164,7 +206,15 @@ export function deploymentConfig(flags: Flags, ctx: { env: Readonly<Record<strin
   };
   const listen = check("listen", ListenSchema, DEFAULT_LISTEN);
   const publicUrl = check("publicUrl", PublicUrlSchema, undefined);
-  const storeDir = path.resolve(ctx.cwd, pick(flags, ctx.env, "store")?.value ?? DEFAULT_STORE);
+  const storeAt = pick(flags, ctx.env, "store");
+  let postgres: PostgresTarget | undefined;
+  if (storeAt && isPostgresUrl(storeAt.value)) {
+    const parsed = PostgresSchema.safeParse(storeAt.value);
+    if (parsed.success) postgres = parsed.data;
+    // Never the value itself: it may hold the password.
+    else problems.push(`${storeAt.where} ${JSON.stringify(redactPostgresUrl(storeAt.value))}: ${parsed.error.issues[0]?.message ?? "invalid"}`);
+  }
+  const storeDir = path.resolve(ctx.cwd, postgres ? DEFAULT_STORE : (storeAt?.value ?? DEFAULT_STORE));
   if (need.serve && listen && !publicUrl && !isLoopbackHost(listen.host)) {
     problems.push(`--public-url is required when ${SETTINGS.listen.flag} ${listen.host}:${listen.port} is not loopback: it is the address browsers and MCP clients reach (set it or $${SETTINGS.publicUrl.env})`);
   }
@@ -198,5 +248,5 @@ export function deploymentConfig(flags: Flags, ctx: { env: Readonly<Record<strin
       hint: "`subs deployment serve --help` lists every setting and its variable",
     });
   }
-  return { listen: listen!, publicUrl, storeDir, dbPath: path.join(storeDir, DB_FILE), key, catalog, clientSecrets };
+  return { listen: listen!, publicUrl, storeDir, dbPath: path.join(storeDir, DB_FILE), postgres, key, catalog, clientSecrets };
 }

@@ -112,7 +112,7 @@ export async function deploymentServeCommand(ctx: Context, options: { flags: Fla
         },
       );
     });
-    log("info", "listening", { url: publicText, listen: `${host}:${bound.port}`, store: config.dbPath, catalog: config.catalog?.length ?? null, redirect_uri: `${publicText}${CALLBACK_PATH}` });
+    log("info", "listening", { url: publicText, listen: `${host}:${bound.port}`, store: config.postgres?.redacted ?? config.dbPath, catalog: config.catalog?.length ?? null, redirect_uri: `${publicText}${CALLBACK_PATH}` });
 
     await new Promise<void>((resolve) => (ctx.signal.aborted ? resolve() : ctx.signal.addEventListener("abort", () => resolve(), { once: true })));
     log("info", "stopping", { in_flight: inFlight });

@@ -11,7 +11,7 @@ import { isValidName } from "../config/rules.ts";
 import { BadBody, fail, segment, type Answer } from "./routes/answer.ts";
 import { connectionRoutes } from "./routes/connections.ts";
 import { stateRoutes } from "./routes/state.ts";
-import type { ApiTokenRecord, DeploymentStore } from "./store/types.ts";
+import { StoreUnavailable, type ApiTokenRecord, type DeploymentStore } from "./store/types.ts";
 
 export { MAX_BODY_BYTES } from "./routes/answer.ts";
 export type { AgentEndpoint };
@@ -37,8 +37,24 @@ export function createApp(o: AppOptions) {
   const { store, oauth } = o;
   const routes = [...connectionRoutes(o), ...agentRoutes(o), ...stateRoutes(o)];
 
-  /** Answers one request; returns what the access log needs. */
+  /**
+   * Answers one request; returns what the access log needs. A store that does not answer is a 503
+   * the client may retry (RFC 9110 section 15.6.4), wherever in the request it was found: the
+   * token check reads the store before any route runs.
+   */
   return async function handle(req: IncomingMessage, res: ServerResponse): Promise<{ route: string; token?: ApiTokenRecord }> {
+    try {
+      return await answer(req, res);
+    } catch (error) {
+      if (!(error instanceof StoreUnavailable) || res.headersSent) throw error;
+      o.log("error", "store unavailable", { error: error.message });
+      const text = JSON.stringify(storeDown().body);
+      res.writeHead(503, { "content-type": "application/json", "cache-control": "no-store", "retry-after": "2", "content-length": String(Buffer.byteLength(text)) }).end(text);
+      return { route: "unknown" };
+    }
+  };
+
+  async function answer(req: IncomingMessage, res: ServerResponse): Promise<{ route: string; token?: ApiTokenRecord }> {
     const method = req.method ?? "GET";
     const pathname = (req.url ?? "/").split("?")[0]!;
     const send = (answer: Answer) => {
@@ -61,7 +77,7 @@ export function createApp(o: AppOptions) {
     }
     if (path === "/readyz") {
       const ready = await o.ready().catch(() => false);
-      send(ready ? { status: 200, body: { status: "ready" } } : fail(503, "unavailable", "the store does not answer"));
+      send(ready ? { status: 200, body: { status: "ready" } } : { ...fail(503, "unavailable", "the store does not answer"), headers: { "retry-after": "2" } });
       return { route: "/readyz" };
     }
     if (path === CALLBACK_PATH) {
@@ -117,14 +133,18 @@ export function createApp(o: AppOptions) {
         send(fail(error.status, error.code, error.message, error.extra));
       } else if (error instanceof BadBody) {
         send(fail(400, "invalid_request", error.message));
+      } else if (error instanceof StoreUnavailable) {
+        throw error;
       } else {
         o.log("error", "handler failed", { route: r.route, error: error instanceof Error ? error.name : "unknown" });
         send(fail(500, "internal_error", "the deployment failed; its log says more"));
       }
     }
     return { route: r.route, token };
-  };
+  }
 }
+
+const storeDown = () => fail(503, "store_unavailable", "the deployment's store does not answer; retry in a few seconds");
 
 export const requestId = (req: IncomingMessage) => {
   const given = req.headers["x-request-id"];

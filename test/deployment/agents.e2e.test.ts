@@ -12,7 +12,7 @@ import { after, before, describe, test } from "node:test";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import { runCli } from "../support/cli.ts";
-import { authorizeServed, callServed, startServedDeployment, type ServedDeployment } from "../support/deployment-serve.ts";
+import { authorizeServed, callServed, startServedDeployment, STORES, type ServedDeployment } from "../support/deployment-serve.ts";
 import { ensureInspector, inspect } from "../support/inspector.ts";
 import { annotatedTool, startMcpServer, type RunningMcpServer } from "../support/mcp-server.ts";
 import { startAuthServer, type RunningAuthServer } from "../support/oauth-server.ts";
@@ -20,7 +20,7 @@ import { startAuthServer, type RunningAuthServer } from "../support/oauth-server
 type Listed = { tools: Array<{ name: string }> };
 type Called = { content: Array<{ type: string; text: string }>; isError?: boolean };
 
-describe("agents served by subs deployment serve", () => {
+for (const store of STORES) describe(`agents served by subs deployment serve (${store})`, () => {
   const dir = mkdtempSync(path.join(tmpdir(), "subs-deploy-agents-"));
   let authServer: RunningAuthServer;
   let mcp: RunningMcpServer;
@@ -39,7 +39,7 @@ describe("agents served by subs deployment serve", () => {
       tools: [annotatedTool("search_issues", { readOnlyHint: true }), annotatedTool("delete_issue", { destructiveHint: true }), annotatedTool("list_projects", { readOnlyHint: true })],
       oauth: { authServer },
     });
-    d = await startServedDeployment();
+    d = await startServedDeployment({ store });
     for (const role of ["use", "read", "apply"] as const) tokens[role] = await d.tokenFor(role);
     assert.deepEqual(await authorizeServed(d, "tracker", { url: mcp.url, prefix_tools: true }), { status: "authorized" });
     const put = await callServed(d, "PUT", "/v1/agents/triage", { mcp: [{ id: "tracker", tools: { read_only: true, exclude: ["list_*"] } }] });
@@ -110,8 +110,7 @@ describe("agents served by subs deployment serve", () => {
   });
 
   test("a session belongs to the token that started it: another use token gets 404 as for an unknown id; a revoked token gets 401", async () => {
-    const storeDir = path.join(d.dir, "data");
-    const made = await runCli(["deployment", "token", "create", "--name", "session-owner-a", "--role", "use", "--store", storeDir], { cwd: dir });
+    const made = await runCli(["deployment", "token", "create", "--name", "session-owner-a", "--role", "use", "--store", d.storeArg], { cwd: dir });
     assert.equal(made.code, 0, made.stderr);
     const tokenA = made.stdout.trim();
     const tokenB = await d.tokenFor("use");
@@ -136,7 +135,7 @@ describe("agents served by subs deployment serve", () => {
       }
       assert.deepEqual((await a.listTools()).tools.map((t) => t.name), ["tracker__search_issues"], "A's session goes on (B's DELETE did not end it)");
 
-      const revoked = await runCli(["deployment", "token", "revoke", "session-owner-a", "--store", storeDir], { cwd: dir });
+      const revoked = await runCli(["deployment", "token", "revoke", "session-owner-a", "--store", d.storeArg], { cwd: dir });
       assert.equal(revoked.code, 0, revoked.stderr);
       assert.equal((await send(tokenA, id, "POST", list)).status, 401, "a revoked token's next request on its session is 401");
       const called = await a.callTool({ name: "tracker__search_issues", arguments: {} }).catch((e: Error) => e);

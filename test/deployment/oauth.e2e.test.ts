@@ -8,7 +8,7 @@ import { chmodSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { after, before, describe, test } from "node:test";
-import { authorizeServed, callServed, startServedDeployment, type ServedDeployment } from "../support/deployment-serve.ts";
+import { authorizeServed, callServed, startServedDeployment, STORES, type ServedDeployment } from "../support/deployment-serve.ts";
 import { annotatedTool, startMcpServer, type RunningMcpServer } from "../support/mcp-server.ts";
 import { startAuthServer, type RunningAuthServer } from "../support/oauth-server.ts";
 
@@ -17,14 +17,14 @@ const CLIENT_SECRET = "team-app-secret-7c2e";
 const call = (d: ServedDeployment, method: string, pathname: string, body?: unknown) => callServed(d, method, pathname, body);
 const authorize = authorizeServed;
 
-describe("server-side OAuth of subs deployment serve", () => {
+for (const store of STORES) describe(`server-side OAuth of subs deployment serve (${store})`, () => {
   const dir = mkdtempSync(path.join(tmpdir(), "subs-deploy-oauth-"));
   const secrets = path.join(dir, "client-secrets.json");
   let d: ServedDeployment;
   const servers: Array<RunningAuthServer | RunningMcpServer> = [];
   before(async () => {
     writeFileSync(secrets, JSON.stringify({ "team-app": CLIENT_SECRET }), { mode: 0o600 });
-    d = await startServedDeployment({ env: { SUBS_DEPLOYMENT_CLIENT_SECRETS: secrets } });
+    d = await startServedDeployment({ store, env: { SUBS_DEPLOYMENT_CLIENT_SECRETS: secrets } });
   });
   after(async () => {
     await d.close();
@@ -90,6 +90,6 @@ describe("server-side OAuth of subs deployment serve", () => {
     const open = path.join(dir, "open.json");
     writeFileSync(open, "{}");
     chmodSync(open, 0o644);
-    await assert.rejects(startServedDeployment({ env: { SUBS_DEPLOYMENT_CLIENT_SECRETS: open } }), /\$SUBS_DEPLOYMENT_CLIENT_SECRETS .*open\.json: others may read it/);
+    await assert.rejects(startServedDeployment({ store, env: { SUBS_DEPLOYMENT_CLIENT_SECRETS: open } }), /\$SUBS_DEPLOYMENT_CLIENT_SECRETS .*open\.json: others may read it/);
   });
 });

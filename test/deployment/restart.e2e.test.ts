@@ -1,27 +1,27 @@
-// A restart of `subs deployment serve` keeps what it holds: declarations, agents, the credential a
-// real consent produced, and API tokens. The files of its data directory hold none of those
-// secrets in clear.
+// A restart of `subs deployment serve` keeps what it holds, on each of its stores: declarations,
+// agents, the credential a real consent produced, and API tokens. The store (the files of its data
+// directory, or every row of its Postgres database) holds none of those secrets in clear.
 import assert from "node:assert/strict";
-import { mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from "node:fs";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { after, test } from "node:test";
 import { browserCommand } from "../support/browser.ts";
 import { runCli } from "../support/cli.ts";
-import { startServedDeployment } from "../support/deployment-serve.ts";
+import { startServedDeployment, STORES } from "../support/deployment-serve.ts";
 import { annotatedTool, startMcpServer } from "../support/mcp-server.ts";
 import { startAuthServer } from "../support/oauth-server.ts";
 
 const dirs: string[] = [];
 after(() => dirs.forEach((d) => rmSync(d, { recursive: true, force: true })));
 
-test("declarations, agents, credentials and tokens survive a restart; the store greps clean of every secret", async () => {
+for (const store of STORES) test(`declarations, agents, credentials and tokens survive a restart; the store greps clean of every secret (${store})`, async () => {
   const authServer = await startAuthServer();
   const mcp = await startMcpServer({ tools: [annotatedTool("search_issues", { readOnlyHint: true })], oauth: { authServer } });
   const dataDir = mkdtempSync(path.join(tmpdir(), "subs-restart-"));
   const project = mkdtempSync(path.join(tmpdir(), "subs-restart-project-"));
   dirs.push(dataDir, project);
-  let first = await startServedDeployment({ dir: dataDir });
+  let first = await startServedDeployment({ dir: dataDir, store });
   const applyToken = await first.tokenFor("apply");
   const run = (url: string, args: string[]) => {
     writeFileSync(path.join(project, "substructure.toml"), `[remote]\nurl = "${url}"\n\n[mcp.tracker]\nurl = "${mcp.url}"\n\n[agent.triage]\nmcp = ["tracker"]\n`);
@@ -47,9 +47,9 @@ test("declarations, agents, credentials and tokens survive a restart; the store 
 
     const secrets = [...authServer.issuedTokens(), applyToken, second.token];
     assert.ok(secrets.length >= 4);
-    const files = readdirSync(path.join(dataDir, "data")).map((f) => readFileSync(path.join(dataDir, "data", f)).toString("latin1"));
-    assert.ok(files.length >= 1);
-    for (const secret of secrets) assert.ok(!files.some((text) => text.includes(secret)), "a token or credential is in clear in the store");
+    const held = await second.storeContents();
+    assert.ok(held.includes(mcp.url), "the dump holds the store's rows");
+    for (const secret of secrets) assert.ok(!held.includes(secret), "a token or credential is in clear in the store");
   } finally {
     await first.close();
     await mcp.close();

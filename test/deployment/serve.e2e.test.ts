@@ -1,11 +1,12 @@
-// `subs deployment serve` as a real process: roles on every /v1 route, the protocol's error
-// bodies, health, readiness, metrics, the request log, start-up refusals and a graceful stop.
+// `subs deployment serve` as a real process, on each of its stores: roles on every /v1 route, the
+// protocol's error bodies, health, readiness, metrics, the request log, start-up refusals, a
+// graceful stop, and (Postgres) a database outage answered 503 and recovered from without a restart.
 import assert from "node:assert/strict";
 import { readFileSync, readdirSync, rmSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import { after, before, describe, test } from "node:test";
 import { runCli } from "../support/cli.ts";
-import { startServedDeployment, type ServedDeployment } from "../support/deployment-serve.ts";
+import { startServedDeployment, STORES, type ServedDeployment } from "../support/deployment-serve.ts";
 
 const call = async (d: ServedDeployment, method: string, pathname: string, token: string | undefined, body?: unknown) => {
   const res = await fetch(`${d.url}${pathname}`, {
@@ -17,11 +18,11 @@ const call = async (d: ServedDeployment, method: string, pathname: string, token
   return { status: res.status, headers: res.headers, body: text && res.headers.get("content-type")?.includes("json") ? JSON.parse(text) : text };
 };
 
-describe("subs deployment serve", () => {
+for (const store of STORES) describe(`subs deployment serve (${store})`, () => {
   let d: ServedDeployment;
   const tokens: Record<string, string> = {};
   before(async () => {
-    d = await startServedDeployment();
+    d = await startServedDeployment({ store });
     for (const role of ["apply", "use", "read"] as const) tokens[role] = await d.tokenFor(role);
   });
   after(() => d.close());
@@ -113,18 +114,58 @@ describe("subs deployment serve", () => {
     const everything = JSON.stringify(d.logs) + d.stderr();
     for (const t of [d.token, ...Object.values(tokens)]) assert.ok(!everything.includes(t), "no token in the logs");
     assert.doesNotMatch(everything, /SECRETCODE/);
+    const listening = d.logs.find((l) => l.msg === "listening")!;
+    if (store === "postgres") {
+      assert.match(String(listening.store), /^postgres:\/\/subs:\*\*\*@127\.0\.0\.1:\d+\/\w+$/);
+      assert.ok(!everything.includes(d.postgres!.password), "the database password is in no log line");
+    } else {
+      assert.equal(listening.store, d.dbPath);
+    }
   });
+
+  if (store === "postgres") {
+    test("Postgres down: /readyz says so and requests fail fast with a clear 503; both recover when it returns, without a restart", async () => {
+      const pg = d.postgres!;
+      await pg.stop();
+      try {
+        const ready = await call(d, "GET", "/readyz", undefined);
+        assert.deepEqual([ready.status, ready.body.error, ready.body.message], [503, "unavailable", "the store does not answer"]);
+        const started = Date.now();
+        const listed = await call(d, "GET", "/v1/mcp", tokens.read);
+        assert.ok(Date.now() - started < 4000, `answered in ${Date.now() - started} ms`);
+        assert.deepEqual([listed.status, listed.body.error], [503, "store_unavailable"]);
+        assert.equal(listed.headers.get("retry-after"), "2");
+        assert.match(listed.body.message, /store does not answer; retry/);
+        assert.ok(!JSON.stringify(listed.body).includes(pg.password));
+      } finally {
+        await pg.start();
+      }
+      let ready = await call(d, "GET", "/readyz", undefined);
+      for (let i = 0; i < 50 && ready.status !== 200; i++) {
+        await new Promise((r) => setTimeout(r, 100));
+        ready = await call(d, "GET", "/readyz", undefined);
+      }
+      assert.deepEqual([ready.status, ready.body], [200, { status: "ready" }]);
+      const listed = await call(d, "GET", "/v1/mcp", tokens.read);
+      assert.equal(listed.status, 200);
+      assert.ok(Array.isArray(listed.body.connections));
+      const put = await call(d, "PUT", "/v1/mcp/after", tokens.apply, { url: "https://a.example/mcp", prefix_tools: true });
+      assert.equal(put.status, 201);
+      assert.ok(!JSON.stringify(d.logs).includes(pg.password), "the database password is in no log line");
+    });
+  }
 });
 
-describe("starting and stopping", () => {
+for (const store of STORES) describe(`starting and stopping (${store})`, () => {
   test("a wrong key refuses to start and decrypts nothing; a plain-http public URL is refused, located", async () => {
-    const d = await startServedDeployment();
+    const d = await startServedDeployment({ store });
     await d.stop();
     writeFileSync(path.join(d.dir, "other.key"), "A".repeat(43) + "=");
-    const wrong = await runCli(["deployment", "serve", "--store", "data", "--key-file", "other.key", "--listen", "127.0.0.1:0"], { cwd: d.dir });
+    const wrong = await runCli(["deployment", "serve", "--store", d.storeArg, "--key-file", "other.key", "--listen", "127.0.0.1:0"], { cwd: d.dir });
     assert.equal(wrong.code, 2);
-    assert.match(wrong.stderr, /does not open deployment\.db/);
-    const insecure = await runCli(["deployment", "serve", "--store", "data", "--key-file", "deployment.key"], { cwd: d.dir, env: { SUBS_DEPLOYMENT_PUBLIC_URL: "http://subs.example.com" } });
+    assert.match(wrong.stderr, store === "postgres" ? /does not open postgres:\/\/subs:\*\*\*@127\.0\.0\.1:\d+\/\w+: its values are sealed/ : /does not open deployment\.db/);
+    if (d.postgres) assert.ok(!wrong.stderr.includes(d.postgres.password));
+    const insecure = await runCli(["deployment", "serve", "--store", d.storeArg, "--key-file", "deployment.key"], { cwd: d.dir, env: { SUBS_DEPLOYMENT_PUBLIC_URL: "http://subs.example.com" } });
     assert.equal(insecure.code, 2);
     assert.match(insecure.stderr, /\$SUBS_DEPLOYMENT_PUBLIC_URL "http:\/\/subs\.example\.com": must be https/);
     await d.close();
@@ -132,7 +173,7 @@ describe("starting and stopping", () => {
   });
 
   test("SIGTERM lets a request in flight finish, then exits 0", async () => {
-    const d = await startServedDeployment();
+    const d = await startServedDeployment({ store });
     try {
       // A PUT whose body arrives slowly: in flight when SIGTERM comes.
       const { request } = await import("node:http");

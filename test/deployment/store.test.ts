@@ -1,5 +1,6 @@
-// The deployment's settings, its SQLite store, encryption at rest and API tokens: real files in
-// temp dirs, the real CLI in process for the operator's commands.
+// The deployment's settings, its store, encryption at rest and API tokens: every store case runs
+// on both stores, real SQLite files in temp dirs and a real Postgres (a database per test), with
+// the real CLI in process for the operator's commands.
 import assert from "node:assert/strict";
 import { mkdtempSync, readFileSync, readdirSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -8,9 +9,15 @@ import { after, describe, test } from "node:test";
 import { authenticate, allows } from "../../src/deployment/access.ts";
 import { deploymentConfig } from "../../src/deployment/config.ts";
 import { newKeyText, parseKey } from "../../src/deployment/keys.ts";
+import { openPostgresStore, PG_MIGRATIONS } from "../../src/deployment/store/postgres.ts";
 import { MIGRATIONS, openSqliteStore } from "../../src/deployment/store/sqlite.ts";
+import type { Key } from "../../src/deployment/keys.ts";
+import type { RekeyableStore } from "../../src/deployment/store/types.ts";
+import { redactPostgresUrl } from "../../src/deployment/config.ts";
 import { runInProcess } from "../support/cli.ts";
+import { postgresForThisFile } from "../support/postgres.ts";
 
+const testPostgres = postgresForThisFile();
 const dirs: string[] = [];
 after(() => dirs.forEach((d) => rmSync(d, { recursive: true, force: true })));
 const tempDir = () => {
@@ -63,18 +70,78 @@ describe("settings", () => {
     writeFileSync(path.join(dir, "catalog"), "https://mcp.sentry.dev/mcp # sentry\nhttps://mcp.linear.app/mcp\n");
     assert.deepEqual(deploymentConfig({}, { env: { SUBS_DEPLOYMENT_CATALOG: "catalog" }, cwd: dir }, { serve: true }).catalog, ["https://mcp.sentry.dev/mcp", "https://mcp.linear.app/mcp"]);
   });
+
+  test("a postgres:// store is a database, its password never shown; a bad one is refused where it came from; anything else stays a directory", () => {
+    const config = deploymentConfig({}, { env: { SUBS_DEPLOYMENT_STORE: "postgres://subs:Hunter2-secret@db.internal:5433/subs" }, cwd: "/srv" }, { serve: true });
+    assert.equal(config.postgres?.url, "postgres://subs:Hunter2-secret@db.internal:5433/subs");
+    assert.equal(config.postgres?.redacted, "postgres://subs:***@db.internal:5433/subs");
+    assert.equal(deploymentConfig({ store: "postgresql://u@h/d" }, ctx, { serve: false }).postgres?.redacted, "postgresql://u@h/d");
+    assert.equal(deploymentConfig({ store: "pgdata" }, ctx, { serve: false }).postgres, undefined, "not a URL: the SQLite directory");
+    assert.equal(deploymentConfig({ store: "pgdata" }, ctx, { serve: false }).storeDir, "/srv/pgdata");
+    const noDb = problem(() => deploymentConfig({ store: "postgres://subs:Hunter2-secret@db.internal:5433" }, ctx, { serve: true }));
+    assert.match(noDb, /^--store "postgres:\/\/subs:\*\*\*@db\.internal:5433": names no database/);
+    const bad = problem(() => deploymentConfig({}, { env: { SUBS_DEPLOYMENT_STORE: "postgres://subs:Hunter2-secret@[nope/subs" }, cwd: "/" }, { serve: true }));
+    assert.match(bad, /^\$SUBS_DEPLOYMENT_STORE "postgres:\/\/subs:\*\*\*@\[nope\/subs": not a URL/);
+    for (const message of [noDb, bad]) assert.doesNotMatch(message, /Hunter2/);
+    assert.equal(redactPostgresUrl("postgres://a:b@h/d?password=zz"), "postgres://a:***@h/d?password=***");
+  });
 });
 
-describe("the SQLite store", () => {
-  const credential = (id: string, url: string) => ({
-    id,
-    url,
-    issuer: "https://auth.example",
-    authorizedAt: 1,
-    expiresAt: null,
-    secret: { tokens: { access_token: `ACCESS-${id}-SECRET`, refresh_token: `REFRESH-${id}-SECRET`, token_type: "Bearer" }, client: { client_id: "c", client_secret: "CLIENT-SECRET" }, authorizationServerUrl: "https://auth.example" },
-  });
+/** Each store, freshly made for one test: how to open it, what `--store` names it, and every byte it holds. */
+type Kind = {
+  name: "sqlite" | "postgres";
+  fresh(): Promise<{
+    cwd: string;
+    storeArg: string;
+    open(key: Key | undefined): Promise<RekeyableStore & { hasKeyCheck(): Promise<boolean> }>;
+    /** Everything the store holds, as text: the files of the data directory, or every row of the database. */
+    contents(): Promise<string>;
+    /** How a refusal names the store. */
+    named: RegExp;
+  }>;
+};
+const KINDS: Kind[] = [
+  {
+    name: "sqlite",
+    fresh: async () => {
+      const cwd = tempDir();
+      const storeDir = path.join(cwd, "data");
+      return {
+        cwd,
+        storeArg: "data",
+        open: (key) => openSqliteStore({ storeDir, dbPath: path.join(storeDir, "deployment.db"), key }),
+        contents: async () => storeBytes(storeDir),
+        named: /deployment\.db/,
+      };
+    },
+  },
+  {
+    name: "postgres",
+    fresh: async () => {
+      const pg = await testPostgres();
+      const url = await pg.database();
+      const redacted = redactPostgresUrl(url);
+      return {
+        cwd: tempDir(),
+        storeArg: url,
+        open: (key) => openPostgresStore({ url, redacted, key }),
+        contents: () => pg.dump(url),
+        named: new RegExp(redacted.replace(/[.*+?^${}()|[\]\\]/g, "\\$&")),
+      };
+    },
+  },
+];
 
+const credential = (id: string, url: string) => ({
+  id,
+  url,
+  issuer: "https://auth.example",
+  authorizedAt: 1,
+  expiresAt: null,
+  secret: { tokens: { access_token: `ACCESS-${id}-SECRET`, refresh_token: `REFRESH-${id}-SECRET`, token_type: "Bearer" }, client: { client_id: "c", client_secret: "CLIENT-SECRET" }, authorizationServerUrl: "https://auth.example" },
+});
+
+describe("the SQLite file", () => {
   test("made 0600 in a 0700 directory, WAL, schema version recorded", async () => {
     const storeDir = path.join(tempDir(), "data");
     const store = await openSqliteStore({ storeDir, dbPath: path.join(storeDir, "deployment.db"), key: parseKey(newKeyText(), "test") });
@@ -87,94 +154,158 @@ describe("the SQLite store", () => {
     assert.equal((db.prepare("SELECT version FROM schema_version").get() as { version: number }).version, MIGRATIONS.length);
     db.close();
   });
+});
 
-  test("credentials are sealed: none in clear in the files; a url change drops one; a wrong key refuses and decrypts nothing", async () => {
-    const storeDir = path.join(tempDir(), "data");
-    const dbPath = path.join(storeDir, "deployment.db");
+describe("the Postgres database", () => {
+  test("three replicas opening an empty database at once: the migrations run once, under the advisory lock; each sees the final schema", async () => {
+    const pg = await testPostgres();
+    const url = await pg.database();
     const key = parseKey(newKeyText(), "test");
-    const store = await openSqliteStore({ storeDir, dbPath, key });
-    assert.deepEqual(await store.putConnection({ id: "a", url: "https://a.example/mcp", prefixTools: true, oauth: undefined }), { created: true, urlChanged: false, dropped: undefined });
-    await store.putConnection({ id: "b", url: "https://a.example/mcp", prefixTools: true, oauth: { scopes: [] } });
-    assert.equal(await store.putCredential(credential("a", "https://a.example/mcp")), true);
-    assert.equal(await store.putCredential(credential("b", "https://other.example/mcp")), false, "never stored for another url than the declared one");
-    assert.equal(await store.putCredential(credential("b", "https://a.example/mcp")), true);
-    assert.equal((await store.getCredential("a"))?.secret.tokens.access_token, "ACCESS-a-SECRET");
-    assert.doesNotMatch(storeBytes(storeDir), /SECRET/);
-
-    const moved = await store.putConnection({ id: "a", url: "https://moved.example/mcp", prefixTools: true, oauth: undefined });
-    assert.equal(moved.created, false);
-    assert.equal(moved.dropped?.secret.tokens.refresh_token, "REFRESH-a-SECRET", "handed back for revocation");
-    assert.equal(await store.getCredential("a"), undefined);
-    assert.equal((await store.getCredential("b"))?.url, "https://a.example/mcp", "the other account's credential is untouched");
-    assert.equal((await store.putAgent({ name: "x", mcp: [{ id: "b" }, { id: "zz" }], tools: [], agents: [] })).outcome, "unknown_connection");
-    assert.equal((await store.putAgent({ name: "x", mcp: [{ id: "b", tools: { read_only: false } }], tools: ["t"], agents: [] })).outcome, "created");
-    assert.deepEqual(await store.deleteConnection("b"), { outcome: "in_use", agents: ["x"] });
-    await store.close();
-
-    const wrong = parseKey(newKeyText(), "test");
-    await assert.rejects(openSqliteStore({ storeDir, dbPath, key: wrong }), /does not open deployment\.db: its values are sealed under key/);
-
-    const reopened = await openSqliteStore({ storeDir, dbPath, key });
-    const next = parseKey(newKeyText(), "test");
-    assert.equal(await reopened.rekey(next), 1);
-    await reopened.close();
-    await assert.rejects(openSqliteStore({ storeDir, dbPath, key }), /does not open/, "the old key no longer opens it");
-    const rotated = await openSqliteStore({ storeDir, dbPath, key: next });
-    assert.equal((await rotated.getCredential("b"))?.secret.tokens.access_token, "ACCESS-b-SECRET");
-    assert.deepEqual(await rotated.getAgent("x"), { name: "x", mcp: [{ id: "b", tools: { read_only: false } }], tools: ["t"], agents: [] });
-    await rotated.close();
+    const stores = await Promise.all([1, 2, 3].map(() => openPostgresStore({ url, redacted: redactPostgresUrl(url), key })));
+    try {
+      assert.deepEqual(stores.map((s) => s.migrationsRun).sort(), [0, 0, PG_MIGRATIONS.length]);
+      assert.deepEqual(await pg.query(url, "SELECT version FROM schema_migrations ORDER BY version"), PG_MIGRATIONS.map((_, n) => ({ version: n + 1 })));
+      for (const s of stores) assert.deepEqual(await s.listConnections(), []);
+      assert.equal((await pg.query(url, "SELECT count(*)::int AS n FROM meta"))[0]!.n, 1, "one key check, though three replicas started with the key at once");
+    } finally {
+      await Promise.all(stores.map((s) => s.close()));
+    }
+    const later = await openPostgresStore({ url, redacted: redactPostgresUrl(url), key });
+    assert.equal(later.migrationsRun, 0);
+    await later.close();
   });
 });
 
-describe("API tokens", () => {
-  test("create prints it once; only a hash is stored; list never shows it; revoke ends it", async () => {
-    const dir = tempDir();
-    const created = await runInProcess(["deployment", "token", "create", "--name", "ci", "--role", "apply", "--store", "data"], { cwd: dir });
-    assert.equal(created.code, 0, created.stderr);
-    const token = created.stdout.trim();
-    assert.match(token, /^subsd_[A-Za-z0-9_-]{43}$/);
-    assert.match(created.stderr, /made apply token [0-9a-f]{12} \(ci\); it is shown this once/);
-    assert.doesNotMatch(created.stderr, new RegExp(token));
-    assert.ok(!storeBytes(path.join(dir, "data")).includes(token), "the token itself is nowhere in the store");
+for (const kind of KINDS) {
+  describe(`the ${kind.name} store`, () => {
+    test("credentials are sealed: none in clear in the store; a url change drops one; a wrong key refuses and decrypts nothing", async () => {
+      const at = await kind.fresh();
+      const key = parseKey(newKeyText(), "test");
+      const store = await at.open(key);
+      assert.deepEqual(await store.putConnection({ id: "a", url: "https://a.example/mcp", prefixTools: true, oauth: undefined }), { created: true, urlChanged: false, dropped: undefined });
+      await store.putConnection({ id: "b", url: "https://a.example/mcp", prefixTools: true, oauth: { scopes: [] } });
+      assert.deepEqual(await store.getConnection("b"), { id: "b", url: "https://a.example/mcp", prefixTools: true, oauth: { scopes: [] } });
+      assert.equal(await store.putCredential(credential("a", "https://a.example/mcp")), true);
+      assert.equal(await store.putCredential(credential("b", "https://other.example/mcp")), false, "never stored for another url than the declared one");
+      assert.equal(await store.putCredential(credential("b", "https://a.example/mcp")), true);
+      assert.equal((await store.getCredential("a"))?.secret.tokens.access_token, "ACCESS-a-SECRET");
+      assert.doesNotMatch(await at.contents(), /SECRET/);
 
-    const listed = await runInProcess(["deployment", "token", "list", "--store", "data", "--json"], { cwd: dir });
-    assert.equal(listed.code, 0, listed.stderr);
-    const [row] = JSON.parse(listed.stdout);
-    assert.deepEqual(Object.keys(row), ["id", "name", "role", "created_at", "last_used_at"]);
-    assert.equal(row.role, "apply");
-    assert.ok(!listed.stdout.includes(token));
+      const moved = await store.putConnection({ id: "a", url: "https://moved.example/mcp", prefixTools: true, oauth: undefined });
+      assert.equal(moved.created, false);
+      assert.equal(moved.urlChanged, true);
+      assert.equal(moved.dropped?.secret.tokens.refresh_token, "REFRESH-a-SECRET", "handed back for revocation");
+      assert.equal(await store.getCredential("a"), undefined);
+      assert.equal((await store.getCredential("b"))?.url, "https://a.example/mcp", "the other account's credential is untouched");
+      assert.equal((await store.putAgent({ name: "x", mcp: [{ id: "b" }, { id: "zz" }], tools: [], agents: [] })).outcome, "unknown_connection");
+      assert.equal((await store.putAgent({ name: "x", mcp: [{ id: "b", tools: { read_only: false } }], tools: ["t"], agents: [] })).outcome, "created");
+      assert.equal((await store.putAgent({ name: "x", mcp: [{ id: "b", tools: { read_only: false } }], tools: ["t"], agents: [] })).outcome, "updated");
+      assert.deepEqual(await store.deleteConnection("b"), { outcome: "in_use", agents: ["x"] });
+      assert.deepEqual(await store.deleteConnection("nope"), { outcome: "absent" });
+      assert.equal((await store.deleteConnection("a")).outcome, "deleted");
+      await store.close();
 
-    const store = await openSqliteStore({ storeDir: path.join(dir, "data"), dbPath: path.join(dir, "data", "deployment.db"), key: undefined });
-    assert.equal((await authenticate(store, token))?.name, "ci");
-    assert.equal(await authenticate(store, `${token.slice(0, -1)}x`), undefined);
-    assert.equal(await authenticate(store, undefined), undefined);
-    assert.ok(allows("apply", "read") && allows("apply", "apply") && !allows("apply", "use"));
-    assert.ok(allows("use", "use") && !allows("use", "read") && !allows("read", "apply") && allows("admin", "use"));
+      const wrong = parseKey(newKeyText(), "test");
+      await assert.rejects(at.open(wrong), (error: Error) => at.named.test(error.message) && /does not open .*: its values are sealed under key/.test(error.message));
 
-    const revoked = await runInProcess(["deployment", "token", "revoke", "ci", "--store", "data"], { cwd: dir });
-    assert.equal(revoked.code, 0, revoked.stderr);
-    assert.equal(await authenticate(store, token), undefined);
-    await store.close();
-    const again = await runInProcess(["deployment", "token", "revoke", "ci", "--store", "data"], { cwd: dir });
-    assert.equal(again.code, 1);
-    const badRole = await runInProcess(["deployment", "token", "create", "--name", "x", "--role", "owner", "--store", "data"], { cwd: dir });
-    assert.equal(badRole.code, 2);
-    assert.match(badRole.stderr, /--role "owner": must be one of admin, apply, use, read/);
+      const reopened = await at.open(key);
+      const next = parseKey(newKeyText(), "test");
+      await reopened.putRegistration("https://auth.example", "https://d.example/oauth/callback", { client_id: "reg", client_secret: "REG-SECRET" });
+      assert.equal(await reopened.rekey(next), 2);
+      await reopened.close();
+      await assert.rejects(at.open(key), /does not open/, "the old key no longer opens it");
+      const rotated = await at.open(next);
+      assert.equal((await rotated.getCredential("b"))?.secret.tokens.access_token, "ACCESS-b-SECRET");
+      assert.equal((await rotated.getRegistration("https://auth.example", "https://d.example/oauth/callback"))?.client_id, "reg");
+      assert.deepEqual(await rotated.getAgent("x"), { name: "x", mcp: [{ id: "b", tools: { read_only: false } }], tools: ["t"], agents: [] });
+      assert.deepEqual((await rotated.listAgents()).map((a) => a.name), ["x"]);
+      assert.doesNotMatch(await at.contents(), /SECRET/);
+      await rotated.close();
+    });
+
+    test("a refresh is a compare-and-swap on the version: of two at once only one replaces it; a delete at an old version does nothing", async () => {
+      const at = await kind.fresh();
+      const store = await at.open(parseKey(newKeyText(), "test"));
+      try {
+        await store.putConnection({ id: "a", url: "https://a.example/mcp", prefixTools: false, oauth: undefined });
+        await store.putCredential(credential("a", "https://a.example/mcp"));
+        const held = (await store.getCredential("a"))!;
+        assert.equal(held.version, 1);
+        const refreshed = (n: number) => ({ ...credential("a", "https://a.example/mcp"), secret: { ...credential("a", "").secret, tokens: { access_token: `NEW-${n}`, token_type: "Bearer" } } });
+        const outcomes = await Promise.all([1, 2, 3, 4].map((n) => store.replaceCredential(held.version, refreshed(n))));
+        assert.equal(outcomes.filter(Boolean).length, 1, "exactly one refresh of version 1 wins");
+        const after = (await store.getCredential("a"))!;
+        assert.equal(after.version, 2);
+        assert.equal(after.secret.tokens.access_token, `NEW-${outcomes.indexOf(true) + 1}`);
+        assert.equal(await store.replaceCredential(2, { ...refreshed(9), url: "https://moved.example/mcp" }), false, "never for another url");
+        assert.equal(await store.deleteCredential("a", 1), false);
+        assert.equal((await store.credentialSummaries()).map((c) => c.version).join(), "2");
+        assert.equal(await store.putCredential(credential("a", "https://a.example/mcp")), true);
+        assert.equal((await store.getCredential("a"))?.version, 3, "a new consent bumps the version too");
+        assert.equal(await store.deleteCredential("a", 3), true);
+        assert.deepEqual(await store.credentialSummaries(), []);
+      } finally {
+        await store.close();
+      }
+    });
   });
 
-  test("rotate-key re-encrypts under the new key; a missing key file for a sealed store refuses", async () => {
-    const dir = tempDir();
-    const store = await openSqliteStore({ storeDir: path.join(dir, "data"), dbPath: path.join(dir, "data", "deployment.db"), key: parseKey((writeFileSync(path.join(dir, "old.key"), newKeyText()), readFileSync(path.join(dir, "old.key"), "utf8")), "t") });
-    await store.close();
-    const rotated = await runInProcess(["deployment", "rotate-key", "--store", "data", "--key-file", "old.key", "--new-key-file", "new.key"], { cwd: dir });
-    assert.equal(rotated.code, 0, rotated.stderr);
-    assert.match(rotated.stderr, /re-encrypted 0 values from key [0-9a-f]{16} to key [0-9a-f]{16}/);
-    assert.equal(statSync(path.join(dir, "new.key")).mode & 0o777, 0o600);
-    const stale = await runInProcess(["deployment", "rotate-key", "--store", "data", "--key-file", "old.key", "--new-key-file", "third.key"], { cwd: dir });
-    assert.equal(stale.code, 2);
-    assert.match(stale.stderr, /does not open deployment\.db/);
-    const missing = await runInProcess(["deployment", "rotate-key", "--store", "data", "--key-file", "gone.key", "--new-key-file", "x.key"], { cwd: dir });
-    assert.equal(missing.code, 2);
-    assert.match(missing.stderr, /gone\.key: no such file, and the store holds values encrypted under a key/);
+  describe(`API tokens (${kind.name})`, () => {
+    test("create prints it once; only a hash is stored; list never shows it; revoke ends it", async () => {
+      const at = await kind.fresh();
+      const { cwd: dir, storeArg } = at;
+      const created = await runInProcess(["deployment", "token", "create", "--name", "ci", "--role", "apply", "--store", storeArg], { cwd: dir });
+      assert.equal(created.code, 0, created.stderr);
+      const token = created.stdout.trim();
+      assert.match(token, /^subsd_[A-Za-z0-9_-]{43}$/);
+      assert.match(created.stderr, /made apply token [0-9a-f]{12} \(ci\); it is shown this once/);
+      assert.doesNotMatch(created.stderr, new RegExp(token));
+      assert.ok(!(await at.contents()).includes(token), "the token itself is nowhere in the store");
+
+      const listed = await runInProcess(["deployment", "token", "list", "--store", storeArg, "--json"], { cwd: dir });
+      assert.equal(listed.code, 0, listed.stderr);
+      const [row] = JSON.parse(listed.stdout);
+      assert.deepEqual(Object.keys(row), ["id", "name", "role", "created_at", "last_used_at"]);
+      assert.equal(row.role, "apply");
+      assert.ok(!listed.stdout.includes(token));
+
+      const store = await at.open(undefined);
+      assert.equal((await authenticate(store, token))?.name, "ci");
+      assert.equal(await authenticate(store, `${token.slice(0, -1)}x`), undefined);
+      assert.equal(await authenticate(store, undefined), undefined);
+      assert.notEqual((await store.listTokens())[0]?.lastUsedAt, null, "its use is recorded");
+      assert.ok(allows("apply", "read") && allows("apply", "apply") && !allows("apply", "use"));
+      assert.ok(allows("use", "use") && !allows("use", "read") && !allows("read", "apply") && allows("admin", "use"));
+
+      const revoked = await runInProcess(["deployment", "token", "revoke", "ci", "--store", storeArg], { cwd: dir });
+      assert.equal(revoked.code, 0, revoked.stderr);
+      assert.equal(await authenticate(store, token), undefined);
+      await store.close();
+      const again = await runInProcess(["deployment", "token", "revoke", "ci", "--store", storeArg], { cwd: dir });
+      assert.equal(again.code, 1);
+      const badRole = await runInProcess(["deployment", "token", "create", "--name", "x", "--role", "owner", "--store", storeArg], { cwd: dir });
+      assert.equal(badRole.code, 2);
+      assert.match(badRole.stderr, /--role "owner": must be one of admin, apply, use, read/);
+    });
+
+    test("rotate-key re-encrypts under the new key; a missing key file for a sealed store refuses", async () => {
+      const at = await kind.fresh();
+      const { cwd: dir, storeArg } = at;
+      writeFileSync(path.join(dir, "old.key"), newKeyText());
+      const store = await at.open(parseKey(readFileSync(path.join(dir, "old.key"), "utf8"), "t"));
+      await store.close();
+      const rotated = await runInProcess(["deployment", "rotate-key", "--store", storeArg, "--key-file", "old.key", "--new-key-file", "new.key"], { cwd: dir });
+      assert.equal(rotated.code, 0, rotated.stderr);
+      assert.match(rotated.stderr, /re-encrypted 0 values from key [0-9a-f]{16} to key [0-9a-f]{16}/);
+      assert.equal(statSync(path.join(dir, "new.key")).mode & 0o777, 0o600);
+      const stale = await runInProcess(["deployment", "rotate-key", "--store", storeArg, "--key-file", "old.key", "--new-key-file", "third.key"], { cwd: dir });
+      assert.equal(stale.code, 2);
+      assert.match(stale.stderr, /does not open/);
+      assert.match(stale.stderr, at.named);
+      const missing = await runInProcess(["deployment", "rotate-key", "--store", storeArg, "--key-file", "gone.key", "--new-key-file", "x.key"], { cwd: dir });
+      assert.equal(missing.code, 2);
+      assert.match(missing.stderr, /gone\.key: no such file, and the store holds values encrypted under a key/);
+      for (const run of [rotated, stale, missing]) assert.ok(kind.name === "sqlite" || !run.stderr.includes((await testPostgres()).password), "the password is never shown");
+    });
   });
-});
+}

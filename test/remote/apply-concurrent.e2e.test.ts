@@ -8,7 +8,7 @@ import path from "node:path";
 import { after, describe, test } from "node:test";
 import { runCli } from "../support/cli.ts";
 import { startDeployment, type RunningDeployment } from "../support/deployment/server.ts";
-import { startServedDeployment } from "../support/deployment-serve.ts";
+import { startServedDeployment, STORES } from "../support/deployment-serve.ts";
 
 const TOKEN = "deploy-api-token-SECRET";
 const ROUNDS = 20;
@@ -125,7 +125,7 @@ function project(deployment: RunningDeployment, body: string) {
 }
 
 const DEPLOYMENTS: Record<string, () => Promise<RunningDeployment>> = {
-  "subs deployment serve": () => startServedDeployment(),
+  ...Object.fromEntries(STORES.map((store) => [`subs deployment serve, ${store}`, () => startServedDeployment({ store })])),
   reference: () => startDeployment({ token: TOKEN }),
 };
 

@@ -8,15 +8,15 @@ import path from "node:path";
 import { after, afterEach, beforeEach, describe, test } from "node:test";
 import { runCli } from "../support/cli.ts";
 import { startDeployment, type RunningDeployment } from "../support/deployment/server.ts";
-import { startServedDeployment } from "../support/deployment-serve.ts";
+import { startServedDeployment, STORES } from "../support/deployment-serve.ts";
 
 const TOKEN = "deploy-api-token-SECRET";
-/** The same tests against the reference deployment (also as v1 only) and a real `subs deployment serve` process with its own SQLite file. */
+/** The same tests against the reference deployment (also as v1 only) and a real `subs deployment serve` process on each of its stores. */
 const V1_ONLY = "reference, v1 only";
 const DEPLOYMENTS: Record<string, (catalog?: string[]) => Promise<RunningDeployment>> = {
   reference: (catalog) => startDeployment({ token: TOKEN, ...(catalog ? { catalog } : {}) }),
   [V1_ONLY]: (catalog) => startDeployment({ token: TOKEN, protocol: "v1", ...(catalog ? { catalog } : {}) }),
-  "subs deployment serve": (catalog) => startServedDeployment(catalog ? { catalog } : {}),
+  ...Object.fromEntries(STORES.map((store) => [`subs deployment serve, ${store}`, (catalog?: string[]) => startServedDeployment({ store, ...(catalog ? { catalog } : {}) })])),
 };
 /** The API token the deployment accepts. */
 const tokenOf = (deployment: RunningDeployment) => (deployment as { token?: string }).token ?? TOKEN;
@@ -48,10 +48,11 @@ mcp = [{ id = "sentry", tools = { read_only = true } }, "linear"]
 agents = ["support"]
 `;
 
-/** A credential as the deployment would hold one after consent (the login tests make real ones). */
-function authorize(deployment: RunningDeployment, id: string) {
+/** A credential as the deployment would hold one after consent (the login tests make real ones); written once this settles. */
+async function authorize(deployment: RunningDeployment, id: string) {
   const url = deployment.connections.get(id)!.url;
   deployment.credentials.set(id, { url, tokens: { access_token: `at-${id}`, token_type: "bearer" }, authorizedAt: Date.now(), expiresAt: null });
+  await (deployment as { settled?: () => Promise<void> }).settled?.();
 }
 
 for (const [kind, start] of Object.entries(DEPLOYMENTS)) describe(`subs apply with [remote] (${kind})`, () => {
@@ -89,7 +90,7 @@ for (const [kind, start] of Object.entries(DEPLOYMENTS)) describe(`subs apply wi
   test("removing a section deletes the declaration and its credential; agents go first", async () => {
     const p = project(deployment, FILE);
     assert.equal((await p.apply()).code, 0);
-    authorize(deployment, "linear");
+    await authorize(deployment, "linear");
     p.write(`[mcp.sentry]\nurl = "https://mcp.sentry.dev/mcp"\n\n[agent.support]\nmcp = ["sentry"]\n`);
     deployment.requests.length = 0;
     const result = await p.apply();
@@ -111,8 +112,8 @@ for (const [kind, start] of Object.entries(DEPLOYMENTS)) describe(`subs apply wi
   test("changing a url drops the credential; changing prefix_tools keeps it", async () => {
     const p = project(deployment, FILE);
     assert.equal((await p.apply()).code, 0);
-    authorize(deployment, "sentry");
-    authorize(deployment, "linear");
+    await authorize(deployment, "sentry");
+    await authorize(deployment, "linear");
     p.write(FILE.replace("https://mcp.sentry.dev/mcp", "https://mcp.sentry.example/mcp").replace("prefix_tools = false", "prefix_tools = true"));
     const dry = await p.apply("--dry-run", "--json");
     assert.equal(dry.code, 0, dry.stderr);

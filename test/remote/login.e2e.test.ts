@@ -9,16 +9,16 @@ import { after, before, describe, test } from "node:test";
 import { browserCommand } from "../support/browser.ts";
 import { runCli, signalOnce } from "../support/cli.ts";
 import { startDeployment, type RunningDeployment } from "../support/deployment/server.ts";
-import { startServedDeployment } from "../support/deployment-serve.ts";
+import { startServedDeployment, STORES } from "../support/deployment-serve.ts";
 import { annotatedTool, startMcpServer, type RunningMcpServer } from "../support/mcp-server.ts";
 import { startAuthServer, type RunningAuthServer } from "../support/oauth-server.ts";
 
 const TOKEN = "deploy-api-token-SECRET";
 type Timing = { pollInterval: number; authorizationTtl?: number };
-/** The same tests against the reference deployment and a real `subs deployment serve` process with its own SQLite file. */
+/** The same tests against the reference deployment and a real `subs deployment serve` process on each of its stores. */
 const DEPLOYMENTS: Record<string, (timing: Timing) => Promise<RunningDeployment>> = {
   "the reference deployment": (timing) => startDeployment({ token: TOKEN, ...timing }),
-  "subs deployment serve": (timing) => startServedDeployment(timing),
+  ...Object.fromEntries(STORES.map((store) => [`subs deployment serve, ${store}`, (timing: Timing) => startServedDeployment({ store, ...timing })])),
 };
 const tokenOf = (d: RunningDeployment) => (d as { token?: string }).token ?? TOKEN;
 

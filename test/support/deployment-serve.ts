@@ -1,19 +1,29 @@
-// `subs deployment serve` as a real process for the tests: its own data directory, SQLite file and
-// key, an API token made in its store, and the RunningDeployment view the tests of the reference
-// deployment (test/support/deployment/server.ts) read, here read from the process's SQLite file and
-// its JSON request log. Fault injection is the reference's alone: a real server has none.
+// `subs deployment serve` as a real process for the tests: its own data directory and key, its
+// store (a SQLite file there, or a database of this test file's Postgres), an API token made in
+// that store, and the RunningDeployment view the tests of the reference deployment
+// (test/support/deployment/server.ts) read, here read from the process's store and its JSON
+// request log. Fault injection is the reference's alone: a real server has none.
 import { spawn, type ChildProcess } from "node:child_process";
-import { existsSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { createInterface } from "node:readline";
 import Database from "better-sqlite3";
 import { createToken } from "../../src/deployment/access.ts";
 import { newKeyText, parseKey } from "../../src/deployment/keys.ts";
-import { openSqliteStore, type SqliteStore } from "../../src/deployment/store/sqlite.ts";
-import type { Role } from "../../src/deployment/store/types.ts";
+import { redactPostgresUrl } from "../../src/deployment/config.ts";
+import { openPostgresStore } from "../../src/deployment/store/postgres.ts";
+import { openSqliteStore } from "../../src/deployment/store/sqlite.ts";
+import type { RekeyableStore, Role } from "../../src/deployment/store/types.ts";
 import { BIN, ensureBuilt } from "./cli.ts";
 import type { Credential, RunningDeployment } from "./deployment/server.ts";
+import { postgresForThisFile, syncReader, type TestPostgres } from "./postgres.ts";
+
+const postgres = postgresForThisFile();
+
+/** The stores a served deployment can run on: the tests that take a `store` run on each. */
+export const STORES = ["sqlite", "postgres"] as const;
+export type StoreKind = (typeof STORES)[number];
 
 export type ServeOptions = {
   catalog?: string[];
@@ -21,8 +31,10 @@ export type ServeOptions = {
   pollInterval?: number;
   /** Seconds an authorization stays pending. */
   authorizationTtl?: number;
-  /** Reuse this data directory and key (a restart). */
+  /** Reuse this data directory and key, and its store (a restart). */
   dir?: string;
+  /** The SQLite file in the data directory (the default), or a new database of this test file's Postgres. */
+  store?: StoreKind;
   env?: Record<string, string>;
 };
 
@@ -31,9 +43,17 @@ export type ServedDeployment = RunningDeployment & {
   token: string;
   dir: string;
   dbPath: string;
+  /** What `--store` names: the data directory, or the Postgres URL. */
+  storeArg: string;
+  /** Everything the store holds, as text: the data directory's files, or every row of the database. */
+  storeContents(): Promise<string>;
+  /** This test file's Postgres, when the store is there. */
+  postgres: TestPostgres | undefined;
   keyFile: string;
   /** Makes another token with this role. */
   tokenFor(role: Role): Promise<string>;
+  /** Resolves once the last `credentials.set` is written (SQLite's already is). */
+  settled(): Promise<void>;
   /** Every JSON log line so far. */
   logs: Array<Record<string, unknown>>;
   stderr: () => string;
@@ -48,10 +68,19 @@ export async function startServedDeployment(options: ServeOptions = {}): Promise
   const dbPath = path.join(storeDir, "deployment.db");
   const keyFile = path.join(dir, "deployment.key");
   if (!existsSync(keyFile)) writeFileSync(keyFile, newKeyText(), { mode: 0o600 });
-  const key = parseKey((await import("node:fs")).readFileSync(keyFile, "utf8"), keyFile);
-  const store: SqliteStore = await openSqliteStore({ storeDir, dbPath, key });
+  const key = parseKey(readFileSync(keyFile, "utf8"), keyFile);
+  // A restart finds its database's URL beside its key.
+  const urlFile = path.join(dir, "postgres-url");
+  const pg = options.store === "postgres" || existsSync(urlFile) ? await postgres() : undefined;
+  let pgUrl: string | undefined;
+  if (pg) {
+    pgUrl = existsSync(urlFile) ? readFileSync(urlFile, "utf8") : await pg.database();
+    writeFileSync(urlFile, pgUrl, { mode: 0o600 });
+  }
+  const store: RekeyableStore = pgUrl ? await openPostgresStore({ url: pgUrl, redacted: redactPostgresUrl(pgUrl), key }) : await openSqliteStore({ storeDir, dbPath, key });
   const token = (await createToken(store, `test-admin-${Date.now()}`, "admin")).token;
-  const args = [BIN, "deployment", "serve", "--listen", "127.0.0.1:0", "--store", storeDir, "--key-file", keyFile];
+  const storeArg = pgUrl ?? storeDir;
+  const args = [BIN, "deployment", "serve", "--listen", "127.0.0.1:0", "--store", storeArg, "--key-file", keyFile];
   if (options.catalog) {
     writeFileSync(path.join(dir, "catalog"), `${options.catalog.join("\n")}\n`);
     args.push("--catalog", path.join(dir, "catalog"));
@@ -86,13 +115,17 @@ export async function startServedDeployment(options: ServeOptions = {}): Promise
       if (entry.msg === "request" && typeof entry.path === "string" && entry.path.startsWith("/v1")) requests.push(`${entry.method} ${String(entry.path).replace(/\/$/, "") || "/v1"}`);
     });
     exited.then((code) => reject(new Error(`subs deployment serve exited ${code}: ${stderr}`)));
+  }).catch(async (error) => {
+    await store.close();
+    throw error;
   });
 
-  // The process's state, read from its SQLite file (WAL: a reader sees every committed write).
-  const db = new Database(dbPath, { readonly: true });
-  const rows = <T>(sql: string, ...params: unknown[]) => db.prepare(sql).all(...params) as T[];
-  type Row = { id: string; url: string; prefix_tools: number; oauth_json: string | null };
-  const declared = () => new Map(rows<Row>("SELECT * FROM connections ORDER BY id").map((r) => [r.id, { id: r.id, url: r.url, prefix_tools: r.prefix_tools === 1, ...(r.oauth_json ? { oauth: JSON.parse(r.oauth_json) } : {}) }]));
+  // The process's state, read from its store (SQLite's WAL, like Postgres, shows a reader every committed write).
+  const reader = pgUrl ? syncReader(pgUrl) : undefined;
+  const db = reader ? undefined : new Database(dbPath, { readonly: true });
+  const rows = <T>(sql: string) => (reader ? reader.rows<T>(sql) : (db!.prepare(sql).all() as T[]));
+  type Row = { id: string; url: string; prefix_tools: number | boolean; oauth_json: string | null };
+  const declared = () => new Map(rows<Row>("SELECT * FROM connections ORDER BY id").map((r) => [r.id, { id: r.id, url: r.url, prefix_tools: r.prefix_tools === 1 || r.prefix_tools === true, ...(r.oauth_json ? { oauth: JSON.parse(r.oauth_json) } : {}) }]));
   const agents = () => new Map(rows<{ body_json: string }>("SELECT body_json FROM agents ORDER BY name").map((r) => JSON.parse(r.body_json)).map((a) => [a.name, a]));
   const held = () => new Map(rows<{ id: string; url: string }>("SELECT id, url FROM credentials").map((r) => [r.id, r]));
   const view = <V>(read: () => Map<string, V>) =>
@@ -107,6 +140,7 @@ export async function startServedDeployment(options: ServeOptions = {}): Promise
       },
       [Symbol.iterator]: () => read().entries(),
     }) as unknown as Map<string, V>;
+  let pending: Promise<unknown> = Promise.resolve();
   const credentials = {
     ...view(held),
     get size() {
@@ -115,9 +149,10 @@ export async function startServedDeployment(options: ServeOptions = {}): Promise
     has: (k: string) => held().has(k),
     get: (k: string) => held().get(k),
     keys: () => held().keys(),
-    // A credential as if consent had finished: written through the store (its better-sqlite3 call runs before the promise settles).
+    // A credential as if consent had finished, written through the store: SQLite's write is done
+    // before the promise settles; a test on Postgres awaits `settled()` before relying on it.
     set(id: string, c: Credential) {
-      void store.putCredential({
+      pending = store.putCredential({
         id,
         url: c.url,
         issuer: "https://test-issuer.invalid",
@@ -129,6 +164,7 @@ export async function startServedDeployment(options: ServeOptions = {}): Promise
     },
   } as unknown as Map<string, Credential>;
 
+  const storeContents = async () => (pgUrl ? pg!.dump(pgUrl) : readdirSync(storeDir).map((f) => readFileSync(path.join(storeDir, f)).toString("latin1")).join("\n"));
   const stop = async () => {
     if (child.exitCode === null && child.signalCode === null) child.kill("SIGTERM");
     return exited;
@@ -143,6 +179,10 @@ export async function startServedDeployment(options: ServeOptions = {}): Promise
     token,
     dir,
     dbPath,
+    storeArg,
+    storeContents,
+    postgres: pg,
+    settled: async () => void (await pending),
     keyFile,
     logs,
     stderr: () => stderr,
@@ -154,7 +194,9 @@ export async function startServedDeployment(options: ServeOptions = {}): Promise
     stop,
     async close() {
       await stop();
-      db.close();
+      db?.close();
+      reader?.close();
+      await pending;
       await store.close();
       if (!options.dir) rmSync(dir, { recursive: true, force: true });
     },

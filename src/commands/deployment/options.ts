@@ -8,7 +8,7 @@ export type DeploymentFlags = Flags;
 /** --store, and --key-file (listed where the key is used; accepted, hidden, everywhere). */
 export function settings(command: Command, showKeyFile = false): Command {
   return command
-    .addOption(new Option("--store <dir>", "the data directory holding the SQLite store, made 0700 (env SUBS_DEPLOYMENT_STORE; default ./subs-deployment)"))
+    .addOption(new Option("--store <dir|url>", "the data directory holding the SQLite store, made 0700, or a postgres://user:password@host:port/db URL (env SUBS_DEPLOYMENT_STORE; default ./subs-deployment)"))
     .addOption(
       showKeyFile
         ? new Option("--key-file <path>", "the encryption key, base64 of 32 bytes; made when absent for a new store (env SUBS_DEPLOYMENT_KEY_FILE, or the key itself in SUBS_DEPLOYMENT_KEY)")

@@ -6,13 +6,38 @@ import { closeSync, constants, lstatSync, mkdirSync, openSync, chmodSync } from 
 import path from "node:path";
 import type BetterSqlite3 from "better-sqlite3";
 import { refused } from "../../errors.ts";
-import { KeyMismatch, open, seal, type Key } from "../keys.ts";
+import { seal, type Key } from "../keys.ts";
+import {
+  AgentRow,
+  checkKey,
+  checked,
+  needKey,
+  checkedAll,
+  ConnectionRow,
+  CredentialRow,
+  connectionOf,
+  agentOf,
+  credentialAad,
+  credentialOf,
+  KEY_CHECK,
+  KEY_CHECK_TEXT,
+  LAST_USED_RESOLUTION_MS,
+  openRegistration,
+  registrationAad,
+  reseal,
+  SealedRow,
+  sealCredential,
+  sealRegistration,
+  SummaryRow,
+  summaryOf,
+  TokenRow,
+  tokenOf,
+} from "./rows.ts";
 import type {
   AgentRecord,
   ApiTokenRecord,
   ConnectionRecord,
   CredentialRecord,
-  CredentialSecret,
   DeclaredState,
   DeleteConnection,
   PutAgent,
@@ -45,10 +70,8 @@ export const MIGRATIONS: readonly string[] = [
 ];
 
 const BUSY_TIMEOUT_MS = 5000;
-const LAST_USED_RESOLUTION_MS = 60_000;
-/** Sealed under the key at first start: a wrong key is refused before it decrypts anything. */
-const KEY_CHECK = "key_check";
-const KEY_CHECK_TEXT = "subs deployment key check";
+/** A connection row as SQLite holds it: what putState compares a declaration with, byte for byte. */
+type RawConnection = { id: string; url: string; prefix_tools: number; oauth_json: string | null };
 /** Thrown inside putState's transaction to roll it back: the plan was made from an older revision. */
 const STALE = Symbol("stale revision");
 /** The meta row of the declarations' revision (absent: "0"). */
@@ -92,7 +115,7 @@ export async function openSqliteStore(options: Options): Promise<SqliteStore> {
     db.pragma("foreign_keys = ON");
     migrate(db);
     const store = new SqliteStore(db, dbPath, options.key, options.now ?? Date.now);
-    store.checkKey();
+    await store.checkKey();
     return store;
   } catch (error) {
     db.close();
@@ -113,21 +136,6 @@ function migrate(db: BetterSqlite3.Database) {
     else if (at !== MIGRATIONS.length) db.prepare("UPDATE schema_version SET version = ?").run(MIGRATIONS.length);
   }).immediate();
 }
-
-type ConnectionRow = { id: string; url: string; prefix_tools: number; oauth_json: string | null };
-type CredentialRow = { id: string; url: string; issuer: string; authorized_at: number; expires_at: number | null; version: number; key_id: string; sealed: string };
-type TokenRow = { id: string; name: string; role: Role; hash: Buffer; created_at: number; last_used_at: number | null };
-
-const connectionOf = (row: ConnectionRow): ConnectionRecord => ({
-  id: row.id,
-  url: row.url,
-  prefixTools: row.prefix_tools === 1,
-  oauth: row.oauth_json === null ? undefined : (JSON.parse(row.oauth_json) as ConnectionRecord["oauth"]),
-});
-const tokenOf = (row: TokenRow): ApiTokenRecord => ({ id: row.id, name: row.name, role: row.role, createdAt: row.created_at, lastUsedAt: row.last_used_at });
-/** The additional authenticated data of a sealed value: the row it belongs to. */
-const credentialAad = (id: string, url: string) => `credential\0${id}\0${url}`;
-const registrationAad = (server: string, redirectUri: string) => `registration\0${server}\0${redirectUri}`;
 
 export class SqliteStore implements RekeyableStore {
   readonly #db: BetterSqlite3.Database;
@@ -154,41 +162,31 @@ export class SqliteStore implements RekeyableStore {
   }
 
   /** A key that does not open the store's check value is refused before anything is decrypted. */
-  checkKey() {
-    const key = this.#key;
-    if (!key) return;
-    const row = this.#prepared("SELECT key_id, value FROM meta WHERE name = ?").get(KEY_CHECK) as { key_id: string; value: string } | undefined;
-    if (!row) {
-      const sealedAny = this.#prepared("SELECT key_id FROM credentials UNION SELECT key_id FROM registrations LIMIT 1").get() as { key_id: string } | undefined;
-      if (sealedAny && sealedAny.key_id !== key.id) throw wrongKey(this.path, sealedAny.key_id, key.id);
-      const sealed = seal(key, KEY_CHECK_TEXT, KEY_CHECK);
-      this.#prepared("INSERT INTO meta (name, key_id, value) VALUES (?, ?, ?)").run(KEY_CHECK, sealed.keyId, sealed.value);
-      return;
-    }
-    try {
-      if (open(key, { keyId: row.key_id, value: row.value }, KEY_CHECK) !== KEY_CHECK_TEXT) throw new KeyMismatch("check");
-    } catch {
-      throw wrongKey(this.path, row.key_id, key.id);
-    }
+  async checkKey() {
+    await checkKey(this.#key, path.basename(this.path), {
+      read: async () => {
+        const row = this.#prepared("SELECT key_id, value AS sealed FROM meta WHERE name = ?").get(KEY_CHECK);
+        if (!row) return undefined;
+        const { key_id, sealed } = checked(SealedRow, row, "meta");
+        return { keyId: key_id, value: sealed };
+      },
+      anySealedKeyId: async () => (this.#prepared("SELECT key_id FROM credentials UNION SELECT key_id FROM registrations LIMIT 1").get() as { key_id: string } | undefined)?.key_id,
+      write: async (sealed) => void this.#prepared("INSERT OR IGNORE INTO meta (name, key_id, value) VALUES (?, ?, ?)").run(KEY_CHECK, sealed.keyId, sealed.value),
+    });
   }
 
   /** Whether a key has ever sealed anything here (a new store may get a new key). */
-  hasKeyCheck(): boolean {
+  async hasKeyCheck(): Promise<boolean> {
     return this.#prepared("SELECT 1 FROM meta WHERE name = ?").get(KEY_CHECK) !== undefined;
   }
 
-  #needKey(): Key {
-    if (!this.#key) throw refused("this command has no encryption key, and the value it needs is encrypted", { code: "no_key" });
-    return this.#key;
-  }
-
   async listConnections(): Promise<ConnectionRecord[]> {
-    return (this.#prepared("SELECT id, url, prefix_tools, oauth_json FROM connections ORDER BY id").all() as ConnectionRow[]).map(connectionOf);
+    return checkedAll(ConnectionRow, this.#prepared("SELECT id, url, prefix_tools, oauth_json FROM connections ORDER BY id").all(), "connections").map(connectionOf);
   }
 
   async getConnection(id: string): Promise<ConnectionRecord | undefined> {
-    const row = this.#prepared("SELECT id, url, prefix_tools, oauth_json FROM connections WHERE id = ?").get(id) as ConnectionRow | undefined;
-    return row && connectionOf(row);
+    const row = this.#prepared("SELECT id, url, prefix_tools, oauth_json FROM connections WHERE id = ?").get(id);
+    return row === undefined ? undefined : connectionOf(checked(ConnectionRow, row, "connections"));
   }
 
   async putConnection(c: ConnectionRecord): Promise<PutConnection> {
@@ -214,10 +212,10 @@ export class SqliteStore implements RekeyableStore {
 
   /** Deletes and returns the credential (decrypted when the key is here, for revocation). */
   #takeCredential(id: string): CredentialRecord | undefined {
-    const row = this.#prepared("SELECT * FROM credentials WHERE id = ?").get(id) as CredentialRow | undefined;
+    const row = this.#prepared("SELECT * FROM credentials WHERE id = ?").get(id);
     if (!row) return undefined;
     this.#prepared("DELETE FROM credentials WHERE id = ?").run(id);
-    return this.#key ? this.#credentialOf(row) : undefined;
+    return this.#key ? credentialOf(this.#key, checked(CredentialRow, row, "credentials")) : undefined;
   }
 
   async deleteConnection(id: string): Promise<DeleteConnection> {
@@ -235,12 +233,12 @@ export class SqliteStore implements RekeyableStore {
   }
 
   async listAgents(): Promise<AgentRecord[]> {
-    return (this.#prepared("SELECT body_json FROM agents ORDER BY name").all() as Array<{ body_json: string }>).map((r) => JSON.parse(r.body_json) as AgentRecord);
+    return checkedAll(AgentRow, this.#prepared("SELECT body_json FROM agents ORDER BY name").all(), "agents").map(agentOf);
   }
 
   async getAgent(name: string): Promise<AgentRecord | undefined> {
-    const row = this.#prepared("SELECT body_json FROM agents WHERE name = ?").get(name) as { body_json: string } | undefined;
-    return row && (JSON.parse(row.body_json) as AgentRecord);
+    const row = this.#prepared("SELECT body_json FROM agents WHERE name = ?").get(name);
+    return row === undefined ? undefined : agentOf(checked(AgentRow, row, "agents"));
   }
 
   async putAgent(agent: AgentRecord): Promise<PutAgent> {
@@ -288,7 +286,7 @@ export class SqliteStore implements RekeyableStore {
    */
   #applyState(state: DeclaredState, at: number, current: { revision: string }): PutState {
     current.revision = this.#revision();
-    const before = new Map((this.#prepared("SELECT id, url, prefix_tools, oauth_json FROM connections").all() as ConnectionRow[]).map((r) => [r.id, r]));
+    const before = new Map((this.#prepared("SELECT id, url, prefix_tools, oauth_json FROM connections").all() as RawConnection[]).map((r) => [r.id, r]));
     const agentsBefore = new Map((this.#prepared("SELECT name, body_json FROM agents").all() as Array<{ name: string; body_json: string }>).map((r) => [r.name, r.body_json]));
     const named = new Set(state.connections.map((c) => c.id));
     const kept = (id: string) => named.has(id) || (!state.prune && before.has(id));
@@ -361,28 +359,16 @@ export class SqliteStore implements RekeyableStore {
   }
 
   async credentialSummaries(): Promise<Array<Omit<CredentialRecord, "secret">>> {
-    return (this.#prepared("SELECT id, url, issuer, authorized_at, expires_at, version FROM credentials").all() as CredentialRow[]).map((r) => ({
-      id: r.id,
-      url: r.url,
-      issuer: r.issuer,
-      authorizedAt: r.authorized_at,
-      expiresAt: r.expires_at,
-      version: r.version,
-    }));
-  }
-
-  #credentialOf(row: CredentialRow): CredentialRecord {
-    const secret = JSON.parse(open(this.#needKey(), { keyId: row.key_id, value: row.sealed }, credentialAad(row.id, row.url))) as CredentialSecret;
-    return { id: row.id, url: row.url, issuer: row.issuer, authorizedAt: row.authorized_at, expiresAt: row.expires_at, version: row.version, secret };
+    return checkedAll(SummaryRow, this.#prepared("SELECT id, url, issuer, authorized_at, expires_at, version FROM credentials").all(), "credentials").map(summaryOf);
   }
 
   async getCredential(id: string): Promise<CredentialRecord | undefined> {
-    const row = this.#prepared("SELECT * FROM credentials WHERE id = ?").get(id) as CredentialRow | undefined;
-    return row && this.#credentialOf(row);
+    const row = this.#prepared("SELECT * FROM credentials WHERE id = ?").get(id);
+    return row === undefined ? undefined : credentialOf(this.#key, checked(CredentialRow, row, "credentials"));
   }
 
   #writeCredential(c: Omit<CredentialRecord, "version">, version: number) {
-    const sealed = seal(this.#needKey(), JSON.stringify(c.secret), credentialAad(c.id, c.url));
+    const sealed = sealCredential(this.#key, c);
     this.#db
       .prepare(
         `INSERT INTO credentials (id, url, issuer, authorized_at, expires_at, version, key_id, sealed) VALUES (?, ?, ?, ?, ?, ?, ?, ?)
@@ -420,14 +406,12 @@ export class SqliteStore implements RekeyableStore {
   }
 
   async getRegistration(server: string, redirectUri: string) {
-    const row = this.#prepared("SELECT key_id, sealed FROM registrations WHERE authorization_server = ? AND redirect_uri = ?").get(server, redirectUri) as
-      | { key_id: string; sealed: string }
-      | undefined;
-    return row && JSON.parse(open(this.#needKey(), { keyId: row.key_id, value: row.sealed }, registrationAad(server, redirectUri)));
+    const row = this.#prepared("SELECT key_id, sealed FROM registrations WHERE authorization_server = ? AND redirect_uri = ?").get(server, redirectUri);
+    return row === undefined ? undefined : openRegistration(this.#key, server, redirectUri, checked(SealedRow, row, "registrations"));
   }
 
   async putRegistration(server: string, redirectUri: string, client: object) {
-    const sealed = seal(this.#needKey(), JSON.stringify(client), registrationAad(server, redirectUri));
+    const sealed = sealRegistration(this.#key, server, redirectUri, client);
     this.#db
       .prepare(
         `INSERT INTO registrations (authorization_server, redirect_uri, key_id, sealed, created_at) VALUES (?, ?, ?, ?, ?)
@@ -445,13 +429,13 @@ export class SqliteStore implements RekeyableStore {
   }
 
   async listTokens(): Promise<ApiTokenRecord[]> {
-    return (this.#prepared("SELECT * FROM api_tokens ORDER BY created_at, id").all() as TokenRow[]).map(tokenOf);
+    return checkedAll(TokenRow, this.#prepared("SELECT * FROM api_tokens ORDER BY created_at, id").all(), "api_tokens").map(tokenOf);
   }
 
   async revokeToken(idOrName: string): Promise<ApiTokenRecord[]> {
     return this.#db
       .transaction(() => {
-        const rows = this.#prepared("SELECT * FROM api_tokens WHERE id = ? OR name = ?").all(idOrName, idOrName) as TokenRow[];
+        const rows = checkedAll(TokenRow, this.#prepared("SELECT * FROM api_tokens WHERE id = ? OR name = ?").all(idOrName, idOrName), "api_tokens");
         this.#prepared("DELETE FROM api_tokens WHERE id = ? OR name = ?").run(idOrName, idOrName);
         return rows.map(tokenOf);
       })
@@ -459,23 +443,22 @@ export class SqliteStore implements RekeyableStore {
   }
 
   async findToken(hash: Buffer) {
-    const row = this.#prepared("SELECT * FROM api_tokens WHERE hash = ?").get(hash) as TokenRow | undefined;
-    if (!row) return undefined;
-    // To the minute: a write (and its WAL commit, fsync included) on every request of every MCP
-    // call would cost more than the rest of the request.
+    const found = this.#prepared("SELECT * FROM api_tokens WHERE hash = ?").get(hash);
+    if (!found) return undefined;
+    const row = checked(TokenRow, found, "api_tokens");
     const now = this.#now();
     if (row.last_used_at === null || now - row.last_used_at >= LAST_USED_RESOLUTION_MS) this.#prepared("UPDATE api_tokens SET last_used_at = ? WHERE id = ?").run(now, row.id);
     return { ...tokenOf(row), hash: row.hash };
   }
 
   async rekey(next: Key): Promise<number> {
-    const key = this.#needKey();
+    const key = needKey(this.#key);
     const count = this.#db
       .transaction(() => {
         let n = 0;
-        for (const row of this.#prepared("SELECT id, url, key_id, sealed FROM credentials").all() as CredentialRow[]) {
+        for (const row of this.#prepared("SELECT id, url, key_id, sealed FROM credentials").all() as Array<{ id: string; url: string; key_id: string; sealed: string }>) {
           const aad = credentialAad(row.id, row.url);
-          const sealed = seal(next, open(key, { keyId: row.key_id, value: row.sealed }, aad), aad);
+          const sealed = reseal(key, next, row, aad);
           this.#prepared("UPDATE credentials SET key_id = ?, sealed = ? WHERE id = ?").run(sealed.keyId, sealed.value, row.id);
           n++;
         }
@@ -487,7 +470,7 @@ export class SqliteStore implements RekeyableStore {
         }>;
         for (const row of regs) {
           const aad = registrationAad(row.authorization_server, row.redirect_uri);
-          const sealed = seal(next, open(key, { keyId: row.key_id, value: row.sealed }, aad), aad);
+          const sealed = reseal(key, next, row, aad);
           this.#prepared("UPDATE registrations SET key_id = ?, sealed = ? WHERE authorization_server = ? AND redirect_uri = ?").run(sealed.keyId, sealed.value, row.authorization_server, row.redirect_uri);
           n++;
         }
@@ -505,9 +488,3 @@ export class SqliteStore implements RekeyableStore {
   }
 }
 
-function wrongKey(dbPath: string, stored: string, given: string) {
-  return refused(`the encryption key (id ${given}) does not open ${path.basename(dbPath)}: its values are sealed under key ${stored}`, {
-    hint: "start with the key the store was written with (--key-file or $SUBS_DEPLOYMENT_KEY); nothing was decrypted",
-    code: "wrong_key",
-  });
-}

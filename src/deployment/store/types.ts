@@ -1,8 +1,9 @@
 // What the deployment keeps, behind one asynchronous interface: the SQLite file of one machine
-// (sqlite.ts) now, and a shared database for several replicas later, where the same calls become
-// transactions with row locks (a refresh is a compare-and-swap on the credential's version, so two
+// (sqlite.ts), or a Postgres database several replicas share (postgres.ts), where the same calls
+// are transactions with row locks (a refresh is a compare-and-swap on the credential's version, so two
 // replicas never both spend one rotating refresh token). Every write the protocol calls atomic
 // (docs/deployment-protocol.md section 7) is one call here.
+import { SubsError } from "../../errors.ts";
 import type { AuthorizationServerMetadata, OAuthClientInformationMixed, OAuthTokens } from "@modelcontextprotocol/sdk/shared/auth.js";
 
 export type OAuthSettings = { client_id?: string; client_metadata_url?: string; scopes?: string[] };
@@ -123,4 +124,15 @@ export interface DeploymentStore {
 export interface RekeyableStore extends DeploymentStore {
   /** Re-encrypts every sealed value under `next`, in one transaction; how many values. */
   rekey(next: import("../keys.ts").Key): Promise<number>;
+}
+
+/**
+ * The store's database cannot be reached or did not answer in time (a shared database restarting,
+ * a network partition): the request may be retried as it is; the server answers 503.
+ */
+export class StoreUnavailable extends SubsError {
+  constructor(message: string, options: { cause?: unknown } = {}) {
+    super("failed", message, { code: "store_unavailable", hint: "check that the database is up and that the store URL names it", ...options });
+    this.name = "StoreUnavailable";
+  }
 }

@@ -1,0 +1,562 @@
+// The deployment's store in a Postgres database that several replicas share. The same rows as the
+// SQLite file (sqlite.ts), sealed the same way (rows.ts), with the writes that must not interleave
+// made safe across processes: a compare-and-swap on a credential's version is one UPDATE … WHERE
+// version = $n, and a check-then-write runs in a transaction holding row locks (SELECT … FOR
+// UPDATE / FOR SHARE) so READ COMMITTED gives the answer SQLite's single writer gives.
+// Migrations run under a transaction-level advisory lock, so replicas starting at once run each
+// one exactly once (https://www.postgresql.org/docs/current/explicit-locking.html#ADVISORY-LOCKS).
+import type { Pool, PoolClient, QueryResultRow } from "pg";
+import { refused } from "../../errors.ts";
+import { seal, type Key } from "../keys.ts";
+import {
+  AgentRow,
+  agentOf,
+  checkKey,
+  checked,
+  checkedAll,
+  ConnectionRow,
+  connectionOf,
+  CredentialRow,
+  credentialAad,
+  credentialOf,
+  KEY_CHECK,
+  KEY_CHECK_TEXT,
+  LAST_USED_RESOLUTION_MS,
+  needKey,
+  openRegistration,
+  registrationAad,
+  reseal,
+  SealedRow,
+  sealCredential,
+  sealRegistration,
+  SummaryRow,
+  summaryOf,
+  TokenRow,
+  tokenOf,
+} from "./rows.ts";
+import {
+  StoreUnavailable,
+  type AgentRecord,
+  type ApiTokenRecord,
+  type ConnectionRecord,
+  type CredentialRecord,
+  type DeclaredState,
+  type DeleteConnection,
+  type PutAgent,
+  type PutConnection,
+  type PutState,
+  type RekeyableStore,
+  type Role,
+  type StateChange,
+} from "./types.ts";
+
+/** Entry N takes the schema from version N to N+1: sqlite.ts's MIGRATIONS in Postgres's types. */
+export const PG_MIGRATIONS: readonly string[] = [
+  `CREATE TABLE meta (name TEXT PRIMARY KEY, key_id TEXT, value TEXT NOT NULL);
+   CREATE TABLE connections (
+     id TEXT PRIMARY KEY, url TEXT NOT NULL, prefix_tools BOOLEAN NOT NULL, oauth_json TEXT,
+     created_at BIGINT NOT NULL, updated_at BIGINT NOT NULL);
+   CREATE TABLE agents (name TEXT PRIMARY KEY, body_json TEXT NOT NULL, created_at BIGINT NOT NULL, updated_at BIGINT NOT NULL);
+   CREATE TABLE agent_connections (agent TEXT NOT NULL REFERENCES agents(name) ON DELETE CASCADE, connection TEXT NOT NULL, PRIMARY KEY (agent, connection));
+   CREATE INDEX agent_connections_by_connection ON agent_connections(connection);
+   CREATE TABLE credentials (
+     id TEXT PRIMARY KEY REFERENCES connections(id) ON DELETE CASCADE, url TEXT NOT NULL, issuer TEXT NOT NULL,
+     authorized_at BIGINT NOT NULL, expires_at BIGINT, version INTEGER NOT NULL,
+     key_id TEXT NOT NULL, sealed TEXT NOT NULL);
+   CREATE TABLE registrations (
+     authorization_server TEXT NOT NULL, redirect_uri TEXT NOT NULL, key_id TEXT NOT NULL, sealed TEXT NOT NULL,
+     created_at BIGINT NOT NULL, PRIMARY KEY (authorization_server, redirect_uri));
+   CREATE TABLE api_tokens (
+     id TEXT PRIMARY KEY, name TEXT NOT NULL, role TEXT NOT NULL, hash BYTEA NOT NULL UNIQUE,
+     created_at BIGINT NOT NULL, last_used_at BIGINT);`,
+];
+
+/** The advisory lock the migrations run under: any constant no other tool of the database uses ("subs" in ASCII). */
+const MIGRATION_LOCK = 0x73756273;
+/**
+ * The advisory lock every write of declarations takes first (connections and agents, one at a time
+ * or a whole state): applies from several replicas then run one after another, each reading what
+ * the one before committed (READ COMMITTED reads at each statement), so two applies end in one of
+ * the two declared states, never a mix (docs/deployment-protocol.md section 3.10).
+ */
+const DECLARATIONS_LOCK = 0x73756274;
+/** The meta row of the declarations' revision (absent: "0"). */
+const REVISION = "revision";
+/** Thrown inside putState's transaction to roll it back: the plan was made from an older revision. */
+const STALE = Symbol("stale revision");
+/** A connection row as Postgres returns it: what putState compares a declaration with. */
+type RawConnection = { id: string; url: string; prefix_tools: boolean; oauth_json: string | null };
+/** A request waits this long for a connection before it is answered "store unavailable". */
+const CONNECT_TIMEOUT_MS = 2000;
+/** The longest one statement may run (a lock wait included) before Postgres cancels it. */
+const STATEMENT_TIMEOUT_MS = 5000;
+const POOL_SIZE = 10;
+
+type Options = {
+  url: string;
+  /** The URL without its password: what errors and logs name. */
+  redacted: string;
+  key: Key | undefined;
+  now?: () => number;
+};
+
+type Queryable = Pick<PoolClient, "query">;
+
+/**
+ * Errors that say the database cannot be reached or did not answer in time, as opposed to one a
+ * statement caused: SQLSTATE class 08 (connection exception), 57P0x (shutdown, cannot connect now),
+ * 53 (insufficient resources), 57014 (canceled by statement_timeout)
+ * (https://www.postgresql.org/docs/current/errcodes-appendix.html); a socket error (ECONNREFUSED,
+ * ECONNRESET, ETIMEDOUT…); or the pg client's own connection and timeout errors, which carry no code.
+ */
+function unreachable(error: unknown): boolean {
+  if (!(error instanceof Error)) return false;
+  const code = (error as { code?: unknown }).code;
+  if (typeof code === "string" && /^[0-9A-Z]{5}$/.test(code)) return /^(08|53|57P0)/.test(code) || code === "57014";
+  if (typeof code === "string" && /^E[A-Z_]+$/.test(code)) return true;
+  return /connect|terminated|timeout|not queryable|ended/i.test(error.message);
+}
+
+/** Opens the store (running any migration it lacks); refuses a key that does not open what it holds. */
+export async function openPostgresStore(options: Options): Promise<PostgresStore> {
+  const { default: pg } = await import("pg");
+  const pool = new pg.Pool({
+    connectionString: options.url,
+    max: POOL_SIZE,
+    connectionTimeoutMillis: CONNECT_TIMEOUT_MS,
+    statement_timeout: STATEMENT_TIMEOUT_MS,
+    query_timeout: STATEMENT_TIMEOUT_MS + 1000,
+    idleTimeoutMillis: 30_000,
+    keepAlive: true,
+    application_name: "subs-deployment",
+  });
+  // An idle connection the server closed (a restart, a failover) must not end the process: the
+  // pool drops it and the next query opens another.
+  pool.on("error", () => {});
+  const store = new PostgresStore(pool, options.redacted, options.key, options.now ?? Date.now);
+  try {
+    await store.migrate();
+    await store.checkKey();
+    return store;
+  } catch (error) {
+    await pool.end().catch(() => {});
+    throw error;
+  }
+}
+
+export class PostgresStore implements RekeyableStore {
+  readonly #pool: Pool;
+  #key: Key | undefined;
+  readonly #now: () => number;
+  readonly path: string;
+  /** How many migrations this process ran when it opened the store (0 when another replica had). */
+  migrationsRun = 0;
+
+  constructor(pool: Pool, redacted: string, key: Key | undefined, now: () => number) {
+    this.#pool = pool;
+    this.path = redacted;
+    this.#key = key;
+    this.#now = now;
+  }
+
+  #unavailable(error: unknown): never {
+    const code = (error as { code?: unknown }).code;
+    // Class 28 (invalid authorization) and 3D000 (no such database): retrying will not help.
+    if (typeof code === "string" && (code.startsWith("28") || code === "3D000")) {
+      throw refused(`the Postgres store ${this.path} refused the connection: ${(error as Error).message}`, { hint: "check the user, password and database of the store URL", code: "store_refused" });
+    }
+    if (error instanceof StoreUnavailable || !unreachable(error)) throw error;
+    // The driver's message, never the URL (it names the host, not the password, but says no more than the redacted one).
+    throw new StoreUnavailable(`the Postgres store ${this.path} does not answer (${(error as Error).message || "no answer"})`, { cause: error });
+  }
+
+  async #rows<T extends QueryResultRow = QueryResultRow>(sql: string, params: unknown[] = [], on: Queryable = this.#pool): Promise<T[]> {
+    try {
+      return (await on.query<T>(sql, params)).rows;
+    } catch (error) {
+      this.#unavailable(error);
+    }
+  }
+
+  async #count(sql: string, params: unknown[], on: Queryable = this.#pool): Promise<number> {
+    try {
+      return (await on.query(sql, params)).rowCount ?? 0;
+    } catch (error) {
+      this.#unavailable(error);
+    }
+  }
+
+  /** Runs `body` in one transaction on one connection; rolled back when it throws. */
+  async #transaction<T>(body: (db: Queryable) => Promise<T>): Promise<T> {
+    let client: PoolClient;
+    try {
+      client = await this.#pool.connect();
+    } catch (error) {
+      this.#unavailable(error);
+    }
+    let broken = false;
+    try {
+      await this.#rows("BEGIN", [], client);
+      const result = await body(client);
+      await this.#rows("COMMIT", [], client);
+      return result;
+    } catch (error) {
+      broken = error instanceof StoreUnavailable;
+      if (!broken) await client.query("ROLLBACK").catch(() => (broken = true));
+      throw error;
+    } finally {
+      // A connection that failed mid-transaction is not given back to the pool.
+      client.release(broken || undefined);
+    }
+  }
+
+  async migrate(): Promise<void> {
+    this.migrationsRun = await this.#transaction(async (db) => {
+      await this.#rows("SELECT pg_advisory_xact_lock($1)", [MIGRATION_LOCK], db);
+      await this.#rows("CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, applied_at BIGINT NOT NULL)", [], db);
+      const [row] = await this.#rows<{ version: number | null }>("SELECT max(version) AS version FROM schema_migrations", [], db);
+      const at = row?.version ?? 0;
+      if (at > PG_MIGRATIONS.length) {
+        throw refused(`the store was written by a newer subs (schema ${at}; this one knows ${PG_MIGRATIONS.length})`, { hint: "run the newer subs, or restore a backup", code: "store_too_new" });
+      }
+      for (let n = at; n < PG_MIGRATIONS.length; n++) {
+        await this.#rows(PG_MIGRATIONS[n]!, [], db);
+        await this.#rows("INSERT INTO schema_migrations (version, applied_at) VALUES ($1, $2)", [n + 1, this.#now()], db);
+      }
+      return PG_MIGRATIONS.length - at;
+    });
+  }
+
+  /** A key that does not open the store's check value is refused before anything is decrypted. */
+  async checkKey() {
+    await checkKey(this.#key, this.path, {
+      read: async () => {
+        const [row] = await this.#rows("SELECT key_id, value AS sealed FROM meta WHERE name = $1", [KEY_CHECK]);
+        if (!row) return undefined;
+        const { key_id, sealed } = checked(SealedRow, row, "meta");
+        return { keyId: key_id, value: sealed };
+      },
+      anySealedKeyId: async () => (await this.#rows<{ key_id: string }>("SELECT key_id FROM credentials UNION SELECT key_id FROM registrations LIMIT 1"))[0]?.key_id,
+      write: async (sealed) => void (await this.#rows("INSERT INTO meta (name, key_id, value) VALUES ($1, $2, $3) ON CONFLICT (name) DO NOTHING", [KEY_CHECK, sealed.keyId, sealed.value])),
+    });
+  }
+
+  /** Whether a key has ever sealed anything here (a new store may get a new key). */
+  async hasKeyCheck(): Promise<boolean> {
+    return (await this.#rows("SELECT 1 FROM meta WHERE name = $1", [KEY_CHECK])).length > 0;
+  }
+
+  /** A round trip to the database: what /readyz asks. */
+  async ping(): Promise<void> {
+    await this.#rows("SELECT 1");
+  }
+
+  async listConnections(): Promise<ConnectionRecord[]> {
+    return checkedAll(ConnectionRow, await this.#rows("SELECT id, url, prefix_tools, oauth_json FROM connections ORDER BY id"), "connections").map(connectionOf);
+  }
+
+  async getConnection(id: string): Promise<ConnectionRecord | undefined> {
+    const [row] = await this.#rows("SELECT id, url, prefix_tools, oauth_json FROM connections WHERE id = $1", [id]);
+    return row === undefined ? undefined : connectionOf(checked(ConnectionRow, row, "connections"));
+  }
+
+  async putConnection(c: ConnectionRecord): Promise<PutConnection> {
+    const at = this.#now();
+    return this.#transaction(async (db) => {
+      await this.#lockDeclarations(db);
+      const [existing] = await this.#rows<{ url: string }>("SELECT url FROM connections WHERE id = $1 FOR UPDATE", [c.id], db);
+      const { created, dropped } = await this.#writeConnection(db, c, existing, at);
+      await this.#bumpRevision(db);
+      return { created, urlChanged: existing !== undefined && existing.url !== c.url, dropped };
+    });
+  }
+
+  /** Inside a transaction: declares or replaces; a different url takes the credential out (returned). */
+  async #writeConnection(db: Queryable, c: ConnectionRecord, existing: { url: string } | undefined, at: number) {
+    const dropped = existing && existing.url !== c.url ? await this.#takeCredential(db, c.id) : undefined;
+    const [row] = await this.#rows<{ created: boolean }>(
+      `INSERT INTO connections (id, url, prefix_tools, oauth_json, created_at, updated_at) VALUES ($1, $2, $3, $4, $5, $5)
+       ON CONFLICT (id) DO UPDATE SET url = excluded.url, prefix_tools = excluded.prefix_tools, oauth_json = excluded.oauth_json, updated_at = excluded.updated_at
+       RETURNING (xmax = 0) AS created`,
+      [c.id, c.url, c.prefixTools, c.oauth === undefined ? null : JSON.stringify(c.oauth), at],
+      db,
+    );
+    return { created: row?.created === true, dropped };
+  }
+
+  async #lockDeclarations(db: Queryable): Promise<void> {
+    await this.#rows("SELECT pg_advisory_xact_lock($1)", [DECLARATIONS_LOCK], db);
+  }
+
+  /** Inside a write transaction of declarations. */
+  async #bumpRevision(db: Queryable): Promise<void> {
+    await this.#rows("INSERT INTO meta (name, key_id, value) VALUES ($1, NULL, '1') ON CONFLICT (name) DO UPDATE SET value = (meta.value::bigint + 1)::text", [REVISION], db);
+  }
+
+  async #revision(db: Queryable = this.#pool): Promise<string> {
+    const [row] = await this.#rows<{ value: string }>("SELECT value FROM meta WHERE name = $1", [REVISION], db);
+    return row?.value ?? "0";
+  }
+
+  async revision(): Promise<string> {
+    return this.#revision();
+  }
+
+  async putState(state: DeclaredState): Promise<PutState> {
+    const at = this.#now();
+    const current = { revision: "" };
+    try {
+      return await this.#transaction((db) => this.#applyState(db, state, at, current));
+    } catch (error) {
+      if (error === STALE) return { outcome: "revision_changed", revision: current.revision };
+      throw error;
+    }
+  }
+
+  /**
+   * Inside the transaction, under the declarations' lock. A stale `ifRevision` throws STALE (rolling
+   * back) only when the state would change: a repeat of a request whose answer was lost finds it
+   * all done and succeeds. The same steps as sqlite.ts's, in the same order.
+   */
+  async #applyState(db: Queryable, state: DeclaredState, at: number, current: { revision: string }): Promise<PutState> {
+    await this.#lockDeclarations(db);
+    current.revision = await this.#revision(db);
+    const before = new Map((await this.#rows<RawConnection>("SELECT id, url, prefix_tools, oauth_json FROM connections", [], db)).map((r) => [r.id, r]));
+    const agentsBefore = new Map((await this.#rows<{ name: string; body_json: string }>("SELECT name, body_json FROM agents", [], db)).map((r) => [r.name, r.body_json]));
+    const named = new Set(state.connections.map((c) => c.id));
+    const kept = (id: string) => named.has(id) || (!state.prune && before.has(id));
+    const missing = [...new Set(state.agents.flatMap((a) => a.mcp.map((e) => e.id)))].filter((id) => !kept(id));
+    if (missing.length) return { outcome: "unknown_connection", missing };
+
+    const changes: StateChange[] = [];
+    const ended: Array<{ id: string; why: "url_changed" | "deleted" }> = [];
+    const dropped: CredentialRecord[] = [];
+    const hasCredential = async (id: string) => (await this.#rows("SELECT 1 FROM credentials WHERE id = $1", [id], db)).length > 0;
+    for (const c of state.connections) {
+      const row = before.get(c.id);
+      const same = row && row.url === c.url && row.prefix_tools === c.prefixTools && row.oauth_json === (c.oauth === undefined ? null : JSON.stringify(c.oauth));
+      if (same) continue;
+      // A credential is bound to its url (docs/deployment-protocol.md section 5).
+      const hadCredential = row !== undefined && row.url !== c.url && (await hasCredential(c.id));
+      const { dropped: took } = await this.#writeConnection(db, c, row, at);
+      if (took) dropped.push(took);
+      if (row && row.url !== c.url) ended.push({ id: c.id, why: "url_changed" });
+      changes.push({ kind: "connection", id: c.id, action: row ? "change" : "add", credentialDropped: hadCredential });
+    }
+    for (const agent of state.agents) {
+      const body = agentsBefore.get(agent.name);
+      if (body === JSON.stringify(agent)) continue;
+      await this.#writeAgent(db, agent, at);
+      changes.push({ kind: "agent", id: agent.name, action: body === undefined ? "add" : "change", credentialDropped: false });
+    }
+    if (state.prune) {
+      // Agents first: no agent ever names a missing connection, even inside the transaction.
+      const keepAgents = new Set(state.agents.map((a) => a.name));
+      for (const name of [...agentsBefore.keys()].sort()) {
+        if (keepAgents.has(name)) continue;
+        await this.#rows("DELETE FROM agents WHERE name = $1", [name], db);
+        changes.push({ kind: "agent", id: name, action: "remove", credentialDropped: false });
+      }
+      for (const id of [...before.keys()].sort()) {
+        if (named.has(id)) continue;
+        const hadCredential = await hasCredential(id);
+        const took = await this.#takeCredential(db, id);
+        if (took) dropped.push(took);
+        await this.#rows("DELETE FROM connections WHERE id = $1", [id], db);
+        ended.push({ id, why: "deleted" });
+        changes.push({ kind: "connection", id, action: "remove", credentialDropped: hadCredential });
+      }
+    }
+    if (changes.length && state.ifRevision !== undefined && state.ifRevision !== current.revision) throw STALE;
+    if (changes.length) await this.#bumpRevision(db);
+    return { outcome: "applied", changes, ended, dropped, revision: await this.#revision(db) };
+  }
+
+  /** Deletes and returns the credential (decrypted when the key is here, for revocation). */
+  async #takeCredential(db: Queryable, id: string): Promise<CredentialRecord | undefined> {
+    const [row] = await this.#rows("DELETE FROM credentials WHERE id = $1 RETURNING *", [id], db);
+    if (!row) return undefined;
+    return this.#key ? credentialOf(this.#key, checked(CredentialRow, row, "credentials")) : undefined;
+  }
+
+  async deleteConnection(id: string): Promise<DeleteConnection> {
+    return this.#transaction(async (db): Promise<DeleteConnection> => {
+      await this.#lockDeclarations(db);
+      // Locked first: an agent being written that names it waits (putAgent takes FOR SHARE), so
+      // the users read next are all there will be.
+      const held = await this.#rows("SELECT 1 FROM connections WHERE id = $1 FOR UPDATE", [id], db);
+      const users = (await this.#rows<{ agent: string }>("SELECT agent FROM agent_connections WHERE connection = $1 ORDER BY agent", [id], db)).map((r) => r.agent);
+      if (users.length) return { outcome: "in_use", agents: users };
+      if (!held.length) return { outcome: "absent" };
+      const dropped = await this.#takeCredential(db, id);
+      await this.#rows("DELETE FROM connections WHERE id = $1", [id], db);
+      await this.#bumpRevision(db);
+      return { outcome: "deleted", dropped };
+    });
+  }
+
+  async listAgents(): Promise<AgentRecord[]> {
+    return checkedAll(AgentRow, await this.#rows("SELECT body_json FROM agents ORDER BY name"), "agents").map(agentOf);
+  }
+
+  async getAgent(name: string): Promise<AgentRecord | undefined> {
+    const [row] = await this.#rows("SELECT body_json FROM agents WHERE name = $1", [name]);
+    return row === undefined ? undefined : agentOf(checked(AgentRow, row, "agents"));
+  }
+
+  async putAgent(agent: AgentRecord): Promise<PutAgent> {
+    const at = this.#now();
+    return this.#transaction(async (db): Promise<PutAgent> => {
+      await this.#lockDeclarations(db);
+      const wanted = [...new Set(agent.mcp.map((e) => e.id))];
+      // FOR SHARE: the connections named cannot be deleted until this agent is committed.
+      const present = new Set((await this.#rows<{ id: string }>("SELECT id FROM connections WHERE id = ANY($1::text[]) FOR SHARE", [wanted], db)).map((r) => r.id));
+      const missing = wanted.filter((id) => !present.has(id));
+      if (missing.length) return { outcome: "unknown_connection", missing };
+      const created = await this.#writeAgent(db, agent, at);
+      await this.#bumpRevision(db);
+      return { outcome: created ? "created" : "updated" };
+    });
+  }
+
+  /** Inside a transaction: the agent and the index of the connections it names; whether it is new. */
+  async #writeAgent(db: Queryable, agent: AgentRecord, at: number): Promise<boolean> {
+    const wanted = [...new Set(agent.mcp.map((e) => e.id))];
+    const [row] = await this.#rows<{ created: boolean }>(
+      `INSERT INTO agents (name, body_json, created_at, updated_at) VALUES ($1, $2, $3, $3)
+       ON CONFLICT (name) DO UPDATE SET body_json = excluded.body_json, updated_at = excluded.updated_at
+       RETURNING (xmax = 0) AS created`,
+      [agent.name, JSON.stringify(agent), at],
+      db,
+    );
+    await this.#rows("DELETE FROM agent_connections WHERE agent = $1", [agent.name], db);
+    if (wanted.length) await this.#rows("INSERT INTO agent_connections (agent, connection) SELECT $1, unnest($2::text[]) ON CONFLICT DO NOTHING", [agent.name, wanted], db);
+    return row?.created === true;
+  }
+
+  async deleteAgent(name: string): Promise<boolean> {
+    return this.#transaction(async (db) => {
+      await this.#lockDeclarations(db);
+      const deleted = (await this.#count("DELETE FROM agents WHERE name = $1", [name], db)) > 0;
+      if (deleted) await this.#bumpRevision(db);
+      return deleted;
+    });
+  }
+
+  async credentialSummaries(): Promise<Array<Omit<CredentialRecord, "secret">>> {
+    return checkedAll(SummaryRow, await this.#rows("SELECT id, url, issuer, authorized_at, expires_at, version FROM credentials ORDER BY id"), "credentials").map(summaryOf);
+  }
+
+  async getCredential(id: string): Promise<CredentialRecord | undefined> {
+    const [row] = await this.#rows("SELECT * FROM credentials WHERE id = $1", [id]);
+    return row === undefined ? undefined : credentialOf(this.#key, checked(CredentialRow, row, "credentials"));
+  }
+
+  async putCredential(c: Omit<CredentialRecord, "version">): Promise<boolean> {
+    const sealed = sealCredential(this.#key, c);
+    return this.#transaction(async (db) => {
+      // FOR SHARE: a url change (putConnection, FOR UPDATE) cannot slip between the check and the write.
+      const [declared] = await this.#rows<{ url: string }>("SELECT url FROM connections WHERE id = $1 FOR SHARE", [c.id], db);
+      if (!declared || declared.url !== c.url) return false;
+      await this.#rows(
+        `INSERT INTO credentials (id, url, issuer, authorized_at, expires_at, version, key_id, sealed) VALUES ($1, $2, $3, $4, $5, 1, $6, $7)
+         ON CONFLICT (id) DO UPDATE SET url = excluded.url, issuer = excluded.issuer, authorized_at = excluded.authorized_at,
+           expires_at = excluded.expires_at, version = credentials.version + 1, key_id = excluded.key_id, sealed = excluded.sealed`,
+        [c.id, c.url, c.issuer, c.authorizedAt, c.expiresAt, sealed.keyId, sealed.value],
+        db,
+      );
+      return true;
+    });
+  }
+
+  async replaceCredential(version: number, c: Omit<CredentialRecord, "version">): Promise<boolean> {
+    const sealed = sealCredential(this.#key, c);
+    // One statement: the version compared and bumped under the row's lock, so of two replicas
+    // refreshing the same version only one replaces it.
+    const changed = await this.#count(
+      `UPDATE credentials SET issuer = $4, authorized_at = $5, expires_at = $6, version = version + 1, key_id = $7, sealed = $8
+       WHERE id = $1 AND version = $2 AND url = $3`,
+      [c.id, version, c.url, c.issuer, c.authorizedAt, c.expiresAt, sealed.keyId, sealed.value],
+    );
+    return changed > 0;
+  }
+
+  async deleteCredential(id: string, version: number): Promise<boolean> {
+    return (await this.#count("DELETE FROM credentials WHERE id = $1 AND version = $2", [id, version])) > 0;
+  }
+
+  async getRegistration(server: string, redirectUri: string) {
+    const [row] = await this.#rows("SELECT key_id, sealed FROM registrations WHERE authorization_server = $1 AND redirect_uri = $2", [server, redirectUri]);
+    return row === undefined ? undefined : openRegistration(this.#key, server, redirectUri, checked(SealedRow, row, "registrations"));
+  }
+
+  async putRegistration(server: string, redirectUri: string, client: object) {
+    const sealed = sealRegistration(this.#key, server, redirectUri, client);
+    await this.#rows(
+      `INSERT INTO registrations (authorization_server, redirect_uri, key_id, sealed, created_at) VALUES ($1, $2, $3, $4, $5)
+       ON CONFLICT (authorization_server, redirect_uri) DO UPDATE SET key_id = excluded.key_id, sealed = excluded.sealed, created_at = excluded.created_at`,
+      [server, redirectUri, sealed.keyId, sealed.value, this.#now()],
+    );
+  }
+
+  async deleteRegistration(server: string, redirectUri: string) {
+    await this.#rows("DELETE FROM registrations WHERE authorization_server = $1 AND redirect_uri = $2", [server, redirectUri]);
+  }
+
+  async addToken(t: { id: string; name: string; role: Role; hash: Buffer }) {
+    await this.#rows("INSERT INTO api_tokens (id, name, role, hash, created_at) VALUES ($1, $2, $3, $4, $5)", [t.id, t.name, t.role, t.hash, this.#now()]);
+  }
+
+  async listTokens(): Promise<ApiTokenRecord[]> {
+    return checkedAll(TokenRow, await this.#rows("SELECT * FROM api_tokens ORDER BY created_at, id"), "api_tokens").map(tokenOf);
+  }
+
+  async revokeToken(idOrName: string): Promise<ApiTokenRecord[]> {
+    const rows = await this.#rows("DELETE FROM api_tokens WHERE id = $1 OR name = $1 RETURNING *", [idOrName]);
+    return checkedAll(TokenRow, rows, "api_tokens")
+      .map(tokenOf)
+      .sort((a, b) => a.createdAt - b.createdAt || a.id.localeCompare(b.id));
+  }
+
+  async findToken(hash: Buffer) {
+    const [found] = await this.#rows("SELECT * FROM api_tokens WHERE hash = $1", [hash]);
+    if (!found) return undefined;
+    const row = checked(TokenRow, found, "api_tokens");
+    const now = this.#now();
+    if (row.last_used_at === null || now - row.last_used_at >= LAST_USED_RESOLUTION_MS) await this.#rows("UPDATE api_tokens SET last_used_at = $1 WHERE id = $2", [now, row.id]);
+    return { ...tokenOf(row), hash: row.hash };
+  }
+
+  async rekey(next: Key): Promise<number> {
+    const key = needKey(this.#key);
+    const count = await this.#transaction(async (db) => {
+      let n = 0;
+      for (const row of await this.#rows<{ id: string; url: string; key_id: string; sealed: string }>("SELECT id, url, key_id, sealed FROM credentials FOR UPDATE", [], db)) {
+        const aad = credentialAad(row.id, row.url);
+        const sealed = reseal(key, next, row, aad);
+        await this.#rows("UPDATE credentials SET key_id = $1, sealed = $2 WHERE id = $3", [sealed.keyId, sealed.value, row.id], db);
+        n++;
+      }
+      const regs = await this.#rows<{ authorization_server: string; redirect_uri: string; key_id: string; sealed: string }>(
+        "SELECT authorization_server, redirect_uri, key_id, sealed FROM registrations FOR UPDATE",
+        [],
+        db,
+      );
+      for (const row of regs) {
+        const aad = registrationAad(row.authorization_server, row.redirect_uri);
+        const sealed = reseal(key, next, row, aad);
+        await this.#rows("UPDATE registrations SET key_id = $1, sealed = $2 WHERE authorization_server = $3 AND redirect_uri = $4", [sealed.keyId, sealed.value, row.authorization_server, row.redirect_uri], db);
+        n++;
+      }
+      const check = seal(next, KEY_CHECK_TEXT, KEY_CHECK);
+      await this.#rows("INSERT INTO meta (name, key_id, value) VALUES ($1, $2, $3) ON CONFLICT (name) DO UPDATE SET key_id = excluded.key_id, value = excluded.value", [KEY_CHECK, check.keyId, check.value], db);
+      return n;
+    });
+    this.#key = next;
+    return count;
+  }
+
+  async close() {
+    await this.#pool.end();
+  }
+}

