@@ -176,4 +176,22 @@ for (const store of STORES) describe(`agents served by subs deployment serve (${
       await c.close();
     }
   });
+
+  test("a credential replaced by another process while a session is open: the session's next call sends the new one", async () => {
+    assert.deepEqual(await authorizeServed(d, "tracker", { url: mcp.url, prefix_tools: true }), { status: "authorized" });
+    const c = await client("triage");
+    try {
+      const first = (await c.callTool({ name: "tracker__search_issues", arguments: {} })) as Called;
+      assert.equal(first.isError, undefined, JSON.stringify(first));
+      // Written through the test's own connection to the SQLite file, as a second process would:
+      // a token the MCP server refuses, with no refresh token, so the call can only fail if it is sent.
+      d.credentials.set("tracker", { url: mcp.url, tokens: { access_token: "replaced-by-another-process", token_type: "bearer" }, authorizedAt: Date.now(), expiresAt: null });
+      const second = (await c.callTool({ name: "tracker__search_issues", arguments: {} })) as Called;
+      assert.equal(second.isError, true, JSON.stringify(second));
+      // "refused": the MCP server was sent the new token and answered 401 (the old one it would have taken).
+      assert.match(second.content[0]!.text, /refused the credential .*subs mcp login tracker/);
+    } finally {
+      await c.close();
+    }
+  });
 });
