@@ -183,9 +183,10 @@ for (const store of STORES) describe(`agents served by subs deployment serve (${
     try {
       const first = (await c.callTool({ name: "tracker__search_issues", arguments: {} })) as Called;
       assert.equal(first.isError, undefined, JSON.stringify(first));
-      // Written through the test's own connection to the SQLite file, as a second process would:
+      // Written through the test's own connection to the store, as a second process would:
       // a token the MCP server refuses, with no refresh token, so the call can only fail if it is sent.
       d.credentials.set("tracker", { url: mcp.url, tokens: { access_token: "replaced-by-another-process", token_type: "bearer" }, authorizedAt: Date.now(), expiresAt: null });
+      await d.settled();
       const second = (await c.callTool({ name: "tracker__search_issues", arguments: {} })) as Called;
       assert.equal(second.isError, true, JSON.stringify(second));
       // "refused": the MCP server was sent the new token and answered 401 (the old one it would have taken).
