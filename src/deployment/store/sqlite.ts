@@ -10,6 +10,9 @@ import { KeyMismatch, open, seal, type Key } from "../keys.ts";
 import type {
   AgentRecord,
   ApiTokenRecord,
+  AuthorizationOutcome,
+  AuthorizationRecord,
+  AuthorizationSecret,
   ConnectionRecord,
   CredentialRecord,
   CredentialSecret,
@@ -39,6 +42,14 @@ export const MIGRATIONS: readonly string[] = [
    CREATE TABLE api_tokens (
      id TEXT PRIMARY KEY, name TEXT NOT NULL, role TEXT NOT NULL, hash BLOB NOT NULL UNIQUE,
      created_at INTEGER NOT NULL, last_used_at INTEGER) STRICT;`,
+  // Pending consents, so that any replica (and a restarted one) answers their redirect and polls.
+  // No foreign key to connections: a consent outlives its connection's DELETE, to report it.
+  `CREATE TABLE authorizations (
+     id TEXT PRIMARY KEY, connection_id TEXT NOT NULL, url TEXT NOT NULL, state_hash TEXT NOT NULL UNIQUE,
+     issuer TEXT NOT NULL, iss_advertised INTEGER NOT NULL, expires_at INTEGER NOT NULL,
+     status TEXT NOT NULL, error TEXT, message TEXT, final_at INTEGER, claimed INTEGER NOT NULL,
+     key_id TEXT NOT NULL, sealed TEXT NOT NULL) STRICT;
+   CREATE INDEX authorizations_by_connection ON authorizations(connection_id, status);`,
 ];
 
 const BUSY_TIMEOUT_MS = 5000;
@@ -109,6 +120,22 @@ function migrate(db: BetterSqlite3.Database) {
 
 type ConnectionRow = { id: string; url: string; prefix_tools: number; oauth_json: string | null };
 type CredentialRow = { id: string; url: string; issuer: string; authorized_at: number; expires_at: number | null; version: number; key_id: string; sealed: string };
+type AuthorizationRow = {
+  id: string;
+  connection_id: string;
+  url: string;
+  state_hash: string;
+  issuer: string;
+  iss_advertised: number;
+  expires_at: number;
+  status: AuthorizationOutcome["status"];
+  error: string | null;
+  message: string | null;
+  final_at: number | null;
+  claimed: number;
+  key_id: string;
+  sealed: string;
+};
 type TokenRow = { id: string; name: string; role: Role; hash: Buffer; created_at: number; last_used_at: number | null };
 
 const connectionOf = (row: ConnectionRow): ConnectionRecord => ({
@@ -120,6 +147,7 @@ const connectionOf = (row: ConnectionRow): ConnectionRecord => ({
 const tokenOf = (row: TokenRow): ApiTokenRecord => ({ id: row.id, name: row.name, role: row.role, createdAt: row.created_at, lastUsedAt: row.last_used_at });
 /** The additional authenticated data of a sealed value: the row it belongs to. */
 const credentialAad = (id: string, url: string) => `credential\0${id}\0${url}`;
+const authorizationAad = (id: string) => `authorization\0${id}`;
 const registrationAad = (server: string, redirectUri: string) => `registration\0${server}\0${redirectUri}`;
 
 export class SqliteStore implements RekeyableStore {
@@ -152,7 +180,7 @@ export class SqliteStore implements RekeyableStore {
     if (!key) return;
     const row = this.#prepared("SELECT key_id, value FROM meta WHERE name = ?").get(KEY_CHECK) as { key_id: string; value: string } | undefined;
     if (!row) {
-      const sealedAny = this.#prepared("SELECT key_id FROM credentials UNION SELECT key_id FROM registrations LIMIT 1").get() as { key_id: string } | undefined;
+      const sealedAny = this.#prepared("SELECT key_id FROM credentials UNION SELECT key_id FROM registrations UNION SELECT key_id FROM authorizations LIMIT 1").get() as { key_id: string } | undefined;
       if (sealedAny && sealedAny.key_id !== key.id) throw wrongKey(this.path, sealedAny.key_id, key.id);
       const sealed = seal(key, KEY_CHECK_TEXT, KEY_CHECK);
       this.#prepared("INSERT INTO meta (name, key_id, value) VALUES (?, ?, ?)").run(KEY_CHECK, sealed.keyId, sealed.value);
@@ -338,6 +366,90 @@ export class SqliteStore implements RekeyableStore {
     this.#prepared("DELETE FROM registrations WHERE authorization_server = ? AND redirect_uri = ?").run(server, redirectUri);
   }
 
+  #authorizationOf(row: AuthorizationRow): AuthorizationRecord {
+    const secret = JSON.parse(open(this.#needKey(), { keyId: row.key_id, value: row.sealed }, authorizationAad(row.id))) as AuthorizationSecret;
+    return {
+      id: row.id,
+      connectionId: row.connection_id,
+      url: row.url,
+      stateHash: row.state_hash,
+      issuer: row.issuer,
+      issAdvertised: row.iss_advertised === 1,
+      expiresAt: row.expires_at,
+      outcome: { status: row.status, ...(row.error !== null ? { error: row.error } : {}), ...(row.message !== null ? { message: row.message } : {}) },
+      finalAt: row.final_at,
+      claimed: row.claimed === 1,
+      secret,
+    };
+  }
+
+  #endPending(connectionId: string, outcome: AuthorizationOutcome, at: number) {
+    this.#prepared("UPDATE authorizations SET status = ?, error = ?, message = ?, final_at = ? WHERE connection_id = ? AND status = 'pending'").run(
+      outcome.status,
+      outcome.error ?? null,
+      outcome.message ?? null,
+      at,
+      connectionId,
+    );
+  }
+
+  async startAuthorization(a: Omit<AuthorizationRecord, "outcome" | "finalAt" | "claimed">, superseded: AuthorizationOutcome, at: number): Promise<void> {
+    const sealed = seal(this.#needKey(), JSON.stringify(a.secret), authorizationAad(a.id));
+    this.#db
+      .transaction(() => {
+        this.#endPending(a.connectionId, superseded, at);
+        this.#prepared(
+          `INSERT INTO authorizations (id, connection_id, url, state_hash, issuer, iss_advertised, expires_at, status, claimed, key_id, sealed)
+           VALUES (?, ?, ?, ?, ?, ?, ?, 'pending', 0, ?, ?)`,
+        ).run(a.id, a.connectionId, a.url, a.stateHash, a.issuer, a.issAdvertised ? 1 : 0, a.expiresAt, sealed.keyId, sealed.value);
+      })
+      .immediate();
+  }
+
+  async getAuthorization(id: string): Promise<AuthorizationRecord | undefined> {
+    const row = this.#prepared("SELECT * FROM authorizations WHERE id = ?").get(id) as AuthorizationRow | undefined;
+    return row && this.#authorizationOf(row);
+  }
+
+  async authorizationByState(stateHash: string): Promise<AuthorizationRecord | undefined> {
+    const row = this.#prepared("SELECT * FROM authorizations WHERE state_hash = ?").get(stateHash) as AuthorizationRow | undefined;
+    return row && this.#authorizationOf(row);
+  }
+
+  async claimAuthorization(id: string, now: number): Promise<boolean> {
+    return this.#prepared("UPDATE authorizations SET claimed = 1 WHERE id = ? AND status = 'pending' AND claimed = 0 AND expires_at > ?").run(id, now).changes === 1;
+  }
+
+  async finishAuthorization(id: string, outcome: AuthorizationOutcome, at: number): Promise<boolean> {
+    return (
+      this.#prepared("UPDATE authorizations SET status = ?, error = ?, message = ?, final_at = ? WHERE id = ? AND status = 'pending'").run(
+        outcome.status,
+        outcome.error ?? null,
+        outcome.message ?? null,
+        at,
+        id,
+      ).changes === 1
+    );
+  }
+
+  async endAuthorizations(connectionId: string, outcome: AuthorizationOutcome, at: number): Promise<void> {
+    this.#endPending(connectionId, outcome, at);
+  }
+
+  async sweepAuthorizations(now: number, expired: AuthorizationOutcome, forgetBefore: number): Promise<void> {
+    this.#db
+      .transaction(() => {
+        this.#prepared("UPDATE authorizations SET status = ?, error = ?, message = ?, final_at = expires_at WHERE status = 'pending' AND expires_at <= ?").run(
+          expired.status,
+          expired.error ?? null,
+          expired.message ?? null,
+          now,
+        );
+        this.#prepared("DELETE FROM authorizations WHERE final_at IS NOT NULL AND final_at < ?").run(forgetBefore);
+      })
+      .immediate();
+  }
+
   async addToken(t: { id: string; name: string; role: Role; hash: Buffer }) {
     this.#prepared("INSERT INTO api_tokens (id, name, role, hash, created_at) VALUES (?, ?, ?, ?, ?)").run(t.id, t.name, t.role, t.hash, this.#now());
   }
@@ -387,6 +499,12 @@ export class SqliteStore implements RekeyableStore {
           const aad = registrationAad(row.authorization_server, row.redirect_uri);
           const sealed = seal(next, open(key, { keyId: row.key_id, value: row.sealed }, aad), aad);
           this.#prepared("UPDATE registrations SET key_id = ?, sealed = ? WHERE authorization_server = ? AND redirect_uri = ?").run(sealed.keyId, sealed.value, row.authorization_server, row.redirect_uri);
+          n++;
+        }
+        for (const row of this.#prepared("SELECT id, key_id, sealed FROM authorizations").all() as AuthorizationRow[]) {
+          const aad = authorizationAad(row.id);
+          const sealed = seal(next, open(key, { keyId: row.key_id, value: row.sealed }, aad), aad);
+          this.#prepared("UPDATE authorizations SET key_id = ?, sealed = ? WHERE id = ?").run(sealed.keyId, sealed.value, row.id);
           n++;
         }
         const check = seal(next, KEY_CHECK_TEXT, KEY_CHECK);

@@ -42,6 +42,43 @@ export const ROLES: readonly Role[] = ["admin", "apply", "use", "read"];
 
 export type ApiTokenRecord = { id: string; name: string; role: Role; createdAt: number; lastUsedAt: number | null };
 
+export type AuthorizationOutcome = { status: "pending" | "authorized" | "failed" | "expired"; error?: string; message?: string };
+
+/** The part of a pending authorization that is encrypted at rest: what its code exchange needs. */
+export type AuthorizationSecret = {
+  /** RFC 7636: whoever holds it and a code can redeem the code. */
+  codeVerifier: string;
+  client: OAuthClientInformationMixed;
+  metadata: AuthorizationServerMetadata;
+  /** The RFC 8707 resource the consent was asked for. */
+  resource: string;
+  resourceMetadataUrl?: string;
+};
+
+/**
+ * A consent started with POST /v1/mcp/{id}/authorizations (docs/deployment-protocol.md sections
+ * 3.4 and 3.5), kept in the store so that the redirect and the polls may reach any replica, and
+ * so that it outlives a restart.
+ */
+export type AuthorizationRecord = {
+  id: string;
+  connectionId: string;
+  /** The connection's url when it started: a callback for another url ends it. */
+  url: string;
+  /** SHA-256 (hex) of its `state`: the callback finds it by this; the state itself is not stored. */
+  stateHash: string;
+  issuer: string;
+  /** RFC 9207: the server's metadata says it sends `iss` on the redirect. */
+  issAdvertised: boolean;
+  expiresAt: number;
+  outcome: AuthorizationOutcome;
+  /** When it became final (null while pending). */
+  finalAt: number | null;
+  /** Set once, by the one callback that may exchange its code. */
+  claimed: boolean;
+  secret: AuthorizationSecret;
+};
+
 export type PutConnection = { created: boolean; urlChanged: boolean; dropped: CredentialRecord | undefined };
 export type DeleteConnection = { outcome: "deleted"; dropped: CredentialRecord | undefined } | { outcome: "absent" } | { outcome: "in_use"; agents: string[] };
 export type PutAgent = { outcome: "created" | "updated" } | { outcome: "unknown_connection"; missing: string[] };
@@ -76,6 +113,32 @@ export interface DeploymentStore {
   putRegistration(authorizationServer: string, redirectUri: string, client: OAuthClientInformationMixed): Promise<void>;
   deleteRegistration(authorizationServer: string, redirectUri: string): Promise<void>;
 
+  /**
+   * One transaction: every pending authorization of the same connection ends with `superseded`
+   * (final at `at`), then `authorization` is stored pending and unclaimed (section 3.4: a newer
+   * start supersedes a pending one, on whichever replica it ran).
+   */
+  startAuthorization(authorization: Omit<AuthorizationRecord, "outcome" | "finalAt" | "claimed">, superseded: AuthorizationOutcome, at: number): Promise<void>;
+  getAuthorization(id: string): Promise<AuthorizationRecord | undefined>;
+  /** By the SHA-256 of its state; undefined when none (a forged or forgotten callback). */
+  authorizationByState(stateHash: string): Promise<AuthorizationRecord | undefined>;
+  /**
+   * Atomic test-and-set, one statement (UPDATE … WHERE status = 'pending' AND claimed = 0 AND
+   * expires_at > now): true for exactly one caller across every replica, which alone exchanges the
+   * code; false when it is final, expired or already claimed. A claim is never released: a replica
+   * that dies during the exchange leaves it pending until it expires, and its code unspent twice.
+   */
+  claimAuthorization(id: string, now: number): Promise<boolean>;
+  /** Makes it final with `outcome` at `at`, only if it is still pending (one statement); whether it was. */
+  finishAuthorization(id: string, outcome: AuthorizationOutcome, at: number): Promise<boolean>;
+  /** Makes every pending authorization of the connection final with `outcome` (section 5: a url change, a DELETE). */
+  endAuthorizations(connectionId: string, outcome: AuthorizationOutcome, at: number): Promise<void>;
+  /**
+   * Ends `expired` (final at their expiry) the pending ones whose expiry is at or before `now`,
+   * then deletes those final before `forgetBefore`. Any replica may run it at any time.
+   */
+  sweepAuthorizations(now: number, expired: AuthorizationOutcome, forgetBefore: number): Promise<void>;
+
   /** `hash`: SHA-256 of the token; the token itself is never stored. */
   addToken(token: { id: string; name: string; role: Role; hash: Buffer }): Promise<void>;
   listTokens(): Promise<ApiTokenRecord[]>;
@@ -88,6 +151,6 @@ export interface DeploymentStore {
 }
 
 export interface RekeyableStore extends DeploymentStore {
-  /** Re-encrypts every sealed value under `next`, in one transaction; how many values. */
+  /** Re-encrypts every sealed value (credentials, registrations, pending authorizations) under `next`, in one transaction; how many values. */
   rekey(next: import("../keys.ts").Key): Promise<number>;
 }
