@@ -302,49 +302,53 @@ export class OAuth {
     return pending;
   }
 
+  /**
+   * Under the credential's lock in the store, so that across every replica one exchange spends a
+   * rotating refresh token; the others wait and use what it stored (store/types.ts).
+   */
   async #refreshOnce(credential: CredentialRecord): Promise<CredentialRecord | undefined> {
-    const { secret } = credential;
-    const refreshToken = secret.tokens.refresh_token;
-    const dead = async (outcome: string) => {
-      this.#o.metrics.refresh(outcome);
-      await this.#o.store.deleteCredential(credential.id, credential.version);
-      return undefined;
-    };
-    if (!refreshToken) return dead("no_refresh_token");
-    // Section 3.6: never send the credential's tokens to an authorization server it did not come from.
-    if (await this.#serverMoved(credential)) return dead("server_moved");
-    let tokens: OAuthTokens;
-    try {
-      tokens = await refreshAuthorization(secret.authorizationServerUrl, {
-        ...(secret.metadata ? { metadata: secret.metadata } : {}),
-        clientInformation: secret.client,
-        refreshToken,
-        ...(secret.resource ? { resource: new URL(secret.resource) } : {}),
-        fetchFn: this.#fetch,
+    let outcome = "refreshed";
+    const result = await this.#o.store
+      .refreshCredential(credential.id, credential.version, async (current) => {
+        const { secret } = current;
+        const refreshToken = secret.tokens.refresh_token;
+        const dead = (why: string) => ((outcome = why), "delete" as const);
+        if (!refreshToken) return dead("no_refresh_token");
+        // Section 3.6: never send the credential's tokens to an authorization server it did not come from.
+        if (await this.#serverMoved(current)) return dead("server_moved");
+        let tokens: OAuthTokens;
+        try {
+          tokens = await refreshAuthorization(secret.authorizationServerUrl, {
+            ...(secret.metadata ? { metadata: secret.metadata } : {}),
+            clientInformation: secret.client,
+            refreshToken,
+            ...(secret.resource ? { resource: new URL(secret.resource) } : {}),
+            fetchFn: this.#fetch,
+          });
+          tokens = checkedTokens(tokens, current.id, current.issuer);
+        } catch (error) {
+          if (grantRejected(error)) return dead("rejected");
+          this.#o.metrics.refresh("failed");
+          throw new Refusal(502, "upstream_error", `refreshing the credential of ${current.id} at ${current.issuer} failed: ${oauthProblem(error)}`);
+        }
+        const at = this.#o.now();
+        return {
+          id: current.id,
+          url: current.url,
+          issuer: current.issuer,
+          authorizedAt: current.authorizedAt,
+          expiresAt: tokens.expires_in !== undefined ? at + Math.round(tokens.expires_in * 1000) : null,
+          // The old refresh token stays when the server sends none (no rotation).
+          secret: { ...secret, tokens: { ...tokens, refresh_token: tokens.refresh_token ?? refreshToken } },
+        };
+      })
+      .catch((error: unknown) => {
+        if (error instanceof Refusal) throw error;
+        throw new Refusal(503, "unavailable", `cannot refresh the credential of ${credential.id}: ${messageOf(error)}`);
       });
-      tokens = checkedTokens(tokens, credential.id, credential.issuer);
-    } catch (error) {
-      if (grantRejected(error)) return dead("rejected");
-      this.#o.metrics.refresh("failed");
-      throw new Refusal(502, "upstream_error", `refreshing the credential of ${credential.id} at ${credential.issuer} failed: ${oauthProblem(error)}`);
-    }
-    const at = this.#o.now();
-    const next = {
-      id: credential.id,
-      url: credential.url,
-      issuer: credential.issuer,
-      authorizedAt: credential.authorizedAt,
-      expiresAt: tokens.expires_in !== undefined ? at + Math.round(tokens.expires_in * 1000) : null,
-      // The old refresh token stays when the server sends none (no rotation).
-      secret: { ...secret, tokens: { ...tokens, refresh_token: tokens.refresh_token ?? refreshToken } },
-    };
-    // A DELETE, a url change or a new consent meanwhile wins over this refresh.
-    if (!(await this.#o.store.replaceCredential(credential.version, next))) {
-      this.#o.metrics.refresh("superseded");
-      return this.#o.store.getCredential(credential.id);
-    }
-    this.#o.metrics.refresh("refreshed");
-    return { ...next, version: credential.version + 1 };
+    // Another replica's refresh, a DELETE, a url change or a new consent came first: theirs stands.
+    this.#o.metrics.refresh(result.outcome === "moved" ? "superseded" : outcome);
+    return result.credential;
   }
 
   /** The credential for the connection's current url, refreshed when it expires within the margin. */

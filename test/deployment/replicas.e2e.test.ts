@@ -4,7 +4,7 @@
 // replicas its redirect reaches, and a consent outlives a restart of every process.
 import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
-import { callServed } from "../support/deployment-serve.ts";
+import { authorizeServed, callServed } from "../support/deployment-serve.ts";
 import { annotatedTool, startMcpServer, type RunningMcpServer } from "../support/mcp-server.ts";
 import { startAuthServer, type RunningAuthServer } from "../support/oauth-server.ts";
 import { startReplicas, type Replicas } from "../support/replicas.ts";
@@ -100,5 +100,20 @@ describe("subs deployment serve as three replicas behind a round-robin balancer"
     assert.deepEqual((await call("GET", poll)).body, { status: "authorized" });
     assert.equal(authServer.counters.codeExchanges, 1);
     assert.equal((await call("GET", "/v1/mcp/survivor/tools")).status, 200);
+  });
+
+  test("a credential due for refresh, 24 requests at once spread over the three: one refresh, its rotating refresh token never reused, every request answered", async () => {
+    // Rotating refresh tokens, any reuse rejected (and the grant with it), a slow token endpoint.
+    const { authServer, mcp } = await protectedServer({ accessTokenTtlSeconds: 4, refreshDelayMs: 400 });
+    assert.deepEqual(await authorizeServed(set.front, "rotating", { url: mcp.url }), { status: "authorized" });
+    for (let round = 1; round <= 2; round++) {
+      // Past the first half of the token's life: due for refresh on every replica.
+      await new Promise((r) => setTimeout(r, 2600));
+      const answers = await Promise.all(Array.from({ length: 24 }, () => call("GET", "/v1/mcp/rotating/tools")));
+      assert.deepEqual(answers.map((a) => a.status), Array(24).fill(200), JSON.stringify(answers.find((a) => a.status !== 200)?.body));
+      assert.equal(authServer.counters.refreshes, round, "one refresh across the three replicas");
+      assert.equal(authServer.counters.rejectedRefreshes, 0, "no refresh token was sent twice");
+    }
+    assert.equal(new Set(set.balancer.served.slice(-24)).size, 3, "every replica had requests");
   });
 });

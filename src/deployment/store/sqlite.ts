@@ -2,10 +2,11 @@
 // `subs deployment token create` can write while the server runs) in a data directory only its
 // owner can enter. Tokens and client secrets are sealed (keys.ts); API tokens are kept as SHA-256
 // hashes. Migrations run in order and record the schema version in the file.
+import { randomUUID } from "node:crypto";
 import { closeSync, constants, lstatSync, mkdirSync, openSync, chmodSync } from "node:fs";
 import path from "node:path";
 import type BetterSqlite3 from "better-sqlite3";
-import { refused } from "../../errors.ts";
+import { failed, refused } from "../../errors.ts";
 import { KeyMismatch, open, seal, type Key } from "../keys.ts";
 import type {
   AgentRecord,
@@ -15,10 +16,12 @@ import type {
   AuthorizationSecret,
   ConnectionRecord,
   CredentialRecord,
+  CredentialRefresh,
   CredentialSecret,
   DeleteConnection,
   PutAgent,
   PutConnection,
+  RefreshExchange,
   RekeyableStore,
   Role,
 } from "./types.ts";
@@ -50,9 +53,17 @@ export const MIGRATIONS: readonly string[] = [
      status TEXT NOT NULL, error TEXT, message TEXT, final_at INTEGER, claimed INTEGER NOT NULL,
      key_id TEXT NOT NULL, sealed TEXT NOT NULL) STRICT;
    CREATE INDEX authorizations_by_connection ON authorizations(connection_id, status);`,
+  // The refresh lock of each credential across processes (refreshCredential); no foreign key, so
+  // a lease outlives nothing it should not: it is deleted when released and ignored when expired.
+  `CREATE TABLE credential_leases (id TEXT PRIMARY KEY, holder TEXT NOT NULL, until INTEGER NOT NULL) STRICT;`,
 ];
 
 const BUSY_TIMEOUT_MS = 5000;
+/** A refresh lease's length; renewed every third of it while the exchange runs. */
+const LEASE_MS = 15_000;
+/** How often a process waiting for another's lease looks again, and for how long at most. */
+const LEASE_POLL_MS = 50;
+const LEASE_WAIT_MS = 60_000;
 const LAST_USED_RESOLUTION_MS = 60_000;
 /** Sealed under the key at first start: a wrong key is refused before it decrypts anything. */
 const KEY_CHECK = "key_check";
@@ -343,6 +354,51 @@ export class SqliteStore implements RekeyableStore {
 
   async deleteCredential(id: string, version: number): Promise<boolean> {
     return this.#prepared("DELETE FROM credentials WHERE id = ? AND version = ?").run(id, version).changes > 0;
+  }
+
+  async refreshCredential(id: string, version: number, exchange: RefreshExchange): Promise<CredentialRefresh> {
+    const holder = randomUUID();
+    const take = () =>
+      this.#prepared(
+        `INSERT INTO credential_leases (id, holder, until) VALUES (?, ?, ?)
+         ON CONFLICT(id) DO UPDATE SET holder = excluded.holder, until = excluded.until WHERE credential_leases.until <= ?`,
+      ).run(id, holder, this.#now() + LEASE_MS, this.#now()).changes === 1;
+    const at = async (): Promise<CredentialRecord | undefined> => this.getCredential(id);
+    const waitUntil = this.#now() + LEASE_WAIT_MS;
+    while (!take()) {
+      // Another process holds it: its result, once stored, is ours too.
+      const current = await at();
+      if (!current || current.version !== version) return { outcome: "moved", credential: current };
+      if (this.#now() > waitUntil) throw failed(`another process has been refreshing the credential of ${id} for over ${LEASE_WAIT_MS / 1000}s`, { code: "refresh_busy" });
+      await new Promise((r) => setTimeout(r, LEASE_POLL_MS + Math.random() * LEASE_POLL_MS));
+    }
+    const renew = setInterval(() => {
+      try {
+        this.#prepared("UPDATE credential_leases SET until = ? WHERE id = ? AND holder = ?").run(this.#now() + LEASE_MS, id, holder);
+      } catch {
+        // A busy store: the next renewal tries again, well within the lease.
+      }
+    }, LEASE_MS / 3);
+    renew.unref();
+    try {
+      const current = await at();
+      if (!current || current.version !== version) return { outcome: "moved", credential: current };
+      const next = await exchange(current);
+      const stored = this.#db
+        .transaction(() => {
+          const held = this.#prepared("SELECT version, url FROM credentials WHERE id = ?").get(id) as { version: number; url: string } | undefined;
+          if (!held || held.version !== version || held.url !== current.url) return false;
+          if (next === "delete") this.#prepared("DELETE FROM credentials WHERE id = ?").run(id);
+          else this.#writeCredential(next, version + 1);
+          return true;
+        })
+        .immediate();
+      if (!stored) return { outcome: "moved", credential: await at() };
+      return { outcome: "refreshed", credential: next === "delete" ? undefined : { ...next, version: version + 1 } };
+    } finally {
+      clearInterval(renew);
+      this.#prepared("DELETE FROM credential_leases WHERE id = ? AND holder = ?").run(id, holder);
+    }
   }
 
   async getRegistration(server: string, redirectUri: string) {

@@ -1,8 +1,8 @@
 // What the deployment keeps, behind one asynchronous interface: the SQLite file of one machine
-// (sqlite.ts) now, and a shared database for several replicas later, where the same calls become
-// transactions with row locks (a refresh is a compare-and-swap on the credential's version, so two
-// replicas never both spend one rotating refresh token). Every write the protocol calls atomic
-// (docs/deployment-protocol.md section 7) is one call here.
+// (sqlite.ts), which several processes on that machine may share, and a shared database for
+// replicas on several machines. Everything a request needs is here, so any replica answers any
+// request: declarations, credentials, consents in progress. Every write the protocol calls atomic
+// (docs/deployment-protocol.md section 7) is one call here, and each method says what it locks.
 import type { AuthorizationServerMetadata, OAuthClientInformationMixed, OAuthTokens } from "@modelcontextprotocol/sdk/shared/auth.js";
 
 export type OAuthSettings = { client_id?: string; client_metadata_url?: string; scopes?: string[] };
@@ -79,6 +79,16 @@ export type AuthorizationRecord = {
   secret: AuthorizationSecret;
 };
 
+/** What a refresh under the credential's lock does with the credential it was given. */
+export type RefreshExchange = (current: CredentialRecord) => Promise<Omit<CredentialRecord, "version"> | "delete">;
+/**
+ * `refreshed`: the exchange ran and its result (or its deletion) is stored; `credential` is what is
+ * held now (undefined once deleted). `moved`: the credential was no longer at that version (another
+ * replica refreshed it, or a DELETE, url change or new consent came first) — the exchange did not
+ * run, or its result was not stored; `credential` is what is held now.
+ */
+export type CredentialRefresh = { outcome: "refreshed" | "moved"; credential: CredentialRecord | undefined };
+
 export type PutConnection = { created: boolean; urlChanged: boolean; dropped: CredentialRecord | undefined };
 export type DeleteConnection = { outcome: "deleted"; dropped: CredentialRecord | undefined } | { outcome: "absent" } | { outcome: "in_use"; agents: string[] };
 export type PutAgent = { outcome: "created" | "updated" } | { outcome: "unknown_connection"; missing: string[] };
@@ -107,6 +117,24 @@ export interface DeploymentStore {
   replaceCredential(version: number, credential: Omit<CredentialRecord, "version">): Promise<boolean>;
   /** Deletes it only if still at `version`; false otherwise. */
   deleteCredential(id: string, version: number): Promise<boolean>;
+  /**
+   * One refresh per credential across every process on the store, so a rotating refresh token is
+   * sent once (OAuth 2.1 section 4.3.1: a reused one revokes the grant). Takes the credential's
+   * lock, waiting while another holds it; under the lock re-reads the credential: not at `version`
+   * any more (or gone, or for another url), it is `moved` and `exchange` is never called. Else it
+   * calls `exchange` (the request to the authorization server) still holding the lock, then in one
+   * transaction stores its result at `version + 1` — or deletes the credential when it answers
+   * "delete" — only if the credential is still at `version` (a DELETE or url change may run
+   * meanwhile: they take no lock). The lock is released however it ends; when `exchange` throws,
+   * nothing is written and the error is thrown.
+   *
+   * SQLite: the lock is a lease row (holder, until) taken by one INSERT … ON CONFLICT DO UPDATE …
+   * WHERE until <= now, 15 s long and renewed while `exchange` runs, so a holder killed mid-refresh
+   * blocks the others for at most 15 s; the others poll it. Postgres: SELECT … FOR UPDATE on the
+   * credential's row (or pg_advisory_xact_lock on its id) in a transaction held across `exchange`,
+   * which a dead session's disconnect releases. Waiting longer than a minute throws.
+   */
+  refreshCredential(id: string, version: number, exchange: RefreshExchange): Promise<CredentialRefresh>;
 
   /** A client registered with an authorization server for a redirect URI, reused across consents. */
   getRegistration(authorizationServer: string, redirectUri: string): Promise<OAuthClientInformationMixed | undefined>;
