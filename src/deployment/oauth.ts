@@ -1,9 +1,9 @@
 // The deployment as the OAuth client of each MCP server (docs/deployment-protocol.md sections 3.4
 // to 3.6, 4 and 5): discovery, client choice, PKCE and `resource` as `subs mcp login` does them
-// (src/auth/), with the deployment's own redirect URI on its public URL; the consent's outcome
-// read at the poll URL; the credential refreshed ahead of expiry, once per credential however
+// (src/auth/), with the deployment's own redirect URI on its public URL; each consent kept in the
+// store, so any replica answers its redirect and its polls; the credential refreshed ahead of expiry, once per credential however
 // many requests need it; and revoked at its authorization server when its connection goes.
-import { randomBytes, randomUUID } from "node:crypto";
+import { createHash, randomBytes, randomUUID } from "node:crypto";
 import { discoverOAuthProtectedResourceMetadata, exchangeAuthorization, refreshAuthorization, registerClient, startAuthorization } from "@modelcontextprotocol/sdk/client/auth.js";
 import type { OAuthClientInformationMixed, OAuthTokens } from "@modelcontextprotocol/sdk/shared/auth.js";
 import type { Tool } from "@modelcontextprotocol/sdk/types.js";
@@ -17,7 +17,7 @@ import { checkedTokens } from "../auth/tokens.ts";
 import { authFetch } from "../http/guarded-fetch.ts";
 import { VERSION } from "../version.ts";
 import type { Metrics } from "./ops.ts";
-import type { ConnectionRecord, CredentialRecord, DeploymentStore } from "./store/types.ts";
+import type { AuthorizationOutcome, ConnectionRecord, CredentialRecord, DeploymentStore } from "./store/types.ts";
 
 /** An error answer of the protocol (section 6), decided deep in a handler. */
 export class Refusal extends Error {
@@ -31,24 +31,7 @@ export class Refusal extends Error {
   }
 }
 
-export type Outcome = { status: "pending" | "authorized" | "failed" | "expired"; error?: string; message?: string };
-
-type Authorization = {
-  id: string;
-  connectionId: string;
-  url: string;
-  state: string;
-  expiresAt: number;
-  issuer: string;
-  issAdvertised: boolean;
-  discovery: Exclude<Awaited<ReturnType<typeof discover>>, { open: true }>;
-  client: OAuthClientInformationMixed;
-  codeVerifier: string;
-  codeReceived: boolean;
-  outcome: Outcome;
-  /** When it became final: kept readable for FINAL_KEPT_MS (section 3.5), then forgotten. */
-  finalAt?: number;
-};
+export type Outcome = AuthorizationOutcome;
 
 export type OAuthOptions = {
   store: DeploymentStore;
@@ -67,6 +50,7 @@ export type OAuthOptions = {
 };
 
 const FINAL_KEPT_MS = 15 * 60_000;
+const stateHash = (state: string) => createHash("sha256").update(state).digest("hex");
 
 /**
  * docs/deployment-protocol.md section 4: `oauth.scopes` exactly when set and not empty; else the
@@ -96,8 +80,6 @@ const messageOf = (error: unknown) => (error instanceof Error ? error.message : 
 export class OAuth {
   readonly #o: OAuthOptions;
   readonly #fetch: typeof globalThis.fetch;
-  /** Pending and recent authorizations, by id. They live in this process: a restart ends them (the person starts again). */
-  readonly #authorizations = new Map<string, Authorization>();
   /** Refreshes in flight, per credential id and version: every request that needs one waits on the same. */
   readonly #refreshes = new Map<string, Promise<CredentialRecord | undefined>>();
 
@@ -106,31 +88,22 @@ export class OAuth {
     this.#fetch = authFetch({ fetch: options.fetch, env: options.env });
   }
 
-  #final(a: Authorization, outcome: Outcome) {
-    if (a.outcome.status !== "pending") return;
-    a.outcome = outcome;
-    a.finalAt = this.#o.now();
+  /**
+   * Ends the pending authorizations of a connection (section 5: a url change, a DELETE), on every
+   * replica: they are in the store.
+   */
+  async endPending(connectionId: string, error: string, message: string): Promise<void> {
+    await this.#o.store.endAuthorizations(connectionId, { status: "failed", error, message }, this.#o.now());
   }
 
-  #expireIfDue(a: Authorization) {
-    if (a.outcome.status === "pending" && this.#o.now() >= a.expiresAt) this.#final(a, { status: "expired", message: `nobody consented within ${this.#o.ttlSeconds}s` });
-  }
-
-  /** Ends the pending authorizations of a connection (section 5: a url change, a DELETE, a newer one). */
-  endPending(connectionId: string, error: string, message: string) {
-    for (const a of this.#authorizations.values()) if (a.connectionId === connectionId) this.#final(a, { status: "failed", error, message });
-  }
-
-  #forgetOld() {
+  /** Expires the overdue and forgets those final for FINAL_KEPT_MS (section 3.5: at least 10 minutes). */
+  async #sweep() {
     const now = this.#o.now();
-    for (const [id, a] of this.#authorizations) {
-      this.#expireIfDue(a);
-      if (a.finalAt !== undefined && now - a.finalAt > FINAL_KEPT_MS) this.#authorizations.delete(id);
-    }
+    await this.#o.store.sweepAuthorizations(now, { status: "expired", message: `nobody consented within ${this.#o.ttlSeconds}s` }, now - FINAL_KEPT_MS);
   }
 
   /** The client to present: pre-registered, then a Client ID Metadata Document the server supports, then our registration. */
-  async #client(connection: ConnectionRecord, discovery: Authorization["discovery"], scope: string | undefined): Promise<OAuthClientInformationMixed> {
+  async #client(connection: ConnectionRecord, discovery: Exclude<Awaited<ReturnType<typeof discover>>, { open: true }>, scope: string | undefined): Promise<OAuthClientInformationMixed> {
     const preRegistered = connection.oauth?.client_id;
     if (preRegistered) {
       // Section 3.2: a confidential client's secret is the operator's, configured here; the SDK
@@ -163,7 +136,7 @@ export class OAuth {
 
   /** Section 3.4: discovery, client, scopes, PKCE and state; a newer start supersedes a pending one. */
   async start(connection: ConnectionRecord): Promise<{ authorizationUrl: string; id: string }> {
-    this.#forgetOld();
+    await this.#sweep();
     let discovery: Awaited<ReturnType<typeof discover>>;
     let client: OAuthClientInformationMixed;
     let started: { authorizationUrl: URL; codeVerifier: string };
@@ -184,73 +157,84 @@ export class OAuth {
     } catch (error) {
       throw new Refusal(502, "upstream_error", `cannot start the authorization of ${connection.id} with ${connection.url}: ${messageOf(error)}`);
     }
-    this.endPending(connection.id, "superseded", "a newer authorization was started");
-    const a: Authorization = {
-      id: randomUUID(),
-      connectionId: connection.id,
-      url: connection.url,
-      state,
-      expiresAt: this.#o.now() + this.#o.ttlSeconds * 1000,
-      issuer: discovery.issuer,
-      issAdvertised: (discovery.metadata as { authorization_response_iss_parameter_supported?: unknown }).authorization_response_iss_parameter_supported === true,
-      discovery,
-      client,
-      codeVerifier: started.codeVerifier,
-      codeReceived: false,
-      outcome: { status: "pending" },
-    };
-    this.#authorizations.set(a.id, a);
-    return { authorizationUrl: started.authorizationUrl.href, id: a.id };
+    const id = randomUUID();
+    await this.#o.store.startAuthorization(
+      {
+        id,
+        connectionId: connection.id,
+        url: connection.url,
+        stateHash: stateHash(state),
+        issuer: discovery.issuer,
+        issAdvertised: (discovery.metadata as { authorization_response_iss_parameter_supported?: unknown }).authorization_response_iss_parameter_supported === true,
+        expiresAt: this.#o.now() + this.#o.ttlSeconds * 1000,
+        secret: {
+          codeVerifier: started.codeVerifier,
+          client,
+          metadata: discovery.metadata,
+          resource: discovery.resource,
+          ...(discovery.challenge.resourceMetadataUrl ? { resourceMetadataUrl: discovery.challenge.resourceMetadataUrl.href } : {}),
+        },
+      },
+      { status: "failed", error: "superseded", message: "a newer authorization was started" },
+      this.#o.now(),
+    );
+    return { authorizationUrl: started.authorizationUrl.href, id };
   }
 
   /** Section 3.5; undefined when unknown or forgotten (404, which clients read as expired). */
-  poll(id: string): Outcome | undefined {
-    this.#forgetOld();
-    return this.#authorizations.get(id)?.outcome;
+  async poll(id: string): Promise<Outcome | undefined> {
+    await this.#sweep();
+    return (await this.#o.store.getAuthorization(id))?.outcome;
   }
 
   /**
-   * The redirect URI (section 3.5, "What the redirect URI does"). A forged, late, expired or
-   * second callback changes nothing and its code is never exchanged.
+   * The redirect URI (section 3.5, "What the redirect URI does"), on whichever replica it reaches.
+   * A forged, late, expired or second callback changes nothing and its code is never exchanged:
+   * only the one callback that claims the authorization in the store exchanges a code.
    */
   async callback(params: URLSearchParams): Promise<{ status: number; text: string }> {
     const state = params.get("state");
-    const a = state === null ? undefined : [...this.#authorizations.values()].find((x) => x.state === state);
-    if (a) this.#expireIfDue(a);
-    if (!a || a.outcome.status !== "pending" || a.codeReceived) return { status: 400, text: "Unknown or finished authorization. Start again with `subs mcp login`." };
+    await this.#sweep();
+    const a = state === null ? undefined : await this.#o.store.authorizationByState(stateHash(state));
+    const unknown = { status: 400, text: "Unknown or finished authorization. Start again with `subs mcp login`." };
+    if (!a || a.outcome.status !== "pending" || a.claimed || this.#o.now() >= a.expiresAt) return unknown;
+    // The first callback claims it, on whichever replica; the same redirect reaching another
+    // replica (a retried request, a reloaded page) changes nothing and exchanges nothing.
+    if (!(await this.#o.store.claimAuthorization(a.id, this.#o.now()))) return unknown;
+    const final = (outcome: Outcome) => this.#o.store.finishAuthorization(a.id, outcome, this.#o.now());
     const error = params.get("error");
     if (error !== null) {
-      this.#final(a, { status: "failed", error, message: params.get("error_description")?.slice(0, 300) ?? `the authorization server answered ${error}` });
+      await final({ status: "failed", error, message: params.get("error_description")?.slice(0, 300) ?? `the authorization server answered ${error}` });
       return { status: 200, text: "Authorization failed. You can close this window." };
     }
     const iss = issProblem(params, a.issuer, a.issAdvertised);
     if (iss !== undefined) {
-      this.#final(a, { status: "failed", error: "upstream_error", message: `${iss} (expected issuer ${a.issuer}${params.get("iss") ? `, got ${params.get("iss")}` : ""})` });
+      await final({ status: "failed", error: "upstream_error", message: `${iss} (expected issuer ${a.issuer}${params.get("iss") ? `, got ${params.get("iss")}` : ""})` });
       return { status: 400, text: "The authorization response came from another issuer. You can close this window." };
     }
     const connection = await this.#o.store.getConnection(a.connectionId);
     if (!connection || connection.url !== a.url) {
-      this.#final(a, { status: "failed", error: "connection_changed", message: "the connection changed during consent" });
+      await final({ status: "failed", error: "connection_changed", message: "the connection changed during consent" });
       return { status: 409, text: "The connection changed; start again." };
     }
-    a.codeReceived = true;
+    const { secret } = a;
     let tokens: OAuthTokens;
     try {
       tokens = await exchangeAuthorization(a.issuer, {
-        metadata: a.discovery.metadata,
-        clientInformation: a.client,
+        metadata: secret.metadata,
+        clientInformation: secret.client,
         authorizationCode: params.get("code") ?? "",
-        codeVerifier: a.codeVerifier,
+        codeVerifier: secret.codeVerifier,
         redirectUri: this.#o.redirectUri,
-        resource: new URL(a.discovery.resource),
+        resource: new URL(secret.resource),
         fetchFn: this.#fetch,
       });
       tokens = checkedTokens(tokens, a.connectionId, a.issuer);
     } catch (error) {
-      this.#final(a, { status: "failed", error: "token_exchange_failed", message: oauthProblem(error) });
+      await final({ status: "failed", error: "token_exchange_failed", message: oauthProblem(error) });
       return { status: 502, text: "Authorization failed." };
     }
-    if (a.outcome.status !== "pending") return { status: 409, text: "This authorization ended meanwhile; start again." };
+    if ((await this.#o.store.getAuthorization(a.id))?.outcome.status !== "pending") return { status: 409, text: "This authorization ended meanwhile; start again." };
     const at = this.#o.now();
     const stored = await this.#o.store.putCredential({
       id: a.connectionId,
@@ -260,19 +244,19 @@ export class OAuth {
       expiresAt: tokens.expires_in !== undefined ? at + Math.round(tokens.expires_in * 1000) : null,
       secret: {
         tokens,
-        client: a.client,
+        client: secret.client,
         authorizationServerUrl: a.issuer,
-        metadata: a.discovery.metadata,
-        resource: a.discovery.resource,
-        ...(a.discovery.challenge.resourceMetadataUrl ? { resourceMetadataUrl: a.discovery.challenge.resourceMetadataUrl.href } : {}),
+        metadata: secret.metadata,
+        resource: secret.resource,
+        ...(secret.resourceMetadataUrl ? { resourceMetadataUrl: secret.resourceMetadataUrl } : {}),
       },
     });
     // Deleted or moved to another url while the code was exchanged (sections 3.4, 5).
     if (!stored) {
-      this.#final(a, { status: "failed", error: "connection_changed", message: "the connection changed during consent" });
+      await final({ status: "failed", error: "connection_changed", message: "the connection changed during consent" });
       return { status: 409, text: "The connection changed; start again." };
     }
-    this.#final(a, { status: "authorized" });
+    await final({ status: "authorized" });
     return { status: 200, text: "Authorized. You can close this window." };
   }
 
@@ -318,49 +302,53 @@ export class OAuth {
     return pending;
   }
 
+  /**
+   * Under the credential's lock in the store, so that across every replica one exchange spends a
+   * rotating refresh token; the others wait and use what it stored (store/types.ts).
+   */
   async #refreshOnce(credential: CredentialRecord): Promise<CredentialRecord | undefined> {
-    const { secret } = credential;
-    const refreshToken = secret.tokens.refresh_token;
-    const dead = async (outcome: string) => {
-      this.#o.metrics.refresh(outcome);
-      await this.#o.store.deleteCredential(credential.id, credential.version);
-      return undefined;
-    };
-    if (!refreshToken) return dead("no_refresh_token");
-    // Section 3.6: never send the credential's tokens to an authorization server it did not come from.
-    if (await this.#serverMoved(credential)) return dead("server_moved");
-    let tokens: OAuthTokens;
-    try {
-      tokens = await refreshAuthorization(secret.authorizationServerUrl, {
-        ...(secret.metadata ? { metadata: secret.metadata } : {}),
-        clientInformation: secret.client,
-        refreshToken,
-        ...(secret.resource ? { resource: new URL(secret.resource) } : {}),
-        fetchFn: this.#fetch,
+    let outcome = "refreshed";
+    const result = await this.#o.store
+      .refreshCredential(credential.id, credential.version, async (current) => {
+        const { secret } = current;
+        const refreshToken = secret.tokens.refresh_token;
+        const dead = (why: string) => ((outcome = why), "delete" as const);
+        if (!refreshToken) return dead("no_refresh_token");
+        // Section 3.6: never send the credential's tokens to an authorization server it did not come from.
+        if (await this.#serverMoved(current)) return dead("server_moved");
+        let tokens: OAuthTokens;
+        try {
+          tokens = await refreshAuthorization(secret.authorizationServerUrl, {
+            ...(secret.metadata ? { metadata: secret.metadata } : {}),
+            clientInformation: secret.client,
+            refreshToken,
+            ...(secret.resource ? { resource: new URL(secret.resource) } : {}),
+            fetchFn: this.#fetch,
+          });
+          tokens = checkedTokens(tokens, current.id, current.issuer);
+        } catch (error) {
+          if (grantRejected(error)) return dead("rejected");
+          this.#o.metrics.refresh("failed");
+          throw new Refusal(502, "upstream_error", `refreshing the credential of ${current.id} at ${current.issuer} failed: ${oauthProblem(error)}`);
+        }
+        const at = this.#o.now();
+        return {
+          id: current.id,
+          url: current.url,
+          issuer: current.issuer,
+          authorizedAt: current.authorizedAt,
+          expiresAt: tokens.expires_in !== undefined ? at + Math.round(tokens.expires_in * 1000) : null,
+          // The old refresh token stays when the server sends none (no rotation).
+          secret: { ...secret, tokens: { ...tokens, refresh_token: tokens.refresh_token ?? refreshToken } },
+        };
+      })
+      .catch((error: unknown) => {
+        if (error instanceof Refusal) throw error;
+        throw new Refusal(503, "unavailable", `cannot refresh the credential of ${credential.id}: ${messageOf(error)}`);
       });
-      tokens = checkedTokens(tokens, credential.id, credential.issuer);
-    } catch (error) {
-      if (grantRejected(error)) return dead("rejected");
-      this.#o.metrics.refresh("failed");
-      throw new Refusal(502, "upstream_error", `refreshing the credential of ${credential.id} at ${credential.issuer} failed: ${oauthProblem(error)}`);
-    }
-    const at = this.#o.now();
-    const next = {
-      id: credential.id,
-      url: credential.url,
-      issuer: credential.issuer,
-      authorizedAt: credential.authorizedAt,
-      expiresAt: tokens.expires_in !== undefined ? at + Math.round(tokens.expires_in * 1000) : null,
-      // The old refresh token stays when the server sends none (no rotation).
-      secret: { ...secret, tokens: { ...tokens, refresh_token: tokens.refresh_token ?? refreshToken } },
-    };
-    // A DELETE, a url change or a new consent meanwhile wins over this refresh.
-    if (!(await this.#o.store.replaceCredential(credential.version, next))) {
-      this.#o.metrics.refresh("superseded");
-      return this.#o.store.getCredential(credential.id);
-    }
-    this.#o.metrics.refresh("refreshed");
-    return { ...next, version: credential.version + 1 };
+    // Another replica's refresh, a DELETE, a url change or a new consent came first: theirs stands.
+    this.#o.metrics.refresh(result.outcome === "moved" ? "superseded" : outcome);
+    return result.credential;
   }
 
   /** The credential for the connection's current url, refreshed when it expires within the margin. */

@@ -12,8 +12,9 @@ import { newKeyText, parseKey } from "../../src/deployment/keys.ts";
 import { openPostgresStore, PG_MIGRATIONS } from "../../src/deployment/store/postgres.ts";
 import { MIGRATIONS, openSqliteStore } from "../../src/deployment/store/sqlite.ts";
 import type { Key } from "../../src/deployment/keys.ts";
-import type { RekeyableStore } from "../../src/deployment/store/types.ts";
+import type { CredentialRecord, RekeyableStore } from "../../src/deployment/store/types.ts";
 import { redactPostgresUrl } from "../../src/deployment/config.ts";
+import Database from "better-sqlite3";
 import { runInProcess } from "../support/cli.ts";
 import { postgresForThisFile } from "../support/postgres.ts";
 
@@ -309,3 +310,57 @@ for (const kind of KINDS) {
     });
   });
 }
+
+describe("one refresh per credential across processes sharing the store", () => {
+  const open2 = async () => {
+    const dir = tempDir();
+    const key = parseKey(newKeyText(), "test");
+    const storeDir = path.join(dir, "data");
+    const dbPath = path.join(storeDir, "deployment.db");
+    const a = await openSqliteStore({ storeDir, dbPath, key });
+    const b = await openSqliteStore({ storeDir, dbPath, key });
+    await a.putConnection({ id: "gh", url: "https://a.example/mcp", prefixTools: false, oauth: undefined });
+    const secret = { tokens: { access_token: "at-0", token_type: "bearer", refresh_token: "rt-0" }, client: { client_id: "c" }, authorizationServerUrl: "https://as.example" };
+    assert.equal(await a.putCredential({ id: "gh", url: "https://a.example/mcp", issuer: "https://as.example", authorizedAt: 1, expiresAt: 2, secret }), true);
+    return { a, b, dbPath, version: (await a.getCredential("gh"))!.version, close: () => Promise.all([a.close(), b.close()]) };
+  };
+  const rotated = (n: number) => async (current: CredentialRecord) => {
+    await new Promise((r) => setTimeout(r, 200));
+    return { ...current, secret: { ...current.secret, tokens: { ...current.secret.tokens, access_token: `at-${n}`, refresh_token: `rt-${n}` } } };
+  };
+
+  test("six refreshes of one version on two store handles at once: one exchange; every caller gets its result", async () => {
+    const { a, b, version, close } = await open2();
+    let exchanges = 0;
+    const exchange = async (current: CredentialRecord) => (exchanges++, rotated(exchanges)(current));
+    const results = await Promise.all([a, b, a, b, a, b].map((s) => s.refreshCredential("gh", version, exchange)));
+    assert.equal(exchanges, 1);
+    assert.deepEqual(results.map((r) => r.outcome).sort(), ["moved", "moved", "moved", "moved", "moved", "refreshed"]);
+    assert.ok(results.every((r) => r.credential?.version === version + 1 && r.credential.secret.tokens.refresh_token === "rt-1"));
+    await close();
+  });
+
+  test("a lease left by a holder that died is waited out, then one exchange runs; one that throws stores nothing and frees the lock", async () => {
+    const { a, b, dbPath, version, close } = await open2();
+    const raw = new Database(dbPath);
+    raw.prepare("INSERT INTO credential_leases (id, holder, until) VALUES ('gh', 'killed', ?)").run(Date.now() + 400);
+    raw.close();
+    const started = Date.now();
+    let exchanges = 0;
+    const result = await b.refreshCredential("gh", version, async (c) => (exchanges++, rotated(1)(c)));
+    assert.equal(result.outcome, "refreshed");
+    assert.ok(Date.now() - started >= 350, "it waited for the dead holder's lease to expire");
+    assert.equal(exchanges, 1);
+    await assert.rejects(
+      a.refreshCredential("gh", version + 1, async () => {
+        throw new Error("token endpoint down");
+      }),
+      /token endpoint down/,
+    );
+    assert.equal((await a.getCredential("gh"))!.secret.tokens.refresh_token, "rt-1", "nothing stored");
+    const next = await b.refreshCredential("gh", version + 1, rotated(2));
+    assert.equal(next.outcome, "refreshed", "the lock was released");
+    assert.equal(next.credential!.version, version + 2);
+    await close();
+  });
+});

@@ -41,6 +41,8 @@ export type ServeOptions = {
 export type ServedDeployment = RunningDeployment & {
   /** An admin token of this deployment. */
   token: string;
+  /** The address this process listens on (its public URL may be a balancer's). */
+  direct: string;
   dir: string;
   dbPath: string;
   /** What `--store` names: the data directory, or the Postgres URL. */
@@ -101,6 +103,7 @@ export async function startServedDeployment(options: ServeOptions = {}): Promise
   const logs: Array<Record<string, unknown>> = [];
   const requests: string[] = [];
   const exited = new Promise<number | null>((resolve) => child.once("exit", (code) => resolve(code)));
+  let direct = "";
   const url = await new Promise<string>((resolve, reject) => {
     const lines = createInterface({ input: child.stdout! });
     lines.on("line", (line) => {
@@ -111,7 +114,10 @@ export async function startServedDeployment(options: ServeOptions = {}): Promise
         return;
       }
       logs.push(entry);
-      if (entry.msg === "listening") resolve(String(entry.url));
+      if (entry.msg === "listening") {
+        direct = `http://${String(entry.listen)}`;
+        resolve(String(entry.url));
+      }
       if (entry.msg === "request" && typeof entry.path === "string" && entry.path.startsWith("/v1")) requests.push(`${entry.method} ${String(entry.path).replace(/\/$/, "") || "/v1"}`);
     });
     exited.then((code) => reject(new Error(`subs deployment serve exited ${code}: ${stderr}`)));
@@ -177,6 +183,7 @@ export async function startServedDeployment(options: ServeOptions = {}): Promise
     agents: view(agents) as RunningDeployment["agents"],
     credentials,
     token,
+    direct,
     dir,
     dbPath,
     storeArg,

@@ -86,7 +86,7 @@ export function connectionRoutes(o: ConnectionRoutesOptions): Route[] {
           const outcome = await store.deleteConnection(id!);
           if (outcome.outcome === "in_use") return fail(409, "connection_in_use", `agents ${outcome.agents.join(", ")} name ${id}; delete them first`, { agents: outcome.agents });
           if (outcome.outcome === "absent") return fail(404, "not_found", `no connection ${id}`);
-          oauth.endPending(id!, "connection_changed", "the connection was deleted");
+          await oauth.endPending(id!, "connection_changed", "the connection was deleted");
           await oauth.revoke(outcome.dropped);
           return { status: 204 };
         }
@@ -100,7 +100,7 @@ export function connectionRoutes(o: ConnectionRoutesOptions): Route[] {
         const record: ConnectionRecord = { id: id!, url: parsed.data.url, prefixTools: parsed.data.prefix_tools, oauth: parsed.data.oauth };
         const put = await store.putConnection(record);
         // Section 5: a changed url ends pending consents too, whether or not a credential was held.
-        if (put.urlChanged) oauth.endPending(id!, "connection_changed", "the connection's url changed");
+        if (put.urlChanged) await oauth.endPending(id!, "connection_changed", "the connection's url changed");
         await oauth.revoke(put.dropped);
         const held = (await store.credentialSummaries()).find((h) => h.id === id);
         return { status: put.created ? 201 : 200, body: connectionJson(record, held) };
@@ -131,7 +131,7 @@ export function connectionRoutes(o: ConnectionRoutesOptions): Route[] {
       need: "read",
       methods: ["GET"],
       run: async (_m, _req, [aid]) => {
-        const outcome = oauth.poll(aid!);
+        const outcome = await oauth.poll(aid!);
         if (!outcome) return fail(404, "not_found", "no such authorization (or it ended long ago)");
         return { status: 200, body: { status: outcome.status, ...(outcome.error ? { error: outcome.error } : {}), ...(outcome.message && outcome.status !== "authorized" ? { message: outcome.message } : {}) } };
       },

@@ -6,11 +6,14 @@
 // Migrations run under a transaction-level advisory lock, so replicas starting at once run each
 // one exactly once (https://www.postgresql.org/docs/current/explicit-locking.html#ADVISORY-LOCKS).
 import type { Pool, PoolClient, QueryResultRow } from "pg";
-import { refused } from "../../errors.ts";
+import { failed, refused } from "../../errors.ts";
 import { seal, type Key } from "../keys.ts";
 import {
   AgentRow,
   agentOf,
+  AuthorizationRow,
+  authorizationAad,
+  authorizationOf,
   checkKey,
   checked,
   checkedAll,
@@ -26,7 +29,9 @@ import {
   openRegistration,
   registrationAad,
   reseal,
+  SealedAuthorizationRow,
   SealedRow,
+  sealAuthorization,
   sealCredential,
   sealRegistration,
   SummaryRow,
@@ -38,13 +43,17 @@ import {
   StoreUnavailable,
   type AgentRecord,
   type ApiTokenRecord,
+  type AuthorizationOutcome,
+  type AuthorizationRecord,
   type ConnectionRecord,
   type CredentialRecord,
+  type CredentialRefresh,
   type DeclaredState,
   type DeleteConnection,
   type PutAgent,
   type PutConnection,
   type PutState,
+  type RefreshExchange,
   type RekeyableStore,
   type Role,
   type StateChange,
@@ -69,6 +78,14 @@ export const PG_MIGRATIONS: readonly string[] = [
    CREATE TABLE api_tokens (
      id TEXT PRIMARY KEY, name TEXT NOT NULL, role TEXT NOT NULL, hash BYTEA NOT NULL UNIQUE,
      created_at BIGINT NOT NULL, last_used_at BIGINT);`,
+  // Pending consents (sqlite.ts's second migration). Its third, the refresh leases, has no
+  // counterpart: a refresh here holds a transaction-level advisory lock instead (refreshCredential).
+  `CREATE TABLE authorizations (
+     id TEXT PRIMARY KEY, connection_id TEXT NOT NULL, url TEXT NOT NULL, state_hash TEXT NOT NULL UNIQUE,
+     issuer TEXT NOT NULL, iss_advertised BOOLEAN NOT NULL, expires_at BIGINT NOT NULL,
+     status TEXT NOT NULL, error TEXT, message TEXT, final_at BIGINT, claimed BOOLEAN NOT NULL,
+     key_id TEXT NOT NULL, sealed TEXT NOT NULL);
+   CREATE INDEX authorizations_by_connection ON authorizations(connection_id, status);`,
 ];
 
 /** The advisory lock the migrations run under: any constant no other tool of the database uses ("subs" in ASCII). */
@@ -80,6 +97,25 @@ const MIGRATION_LOCK = 0x73756273;
  * the two declared states, never a mix (docs/deployment-protocol.md section 3.10).
  */
 const DECLARATIONS_LOCK = 0x73756274;
+/**
+ * The first key of the two-key advisory locks (the second is hashtext of the id): a credential's
+ * refresh, and the starts of consents of one connection. Two-key locks never collide with the
+ * one-key locks above (https://www.postgresql.org/docs/current/functions-admin.html#FUNCTIONS-ADVISORY-LOCKS);
+ * two ids of the same hash only wait for each other.
+ */
+const REFRESH_LOCKS = 0x73756275;
+const CONSENT_LOCKS = 0x73756276;
+/**
+ * A refresh waits this long for another replica's: one exchange with an authorization server.
+ * Set per transaction, overriding the 5 s statement timeout that would otherwise cancel a waiting
+ * replica while the holder's exchange is still running.
+ */
+const REFRESH_WAIT_MS = 60_000;
+/**
+ * How long a refresh may hold its lock between statements (while its exchange runs): a replica
+ * that hangs without dying then loses its session, and with it the lock, after this long.
+ */
+const REFRESH_HOLD_MS = 60_000;
 /** The meta row of the declarations' revision (absent: "0"). */
 const REVISION = "revision";
 /** Thrown inside putState's transaction to roll it back: the plan was made from an older revision. */
@@ -236,7 +272,7 @@ export class PostgresStore implements RekeyableStore {
         const { key_id, sealed } = checked(SealedRow, row, "meta");
         return { keyId: key_id, value: sealed };
       },
-      anySealedKeyId: async () => (await this.#rows<{ key_id: string }>("SELECT key_id FROM credentials UNION SELECT key_id FROM registrations LIMIT 1"))[0]?.key_id,
+      anySealedKeyId: async () => (await this.#rows<{ key_id: string }>("SELECT key_id FROM credentials UNION SELECT key_id FROM registrations UNION SELECT key_id FROM authorizations LIMIT 1"))[0]?.key_id,
       write: async (sealed) => void (await this.#rows("INSERT INTO meta (name, key_id, value) VALUES ($1, $2, $3) ON CONFLICT (name) DO NOTHING", [KEY_CHECK, sealed.keyId, sealed.value])),
     });
   }
@@ -485,6 +521,57 @@ export class PostgresStore implements RekeyableStore {
     return (await this.#count("DELETE FROM credentials WHERE id = $1 AND version = $2", [id, version])) > 0;
   }
 
+  /**
+   * The lock is pg_advisory_xact_lock on the credential's id, taken in a transaction held across
+   * `exchange`: Postgres releases it at COMMIT or ROLLBACK, and at once when the holder's session
+   * ends (a replica killed mid-refresh), so nobody waits out a lease. An advisory lock rather than
+   * SELECT … FOR UPDATE on the row, because a url change, a DELETE or a new consent must not wait
+   * for the authorization server (the contract says they take no lock); the final write is the same
+   * compare-and-swap on the version as replaceCredential. One pool connection is held per credential
+   * being refreshed in this process (oauth.ts runs one refresh per credential version at a time).
+   */
+  async refreshCredential(id: string, version: number, exchange: RefreshExchange): Promise<CredentialRefresh> {
+    const lost = { moved: false };
+    const result = await this.#transaction(async (db): Promise<CredentialRefresh> => {
+      await this.#rows(`SET LOCAL lock_timeout = ${REFRESH_WAIT_MS}`, [], db);
+      await this.#rows(`SET LOCAL statement_timeout = ${REFRESH_WAIT_MS + 5000}`, [], db);
+      await this.#rows(`SET LOCAL idle_in_transaction_session_timeout = ${REFRESH_HOLD_MS}`, [], db);
+      try {
+        // The client-side read timeout too: the pool's (6 s) would give up on a wait Postgres allows.
+        await db.query({ text: "SELECT pg_advisory_xact_lock($1, hashtext($2))", values: [REFRESH_LOCKS, id], query_timeout: REFRESH_WAIT_MS + 10_000 } as never);
+      } catch (error) {
+        // SQLSTATE 55P03 lock_not_available: lock_timeout passed.
+        if ((error as { code?: unknown }).code === "55P03") throw failed(`another process has been refreshing the credential of ${id} for over ${REFRESH_WAIT_MS / 1000}s`, { code: "refresh_busy" });
+        this.#unavailable(error);
+      }
+      // READ COMMITTED: this reads what the previous holder committed before it released the lock.
+      const [row] = await this.#rows("SELECT * FROM credentials WHERE id = $1", [id], db);
+      const current = row === undefined ? undefined : credentialOf(this.#key, checked(CredentialRow, row, "credentials"));
+      if (!current || current.version !== version) return { outcome: "moved", credential: current };
+      const next = await exchange(current);
+      const stored =
+        next === "delete"
+          ? await this.#count("DELETE FROM credentials WHERE id = $1 AND version = $2 AND url = $3", [id, version, current.url], db)
+          : await this.#writeRefreshed(db, version, next);
+      if (stored > 0) return { outcome: "refreshed", credential: next === "delete" ? undefined : { ...next, version: version + 1 } };
+      lost.moved = true;
+      return { outcome: "moved", credential: undefined };
+    });
+    // A DELETE, url change or new consent came during the exchange: what is held now, read after the commit.
+    return lost.moved ? { outcome: "moved", credential: await this.getCredential(id) } : result;
+  }
+
+  /** The compare-and-swap of replaceCredential, on the transaction's connection. */
+  async #writeRefreshed(db: Queryable, version: number, c: Omit<CredentialRecord, "version">): Promise<number> {
+    const sealed = sealCredential(this.#key, c);
+    return this.#count(
+      `UPDATE credentials SET issuer = $4, authorized_at = $5, expires_at = $6, version = version + 1, key_id = $7, sealed = $8
+       WHERE id = $1 AND version = $2 AND url = $3`,
+      [c.id, version, c.url, c.issuer, c.authorizedAt, c.expiresAt, sealed.keyId, sealed.value],
+      db,
+    );
+  }
+
   async getRegistration(server: string, redirectUri: string) {
     const [row] = await this.#rows("SELECT key_id, sealed FROM registrations WHERE authorization_server = $1 AND redirect_uri = $2", [server, redirectUri]);
     return row === undefined ? undefined : openRegistration(this.#key, server, redirectUri, checked(SealedRow, row, "registrations"));
@@ -501,6 +588,59 @@ export class PostgresStore implements RekeyableStore {
 
   async deleteRegistration(server: string, redirectUri: string) {
     await this.#rows("DELETE FROM registrations WHERE authorization_server = $1 AND redirect_uri = $2", [server, redirectUri]);
+  }
+
+  async #endPending(db: Queryable, connectionId: string, outcome: AuthorizationOutcome, at: number): Promise<void> {
+    await this.#rows("UPDATE authorizations SET status = $1, error = $2, message = $3, final_at = $4 WHERE connection_id = $5 AND status = 'pending'", [outcome.status, outcome.error ?? null, outcome.message ?? null, at, connectionId], db);
+  }
+
+  async startAuthorization(a: Omit<AuthorizationRecord, "outcome" | "finalAt" | "claimed">, superseded: AuthorizationOutcome, at: number): Promise<void> {
+    const sealed = sealAuthorization(this.#key, a);
+    await this.#transaction(async (db) => {
+      // Two starts for one connection on two replicas at once: the second waits, then supersedes
+      // the first (READ COMMITTED would otherwise let each miss the other's uncommitted row).
+      await this.#rows("SELECT pg_advisory_xact_lock($1, hashtext($2))", [CONSENT_LOCKS, a.connectionId], db);
+      await this.#endPending(db, a.connectionId, superseded, at);
+      await this.#rows(
+        `INSERT INTO authorizations (id, connection_id, url, state_hash, issuer, iss_advertised, expires_at, status, claimed, key_id, sealed)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, 'pending', false, $8, $9)`,
+        [a.id, a.connectionId, a.url, a.stateHash, a.issuer, a.issAdvertised, a.expiresAt, sealed.keyId, sealed.value],
+        db,
+      );
+    });
+  }
+
+  async getAuthorization(id: string): Promise<AuthorizationRecord | undefined> {
+    const [row] = await this.#rows("SELECT * FROM authorizations WHERE id = $1", [id]);
+    return row === undefined ? undefined : authorizationOf(this.#key, checked(AuthorizationRow, row, "authorizations"));
+  }
+
+  async authorizationByState(stateHash: string): Promise<AuthorizationRecord | undefined> {
+    const [row] = await this.#rows("SELECT * FROM authorizations WHERE state_hash = $1", [stateHash]);
+    return row === undefined ? undefined : authorizationOf(this.#key, checked(AuthorizationRow, row, "authorizations"));
+  }
+
+  async claimAuthorization(id: string, now: number): Promise<boolean> {
+    // One statement: a second claimer waits for the first's row lock, then re-checks the WHERE
+    // against the committed row (claimed) and updates nothing.
+    const claimed = await this.#rows("UPDATE authorizations SET claimed = true WHERE id = $1 AND status = 'pending' AND claimed = false AND expires_at > $2 RETURNING id", [id, now]);
+    return claimed.length === 1;
+  }
+
+  async finishAuthorization(id: string, outcome: AuthorizationOutcome, at: number): Promise<boolean> {
+    const changed = await this.#count("UPDATE authorizations SET status = $1, error = $2, message = $3, final_at = $4 WHERE id = $5 AND status = 'pending'", [outcome.status, outcome.error ?? null, outcome.message ?? null, at, id]);
+    return changed === 1;
+  }
+
+  async endAuthorizations(connectionId: string, outcome: AuthorizationOutcome, at: number): Promise<void> {
+    await this.#endPending(this.#pool, connectionId, outcome, at);
+  }
+
+  async sweepAuthorizations(now: number, expired: AuthorizationOutcome, forgetBefore: number): Promise<void> {
+    await this.#transaction(async (db) => {
+      await this.#rows("UPDATE authorizations SET status = $1, error = $2, message = $3, final_at = expires_at WHERE status = 'pending' AND expires_at <= $4", [expired.status, expired.error ?? null, expired.message ?? null, now], db);
+      await this.#rows("DELETE FROM authorizations WHERE final_at IS NOT NULL AND final_at < $1", [forgetBefore], db);
+    });
   }
 
   async addToken(t: { id: string; name: string; role: Role; hash: Buffer }) {
@@ -546,6 +686,11 @@ export class PostgresStore implements RekeyableStore {
         const aad = registrationAad(row.authorization_server, row.redirect_uri);
         const sealed = reseal(key, next, row, aad);
         await this.#rows("UPDATE registrations SET key_id = $1, sealed = $2 WHERE authorization_server = $3 AND redirect_uri = $4", [sealed.keyId, sealed.value, row.authorization_server, row.redirect_uri], db);
+        n++;
+      }
+      for (const row of checkedAll(SealedAuthorizationRow, await this.#rows("SELECT id, key_id, sealed FROM authorizations FOR UPDATE", [], db), "authorizations")) {
+        const sealed = reseal(key, next, row, authorizationAad(row.id));
+        await this.#rows("UPDATE authorizations SET key_id = $1, sealed = $2 WHERE id = $3", [sealed.keyId, sealed.value, row.id], db);
         n++;
       }
       const check = seal(next, KEY_CHECK_TEXT, KEY_CHECK);

@@ -5,7 +5,17 @@
 import { z } from "zod";
 import { refused } from "../../errors.ts";
 import { KeyMismatch, open, seal, type Key, type Sealed } from "../keys.ts";
-import { ROLES, type AgentRecord, type ApiTokenRecord, type ConnectionRecord, type CredentialRecord, type CredentialSecret } from "./types.ts";
+import {
+  ROLES,
+  type AgentRecord,
+  type ApiTokenRecord,
+  type AuthorizationOutcome,
+  type AuthorizationRecord,
+  type AuthorizationSecret,
+  type ConnectionRecord,
+  type CredentialRecord,
+  type CredentialSecret,
+} from "./types.ts";
 
 /** To the minute: a write on every request of every MCP call would cost more than the rest of the request. */
 export const LAST_USED_RESOLUTION_MS = 60_000;
@@ -47,6 +57,24 @@ export const AgentRow = z.object({ body_json: json(AgentSchema) });
 export const SummaryRow = z.object({ id: z.string(), url: z.string(), issuer: z.string(), authorized_at: Ms, expires_at: Ms.nullable(), version: z.number().int() });
 export const CredentialRow = SummaryRow.extend({ key_id: z.string(), sealed: z.string() });
 export const SealedRow = z.object({ key_id: z.string(), sealed: z.string() });
+export const AuthorizationRow = z.object({
+  id: z.string(),
+  connection_id: z.string(),
+  url: z.string(),
+  state_hash: z.string(),
+  issuer: z.string(),
+  iss_advertised: Flag,
+  expires_at: Ms,
+  status: z.enum(["pending", "authorized", "failed", "expired"]),
+  error: z.string().nullable(),
+  message: z.string().nullable(),
+  final_at: Ms.nullable(),
+  claimed: Flag,
+  key_id: z.string(),
+  sealed: z.string(),
+});
+/** What rekey reads of a sealed authorization: the id is its additional authenticated data. */
+export const SealedAuthorizationRow = SealedRow.extend({ id: z.string() });
 export const TokenRow = z.object({ id: z.string(), name: z.string(), role: z.enum(ROLES as [ApiTokenRecord["role"], ...ApiTokenRecord["role"][]]), hash: z.instanceof(Buffer), created_at: Ms, last_used_at: Ms.nullable() });
 
 /** Checks one row read back; a row that fails says which table and column, never its values. */
@@ -81,6 +109,7 @@ export const summaryOf = (r: z.output<typeof SummaryRow>): Omit<CredentialRecord
 /** The additional authenticated data of a sealed value: the row it belongs to. */
 export const credentialAad = (id: string, url: string) => `credential\0${id}\0${url}`;
 export const registrationAad = (server: string, redirectUri: string) => `registration\0${server}\0${redirectUri}`;
+export const authorizationAad = (id: string) => `authorization\0${id}`;
 
 export function needKey(key: Key | undefined): Key {
   if (!key) throw refused("this command has no encryption key, and the value it needs is encrypted", { code: "no_key" });
@@ -97,6 +126,26 @@ export function credentialOf(key: Key | undefined, row: z.output<typeof Credenti
 export const sealRegistration = (key: Key | undefined, server: string, redirectUri: string, client: object): Sealed => seal(needKey(key), JSON.stringify(client), registrationAad(server, redirectUri));
 export const openRegistration = (key: Key | undefined, server: string, redirectUri: string, row: z.output<typeof SealedRow>) =>
   JSON.parse(open(needKey(key), { keyId: row.key_id, value: row.sealed }, registrationAad(server, redirectUri)));
+
+export const sealAuthorization = (key: Key | undefined, a: Pick<AuthorizationRecord, "id" | "secret">): Sealed => seal(needKey(key), JSON.stringify(a.secret), authorizationAad(a.id));
+
+export function authorizationOf(key: Key | undefined, row: z.output<typeof AuthorizationRow>): AuthorizationRecord {
+  const secret = JSON.parse(open(needKey(key), { keyId: row.key_id, value: row.sealed }, authorizationAad(row.id))) as AuthorizationSecret;
+  const outcome: AuthorizationOutcome = { status: row.status, ...(row.error !== null ? { error: row.error } : {}), ...(row.message !== null ? { message: row.message } : {}) };
+  return {
+    id: row.id,
+    connectionId: row.connection_id,
+    url: row.url,
+    stateHash: row.state_hash,
+    issuer: row.issuer,
+    issAdvertised: row.iss_advertised,
+    expiresAt: row.expires_at,
+    outcome,
+    finalAt: row.final_at,
+    claimed: row.claimed,
+    secret,
+  };
+}
 
 /** One sealed value re-encrypted under `next`, for the same row (rotate-key). */
 export function reseal(key: Key, next: Key, row: z.output<typeof SealedRow>, aad: string): Sealed {

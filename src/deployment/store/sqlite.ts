@@ -2,13 +2,17 @@
 // `subs deployment token create` can write while the server runs) in a data directory only its
 // owner can enter. Tokens and client secrets are sealed (keys.ts); API tokens are kept as SHA-256
 // hashes. Migrations run in order and record the schema version in the file.
+import { randomUUID } from "node:crypto";
 import { closeSync, constants, lstatSync, mkdirSync, openSync, chmodSync } from "node:fs";
 import path from "node:path";
 import type BetterSqlite3 from "better-sqlite3";
-import { refused } from "../../errors.ts";
+import { failed, refused } from "../../errors.ts";
 import { seal, type Key } from "../keys.ts";
 import {
   AgentRow,
+  AuthorizationRow,
+  authorizationOf,
+  authorizationAad,
   checkKey,
   checked,
   needKey,
@@ -26,6 +30,8 @@ import {
   registrationAad,
   reseal,
   SealedRow,
+  SealedAuthorizationRow,
+  sealAuthorization,
   sealCredential,
   sealRegistration,
   SummaryRow,
@@ -36,13 +42,17 @@ import {
 import type {
   AgentRecord,
   ApiTokenRecord,
+  AuthorizationOutcome,
+  AuthorizationRecord,
   ConnectionRecord,
   CredentialRecord,
+  CredentialRefresh,
   DeclaredState,
   DeleteConnection,
   PutAgent,
   PutConnection,
   PutState,
+  RefreshExchange,
   RekeyableStore,
   Role,
   StateChange,
@@ -67,6 +77,17 @@ export const MIGRATIONS: readonly string[] = [
    CREATE TABLE api_tokens (
      id TEXT PRIMARY KEY, name TEXT NOT NULL, role TEXT NOT NULL, hash BLOB NOT NULL UNIQUE,
      created_at INTEGER NOT NULL, last_used_at INTEGER) STRICT;`,
+  // Pending consents, so that any replica (and a restarted one) answers their redirect and polls.
+  // No foreign key to connections: a consent outlives its connection's DELETE, to report it.
+  `CREATE TABLE authorizations (
+     id TEXT PRIMARY KEY, connection_id TEXT NOT NULL, url TEXT NOT NULL, state_hash TEXT NOT NULL UNIQUE,
+     issuer TEXT NOT NULL, iss_advertised INTEGER NOT NULL, expires_at INTEGER NOT NULL,
+     status TEXT NOT NULL, error TEXT, message TEXT, final_at INTEGER, claimed INTEGER NOT NULL,
+     key_id TEXT NOT NULL, sealed TEXT NOT NULL) STRICT;
+   CREATE INDEX authorizations_by_connection ON authorizations(connection_id, status);`,
+  // The refresh lock of each credential across processes (refreshCredential); no foreign key, so
+  // a lease outlives nothing it should not: it is deleted when released and ignored when expired.
+  `CREATE TABLE credential_leases (id TEXT PRIMARY KEY, holder TEXT NOT NULL, until INTEGER NOT NULL) STRICT;`,
 ];
 
 const BUSY_TIMEOUT_MS = 5000;
@@ -76,6 +97,11 @@ type RawConnection = { id: string; url: string; prefix_tools: number; oauth_json
 const STALE = Symbol("stale revision");
 /** The meta row of the declarations' revision (absent: "0"). */
 const REVISION = "revision";
+/** A refresh lease's length; renewed every third of it while the exchange runs. */
+const LEASE_MS = 15_000;
+/** How often a process waiting for another's lease looks again, and for how long at most. */
+const LEASE_POLL_MS = 50;
+const LEASE_WAIT_MS = 60_000;
 
 type Options = {
   storeDir: string;
@@ -170,7 +196,7 @@ export class SqliteStore implements RekeyableStore {
         const { key_id, sealed } = checked(SealedRow, row, "meta");
         return { keyId: key_id, value: sealed };
       },
-      anySealedKeyId: async () => (this.#prepared("SELECT key_id FROM credentials UNION SELECT key_id FROM registrations LIMIT 1").get() as { key_id: string } | undefined)?.key_id,
+      anySealedKeyId: async () => (this.#prepared("SELECT key_id FROM credentials UNION SELECT key_id FROM registrations UNION SELECT key_id FROM authorizations LIMIT 1").get() as { key_id: string } | undefined)?.key_id,
       write: async (sealed) => void this.#prepared("INSERT OR IGNORE INTO meta (name, key_id, value) VALUES (?, ?, ?)").run(KEY_CHECK, sealed.keyId, sealed.value),
     });
   }
@@ -405,6 +431,51 @@ export class SqliteStore implements RekeyableStore {
     return this.#prepared("DELETE FROM credentials WHERE id = ? AND version = ?").run(id, version).changes > 0;
   }
 
+  async refreshCredential(id: string, version: number, exchange: RefreshExchange): Promise<CredentialRefresh> {
+    const holder = randomUUID();
+    const take = () =>
+      this.#prepared(
+        `INSERT INTO credential_leases (id, holder, until) VALUES (?, ?, ?)
+         ON CONFLICT(id) DO UPDATE SET holder = excluded.holder, until = excluded.until WHERE credential_leases.until <= ?`,
+      ).run(id, holder, this.#now() + LEASE_MS, this.#now()).changes === 1;
+    const at = async (): Promise<CredentialRecord | undefined> => this.getCredential(id);
+    const waitUntil = this.#now() + LEASE_WAIT_MS;
+    while (!take()) {
+      // Another process holds it: its result, once stored, is ours too.
+      const current = await at();
+      if (!current || current.version !== version) return { outcome: "moved", credential: current };
+      if (this.#now() > waitUntil) throw failed(`another process has been refreshing the credential of ${id} for over ${LEASE_WAIT_MS / 1000}s`, { code: "refresh_busy" });
+      await new Promise((r) => setTimeout(r, LEASE_POLL_MS + Math.random() * LEASE_POLL_MS));
+    }
+    const renew = setInterval(() => {
+      try {
+        this.#prepared("UPDATE credential_leases SET until = ? WHERE id = ? AND holder = ?").run(this.#now() + LEASE_MS, id, holder);
+      } catch {
+        // A busy store: the next renewal tries again, well within the lease.
+      }
+    }, LEASE_MS / 3);
+    renew.unref();
+    try {
+      const current = await at();
+      if (!current || current.version !== version) return { outcome: "moved", credential: current };
+      const next = await exchange(current);
+      const stored = this.#db
+        .transaction(() => {
+          const held = this.#prepared("SELECT version, url FROM credentials WHERE id = ?").get(id) as { version: number; url: string } | undefined;
+          if (!held || held.version !== version || held.url !== current.url) return false;
+          if (next === "delete") this.#prepared("DELETE FROM credentials WHERE id = ?").run(id);
+          else this.#writeCredential(next, version + 1);
+          return true;
+        })
+        .immediate();
+      if (!stored) return { outcome: "moved", credential: await at() };
+      return { outcome: "refreshed", credential: next === "delete" ? undefined : { ...next, version: version + 1 } };
+    } finally {
+      clearInterval(renew);
+      this.#prepared("DELETE FROM credential_leases WHERE id = ? AND holder = ?").run(id, holder);
+    }
+  }
+
   async getRegistration(server: string, redirectUri: string) {
     const row = this.#prepared("SELECT key_id, sealed FROM registrations WHERE authorization_server = ? AND redirect_uri = ?").get(server, redirectUri);
     return row === undefined ? undefined : openRegistration(this.#key, server, redirectUri, checked(SealedRow, row, "registrations"));
@@ -422,6 +493,73 @@ export class SqliteStore implements RekeyableStore {
 
   async deleteRegistration(server: string, redirectUri: string) {
     this.#prepared("DELETE FROM registrations WHERE authorization_server = ? AND redirect_uri = ?").run(server, redirectUri);
+  }
+
+  #endPending(connectionId: string, outcome: AuthorizationOutcome, at: number) {
+    this.#prepared("UPDATE authorizations SET status = ?, error = ?, message = ?, final_at = ? WHERE connection_id = ? AND status = 'pending'").run(
+      outcome.status,
+      outcome.error ?? null,
+      outcome.message ?? null,
+      at,
+      connectionId,
+    );
+  }
+
+  async startAuthorization(a: Omit<AuthorizationRecord, "outcome" | "finalAt" | "claimed">, superseded: AuthorizationOutcome, at: number): Promise<void> {
+    const sealed = sealAuthorization(this.#key, a);
+    this.#db
+      .transaction(() => {
+        this.#endPending(a.connectionId, superseded, at);
+        this.#prepared(
+          `INSERT INTO authorizations (id, connection_id, url, state_hash, issuer, iss_advertised, expires_at, status, claimed, key_id, sealed)
+           VALUES (?, ?, ?, ?, ?, ?, ?, 'pending', 0, ?, ?)`,
+        ).run(a.id, a.connectionId, a.url, a.stateHash, a.issuer, a.issAdvertised ? 1 : 0, a.expiresAt, sealed.keyId, sealed.value);
+      })
+      .immediate();
+  }
+
+  async getAuthorization(id: string): Promise<AuthorizationRecord | undefined> {
+    const row = this.#prepared("SELECT * FROM authorizations WHERE id = ?").get(id);
+    return row === undefined ? undefined : authorizationOf(this.#key, checked(AuthorizationRow, row, "authorizations"));
+  }
+
+  async authorizationByState(stateHash: string): Promise<AuthorizationRecord | undefined> {
+    const row = this.#prepared("SELECT * FROM authorizations WHERE state_hash = ?").get(stateHash);
+    return row === undefined ? undefined : authorizationOf(this.#key, checked(AuthorizationRow, row, "authorizations"));
+  }
+
+  async claimAuthorization(id: string, now: number): Promise<boolean> {
+    return this.#prepared("UPDATE authorizations SET claimed = 1 WHERE id = ? AND status = 'pending' AND claimed = 0 AND expires_at > ?").run(id, now).changes === 1;
+  }
+
+  async finishAuthorization(id: string, outcome: AuthorizationOutcome, at: number): Promise<boolean> {
+    return (
+      this.#prepared("UPDATE authorizations SET status = ?, error = ?, message = ?, final_at = ? WHERE id = ? AND status = 'pending'").run(
+        outcome.status,
+        outcome.error ?? null,
+        outcome.message ?? null,
+        at,
+        id,
+      ).changes === 1
+    );
+  }
+
+  async endAuthorizations(connectionId: string, outcome: AuthorizationOutcome, at: number): Promise<void> {
+    this.#endPending(connectionId, outcome, at);
+  }
+
+  async sweepAuthorizations(now: number, expired: AuthorizationOutcome, forgetBefore: number): Promise<void> {
+    this.#db
+      .transaction(() => {
+        this.#prepared("UPDATE authorizations SET status = ?, error = ?, message = ?, final_at = expires_at WHERE status = 'pending' AND expires_at <= ?").run(
+          expired.status,
+          expired.error ?? null,
+          expired.message ?? null,
+          now,
+        );
+        this.#prepared("DELETE FROM authorizations WHERE final_at IS NOT NULL AND final_at < ?").run(forgetBefore);
+      })
+      .immediate();
   }
 
   async addToken(t: { id: string; name: string; role: Role; hash: Buffer }) {
@@ -472,6 +610,11 @@ export class SqliteStore implements RekeyableStore {
           const aad = registrationAad(row.authorization_server, row.redirect_uri);
           const sealed = reseal(key, next, row, aad);
           this.#prepared("UPDATE registrations SET key_id = ?, sealed = ? WHERE authorization_server = ? AND redirect_uri = ?").run(sealed.keyId, sealed.value, row.authorization_server, row.redirect_uri);
+          n++;
+        }
+        for (const row of checkedAll(SealedAuthorizationRow, this.#prepared("SELECT id, key_id, sealed FROM authorizations").all(), "authorizations")) {
+          const sealed = reseal(key, next, row, authorizationAad(row.id));
+          this.#prepared("UPDATE authorizations SET key_id = ?, sealed = ? WHERE id = ?").run(sealed.keyId, sealed.value, row.id);
           n++;
         }
         const check = seal(next, KEY_CHECK_TEXT, KEY_CHECK);

@@ -1,8 +1,8 @@
 // What the deployment keeps, behind one asynchronous interface: the SQLite file of one machine
-// (sqlite.ts), or a Postgres database several replicas share (postgres.ts), where the same calls
-// are transactions with row locks (a refresh is a compare-and-swap on the credential's version, so two
-// replicas never both spend one rotating refresh token). Every write the protocol calls atomic
-// (docs/deployment-protocol.md section 7) is one call here.
+// (sqlite.ts), which several processes on that machine may share, or a Postgres database several
+// replicas share (postgres.ts). Everything a request needs is here, so any replica answers any
+// request: declarations, credentials, consents in progress. Every write the protocol calls atomic
+// (docs/deployment-protocol.md section 7) is one call here, and each method says what it locks.
 import { SubsError } from "../../errors.ts";
 import type { AuthorizationServerMetadata, OAuthClientInformationMixed, OAuthTokens } from "@modelcontextprotocol/sdk/shared/auth.js";
 
@@ -42,6 +42,53 @@ export type Role = "admin" | "apply" | "use" | "read";
 export const ROLES: readonly Role[] = ["admin", "apply", "use", "read"];
 
 export type ApiTokenRecord = { id: string; name: string; role: Role; createdAt: number; lastUsedAt: number | null };
+
+export type AuthorizationOutcome = { status: "pending" | "authorized" | "failed" | "expired"; error?: string; message?: string };
+
+/** The part of a pending authorization that is encrypted at rest: what its code exchange needs. */
+export type AuthorizationSecret = {
+  /** RFC 7636: whoever holds it and a code can redeem the code. */
+  codeVerifier: string;
+  client: OAuthClientInformationMixed;
+  metadata: AuthorizationServerMetadata;
+  /** The RFC 8707 resource the consent was asked for. */
+  resource: string;
+  resourceMetadataUrl?: string;
+};
+
+/**
+ * A consent started with POST /v1/mcp/{id}/authorizations (docs/deployment-protocol.md sections
+ * 3.4 and 3.5), kept in the store so that the redirect and the polls may reach any replica, and
+ * so that it outlives a restart.
+ */
+export type AuthorizationRecord = {
+  id: string;
+  connectionId: string;
+  /** The connection's url when it started: a callback for another url ends it. */
+  url: string;
+  /** SHA-256 (hex) of its `state`: the callback finds it by this; the state itself is not stored. */
+  stateHash: string;
+  issuer: string;
+  /** RFC 9207: the server's metadata says it sends `iss` on the redirect. */
+  issAdvertised: boolean;
+  expiresAt: number;
+  outcome: AuthorizationOutcome;
+  /** When it became final (null while pending). */
+  finalAt: number | null;
+  /** Set once, by the one callback that may exchange its code. */
+  claimed: boolean;
+  secret: AuthorizationSecret;
+};
+
+/** What a refresh under the credential's lock does with the credential it was given. */
+export type RefreshExchange = (current: CredentialRecord) => Promise<Omit<CredentialRecord, "version"> | "delete">;
+/**
+ * `refreshed`: the exchange ran and its result (or its deletion) is stored; `credential` is what is
+ * held now (undefined once deleted). `moved`: the credential was no longer at that version (another
+ * replica refreshed it, or a DELETE, url change or new consent came first) — the exchange did not
+ * run, or its result was not stored; `credential` is what is held now.
+ */
+export type CredentialRefresh = { outcome: "refreshed" | "moved"; credential: CredentialRecord | undefined };
 
 export type PutConnection = { created: boolean; urlChanged: boolean; dropped: CredentialRecord | undefined };
 export type DeleteConnection = { outcome: "deleted"; dropped: CredentialRecord | undefined } | { outcome: "absent" } | { outcome: "in_use"; agents: string[] };
@@ -104,11 +151,55 @@ export interface DeploymentStore {
   replaceCredential(version: number, credential: Omit<CredentialRecord, "version">): Promise<boolean>;
   /** Deletes it only if still at `version`; false otherwise. */
   deleteCredential(id: string, version: number): Promise<boolean>;
+  /**
+   * One refresh per credential across every process on the store, so a rotating refresh token is
+   * sent once (OAuth 2.1 section 4.3.1: a reused one revokes the grant). Takes the credential's
+   * lock, waiting while another holds it; under the lock re-reads the credential: not at `version`
+   * any more (or gone, or for another url), it is `moved` and `exchange` is never called. Else it
+   * calls `exchange` (the request to the authorization server) still holding the lock, then in one
+   * transaction stores its result at `version + 1` — or deletes the credential when it answers
+   * "delete" — only if the credential is still at `version` (a DELETE or url change may run
+   * meanwhile: they take no lock). The lock is released however it ends; when `exchange` throws,
+   * nothing is written and the error is thrown.
+   *
+   * SQLite: the lock is a lease row (holder, until) taken by one INSERT … ON CONFLICT DO UPDATE …
+   * WHERE until <= now, 15 s long and renewed while `exchange` runs, so a holder killed mid-refresh
+   * blocks the others for at most 15 s; the others poll it. Postgres: SELECT … FOR UPDATE on the
+   * credential's row (or pg_advisory_xact_lock on its id) in a transaction held across `exchange`,
+   * which a dead session's disconnect releases. Waiting longer than a minute throws.
+   */
+  refreshCredential(id: string, version: number, exchange: RefreshExchange): Promise<CredentialRefresh>;
 
   /** A client registered with an authorization server for a redirect URI, reused across consents. */
   getRegistration(authorizationServer: string, redirectUri: string): Promise<OAuthClientInformationMixed | undefined>;
   putRegistration(authorizationServer: string, redirectUri: string, client: OAuthClientInformationMixed): Promise<void>;
   deleteRegistration(authorizationServer: string, redirectUri: string): Promise<void>;
+
+  /**
+   * One transaction: every pending authorization of the same connection ends with `superseded`
+   * (final at `at`), then `authorization` is stored pending and unclaimed (section 3.4: a newer
+   * start supersedes a pending one, on whichever replica it ran).
+   */
+  startAuthorization(authorization: Omit<AuthorizationRecord, "outcome" | "finalAt" | "claimed">, superseded: AuthorizationOutcome, at: number): Promise<void>;
+  getAuthorization(id: string): Promise<AuthorizationRecord | undefined>;
+  /** By the SHA-256 of its state; undefined when none (a forged or forgotten callback). */
+  authorizationByState(stateHash: string): Promise<AuthorizationRecord | undefined>;
+  /**
+   * Atomic test-and-set, one statement (UPDATE … WHERE status = 'pending' AND claimed = 0 AND
+   * expires_at > now): true for exactly one caller across every replica, which alone exchanges the
+   * code; false when it is final, expired or already claimed. A claim is never released: a replica
+   * that dies during the exchange leaves it pending until it expires, and its code unspent twice.
+   */
+  claimAuthorization(id: string, now: number): Promise<boolean>;
+  /** Makes it final with `outcome` at `at`, only if it is still pending (one statement); whether it was. */
+  finishAuthorization(id: string, outcome: AuthorizationOutcome, at: number): Promise<boolean>;
+  /** Makes every pending authorization of the connection final with `outcome` (section 5: a url change, a DELETE). */
+  endAuthorizations(connectionId: string, outcome: AuthorizationOutcome, at: number): Promise<void>;
+  /**
+   * Ends `expired` (final at their expiry) the pending ones whose expiry is at or before `now`,
+   * then deletes those final before `forgetBefore`. Any replica may run it at any time.
+   */
+  sweepAuthorizations(now: number, expired: AuthorizationOutcome, forgetBefore: number): Promise<void>;
 
   /** `hash`: SHA-256 of the token; the token itself is never stored. */
   addToken(token: { id: string; name: string; role: Role; hash: Buffer }): Promise<void>;
@@ -122,7 +213,7 @@ export interface DeploymentStore {
 }
 
 export interface RekeyableStore extends DeploymentStore {
-  /** Re-encrypts every sealed value under `next`, in one transaction; how many values. */
+  /** Re-encrypts every sealed value (credentials, registrations, pending authorizations) under `next`, in one transaction; how many values. */
   rekey(next: import("../keys.ts").Key): Promise<number>;
 }
 

@@ -1,0 +1,119 @@
+// Three `subs deployment serve` processes on one store behind a round-robin balancer
+// (test/support/replicas.ts): any replica answers any request of a consent
+// (docs/deployment-protocol.md sections 3.4 and 3.5), a code is exchanged once however many
+// replicas its redirect reaches, and a consent outlives a restart of every process.
+import assert from "node:assert/strict";
+import { after, before, describe, test } from "node:test";
+import { authorizeServed, callServed } from "../support/deployment-serve.ts";
+import { annotatedTool, startMcpServer, type RunningMcpServer } from "../support/mcp-server.ts";
+import { startAuthServer, type RunningAuthServer } from "../support/oauth-server.ts";
+import { startReplicas, type Replicas } from "../support/replicas.ts";
+
+describe("subs deployment serve as three replicas behind a round-robin balancer", () => {
+  let set: Replicas;
+  const servers: Array<RunningAuthServer | RunningMcpServer> = [];
+  before(async () => {
+    set = await startReplicas(3);
+  });
+  after(async () => {
+    await set.close();
+    for (const s of servers) await s.close();
+  });
+  const call = (method: string, pathname: string, body?: unknown) => callServed(set.front, method, pathname, body);
+  /** The next request goes to replica `n` (0, 1, 2); the answer says which one served it. */
+  const on = async <T>(n: number, request: () => Promise<T>): Promise<T> => {
+    set.balancer.next = n;
+    const before = set.balancer.served.length;
+    const answer = await request();
+    assert.equal(set.balancer.served[before], n, `replica ${n} served it`);
+    return answer;
+  };
+  const protectedServer = async (options: Parameters<typeof startAuthServer>[0] = {}) => {
+    const authServer = await startAuthServer(options);
+    const mcp = await startMcpServer({ tools: [annotatedTool("search")], oauth: { authServer } });
+    servers.push(authServer, mcp);
+    return { authServer, mcp };
+  };
+  /** POSTs the consent's start; follows the authorization server's answer up to the redirect back, which it returns unvisited. */
+  const startConsent = async (id: string) => {
+    const started = await call("POST", `/v1/mcp/${id}/authorizations`, {});
+    assert.equal(started.status, 201, JSON.stringify(started.body));
+    const consent = await fetch(started.body.authorization_url, { redirect: "manual" });
+    await consent.body?.cancel();
+    const redirect = consent.headers.get("location");
+    assert.ok(redirect?.startsWith(`${set.balancer.url}/oauth/callback?`), `redirected to the balancer's callback: ${redirect}`);
+    return { redirect: redirect!, poll: new URL(started.body.poll_url, set.balancer.url).pathname };
+  };
+  const visit = async (url: string) => {
+    const res = await fetch(url);
+    return { status: res.status, text: await res.text() };
+  };
+
+  test("started on A, the redirect lands on B, the poll on C: authorized; the same redirect replayed to A is refused and its code never sent again", async () => {
+    const { authServer, mcp } = await protectedServer();
+    assert.equal((await call("PUT", "/v1/mcp/tracker", { url: mcp.url, prefix_tools: false })).status, 201);
+    const { redirect, poll } = await on(0, () => startConsent("tracker"));
+    assert.equal((await on(0, () => call("GET", poll))).body.status, "pending");
+    const landed = await on(1, () => visit(redirect));
+    assert.equal(landed.status, 200, landed.text);
+    assert.match(landed.text, /Authorized/);
+    assert.deepEqual((await on(2, () => call("GET", poll))).body, { status: "authorized" });
+    const replayed = await on(0, () => visit(redirect));
+    assert.equal(replayed.status, 400);
+    assert.equal(authServer.counters.codeExchanges, 1);
+    assert.deepEqual(authServer.rejections, [], "no code reached the token endpoint twice");
+    assert.deepEqual((await on(2, () => call("GET", poll))).body, { status: "authorized" }, "the replay changed nothing");
+    assert.equal((await on(1, () => call("GET", "/v1/mcp/tracker/tools"))).status, 200);
+  });
+
+  test("one redirect reaching two replicas at once is exchanged by one of them only", async () => {
+    const { authServer, mcp } = await protectedServer({ codeExchangeDelayMs: 300 });
+    assert.equal((await call("PUT", "/v1/mcp/twice", { url: mcp.url, prefix_tools: false })).status, 201);
+    const { redirect, poll } = await on(0, () => startConsent("twice"));
+    set.balancer.next = 1;
+    const both = await Promise.all([visit(redirect), visit(redirect)]);
+    assert.deepEqual(both.map((a) => a.status).sort(), [200, 400]);
+    assert.equal(authServer.counters.codeExchanges, 1);
+    assert.deepEqual(authServer.rejections, []);
+    assert.deepEqual((await call("GET", poll)).body, { status: "authorized" });
+  });
+
+  test("a newer start on B supersedes a pending one of A, and a url change made on C ends B's, as read from any replica", async () => {
+    const { mcp } = await protectedServer();
+    const other = await protectedServer();
+    assert.equal((await call("PUT", "/v1/mcp/moving", { url: mcp.url, prefix_tools: false })).status, 201);
+    const first = await on(0, () => startConsent("moving"));
+    const second = await on(1, () => startConsent("moving"));
+    assert.equal((await on(2, () => call("GET", first.poll))).body.error, "superseded");
+    assert.equal((await on(0, () => call("PUT", "/v1/mcp/moving", { url: other.mcp.url, prefix_tools: false }))).status, 200);
+    assert.equal((await on(1, () => call("GET", second.poll))).body.error, "connection_changed");
+    assert.equal((await on(2, () => visit(second.redirect))).status, 400, "an ended consent's redirect exchanges nothing");
+  });
+
+  test("every process restarted while a consent is pending: its redirect and poll still complete it", async () => {
+    const { authServer, mcp } = await protectedServer();
+    assert.equal((await call("PUT", "/v1/mcp/survivor", { url: mcp.url, prefix_tools: false })).status, 201);
+    const { redirect, poll } = await on(2, () => startConsent("survivor"));
+    await set.restartAll();
+    const landed = await visit(redirect);
+    assert.equal(landed.status, 200, landed.text);
+    assert.deepEqual((await call("GET", poll)).body, { status: "authorized" });
+    assert.equal(authServer.counters.codeExchanges, 1);
+    assert.equal((await call("GET", "/v1/mcp/survivor/tools")).status, 200);
+  });
+
+  test("a credential due for refresh, 24 requests at once spread over the three: one refresh, its rotating refresh token never reused, every request answered", async () => {
+    // Rotating refresh tokens, any reuse rejected (and the grant with it), a slow token endpoint.
+    const { authServer, mcp } = await protectedServer({ accessTokenTtlSeconds: 4, refreshDelayMs: 400 });
+    assert.deepEqual(await authorizeServed(set.front, "rotating", { url: mcp.url }), { status: "authorized" });
+    for (let round = 1; round <= 2; round++) {
+      // Past the first half of the token's life: due for refresh on every replica.
+      await new Promise((r) => setTimeout(r, 2600));
+      const answers = await Promise.all(Array.from({ length: 24 }, () => call("GET", "/v1/mcp/rotating/tools")));
+      assert.deepEqual(answers.map((a) => a.status), Array(24).fill(200), JSON.stringify(answers.find((a) => a.status !== 200)?.body));
+      assert.equal(authServer.counters.refreshes, round, "one refresh across the three replicas");
+      assert.equal(authServer.counters.rejectedRefreshes, 0, "no refresh token was sent twice");
+    }
+    assert.equal(new Set(set.balancer.served.slice(-24)).size, 3, "every replica had requests");
+  });
+});

@@ -1,0 +1,58 @@
+// A round-robin stand-in for a load balancer in front of several `subs deployment serve`
+// replicas: each HTTP request goes to the next backend, its body and the answer streamed both
+// ways unbuffered (so SSE streams and long polls pass), as a plain layer-7 balancer without
+// session affinity does. Its URL is the deployment's public URL.
+import { createServer, request, type IncomingMessage, type Server } from "node:http";
+import type { AddressInfo } from "node:net";
+
+export type Balancer = {
+  url: string;
+  /** The backends' base URLs, in turn order; replace one to follow a restarted replica. */
+  backends: string[];
+  /** Which backend index served each request, in arrival order. */
+  served: number[];
+  /** The backend index the next request goes to. */
+  next: number;
+  close(): Promise<void>;
+};
+
+export async function startBalancer(backends: string[]): Promise<Balancer> {
+  const sockets = new Set<import("node:net").Socket>();
+  const balancer: Balancer = {
+    url: "",
+    backends: [...backends],
+    served: [],
+    next: 0,
+    close: () =>
+      new Promise<void>((resolve) => {
+        server.close(() => resolve());
+        for (const s of sockets) s.destroy();
+      }),
+  };
+  const server: Server = createServer((req: IncomingMessage, res) => {
+    const index = balancer.next % balancer.backends.length;
+    balancer.next = index + 1;
+    balancer.served.push(index);
+    const target = new URL(req.url ?? "/", balancer.backends[index]);
+    const upstream = request(target, { method: req.method, headers: { ...req.headers, host: target.host } }, (answer) => {
+      res.writeHead(answer.statusCode ?? 502, answer.headers);
+      answer.pipe(res);
+      res.on("close", () => answer.destroy());
+    });
+    upstream.on("error", () => {
+      if (!res.headersSent) res.writeHead(502, { "content-type": "text/plain" }).end("backend unreachable\n");
+      else res.destroy();
+    });
+    req.pipe(upstream);
+    res.on("close", () => {
+      if (!res.writableFinished) upstream.destroy();
+    });
+  });
+  server.on("connection", (s) => {
+    sockets.add(s);
+    s.on("close", () => sockets.delete(s));
+  });
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  balancer.url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  return balancer;
+}

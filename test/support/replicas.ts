@@ -1,0 +1,55 @@
+// Several `subs deployment serve` processes on one data directory (SQLite in WAL mode with a busy
+// timeout serves several processes on one machine), behind the round-robin balancer of
+// balancer.ts, whose URL is their public URL: the replicated topology on one machine.
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import path from "node:path";
+import { startBalancer, type Balancer } from "./balancer.ts";
+import { startServedDeployment, type ServedDeployment, type ServeOptions } from "./deployment-serve.ts";
+
+export type Replicas = {
+  balancer: Balancer;
+  replicas: ServedDeployment[];
+  /** The first replica: its admin token and the public URL, for callServed and authorizeServed. */
+  readonly front: ServedDeployment;
+  /** Stops every process (SIGTERM), then starts as many again on the same data directory. */
+  restartAll(): Promise<void>;
+  close(): Promise<void>;
+};
+
+export async function startReplicas(count: number, options: Omit<ServeOptions, "dir"> = {}): Promise<Replicas> {
+  const dir = mkdtempSync(path.join(tmpdir(), "subs-replicas-"));
+  const balancer = await startBalancer([]);
+  const env = { ...options.env, SUBS_DEPLOYMENT_PUBLIC_URL: balancer.url };
+  const startAll = async () => {
+    // One after the other: the first creates the store and its key check.
+    const started: ServedDeployment[] = [];
+    for (let n = 0; n < count; n++) started.push(await startServedDeployment({ ...options, dir, env }));
+    return started;
+  };
+  let replicas = await startAll().catch(async (error) => {
+    await balancer.close();
+    throw error;
+  });
+  balancer.backends = replicas.map((r) => r.direct);
+  const set: Replicas = {
+    balancer,
+    get replicas() {
+      return replicas;
+    },
+    get front() {
+      return replicas[0]!;
+    },
+    async restartAll() {
+      await Promise.all(replicas.map((r) => r.close()));
+      replicas = await startAll();
+      balancer.backends = replicas.map((r) => r.direct);
+    },
+    async close() {
+      await Promise.all(replicas.map((r) => r.close()));
+      await balancer.close();
+      rmSync(dir, { recursive: true, force: true });
+    },
+  } as Replicas;
+  return set;
+}
