@@ -1,19 +1,19 @@
-// Three `subs deployment serve` processes on one store behind a round-robin balancer
-// (test/support/replicas.ts): any replica answers any request of a consent
+// Three `subs deployment serve` processes on one store (one SQLite file, or one Postgres database)
+// behind a round-robin balancer (test/support/replicas.ts): any replica answers any request of a consent
 // (docs/deployment-protocol.md sections 3.4 and 3.5), a code is exchanged once however many
 // replicas its redirect reaches, and a consent outlives a restart of every process.
 import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
-import { authorizeServed, callServed } from "../support/deployment-serve.ts";
+import { authorizeServed, callServed, STORES } from "../support/deployment-serve.ts";
 import { annotatedTool, startMcpServer, type RunningMcpServer } from "../support/mcp-server.ts";
 import { startAuthServer, type RunningAuthServer } from "../support/oauth-server.ts";
 import { startReplicas, type Replicas } from "../support/replicas.ts";
 
-describe("subs deployment serve as three replicas behind a round-robin balancer", () => {
+for (const store of STORES) describe(`subs deployment serve as three replicas on one ${store} store behind a round-robin balancer`, () => {
   let set: Replicas;
   const servers: Array<RunningAuthServer | RunningMcpServer> = [];
   before(async () => {
-    set = await startReplicas(3);
+    set = await startReplicas(3, { store });
   });
   after(async () => {
     await set.close();

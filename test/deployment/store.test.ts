@@ -9,12 +9,13 @@ import { after, describe, test } from "node:test";
 import { authenticate, allows } from "../../src/deployment/access.ts";
 import { deploymentConfig } from "../../src/deployment/config.ts";
 import { newKeyText, parseKey } from "../../src/deployment/keys.ts";
-import { openPostgresStore, PG_MIGRATIONS } from "../../src/deployment/store/postgres.ts";
+import { openPostgresStore, PG_MIGRATIONS, REFRESH_LOCKS } from "../../src/deployment/store/postgres.ts";
 import { MIGRATIONS, openSqliteStore } from "../../src/deployment/store/sqlite.ts";
 import type { Key } from "../../src/deployment/keys.ts";
 import type { CredentialRecord, RekeyableStore } from "../../src/deployment/store/types.ts";
 import { redactPostgresUrl } from "../../src/deployment/config.ts";
 import Database from "better-sqlite3";
+import pgClient from "pg";
 import { runInProcess } from "../support/cli.ts";
 import { postgresForThisFile } from "../support/postgres.ts";
 
@@ -99,6 +100,10 @@ type Kind = {
     contents(): Promise<string>;
     /** How a refusal names the store. */
     named: RegExp;
+    /** Runs one statement on the store's database, beside the store: what another process or a hand edit would do. */
+    sql(statement: string, params?: unknown[]): Promise<void>;
+    /** Takes the lock a refresh of credential `id` takes, from another process's session; `kill` ends that session as kill -9 would. */
+    holdRefreshLock(id: string): Promise<{ kill(): void }>;
   }>;
 };
 const KINDS: Kind[] = [
@@ -113,6 +118,18 @@ const KINDS: Kind[] = [
         open: (key) => openSqliteStore({ storeDir, dbPath: path.join(storeDir, "deployment.db"), key }),
         contents: async () => storeBytes(storeDir),
         named: /deployment\.db/,
+        sql: async (statement, params = []) => {
+          const raw = new Database(path.join(storeDir, "deployment.db"));
+          raw.prepare(statement).run(...params);
+          raw.close();
+        },
+        // A lease that nobody renews: what a holder killed mid-refresh leaves; it lapses after 400 ms.
+        holdRefreshLock: async (id) => {
+          const raw = new Database(path.join(storeDir, "deployment.db"));
+          raw.prepare("INSERT INTO credential_leases (id, holder, until) VALUES (?, 'killed', ?)").run(id, Date.now() + 400);
+          raw.close();
+          return { kill: () => {} };
+        },
       };
     },
   },
@@ -128,6 +145,16 @@ const KINDS: Kind[] = [
         open: (key) => openPostgresStore({ url, redacted, key }),
         contents: () => pg.dump(url),
         named: new RegExp(redacted.replace(/[.*+?^${}()|[\]\\]/g, "\\$&")),
+        sql: async (statement, params) => void (await pg.query(url, statement, params)),
+        holdRefreshLock: async (id) => {
+          const client = new pgClient.Client({ connectionString: url });
+          client.on("error", () => {});
+          await client.connect();
+          await client.query("BEGIN");
+          await client.query("SELECT pg_advisory_xact_lock($1, hashtext($2))", [REFRESH_LOCKS, id]);
+          // The socket closed under it, as when its process is killed: no ROLLBACK is ever sent.
+          return { kill: () => (client as unknown as { connection: { stream: { destroy(): void } } }).connection.stream.destroy() };
+        },
       };
     },
   },
@@ -311,56 +338,145 @@ for (const kind of KINDS) {
   });
 }
 
-describe("one refresh per credential across processes sharing the store", () => {
-  const open2 = async () => {
-    const dir = tempDir();
-    const key = parseKey(newKeyText(), "test");
-    const storeDir = path.join(dir, "data");
-    const dbPath = path.join(storeDir, "deployment.db");
-    const a = await openSqliteStore({ storeDir, dbPath, key });
-    const b = await openSqliteStore({ storeDir, dbPath, key });
-    await a.putConnection({ id: "gh", url: "https://a.example/mcp", prefixTools: false, oauth: undefined });
-    const secret = { tokens: { access_token: "at-0", token_type: "bearer", refresh_token: "rt-0" }, client: { client_id: "c" }, authorizationServerUrl: "https://as.example" };
-    assert.equal(await a.putCredential({ id: "gh", url: "https://a.example/mcp", issuer: "https://as.example", authorizedAt: 1, expiresAt: 2, secret }), true);
-    return { a, b, dbPath, version: (await a.getCredential("gh"))!.version, close: () => Promise.all([a.close(), b.close()]) };
-  };
-  const rotated = (n: number) => async (current: CredentialRecord) => {
-    await new Promise((r) => setTimeout(r, 200));
-    return { ...current, secret: { ...current.secret, tokens: { ...current.secret.tokens, access_token: `at-${n}`, refresh_token: `rt-${n}` } } };
-  };
+for (const kind of KINDS) {
+  describe(`one refresh per credential across processes sharing the ${kind.name} store`, () => {
+    const open2 = async () => {
+      const at = await kind.fresh();
+      const key = parseKey(newKeyText(), "test");
+      const a = await at.open(key);
+      const b = await at.open(key);
+      await a.putConnection({ id: "gh", url: "https://a.example/mcp", prefixTools: false, oauth: undefined });
+      const secret = { tokens: { access_token: "at-0", token_type: "bearer", refresh_token: "rt-0" }, client: { client_id: "c" }, authorizationServerUrl: "https://as.example" };
+      assert.equal(await a.putCredential({ id: "gh", url: "https://a.example/mcp", issuer: "https://as.example", authorizedAt: 1, expiresAt: 2, secret }), true);
+      return { at, a, b, version: (await a.getCredential("gh"))!.version, close: () => Promise.all([a.close(), b.close()]) };
+    };
+    const rotated = (n: number, ms = 200) => async (current: CredentialRecord) => {
+      await new Promise((r) => setTimeout(r, ms));
+      return { ...current, secret: { ...current.secret, tokens: { ...current.secret.tokens, access_token: `at-${n}`, refresh_token: `rt-${n}` } } };
+    };
 
-  test("six refreshes of one version on two store handles at once: one exchange; every caller gets its result", async () => {
-    const { a, b, version, close } = await open2();
-    let exchanges = 0;
-    const exchange = async (current: CredentialRecord) => (exchanges++, rotated(exchanges)(current));
-    const results = await Promise.all([a, b, a, b, a, b].map((s) => s.refreshCredential("gh", version, exchange)));
-    assert.equal(exchanges, 1);
-    assert.deepEqual(results.map((r) => r.outcome).sort(), ["moved", "moved", "moved", "moved", "moved", "refreshed"]);
-    assert.ok(results.every((r) => r.credential?.version === version + 1 && r.credential.secret.tokens.refresh_token === "rt-1"));
-    await close();
+    test("six refreshes of one version on two store handles at once: one exchange; every caller gets its result", async () => {
+      const { a, b, version, close } = await open2();
+      let exchanges = 0;
+      const exchange = async (current: CredentialRecord) => (exchanges++, rotated(exchanges)(current));
+      const results = await Promise.all([a, b, a, b, a, b].map((s) => s.refreshCredential("gh", version, exchange)));
+      assert.equal(exchanges, 1);
+      assert.deepEqual(results.map((r) => r.outcome).sort(), ["moved", "moved", "moved", "moved", "moved", "refreshed"]);
+      assert.ok(results.every((r) => r.credential?.version === version + 1 && r.credential.secret.tokens.refresh_token === "rt-1"));
+      await close();
+    });
+
+    test("a lock left by a holder that was killed is freed (Postgres: when its session ends; SQLite: when its lease lapses), then one exchange runs; one that throws stores nothing and frees the lock", async () => {
+      const { at, a, b, version, close } = await open2();
+      const held = await at.holdRefreshLock("gh");
+      setTimeout(() => held.kill(), 400);
+      const started = Date.now();
+      let exchanges = 0;
+      const result = await b.refreshCredential("gh", version, async (c) => (exchanges++, rotated(1)(c)));
+      assert.equal(result.outcome, "refreshed");
+      const waited = Date.now() - started;
+      assert.ok(waited >= 350, `it waited for the dead holder (${waited} ms)`);
+      assert.equal(exchanges, 1);
+      await assert.rejects(
+        a.refreshCredential("gh", version + 1, async () => {
+          throw new Error("token endpoint down");
+        }),
+        /token endpoint down/,
+      );
+      assert.equal((await a.getCredential("gh"))!.secret.tokens.refresh_token, "rt-1", "nothing stored");
+      const next = await b.refreshCredential("gh", version + 1, rotated(2));
+      assert.equal(next.outcome, "refreshed", "the lock was released");
+      assert.equal(next.credential!.version, version + 2);
+      await close();
+    });
+
+    test("a refresh waiting longer than a statement may run (5 s) for another's slow exchange gets its result, not an error; a url change during an exchange is not held up and wins", async () => {
+      const { a, b, version, close } = await open2();
+      const slow = a.refreshCredential("gh", version, rotated(1, 6000));
+      await new Promise((r) => setTimeout(r, 300));
+      const waiting = await b.refreshCredential("gh", version, rotated(99));
+      assert.equal(waiting.outcome, "moved");
+      assert.equal(waiting.credential?.secret.tokens.refresh_token, "rt-1");
+      assert.equal((await slow).outcome, "refreshed");
+
+      const during = a.refreshCredential("gh", version + 1, rotated(2, 1500));
+      await new Promise((r) => setTimeout(r, 300));
+      const started = Date.now();
+      const moved = await b.putConnection({ id: "gh", url: "https://moved.example/mcp", prefixTools: false, oauth: undefined });
+      assert.ok(Date.now() - started < 1000, "the url change did not wait for the exchange");
+      assert.equal(moved.dropped?.secret.tokens.refresh_token, "rt-1");
+      assert.deepEqual(await during, { outcome: "moved", credential: undefined }, "the exchange's result is not stored for a credential that is gone");
+      assert.equal(await a.getCredential("gh"), undefined);
+      await close();
+    });
   });
 
-  test("a lease left by a holder that died is waited out, then one exchange runs; one that throws stores nothing and frees the lock", async () => {
-    const { a, b, dbPath, version, close } = await open2();
-    const raw = new Database(dbPath);
-    raw.prepare("INSERT INTO credential_leases (id, holder, until) VALUES ('gh', 'killed', ?)").run(Date.now() + 400);
-    raw.close();
-    const started = Date.now();
-    let exchanges = 0;
-    const result = await b.refreshCredential("gh", version, async (c) => (exchanges++, rotated(1)(c)));
-    assert.equal(result.outcome, "refreshed");
-    assert.ok(Date.now() - started >= 350, "it waited for the dead holder's lease to expire");
-    assert.equal(exchanges, 1);
-    await assert.rejects(
-      a.refreshCredential("gh", version + 1, async () => {
-        throw new Error("token endpoint down");
-      }),
-      /token endpoint down/,
-    );
-    assert.equal((await a.getCredential("gh"))!.secret.tokens.refresh_token, "rt-1", "nothing stored");
-    const next = await b.refreshCredential("gh", version + 1, rotated(2));
-    assert.equal(next.outcome, "refreshed", "the lock was released");
-    assert.equal(next.credential!.version, version + 2);
-    await close();
+  describe(`consents in the ${kind.name} store`, () => {
+    const secret = (n: number) => ({
+      codeVerifier: `VERIFIER-${n}-SECRET`,
+      client: { client_id: "c", client_secret: "CONSENT-CLIENT-SECRET" },
+      metadata: { issuer: "https://as.example", authorization_endpoint: "https://as.example/authorize", token_endpoint: "https://as.example/token", response_types_supported: ["code"] },
+      resource: "https://a.example/mcp",
+    });
+    const consent = (n: number, expiresAt: number) => ({
+      id: `auth-${n}`,
+      connectionId: "gh",
+      url: "https://a.example/mcp",
+      stateHash: `state-hash-${n}`,
+      issuer: "https://as.example",
+      issAdvertised: n % 2 === 0,
+      expiresAt,
+      secret: secret(n),
+    });
+    const superseded = { status: "failed" as const, error: "superseded", message: "a newer consent started" };
+
+    test("a start supersedes the pending one; of eight claims at once on two handles one wins; it ends once; sweeps expire and forget; sealed, re-sealed by rekey, and a wrong key refused by them alone", async () => {
+      const at = await kind.fresh();
+      const key = parseKey(newKeyText(), "test");
+      const a = await at.open(key);
+      const b = await at.open(key);
+      const now = Date.now();
+      await a.startAuthorization(consent(1, now + 60_000), superseded, now);
+      await b.startAuthorization(consent(2, now + 60_000), superseded, now + 1);
+      const first = (await a.getAuthorization("auth-1"))!;
+      assert.deepEqual([first.outcome, first.finalAt, first.claimed], [{ status: "failed", error: "superseded", message: "a newer consent started" }, now + 1, false]);
+      const second = (await a.authorizationByState("state-hash-2"))!;
+      assert.deepEqual({ ...second, secret: undefined }, { ...consent(2, now + 60_000), secret: undefined, outcome: { status: "pending" }, finalAt: null, claimed: false });
+      assert.deepEqual(second.secret, secret(2));
+      assert.equal(await a.authorizationByState("forged"), undefined);
+      assert.equal(await b.claimAuthorization("auth-1", now), false, "a superseded consent cannot be claimed");
+
+      const claims = await Promise.all([a, b, a, b, a, b, a, b].map((s) => s.claimAuthorization("auth-2", now)));
+      assert.equal(claims.filter(Boolean).length, 1, "exactly one claim of eight");
+      assert.equal((await b.getAuthorization("auth-2"))!.claimed, true);
+      const ends = await Promise.all([a, b].map((s) => s.finishAuthorization("auth-2", { status: "authorized" }, now + 2)));
+      assert.deepEqual(ends.sort(), [false, true]);
+      assert.deepEqual((await a.getAuthorization("auth-2"))!.outcome, { status: "authorized" });
+
+      await a.startAuthorization(consent(3, now + 10), superseded, now + 3);
+      await a.startAuthorization({ ...consent(4, now + 60_000), connectionId: "other" }, superseded, now + 3);
+      assert.equal(await a.claimAuthorization("auth-3", now + 10), false, "an expired consent cannot be claimed");
+      await b.sweepAuthorizations(now + 10, { status: "expired", message: "too late" }, now);
+      assert.deepEqual((await a.getAuthorization("auth-3"))!.outcome, { status: "expired", message: "too late" });
+      assert.equal((await a.getAuthorization("auth-3"))!.finalAt, now + 10);
+      assert.equal((await a.getAuthorization("auth-4"))!.outcome.status, "pending", "another connection's consent is not ended");
+      await b.sweepAuthorizations(now + 10, { status: "expired" }, now + 5);
+      assert.deepEqual([await a.getAuthorization("auth-1"), await a.getAuthorization("auth-2")], [undefined, undefined], "final ones are forgotten after a while");
+      assert.ok(await a.getAuthorization("auth-3"));
+      await b.endAuthorizations("other", { status: "failed", error: "connection_changed" }, now + 11);
+      assert.deepEqual((await a.getAuthorization("auth-4"))!.outcome, { status: "failed", error: "connection_changed" });
+      assert.doesNotMatch(await at.contents(), /SECRET/);
+      await b.close();
+
+      const next = parseKey(newKeyText(), "test");
+      assert.equal(await a.rekey(next), 2, "every consent's secret is re-sealed");
+      await a.close();
+      const rotated = await at.open(next);
+      assert.deepEqual((await rotated.getAuthorization("auth-4"))!.secret, secret(4));
+      await rotated.close();
+      // With the key check gone, a sealed consent alone still tells a wrong key.
+      await at.sql("DELETE FROM meta WHERE name = 'key_check'");
+      await assert.rejects(at.open(parseKey(newKeyText(), "test")), /does not open/);
+    });
   });
-});
+}

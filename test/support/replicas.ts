@@ -1,6 +1,7 @@
 // Several `subs deployment serve` processes on one data directory (SQLite in WAL mode with a busy
-// timeout serves several processes on one machine), behind the round-robin balancer of
-// balancer.ts, whose URL is their public URL: the replicated topology on one machine.
+// timeout serves several processes on one machine) or one Postgres database (its URL kept in that
+// directory, so each process and each restart finds the same one), behind the round-robin balancer
+// of balancer.ts, whose URL is their public URL: the replicated topology on one machine.
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";

@@ -103,7 +103,7 @@ const DECLARATIONS_LOCK = 0x73756274;
  * one-key locks above (https://www.postgresql.org/docs/current/functions-admin.html#FUNCTIONS-ADVISORY-LOCKS);
  * two ids of the same hash only wait for each other.
  */
-const REFRESH_LOCKS = 0x73756275;
+export const REFRESH_LOCKS = 0x73756275;
 const CONSENT_LOCKS = 0x73756276;
 /**
  * A refresh waits this long for another replica's: one exchange with an authorization server.
