@@ -327,6 +327,15 @@ export class OAuth {
       return undefined;
     };
     if (!refreshToken) return dead("no_refresh_token");
+    // The store is read once more before the refresh token is spent: a store that does not answer
+    // then fails the call before anything is sent (a rotated refresh token exchanged but never
+    // stored is a credential lost, RFC 9700 section 4.14.2), and a credential another process
+    // replaced meanwhile is used as it is.
+    const current = await this.#o.store.getCredential(credential.id);
+    if (current?.version !== credential.version) {
+      this.#o.metrics.refresh("superseded");
+      return current;
+    }
     // Section 3.6: never send the credential's tokens to an authorization server it did not come from.
     if (await this.#serverMoved(credential)) return dead("server_moved");
     let tokens: OAuthTokens;
