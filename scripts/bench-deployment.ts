@@ -28,7 +28,7 @@ const CALLS = 1000;
 const IN_FLIGHT = 32;
 
 /** bench-serve.ts's fastest MCP server, in a child process: its URL and how to stop it. */
-function startUpstream(): Promise<{ url: string; stop: () => void }> {
+export function startUpstream(): Promise<{ url: string; stop: () => void }> {
   const child = spawn(process.execPath, ["--import", "tsx", fileURLToPath(new URL("./bench-serve.ts", import.meta.url)), "--upstream"], { stdio: ["ignore", "pipe", "inherit"] });
   return new Promise((resolve, reject) => {
     let out = "";

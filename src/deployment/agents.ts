@@ -22,7 +22,8 @@ import type { Session } from "../serve/session.ts";
 import { Refusal, type OAuth } from "./oauth.ts";
 import type { Log, Metrics } from "./ops.ts";
 import type { AgentEndpoint } from "./routes/agents.ts";
-import type { ConnectionRecord, DeploymentStore } from "./store/types.ts";
+import { STORE_DOWN_MESSAGE } from "./routes/answer.ts";
+import { StoreUnavailable, type ConnectionRecord, type DeploymentStore } from "./store/types.ts";
 
 /** As `subs agent serve`'s defaults: --timeout 10, --request-timeout 60. */
 const TOOLS_TIMEOUT_MS = 10_000;
@@ -84,7 +85,7 @@ function agentSession(o: AgentEndpointOptions, name: string): Session {
       };
       const secrets = new Secrets();
       const byStandIn = new Map([...standIns.values()].map((s) => [s.value, s.connection]));
-      const fetch = withDeploymentCredential(o.oauth, byStandIn, learningFetch(o.ctx.fetch, secrets));
+      const fetch = withDeploymentCredential(o, byStandIn, learningFetch(o.ctx.fetch, secrets));
       const session = await agentSessionFactory({ ...o.ctx, env, fetch, secrets }, config, name, {
         reporter: logReporter(o.log, name),
         timeoutMs: TOOLS_TIMEOUT_MS,
@@ -107,9 +108,11 @@ function agentSession(o: AgentEndpointOptions, name: string): Session {
  * Sends each upstream request with the connection's current access token in place of its
  * stand-in (docs/deployment-protocol.md section 3.6: a 401 before expiry is refreshed once and
  * the request sent once more). No usable credential is `needs_login`, which a call answers as a
- * tool error naming `subs mcp login <id>`.
+ * tool error naming `subs mcp login <id>`. A store that stops answering mid-call is a tool error
+ * saying to retry, as the 503 of every other request does; its cause (the store's URL, the
+ * driver's words) is for the log, not for the agent's client.
  */
-function withDeploymentCredential(oauth: OAuth, byStandIn: ReadonlyMap<string, ConnectionRecord>, inner: typeof globalThis.fetch): typeof globalThis.fetch {
+function withDeploymentCredential({ oauth, log }: Pick<AgentEndpointOptions, "oauth" | "log">, byStandIn: ReadonlyMap<string, ConnectionRecord>, inner: typeof globalThis.fetch): typeof globalThis.fetch {
   return async (input, init) => {
     const headers = new Headers(init?.headers);
     const standIn = /^Bearer\s+(\S+)$/i.exec(headers.get("authorization") ?? "")?.[1];
@@ -126,6 +129,10 @@ function withDeploymentCredential(oauth: OAuth, byStandIn: ReadonlyMap<string, C
       });
     } catch (error) {
       if (error instanceof Refusal && error.code === "not_authorized") throw new SubsError("needs_login", error.message, { code: "needs_login" });
+      if (error instanceof StoreUnavailable) {
+        log("error", "store unavailable", { connection: connection.id, error: error.message });
+        throw new SubsError("failed", STORE_DOWN_MESSAGE, { code: "store_unavailable" });
+      }
       throw error;
     }
   };

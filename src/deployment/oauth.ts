@@ -17,7 +17,7 @@ import { checkedTokens } from "../auth/tokens.ts";
 import { authFetch } from "../http/guarded-fetch.ts";
 import { VERSION } from "../version.ts";
 import type { Metrics } from "./ops.ts";
-import type { AuthorizationOutcome, ConnectionRecord, CredentialRecord, DeploymentStore } from "./store/types.ts";
+import { StoreUnavailable, type AuthorizationOutcome, type ConnectionRecord, type CredentialRecord, type DeploymentStore } from "./store/types.ts";
 
 /** An error answer of the protocol (section 6), decided deep in a handler. */
 export class Refusal extends Error {
@@ -343,7 +343,8 @@ export class OAuth {
         };
       })
       .catch((error: unknown) => {
-        if (error instanceof Refusal) throw error;
+        // A store that does not answer is said as such (agents.ts words it for the client).
+        if (error instanceof Refusal || error instanceof StoreUnavailable) throw error;
         throw new Refusal(503, "unavailable", `cannot refresh the credential of ${credential.id}: ${messageOf(error)}`);
       });
     // Another replica's refresh, a DELETE, a url change or a new consent came first: theirs stands.

@@ -8,7 +8,7 @@ import type { Log, Metrics } from "./ops.ts";
 import { Refusal, type OAuth } from "./oauth.ts";
 import { agentRoutes, type AgentEndpoint } from "./routes/agents.ts";
 import { isValidName } from "../config/rules.ts";
-import { BadBody, fail, segment, type Answer } from "./routes/answer.ts";
+import { BadBody, fail, segment, STORE_DOWN_MESSAGE, type Answer } from "./routes/answer.ts";
 import { connectionRoutes } from "./routes/connections.ts";
 import { stateRoutes } from "./routes/state.ts";
 import { StoreUnavailable, type ApiTokenRecord, type DeploymentStore } from "./store/types.ts";
@@ -144,7 +144,7 @@ export function createApp(o: AppOptions) {
   }
 }
 
-const storeDown = () => fail(503, "store_unavailable", "the deployment's store does not answer; retry in a few seconds");
+const storeDown = () => fail(503, "store_unavailable", STORE_DOWN_MESSAGE);
 
 export const requestId = (req: IncomingMessage) => {
   const given = req.headers["x-request-id"];

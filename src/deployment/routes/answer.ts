@@ -21,6 +21,8 @@ export const FilterSchema = z.strictObject({
 });
 export type Answer = { status: number; body?: unknown; headers?: Record<string, string> };
 export const fail = (status: number, error: string, message: string, extra: Record<string, unknown> = {}): Answer => ({ status, body: { error, message, ...extra } });
+/** What a client is told when the store does not answer: the cause (its URL, the driver's words) goes to the log only. */
+export const STORE_DOWN_MESSAGE = "the deployment's store does not answer; retry in a few seconds";
 export const iso = (ms: number) => new Date(ms).toISOString();
 
 export class BadBody extends Error {}
