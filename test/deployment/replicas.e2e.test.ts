@@ -4,6 +4,8 @@
 // replicas its redirect reaches, and a consent outlives a restart of every process.
 import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
+import { Client } from "@modelcontextprotocol/sdk/client/index.js";
+import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import { authorizeServed, callServed } from "../support/deployment-serve.ts";
 import { annotatedTool, startMcpServer, type RunningMcpServer } from "../support/mcp-server.ts";
 import { startAuthServer, type RunningAuthServer } from "../support/oauth-server.ts";
@@ -115,5 +117,48 @@ describe("subs deployment serve as three replicas behind a round-robin balancer"
       assert.equal(authServer.counters.rejectedRefreshes, 0, "no refresh token was sent twice");
     }
     assert.equal(new Set(set.balancer.served.slice(-24)).size, 3, "every replica had requests");
+  });
+
+  test("an agent's MCP session started on one replica continues on the others: 30 calls through the balancer all answered, the tools never listed again; another token's request with its id is 404 on every replica; DELETE ends it everywhere", async () => {
+    const { mcp } = await protectedServer();
+    assert.deepEqual(await authorizeServed(set.front, "shared", { url: mcp.url }), { status: "authorized" });
+    assert.equal((await call("PUT", "/v1/agents/helper", { mcp: [{ id: "shared" }] })).status, 201);
+    const [useToken, otherToken] = [await set.front.tokenFor("use"), await set.front.tokenFor("use")];
+    const endpoint = `${set.balancer.url}/v1/agents/helper/mcp`;
+    const transport = new StreamableHTTPClientTransport(new URL(endpoint), { requestInit: { headers: { authorization: `Bearer ${useToken}` } } });
+    const client = new Client({ name: "replicas-test", version: "1.0.0" });
+    const first = set.balancer.served.length;
+    await client.connect(transport);
+    const sessionId = transport.sessionId!;
+    assert.ok(sessionId);
+    assert.deepEqual((await client.listTools()).tools.map((t) => t.name), ["search"]);
+    for (let n = 0; n < 30; n++) {
+      const result = (await client.callTool({ name: "search", arguments: { n } })) as { content: Array<{ text: string }>; isError?: boolean };
+      assert.equal(result.isError, undefined, JSON.stringify(result));
+      assert.deepEqual(result.content, [{ type: "text", text: JSON.stringify({ n }) }]);
+    }
+    assert.equal(new Set(set.balancer.served.slice(first)).size, 3, "the session's requests reached every replica");
+    assert.equal(mcp.requests.filter((m) => m === "tools/list").length, 1, "the tools were listed once, when the session started");
+    const withId = (token: string, method = "POST") =>
+      fetch(endpoint, {
+        method,
+        headers: { authorization: `Bearer ${token}`, "mcp-session-id": sessionId, "mcp-protocol-version": "2025-06-18", "content-type": "application/json", accept: "application/json, text/event-stream" },
+        ...(method === "POST" ? { body: JSON.stringify({ jsonrpc: "2.0", id: 99, method: "tools/list" }) } : {}),
+      });
+    for (let n = 0; n < 3; n++) {
+      set.balancer.next = n;
+      const res = await withId(otherToken);
+      await res.body?.cancel();
+      assert.equal(res.status, 404, `another token's request on replica ${n}`);
+    }
+    set.balancer.next = 1;
+    await transport.terminateSession();
+    for (let n = 0; n < 3; n++) {
+      set.balancer.next = n;
+      const res = await withId(useToken);
+      await res.body?.cancel();
+      assert.equal(res.status, 404, `after DELETE, replica ${n}`);
+    }
+    await client.close();
   });
 });
