@@ -4,6 +4,8 @@
 // basic/transports, "Session Management"). What a client can hold of them is bounded
 // (HttpLimits; docs/serve.md, "Limits of --http"). Whoever serves the endpoint (serveHttp on
 // loopback, the deployment for its agents) checks the caller first, then hands the request here.
+// With a SessionRegistry (the deployment's replicas) a session is also kept outside the process,
+// and any process holding the registry continues it; without one it lives in its process only.
 import { randomUUID } from "node:crypto";
 import type { IncomingMessage, ServerResponse } from "node:http";
 import { StreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/streamableHttp.js";
