@@ -1,7 +1,9 @@
 // Each declared agent served over MCP Streamable HTTP at <public-url>/v1/agents/<name>/mcp, on
 // the engine of `subs agent serve --http`: its sessions (src/serve/http-sessions.ts, with the
 // limits of --http) and, per session, the agent's server (src/serve/agent-session.ts): one
-// snapshot of exactly the tools `subs agent tools` shows, fetched when the session starts.
+// snapshot of exactly the tools `subs agent tools` shows, fetched when the session starts. The
+// sessions are kept in the store (a SessionRegistry): another replica continues one with the same
+// snapshot, the same owner and the same idle timeout, and a DELETE on any ends it on all.
 //
 // What differs is where a call's credential comes from. The engine sends each connection's
 // request with a static token read from a variable; here that token is a per-session stand-in,
@@ -10,6 +12,7 @@
 // 401). The stand-in is replaced before the session's secret-learning fetch sees the request, so
 // the real token is what the session scrubs from everything its client receives.
 import { randomBytes } from "node:crypto";
+import { z } from "zod";
 import type { Config, ConnectionConfig } from "../config/types.ts";
 import type { Context } from "../context.ts";
 import { SubsError } from "../errors.ts";
@@ -17,13 +20,15 @@ import { silentProgress, type Reporter } from "../report.ts";
 import { learningFetch, Secrets } from "../secrets.ts";
 import { agentSessionFactory } from "../serve/agent-session.ts";
 import { DEFAULT_LIMITS } from "../serve/http.ts";
-import { McpSessions } from "../serve/http-sessions.ts";
+import { McpSessions, type SessionRegistry } from "../serve/http-sessions.ts";
 import type { Session } from "../serve/session.ts";
 import { Refusal, type OAuth } from "./oauth.ts";
 import type { Log, Metrics } from "./ops.ts";
 import type { AgentEndpoint } from "./routes/agents.ts";
 import { STORE_DOWN_MESSAGE } from "./routes/answer.ts";
 import { StoreUnavailable, type ConnectionRecord, type DeploymentStore } from "./store/types.ts";
+
+const ResumedAgentSession = z.strictObject({ urls: z.record(z.string(), z.string()), session: z.unknown() });
 
 /** As `subs agent serve`'s defaults: --timeout 10, --request-timeout 60. */
 const TOOLS_TIMEOUT_MS = 10_000;
@@ -45,11 +50,21 @@ export function agentEndpoints(o: AgentEndpointOptions): AgentEndpoints {
     async endpoint(req, res, agent, token) {
       let sessions = byAgent.get(agent.name);
       if (!sessions) {
+        const name = agent.name;
+        const idleBefore = () => o.ctx.now() - DEFAULT_LIMITS.idleTimeoutMs;
+        // In the store, so any replica continues a session another started (src/serve/http-sessions.ts).
+        const registry: SessionRegistry = {
+          save: (s) => o.store.putMcpSession({ agent: name, ...s }, o.ctx.now(), idleBefore()),
+          use: (id) => o.store.useMcpSession(name, id, o.ctx.now(), idleBefore()),
+          endIfIdle: (id) => o.store.endMcpSession(name, id, idleBefore()),
+          end: async (id) => void (await o.store.endMcpSession(name, id)),
+        };
         sessions = new McpSessions(
           // What the sessions say of themselves (an idle one ended, a limit met) goes to the log.
-          { now: o.ctx.now, stderr: { write: (text: string) => o.log("warn", text.replace(/^subs: |\n$/g, ""), { agent: agent.name }) } },
+          { now: o.ctx.now, stderr: { write: (text: string) => o.log("warn", text.replace(/^subs: |\n$/g, ""), { agent: name }) } },
           { maxSessions: DEFAULT_LIMITS.maxSessions, idleTimeoutMs: DEFAULT_LIMITS.idleTimeoutMs, maxCalls: DEFAULT_LIMITS.maxCalls },
-          () => agentSession(o, agent.name),
+          (resumed) => agentSession(o, name, resumed),
+          registry,
         );
         byAgent.set(agent.name, sessions);
       }
@@ -64,12 +79,18 @@ export function agentEndpoints(o: AgentEndpointOptions): AgentEndpoints {
 }
 
 /** One client session of an agent: the declaration as stored when it starts, served with the deployment's credentials. */
-function agentSession(o: AgentEndpointOptions, name: string): Session {
+function agentSession(o: AgentEndpointOptions, name: string, resumed: unknown): Session {
   return {
     async open() {
       const agent = await o.store.getAgent(name);
       if (!agent) throw new Error(`the agent ${name} was deleted`);
       const records = (await Promise.all(agent.mcp.map((m) => o.store.getConnection(m.id)))).filter((c): c is ConnectionRecord => c !== undefined);
+      // A session continued here serves the tools it was started with, from the urls they came
+      // from: a connection moved since would answer calls to tools it may not have (404 instead,
+      // and the client starts a new session).
+      const urls = Object.fromEntries(records.map((c) => [c.id, c.url]));
+      const kept = resumed === undefined ? undefined : ResumedAgentSession.safeParse(resumed);
+      if (kept && (!kept.success || kept.data.session === undefined || JSON.stringify(kept.data.urls) !== JSON.stringify(urls))) throw new Error("its connections changed since it started");
       // A stand-in per connection and session: which connection a request is for, by its header.
       const standIns = new Map(records.map((c, n) => [`SUBS_DEPLOYMENT_CREDENTIAL_${n}`, { value: `subsd-standin-${randomBytes(16).toString("hex")}`, connection: c }]));
       const env: Record<string, string | undefined> = { ...o.ctx.env };
@@ -90,11 +111,13 @@ function agentSession(o: AgentEndpointOptions, name: string): Session {
         reporter: logReporter(o.log, name),
         timeoutMs: TOOLS_TIMEOUT_MS,
         requestTimeoutMs: REQUEST_TIMEOUT_MS,
-      })().open();
+      })(kept?.data?.session).open();
       o.metrics.sessions++;
-      o.metrics.sessionsStarted++;
+      // Started here, not continued from another process.
+      if (resumed === undefined) o.metrics.sessionsStarted++;
       return {
         server: session.server,
+        ...(session.snapshot ? { snapshot: async () => ({ urls, session: await session.snapshot!() }) } : {}),
         async close() {
           o.metrics.sessions--;
           await session.close();

@@ -24,6 +24,7 @@ import type { Context } from "../context.ts";
 import { SubsError } from "../errors.ts";
 import { listAllTools } from "../mcp/connect.ts";
 import { mcpError } from "../mcp/open.ts";
+import { scrubbedJson } from "../secrets.ts";
 import { possessive } from "../text/possessive.ts";
 import { z } from "zod";
 import { agentServerInfo, AGENT_SERVER_CAPABILITIES, type AgentSessionOptions } from "./agent-answer.ts";
@@ -43,7 +44,18 @@ const UpstreamResult = z.looseObject({});
 
 type Served = { connection: string; tool: Tool };
 
-type Snapshot = { inspection: Inspection; tools: Tool[]; served: Map<string, Served> };
+type Snapshot = { inspection: Inspection | undefined; tools: Tool[]; served: Map<string, Served> };
+
+/**
+ * A session's tools as served, kept so that another process can continue the session with the
+ * same tools without listing them again (the deployment's replicas; src/deployment/agents.ts).
+ * Scrubbed of the session's secrets: it leaves the process.
+ */
+const ResumedSnapshot = z.strictObject({
+  tools: z.array(z.looseObject({ name: z.string() })),
+  served: z.array(z.tuple([z.string(), z.strictObject({ connection: z.string(), tool: z.looseObject({ name: z.string() }) })])),
+});
+export type ResumedSnapshot = z.infer<typeof ResumedSnapshot>;
 
 /**
  * The server of one session of agent `agentName`. `learnt`: the session's secrets and the fetch
@@ -57,6 +69,8 @@ export async function startSession(
   agentName: string,
   options: AgentSessionOptions,
   learnt: { secrets: Scrubber; fetch: typeof globalThis.fetch },
+  /** The snapshot of a session another process started (zod-checked here): served as it is, its upstreams opened at their first call. */
+  resumed?: unknown,
 ): Promise<SessionServer> {
   const { reporter } = options;
   const ended = new AbortController();
@@ -84,20 +98,17 @@ export async function startSession(
     },
   };
 
-  const snapshot: Promise<Snapshot> = inspectAgentTools({ config, agent: agentName, source, timeoutMs: options.timeoutMs, signal: sessionSignal }).then((inspection) => {
-    const served = new Map<string, Served>();
-    const tools: Tool[] = [];
-    for (const t of inspection.tools) {
-      // Declared tools and sub-agents are the worker's own; only connector tools are served here.
-      if (t.kind !== "connector") continue;
-      const tool = { ...(t.tool as Tool), name: t.name };
-      served.set(t.name, { connection: t.connection, tool: t.tool as Tool });
-      tools.push(tool);
-    }
-    return { inspection, tools, served };
-  });
+  // A resumed session's upstreams open at their first call: another process listed its tools.
+  const lazy = upstreamOpener(upstreams, (id) =>
+    openUpstream({ ctx: upstreamCtx, config, connection: config.connections.find((c) => c.id === id)!, reporter, sessionSignal, openSignal: sessionSignal, requestTimeoutMs: options.requestTimeoutMs }),
+  );
+  const snapshot: Promise<Snapshot> =
+    resumed !== undefined
+      ? Promise.resolve(resumedSnapshot(resumed, config))
+      : inspectAgentTools({ config, agent: agentName, source, timeoutMs: options.timeoutMs, signal: sessionSignal }).then(servedSnapshot);
   snapshot.then(
     (s) => {
+      if (!s.inspection) return;
       for (const { text } of reports(s.inspection)) reporter.warn(text);
       const named = new Set(findAgent(config, agentName).mcp.map((m) => m.id)).size;
       const answered = named - s.inspection.unavailable.length;
@@ -123,7 +134,7 @@ export async function startSession(
     // After the initialize answer is written: a client that sends `initialized` without waiting
     // for it (a pipe) would otherwise read a log message first.
     await new Promise((resolve) => setImmediate(resolve));
-    for (const { level, text } of reports(s.inspection)) {
+    for (const { level, text } of s.inspection ? reports(s.inspection) : []) {
       await server.sendLoggingMessage({ level, logger: "subs", data: text }, server.transport?.sessionId).catch(() => {});
     }
   });
@@ -167,7 +178,13 @@ export async function startSession(
             : {}),
         },
       );
-    const upstream = upstreams.get(target.connection)!;
+    let upstream: Upstream;
+    try {
+      upstream = await lazy.get(target.connection);
+    } catch (error) {
+      if (extra.signal.aborted) throw error;
+      return callFailure(config.connections.find((c) => c.id === target.connection)!, error);
+    }
     try {
       // A session the upstream ended is replaced and the call sent again, once (src/serve/upstream.ts).
       return await upstream.run(call, extra.signal);
@@ -181,13 +198,58 @@ export async function startSession(
 
   return {
     server,
+    async snapshot() {
+      const s = await snapshot;
+      const kept: ResumedSnapshot = { tools: s.tools, served: [...s.served] };
+      return scrubbedJson(kept, (text) => secrets.scrub(text));
+    },
     async close() {
       ended.abort();
       await snapshot.catch(() => {});
+      await lazy.settled();
       await Promise.all([...upstreams.values()].map((u) => u.close()));
       upstreams.clear();
     },
   };
+}
+
+/** Each connection's upstream, opened once however many calls want it first. */
+function upstreamOpener(upstreams: Map<string, Upstream>, open: (id: string) => Promise<Upstream>) {
+  const opening = new Map<string, Promise<Upstream>>();
+  return {
+    get(id: string): Promise<Upstream> {
+      const ready = upstreams.get(id);
+      if (ready) return Promise.resolve(ready);
+      let pending = opening.get(id);
+      if (!pending) {
+        pending = open(id).then((u) => (upstreams.set(id, u), u));
+        pending.catch(() => opening.delete(id));
+        opening.set(id, pending);
+      }
+      return pending;
+    },
+    settled: () => Promise.allSettled(opening.values()),
+  };
+}
+
+/** The tools a session serves: the inspection's connector tools (declared tools and sub-agents are the worker's own). */
+function servedSnapshot(inspection: Inspection): Snapshot {
+  const served = new Map<string, Served>();
+  const tools: Tool[] = [];
+  for (const t of inspection.tools) {
+    if (t.kind !== "connector") continue;
+    served.set(t.name, { connection: t.connection, tool: t.tool as Tool });
+    tools.push({ ...(t.tool as Tool), name: t.name });
+  }
+  return { inspection, tools, served };
+}
+
+/** The snapshot another process kept (ResumedSnapshot), served as it is. */
+function resumedSnapshot(resumed: unknown, config: Config): Snapshot {
+  const parsed = ResumedSnapshot.parse(resumed);
+  const known = new Set(config.connections.map((c) => c.id));
+  if (!parsed.served.every(([, s]) => known.has(s.connection))) throw new Error("the session's snapshot names a connection the agent no longer has");
+  return { inspection: undefined, tools: parsed.tools as Tool[], served: new Map(parsed.served as Array<[string, Served]>) };
 }
 
 type Report = { level: LoggingLevel; text: string };

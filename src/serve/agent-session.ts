@@ -24,11 +24,11 @@ export function agentSessionFactory(ctx: Context, config: Config, agentName: str
     });
   }
   const agent = findAgent(config, agentName);
-  return () => {
+  return (resumed) => {
     const session = learnt(ctx);
     return {
       early: { secrets: session.secrets, initialize: async (params) => agentInitializeResult(params, agent.name) },
-      open: async () => (await import("./agent-server.ts")).startSession(ctx, config, agent.name, options, session),
+      open: async () => (await import("./agent-server.ts")).startSession(ctx, config, agent.name, options, session, resumed),
     };
   };
 }

@@ -4,6 +4,8 @@
 // basic/transports, "Session Management"). What a client can hold of them is bounded
 // (HttpLimits; docs/serve.md, "Limits of --http"). Whoever serves the endpoint (serveHttp on
 // loopback, the deployment for its agents) checks the caller first, then hands the request here.
+// With a SessionRegistry (the deployment's replicas) a session is also kept outside the process,
+// and any process holding the registry continues it; without one it lives in its process only.
 import { randomUUID } from "node:crypto";
 import type { IncomingMessage, ServerResponse } from "node:http";
 import { StreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/streamableHttp.js";
@@ -22,6 +24,32 @@ export type SessionLimits = {
   idleTimeoutMs: number;
   /** JSON-RPC requests in progress on one session; past it a request is answered a JSON-RPC error. */
   maxCalls: number;
+};
+
+/** A session as kept for other processes: enough to continue it there (SessionRegistry). */
+export type StoredSession = {
+  id: string;
+  owner: string | undefined;
+  /** The client's initialize request as it sent it: replayed to rebuild the session elsewhere. */
+  initialize: unknown;
+  /** SessionServer.snapshot's answer. */
+  snapshot: unknown;
+};
+
+/**
+ * Where the sessions of an endpoint served by several processes are kept, so that any of them
+ * continues a session another started (the deployment's replicas). Without one (`subs agent serve
+ * --http`), a session lives in its process only.
+ */
+export type SessionRegistry = {
+  /** Called before the initialize answer leaves, so the client's next request finds it anywhere. */
+  save(session: StoredSession): Promise<void>;
+  /** The session if it was neither ended nor idle past the timeout anywhere; counts as a use of it. */
+  use(id: string): Promise<StoredSession | undefined>;
+  /** Ends it everywhere if it was used nowhere for the idle timeout; whether it did. */
+  endIfIdle(id: string): Promise<boolean>;
+  /** Ends it everywhere (DELETE). */
+  end(id: string): Promise<void>;
 };
 
 /** What the SDK's own transport reads at most (requestBody.js, DEFAULT_MAX_REQUEST_BODY_SIZE). */
@@ -50,12 +78,15 @@ export class McpSessions {
   private readonly all = new Set<Live>();
   /** Sessions whose SessionFactory has not answered yet: they count against maxSessions too. */
   private starting = 0;
+  /** Sessions being rebuilt from the registry, by id: concurrent requests wait on the same. */
+  private readonly resuming = new Map<string, Promise<Live | undefined>>();
   private stopping = false;
 
   constructor(
     private readonly ctx: Pick<Context, "stderr" | "now">,
     private readonly limits: SessionLimits,
     private readonly newSession: SessionFactory,
+    private readonly registry?: SessionRegistry,
   ) {}
 
   /**
@@ -69,7 +100,17 @@ export class McpSessions {
     }
     const sessionId = req.headers["mcp-session-id"];
     if (typeof sessionId === "string") {
-      const live = this.sessions.get(sessionId);
+      let live = this.sessions.get(sessionId);
+      if (this.registry) {
+        // Ended (DELETE) or idle past the timeout on another process: ended here too.
+        const stored = await this.registry.use(sessionId).catch(() => undefined);
+        if (!stored || stored.owner !== owner) {
+          if (live && !stored) void live.transport.close();
+          return jsonRpcError(res, 404, -32001, "Session not found");
+        }
+        live ??= await this.resume(stored);
+        if (live && req.method === "DELETE") await this.registry.end(sessionId);
+      }
       // transports, "Session Management": an id the server does not know (ended, expired or
       // never issued) is 404, so the client starts a new session. Another caller's session is
       // answered the same, so an id is never confirmed to anyone but its owner (MCP "Security
@@ -108,9 +149,12 @@ export class McpSessions {
   private armIdle(live: Live): void {
     clearTimeout(live.idle);
     live.idleSince = this.ctx.now();
-    live.idle = setTimeout(() => {
+    live.idle = setTimeout(async () => {
       if (live.open > 0 || live.ended) return;
-      this.ctx.stderr.write(`subs: ended a session idle for ${seconds(this.limits.idleTimeoutMs)} (its id now gets 404: its client starts a new session)\n`);
+      // Used on another process meanwhile: only this process's copy ends; the registry still has it.
+      const id = live.transport.sessionId;
+      const idle = !this.registry || id === undefined || (await this.registry.endIfIdle(id).catch(() => true));
+      if (idle) this.ctx.stderr.write(`subs: ended a session idle for ${seconds(this.limits.idleTimeoutMs)} (its id now gets 404: its client starts a new session)\n`);
       // Closing the transport ends the session (its onclose); its id is then unknown: 404.
       void live.transport.close();
     }, this.limits.idleTimeoutMs);
@@ -181,8 +225,19 @@ export class McpSessions {
     } finally {
       this.starting--;
     }
+    const id = randomUUID();
+    if (this.registry) {
+      // Kept before the initialize answer leaves: the client's next request may reach another process.
+      try {
+        await this.registry.save({ id, owner, initialize: body, snapshot: await session.snapshot?.() });
+      } catch (error) {
+        await session.close().catch(() => {});
+        this.ctx.stderr.write(`subs: could not start a session: ${error instanceof Error ? error.message : String(error)}\n`);
+        return jsonRpcError(res, 500, -32603, "could not start the session");
+      }
+    }
     const transport = new StreamableHTTPServerTransport({
-      sessionIdGenerator: () => randomUUID(),
+      sessionIdGenerator: () => id,
       onsessioninitialized: (id) => {
         this.sessions.set(id, live);
       },
@@ -202,8 +257,71 @@ export class McpSessions {
       await transport.handleRequest(req, res, body);
     } finally {
       // The transport refused the initialize (a bad protocol version, a batch): no session began.
-      if (transport.sessionId === undefined || !this.sessions.has(transport.sessionId)) await transport.close().then(() => this.endSession(live));
+      if (transport.sessionId === undefined || !this.sessions.has(transport.sessionId)) {
+        await this.registry?.end(id).catch(() => {});
+        await transport.close().then(() => this.endSession(live));
+      }
     }
+  }
+
+  /** A session another process started, rebuilt here; undefined (the client gets 404) when it cannot be. */
+  private resume(stored: StoredSession): Promise<Live | undefined> {
+    let pending = this.resuming.get(stored.id);
+    if (!pending) {
+      pending = this.rebuild(stored).finally(() => this.resuming.delete(stored.id));
+      this.resuming.set(stored.id, pending);
+    }
+    return pending;
+  }
+
+  /**
+   * The SDK's transport begins a session only on an initialize request: a new transport whose
+   * generator gives the stored id is connected to a new server of the session (its tools from the
+   * stored snapshot), and the client's stored initialize is replayed to it, its answer discarded.
+   * Both then hold what they held in the process that started it: the session id, the negotiated
+   * protocol version, the client's capabilities.
+   */
+  private async rebuild(stored: StoredSession): Promise<Live | undefined> {
+    if (this.stopping || this.all.size + this.starting >= this.limits.maxSessions) return undefined;
+    let session: SessionServer;
+    this.starting++;
+    try {
+      session = await this.newSession(stored.snapshot).open();
+    } catch (error) {
+      this.ctx.stderr.write(`subs: could not continue a session started elsewhere: ${error instanceof Error ? error.message : String(error)}\n`);
+      return undefined;
+    } finally {
+      this.starting--;
+    }
+    const transport = new StreamableHTTPServerTransport({
+      sessionIdGenerator: () => stored.id,
+      onsessioninitialized: (id) => {
+        this.sessions.set(id, live);
+      },
+    });
+    const live: Live = { transport, session, open: 0, calls: 0, inProgress: new Map(), idleSince: this.ctx.now(), owner: stored.owner };
+    transport.onclose = () => void this.endSession(live);
+    this.all.add(live);
+    try {
+      await session.server.connect(transport);
+      // The Node transport wraps the Web-standard one, which takes a Request: the replay needs no socket.
+      const web = (transport as unknown as { _webStandardTransport?: { handleRequest(r: Request, o: { parsedBody: unknown }): Promise<Response> } })._webStandardTransport;
+      if (!web) throw new Error("this MCP SDK's transport cannot be primed");
+      const replay = new Request("http://localhost/", {
+        method: "POST",
+        headers: { "content-type": "application/json", accept: "application/json, text/event-stream" },
+        body: JSON.stringify(stored.initialize),
+      });
+      await (await web.handleRequest(replay, { parsedBody: stored.initialize })).text();
+    } catch (error) {
+      this.ctx.stderr.write(`subs: could not continue a session started elsewhere: ${error instanceof Error ? error.message : String(error)}\n`);
+    }
+    if (transport.sessionId !== stored.id || this.sessions.get(stored.id) !== live) {
+      await transport.close().then(() => this.endSession(live));
+      return undefined;
+    }
+    this.armIdle(live);
+    return live;
   }
 
   /** A request on an open session. A POST's body is read here, to know the requests it carries. */

@@ -21,6 +21,11 @@ export type SessionServer = {
   server: Server;
   /** Ends the session's upstream connections. Called once, when the session's transport closes. */
   close(): Promise<void>;
+  /**
+   * What another process needs to continue this session as it is (its tools as served), once it
+   * is known; absent for a session that cannot be continued elsewhere.
+   */
+  snapshot?(): Promise<unknown>;
 };
 
 export type Session = {
@@ -41,8 +46,12 @@ export type EarlyAnswers = {
   initialize(params: InitializeParams): Promise<InitializeResult | undefined>;
 };
 
-/** Called once per client session, before the session's first message is handled; loads nothing heavy. */
-export type SessionFactory = () => Session;
+/**
+ * Called once per client session, before the session's first message is handled; loads nothing
+ * heavy. `resumed`: the snapshot (SessionServer.snapshot) of a session another process started,
+ * which this one continues; only the deployment's agent sessions are resumed.
+ */
+export type SessionFactory = (resumed?: unknown) => Session;
 
 /**
  * Removes every secret of the run from every message `transport` sends its client, whatever the

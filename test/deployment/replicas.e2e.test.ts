@@ -3,9 +3,18 @@
 // (docs/deployment-protocol.md sections 3.4 and 3.5), a code is exchanged once however many
 // replicas its redirect reaches, and a consent outlives a restart of every process.
 import assert from "node:assert/strict";
+import { randomBytes } from "node:crypto";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import path from "node:path";
+import Database from "better-sqlite3";
 import { after, before, describe, test } from "node:test";
 import { authorizeServed, callServed, STORES } from "../support/deployment-serve.ts";
+import { Client } from "@modelcontextprotocol/sdk/client/index.js";
+import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import { annotatedTool, startMcpServer, type RunningMcpServer } from "../support/mcp-server.ts";
+import { ensureInspector, inspect } from "../support/inspector.ts";
+import { echoesOf, startQuotingServer } from "../support/mcp-quoting-server.ts";
 import { startAuthServer, type RunningAuthServer } from "../support/oauth-server.ts";
 import { startReplicas, type Replicas } from "../support/replicas.ts";
 
@@ -115,5 +124,102 @@ for (const store of STORES) describe(`subs deployment serve as three replicas on
       assert.equal(authServer.counters.rejectedRefreshes, 0, "no refresh token was sent twice");
     }
     assert.equal(new Set(set.balancer.served.slice(-24)).size, 3, "every replica had requests");
+  });
+
+  test("an agent's MCP session started on one replica continues on the others: 30 calls through the balancer all answered, the tools never listed again; another token's request with its id is 404 on every replica; DELETE ends it everywhere", async () => {
+    const { mcp } = await protectedServer();
+    assert.deepEqual(await authorizeServed(set.front, "shared", { url: mcp.url }), { status: "authorized" });
+    assert.equal((await call("PUT", "/v1/agents/helper", { mcp: [{ id: "shared" }] })).status, 201);
+    const [useToken, otherToken] = [await set.front.tokenFor("use"), await set.front.tokenFor("use")];
+    const endpoint = `${set.balancer.url}/v1/agents/helper/mcp`;
+    const transport = new StreamableHTTPClientTransport(new URL(endpoint), { requestInit: { headers: { authorization: `Bearer ${useToken}` } } });
+    const client = new Client({ name: "replicas-test", version: "1.0.0" });
+    const first = set.balancer.served.length;
+    await client.connect(transport);
+    const sessionId = transport.sessionId!;
+    assert.ok(sessionId);
+    assert.deepEqual((await client.listTools()).tools.map((t) => t.name), ["search"]);
+    for (let n = 0; n < 30; n++) {
+      const result = (await client.callTool({ name: "search", arguments: { n } })) as { content: Array<{ text: string }>; isError?: boolean };
+      assert.equal(result.isError, undefined, JSON.stringify(result));
+      assert.deepEqual(result.content, [{ type: "text", text: JSON.stringify({ n }) }]);
+    }
+    assert.equal(new Set(set.balancer.served.slice(first)).size, 3, "the session's requests reached every replica");
+    assert.equal(mcp.requests.filter((m) => m === "tools/list").length, 1, "the tools were listed once, when the session started");
+    const withId = (token: string, method = "POST") =>
+      fetch(endpoint, {
+        method,
+        headers: { authorization: `Bearer ${token}`, "mcp-session-id": sessionId, "mcp-protocol-version": "2025-06-18", "content-type": "application/json", accept: "application/json, text/event-stream" },
+        ...(method === "POST" ? { body: JSON.stringify({ jsonrpc: "2.0", id: 99, method: "tools/list" }) } : {}),
+      });
+    for (let n = 0; n < 3; n++) {
+      set.balancer.next = n;
+      const res = await withId(otherToken);
+      await res.body?.cancel();
+      assert.equal(res.status, 404, `another token's request on replica ${n}`);
+    }
+    set.balancer.next = 1;
+    await transport.terminateSession();
+    for (let n = 0; n < 3; n++) {
+      set.balancer.next = n;
+      const res = await withId(useToken);
+      await res.body?.cancel();
+      assert.equal(res.status, 404, `after DELETE, replica ${n}`);
+    }
+    await client.close();
+  });
+
+  test("a session's kept tools hold no credential: a server quoting its token in every field of its tools hands it to no replica's client, nor to the store", async () => {
+    const quoting = await startQuotingServer();
+    try {
+      const token = `quoted-${randomBytes(16).toString("hex")}`;
+      assert.equal((await call("PUT", "/v1/mcp/quoter", { url: quoting.url, prefix_tools: false })).status, 201);
+      set.front.credentials.set("quoter", { url: quoting.url, tokens: { access_token: token, token_type: "bearer" }, authorizedAt: Date.now(), expiresAt: null });
+      assert.equal((await call("PUT", "/v1/agents/quoted", { mcp: [{ id: "quoter" }] })).status, 201);
+      const transport = new StreamableHTTPClientTransport(new URL(`${set.balancer.url}/v1/agents/quoted/mcp`), { requestInit: { headers: { authorization: `Bearer ${set.front.token}` } } });
+      const client = new Client({ name: "replicas-test", version: "1.0.0" });
+      await client.connect(transport);
+      const listings: string[] = [];
+      for (let n = 0; n < 3; n++) {
+        set.balancer.next = n;
+        listings.push(JSON.stringify((await client.listTools()).tools));
+      }
+      assert.ok(quoting.authorizations.includes(`Bearer ${token}`), "the server received the credential (and quoted it)");
+      assert.ok(JSON.parse(listings[0]!).length > 0);
+      assert.equal(new Set(listings).size, 1, "every replica serves the same tools");
+      const front = set.front;
+      const kept = front.postgres
+        ? await front.postgres.query<{ snapshot_json: string }>(front.storeArg, "SELECT snapshot_json FROM mcp_sessions")
+        : (new Database(front.dbPath, { readonly: true }).prepare("SELECT snapshot_json FROM mcp_sessions").all() as Array<{ snapshot_json: string }>);
+      assert.ok(kept.length > 0);
+      for (const form of echoesOf(`Bearer ${token}`)) {
+        assert.ok(!listings.some((l) => l.includes(form)), `a client received the token as ${JSON.stringify(form.slice(0, 12))}…`);
+        assert.ok(!kept.some((k) => k.snapshot_json.includes(form)), "the store holds the token");
+      }
+      await client.close();
+    } finally {
+      await quoting.close();
+    }
+  });
+
+  test("the MCP Inspector's CLI, whose session's requests the balancer spreads over the three, lists and calls the agent's tools", async () => {
+    ensureInspector();
+    const { mcp } = await protectedServer();
+    assert.deepEqual(await authorizeServed(set.front, "inspected", { url: mcp.url }), { status: "authorized" });
+    assert.equal((await call("PUT", "/v1/agents/viewer", { mcp: [{ id: "inspected" }] })).status, 201);
+    const dir = mkdtempSync(path.join(tmpdir(), "subs-replicas-inspector-"));
+    try {
+      const http = ["--transport", "http", "--server-url", `${set.balancer.url}/v1/agents/viewer/mcp`, "--stored-auth-only", "--header", `Authorization: Bearer ${set.front.token}`];
+      const before = set.balancer.served.length;
+      const listed = await inspect([...http, "--method", "tools/list"], { cwd: dir, timeoutMs: 60_000 });
+      assert.equal(listed.code, 0, listed.stderr);
+      assert.deepEqual((listed.result as { tools: Array<{ name: string }> }).tools.map((t) => t.name), ["search"]);
+      const called = await inspect([...http, "--method", "tools/call", "--tool-name", "search", "--tool-args-json", '{"via":"inspector"}'], { cwd: dir, timeoutMs: 60_000 });
+      assert.equal(called.code, 0, called.stderr);
+      assert.deepEqual((called.result as { content: unknown }).content, [{ type: "text", text: '{"via":"inspector"}' }]);
+      assert.ok(new Set(set.balancer.served.slice(before)).size >= 2, "its requests reached more than one replica");
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 });

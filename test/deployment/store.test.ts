@@ -480,3 +480,23 @@ for (const kind of KINDS) {
     });
   });
 }
+
+for (const kind of KINDS) {
+  describe(`agents' MCP sessions in the ${kind.name} store`, () => {
+  test("a session last used before the idle cut-off is gone for every reader; a use moves its last use; an idle-only end spares one used since", async () => {
+    const at = await kind.fresh();
+    const store = await at.open(parseKey(newKeyText(), "test"));
+    const session = { agent: "helper", id: "s1", owner: "tok1", initialize: { jsonrpc: "2.0", id: 0, method: "initialize" }, snapshot: { tools: [], served: [] } };
+    await store.putMcpSession(session, 1000, 0);
+    assert.deepEqual(await store.useMcpSession("helper", "s1", 5000, 500), session, "used within the timeout: there, as stored");
+    assert.equal(await store.useMcpSession("other", "s1", 5000, 500), undefined, "an id is valid at its own agent only");
+    assert.equal(await store.endMcpSession("helper", "s1", 4000), false, "used at 5000: not idle since 4000");
+    assert.equal(await store.useMcpSession("helper", "s1", 9000, 6000), undefined, "idle past the timeout: ended");
+    assert.equal(await store.useMcpSession("helper", "s1", 9000, 0), undefined, "and deleted, for every replica");
+    await store.putMcpSession({ ...session, id: "s2" }, 10_000, 0);
+    assert.equal(await store.endMcpSession("helper", "s2"), true);
+    assert.equal(await store.useMcpSession("helper", "s2", 10_000, 0), undefined);
+    await store.close();
+  });
+  });
+}

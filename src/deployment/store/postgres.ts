@@ -16,6 +16,7 @@ import {
   authorizationOf,
   checkKey,
   checked,
+  McpSessionRow,
   checkedAll,
   ConnectionRow,
   connectionOf,
@@ -49,6 +50,7 @@ import {
   type CredentialRecord,
   type CredentialRefresh,
   type DeclaredState,
+  type McpSessionRecord,
   type DeleteConnection,
   type PutAgent,
   type PutConnection,
@@ -86,6 +88,11 @@ export const PG_MIGRATIONS: readonly string[] = [
      status TEXT NOT NULL, error TEXT, message TEXT, final_at BIGINT, claimed BOOLEAN NOT NULL,
      key_id TEXT NOT NULL, sealed TEXT NOT NULL);
    CREATE INDEX authorizations_by_connection ON authorizations(connection_id, status);`,
+  // Agents' MCP sessions (sqlite.ts's fourth migration), so that any replica continues one.
+  `CREATE TABLE mcp_sessions (
+     agent TEXT NOT NULL, id TEXT NOT NULL, owner TEXT, initialize_json TEXT NOT NULL, snapshot_json TEXT NOT NULL,
+     created_at BIGINT NOT NULL, last_used_at BIGINT NOT NULL, PRIMARY KEY (agent, id));
+   CREATE INDEX mcp_sessions_by_use ON mcp_sessions(last_used_at);`,
 ];
 
 /** The advisory lock the migrations run under: any constant no other tool of the database uses ("subs" in ASCII). */
@@ -641,6 +648,38 @@ export class PostgresStore implements RekeyableStore {
       await this.#rows("UPDATE authorizations SET status = $1, error = $2, message = $3, final_at = expires_at WHERE status = 'pending' AND expires_at <= $4", [expired.status, expired.error ?? null, expired.message ?? null, now], db);
       await this.#rows("DELETE FROM authorizations WHERE final_at IS NOT NULL AND final_at < $1", [forgetBefore], db);
     });
+  }
+
+  async putMcpSession(m: McpSessionRecord, now: number, idleBefore: number): Promise<void> {
+    await this.#transaction(async (db) => {
+      await this.#rows("DELETE FROM mcp_sessions WHERE last_used_at < $1", [idleBefore], db);
+      await this.#rows(
+        "INSERT INTO mcp_sessions (agent, id, owner, initialize_json, snapshot_json, created_at, last_used_at) VALUES ($1, $2, $3, $4, $5, $6, $6)",
+        [m.agent, m.id, m.owner ?? null, JSON.stringify(m.initialize), JSON.stringify(m.snapshot ?? null), now],
+        db,
+      );
+    });
+  }
+
+  async useMcpSession(agent: string, id: string, now: number, idleBefore: number): Promise<McpSessionRecord | undefined> {
+    return this.#transaction(async (db) => {
+      // FOR UPDATE: an idle end on another replica and this use do not both win.
+      const [found] = await this.#rows("SELECT owner, initialize_json, snapshot_json, last_used_at FROM mcp_sessions WHERE agent = $1 AND id = $2 FOR UPDATE", [agent, id], db);
+      if (!found) return undefined;
+      const row = checked(McpSessionRow, found, "mcp_sessions");
+      if (row.last_used_at < idleBefore) {
+        await this.#rows("DELETE FROM mcp_sessions WHERE agent = $1 AND id = $2", [agent, id], db);
+        return undefined;
+      }
+      // To the second: the idle timeout is minutes, and a write per request costs a commit.
+      if (now - row.last_used_at >= 1000) await this.#rows("UPDATE mcp_sessions SET last_used_at = $1 WHERE agent = $2 AND id = $3", [now, agent, id], db);
+      return { agent, id, owner: row.owner ?? undefined, initialize: row.initialize_json, snapshot: row.snapshot_json };
+    });
+  }
+
+  async endMcpSession(agent: string, id: string, idleBefore?: number): Promise<boolean> {
+    if (idleBefore === undefined) return (await this.#count("DELETE FROM mcp_sessions WHERE agent = $1 AND id = $2", [agent, id])) > 0;
+    return (await this.#count("DELETE FROM mcp_sessions WHERE agent = $1 AND id = $2 AND last_used_at < $3", [agent, id, idleBefore])) > 0;
   }
 
   async addToken(t: { id: string; name: string; role: Role; hash: Buffer }) {

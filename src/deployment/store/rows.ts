@@ -56,6 +56,8 @@ export const ConnectionRow = z.object({ id: z.string(), url: z.string(), prefix_
 export const AgentRow = z.object({ body_json: json(AgentSchema) });
 export const SummaryRow = z.object({ id: z.string(), url: z.string(), issuer: z.string(), authorized_at: Ms, expires_at: Ms.nullable(), version: z.number().int() });
 export const CredentialRow = SummaryRow.extend({ key_id: z.string(), sealed: z.string() });
+/** An agent's MCP session row (no secret in it: the snapshot was scrubbed before it was stored). */
+export const McpSessionRow = z.object({ owner: z.string().nullable(), initialize_json: json(z.unknown()), snapshot_json: json(z.unknown()), last_used_at: Ms });
 export const SealedRow = z.object({ key_id: z.string(), sealed: z.string() });
 export const AuthorizationRow = z.object({
   id: z.string(),

@@ -15,6 +15,7 @@ import {
   authorizationAad,
   checkKey,
   checked,
+  McpSessionRow,
   needKey,
   checkedAll,
   ConnectionRow,
@@ -49,6 +50,7 @@ import type {
   CredentialRefresh,
   DeclaredState,
   DeleteConnection,
+  McpSessionRecord,
   PutAgent,
   PutConnection,
   PutState,
@@ -88,6 +90,11 @@ export const MIGRATIONS: readonly string[] = [
   // The refresh lock of each credential across processes (refreshCredential); no foreign key, so
   // a lease outlives nothing it should not: it is deleted when released and ignored when expired.
   `CREATE TABLE credential_leases (id TEXT PRIMARY KEY, holder TEXT NOT NULL, until INTEGER NOT NULL) STRICT;`,
+  // Agents' MCP sessions, so that any replica continues one; no secret is in them.
+  `CREATE TABLE mcp_sessions (
+     agent TEXT NOT NULL, id TEXT NOT NULL, owner TEXT, initialize_json TEXT NOT NULL, snapshot_json TEXT NOT NULL,
+     created_at INTEGER NOT NULL, last_used_at INTEGER NOT NULL, PRIMARY KEY (agent, id)) STRICT;
+   CREATE INDEX mcp_sessions_by_use ON mcp_sessions(last_used_at);`,
 ];
 
 const BUSY_TIMEOUT_MS = 5000;
@@ -560,6 +567,45 @@ export class SqliteStore implements RekeyableStore {
         this.#prepared("DELETE FROM authorizations WHERE final_at IS NOT NULL AND final_at < ?").run(forgetBefore);
       })
       .immediate();
+  }
+
+  async putMcpSession(m: McpSessionRecord, now: number, idleBefore: number): Promise<void> {
+    this.#db
+      .transaction(() => {
+        this.#prepared("DELETE FROM mcp_sessions WHERE last_used_at < ?").run(idleBefore);
+        this.#prepared("INSERT INTO mcp_sessions (agent, id, owner, initialize_json, snapshot_json, created_at, last_used_at) VALUES (?, ?, ?, ?, ?, ?, ?)").run(
+          m.agent,
+          m.id,
+          m.owner ?? null,
+          JSON.stringify(m.initialize),
+          JSON.stringify(m.snapshot ?? null),
+          now,
+          now,
+        );
+      })
+      .immediate();
+  }
+
+  async useMcpSession(agent: string, id: string, now: number, idleBefore: number): Promise<McpSessionRecord | undefined> {
+    return this.#db
+      .transaction((): McpSessionRecord | undefined => {
+        const found = this.#prepared("SELECT owner, initialize_json, snapshot_json, last_used_at FROM mcp_sessions WHERE agent = ? AND id = ?").get(agent, id);
+        const row = found === undefined ? undefined : checked(McpSessionRow, found, "mcp_sessions");
+        if (!row) return undefined;
+        if (row.last_used_at < idleBefore) {
+          this.#prepared("DELETE FROM mcp_sessions WHERE agent = ? AND id = ?").run(agent, id);
+          return undefined;
+        }
+        // To the second: the idle timeout is minutes, and a write per request costs a WAL commit.
+        if (now - row.last_used_at >= 1000) this.#prepared("UPDATE mcp_sessions SET last_used_at = ? WHERE agent = ? AND id = ?").run(now, agent, id);
+        return { agent, id, owner: row.owner ?? undefined, initialize: row.initialize_json, snapshot: row.snapshot_json };
+      })
+      .immediate();
+  }
+
+  async endMcpSession(agent: string, id: string, idleBefore?: number): Promise<boolean> {
+    if (idleBefore === undefined) return this.#prepared("DELETE FROM mcp_sessions WHERE agent = ? AND id = ?").run(agent, id).changes > 0;
+    return this.#prepared("DELETE FROM mcp_sessions WHERE agent = ? AND id = ? AND last_used_at < ?").run(agent, id, idleBefore).changes > 0;
   }
 
   async addToken(t: { id: string; name: string; role: Role; hash: Buffer }) {

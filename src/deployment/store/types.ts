@@ -90,6 +90,18 @@ export type RefreshExchange = (current: CredentialRecord) => Promise<Omit<Creden
  */
 export type CredentialRefresh = { outcome: "refreshed" | "moved"; credential: CredentialRecord | undefined };
 
+/** An agent's MCP session (Streamable HTTP), kept so any replica continues it (src/serve/http-sessions.ts). */
+export type McpSessionRecord = {
+  agent: string;
+  id: string;
+  /** The API token id that started it: only it may continue it. */
+  owner: string | undefined;
+  /** The client's initialize request, as JSON. */
+  initialize: unknown;
+  /** The tools as served (scrubbed of every secret), as JSON. */
+  snapshot: unknown;
+};
+
 export type PutConnection = { created: boolean; urlChanged: boolean; dropped: CredentialRecord | undefined };
 export type DeleteConnection = { outcome: "deleted"; dropped: CredentialRecord | undefined } | { outcome: "absent" } | { outcome: "in_use"; agents: string[] };
 export type PutAgent = { outcome: "created" | "updated" } | { outcome: "unknown_connection"; missing: string[] };
@@ -200,6 +212,16 @@ export interface DeploymentStore {
    * then deletes those final before `forgetBefore`. Any replica may run it at any time.
    */
   sweepAuthorizations(now: number, expired: AuthorizationOutcome, forgetBefore: number): Promise<void>;
+
+  /** Stores a new session, used at `now`; deletes every session last used before `idleBefore` (nobody can continue those). */
+  putMcpSession(session: McpSessionRecord, now: number, idleBefore: number): Promise<void>;
+  /**
+   * One transaction: the session, its last use set to `now` — or, when it was last used before
+   * `idleBefore`, deleted and undefined (idle past the timeout on every replica at once).
+   */
+  useMcpSession(agent: string, id: string, now: number, idleBefore: number): Promise<McpSessionRecord | undefined>;
+  /** Deletes it (DELETE on any replica), or with `idleBefore` only if it was last used before then; whether it did. */
+  endMcpSession(agent: string, id: string, idleBefore?: number): Promise<boolean>;
 
   /** `hash`: SHA-256 of the token; the token itself is never stored. */
   addToken(token: { id: string; name: string; role: Role; hash: Buffer }): Promise<void>;
