@@ -251,6 +251,29 @@ for (const kind of KINDS) {
       await rotated.close();
     });
 
+    test("the revision moves with each change of a declaration, not with the same declaration again (a login re-declares before it authorizes)", async () => {
+      const at = await kind.fresh();
+      const store = await at.open(parseKey(newKeyText(), "test"));
+      const a = { id: "a", url: "https://a.example/mcp", prefixTools: true, oauth: { scopes: ["read"] } };
+      const agent = { name: "x", mcp: [{ id: "a" }], tools: [], agents: [] };
+      const moves: boolean[] = [];
+      const step = async (change: () => Promise<unknown>) => {
+        const before = await store.revision();
+        await change();
+        moves.push((await store.revision()) !== before);
+      };
+      await step(() => store.putConnection(a));
+      await step(() => store.putConnection({ ...a }));
+      await step(() => store.putConnection({ ...a, prefixTools: false }));
+      await step(() => store.putConnection({ ...a, prefixTools: false, oauth: undefined }));
+      await step(() => store.putConnection({ ...a, prefixTools: false, oauth: undefined }));
+      await step(() => store.putAgent(agent));
+      await step(async () => assert.equal((await store.putAgent({ ...agent, mcp: [{ id: "a" }] })).outcome, "updated"));
+      await step(() => store.putAgent({ ...agent, tools: ["t"] }));
+      assert.deepEqual(moves, [true, false, true, true, false, true, false, true]);
+      await store.close();
+    });
+
     test("a refresh is a compare-and-swap on the version: of two at once only one replaces it; a delete at an old version does nothing", async () => {
       const at = await kind.fresh();
       const store = await at.open(parseKey(newKeyText(), "test"));

@@ -307,7 +307,10 @@ export class PostgresStore implements RekeyableStore {
     const at = this.#now();
     return this.#transaction(async (db) => {
       await this.#lockDeclarations(db);
-      const [existing] = await this.#rows<{ url: string }>("SELECT url FROM connections WHERE id = $1 FOR UPDATE", [c.id], db);
+      const [existing] = await this.#rows<RawConnection>("SELECT id, url, prefix_tools, oauth_json FROM connections WHERE id = $1 FOR UPDATE", [c.id], db);
+      // The same declaration again changes nothing and leaves the revision alone, as in sqlite.ts.
+      if (existing && existing.url === c.url && existing.prefix_tools === c.prefixTools && existing.oauth_json === (c.oauth === undefined ? null : JSON.stringify(c.oauth)))
+        return { created: false, urlChanged: false, dropped: undefined };
       const { created, dropped } = await this.#writeConnection(db, c, existing, at);
       await this.#bumpRevision(db);
       return { created, urlChanged: existing !== undefined && existing.url !== c.url, dropped };
@@ -456,6 +459,8 @@ export class PostgresStore implements RekeyableStore {
       const present = new Set((await this.#rows<{ id: string }>("SELECT id FROM connections WHERE id = ANY($1::text[]) FOR SHARE", [wanted], db)).map((r) => r.id));
       const missing = wanted.filter((id) => !present.has(id));
       if (missing.length) return { outcome: "unknown_connection", missing };
+      const [existing] = await this.#rows<{ body_json: string }>("SELECT body_json FROM agents WHERE name = $1", [agent.name], db);
+      if (existing?.body_json === JSON.stringify(agent)) return { outcome: "updated" };
       const created = await this.#writeAgent(db, agent, at);
       await this.#bumpRevision(db);
       return { outcome: created ? "created" : "updated" };

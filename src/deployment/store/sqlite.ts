@@ -226,7 +226,11 @@ export class SqliteStore implements RekeyableStore {
     const at = this.#now();
     return this.#db
       .transaction((): PutConnection => {
-        const existing = this.#prepared("SELECT url FROM connections WHERE id = ?").get(c.id) as { url: string } | undefined;
+        const existing = this.#prepared("SELECT url, prefix_tools, oauth_json FROM connections WHERE id = ?").get(c.id) as { url: string; prefix_tools: number; oauth_json: string | null } | undefined;
+        // The same declaration again (a login declares before it authorizes) changes nothing, and
+        // leaves the revision an apply planned from valid (docs/deployment-protocol.md section 3.10).
+        if (existing && existing.url === c.url && existing.prefix_tools === (c.prefixTools ? 1 : 0) && existing.oauth_json === (c.oauth === undefined ? null : JSON.stringify(c.oauth)))
+          return { created: false, urlChanged: false, dropped: undefined };
         this.#bumpRevision();
         return { created: !existing, urlChanged: existing !== undefined && existing.url !== c.url, dropped: this.#writeConnection(c, existing, at) };
       })
@@ -281,7 +285,9 @@ export class SqliteStore implements RekeyableStore {
         const has = this.#prepared("SELECT 1 FROM connections WHERE id = ?");
         const missing = [...new Set(agent.mcp.map((e) => e.id))].filter((id) => !has.get(id));
         if (missing.length) return { outcome: "unknown_connection", missing };
-        const existed = this.#prepared("SELECT 1 FROM agents WHERE name = ?").get(agent.name) !== undefined;
+        const existing = this.#prepared("SELECT body_json FROM agents WHERE name = ?").get(agent.name) as { body_json: string } | undefined;
+        if (existing?.body_json === JSON.stringify(agent)) return { outcome: "updated" };
+        const existed = existing !== undefined;
         this.#writeAgent(agent, at);
         this.#bumpRevision();
         return { outcome: existed ? "updated" : "created" };
