@@ -1,0 +1,140 @@
+// Eight processes at once against three replicas on one Postgres database behind a round-robin
+// balancer: two MCP clients calling an agent's tools, two `subs apply`, two `subs mcp login` (a
+// consent started on one replica lands on another), `subs mcp list` and `subs agent tools`, all the
+// built CLI or the SDK's client as their own processes. The authorization server gives 3-second
+// access tokens, rotates refresh tokens and refuses any reuse (no grace), so every replica wants
+// to refresh the same credentials at the same moments, again and again. What must hold: no refresh
+// token is ever sent twice, no credential is lost, every call and every command is answered.
+import assert from "node:assert/strict";
+import { spawn } from "node:child_process";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import path from "node:path";
+import { fileURLToPath } from "node:url";
+import { after, before, describe, test } from "node:test";
+import { browserCommand } from "../support/browser.ts";
+import { runCli, type RunResult } from "../support/cli.ts";
+import { callServed } from "../support/deployment-serve.ts";
+import { annotatedTool, startMcpServer, type RunningMcpServer } from "../support/mcp-server.ts";
+import { startAuthServer, type RunningAuthServer } from "../support/oauth-server.ts";
+import { startReplicas, type Replicas } from "../support/replicas.ts";
+
+const CALLER = fileURLToPath(new URL("../support/agent-caller.mjs", import.meta.url));
+const TTL_SECONDS = 3;
+/** Calls per MCP client process: about five access-token lifetimes with the pauses. */
+const CALLS = 150;
+
+type Outcome = { what: string; result: RunResult };
+
+/** Runs `node agent-caller.mjs …` as its own process, to the end. */
+function caller(endpoint: string, token: string, tools: string[]): Promise<RunResult> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, [CALLER, endpoint, String(CALLS), tools.join(","), "60"], {
+      env: { PATH: process.env.PATH ?? "/usr/bin:/bin", SUBS_TEST_USE_TOKEN: token },
+      stdio: ["ignore", "pipe", "pipe"],
+    });
+    let stdout = "";
+    let stderr = "";
+    child.stdout.on("data", (d) => (stdout += d));
+    child.stderr.on("data", (d) => (stderr += d));
+    const timer = setTimeout(() => child.kill("SIGKILL"), 120_000);
+    child.on("error", reject);
+    child.on("close", (code) => {
+      clearTimeout(timer);
+      resolve({ code: code ?? 128, stdout, stderr });
+    });
+  });
+}
+
+describe("8 processes at once against 3 replicas on Postgres, refresh tokens rotated and never reusable", () => {
+  let set: Replicas;
+  let authServer: RunningAuthServer;
+  const servers: Array<RunningAuthServer | RunningMcpServer> = [];
+  let dir: string;
+  before(async () => {
+    set = await startReplicas(3, { store: "postgres" });
+    dir = mkdtempSync(path.join(tmpdir(), "subs-crowd-"));
+  });
+  after(async () => {
+    await set.close();
+    for (const s of servers) await s.close();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  test("no refresh token sent twice, no credential lost, every call and command answered", async (t) => {
+    authServer = await startAuthServer({ accessTokenTtlSeconds: TTL_SECONDS, refreshDelayMs: 150 });
+    const tracker = await startMcpServer({ tools: [annotatedTool("search")], oauth: { authServer } });
+    const wiki = await startMcpServer({ tools: [annotatedTool("page")], oauth: { authServer } });
+    const notes = await startMcpServer({ tools: [annotatedTool("note")], oauth: { authServer } });
+    servers.push(tracker, wiki, notes, authServer);
+    writeFileSync(
+      path.join(dir, "substructure.toml"),
+      `[remote]\nurl = "${set.balancer.url}"\n\n` +
+        `[mcp.tracker]\nurl = "${tracker.url}"\n\n[mcp.wiki]\nurl = "${wiki.url}"\n\n[mcp.notes]\nurl = "${notes.url}"\n\n` +
+        `[agent.ops]\nmcp = ["tracker", "wiki"]\n\n[agent.scribe]\nmcp = ["notes", "tracker"]\n`,
+    );
+    const env = { SUBSTRUCTURE_TOKEN: set.front.token, BROWSER: browserCommand() };
+    const cli = (args: string[]) => runCli(args, { cwd: dir, env, timeoutMs: 90_000 });
+
+    // The team's starting point: the file applied, every connection authorized once.
+    const first = await cli(["apply"]);
+    assert.equal(first.code, 0, first.stderr);
+    const login = await cli(["mcp", "login", "--all", "--timeout", "30"]);
+    assert.equal(login.code, 0, login.stderr);
+    const useToken = await set.front.tokenFor("use");
+    const endpoint = (agent: string) => `${set.balancer.url}/v1/agents/${agent}/mcp`;
+
+    // While the two MCP clients call, the six others run their command again and again.
+    let calling = true;
+    const outcomes: Outcome[] = [];
+    const repeat = async (what: string, args: string[]) => {
+      let runs = 0;
+      while (calling || runs === 0) {
+        const result = await cli(args);
+        outcomes.push({ what, result });
+        runs++;
+      }
+      return runs;
+    };
+    const callers = Promise.all([caller(endpoint("ops"), useToken, ["tracker__search", "wiki__page"]), caller(endpoint("scribe"), useToken, ["notes__note", "tracker__search"])]).finally(() => {
+      calling = false;
+    });
+    const others = Promise.all([
+      repeat("apply", ["apply", "--json"]),
+      repeat("apply", ["apply", "--json"]),
+      repeat("login wiki", ["mcp", "login", "wiki", "--timeout", "30"]),
+      repeat("login notes", ["mcp", "login", "notes", "--timeout", "30"]),
+      repeat("list", ["mcp", "list", "--json"]),
+      repeat("agent tools", ["agent", "tools", "ops", "--json"]),
+    ]);
+    const [called, runs] = await Promise.all([callers, others]);
+
+    for (const c of called) {
+      assert.equal(c.code, 0, `an MCP client's call went unanswered: ${c.stdout}${c.stderr}`);
+      assert.equal(JSON.parse(c.stdout).answered, CALLS);
+    }
+    for (const { what, result } of outcomes) {
+      assert.equal(result.code, 0, `${what}: ${result.stderr}`);
+      if (what === "list") {
+        const statuses = Object.fromEntries(JSON.parse(result.stdout).map((c: { id: string; status: string }) => [c.id, c.status]));
+        assert.deepEqual(statuses, { notes: "authorized", tracker: "authorized", wiki: "authorized" }, result.stdout);
+      }
+      if (what === "agent tools") assert.deepEqual(JSON.parse(result.stdout).tools.map((t: { name: string }) => t.name).sort(), ["tracker__search", "wiki__page"], result.stdout);
+    }
+    assert.ok(runs.every((n) => n >= 2), `each command ran more than once while the calls went on (${runs})`);
+
+    // The credentials are still the deployment's: each connection's tools, through every replica,
+    // after the last access tokens have expired (so each needs its refresh token once more).
+    await new Promise((r) => setTimeout(r, TTL_SECONDS * 1000 + 500));
+    for (let n = 0; n < 3; n++)
+      for (const id of ["tracker", "wiki", "notes"]) {
+        set.balancer.next = n;
+        const listed = await callServed(set.front, "GET", `/v1/mcp/${id}/tools`);
+        assert.equal(listed.status, 200, `${id} through replica ${n}: ${JSON.stringify(listed.body)}`);
+      }
+    t.diagnostic(`${authServer.counters.refreshes} refreshes, ${authServer.counters.authorizations} consents, commands run ${runs.join("/")} times`);
+    assert.equal(authServer.counters.rejectedRefreshes, 0, "a refresh token was sent twice (or a lost one was tried)");
+    assert.ok(authServer.counters.refreshes >= 6, `the credentials were refreshed while in use (${authServer.counters.refreshes})`);
+    assert.deepEqual(new Set(set.balancer.served), new Set([0, 1, 2]), "every replica served");
+  });
+});
