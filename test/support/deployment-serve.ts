@@ -61,6 +61,8 @@ export type ServedDeployment = RunningDeployment & {
   stderr: () => string;
   /** Stops the process (SIGTERM) and waits for it; the data directory stays. */
   stop(): Promise<number | null>;
+  /** kill -9: the process dies where it stands, nothing drained or closed. */
+  kill(): Promise<void>;
 };
 
 export async function startServedDeployment(options: ServeOptions = {}): Promise<ServedDeployment> {
@@ -199,6 +201,10 @@ export async function startServedDeployment(options: ServeOptions = {}): Promise
     },
     clearFaults: () => {},
     stop,
+    async kill() {
+      if (child.exitCode === null && child.signalCode === null) child.kill("SIGKILL");
+      await exited;
+    },
     async close() {
       await stop();
       db?.close();

@@ -62,6 +62,12 @@ export type AuthServerOptions = {
   codeExchangeDelayMs?: number;
   /** Delay before answering a refresh (widens the window for refresh-race tests). */
   refreshDelayMs?: number;
+  /**
+   * A rotated refresh token still works this long after its first use (Okta's "grace period for
+   * token rotation", Auth0's "reuse interval"): a client that died before it stored the new token
+   * can try again. Default 0: a used refresh token is refused at once.
+   */
+  refreshReuseGraceMs?: number;
   /** false: the verifier rejects every access token (a resource server that stopped trusting them). */
   acceptAccessTokens?: boolean;
   /**
@@ -103,6 +109,8 @@ export type AuthServerCounters = {
   refreshes: number;
   /** refresh_token grants refused as invalid_grant (unknown, used or revoked token). */
   rejectedRefreshes: number;
+  /** Refreshes with a token already used, accepted within refreshReuseGraceMs. */
+  graceRefreshes: number;
   registrations: number;
   revocations: number;
 };
@@ -156,8 +164,10 @@ export async function startAuthServer(initial: AuthServerOptions = {}): Promise<
   const codes = new Map<string, CodeRecord>();
   const accessTokens = new Map<string, TokenRecord>();
   const refreshTokens = new Map<string, TokenRecord>();
+  /** Used refresh tokens, with when they were first used (refreshReuseGraceMs). */
+  const rotated = new Map<string, TokenRecord & { usedAt?: number }>();
   const issued: string[] = [];
-  const counters: AuthServerCounters = { authorizations: 0, codeExchanges: 0, refreshes: 0, rejectedRefreshes: 0, registrations: 0, revocations: 0 };
+  const counters: AuthServerCounters = { authorizations: 0, codeExchanges: 0, refreshes: 0, rejectedRefreshes: 0, graceRefreshes: 0, registrations: 0, revocations: 0 };
   const authorizations: AuthorizationRecord[] = [];
   const rejections: EndpointRejection[] = [];
   const registrationRequests: Array<Record<string, unknown>> = [];
@@ -261,13 +271,15 @@ export async function startAuthServer(initial: AuthServerOptions = {}): Promise<
     },
     async exchangeRefreshToken(client, refreshToken, _scopes, resource) {
       if (options.refreshDelayMs) await new Promise((r) => setTimeout(r, options.refreshDelayMs));
-      const record = refreshTokens.get(refreshToken);
-      if (!record || record.client_id !== client.client_id) {
+      const record: (TokenRecord & { usedAt?: number }) | undefined = refreshTokens.get(refreshToken) ?? rotated.get(refreshToken);
+      const lateReuse = !refreshTokens.has(refreshToken) && (record?.usedAt === undefined || Date.now() - record.usedAt > (options.refreshReuseGraceMs ?? 0));
+      if (!record || record.client_id !== client.client_id || lateReuse) {
         counters.rejectedRefreshes++;
         throw new InvalidGrantError("refresh token is invalid, used or revoked");
       }
       tokenResources.push(resource?.href);
-      refreshTokens.delete(refreshToken); // rotation: a refresh token works once
+      if (refreshTokens.delete(refreshToken)) rotated.set(refreshToken, { ...record, usedAt: Date.now() }); // rotation: a refresh token works once
+      else counters.graceRefreshes++;
       counters.refreshes++;
       return answerTokens(issue({ client_id: client.client_id, scopes: record.scopes, resource: record.resource }), "refresh_token");
     },

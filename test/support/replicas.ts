@@ -13,6 +13,10 @@ export type Replicas = {
   replicas: ServedDeployment[];
   /** The first replica: its admin token and the public URL, for callServed and authorizeServed. */
   readonly front: ServedDeployment;
+  /** kill -9 replica `n`: the balancer then answers its share 502 until `revive(n)`. */
+  kill(n: number): Promise<void>;
+  /** Starts a new process in place of replica `n`, on the same store. */
+  revive(n: number): Promise<void>;
   /** Stops every process (SIGTERM), then starts as many again on the same data directory. */
   restartAll(): Promise<void>;
   close(): Promise<void>;
@@ -40,6 +44,15 @@ export async function startReplicas(count: number, options: Omit<ServeOptions, "
     },
     get front() {
       return replicas[0]!;
+    },
+    async kill(n) {
+      await replicas[n]!.kill();
+    },
+    async revive(n) {
+      const dead = replicas[n]!;
+      await dead.close();
+      replicas[n] = await startServedDeployment({ ...options, dir, env });
+      balancer.backends[n] = replicas[n]!.direct;
     },
     async restartAll() {
       await Promise.all(replicas.map((r) => r.close()));
