@@ -202,6 +202,35 @@ describe("the Postgres database", () => {
     assert.equal(later.migrationsRun, 0);
     await later.close();
   });
+
+  test("a connection the server ends while a transaction holds it between statements (a refresh's exchange) fails that refresh as the store not answering, and the process lives on", async () => {
+    const pg = await testPostgres();
+    const url = await pg.database();
+    const store = await openPostgresStore({ url, redacted: redactPostgresUrl(url), key: parseKey(newKeyText(), "test") });
+    try {
+      await store.putConnection({ id: "a", url: "https://a.example/mcp", prefixTools: true, oauth: undefined });
+      await store.putCredential(credential("a", "https://a.example/mcp"));
+      let exchanging!: () => void;
+      const atServer = new Promise<void>((r) => (exchanging = r));
+      let answer!: () => void;
+      const answered = new Promise<void>((r) => (answer = r));
+      const refresh = store.refreshCredential("a", 1, async (current) => {
+        exchanging();
+        await answered;
+        return { ...current, expiresAt: 1 };
+      });
+      await atServer;
+      // What a Postgres restart or failover does to the connection: it ends with no query running on it.
+      const ended = await pg.query(url, "SELECT pg_terminate_backend(pid) AS ok FROM pg_stat_activity WHERE application_name = 'subs-deployment' AND state = 'idle in transaction'");
+      assert.equal(ended.length, 1, "the refresh's connection, idle in its transaction");
+      await new Promise((r) => setTimeout(r, 200));
+      answer();
+      await assert.rejects(refresh, (error: Error) => error.name === "StoreUnavailable" && !/pw|password/i.test(error.message));
+      assert.equal((await store.getCredential("a"))?.version, 1, "nothing was stored; the next refresh retries");
+    } finally {
+      await store.close();
+    }
+  });
 });
 
 for (const kind of KINDS) {

@@ -238,6 +238,12 @@ export class PostgresStore implements RekeyableStore {
       this.#unavailable(error);
     }
     let broken = false;
+    // pg-pool takes its own error listener off a connection it lends out, and a pg client emits
+    // "error" when its connection ends with no query running: a Postgres restart or failover while
+    // this transaction waits between statements (a refresh's exchange) would end the process. The
+    // transaction's next statement then fails as the store not answering.
+    const lost = () => void (broken = true);
+    client.on("error", lost);
     try {
       await this.#rows("BEGIN", [], client);
       const result = await body(client);
@@ -248,6 +254,7 @@ export class PostgresStore implements RekeyableStore {
       if (!broken) await client.query("ROLLBACK").catch(() => (broken = true));
       throw error;
     } finally {
+      client.removeListener("error", lost);
       // A connection that failed mid-transaction is not given back to the pool.
       client.release(broken || undefined);
     }
