@@ -53,7 +53,8 @@ async function process_(name: string, registry: SessionRegistry, opened: string[
     },
   }), registry);
   all.push(sessions);
-  const http = createServer((req, res) => void sessions.handle(req, res, String(req.headers["x-owner"])));
+  // What the deployment's server does with an error from the registry (its store): 503, retry.
+  const http = createServer((req, res) => void sessions.handle(req, res, String(req.headers["x-owner"])).catch(() => res.headersSent || res.writeHead(503).end()));
   servers.push(http);
   await new Promise<void>((resolve) => http.listen(0, "127.0.0.1", resolve));
   return `http://127.0.0.1:${(http.address() as AddressInfo).port}/mcp`;
@@ -112,4 +113,19 @@ test("a session started on X continues on Y from its snapshot, for its owner onl
   const deleted = await fetch(y, { method: "DELETE", headers: headers("alice", second) });
   assert.equal(deleted.status, 200);
   assert.equal((await where(x, second)).status, 404, "ended on X too");
+});
+
+test("a registry that does not answer (its store down) is no answer about a session: the request fails, the session lives on, and continues when it answers again", async () => {
+  const { registry } = sharedRegistry();
+  let down = false;
+  const flaky: SessionRegistry = { ...registry, use: (id) => (down ? Promise.reject(new Error("the store does not answer")) : registry.use(id)) };
+  const x = await process_("X", flaky, []);
+  const init = await post(x, "alice", undefined, { id: 1, method: "initialize", params: { protocolVersion: "2025-06-18", capabilities: {}, clientInfo: { name: "t", version: "1" } } });
+  const id = init.session!;
+  assert.equal((await post(x, "alice", id, { method: "notifications/initialized" })).status, 202);
+  assert.equal((await where(x, id)).status, 200);
+  down = true;
+  assert.equal((await where(x, id)).status, 503, "not 404: the client must not start over for an outage");
+  down = false;
+  assert.deepEqual(await where(x, id), { status: 200, text: "X null" }, "the same session, on the same process");
 });

@@ -102,8 +102,10 @@ export class McpSessions {
     if (typeof sessionId === "string") {
       let live = this.sessions.get(sessionId);
       if (this.registry) {
-        // Ended (DELETE) or idle past the timeout on another process: ended here too.
-        const stored = await this.registry.use(sessionId).catch(() => undefined);
+        // Ended (DELETE) or idle past the timeout on another process: ended here too. A registry
+        // that does not answer is no answer about the session: its error goes to the caller (the
+        // deployment says 503, retry), and the session lives on.
+        const stored = await this.registry.use(sessionId);
         if (!stored || stored.owner !== owner) {
           if (live && !stored) void live.transport.close();
           return jsonRpcError(res, 404, -32001, "Session not found");

@@ -85,10 +85,15 @@ describe("Postgres down for 10 s under traffic on two replicas", () => {
     let down = Infinity;
     let up = Infinity;
     let recovered = Infinity;
+    /** The requests under way, by when they started: what the failure names when one never ends. */
+    const underWay = new Map<number, string>();
     const record = async (kind: Outcome["kind"], replica: number, run: () => Promise<string | undefined>) => {
       const start = Date.now();
+      const key = underWay.size + Math.random();
+      underWay.set(key, `${kind} on replica ${replica}, started ${start - down} ms after the store went down`);
       // The SDK's StreamableHTTPError carries the HTTP status as its code.
       const error = await run().catch((e: Error & { code?: unknown }) => `${String(e.code ?? "-")} ${e.message}`);
+      underWay.delete(key);
       outcomes.push({ kind, replica, start, end: Date.now(), ok: error === undefined, ...(error === undefined ? {} : { error }) });
       // Failures come back fast; do not spin on them.
       if (error !== undefined) await sleep(100);
@@ -181,7 +186,7 @@ describe("Postgres down for 10 s under traffic on two replicas", () => {
     } finally {
       running = false;
     }
-    await Promise.race([traffic, sleep(15_000).then(() => assert.fail("a request of the traffic never ended"))]);
+    await Promise.race([traffic, sleep(15_000).then(() => assert.fail(`a request of the traffic never ended: ${[...underWay.values()].join("; ")}`))]);
 
     // Every request of the traffic ended fast, and every failure said the store was unavailable.
     for (const o of outcomes) {
