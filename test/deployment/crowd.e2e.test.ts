@@ -1,10 +1,11 @@
 // Eight processes at once against three replicas on one Postgres database behind a round-robin
 // balancer: two MCP clients calling an agent's tools, two `subs apply`, two `subs mcp login` (a
-// consent started on one replica lands on another), `subs mcp list` and `subs agent tools`, all the
-// built CLI or the SDK's client as their own processes. The authorization server gives 3-second
-// access tokens, rotates refresh tokens and refuses any reuse (no grace), so every replica wants
-// to refresh the same credentials at the same moments, again and again. What must hold: no refresh
-// token is ever sent twice, no credential is lost, every call and every command is answered.
+// consent's start, callback and polls spread over the replicas by the balancer), `subs mcp list`
+// and `subs agent tools`, all the built CLI or the SDK's client as their own processes. The
+// authorization server gives 3-second access tokens, rotates refresh tokens and refuses any reuse
+// (no grace), so every replica wants to refresh the same credentials at the same moments, again
+// and again. What must hold: no refresh token is ever sent twice, no credential is lost, every
+// call and every command is answered.
 import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
