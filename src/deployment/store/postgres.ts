@@ -23,6 +23,7 @@ import {
   CredentialRow,
   credentialAad,
   credentialOf,
+  declares,
   KEY_CHECK,
   KEY_CHECK_TEXT,
   LAST_USED_RESOLUTION_MS,
@@ -250,7 +251,7 @@ export class PostgresStore implements RekeyableStore {
       await this.#rows("COMMIT", [], client);
       return result;
     } catch (error) {
-      broken = error instanceof StoreUnavailable;
+      broken ||= error instanceof StoreUnavailable;
       if (!broken) await client.query("ROLLBACK").catch(() => (broken = true));
       throw error;
     } finally {
@@ -315,9 +316,9 @@ export class PostgresStore implements RekeyableStore {
     return this.#transaction(async (db) => {
       await this.#lockDeclarations(db);
       const [existing] = await this.#rows<RawConnection>("SELECT id, url, prefix_tools, oauth_json FROM connections WHERE id = $1 FOR UPDATE", [c.id], db);
-      // The same declaration again changes nothing and leaves the revision alone, as in sqlite.ts.
-      if (existing && existing.url === c.url && existing.prefix_tools === c.prefixTools && existing.oauth_json === (c.oauth === undefined ? null : JSON.stringify(c.oauth)))
-        return { created: false, urlChanged: false, dropped: undefined };
+      // The same declaration again (a login declares before it authorizes) leaves the revision
+      // an apply planned from valid.
+      if (declares(existing, c)) return { created: false, urlChanged: false, dropped: undefined };
       const { created, dropped } = await this.#writeConnection(db, c, existing, at);
       await this.#bumpRevision(db);
       return { created, urlChanged: existing !== undefined && existing.url !== c.url, dropped };
@@ -387,8 +388,7 @@ export class PostgresStore implements RekeyableStore {
     const hasCredential = async (id: string) => (await this.#rows("SELECT 1 FROM credentials WHERE id = $1", [id], db)).length > 0;
     for (const c of state.connections) {
       const row = before.get(c.id);
-      const same = row && row.url === c.url && row.prefix_tools === c.prefixTools && row.oauth_json === (c.oauth === undefined ? null : JSON.stringify(c.oauth));
-      if (same) continue;
+      if (declares(row, c)) continue;
       // A credential is bound to its url (docs/deployment-protocol.md section 5).
       const hadCredential = row !== undefined && row.url !== c.url && (await hasCredential(c.id));
       const { dropped: took } = await this.#writeConnection(db, c, row, at);

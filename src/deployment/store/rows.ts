@@ -97,6 +97,14 @@ export const connectionOf = (row: z.output<typeof ConnectionRow>): ConnectionRec
   prefixTools: row.prefix_tools,
   oauth: row.oauth_json === null ? undefined : (row.oauth_json as ConnectionRecord["oauth"]),
 });
+/**
+ * Whether a connection's raw row already declares `c` exactly (SQLite keeps prefix_tools as 0/1,
+ * Postgres as a boolean): such a write changes nothing and leaves the revision alone
+ * (docs/deployment-protocol.md section 3.10).
+ */
+export const declares = (row: { url: string; prefix_tools: number | boolean; oauth_json: string | null } | undefined, c: ConnectionRecord): boolean =>
+  row !== undefined && row.url === c.url && Boolean(row.prefix_tools) === c.prefixTools && row.oauth_json === (c.oauth === undefined ? null : JSON.stringify(c.oauth));
+
 export const agentOf = (row: z.output<typeof AgentRow>): AgentRecord => row.body_json as AgentRecord;
 export const tokenOf = (row: z.output<typeof TokenRow>): ApiTokenRecord => ({ id: row.id, name: row.name, role: row.role, createdAt: row.created_at, lastUsedAt: row.last_used_at });
 export const summaryOf = (r: z.output<typeof SummaryRow>): Omit<CredentialRecord, "secret"> => ({

@@ -24,6 +24,7 @@ import {
   agentOf,
   credentialAad,
   credentialOf,
+  declares,
   KEY_CHECK,
   KEY_CHECK_TEXT,
   LAST_USED_RESOLUTION_MS,
@@ -227,10 +228,9 @@ export class SqliteStore implements RekeyableStore {
     return this.#db
       .transaction((): PutConnection => {
         const existing = this.#prepared("SELECT url, prefix_tools, oauth_json FROM connections WHERE id = ?").get(c.id) as { url: string; prefix_tools: number; oauth_json: string | null } | undefined;
-        // The same declaration again (a login declares before it authorizes) changes nothing, and
-        // leaves the revision an apply planned from valid (docs/deployment-protocol.md section 3.10).
-        if (existing && existing.url === c.url && existing.prefix_tools === (c.prefixTools ? 1 : 0) && existing.oauth_json === (c.oauth === undefined ? null : JSON.stringify(c.oauth)))
-          return { created: false, urlChanged: false, dropped: undefined };
+        // The same declaration again (a login declares before it authorizes) leaves the revision
+        // an apply planned from valid.
+        if (declares(existing, c)) return { created: false, urlChanged: false, dropped: undefined };
         this.#bumpRevision();
         return { created: !existing, urlChanged: existing !== undefined && existing.url !== c.url, dropped: this.#writeConnection(c, existing, at) };
       })
@@ -338,8 +338,7 @@ export class SqliteStore implements RekeyableStore {
     const took = (credential: CredentialRecord | undefined) => void (credential && dropped.push(credential));
     for (const c of state.connections) {
       const row = before.get(c.id);
-      const same = row && row.url === c.url && row.prefix_tools === (c.prefixTools ? 1 : 0) && row.oauth_json === (c.oauth === undefined ? null : JSON.stringify(c.oauth));
-      if (same) continue;
+      if (declares(row, c)) continue;
       // A credential is bound to its url (docs/deployment-protocol.md section 5).
       const hadCredential = row !== undefined && row.url !== c.url && this.#prepared("SELECT 1 FROM credentials WHERE id = ?").get(c.id) !== undefined;
       took(this.#writeConnection(c, row, at));

@@ -149,8 +149,9 @@ export interface DeploymentStore {
   putState(state: DeclaredState): Promise<PutState>;
   /**
    * The declarations' revision: it changes with every change of a connection or an agent (not of a
-   * credential, nor a write of what is already declared). Read before the rows it is answered with, so it can be older than they are, never
-   * newer: a plan made from them is then refused by PUT /v1/state, never applied over a change.
+   * credential, nor a write of what is already declared). Read before the rows it is answered
+   * with, so it can be older than they are, never newer: a plan made from them is then refused by
+   * PUT /v1/state, never applied over a change.
    */
   revision(): Promise<string>;
 
