@@ -7,7 +7,6 @@
 // and again. What must hold: no refresh token is ever sent twice, no credential is lost, every
 // call and every command is answered.
 import assert from "node:assert/strict";
-import { spawn } from "node:child_process";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
@@ -15,6 +14,7 @@ import { fileURLToPath } from "node:url";
 import { after, before, describe, test } from "node:test";
 import { browserCommand } from "../support/browser.ts";
 import { runCli, type RunResult } from "../support/cli.ts";
+import { cleanEnv, runClient } from "../support/clients.ts";
 import { callServed } from "../support/deployment-serve.ts";
 import { annotatedTool, startMcpServer, type RunningMcpServer } from "../support/mcp-server.ts";
 import { startAuthServer, type RunningAuthServer } from "../support/oauth-server.ts";
@@ -27,25 +27,9 @@ const CALLS = 150;
 
 type Outcome = { what: string; result: RunResult };
 
-/** Runs `node agent-caller.mjs …` as its own process, to the end. */
-function caller(endpoint: string, token: string, tools: string[]): Promise<RunResult> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [CALLER, endpoint, String(CALLS), tools.join(","), "60"], {
-      env: { PATH: process.env.PATH ?? "/usr/bin:/bin", SUBS_TEST_USE_TOKEN: token },
-      stdio: ["ignore", "pipe", "pipe"],
-    });
-    let stdout = "";
-    let stderr = "";
-    child.stdout.on("data", (d) => (stdout += d));
-    child.stderr.on("data", (d) => (stderr += d));
-    const timer = setTimeout(() => child.kill("SIGKILL"), 120_000);
-    child.on("error", reject);
-    child.on("close", (code) => {
-      clearTimeout(timer);
-      resolve({ code: code ?? 128, stdout, stderr });
-    });
-  });
-}
+/** `node agent-caller.mjs …` as its own process, to the end (test/support/agent-caller.mjs). */
+const caller = (dir: string, endpoint: string, token: string, tools: string[]) =>
+  runClient([process.execPath, CALLER, endpoint, String(CALLS), tools.join(","), "60"], { cwd: dir, env: cleanEnv(dir, { SUBS_TEST_USE_TOKEN: token }), timeoutMs: 120_000 });
 
 describe("8 processes at once against 3 replicas on Postgres, refresh tokens rotated and never reusable", () => {
   let set: Replicas;
@@ -97,7 +81,7 @@ describe("8 processes at once against 3 replicas on Postgres, refresh tokens rot
       }
       return runs;
     };
-    const callers = Promise.all([caller(endpoint("ops"), useToken, ["tracker__search", "wiki__page"]), caller(endpoint("scribe"), useToken, ["notes__note", "tracker__search"])]).finally(() => {
+    const callers = Promise.all([caller(dir, endpoint("ops"), useToken, ["tracker__search", "wiki__page"]), caller(dir, endpoint("scribe"), useToken, ["notes__note", "tracker__search"])]).finally(() => {
       calling = false;
     });
     const others = Promise.all([

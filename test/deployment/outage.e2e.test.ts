@@ -87,9 +87,10 @@ describe("Postgres down for 10 s under traffic on two replicas", () => {
     let recovered = Infinity;
     /** The requests under way, by when they started: what the failure names when one never ends. */
     const underWay = new Map<number, string>();
+    let requests = 0;
     const record = async (kind: Outcome["kind"], replica: number, run: () => Promise<string | undefined>) => {
       const start = Date.now();
-      const key = underWay.size + Math.random();
+      const key = requests++;
       underWay.set(key, `${kind} on replica ${replica}, started ${start - down} ms after the store went down`);
       // The SDK's StreamableHTTPError carries the HTTP status as its code.
       const error = await run().catch((e: Error & { code?: unknown }) => `${String(e.code ?? "-")} ${e.message}`);

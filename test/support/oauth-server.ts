@@ -165,7 +165,7 @@ export async function startAuthServer(initial: AuthServerOptions = {}): Promise<
   const accessTokens = new Map<string, TokenRecord>();
   const refreshTokens = new Map<string, TokenRecord>();
   /** Used refresh tokens, with when they were first used (refreshReuseGraceMs). */
-  const rotated = new Map<string, TokenRecord & { usedAt?: number }>();
+  const rotated = new Map<string, TokenRecord & { usedAt: number }>();
   const issued: string[] = [];
   const counters: AuthServerCounters = { authorizations: 0, codeExchanges: 0, refreshes: 0, rejectedRefreshes: 0, graceRefreshes: 0, registrations: 0, revocations: 0 };
   const authorizations: AuthorizationRecord[] = [];
@@ -271,9 +271,9 @@ export async function startAuthServer(initial: AuthServerOptions = {}): Promise<
     },
     async exchangeRefreshToken(client, refreshToken, _scopes, resource) {
       if (options.refreshDelayMs) await new Promise((r) => setTimeout(r, options.refreshDelayMs));
-      const record: (TokenRecord & { usedAt?: number }) | undefined = refreshTokens.get(refreshToken) ?? rotated.get(refreshToken);
-      const lateReuse = !refreshTokens.has(refreshToken) && (record?.usedAt === undefined || Date.now() - record.usedAt > (options.refreshReuseGraceMs ?? 0));
-      if (!record || record.client_id !== client.client_id || lateReuse) {
+      const spent = rotated.get(refreshToken);
+      const record = refreshTokens.get(refreshToken) ?? (spent && Date.now() - spent.usedAt <= (options.refreshReuseGraceMs ?? 0) ? spent : undefined);
+      if (!record || record.client_id !== client.client_id) {
         counters.rejectedRefreshes++;
         throw new InvalidGrantError("refresh token is invalid, used or revoked");
       }
