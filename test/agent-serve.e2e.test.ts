@@ -20,6 +20,7 @@ import type { AgentToolsJson } from "../src/commands/agent/tools/run.ts";
 import { environment, TOOLS as OAUTH_TOOLS, type Env } from "./auth/harness.ts";
 import { runCli } from "./support/cli.ts";
 import { annotatedTool, startMcpServer, type RunningMcpServer, type TestTool } from "./support/mcp-server.ts";
+import { refusedUrl } from "./support/refused.ts";
 import { serveSession, type ServeSession } from "./support/serve-client.ts";
 
 const MCP_TOKEN = "mcp-static-SECRET-value";
@@ -60,8 +61,7 @@ describe("subs agent serve (end to end, static tokens)", () => {
     alpha = await startMcpServer({ name: "alpha", tools: alphaTools });
     beta = await startMcpServer({ name: "beta", tools: [annotatedTool("search"), annotatedTool("beta_only")] });
     gamma = await startMcpServer({ name: "gamma", tools: [annotatedTool("ping")] });
-    const down = await startMcpServer({ tools: [] });
-    await down.close(); // a closed port: connection refused
+    const down = { url: await refusedUrl() };
     writeFileSync(
       path.join(dir, "substructure.toml"),
       `

@@ -11,6 +11,7 @@ import type { AgentToolsJson } from "../src/commands/agent/tools/run.ts";
 import type { AgentJson } from "../src/commands/agent/list/run.ts";
 import { runCli } from "./support/cli.ts";
 import { annotatedTool, startMcpServer, type RunningMcpServer } from "./support/mcp-server.ts";
+import { refusedUrl } from "./support/refused.ts";
 
 const READ = { readOnlyHint: true };
 // A static credential for every test server (they accept any): the connections then need no
@@ -53,9 +54,7 @@ describe("subs agent tools (end to end)", () => {
       },
       tools: [annotatedTool("late")],
     });
-    const down = await startMcpServer({ tools: [] });
-    downUrl = down.url;
-    await down.close(); // a closed port: connection refused
+    downUrl = await refusedUrl();
     writeFileSync(
       path.join(dir, "substructure.toml"),
       `

@@ -6,6 +6,7 @@ import { createServer, type IncomingMessage, type ServerResponse } from "node:ht
 import type { AddressInfo } from "node:net";
 import { after, before, describe, it } from "node:test";
 import { mcpFetch } from "../src/http/mcp-fetch.ts";
+import { refusedUrl } from "./support/refused.ts";
 
 const MCP_ACCEPT = "application/json, text/event-stream";
 
@@ -132,11 +133,7 @@ describe("mcpFetch", () => {
   });
 
   it("rejects a network failure as fetch does: TypeError with the cause", async () => {
-    const closed = createServer();
-    await new Promise<void>((resolve) => closed.listen(0, "127.0.0.1", resolve));
-    const port = (closed.address() as AddressInfo).port;
-    await new Promise((resolve) => closed.close(resolve));
-    const error = await fetch(`http://127.0.0.1:${port}/mcp`, { method: "POST", redirect: "manual", headers: { accept: MCP_ACCEPT }, body: "{}" }).then(
+    const error = await fetch(await refusedUrl(), { method: "POST", redirect: "manual", headers: { accept: MCP_ACCEPT }, body: "{}" }).then(
       () => assert.fail("answered"),
       (e: unknown) => e,
     );

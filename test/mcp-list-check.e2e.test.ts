@@ -10,6 +10,7 @@ import { environment as oauthEnvironment } from "./auth/harness.ts";
 import { runCli } from "./support/cli.ts";
 import { startDeployment, type RunningDeployment } from "./support/deployment/server.ts";
 import { annotatedTool, startMcpServer, type RunningMcpServer } from "./support/mcp-server.ts";
+import { refusedUrl } from "./support/refused.ts";
 
 const MCP_TOKEN = "mcp-static-SECRET-value";
 const DEPLOY_TOKEN = "deploy-api-token-SECRET";
@@ -38,9 +39,7 @@ describe("subs mcp list --check", () => {
       },
     });
     slow = await startMcpServer({ tools: [annotatedTool("late")], gate: () => new Promise<boolean>(() => {}) });
-    const down = await startMcpServer({ tools: [] });
-    downUrl = down.url;
-    await down.close();
+    downUrl = await refusedUrl();
   });
   after(() => Promise.all([ok.close(), login.close(), slow.close()]));
 

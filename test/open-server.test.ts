@@ -11,6 +11,7 @@ import { openStore } from "../src/store/store.ts";
 import { seedCredentials } from "./support/credentials.ts";
 import { runCli, runInProcess } from "./support/cli.ts";
 import { annotatedTool, startMcpServer, type RunningMcpServer } from "./support/mcp-server.ts";
+import { refusedUrl } from "./support/refused.ts";
 import { startAuthServer } from "./support/oauth-server.ts";
 
 describe("a server that asks for no credential", () => {
@@ -180,9 +181,7 @@ describe("a connection never logged in is tried without a credential", () => {
         return true;
       },
     });
-    const down = await startMcpServer({ tools: [] });
-    downUrl = down.url;
-    await down.close();
+    downUrl = await refusedUrl();
   });
   after(() => Promise.all([open.close(), closed.close()]));
 

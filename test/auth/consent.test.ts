@@ -8,6 +8,7 @@ import { test } from "node:test";
 import { run } from "../../src/run.ts";
 import { testContext } from "../support/cli.ts";
 import { credential, environment } from "./harness.ts";
+import { refusedUrl } from "../support/refused.ts";
 
 /** Waits until `find` matches what `read` returns, for at most `ms`. */
 async function waitFor<T>(read: () => string, find: (text: string) => T | undefined, ms = 10_000): Promise<T> {
@@ -76,7 +77,7 @@ test("progress: the login says what it is doing from its first request, before t
 test("progress: a server that cannot be reached fails the discovery step visibly, naming the id", async () => {
   const env = await environment();
   try {
-    await env.mcp.close();
+    env.write(`[mcp.demo]\nurl = "${await refusedUrl()}"\n`);
     const login = await env.subs(["mcp", "login", "demo"]);
     assert.equal(login.code, 1);
     assert.match(login.stderr, /Contacting demo at http/);

@@ -8,6 +8,7 @@ import { after, test } from "node:test";
 import { SubsError } from "../../src/errors.ts";
 import { DeploymentClient } from "../../src/remote/client.ts";
 import { ensureBuilt, runCli, runInProcess } from "../support/cli.ts";
+import { refusedUrl } from "../support/refused.ts";
 
 const dirs: string[] = [];
 after(() => dirs.forEach((d) => rmSync(d, { recursive: true, force: true })));
@@ -51,7 +52,7 @@ test("the deployment client: one attempt for a name that does not resolve, no re
 test("a deployment connection refused is still retried (only DNS failures are not)", async () => {
   let attempts = 0;
   const client = new DeploymentClient({
-    remote: { url: "http://127.0.0.1:9/", tokenEnv: "SUBSTRUCTURE_TOKEN" },
+    remote: { url: await refusedUrl("/"), tokenEnv: "SUBSTRUCTURE_TOKEN" },
     ctx: {
       env: { SUBSTRUCTURE_TOKEN: "t" },
       fetch: (input, init) => {

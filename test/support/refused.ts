@@ -1,0 +1,27 @@
+import net from "node:net";
+
+// A URL whose every connection is refused. A port taken from a server and closed again is not:
+// the kernel hands it to the next server that asks for port 0 (another test, another file running
+// beside it), and the "down" server then answers. Ports below 1024 are outside the ephemeral range
+// (ip_local_port_range) no test server is ever given, so one that refuses now keeps refusing. None
+// of these is on the Fetch standard's bad-port list (1, 7, 9, …), which fetch refuses without
+// connecting at all ("fetch failed"), a failure users do not meet.
+const CANDIDATES = [2, 3, 4, 5, 6, 8];
+
+export async function refusedUrl(pathname = "/mcp"): Promise<string> {
+  for (const port of CANDIDATES) {
+    if (await refuses(port)) return `http://127.0.0.1:${port}${pathname}`;
+  }
+  throw new Error(`every one of ports ${CANDIDATES.join(", ")} on 127.0.0.1 accepts connections; the tests need one that refuses`);
+}
+
+function refuses(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const socket = net.connect({ host: "127.0.0.1", port });
+    socket.once("connect", () => {
+      socket.destroy();
+      resolve(false);
+    });
+    socket.once("error", (e: NodeJS.ErrnoException) => resolve(e.code === "ECONNREFUSED"));
+  });
+}
