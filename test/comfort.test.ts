@@ -8,6 +8,7 @@ import { tmpdir } from "node:os";
 import path from "node:path";
 import { test } from "node:test";
 import { runInProcess } from "./support/cli.ts";
+import { refusedUrl } from "./support/refused.ts";
 
 function project(toml: string): string {
   const dir = mkdtempSync(path.join(tmpdir(), "subs-comfort-"));
@@ -88,10 +89,18 @@ test("errors without a hint of their own end with the next command: --help for u
   assert.equal(badPort.code, 2);
   assert.match(badPort.stderr, /--port must be a port number.*\nhint: run `subs mcp login --help` for its usage and examples\n$/);
   // A failure with a fix of its own says that fix, not --debug (issue 13): nothing listens there.
-  const unreachable = await runInProcess(["mcp", "tools", "down", "--config", "substructure.toml"], { cwd, env: { DOWN_TOKEN: "not-a-real-token" } });
+  const refused = await refusedUrl();
+  const unreachable = await runInProcess(["mcp", "tools", "down", "--config", "substructure.toml"], {
+    cwd: project(FILE.replace("http://127.0.0.1:9/mcp", refused)),
+    env: { DOWN_TOKEN: "not-a-real-token" },
+  });
   assert.equal(unreachable.code, 1);
-  assert.match(unreachable.stderr, /down: cannot reach http:\/\/127\.0\.0\.1:9 .*\nhint: check the url in the file and that the server is up\n/);
+  assert.match(unreachable.stderr, new RegExp(`down: cannot reach ${new URL(refused).origin.replaceAll(".", "\\.")} \\(ECONNREFUSED\\)\nhint: check the url in the file and that the server is up\n`));
   assert.doesNotMatch(unreachable.stderr, /not-a-real-token/);
+  // Port 9 is one fetch will not connect to at all: a server up there is no help, so the hint is not "that the server is up".
+  const blocked = await runInProcess(["mcp", "tools", "down", "--config", "substructure.toml"], { cwd, env: { DOWN_TOKEN: "not-a-real-token" } });
+  assert.equal(blocked.code, 1);
+  assert.match(blocked.stderr, /down: cannot reach http:\/\/127\.0\.0\.1:9: fetch refuses port 9 \(a port the Fetch standard blocks\) without connecting\nhint: serve it on another port and change the url in the file\n/);
   // A server error has no fix subs can name: the same command with --debug shows the exchange.
   const broken = createServer((_req, res) => res.writeHead(500, { "content-type": "text/plain" }).end("boom"));
   await new Promise<void>((resolve) => broken.listen(0, "127.0.0.1", resolve));

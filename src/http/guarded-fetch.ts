@@ -77,6 +77,14 @@ export function errorCode(error: unknown): string | undefined {
   return undefined;
 }
 
+function isBlockedPort(error: unknown): boolean {
+  for (let e: unknown = error, depth = 0; e instanceof Error && depth < 5; depth++) {
+    if (e.message === "bad port") return true;
+    e = e.cause;
+  }
+  return false;
+}
+
 /**
  * The name did not resolve (getaddrinfo's ENOTFOUND, or EAI_AGAIN: no DNS server answered). No
  * connection was tried and trying again at once cannot help: said at once, naming the host.
@@ -108,6 +116,16 @@ export function networkFailure(origin: string, error: unknown): SubsError {
       cause: error,
       code: "untrusted_certificate",
       hint: "check the url; for a server whose certificate your own CA issued, point NODE_EXTRA_CA_CERTS at that CA's certificate",
+    });
+  }
+  if (code === undefined && isBlockedPort(error)) {
+    // Fetch refuses these ports before connecting (Fetch standard, "port blocking"), so a server
+    // that is up there still "cannot be reached": say why, or the hint sends people looking for a
+    // server that is down.
+    return failed(`cannot reach ${origin}: fetch refuses port ${new URL(origin).port} (a port the Fetch standard blocks) without connecting`, {
+      cause: error,
+      code: "unreachable",
+      hint: "serve it on another port and change the url in the file",
     });
   }
   if (code === undefined || NOT_CONNECTED.has(code)) {
