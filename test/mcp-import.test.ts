@@ -660,7 +660,7 @@ function codexServers(n: number): string {
 
 // Each server used to be appended by re-scanning the whole file, and every printed line scrubbed
 // for every token learnt: 1,000 servers took 0.6 s, 8,000 took 28 s.
-test("8,000 servers import in well under 2 s, and the time grows with the count, not its square", { timeout: 300_000 }, async () => {
+test("the time of an import grows with the count of servers, not its square (1,000 against 8,000)", { timeout: 300_000 }, async () => {
   const timed = async (n: number) => {
     const f = fixture({ "substructure.toml": EXISTING, "~/.codex/config.toml": codexServers(n) });
     const started = performance.now();
@@ -673,8 +673,7 @@ test("8,000 servers import in well under 2 s, and the time grows with the count,
   // The smaller twice: the first run also compiles the code both use.
   const small = Math.min(await timed(1000), await timed(1000));
   const large = await timed(8000);
-  assert.ok(large < 2000, `8,000 servers took ${Math.round(large)} ms`);
-  // Linear is 8 times the time; quadratic was 64.
+  // A ratio in one run, not a figure a loaded machine can break. Linear is 8 times the time; quadratic was 64.
   assert.ok(large < small * 24, `1,000 servers took ${Math.round(small)} ms, 8,000 took ${Math.round(large)} ms`);
 });
 

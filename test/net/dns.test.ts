@@ -34,10 +34,9 @@ test("the deployment client: one attempt for a name that does not resolve, no re
       signal: new AbortController().signal,
     },
     reporter: { info: () => {}, warn: (m) => warnings.push(m), progress: () => ({ update: () => {}, succeed: () => {}, fail: () => {} }) },
-    // A retry would wait at least 2 s: the elapsed time shows there was none.
-    retry: { attempts: 4, baseDelayMs: 2000, maxDelayMs: 2000 },
+    // Room for three retries: the count of requests shows there was none.
+    retry: { attempts: 4, baseDelayMs: 1, maxDelayMs: 1 },
   });
-  const started = Date.now();
   await assert.rejects(client.listAgents(), (e: SubsError) => {
     assert.equal(e.code, "deployment_unreachable");
     assert.match(e.message, /^cannot resolve deploy\.subs-test\.invalid\b/);
@@ -46,7 +45,6 @@ test("the deployment client: one attempt for a name that does not resolve, no re
   });
   assert.equal(attempts, 1);
   assert.deepEqual(warnings, []);
-  assert.ok(Date.now() - started < 2000, `failed in ${Date.now() - started} ms`);
 });
 
 test("a deployment connection refused is still retried (only DNS failures are not)", async () => {
