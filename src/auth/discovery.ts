@@ -19,7 +19,7 @@ import { isLoopbackHost } from "../config/schema.ts";
 import { failed, refused, SubsError } from "../errors.ts";
 import { VERSION } from "../version.ts";
 import { cut } from "../text/cut.ts";
-import { HttpGuardError, networkFailure } from "../http/guarded-fetch.ts";
+import { BLOCKED_PORT_HINT, HttpGuardError, isBlockedPort, networkFailure } from "../http/guarded-fetch.ts";
 
 export type Challenge = {
   /** `resource_metadata` from WWW-Authenticate (RFC 9728 §5.1). */
@@ -262,7 +262,7 @@ export async function authorizationServerMetadata(
       if (atRoot && atRoot.issuer === issuer) metadata = atRoot;
     }
   } catch (error) {
-    throw failed(`cannot read the authorization server metadata of ${issuer} (${reason(error)})`, { cause: error });
+    throw unreadable("the authorization server metadata", issuer, error);
   }
   if (!metadata && options.backCompat !== false && isOrigin(issuer)) return checkedMetadata(defaultEndpoints(issuer), { requirePkce: false });
   if (!metadata) {
@@ -322,7 +322,7 @@ async function legacyAuthorizationServer(serverUrl: string, answered: boolean, f
     // RFC 8414 at the root first (the 2025-03-26 location), then OpenID discovery at the root.
     metadata = await publishedMetadata(origin, fetch);
   } catch (error) {
-    throw failed(`cannot read the authorization server metadata of ${origin} (${reason(error)})`, { cause: error });
+    throw unreadable("the authorization server metadata", origin, error);
   }
   if (!metadata) return answered ? undefined : checkedMetadata(defaultEndpoints(origin), { requirePkce: false });
   let stated: URL | undefined;
@@ -355,7 +355,7 @@ export async function discover(options: { serverUrl: string; fetch: Fetch; signa
     resourceMetadata = await protectedResourceMetadata(serverUrl, challenge, fetch);
   } catch (error) {
     if (error instanceof SubsError) throw error;
-    throw failed(`cannot read the protected resource metadata of ${new URL(serverUrl).origin} (${reason(error)})`, { cause: error });
+    throw unreadable("the protected resource metadata", new URL(serverUrl).origin, error);
   }
   let resource = canonicalResource(serverUrl);
   if (!resourceMetadata) {
@@ -374,6 +374,13 @@ export async function discover(options: { serverUrl: string; fetch: Fetch; signa
   if (!first) throw failed(`the protected resource metadata of ${serverUrl} names no authorization server`);
   const metadata = await authorizationServerMetadata(first, { fetch, backCompat: false });
   return { issuer: metadata.issuer, metadata, resourceMetadata, resource, challenge };
+}
+
+function unreadable(what: string, where: string, error: unknown): SubsError {
+  if (isBlockedPort(error)) {
+    return failed(`cannot read ${what} of ${where}: fetch refuses its port, one the Fetch standard blocks as browsers do`, { cause: error, hint: BLOCKED_PORT_HINT });
+  }
+  return failed(`cannot read ${what} of ${where} (${reason(error)})`, { cause: error });
 }
 
 export function reason(error: unknown): string {

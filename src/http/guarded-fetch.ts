@@ -77,7 +77,14 @@ export function errorCode(error: unknown): string | undefined {
   return undefined;
 }
 
-function isBlockedPort(error: unknown): boolean {
+export const BLOCKED_PORT_HINT = "serve it on another port and change the url in the file";
+
+/**
+ * Fetch refuses some ports before connecting (Fetch standard, "port blocking": 1, 9, 6000, 10080,
+ * …), as browsers do, so a server that is up on one still cannot be reached. Said as such, or the
+ * usual hint sends people looking for a server that is down.
+ */
+export function isBlockedPort(error: unknown): boolean {
   for (let e: unknown = error, depth = 0; e instanceof Error && depth < 5; depth++) {
     if (e.message === "bad port") return true;
     e = e.cause;
@@ -119,13 +126,10 @@ export function networkFailure(origin: string, error: unknown): SubsError {
     });
   }
   if (code === undefined && isBlockedPort(error)) {
-    // Fetch refuses these ports before connecting (Fetch standard, "port blocking"), so a server
-    // that is up there still "cannot be reached": say why, or the hint sends people looking for a
-    // server that is down.
     return failed(`cannot reach ${origin}: fetch refuses port ${new URL(origin).port} (a port the Fetch standard blocks) without connecting`, {
       cause: error,
       code: "unreachable",
-      hint: "serve it on another port and change the url in the file",
+      hint: BLOCKED_PORT_HINT,
     });
   }
   if (code === undefined || NOT_CONNECTED.has(code)) {

@@ -8,7 +8,7 @@ import { remoteNotAllowed } from "../config/secret-pins.ts";
 import { failed, interrupted, refused, SubsError, usage } from "../errors.ts";
 import type { Reporter } from "../report.ts";
 import { withDeadline } from "../http/deadline.ts";
-import { guardedFetch, HttpGuardError, httpTimeoutMs, isDnsFailure } from "../http/guarded-fetch.ts";
+import { guardedFetch, HttpGuardError, httpTimeoutMs, isBlockedPort, isDnsFailure } from "../http/guarded-fetch.ts";
 import {
   AgentListSchema,
   AgentSchema,
@@ -257,6 +257,13 @@ export class DeploymentClient {
             throw new DeploymentUnreachableError("failed", `cannot resolve ${this.base.hostname}: the deployment at ${this.base.origin} cannot be reached (${what}: ${reason})`, {
               code: "deployment_unreachable",
               hint: "check the host name in [remote].url, and your network or DNS",
+              cause: error,
+            });
+          }
+          if (isBlockedPort(error)) {
+            throw new DeploymentUnreachableError("failed", `cannot reach the deployment at ${this.base.origin}: fetch refuses port ${this.base.port}, one the Fetch standard blocks as browsers do`, {
+              code: "deployment_unreachable",
+              hint: "serve the deployment on another port and change [remote].url",
               cause: error,
             });
           }
