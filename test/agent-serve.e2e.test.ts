@@ -20,7 +20,7 @@ import type { AgentToolsJson } from "../src/commands/agent/tools/run.ts";
 import { environment, TOOLS as OAUTH_TOOLS, type Env } from "./auth/harness.ts";
 import { runCli } from "./support/cli.ts";
 import { annotatedTool, startMcpServer, type RunningMcpServer, type TestTool } from "./support/mcp-server.ts";
-import { refusedUrl } from "./support/refused.ts";
+import { refusedUrl } from "./support/ports.ts";
 import { serveSession, type ServeSession } from "./support/serve-client.ts";
 
 const MCP_TOKEN = "mcp-static-SECRET-value";

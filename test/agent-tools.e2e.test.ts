@@ -11,7 +11,7 @@ import type { AgentToolsJson } from "../src/commands/agent/tools/run.ts";
 import type { AgentJson } from "../src/commands/agent/list/run.ts";
 import { runCli } from "./support/cli.ts";
 import { annotatedTool, startMcpServer, type RunningMcpServer } from "./support/mcp-server.ts";
-import { refusedUrl } from "./support/refused.ts";
+import { refusedUrl } from "./support/ports.ts";
 
 const READ = { readOnlyHint: true };
 // A static credential for every test server (they accept any): the connections then need no

@@ -8,7 +8,7 @@ import { tmpdir } from "node:os";
 import path from "node:path";
 import { test } from "node:test";
 import { runInProcess } from "./support/cli.ts";
-import { refusedUrl } from "./support/refused.ts";
+import { refusedUrl } from "./support/ports.ts";
 
 function project(toml: string): string {
   const dir = mkdtempSync(path.join(tmpdir(), "subs-comfort-"));

@@ -6,7 +6,7 @@ import { createServer, type IncomingMessage, type ServerResponse } from "node:ht
 import type { AddressInfo } from "node:net";
 import { after, before, describe, it } from "node:test";
 import { mcpFetch } from "../src/http/mcp-fetch.ts";
-import { refusedUrl } from "./support/refused.ts";
+import { refusedUrl } from "./support/ports.ts";
 
 const MCP_ACCEPT = "application/json, text/event-stream";
 

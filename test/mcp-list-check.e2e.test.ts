@@ -10,7 +10,7 @@ import { environment as oauthEnvironment } from "./auth/harness.ts";
 import { runCli } from "./support/cli.ts";
 import { startDeployment, type RunningDeployment } from "./support/deployment/server.ts";
 import { annotatedTool, startMcpServer, type RunningMcpServer } from "./support/mcp-server.ts";
-import { refusedUrl } from "./support/refused.ts";
+import { refusedUrl } from "./support/ports.ts";
 
 const MCP_TOKEN = "mcp-static-SECRET-value";
 const DEPLOY_TOKEN = "deploy-api-token-SECRET";

@@ -11,7 +11,7 @@ import { openStore } from "../src/store/store.ts";
 import { seedCredentials } from "./support/credentials.ts";
 import { runCli, runInProcess } from "./support/cli.ts";
 import { annotatedTool, startMcpServer, type RunningMcpServer } from "./support/mcp-server.ts";
-import { refusedUrl } from "./support/refused.ts";
+import { refusedUrl } from "./support/ports.ts";
 import { startAuthServer } from "./support/oauth-server.ts";
 
 describe("a server that asks for no credential", () => {

@@ -8,7 +8,7 @@ import { test } from "node:test";
 import { run } from "../../src/run.ts";
 import { testContext } from "../support/cli.ts";
 import { credential, environment } from "./harness.ts";
-import { refusedUrl } from "../support/refused.ts";
+import { refusedUrl } from "../support/ports.ts";
 
 /** Waits until `find` matches what `read` returns, for at most `ms`. */
 async function waitFor<T>(read: () => string, find: (text: string) => T | undefined, ms = 10_000): Promise<T> {

