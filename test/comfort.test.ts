@@ -1,7 +1,6 @@
 // Issue 8: every command explains itself (--help with examples), mistakes get a "did you mean",
 // and every error ends with the next command to run.
 import assert from "node:assert/strict";
-import { mkdtempSync, writeFileSync } from "node:fs";
 import { createServer } from "node:http";
 import type { AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
@@ -9,12 +8,9 @@ import path from "node:path";
 import { test } from "node:test";
 import { runInProcess } from "./support/cli.ts";
 import { refusedUrl } from "./support/ports.ts";
+import { projectsForThisFile } from "./support/projects.ts";
 
-function project(toml: string): string {
-  const dir = mkdtempSync(path.join(tmpdir(), "subs-comfort-"));
-  writeFileSync(path.join(dir, "substructure.toml"), toml);
-  return dir;
-}
+const project = projectsForThisFile("comfort");
 
 const FILE = '[mcp.sentry]\nurl = "https://s.example/mcp"\n[mcp.down]\nurl = "http://127.0.0.1:9/mcp"\nauth = { token_env = "DOWN_TOKEN" }\n[agent.triage]\nmcp = ["sentry"]\n';
 

@@ -2,24 +2,17 @@
 // style for suggestions. Some of it is a property of every message in src/, checked here on the
 // source itself; the rest on what commands print.
 import assert from "node:assert/strict";
-import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { readdirSync, readFileSync } from "node:fs";
 import path from "node:path";
-import { after, describe, test } from "node:test";
+import { describe, test } from "node:test";
 import { describeClaimant, describeDropped } from "../src/agents/describe.ts";
 import { possessive } from "../src/text/possessive.ts";
 import { MARK } from "../src/output/style.ts";
 import { REPO, runInProcess } from "./support/cli.ts";
 import { seedCredentials } from "./support/credentials.ts";
+import { projectsForThisFile } from "./support/projects.ts";
 
-const dirs: string[] = [];
-after(() => dirs.forEach((d) => rmSync(d, { recursive: true, force: true })));
-function project(toml: string): string {
-  const dir = mkdtempSync(path.join(tmpdir(), "subs-voice-"));
-  dirs.push(dir);
-  writeFileSync(path.join(dir, "substructure.toml"), toml);
-  return dir;
-}
+const project = projectsForThisFile("voice");
 
 /** Every line of code in src/, comments left out, with where it is. */
 function codeLines(): Array<{ where: string; line: string }> {

@@ -5,19 +5,16 @@
 // not "check that the server is up". Run as users run it (the built CLI): the MCP requests' own
 // fetch is the real context's.
 import assert from "node:assert/strict";
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { createServer, type Server } from "node:http";
-import { tmpdir } from "node:os";
-import path from "node:path";
 import { after, before, test } from "node:test";
 import { runCli } from "../support/cli.ts";
+import { projectsForThisFile } from "../support/projects.ts";
 
 // Blocked ports above 1023 (bindable without privileges), outside the ephemeral range.
 const BLOCKED = [6000, 6665, 6666, 6667, 6668, 6669, 6697, 10080, 5060, 5061, 4190, 3659];
 
 let server: Server;
 let port = 0;
-const dirs: string[] = [];
 
 before(async () => {
   // A protected MCP server: every request is a 401 naming its resource metadata, on its own origin.
@@ -37,17 +34,9 @@ before(async () => {
   }
   throw new Error(`every one of ports ${BLOCKED.join(", ")} is taken on 127.0.0.1`);
 });
-after(async () => {
-  dirs.forEach((d) => rmSync(d, { recursive: true, force: true }));
-  await new Promise((resolve) => server.close(resolve));
-});
+after(() => new Promise((resolve) => server.close(resolve)));
 
-function project(body: string): string {
-  const dir = mkdtempSync(path.join(tmpdir(), "subs-blocked-"));
-  dirs.push(dir);
-  writeFileSync(path.join(dir, "substructure.toml"), body);
-  return dir;
-}
+const project = projectsForThisFile("blocked");
 
 test("mcp login of a server on a port fetch blocks: its metadata cannot be read, said with the port's reason and to serve it elsewhere", async () => {
   const cwd = project(`[mcp.blocked]\nurl = "http://127.0.0.1:${port}/mcp"\n`);

@@ -1,24 +1,14 @@
 // A name that does not resolve is not retried (issue 15): it fails at once, naming the host.
 // Names under `.invalid` never resolve (RFC 6761 §6.4), and the resolver says so without the network.
 import assert from "node:assert/strict";
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
-import path from "node:path";
-import { after, test } from "node:test";
+import { test } from "node:test";
 import { SubsError } from "../../src/errors.ts";
 import { DeploymentClient } from "../../src/remote/client.ts";
 import { ensureBuilt, runCli, runInProcess } from "../support/cli.ts";
 import { refusedUrl } from "../support/ports.ts";
+import { projectsForThisFile } from "../support/projects.ts";
 
-const dirs: string[] = [];
-after(() => dirs.forEach((d) => rmSync(d, { recursive: true, force: true })));
-
-function project(body: string): string {
-  const dir = mkdtempSync(path.join(tmpdir(), "subs-dns-"));
-  dirs.push(dir);
-  writeFileSync(path.join(dir, "substructure.toml"), body);
-  return dir;
-}
+const project = projectsForThisFile("dns");
 
 test("the deployment client: one attempt for a name that does not resolve, no retry warning", async () => {
   let attempts = 0;

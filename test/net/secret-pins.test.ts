@@ -3,25 +3,17 @@
 // that disagrees (a pull request that changed [remote].url or a static connection's url) is
 // refused, exit 2, before any request. The test deployment and MCP servers record every request.
 import assert from "node:assert/strict";
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { writeFileSync } from "node:fs";
 import path from "node:path";
 import { after, afterEach, before, beforeEach, describe, it } from "node:test";
 import { runCli, runInProcess } from "../support/cli.ts";
 import { startDeployment, type RunningDeployment } from "../support/deployment/server.ts";
 import { annotatedTool, startMcpServer, type RunningMcpServer } from "../support/mcp-server.ts";
+import { projectsForThisFile } from "../support/projects.ts";
 
 const DEPLOY_TOKEN = "deploy-api-token-SECRET";
 const STATIC_TOKEN = "static-mcp-token-SECRET";
-const dirs: string[] = [];
-after(() => dirs.forEach((d) => rmSync(d, { recursive: true, force: true })));
-
-function project(toml: string): string {
-  const dir = mkdtempSync(path.join(tmpdir(), "subs-pins-"));
-  dirs.push(dir);
-  writeFileSync(path.join(dir, "substructure.toml"), toml);
-  return dir;
-}
+const project = projectsForThisFile("pins");
 
 describe("SUBS_ALLOWED_REMOTE: where the deployment token may go", () => {
   let deployment: RunningDeployment;
