@@ -514,7 +514,9 @@ describe("subs mcp proxy with OAuth (end to end)", () => {
 describe("subs mcp proxy with short-lived tokens (end to end)", () => {
   it("a token that expires by time mid-session is refreshed before it is sent: no 401, no failed call", async () => {
     const dir = mkdtempSync(path.join(tmpdir(), "subs-proxy-ttl-"));
-    const as = await startAuthServer({ accessTokenTtlSeconds: 2 });
+    // 4 s: the refreshed token is not itself due (half its lifetime left) before the call ends,
+    // however slow a loaded machine makes it, so the call costs exactly one refresh.
+    const as = await startAuthServer({ accessTokenTtlSeconds: 4 });
     const rich = await startRichServer({ oauth: { authServer: as } });
     try {
       writeFileSync(path.join(dir, "substructure.toml"), `[mcp.rich]\nurl = "${rich.url}"\n`);
@@ -526,7 +528,7 @@ describe("subs mcp proxy with short-lived tokens (end to end)", () => {
         assert.equal(await echo(1), '{"n":1}');
         const refreshes = as.counters.refreshes;
         const before = rich.authorizations.at(-1);
-        await new Promise((r) => setTimeout(r, 2500)); // the session's token is now expired at the server
+        await new Promise((r) => setTimeout(r, 4500)); // the session's token is now expired at the server
         const unauthorized = rich.unauthorized;
         assert.equal(await echo(2), '{"n":2}');
         assert.equal(as.counters.refreshes, refreshes + 1);
