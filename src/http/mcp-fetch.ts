@@ -5,7 +5,9 @@
 // the requests the MCP SDK's transport makes (a string body or none, redirects left to the SDK,
 // which follows them itself: sdk shared/transport.js) with node:http on kept-alive sockets, and
 // answers with a real Response whose body streams as it arrives (SSE). Any other request (OAuth
-// discovery, token requests, a deployment) goes to the fetch it wraps, unchanged.
+// discovery, token requests, a deployment) goes to the fetch it wraps, unchanged. `nodeFetch`
+// sends every request this way, each socket through a lookup of the caller's: the deployment
+// decides there which addresses it reaches (src/http/address-policy.ts).
 //
 // What it keeps of fetch: a 3xx under redirect "manual" is returned as it is (what undici does in
 // Node); an aborted signal rejects with its reason, before the answer and while its body is read;
@@ -13,7 +15,7 @@
 // listener per request on the signal, removed when the request ends (never one left behind: see
 // src/serve/upstream.ts on undici's).
 import type { Agent, ClientRequest, IncomingMessage } from "node:http";
-import type { Socket } from "node:net";
+import type { LookupFunction, Socket } from "node:net";
 
 type Fetch = typeof globalThis.fetch;
 
@@ -33,7 +35,11 @@ function destroyIdle(this: Socket) {
   this.destroy();
 }
 
-let transports: Promise<{ request: (url: URL, options: object, onResponse: (res: IncomingMessage) => void) => ClientRequest }> | undefined;
+/** What a request may add to node:http's options: the lookup its socket resolves the host with. */
+type RequestOptions = { method: string; headers: Record<string, string>; lookup?: LookupFunction };
+type Transports = { request: (url: URL, options: RequestOptions, onResponse: (res: IncomingMessage) => void) => ClientRequest };
+
+let transports: Promise<Transports> | undefined;
 
 /**
  * node:http and node:https, loaded on the first MCP request (a command that sends none never loads
@@ -49,7 +55,7 @@ function loadTransports() {
     // fails (ECONNRESET) where one on a new connection would have gone through or been refused.
     for (const agent of Object.values(agents)) agent.on("free", (socket: Socket) => socket.once("end", destroyIdle));
     return {
-      request: (url: URL, options: object, onResponse: (res: IncomingMessage) => void) => {
+      request: (url: URL, options: RequestOptions, onResponse: (res: IncomingMessage) => void) => {
         const req = (url.protocol === "https:" ? https.request : http.request)(url, { ...options, agent: agents[url.protocol] }, onResponse);
         req.once("socket", (socket) => socket.off("end", destroyIdle));
         return req;
@@ -64,11 +70,49 @@ export function mcpFetch(fallback: Fetch): Fetch {
     if (!isMcpRequest(input, init)) return fallback(input, init);
     const url = new URL(input as string | URL);
     if (url.protocol !== "http:" && url.protocol !== "https:") return fallback(input, init);
-    return loadTransports().then((t) => send(t.request, url, init));
+    return loadTransports().then((t) => send(t.request, url, init, undefined));
   };
 }
 
-function send(request: Awaited<ReturnType<typeof loadTransports>>["request"], url: URL, init: RequestInit): Promise<Response> {
+/**
+ * Where a request may go and how its socket finds the host: `lookup` resolves it (and may refuse
+ * what it resolves to), or the request is refused before anything is sent (`refused`, the reason a
+ * fetch failure carries as its cause).
+ */
+export type Connection = { lookup?: LookupFunction } | { refused: Error };
+
+/**
+ * Every request sent with node:http, for a process whose every request must pass `connection`
+ * (the deployment: src/http/address-policy.ts), not only its MCP requests. A body is a string,
+ * URLSearchParams or none (what the MCP SDK and the OAuth requests send); a 3xx is answered as it
+ * is when the caller asked for redirect "manual" (guardedFetch and the SDK's transport follow
+ * redirects themselves, within an origin), and is a failure otherwise: nothing is followed here.
+ */
+export function nodeFetch(connection: (url: URL) => Connection): Fetch {
+  return async (input, init = {}) => {
+    if (input instanceof Request) throw new TypeError("fetch failed", { cause: new Error("a Request object is not sent here; give a URL and init") });
+    const url = new URL(input);
+    if (url.protocol !== "http:" && url.protocol !== "https:") throw new TypeError("fetch failed", { cause: new Error(`${url.protocol} is not http(s)`) });
+    const body = init.body;
+    if (body !== undefined && body !== null && typeof body !== "string" && !(body instanceof URLSearchParams)) {
+      throw new TypeError("fetch failed", { cause: new Error("only a string or URLSearchParams body is sent here") });
+    }
+    const to = connection(url);
+    if ("refused" in to) throw new TypeError("fetch failed", { cause: to.refused });
+    const headers = new Headers(init.headers);
+    // What fetch itself adds for a URLSearchParams body (Fetch standard, "extract a body").
+    if (body instanceof URLSearchParams && !headers.has("content-type")) headers.set("content-type", "application/x-www-form-urlencoded;charset=UTF-8");
+    const t = await loadTransports();
+    const response = await send(t.request, url, { ...init, headers, body: body instanceof URLSearchParams ? body.toString() : body }, to.lookup);
+    if (response.status >= 300 && response.status < 400 && response.headers.has("location") && init.redirect !== "manual") {
+      await response.body?.cancel().catch(() => {});
+      throw new TypeError("fetch failed", { cause: new Error(`${url.origin} answered a redirect, which is not followed here`) });
+    }
+    return response;
+  };
+}
+
+function send(request: Transports["request"], url: URL, init: RequestInit, lookup: LookupFunction | undefined): Promise<Response> {
   const signal = init.signal ?? undefined;
   if (signal?.aborted) return Promise.reject(signal.reason);
   const headers: Record<string, string> = {};
@@ -83,7 +127,7 @@ function send(request: Awaited<ReturnType<typeof loadTransports>>["request"], ur
     let onAbort = () => {};
     const listener = () => onAbort();
     const done = () => signal?.removeEventListener("abort", listener);
-    const req = request(url, { method: init.method ?? "GET", headers }, (res) => {
+    const req = request(url, { method: init.method ?? "GET", headers, ...(lookup ? { lookup } : {}) }, (res) => {
       const status = res.statusCode ?? 0;
       const answer = new Headers();
       try {
