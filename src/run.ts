@@ -45,6 +45,7 @@ export async function run(given_argv: readonly string[], given: Context): Promis
     setExitCode: (code) => (exitCode = code),
     onParseMistake: (message, path) => (parseMistake = { message, path }),
     servesUntilStopped: () => (endsOnSignal = true),
+    ownRedaction: () => given,
   };
   // What ran, for an error without a hint of its own: its next step names this command. Set once
   // the parser has found the command, before its action runs; --debug then wraps this run's fetch.

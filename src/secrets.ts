@@ -252,7 +252,26 @@ export function secretsInText(text: string, add: (value: string, name: string) =
  * everything it could quote back is known before its answer is read. MCP answers (JSON-RPC) and
  * event streams are not read here: they carry no credentials, and reading them would cost.
  */
-export function learningFetch(inner: typeof globalThis.fetch, secrets: Secrets): typeof globalThis.fetch {
+/**
+ * The fields of an authorization server's answer that issue a credential (RFC 6749 section 5.1,
+ * OpenID Connect's id_token, RFC 7591 section 3.2.1): what a server that serves others learns from
+ * an answer, read at its top level only. Anything else an answer holds was not issued to it, and a
+ * hostile server would otherwise choose what it hides (the deployment, SECURITY.md).
+ */
+const ISSUED = new Set(["access_token", "refresh_token", "id_token", "client_secret", "registration_access_token"]);
+/** No credential comes near this; a longer value under such a name is not learnt. */
+const MAX_ISSUED_LENGTH = 8192;
+
+export type LearningOptions = {
+  /**
+   * What an answer teaches: every secret-named field at any depth (a CLI run, which ends soon and
+   * prints what a server says), or only the credentials issued at its top level (a server that
+   * acts for others, whose secrets per exchange stay few whatever a server returns).
+   */
+  answers?: "secret-named" | "issued";
+};
+
+export function learningFetch(inner: typeof globalThis.fetch, secrets: Secrets, options: LearningOptions = {}): typeof globalThis.fetch {
   const add = (value: string) => secrets.add(value);
   return async (input, init) => {
     const headers = headersOf(input, init);
@@ -274,9 +293,13 @@ export function learningFetch(inner: typeof globalThis.fetch, secrets: Secrets):
         }
       }
     });
-    try {
-      new URL(input instanceof Request ? input.url : String(input)).searchParams.forEach((v, k) => SECRET_NAMES.test(k) && add(v));
-    } catch {}
+    // A URL a server named (a token endpoint's) may carry what it likes in its query: learnt only
+    // by a run that ends soon, where a code in a loopback redirect's query is its own.
+    if (options.answers !== "issued") {
+      try {
+        new URL(input instanceof Request ? input.url : String(input)).searchParams.forEach((v, k) => SECRET_NAMES.test(k) && add(v));
+      } catch {}
+    }
     const body = init?.body;
     const bodyText = typeof body === "string" ? body : body instanceof URLSearchParams ? body.toString() : "";
     const jsonRpc = /^\s*[[{]/.test(bodyText) && bodyText.includes('"jsonrpc"');
@@ -289,7 +312,7 @@ export function learningFetch(inner: typeof globalThis.fetch, secrets: Secrets):
       // caller builds from it at once (a token answer it refuses) is scrubbed too; the caller
       // would wait for the same bytes. Any other is read alongside the caller.
       const length = Number(response.headers.get("content-length") ?? NaN);
-      const learning = learnFrom(response.clone(), add);
+      const learning = learnFrom(response.clone(), add, options.answers ?? "secret-named");
       if (length <= 65_536) await learning;
     }
     return response;
@@ -297,7 +320,7 @@ export function learningFetch(inner: typeof globalThis.fetch, secrets: Secrets):
 }
 
 /** Reads a clone of the answer, at most 64 KiB, which no token answer comes near; never throws. */
-async function learnFrom(response: Response, add: (value: string) => void): Promise<void> {
+async function learnFrom(response: Response, add: (value: string) => void, answers: NonNullable<LearningOptions["answers"]>): Promise<void> {
   const reader = response.body!.getReader();
   const chunks: Uint8Array[] = [];
   let size = 0;
@@ -315,8 +338,23 @@ async function learnFrom(response: Response, add: (value: string) => void): Prom
   } catch {
     return;
   }
+  const text = Buffer.concat(chunks).toString("utf8");
+  if (answers === "issued") {
+    let json: unknown;
+    try {
+      json = JSON.parse(text);
+    } catch {
+      return;
+    }
+    if (json === null || typeof json !== "object" || Array.isArray(json)) return;
+    for (const name of ISSUED) {
+      const value = (json as Record<string, unknown>)[name];
+      if (typeof value === "string" && value.length <= MAX_ISSUED_LENGTH) add(value);
+    }
+    return;
+  }
   // An answer's `code` is an error code ("not_found"), never a credential: blanking it would hide it.
-  secretsInText(Buffer.concat(chunks).toString("utf8"), (value, name) => name.toLowerCase() !== "code" && add(value));
+  secretsInText(text, (value, name) => name.toLowerCase() !== "code" && add(value));
 }
 
 /**

@@ -19,6 +19,13 @@ export type ProgramHooks = {
   onParseMistake?: (message: string, path: string) => void;
   /** The command serves until stopped: Ctrl-C or SIGTERM is its normal end (exit 0). */
   servesUntilStopped?: () => void;
+  /**
+   * The process's own context, without the run's redaction, for a command that serves others for
+   * the life of the process (the deployment): it keeps each exchange's secrets itself, bounded and
+   * forgotten when the exchange ends. The run's would learn for good whatever any server sends
+   * and blank it in every later line (SECURITY.md, "The deployment's log").
+   */
+  ownRedaction?: () => Context;
 };
 
 /** What an action may use: the run's context and hooks, and --config wherever it was given. */

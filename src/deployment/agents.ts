@@ -22,6 +22,7 @@ import { agentSessionFactory } from "../serve/agent-session.ts";
 import { DEFAULT_LIMITS } from "../serve/http.ts";
 import { McpSessions, type SessionRegistry } from "../serve/http-sessions.ts";
 import type { Session } from "../serve/session.ts";
+import { foreignText } from "./foreign.ts";
 import { Refusal, type OAuth } from "./oauth.ts";
 import type { Log, Metrics } from "./ops.ts";
 import type { AgentEndpoint } from "./routes/agents.ts";
@@ -60,8 +61,9 @@ export function agentEndpoints(o: AgentEndpointOptions): AgentEndpoints {
           end: async (id) => void (await o.store.endMcpSession(name, id)),
         };
         sessions = new McpSessions(
-          // What the sessions say of themselves (an idle one ended, a limit met) goes to the log.
-          { now: o.ctx.now, stderr: { write: (text: string) => o.log("warn", text.replace(/^subs: |\n$/g, ""), { agent: name }) } },
+          // What the sessions say of themselves (an idle one ended, a limit met) goes to the log,
+          // made visible and cut: a session that failed may quote a server.
+          { now: o.ctx.now, stderr: { write: (text: string) => o.log("warn", foreignText(text.replace(/^subs: |\n$/g, ""), { scrub: (t) => t }, 500), { agent: name }) } },
           { maxSessions: DEFAULT_LIMITS.maxSessions, idleTimeoutMs: DEFAULT_LIMITS.idleTimeoutMs, maxCalls: DEFAULT_LIMITS.maxCalls },
           (resumed) => agentSession(o, name, resumed),
           registry,
@@ -106,9 +108,9 @@ function agentSession(o: AgentEndpointOptions, name: string, resumed: unknown): 
       };
       const secrets = new Secrets();
       const byStandIn = new Map([...standIns.values()].map((s) => [s.value, s.connection]));
-      const fetch = withDeploymentCredential(o, byStandIn, learningFetch(o.ctx.fetch, secrets));
+      const fetch = withDeploymentCredential(o, byStandIn, learningFetch(o.ctx.fetch, secrets, { answers: "issued" }), secrets);
       const session = await agentSessionFactory({ ...o.ctx, env, fetch, secrets }, config, name, {
-        reporter: logReporter(o.log, name),
+        reporter: logReporter(o.log, name, secrets),
         timeoutMs: TOOLS_TIMEOUT_MS,
         requestTimeoutMs: REQUEST_TIMEOUT_MS,
       })(kept?.data?.session).open();
@@ -135,7 +137,12 @@ function agentSession(o: AgentEndpointOptions, name: string, resumed: unknown): 
  * saying to retry, as the 503 of every other request does; its cause (the store's URL, the
  * driver's words) is for the log, not for the agent's client.
  */
-function withDeploymentCredential({ oauth, log }: Pick<AgentEndpointOptions, "oauth" | "log">, byStandIn: ReadonlyMap<string, ConnectionRecord>, inner: typeof globalThis.fetch): typeof globalThis.fetch {
+function withDeploymentCredential(
+  { oauth, log }: Pick<AgentEndpointOptions, "oauth" | "log">,
+  byStandIn: ReadonlyMap<string, ConnectionRecord>,
+  inner: typeof globalThis.fetch,
+  secrets: Secrets,
+): typeof globalThis.fetch {
   return async (input, init) => {
     const headers = new Headers(init?.headers);
     const standIn = /^Bearer\s+(\S+)$/i.exec(headers.get("authorization") ?? "")?.[1];
@@ -149,7 +156,7 @@ function withDeploymentCredential({ oauth, log }: Pick<AgentEndpointOptions, "oa
         if (response.status !== 401 || !resendable) return response;
         await response.body?.cancel().catch(() => {});
         return { refused: 401 as const };
-      });
+      }, secrets);
     } catch (error) {
       if (error instanceof Refusal && error.code === "not_authorized") throw new SubsError("needs_login", error.message, { code: "needs_login" });
       if (error instanceof StoreUnavailable) {
@@ -161,6 +168,11 @@ function withDeploymentCredential({ oauth, log }: Pick<AgentEndpointOptions, "oa
   };
 }
 
-function logReporter(log: Log, agent: string): Reporter {
-  return { info: (text) => log("info", text, { agent }), warn: (text) => log("warn", text, { agent }), progress: () => silentProgress };
+/**
+ * A session's words for the log: they quote its servers (a connection's error), so they are made
+ * visible, cut, and scrubbed of the session's secrets; the log's own fields are not (ops.ts).
+ */
+function logReporter(log: Log, agent: string, secrets: Secrets): Reporter {
+  const said = (text: string) => foreignText(text, secrets, 500);
+  return { info: (text) => log("info", said(text), { agent }), warn: (text) => log("warn", said(text), { agent }), progress: () => silentProgress };
 }

@@ -6,6 +6,7 @@ import { readFileSync, statSync } from "node:fs";
 import path from "node:path";
 import { z } from "zod";
 import { usage } from "../errors.ts";
+import { parseAllowList, type Allowed } from "../http/address-policy.ts";
 
 /** A setting's flag and variable; the flag wins when both are given. */
 export const SETTINGS = {
@@ -15,6 +16,7 @@ export const SETTINGS = {
   keyFile: { flag: "--key-file", env: "SUBS_DEPLOYMENT_KEY_FILE" },
   catalog: { flag: "--catalog", env: "SUBS_DEPLOYMENT_CATALOG" },
   clientSecrets: { flag: "--client-secrets", env: "SUBS_DEPLOYMENT_CLIENT_SECRETS" },
+  allowPrivate: { flag: "--allow-private", env: "SUBS_DEPLOYMENT_ALLOW_PRIVATE" },
 } as const;
 /** The key itself, base64 (a secret manager's variable), for when no key file is given. */
 export const KEY_ENV = "SUBS_DEPLOYMENT_KEY";
@@ -42,8 +44,21 @@ export type DeploymentConfig = {
   key: KeySource | undefined;
   catalog: string[] | undefined;
   /** Secrets of confidential pre-registered OAuth clients, by client_id (docs/deployment-protocol.md section 3.2). */
-  clientSecrets: ReadonlyMap<string, string>;
+  clientSecrets: ReadonlyMap<string, ClientSecret>;
+  /**
+   * The loopback, private and special-use addresses the deployment may send requests to, beyond
+   * public ones: the operator's list, else all of them when the public URL is loopback (a
+   * deployment on a laptop, serving servers on that laptop) and none otherwise.
+   */
+  allowed: Allowed;
 };
+
+/**
+ * A confidential client's secret and the authorization server it was issued by: it is sent to that
+ * server alone (its issuer, or exactly this token endpoint), never to another that a declaration
+ * names with the same client_id.
+ */
+export type ClientSecret = { secret: string; issuer: string | undefined; tokenEndpoint: string | undefined };
 
 const LOOPBACK = new Set(["127.0.0.1", "::1", "[::1]", "localhost"]);
 export const isLoopbackHost = (host: string) => LOOPBACK.has(host.toLowerCase());
@@ -156,14 +171,22 @@ function readCatalog(located: Located, cwd: string): string[] {
   return parsed.data;
 }
 
-const ClientSecretsSchema = z.record(z.string().min(1), z.string().min(1, "an empty secret"));
+const ServerUrl = z.url({ protocol: /^https?$/ }).refine((u) => new URL(u).protocol === "https:" || isLoopbackHost(new URL(u).hostname), "must be https (plain http only to a loopback host)");
+const ClientSecretsSchema = z.record(
+  z.string().min(1),
+  z
+    .strictObject({ secret: z.string().min(1, "an empty secret"), issuer: ServerUrl.optional(), token_endpoint: ServerUrl.optional() }, "must be an object naming the secret and the server it was issued by")
+    .refine((v) => v.issuer !== undefined || v.token_endpoint !== undefined, "names neither the issuer nor the token_endpoint the secret was issued by"),
+);
+const CLIENT_SECRETS_FORM = '{"<client_id>": {"issuer": "https://<authorization server>", "secret": "<client secret>"}, …}';
 
 /**
  * The operator's secrets of confidential pre-registered clients: a JSON object from client_id to
- * secret, in a file only its owner may read (it holds secrets, as the key file does). `subs`
- * never sends a client secret (section 3.2); the deployment is where it lives.
+ * the secret and the authorization server that issued it, in a file only its owner may read (it
+ * holds secrets, as the key file does). `subs` never sends a client secret (section 3.2); the
+ * deployment is where it lives, and it goes to its own server only.
  */
-function readClientSecrets(located: Located, cwd: string): Map<string, string> {
+function readClientSecrets(located: Located, cwd: string): Map<string, ClientSecret> {
   const file = path.resolve(cwd, located.value);
   let text: string;
   let mode: number;
@@ -178,16 +201,17 @@ function readClientSecrets(located: Located, cwd: string): Map<string, string> {
   try {
     json = JSON.parse(text);
   } catch {
-    throw usage(`${located.where} ${located.value}: not JSON`, { hint: '{"<client_id>": "<client secret>", …}' });
+    throw usage(`${located.where} ${located.value}: not JSON`, { hint: CLIENT_SECRETS_FORM });
   }
   const parsed = ClientSecretsSchema.safeParse(json);
   if (!parsed.success) {
     const issue = parsed.error.issues[0]!;
-    throw usage(`${located.where} ${located.value}${issue.path.length ? ` (${JSON.stringify(String(issue.path[0]))})` : ""}: ${issue.path.length ? issue.message : "must be an object"}`, {
-      hint: '{"<client_id>": "<client secret>", …}',
-    });
+    const where = issue.path.length ? ` (${issue.path.map((p) => JSON.stringify(String(p))).join(".")})` : "";
+    // Never the value: a secret written in the old form (a bare string) is the secret itself.
+    const message = issue.path.length === 1 && issue.code === "invalid_type" ? "must name the authorization server that issued the secret, beside it" : issue.path.length ? issue.message : "must be an object";
+    throw usage(`${located.where} ${located.value}${where}: ${message}`, { hint: CLIENT_SECRETS_FORM });
   }
-  return new Map(Object.entries(parsed.data));
+  return new Map(Object.entries(parsed.data).map(([id, v]) => [id, { secret: v.secret, issuer: v.issuer, tokenEndpoint: v.token_endpoint }]));
 }
 
 /**
@@ -234,7 +258,7 @@ export function deploymentConfig(flags: Flags, ctx: { env: Readonly<Record<strin
       problems.push((error as Error).message);
     }
   }
-  let clientSecrets = new Map<string, string>();
+  let clientSecrets = new Map<string, ClientSecret>();
   const secretsAt = need.serve ? pick(flags, ctx.env, "clientSecrets") : undefined;
   if (secretsAt) {
     try {
@@ -243,10 +267,20 @@ export function deploymentConfig(flags: Flags, ctx: { env: Readonly<Record<strin
       problems.push((error as Error).message);
     }
   }
+  let allowed: Allowed | undefined;
+  const allowAt = pick(flags, ctx.env, "allowPrivate");
+  if (allowAt) {
+    try {
+      allowed = parseAllowList(allowAt.value);
+    } catch (error) {
+      problems.push(`${allowAt.where}: ${(error as Error).message}`);
+    }
+  }
+  allowed ??= !publicUrl || isLoopbackHost(publicUrl.hostname) ? "all" : [];
   if (problems.length) {
     throw usage(problems.length === 1 ? problems[0]! : `the deployment's settings have ${problems.length} problems:\n  ${problems.join("\n  ")}`, {
       hint: "`subs deployment serve --help` lists every setting and its variable",
     });
   }
-  return { listen: listen!, publicUrl, storeDir, dbPath: path.join(storeDir, DB_FILE), postgres, key, catalog, clientSecrets };
+  return { listen: listen!, publicUrl, storeDir, dbPath: path.join(storeDir, DB_FILE), postgres, key, catalog, clientSecrets, allowed };
 }

@@ -8,14 +8,17 @@ import { discoverOAuthProtectedResourceMetadata, exchangeAuthorization, refreshA
 import type { OAuthClientInformationMixed, OAuthTokens } from "@modelcontextprotocol/sdk/shared/auth.js";
 import type { Tool } from "@modelcontextprotocol/sdk/types.js";
 import { discover, revocationEndpoint, sameIssuer } from "../auth/discovery.ts";
-import { grantRejected, oauthProblem } from "../auth/errors.ts";
+import { grantRejected } from "../auth/errors.ts";
 import { issProblem } from "../auth/login.ts";
 import { REFRESH_MARGIN_MS } from "../auth/refresh.ts";
 import { postRevocation } from "../auth/revocation-request.ts";
 import { REVOCATION_TIMEOUT_MS } from "../auth/revoke.ts";
 import { checkedTokens } from "../auth/tokens.ts";
-import { authFetch } from "../http/guarded-fetch.ts";
+import { authFetch, httpTimeoutMs } from "../http/guarded-fetch.ts";
+import { learningFetch, Secrets } from "../secrets.ts";
 import { VERSION } from "../version.ts";
+import type { ClientSecret } from "./config.ts";
+import { foreignProblem, foreignText, oauthErrorCode } from "./foreign.ts";
 import type { Metrics } from "./ops.ts";
 import { StoreUnavailable, type AuthorizationOutcome, type ConnectionRecord, type CredentialRecord, type DeploymentStore } from "./store/types.ts";
 
@@ -45,9 +48,17 @@ export type OAuthOptions = {
   ttlSeconds: number;
   /** Seconds between polls the deployment asks for. */
   intervalSeconds: number;
-  /** The operator's secrets of confidential pre-registered clients, by client_id. */
-  clientSecrets?: ReadonlyMap<string, string>;
+  /** The operator's secrets of confidential pre-registered clients, by client_id, each with the server that issued it. */
+  clientSecrets?: ReadonlyMap<string, ClientSecret>;
 };
+
+/**
+ * One exchange with servers (a consent's start, its callback, a refresh, a listing): the secrets it
+ * sent and the credentials it received, which every text it gives back is scrubbed of, and the
+ * fetch that learns them. Made per exchange and dropped with it, so what one server returns
+ * neither stays in memory nor changes what the deployment says of another (SECURITY.md).
+ */
+export type Exchange = { secrets: Secrets; fetch: typeof globalThis.fetch };
 
 const FINAL_KEPT_MS = 15 * 60_000;
 const stateHash = (state: string) => createHash("sha256").update(state).digest("hex");
@@ -75,17 +86,19 @@ function refreshDue(credential: CredentialRecord, now: number): boolean {
   const margin = lifetime === undefined ? REFRESH_MARGIN_MS : Math.min(REFRESH_MARGIN_MS, (lifetime * 1000) / 2);
   return now >= credential.expiresAt - margin;
 }
-const messageOf = (error: unknown) => (error instanceof Error ? error.message : String(error));
 
 export class OAuth {
   readonly #o: OAuthOptions;
-  readonly #fetch: typeof globalThis.fetch;
   /** Refreshes in flight, per credential id and version: every request that needs one waits on the same. */
   readonly #refreshes = new Map<string, Promise<CredentialRecord | undefined>>();
 
   constructor(options: OAuthOptions) {
     this.#o = options;
-    this.#fetch = authFetch({ fetch: options.fetch, env: options.env });
+  }
+
+  /** An exchange's fetch to authorization servers (guarded: deadline, size, same-origin redirects), learning into `secrets`. */
+  exchange(secrets = new Secrets()): Exchange {
+    return { secrets, fetch: authFetch({ fetch: learningFetch(this.#o.fetch, secrets, { answers: "issued" }), env: this.#o.env }) };
   }
 
   /**
@@ -103,13 +116,24 @@ export class OAuth {
   }
 
   /** The client to present: pre-registered, then a Client ID Metadata Document the server supports, then our registration. */
-  async #client(connection: ConnectionRecord, discovery: Exclude<Awaited<ReturnType<typeof discover>>, { open: true }>, scope: string | undefined): Promise<OAuthClientInformationMixed> {
+  async #client(connection: ConnectionRecord, discovery: Exclude<Awaited<ReturnType<typeof discover>>, { open: true }>, scope: string | undefined, exchange: Exchange): Promise<OAuthClientInformationMixed> {
     const preRegistered = connection.oauth?.client_id;
     if (preRegistered) {
-      // Section 3.2: a confidential client's secret is the operator's, configured here; the SDK
-      // then authenticates at the token endpoint as the server's metadata allows.
-      const secret = this.#o.clientSecrets?.get(preRegistered);
-      return { client_id: preRegistered, ...(secret ? { client_secret: secret } : {}) };
+      // Section 3.2: a confidential client's secret is the operator's, configured here with the
+      // server that issued it; the SDK then authenticates at that server's token endpoint as its
+      // metadata allows. Any declaration may name a client_id: the secret goes to its own server only.
+      const held = this.#o.clientSecrets?.get(preRegistered);
+      if (!held) return { client_id: preRegistered };
+      const issuedHere = (held.issuer === undefined || sameIssuer(held.issuer, discovery.issuer)) && (held.tokenEndpoint === undefined || held.tokenEndpoint === discovery.metadata.token_endpoint);
+      if (!issuedHere) {
+        throw new Refusal(
+          403,
+          "client_secret_elsewhere",
+          `${connection.id}: the deployment holds the secret of client ${preRegistered} for ${held.issuer ?? held.tokenEndpoint}, not for ${connection.url}'s authorization server ${foreignText(discovery.issuer, exchange.secrets)}; it is sent to no other server. Declare the server that client belongs to, or another client_id`,
+        );
+      }
+      exchange.secrets.add(held.secret);
+      return { client_id: preRegistered, client_secret: held.secret };
     }
     if (connection.oauth?.client_metadata_url && discovery.metadata.client_id_metadata_document_supported === true) return { client_id: connection.oauth.client_metadata_url };
     const stored = await this.#o.store.getRegistration(discovery.issuer, this.#o.redirectUri);
@@ -128,24 +152,26 @@ export class OAuth {
         token_endpoint_auth_method: methods.includes("client_secret_basic") ? "client_secret_basic" : methods.includes("client_secret_post") ? "client_secret_post" : "none",
         ...(scope ? { scope } : {}),
       },
-      fetchFn: this.#fetch,
+      fetchFn: exchange.fetch,
     });
     await this.#o.store.putRegistration(discovery.issuer, this.#o.redirectUri, client);
     return client;
   }
 
   /** Section 3.4: discovery, client, scopes, PKCE and state; a newer start supersedes a pending one. */
-  async start(connection: ConnectionRecord): Promise<{ authorizationUrl: string; id: string }> {
+  async start(connection: ConnectionRecord, exchange = this.exchange()): Promise<{ authorizationUrl: string; id: string }> {
     await this.#sweep();
     let discovery: Awaited<ReturnType<typeof discover>>;
     let client: OAuthClientInformationMixed;
     let started: { authorizationUrl: URL; codeVerifier: string };
+    // The state goes to the browser in the authorization URL, which this exchange answers with: it
+    // is no secret from its caller, and no server of this exchange is sent it.
     const state = randomBytes(32).toString("base64url");
     try {
-      discovery = await discover({ serverUrl: connection.url, fetch: this.#fetch });
+      discovery = await discover({ serverUrl: connection.url, fetch: exchange.fetch });
       if ("open" in discovery) throw new Error(`${connection.url} asks for no credential; it needs no authorization`);
       const scope = requestedScope(discovery, connection);
-      client = await this.#client(connection, discovery, scope);
+      client = await this.#client(connection, discovery, scope, exchange);
       started = await startAuthorization(discovery.issuer, {
         metadata: discovery.metadata,
         clientInformation: client,
@@ -155,7 +181,8 @@ export class OAuth {
         resource: new URL(discovery.resource),
       });
     } catch (error) {
-      throw new Refusal(502, "upstream_error", `cannot start the authorization of ${connection.id} with ${connection.url}: ${messageOf(error)}`);
+      if (error instanceof Refusal || error instanceof StoreUnavailable) throw error;
+      throw new Refusal(502, "upstream_error", `cannot start the authorization of ${connection.id} with ${connection.url}: ${foreignProblem(error, exchange.secrets)}`);
     }
     const id = randomUUID();
     await this.#o.store.startAuthorization(
@@ -202,14 +229,22 @@ export class OAuth {
     // replica (a retried request, a reloaded page) changes nothing and exchanges nothing.
     if (!(await this.#o.store.claimAuthorization(a.id, this.#o.now()))) return unknown;
     const final = (outcome: Outcome) => this.#o.store.finishAuthorization(a.id, outcome, this.#o.now());
+    const { secret } = a;
+    // Whoever reaches the redirect URI chooses its parameters (the authorization server, or anyone
+    // holding the state): what the poll then says of them is a summary without this exchange's secrets.
+    const exchange = this.exchange();
+    for (const value of [state, params.get("code"), secret.codeVerifier, secret.client.client_secret]) exchange.secrets.add(value);
     const error = params.get("error");
     if (error !== null) {
-      await final({ status: "failed", error, message: params.get("error_description")?.slice(0, 300) ?? `the authorization server answered ${error}` });
+      const code = oauthErrorCode(error);
+      const description = params.get("error_description");
+      await final({ status: "failed", error: code, message: description ? foreignText(description, exchange.secrets) : `the authorization server answered ${code}` });
       return { status: 200, text: "Authorization failed. You can close this window." };
     }
     const iss = issProblem(params, a.issuer, a.issAdvertised);
     if (iss !== undefined) {
-      await final({ status: "failed", error: "upstream_error", message: `${iss} (expected issuer ${a.issuer}${params.get("iss") ? `, got ${params.get("iss")}` : ""})` });
+      const got = params.get("iss");
+      await final({ status: "failed", error: "upstream_error", message: `${iss} (expected issuer ${a.issuer}${got ? `, got ${foreignText(got, exchange.secrets)}` : ""})` });
       return { status: 400, text: "The authorization response came from another issuer. You can close this window." };
     }
     const connection = await this.#o.store.getConnection(a.connectionId);
@@ -217,7 +252,6 @@ export class OAuth {
       await final({ status: "failed", error: "connection_changed", message: "the connection changed during consent" });
       return { status: 409, text: "The connection changed; start again." };
     }
-    const { secret } = a;
     let tokens: OAuthTokens;
     try {
       tokens = await exchangeAuthorization(a.issuer, {
@@ -227,11 +261,11 @@ export class OAuth {
         codeVerifier: secret.codeVerifier,
         redirectUri: this.#o.redirectUri,
         resource: new URL(secret.resource),
-        fetchFn: this.#fetch,
+        fetchFn: exchange.fetch,
       });
       tokens = checkedTokens(tokens, a.connectionId, a.issuer);
     } catch (error) {
-      await final({ status: "failed", error: "token_exchange_failed", message: oauthProblem(error) });
+      await final({ status: "failed", error: "token_exchange_failed", message: foreignProblem(error, exchange.secrets) });
       return { status: 502, text: "Authorization failed." };
     }
     if ((await this.#o.store.getAuthorization(a.id))?.outcome.status !== "pending") return { status: 409, text: "This authorization ended meanwhile; start again." };
@@ -266,7 +300,8 @@ export class OAuth {
     const { metadata, client, tokens } = credential.secret;
     const endpoint = metadata && revocationEndpoint(metadata);
     if (!metadata || !endpoint) return;
-    const fetch: typeof globalThis.fetch = (input, init) => this.#o.fetch(input, { ...init, signal: AbortSignal.timeout(REVOCATION_TIMEOUT_MS) });
+    const { fetch: exchangeFetch } = this.exchange();
+    const fetch: typeof globalThis.fetch = (input, init) => exchangeFetch(input, { ...init, signal: AbortSignal.timeout(Math.min(REVOCATION_TIMEOUT_MS, httpTimeoutMs(this.#o.env))) });
     for (const [token, hint] of [
       [tokens.refresh_token, "refresh_token"],
       [tokens.access_token, "access_token"],
@@ -280,10 +315,10 @@ export class OAuth {
   }
 
   /** Whether the MCP server's resource metadata now names another authorization server (section 3.6). */
-  async #serverMoved(credential: CredentialRecord): Promise<boolean> {
+  async #serverMoved(credential: CredentialRecord, fetch: typeof globalThis.fetch): Promise<boolean> {
     try {
       const { resourceMetadataUrl } = credential.secret;
-      const metadata = await discoverOAuthProtectedResourceMetadata(credential.url, resourceMetadataUrl ? { resourceMetadataUrl } : undefined, this.#fetch);
+      const metadata = await discoverOAuthProtectedResourceMetadata(credential.url, resourceMetadataUrl ? { resourceMetadataUrl } : undefined, fetch);
       const named = metadata.authorization_servers?.[0];
       return named !== undefined && !sameIssuer(credential.secret.authorizationServerUrl, named) && !sameIssuer(credential.issuer, named);
     } catch {
@@ -308,14 +343,16 @@ export class OAuth {
    */
   async #refreshOnce(credential: CredentialRecord): Promise<CredentialRecord | undefined> {
     let outcome = "refreshed";
+    const exchange = this.exchange();
     const result = await this.#o.store
       .refreshCredential(credential.id, credential.version, async (current) => {
         const { secret } = current;
         const refreshToken = secret.tokens.refresh_token;
         const dead = (why: string) => ((outcome = why), "delete" as const);
         if (!refreshToken) return dead("no_refresh_token");
+        for (const value of [refreshToken, secret.tokens.access_token, secret.client.client_secret]) exchange.secrets.add(value);
         // Section 3.6: never send the credential's tokens to an authorization server it did not come from.
-        if (await this.#serverMoved(current)) return dead("server_moved");
+        if (await this.#serverMoved(current, exchange.fetch)) return dead("server_moved");
         let tokens: OAuthTokens;
         try {
           tokens = await refreshAuthorization(secret.authorizationServerUrl, {
@@ -323,13 +360,13 @@ export class OAuth {
             clientInformation: secret.client,
             refreshToken,
             ...(secret.resource ? { resource: new URL(secret.resource) } : {}),
-            fetchFn: this.#fetch,
+            fetchFn: exchange.fetch,
           });
           tokens = checkedTokens(tokens, current.id, current.issuer);
         } catch (error) {
           if (grantRejected(error)) return dead("rejected");
           this.#o.metrics.refresh("failed");
-          throw new Refusal(502, "upstream_error", `refreshing the credential of ${current.id} at ${current.issuer} failed: ${oauthProblem(error)}`);
+          throw new Refusal(502, "upstream_error", `refreshing the credential of ${current.id} at ${current.issuer} failed: ${foreignProblem(error, exchange.secrets)}`);
         }
         const at = this.#o.now();
         return {
@@ -345,23 +382,28 @@ export class OAuth {
       .catch((error: unknown) => {
         // A store that does not answer is said as such (agents.ts words it for the client).
         if (error instanceof Refusal || error instanceof StoreUnavailable) throw error;
-        throw new Refusal(503, "unavailable", `cannot refresh the credential of ${credential.id}: ${messageOf(error)}`);
+        throw new Refusal(503, "unavailable", `cannot refresh the credential of ${credential.id}: ${foreignProblem(error, exchange.secrets)}`);
       });
     // Another replica's refresh, a DELETE, a url change or a new consent came first: theirs stands.
     this.#o.metrics.refresh(result.outcome === "moved" ? "superseded" : outcome);
     return result.credential;
   }
 
-  /** The credential for the connection's current url, refreshed when it expires within the margin. */
-  async credentialFor(connection: ConnectionRecord): Promise<CredentialRecord> {
+  /**
+   * The credential for the connection's current url, refreshed when it expires within the margin.
+   * Its tokens and client secret join `secrets`: whatever the caller then says of its use is
+   * scrubbed of them, whoever quotes them (a server that issued them, one that echoes them).
+   */
+  async credentialFor(connection: ConnectionRecord, secrets?: Secrets): Promise<CredentialRecord> {
     const notAuthorized = (why: string) => new Refusal(409, "not_authorized", `${connection.id}: ${why}; run \`subs mcp login ${connection.id}\``);
-    const credential = await this.#o.store.getCredential(connection.id);
+    let credential = await this.#o.store.getCredential(connection.id);
     if (!credential || credential.url !== connection.url) throw notAuthorized("the deployment holds no credential for it");
     if (refreshDue(credential, this.#o.now())) {
       const fresh = await this.refresh(credential);
       if (!fresh) throw notAuthorized("its access token expired and could not be refreshed");
-      return fresh;
+      credential = fresh;
     }
+    learnCredential(credential, secrets);
     return credential;
   }
 
@@ -370,27 +412,31 @@ export class OAuth {
    * once more (section 3.6). A credential that still fails is deleted: it can be neither used
    * nor refreshed.
    */
-  async withCredential<T>(connection: ConnectionRecord, use: (accessToken: string) => Promise<T | { refused: 401 }>): Promise<T> {
-    let credential = await this.credentialFor(connection);
+  async withCredential<T>(connection: ConnectionRecord, use: (accessToken: string) => Promise<T | { refused: 401 }>, secrets?: Secrets): Promise<T> {
+    let credential = await this.credentialFor(connection, secrets);
     const first = await use(credential.secret.tokens.access_token);
     if (!isRefused(first)) return first;
     const fresh = await this.refresh(credential);
     const notAuthorized = (why: string) => new Refusal(409, "not_authorized", `${connection.id}: ${why}; run \`subs mcp login ${connection.id}\``);
     if (!fresh) throw notAuthorized(`${connection.url} refused the credential and it could not be refreshed`);
     credential = fresh;
+    learnCredential(credential, secrets);
     const second = await use(credential.secret.tokens.access_token);
     if (!isRefused(second)) return second;
     await this.#o.store.deleteCredential(credential.id, credential.version);
     throw notAuthorized(`${connection.url} refused the refreshed credential`);
   }
 
-  /** Section 3.6: tools/list to the end, with the deployment's credential. */
-  async tools(connection: ConnectionRecord): Promise<Tool[]> {
+  /**
+   * Section 3.6: tools/list to the end, with the deployment's credential. What it returns is the
+   * server's and may quote the credential: its caller scrubs the answer with `secrets`.
+   */
+  async tools(connection: ConnectionRecord, secrets: Secrets): Promise<Tool[]> {
     return this.withCredential(connection, async (accessToken) => {
       const { connectMcp, listAllTools } = await import("../mcp/connect.ts");
       const { challengeRecorder } = await import("../mcp/open.ts");
       let challenge: { status: number; error?: string; scope?: string } | undefined;
-      const fetch = challengeRecorder(this.#o.fetch, (c) => (challenge = c));
+      const fetch = challengeRecorder(learningFetch(this.#o.fetch, secrets, { answers: "issued" }), (c) => (challenge = c));
       let client: Awaited<ReturnType<typeof connectMcp>> | undefined;
       try {
         client = await connectMcp({ url: connection.url, fetch, headers: { authorization: `Bearer ${accessToken}` }, requestTimeoutMs: 30_000 });
@@ -399,14 +445,21 @@ export class OAuth {
         const status = (error as { code?: unknown }).code;
         if (status === 401 || challenge?.status === 401) return { refused: 401 as const };
         if (challenge?.status === 403 && challenge.error === "insufficient_scope") {
-          throw new Refusal(409, "not_authorized", `${connection.id}: ${connection.url} needs scope ${challenge.scope ?? "(not named)"}; add it to oauth.scopes and run \`subs mcp login ${connection.id}\``);
+          throw new Refusal(409, "not_authorized", `${connection.id}: ${connection.url} needs scope ${challenge.scope ? foreignText(challenge.scope, secrets) : "(not named)"}; add it to oauth.scopes and run \`subs mcp login ${connection.id}\``);
         }
-        throw new Refusal(502, "upstream_error", `${connection.url}: ${messageOf(error).slice(0, 300)}`);
+        throw new Refusal(502, "upstream_error", `${connection.url}: ${foreignProblem(error, secrets)}`);
       } finally {
         await client?.close().catch(() => {});
       }
-    });
+    }, secrets);
   }
+}
+
+/** What a credential holds that a server could quote back, learnt by the exchange that uses it. */
+function learnCredential(credential: CredentialRecord, secrets: Secrets | undefined): void {
+  if (!secrets) return;
+  const { tokens, client } = credential.secret;
+  for (const value of [tokens.access_token, tokens.refresh_token, tokens.id_token, client.client_secret]) secrets.add(value);
 }
 
 const isRefused = (value: unknown): value is { refused: 401 } => typeof value === "object" && value !== null && (value as { refused?: unknown }).refused === 401 && Object.keys(value).length === 1;

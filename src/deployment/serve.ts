@@ -47,10 +47,16 @@ export async function deploymentServeCommand(ctx: Context, options: { flags: Fla
     const publicUrl = config.publicUrl ?? new URL(`http://${host}:${bound.port}`);
     const base = publicUrl.pathname.replace(/\/+$/, "");
     const publicText = `${publicUrl.origin}${base}`;
+    // Every request the deployment sends goes where its address rules allow (config.allowed;
+    // src/http/address-policy.ts), checked on the address each socket connects to.
+    const { AddressPolicy } = await import("../http/address-policy.ts");
+    const { nodeFetch } = await import("../http/mcp-fetch.ts");
+    const policy = new AddressPolicy(config.allowed);
+    const outbound = { ...ctx, fetch: nodeFetch((url) => policy.connection(url)) };
     const oauth = new OAuth({
       store,
       metrics,
-      fetch: ctx.fetch,
+      fetch: outbound.fetch,
       env: ctx.env,
       now: ctx.now,
       redirectUri: `${publicText}${CALLBACK_PATH}`,
@@ -59,7 +65,7 @@ export async function deploymentServeCommand(ctx: Context, options: { flags: Fla
       clientSecrets: config.clientSecrets,
     });
     const { agentEndpoints } = await import("./agents.ts");
-    const agents = agentEndpoints({ ctx, store, oauth, metrics, log });
+    const agents = agentEndpoints({ ctx: outbound, store, oauth, metrics, log });
     const app = createApp({
       store,
       oauth,

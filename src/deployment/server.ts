@@ -8,6 +8,7 @@ import type { Log, Metrics } from "./ops.ts";
 import { Refusal, type OAuth } from "./oauth.ts";
 import { agentRoutes, type AgentEndpoint } from "./routes/agents.ts";
 import { isValidName } from "../config/rules.ts";
+import { scrubbedJson, Secrets } from "../secrets.ts";
 import { BadBody, fail, segment, STORE_DOWN_MESSAGE, type Answer } from "./routes/answer.ts";
 import { connectionRoutes } from "./routes/connections.ts";
 import { stateRoutes } from "./routes/state.ts";
@@ -57,12 +58,16 @@ export function createApp(o: AppOptions) {
   async function answer(req: IncomingMessage, res: ServerResponse): Promise<{ route: string; token?: ApiTokenRecord }> {
     const method = req.method ?? "GET";
     const pathname = (req.url ?? "/").split("?")[0]!;
+    // This request's secrets: what its exchanges with servers sent and received, and the
+    // credentials it used. Every answer is scrubbed of them, whichever route built it, as an
+    // agent's MCP session scrubs what it sends its client (src/serve/).
+    const secrets = new Secrets();
     const send = (answer: Answer) => {
       const headers: Record<string, string> = { ...answer.headers, "cache-control": "no-store" };
       if (answer.body === undefined) {
         res.writeHead(answer.status, headers).end();
       } else {
-        const text = JSON.stringify(answer.body);
+        const text = JSON.stringify(scrubbedJson(answer.body, (t) => secrets.scrub(t)));
         res.writeHead(answer.status, { ...headers, "content-type": "application/json", "content-length": String(Buffer.byteLength(text)) }).end(text);
       }
     };
@@ -124,7 +129,7 @@ export function createApp(o: AppOptions) {
       return { route: r.route, token };
     }
     try {
-      const answer = await r.run(method, req, params as string[], token, res);
+      const answer = await r.run(method, req, params as string[], token, res, secrets);
       if (answer !== "streamed") send(answer);
     } catch (error) {
       if (res.headersSent) {

@@ -22,8 +22,14 @@ for (const store of STORES) describe(`server-side OAuth of subs deployment serve
   const secrets = path.join(dir, "client-secrets.json");
   let d: ServedDeployment;
   const servers: Array<RunningAuthServer | RunningMcpServer> = [];
+  // The team app's authorization server: the one its secret was issued by, named beside it.
+  let teamAuth: RunningAuthServer;
   before(async () => {
-    writeFileSync(secrets, JSON.stringify({ "team-app": CLIENT_SECRET }), { mode: 0o600 });
+    // Refreshed ahead of expiry once half the lifetime is gone: 6 s leaves the call after the wait
+    // 3 s before the refreshed token is due too (with 1 s, a loaded machine refreshed it twice).
+    teamAuth = await startAuthServer({ dynamicRegistration: false, tokenEndpointAuthMethods: ["client_secret_post"], accessTokenTtlSeconds: 6 });
+    servers.push(teamAuth);
+    writeFileSync(secrets, JSON.stringify({ "team-app": { issuer: teamAuth.issuer, secret: CLIENT_SECRET } }), { mode: 0o600 });
     d = await startServedDeployment({ store, env: { SUBS_DEPLOYMENT_CLIENT_SECRETS: secrets } });
   });
   after(async () => {
@@ -71,10 +77,7 @@ for (const store of STORES) describe(`server-side OAuth of subs deployment serve
   });
 
   test("a confidential pre-registered client: the operator's secret authenticates the code exchange and the refresh; subs never sends it", async () => {
-    // Refreshed ahead of expiry once half the lifetime is gone: 6 s leaves the call after the wait
-    // 3 s before the refreshed token is due too (with 1 s, a loaded machine refreshed it twice).
-    const authServer = await startAuthServer({ dynamicRegistration: false, tokenEndpointAuthMethods: ["client_secret_post"], accessTokenTtlSeconds: 6 });
-    servers.push(authServer);
+    const authServer = teamAuth;
     authServer.set({ preRegistered: [{ client_id: "team-app", client_secret: CLIENT_SECRET, redirect_uris: [d.redirectUri] }] });
     authServer.restart();
     const mcp = await protectedServer(authServer);

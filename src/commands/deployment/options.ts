@@ -18,5 +18,5 @@ export function settings(command: Command, showKeyFile = false): Command {
 
 /** The settings given as flags, without the command's other options. */
 export function flagsOf(opts: DeploymentFlags): DeploymentFlags {
-  return Object.fromEntries(Object.entries(opts).filter(([k, v]) => ["listen", "publicUrl", "store", "keyFile", "catalog", "clientSecrets"].includes(k) && v !== undefined));
+  return Object.fromEntries(Object.entries(opts).filter(([k, v]) => ["listen", "publicUrl", "store", "keyFile", "catalog", "clientSecrets", "allowPrivate"].includes(k) && v !== undefined));
 }

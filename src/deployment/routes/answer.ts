@@ -3,6 +3,7 @@
 import type { IncomingMessage, ServerResponse } from "node:http";
 import { z } from "zod";
 import { isValidName } from "../../config/rules.ts";
+import type { Secrets } from "../../secrets.ts";
 import type { Need } from "../access.ts";
 import type { ApiTokenRecord } from "../store/types.ts";
 
@@ -60,7 +61,11 @@ export type Route = {
   route: string;
   need: Need;
   methods: string[];
-  run: (method: string, req: IncomingMessage, params: string[], token: ApiTokenRecord, res: ServerResponse) => Promise<Answer | "streamed">;
+  /**
+   * `secrets`: the request's own, learnt from every exchange it makes with servers and from the
+   * credentials it uses; its answer is scrubbed of them before it is sent (server.ts).
+   */
+  run: (method: string, req: IncomingMessage, params: string[], token: ApiTokenRecord, res: ServerResponse, secrets: Secrets) => Promise<Answer | "streamed">;
 };
 
 export function issueText(error: z.ZodError): string {

@@ -111,14 +111,14 @@ export function connectionRoutes(o: ConnectionRoutesOptions): Route[] {
       route: "/v1/mcp/{id}/authorizations",
       need: "apply",
       methods: ["POST"],
-      run: async (_m, req, [id]) => {
+      run: async (_m, req, [id], _token, _res, secrets) => {
         // Section 3.4: the body defines no fields and its content is ignored (JSON or not).
         await readJson(req).catch((error) => {
           if (error instanceof BadBody && /larger/.test(error.message)) throw error;
         });
         const connection = await store.getConnection(id!);
         if (!connection) return fail(404, "not_found", `no connection ${id}; declare it first (subs apply)`);
-        const started = await oauth.start(connection);
+        const started = await oauth.start(connection, oauth.exchange(secrets));
         return {
           status: 201,
           body: { authorization_url: started.authorizationUrl, poll_url: `${o.base}/v1/authorizations/${started.id}`, interval: o.pollInterval, expires_in: o.ttlSeconds },
@@ -141,10 +141,10 @@ export function connectionRoutes(o: ConnectionRoutesOptions): Route[] {
       route: "/v1/mcp/{id}/tools",
       need: "read",
       methods: ["GET"],
-      run: async (_m, _req, [id]) => {
+      run: async (_m, _req, [id], _token, _res, secrets) => {
         const connection = await store.getConnection(id!);
         if (!connection) return fail(404, "not_found", `no connection ${id}; run \`subs apply\``);
-        return { status: 200, body: { tools: await oauth.tools(connection) } };
+        return { status: 200, body: { tools: await oauth.tools(connection, secrets) } };
       },
     },
   ];

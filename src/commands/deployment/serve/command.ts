@@ -5,7 +5,7 @@ import { flagsOf, settings, type DeploymentFlags } from "../options.ts";
 
 export const deploymentServe: CommandDeclaration = {
   name: "serve",
-  declare(command, { ctx, servesUntilStopped }) {
+  declare(command, { ctx, servesUntilStopped, ownRedaction }) {
     settings(command, true)
       .description(
         "Serve the deployment protocol (docs/deployment-protocol.md) and each declared agent's tools over MCP at <public-url>/v1/agents/<name>/mcp, with server-side OAuth on the public URL and credentials encrypted at rest. Every setting also reads the environment variable named in its help. Ends on Ctrl-C or SIGTERM after in-flight requests finish.",
@@ -13,7 +13,18 @@ export const deploymentServe: CommandDeclaration = {
       .addOption(new Option("--listen <[host:]port>", "where to listen (env SUBS_DEPLOYMENT_LISTEN; default 127.0.0.1:8080; 0.0.0.0:8080 behind a proxy)"))
       .addOption(new Option("--public-url <url>", "the URL browsers and clients reach it at, https unless loopback (env SUBS_DEPLOYMENT_PUBLIC_URL; default: the loopback address it listens on)"))
       .addOption(new Option("--catalog <file>", "allow only the MCP server URLs in this file, one per line (env SUBS_DEPLOYMENT_CATALOG)"))
-      .addOption(new Option("--client-secrets <file>", "secrets of confidential pre-registered OAuth clients: a JSON object from client_id to secret, mode 0600 (env SUBS_DEPLOYMENT_CLIENT_SECRETS)"))
+      .addOption(
+        new Option(
+          "--client-secrets <file>",
+          'secrets of confidential pre-registered OAuth clients, each sent only to the server that issued it: {"<client_id>": {"issuer": "<url>", "secret": "…"}}, mode 0600 (env SUBS_DEPLOYMENT_CLIENT_SECRETS)',
+        ),
+      )
+      .addOption(
+        new Option(
+          "--allow-private <list>",
+          "loopback, private and special-use addresses it may send requests to, beyond public ones: addresses or CIDR blocks, each with an optional :port, or all (env SUBS_DEPLOYMENT_ALLOW_PRIVATE; default: all when the public URL is loopback, else none)",
+        ),
+      )
       .addHelpText(
         "after",
         examples([
@@ -24,7 +35,7 @@ export const deploymentServe: CommandDeclaration = {
       .action(async (opts: DeploymentFlags) => {
         servesUntilStopped?.();
         const { deploymentServeCommand } = await import("../../../deployment/serve.ts");
-        await deploymentServeCommand(ctx, { flags: flagsOf(opts) });
+        await deploymentServeCommand(ownRedaction?.() ?? ctx, { flags: flagsOf(opts) });
       });
   },
 };
