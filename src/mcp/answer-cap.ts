@@ -45,9 +45,9 @@ export function answerTooLarge(limit: AnswerLimit, origin: string, event: boolea
 }
 
 /**
- * The most pages one tool listing (tools/list, following `nextCursor`) may take. Servers page a
- * long list in tens of tools at least: no real server's list comes near it, while a server whose
- * cursor never runs out would otherwise be asked for pages without end.
+ * The most pages one tool listing (tools/list, following `nextCursor`) may take: a real server's
+ * list fits in a few, while a server whose cursor never runs out would otherwise be asked for
+ * pages without end.
  */
 export const MAX_LISTING_PAGES = 100;
 
@@ -70,7 +70,6 @@ export function listingTooLarge(limit: AnswerLimit, origin: string, over: "pages
   });
 }
 
-/** `limit` in bytes. */
 export const limitBytes = (limit: AnswerLimit) => Math.floor(limit.mib * MIB);
 
 type Fetch = typeof globalThis.fetch;

@@ -147,7 +147,7 @@ export async function connectMcp(options: McpConnectOptions): Promise<Client> {
  * Every tool the server offers, following `nextCursor` pages. One listing, all its pages, is
  * bounded as one answer is (src/mcp/answer-cap.ts): at most MAX_LISTING_PAGES pages, and pages
  * adding up to no more than the connection's answer limit (each page counted as the JSON it
- * parsed to, which is never more than its bytes on the wire). Past either, the listing fails
+ * parsed to, about its size on the wire). Past either, the listing fails
  * whole with an error naming the server and the limit: every caller (`subs mcp tools`,
  * `subs agent tools`, `subs agent serve`, the deployment's GET /v1/mcp/{id}/tools and its agent
  * endpoint) gets the same bound from here, and none serves part of a list as if it were all.
