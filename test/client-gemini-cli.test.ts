@@ -7,7 +7,10 @@
 // settings file as it was, byte for byte. And `subs mcp proxy --http --token-file` with the header
 // read from a variable, across a restart of subs.
 import assert from "node:assert/strict";
-import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { createServer } from "node:http";
+import type { AddressInfo } from "node:net";
+import { tmpdir } from "node:os";
 import path from "node:path";
 import { after, before, describe, it } from "node:test";
 import { runCli } from "./support/cli.ts";
@@ -103,6 +106,46 @@ describe("Gemini CLI after subs agent connect", () => {
       writeFileSync(userSettings, settings);
       await first.stop();
       await second?.stop();
+    }
+  });
+});
+
+// Why `subs agent connect` refuses a [remote].url holding "$" (src/connect/connect.ts): Gemini CLI
+// expands `$NAME` in the url of an entry and sends the variable's value in the request's path.
+describe("Gemini CLI expands variables in an entry's url", () => {
+  it("an httpUrl holding $PROBE_VAR reaches the server with that variable's value in its path; subs agent connect refuses to write such a url", async () => {
+    ensureGemini();
+    const root = mkdtempSync(path.join(tmpdir(), "subs-gemini-expand-"));
+    const home = path.join(root, "home");
+    const project = path.join(root, "project");
+    mkdirSync(path.join(home, ".gemini"), { recursive: true });
+    mkdirSync(path.join(project, ".gemini"), { recursive: true });
+    writeFileSync(path.join(home, ".gemini", "settings.json"), `${JSON.stringify(BASE_SETTINGS, null, 2)}\n`);
+    const paths: string[] = [];
+    const server = createServer((req, res) => {
+      paths.push(req.url ?? "");
+      res.writeHead(404).end();
+    });
+    await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+    const origin = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+    try {
+      const env = { PROBE_VAR: "value-of-probe-var" };
+      writeFileSync(
+        path.join(project, "substructure.toml"),
+        `[remote]\nurl = "${origin}/$PROBE_VAR"\n\n[mcp.a]\nurl = "https://mcp.example.com/mcp"\n\n[agent.probe]\nmcp = ["a"]\n`,
+      );
+      const refused = await runCli(["agent", "connect", "probe", "--to", "gemini"], { cwd: project, env: cleanEnv(home, env) });
+      assert.equal(refused.code, 2, refused.stderr);
+      assert.match(refused.stderr, /\[remote\]\.url holds "\$"/);
+      // What subs wrote for such a file before: the endpoint under [remote].url, as it is.
+      writeFileSync(path.join(project, ".gemini", "settings.json"), JSON.stringify({ mcpServers: { probe: { httpUrl: `${origin}/$PROBE_VAR/v1/agents/probe/mcp`, headers: { Authorization: "Bearer $DEPLOY_TOKEN" } } } }));
+      await geminiList({ home, cwd: project, env });
+      assert.ok(paths.length > 0, "Gemini CLI tried the server");
+      assert.ok(paths.every((p) => p.startsWith("/value-of-probe-var/v1/agents/probe/mcp")), JSON.stringify(paths));
+    } finally {
+      server.closeAllConnections();
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+      rmSync(root, { recursive: true, force: true });
     }
   });
 });

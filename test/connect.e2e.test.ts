@@ -512,6 +512,49 @@ test("[remote]: `subs mcp connect` and Claude Desktop (no variable references) a
   assert.match(client.stderr, /Allowed choices are claude, codex, gemini, cursor, vscode, claude-desktop/);
 });
 
+test("[remote].url with a variable in its path or host ($HOME, ${GITHUB_TOKEN}, ${input:…}): refused for every client, exit 2, url_expands at [remote].url, nothing written; %24 is written as it is", async () => {
+  const clients = ["gemini", "claude", "codex", "cursor", "vscode"];
+  const files = (w: World) => [path.join(w.proj, ".gemini"), path.join(w.proj, ".mcp.json"), path.join(w.home, ".codex"), path.join(w.proj, ".cursor"), path.join(w.proj, ".vscode")];
+  for (const url of ["https://deploy.example/$HOME/team", "https://deploy.example/${GITHUB_TOKEN}", "https://deploy.example/x/${input:token}", "https://a$GITHUB_TOKEN.deploy.example", "https://deploy.example/team$"]) {
+    const w = world(REMOTE_TOML.replace("https://deploy.example/team", url));
+    for (const to of clients) {
+      const r = await subs(w, ["agent", "connect", "support", "--to", to, "--scope", to === "codex" ? "user" : "project", "--json"], { env: { DEPLOY_TOKEN, GITHUB_TOKEN: "ghp_not-to-be-sent" } });
+      assert.equal(r.code, 2, `${url} --to ${to}: ${r.stderr}`);
+      const { error } = JSON.parse(r.stdout) as { error: { code: string; message: string; diagnostics: Array<{ line: number; hint: string }> } };
+      assert.equal(error.code, "url_expands", `${url} --to ${to}`);
+      assert.equal(error.diagnostics[0]!.line, 2, "at [remote].url");
+      assert.match(error.message, /^substructure\.toml:2:\d+: \[remote\]\.url holds "\$", and the endpoint subs would write is https:\/\/.*\/v1\/agents\/support\/mcp: MCP clients read "\$" in their files as a variable/);
+      assert.match(error.diagnostics[0]!.hint, /take "\$" out of \[remote\]\.url \(a "\$" the deployment's path really has is written %24\)/);
+      assert.ok(!r.stdout.includes("ghp_not-to-be-sent") && !r.stderr.includes("ghp_not-to-be-sent"));
+    }
+    // --dry-run is refused the same way; nothing of any client was written.
+    assert.equal((await subs(w, ["agent", "connect", "support", "--to", "gemini", "--dry-run"], { env: { DEPLOY_TOKEN } })).code, 2);
+    for (const file of files(w)) assert.ok(!existsSync(file), `${url}: ${file} not written`);
+  }
+  // A "$" the deployment's path really has, percent-encoded: no client expands it.
+  const w = world(REMOTE_TOML.replace("https://deploy.example/team", "https://deploy.example/%24team"));
+  const r = await subs(w, ["agent", "connect", "support", "--to", "gemini", "--json"], { env: { DEPLOY_TOKEN } });
+  assert.equal(r.code, 0, r.stderr);
+  assert.equal(JSON.parse(read(path.join(w.proj, ".gemini", "settings.json"))).mcpServers.support.httpUrl, "https://deploy.example/%24team/v1/agents/support/mcp");
+});
+
+test("SUBS_ALLOWED_REMOTE is checked on the url the client is given, path included: a deployment under another path of the same origin is refused (remote_not_allowed), a plain origin still allows its paths", async () => {
+  const w = world(REMOTE_TOML.replace("https://deploy.example/team", "https://deploy.example/attacker"));
+  for (const to of ["gemini", "claude", "codex", "cursor", "vscode"]) {
+    const r = await subs(w, ["agent", "connect", "support", "--to", to, "--json"], { env: { DEPLOY_TOKEN, SUBS_ALLOWED_REMOTE: "https://deploy.example/team" } });
+    assert.equal(r.code, 2, `${to}: ${r.stderr}`);
+    const { error } = JSON.parse(r.stdout) as { error: { code: string; message: string } };
+    assert.equal(error.code, "remote_not_allowed");
+    assert.match(error.message, /\[remote\]\.url is https:\/\/deploy\.example\/attacker, which \$SUBS_ALLOWED_REMOTE does not allow \(https:\/\/deploy\.example\/team\/\)/);
+  }
+  for (const file of [path.join(w.proj, ".gemini"), path.join(w.home, ".claude.json"), path.join(w.home, ".codex")]) assert.ok(!existsSync(file));
+  // The deployment's own path, and a plain origin (as before: any path of it), are allowed.
+  for (const allowed of ["https://deploy.example/attacker", "https://deploy.example/attacker/", "https://deploy.example"]) {
+    const r = await subs(w, ["agent", "connect", "support", "--to", "gemini", "--dry-run"], { env: { DEPLOY_TOKEN, SUBS_ALLOWED_REMOTE: allowed } });
+    assert.equal(r.code, 0, `${allowed}: ${r.stderr}`);
+  }
+});
+
 test("a path holding `$` is refused for Gemini CLI, which would expand it", async () => {
   const w = world();
   const odd = path.join(w.root, "pro$ject");

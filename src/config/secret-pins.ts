@@ -3,8 +3,8 @@
 // connection's url with `auth.token_env`) go, and the file is whatever a pull request made it: CI
 // running `subs apply` or `subs mcp tools` on a pull request would send its secret to the pull
 // request's host. The job, not the file, can pin the destinations:
-// - SUBS_ALLOWED_REMOTE: the deployment url(s) the deployment token may go to (compared by origin:
-//   scheme, host and port; the token never leaves the deployment's origin, src/remote/client.ts);
+// - SUBS_ALLOWED_REMOTE: the deployment url(s) the deployment token may go to, each an origin and a
+//   path under which the deployment's requests must stay (a plain origin: any path of it);
 // - SUBS_ALLOWED_TOKEN_HOSTS: the hosts a static token may go to (a host, or host:port).
 // Set, they are checked when the file is loaded (every command refuses a file that disagrees,
 // before it sends anything) and again where each secret is attached. Set but empty allows nothing.
@@ -19,8 +19,11 @@ type Env = Readonly<Record<string, string | undefined>>;
 const entries = (value: string) => value.split(/[\s,]+/).filter(Boolean);
 const shown = (list: readonly string[]) => (list.length > 0 ? list.join(", ") : "nothing: it is empty");
 
-/** The origins SUBS_ALLOWED_REMOTE allows; undefined when it is not set. */
-function allowedRemoteOrigins(env: Env): string[] | undefined {
+/** One entry of SUBS_ALLOWED_REMOTE: its origin, and the path (ending in "/") every request must stay under. */
+type AllowedRemote = { origin: string; path: string; shown: string };
+
+/** The deployments SUBS_ALLOWED_REMOTE allows; undefined when it is not set. */
+function allowedRemotes(env: Env): AllowedRemote[] | undefined {
   const value = env[ALLOWED_REMOTE];
   if (value === undefined) return undefined;
   return entries(value).map((entry) => {
@@ -31,8 +34,33 @@ function allowedRemoteOrigins(env: Env): string[] | undefined {
     if (!url || (url.protocol !== "https:" && url.protocol !== "http:")) {
       throw usage(`${ALLOWED_REMOTE} must list deployment urls (e.g. https://deploy.example.com), not ${JSON.stringify(entry)}`);
     }
-    return url.origin;
+    // The path as written, as a directory: `https://d.example/team` allows `/team/…`, not `/teams`.
+    const path = url.pathname.endsWith("/") ? url.pathname : `${url.pathname}/`;
+    return { origin: url.origin, path, shown: path === "/" ? url.origin : `${url.origin}${path}` };
   });
+}
+
+/**
+ * The directory the deployment's requests resolve under: `[remote].url` read as a directory, as
+ * src/remote/client.ts (deploymentBase) reads it, so `https://d.example/team` holds
+ * `https://d.example/team/v1/mcp`. Query and fragment never reach a request, and a query cuts the
+ * last segment off (`/team?x` resolves `v1/mcp` to `/v1/mcp`): what is compared is where requests
+ * really go.
+ */
+function requestDirectory(url: string): URL {
+  return new URL(".", new URL(url.endsWith("/") ? url : `${url}/`));
+}
+
+/**
+ * Whether `url` (a request's, or the directory requests resolve under) is within `allowed`: the
+ * same origin, and a path under the entry's. Under a path other than "/", percent-encoded dots,
+ * slashes and backslashes are refused: `%2E` is `.` to a normalizing server (RFC 3986 §6.2.2.2)
+ * and servers and proxies differ on decoding `%2F` and `%5C` before routing, so `..%2f` could
+ * climb out of the directory the text seems to stay in.
+ */
+function withinAllowed(url: URL, allowed: AllowedRemote): boolean {
+  if (url.origin !== allowed.origin || !url.pathname.startsWith(allowed.path)) return false;
+  return allowed.path === "/" || !/%(2e|2f|5c)/i.test(url.pathname);
 }
 
 /** The hosts SUBS_ALLOWED_TOKEN_HOSTS allows, lower-case; undefined when it is not set. */
@@ -60,15 +88,20 @@ function hostAllowed(url: URL, allowed: readonly string[]): boolean {
   });
 }
 
-/** Why the deployment token may not go to `remote`, or undefined. */
-export function remoteNotAllowed(env: Env, remote: RemoteConfig): { message: string; hint: string } | undefined {
-  const allowed = allowedRemoteOrigins(env);
+/**
+ * Why the deployment token may not go to `remote`, or undefined. `url`: a URL under the
+ * deployment that something is to be given (`subs agent connect` writes the agent's endpoint into a
+ * client's file), checked as a whole; unset, the directory every request of the protocol resolves
+ * under.
+ */
+export function remoteNotAllowed(env: Env, remote: RemoteConfig, url?: URL): { message: string; hint: string } | undefined {
+  const allowed = allowedRemotes(env);
   if (allowed === undefined) return undefined;
-  const origin = new URL(remote.url).origin;
-  if (allowed.includes(origin)) return undefined;
+  const target = url ?? requestDirectory(remote.url);
+  if (allowed.some((entry) => withinAllowed(target, entry))) return undefined;
   return {
-    message: `[remote].url is ${origin}, which $${ALLOWED_REMOTE} does not allow (${shown(allowed)}); refusing to send $${remote.tokenEnv} there`,
-    hint: `${ALLOWED_REMOTE} pins where the deployment token may go; if the file's url is meant, change the variable where the job is set up`,
+    message: `${url ? `[remote].url gives the endpoint ${url.href}` : `[remote].url is ${remote.url}`}, which $${ALLOWED_REMOTE} does not allow (${shown(allowed.map((a) => a.shown))}); refusing to send $${remote.tokenEnv} there`,
+    hint: `${ALLOWED_REMOTE} pins where the deployment token may go (an origin, and a path its requests stay under); if the file's url is meant, change the variable where the job is set up`,
   };
 }
 

@@ -53,8 +53,15 @@ export type ClientSpec = {
   entry: (launch: Launch) => Record<string, unknown>;
   /** The entry for a deployment's endpoint (Streamable HTTP, a header from a variable); absent: the client cannot read one from a variable. */
   remoteEntry?: (endpoint: Endpoint) => Record<string, unknown>;
-  /** Text the client would expand as a variable reference in args; a path holding it is refused. */
+  /**
+   * Text the client would expand as a variable reference in a string of its entry (below, per
+   * client, where it does and where that was read). Nothing subs writes may hold it but the
+   * references to the variables it means to pass (`reference`): a path holding it is refused,
+   * and so is a deployment url (src/connect/connect.ts).
+   */
   expands?: RegExp;
+  /** The client's reference to variable `name`, as subs writes it in `env` or a header; absent: the client names variables by name only. */
+  reference?: (name: string) => string;
   /** A new file is made 0600, as the client makes its own (it holds the client's secrets). */
   privateFile?: true;
   /** Said after connecting: what the client needs besides the entry. */
@@ -74,15 +81,19 @@ function installedDir(dirs: readonly string[], title: string): { dir: string } |
   return { problem: `${possessive(title)} configuration directory was not found (looked in ${dirs.join(", ") || "no place: HOME is not set"})`, hint: `start ${title} once so it creates it, then run this again` };
 }
 
-/** `${env:NAME}` for each variable (Cursor, VS Code: "Variable substitution" in their MCP docs). */
-const envReferences = (variables: readonly string[]) => Object.fromEntries(variables.map((v) => [v, `\${env:${v}}`]));
+/** `${env:NAME}`: Cursor's and VS Code's reference to a variable ("Variable substitution" in their MCP docs). */
+const envReference = (name: string) => `\${env:${name}}`;
+const envReferences = (variables: readonly string[]) => Object.fromEntries(variables.map((v) => [v, envReference(v)]));
 
 const sharedFileNote = "this file is shared with the project: it holds this machine's absolute paths, so each person runs connect for their own";
 
 export const CLIENTS: Record<ConnectClient, ClientSpec> = {
   // https://code.claude.com/docs/en/mcp ("MCP installation scopes"). A stdio server gets Claude
   // Code's whole environment, so nothing is needed for the variables; `${VAR}` in args would be
-  // expanded into argv, so none is written there.
+  // expanded into argv, so none is written there. What it expands: `${NAME}` and
+  // `${NAME:-default}` in command, args, env, url and headers (same page, "Environment variable
+  // expansion in .mcp.json"; in 2.1.332, tools/clients, the regex
+  // /\$\{([A-Za-z_][A-Za-z0-9_]*(?::-[^}]*)?)\}/g); a `$NAME` without braces is left as written.
   claude: {
     title: "Claude Code",
     format: "json",
@@ -98,11 +109,14 @@ export const CLIENTS: Record<ConnectClient, ClientSpec> = {
     // Same page, "Environment variable expansion in .mcp.json": `${VAR}` in `url` and `headers`.
     remoteEntry: ({ url, tokenEnv }) => ({ type: "http", url, headers: bearer(`\${${tokenEnv}}`) }),
     expands: /\$\{/,
+    reference: (name) => `\${${name}}`,
     privateFile: true,
     notes: (scope) => (scope === "project" ? [sharedFileNote, "Claude Code asks each person to approve a project's servers on first use"] : []),
   },
   // openai/codex docs/config.md ("MCP servers"): a stdio server gets only a fixed list of
   // variables (HOME, PATH, …) plus those named in `env_vars`; values in `env` are not expanded.
+  // Nothing is: `url` is a plain string (codex-rs/core/src/config/types.rs, `StreamableHttp { url:
+  // String, bearer_token_env_var, … }`), and variables are named by name only.
   codex: {
     title: "Codex",
     format: "toml",
@@ -123,7 +137,11 @@ export const CLIENTS: Record<ConnectClient, ClientSpec> = {
   // google-gemini/gemini-cli docs/tools/mcp-server.md. Gemini CLI drops every variable whose name
   // looks secret (TOKEN, KEY, SECRET, …) from a server's environment, but passes what the entry's
   // `env` names, `$VAR` expanded from its own. It parses `mcp_<server>_<tool>` at the first `_`,
-  // so the entry's name has none.
+  // so the entry's name has none. What it expands (0.61.0, tools/clients): every string value of
+  // settings.json, `httpUrl` and `url` included, when it loads the file: `$NAME` (\w+), `${NAME}`
+  // and `${NAME:-default}` (packages/cli/src/utils/envVarResolver.ts); then `headers` and `env`
+  // again with dotenv-expand (packages/core/src/utils/envExpansion.ts; also `%NAME%` on Windows).
+  // It has no escape for "$".
   gemini: {
     title: "Gemini CLI",
     format: "json",
@@ -139,9 +157,12 @@ export const CLIENTS: Record<ConnectClient, ClientSpec> = {
     // `httpUrl` is its Streamable HTTP transport; settings.json expands `$VAR` in every string value.
     remoteEntry: ({ url, tokenEnv }) => ({ httpUrl: url, headers: bearer(`$${tokenEnv}`) }),
     expands: /\$/,
+    reference: (name) => `$${name}`,
     notes: (scope) => [...(scope === "project" ? [sharedFileNote] : []), "Gemini CLI starts local servers only in a trusted folder"],
   },
   // https://cursor.com/docs/context/mcp: `${env:NAME}` in `env` is read from Cursor's environment.
+  // Same page: `${env:NAME}`, `${userHome}`, `${workspaceFolder}`… are filled in in command, args,
+  // env, url and headers.
   cursor: {
     title: "Cursor",
     format: "json",
@@ -155,12 +176,16 @@ export const CLIENTS: Record<ConnectClient, ClientSpec> = {
     entryName: (name) => name,
     entry: ({ command, args, variables }) => ({ command, args, ...(variables.length > 0 ? { env: envReferences(variables) } : {}) }),
     // `${env:NAME}` is also interpolated in `url` and `headers` of a remote server.
-    remoteEntry: ({ url, tokenEnv }) => ({ url, headers: bearer(`\${env:${tokenEnv}}`) }),
+    remoteEntry: ({ url, tokenEnv }) => ({ url, headers: bearer(envReference(tokenEnv)) }),
     expands: /\$\{/,
+    reference: envReference,
     notes: (scope, { variables }) => [...(scope === "project" ? [sharedFileNote] : []), ...(variables.length > 0 ? [guiEnvironmentNote("Cursor", variables)] : [])],
   },
   // https://code.visualstudio.com/docs/copilot/reference/mcp-configuration: top key `servers`,
   // `type: "stdio"`, `${env:NAME}` in `env`. `code --add-mcp` writes the user profile's mcp.json.
+  // Same page: `${input:id}` (asks the person for a value) and the `${…}` variables of
+  // https://code.visualstudio.com/docs/reference/variables-reference (`${env:NAME}`,
+  // `${workspaceFolder}`…) are substituted in the entry's strings, url and headers included.
   vscode: {
     title: "VS Code",
     format: "json",
@@ -174,8 +199,9 @@ export const CLIENTS: Record<ConnectClient, ClientSpec> = {
     entryName: (name) => name,
     entry: ({ command, args, variables }) => ({ type: "stdio", command, args, ...(variables.length > 0 ? { env: envReferences(variables) } : {}) }),
     // `type: "http"` with `headers`; `${env:NAME}` is substituted there as in `env`.
-    remoteEntry: ({ url, tokenEnv }) => ({ type: "http", url, headers: bearer(`\${env:${tokenEnv}}`) }),
+    remoteEntry: ({ url, tokenEnv }) => ({ type: "http", url, headers: bearer(envReference(tokenEnv)) }),
     expands: /\$\{/,
+    reference: envReference,
     notes: (scope, { variables }) => [...(scope === "project" ? [sharedFileNote] : []), ...(variables.length > 0 ? [guiEnvironmentNote("VS Code", variables)] : [])],
   },
   // modelcontextprotocol.io, "Connect to local MCP servers": `mcpServers` in

@@ -8,9 +8,10 @@ import path from "node:path";
 import { replaceFile } from "../config/edit.ts";
 import { loadConfig } from "../config/load.ts";
 import { findAgent, findConnection, findConnections } from "../config/lookup.ts";
+import { remoteNotAllowed } from "../config/secret-pins.ts";
 import type { Context } from "../context.ts";
 import { homeOf, shownPath } from "../clients/where.ts";
-import { failed, refused, usage } from "../errors.ts";
+import { ConfigError, failed, refused, usage } from "../errors.ts";
 import { readBounded, JSON_MAX_BYTES, TOML_MAX_BYTES } from "../clients/read.ts";
 import { deploymentBase } from "../remote/client.ts";
 import { CLIENTS, servedBy, type ClientSpec, type ConnectClient, type ConnectScope, type Endpoint, type Launch } from "./clients.ts";
@@ -132,9 +133,37 @@ function targetFor(ctx: Pick<Context, "env" | "cwd" | "installation">, options: 
       });
     }
     findAgent(config, options.name);
-    return { endpoint: { url: new URL(`v1/agents/${options.name}/mcp`, deploymentBase(config.remote)).href, tokenEnv: config.remote.tokenEnv } };
+    const url = new URL(`v1/agents/${options.name}/mcp`, deploymentBase(config.remote));
+    assertEndpointWritable(ctx.env, config, url);
+    return { endpoint: { url: url.href, tokenEnv: config.remote.tokenEnv } };
   }
   return { launch: launchFor(ctx, { config, options, spec, words }) };
+}
+
+/**
+ * The agent's endpoint, as the client will be given it, may be written: within SUBS_ALLOWED_REMOTE
+ * as a whole (not only its origin), and holding no "$". Gemini CLI expands `$NAME` and `${NAME}`
+ * in every string of its settings, url included; Claude Code, Cursor and VS Code expand `${…}`
+ * (src/connect/clients.ts, per client): a `$` a file put in the url's path or host would make the
+ * person's client send the value of any of their variables to that url. Refused for every client,
+ * so that one file means the same whatever it is connected to; `%24`, which no client expands,
+ * is the way to write a "$" the deployment's path really has. Query and fragment never reach the
+ * endpoint (it is resolved under [remote].url as a directory).
+ */
+function assertEndpointWritable(env: Context["env"], config: ReturnType<typeof loadConfig>, url: URL): void {
+  const remote = config.remote!;
+  const refuse = (code: string, problem: { message: string; hint: string }) => {
+    const { line, col } = config.locate(["remote", "url"]);
+    throw new ConfigError([{ file: config.displayPath, line, col, ...problem }], { kind: "refused", code });
+  };
+  const pinned = remoteNotAllowed(env, remote, url);
+  if (pinned) refuse("remote_not_allowed", pinned);
+  if (url.href.includes("$")) {
+    refuse("url_expands", {
+      message: `[remote].url holds "$", and the endpoint subs would write is ${url.href}: MCP clients read "$" in their files as a variable (Gemini CLI: $NAME and \${NAME}; Claude Code, Cursor, VS Code: \${…}) and would send its value there`,
+      hint: `take "$" out of [remote].url (a "$" the deployment's path really has is written %24)`,
+    });
+  }
 }
 
 type LaunchInput = { config: ReturnType<typeof loadConfig>; options: ConnectOptions; spec: ClientSpec; words: readonly [string, string] };
@@ -199,6 +228,7 @@ function edited(
       return { after: after === undefined || after === "" ? undefined : after, action: "removed", entry: null, shown };
     }
     const wanted = endpoint ? spec.remoteEntry!(endpoint) : spec.entry(launch!);
+    assertNothingExpands(spec, wanted, launch?.variables ?? [endpoint!.tokenEnv]);
     // From a local entry to a deployment's (or back) the transport changes: subs's old keys go.
     const sameKind = ours && Boolean(owner.remote) === Boolean(endpoint);
     const entry = existing && sameKind ? merged(existing.value, wanted) : wanted;
@@ -216,6 +246,22 @@ function edited(
       throw refused(`${input.shownFile} ${error.message}; nothing was written`, { hint: `fix it (${spec.title} could not read it either), then run this again`, code: "client_file_invalid" });
     }
     throw error;
+  }
+}
+
+/**
+ * No string of the entry subs writes holds text the client expands (ClientSpec.expands), but the
+ * references to the variables it means to pass, whole (`$NAME`, `Bearer ${env:NAME}`). Paths and
+ * the deployment's url are refused before with their own words (launchFor,
+ * assertEndpointWritable); this holds the rule for every value, args, env, url and headers alike,
+ * whatever changes later.
+ */
+function assertNothingExpands(spec: ClientSpec, entry: Record<string, unknown>, variables: readonly string[]): void {
+  if (!spec.expands) return;
+  const meant = new Set(spec.reference ? variables.flatMap((v) => [spec.reference!(v), `Bearer ${spec.reference!(v)}`]) : []);
+  const found = stringsOf(entry).find((value) => !meant.has(value) && spec.expands!.test(value));
+  if (found !== undefined) {
+    throw failed(`subs would write ${JSON.stringify(found)}, which ${spec.title} would read as a variable and replace; nothing was written`, { hint: "report this: subs writes no such text but its own variable references" });
   }
 }
 

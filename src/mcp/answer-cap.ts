@@ -44,6 +44,34 @@ export function answerTooLarge(limit: AnswerLimit, origin: string, event: boolea
   });
 }
 
+/**
+ * The most pages one tool listing (tools/list, following `nextCursor`) may take: a real server's
+ * list fits in a few, while a server whose cursor never runs out would otherwise be asked for
+ * pages without end.
+ */
+export const MAX_LISTING_PAGES = 100;
+
+/**
+ * The failure of a tool listing past its bound: more pages than MAX_LISTING_PAGES, or pages
+ * that add up to more than one answer may hold. A listing fails whole rather than being cut: an
+ * agent served a part of a server's tools, as if it were all of them, would be worse than told
+ * the server's list could not be read.
+ */
+export function listingTooLarge(limit: AnswerLimit, origin: string, over: "pages" | "bytes"): SubsError {
+  if (over === "pages") {
+    return failed(`${limit.id}: ${origin}'s tool list went on past ${MAX_LISTING_PAGES} pages; subs stopped asking for more and lists none of its tools`, {
+      code: "tool_list_too_large",
+      hint: `a tool list ends within ${MAX_LISTING_PAGES} pages (its last page has no nextCursor); ask the server's operator why this one does not`,
+    });
+  }
+  return failed(`${limit.id}: ${origin} sent tool list pages adding up to over ${limit.mib} MiB; subs stopped asking for more and lists none of its tools`, {
+    code: "tool_list_too_large",
+    hint: `a tool list, all its pages together, may be as large as one answer; if the server's is meant to be that large, raise ${MAX_ANSWER_ENV} (MiB; now ${limit.mib})`,
+  });
+}
+
+export const limitBytes = (limit: AnswerLimit) => Math.floor(limit.mib * MIB);
+
 type Fetch = typeof globalThis.fetch;
 
 /**
@@ -53,7 +81,7 @@ type Fetch = typeof globalThis.fetch;
  * stream was answering, so the caller can fail that request at once.
  */
 export function cappedAnswers(fetch: Fetch, limit: AnswerLimit, onTooLarge?: (requestId: string | number, error: SubsError) => void): Fetch {
-  const maxBytes = Math.floor(limit.mib * MIB);
+  const maxBytes = limitBytes(limit);
   return async (input, init) => {
     const response = await fetch(input, init);
     const body = response.body;

@@ -13,7 +13,7 @@ import { ErrorCode, McpError, type ClientCapabilities, type JSONRPCMessage, type
 import { SubsError } from "../errors.ts";
 import { SUBS_CLIENT_INFO } from "../serve/handshake.ts";
 import type { UpstreamHandshake } from "../serve/upstream-handshake.ts";
-import { cappedAnswers, DEFAULT_MAX_ANSWER_MIB, type AnswerLimit } from "./answer-cap.ts";
+import { cappedAnswers, DEFAULT_MAX_ANSWER_MIB, limitBytes, listingTooLarge, MAX_LISTING_PAGES, type AnswerLimit } from "./answer-cap.ts";
 
 export type { Tool };
 
@@ -57,6 +57,9 @@ export function requestOptions(options: { signal?: AbortSignal | undefined; requ
  * over the limit, which the transport's send() rejects with as it is.
  */
 class SubsClient extends Client {
+  /** The bound on one answer of this connection, and the origin its errors name; a tool listing is held to it too (listAllTools). */
+  limit: { answer: AnswerLimit; origin: string } | undefined;
+
   override async request(...args: Parameters<Client["request"]>): ReturnType<Client["request"]> {
     try {
       return await super.request(...args);
@@ -109,6 +112,7 @@ export async function connectMcp(options: McpConnectOptions): Promise<Client> {
   };
   const clientOptions = options.capabilities ? { capabilities: options.capabilities } : undefined;
   const client = new SubsClient(SUBS_CLIENT_INFO, clientOptions);
+  client.limit = { answer: limit, origin: url.origin };
   // An event stream answering a request that went over the limit ends that request at once: the
   // transport itself would only report the broken stream, and the request wait for its timeout.
   // The error is delivered as the JSON-RPC error answer the request gets (Protocol's own path);
@@ -134,19 +138,33 @@ export async function connectMcp(options: McpConnectOptions): Promise<Client> {
   // HTTP+SSE answers every request on the one GET stream: an event over the limit there cannot be
   // told apart by request, so it only ends that stream (the request then meets its timeout).
   const sseClient = new SubsClient(SUBS_CLIENT_INFO, clientOptions);
+  sseClient.limit = client.limit;
   await sseClient.connect(new SSEClientTransport(url, { ...common, fetch: cappedAnswers(options.fetch, limit) }), requestOptions(options));
   return sseClient;
 }
 
-/** Every tool the server offers, following `nextCursor` pages. */
+/**
+ * Every tool the server offers, following `nextCursor` pages. One listing, all its pages, is
+ * bounded as one answer is (src/mcp/answer-cap.ts): at most MAX_LISTING_PAGES pages, and pages
+ * adding up to no more than the connection's answer limit (each page counted as the JSON it
+ * parsed to, about its size on the wire). Past either, the listing fails
+ * whole with an error naming the server and the limit: every caller (`subs mcp tools`,
+ * `subs agent tools`, `subs agent serve`, the deployment's GET /v1/mcp/{id}/tools and its agent
+ * endpoint) gets the same bound from here, and none serves part of a list as if it were all.
+ */
 export async function listAllTools(client: Client, options: { signal?: AbortSignal; requestTimeoutMs?: number } = {}): Promise<Tool[]> {
+  const bound = client instanceof SubsClient && client.limit ? client.limit : { answer: { id: "MCP server", mib: DEFAULT_MAX_ANSWER_MIB }, origin: "the server" };
+  const maxBytes = limitBytes(bound.answer);
   const tools: Tool[] = [];
+  let bytes = 0;
   let cursor: string | undefined;
-  for (let page = 0; page < 1000; page++) {
+  for (let page = 1; ; page++) {
     const result = await client.listTools(cursor === undefined ? {} : { cursor }, requestOptions(options));
+    bytes += Buffer.byteLength(JSON.stringify(result));
+    if (bytes > maxBytes) throw listingTooLarge(bound.answer, bound.origin, "bytes");
     tools.push(...result.tools);
     cursor = result.nextCursor;
-    if (!cursor) break;
+    if (!cursor) return tools;
+    if (page === MAX_LISTING_PAGES) throw listingTooLarge(bound.answer, bound.origin, "pages");
   }
-  return tools;
 }

@@ -39,13 +39,31 @@ describe("SUBS_ALLOWED_REMOTE: where the deployment token may go", () => {
     assert.deepEqual(deployment.requests, []);
   });
 
-  it("the deployment allowed (by origin; a trailing path or slash is the same deployment): apply works", async () => {
-    for (const allowed of [deployment.url, `${deployment.url}/`, `https://other.example, ${deployment.url}/v1`]) {
+  it("the deployment allowed (its url, with or without a trailing slash, among others): apply works", async () => {
+    for (const allowed of [deployment.url, `${deployment.url}/`, `https://other.example, ${deployment.url}`]) {
       const r = await runInProcess(["apply"], { cwd: dir, env: { SUBSTRUCTURE_TOKEN: DEPLOY_TOKEN, SUBS_ALLOWED_REMOTE: allowed } });
       assert.equal(r.code, 0, `${allowed}: ${r.stderr}`);
     }
     assert.ok(deployment.requests.length > 0);
     assert.ok(deployment.connections.has("sentry"));
+  });
+
+  it("an entry with a path pins it: the same origin outside that path is refused, before any request; so is a path that climbs out of it (.., %2e%2e, %2f)", async () => {
+    const env = (allowed: string) => ({ SUBSTRUCTURE_TOKEN: DEPLOY_TOKEN, SUBS_ALLOWED_REMOTE: allowed });
+    // The file's deployment is at the origin's root: an entry for /v1 (or /team) does not allow it.
+    for (const allowed of [`${deployment.url}/v1`, `${deployment.url}/team/`]) {
+      const r = await runInProcess(["apply", "--json"], { cwd: dir, env: env(allowed) });
+      assert.equal(r.code, 2, `${allowed}: ${r.stderr}`);
+      assert.equal(JSON.parse(r.stdout).error.code, "remote_not_allowed");
+      assert.match(r.stderr, /\[remote\]\.url is http:\/\/127\.0\.0\.1:\d+, which \$SUBS_ALLOWED_REMOTE does not allow \(http:\/\/127\.0\.0\.1:\d+\/(v1|team)\/\)/);
+    }
+    for (const url of [`${deployment.url}/team/../admin`, `${deployment.url}/team/%2e%2e/admin`, `${deployment.url}/team/..%2fadmin`, `${deployment.url}/team/%2E%2E%5Cadmin`, `${deployment.url}/teams`, `${deployment.url}/team?x=1`]) {
+      writeFileSync(path.join(dir, "substructure.toml"), `[remote]\nurl = "${url}"\n`);
+      const r = await runInProcess(["apply"], { cwd: dir, env: env(`${deployment.url}/team`) });
+      assert.equal(r.code, 2, `${url}: ${r.stderr}`);
+      assert.match(r.stderr, /\$SUBS_ALLOWED_REMOTE does not allow/, url);
+    }
+    assert.deepEqual(deployment.requests, []);
   });
 
   it("every command that talks to the deployment refuses first: mcp login, mcp list, mcp tools, agent tools", async () => {
