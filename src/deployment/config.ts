@@ -2,10 +2,11 @@
 // the same name (a container or a service unit sets variables; a person types flags). Checked
 // whole at start, before the store is opened or a port bound, and every problem is reported with
 // where its value came from, so a wrong unit file names its own line.
-import { readFileSync, statSync } from "node:fs";
+import { readFileSync } from "node:fs";
 import path from "node:path";
 import { z } from "zod";
-import { usage } from "../errors.ts";
+import { usage, type SubsError } from "../errors.ts";
+import { IF_LEAKED, KEY_FILE_BYTES, readPrivateFile } from "./private-file.ts";
 
 /** A setting's flag and variable; the flag wins when both are given. */
 export const SETTINGS = {
@@ -160,20 +161,14 @@ const ClientSecretsSchema = z.record(z.string().min(1), z.string().min(1, "an em
 
 /**
  * The operator's secrets of confidential pre-registered clients: a JSON object from client_id to
- * secret, in a file only its owner may read (it holds secrets, as the key file does). `subs`
- * never sends a client secret (section 3.2); the deployment is where it lives.
+ * secret, in a file only its owner may read (it holds secrets, as the key file does: the same
+ * rule, private-file.ts). `subs` never sends a client secret (section 3.2); the deployment is
+ * where it lives.
  */
 function readClientSecrets(located: Located, cwd: string): Map<string, string> {
   const file = path.resolve(cwd, located.value);
-  let text: string;
-  let mode: number;
-  try {
-    mode = statSync(file).mode;
-    text = readFileSync(file, "utf8");
-  } catch (error) {
-    throw usage(`${located.where} ${located.value}: cannot read it (${(error as NodeJS.ErrnoException).code ?? String(error)})`);
-  }
-  if ((mode & 0o077) !== 0) throw usage(`${located.where} ${located.value}: others may read it`, { hint: `chmod 600 ${located.value}` });
+  const text = readPrivateFile({ from: located.where, shown: located.value, file, maxBytes: 1024 * 1024, ifLeaked: IF_LEAKED.clientSecrets });
+  if (text === undefined) throw usage(`${located.where} ${located.value}: cannot read it (ENOENT)`);
   let json: unknown;
   try {
     json = JSON.parse(text);
@@ -196,6 +191,13 @@ function readClientSecrets(located: Located, cwd: string): Map<string, string> {
  */
 export function deploymentConfig(flags: Flags, ctx: { env: Readonly<Record<string, string | undefined>>; cwd: string }, need: { serve: boolean }): DeploymentConfig {
   const problems: string[] = [];
+  /** A problem an error describes; its hint (the fix) kept beside it. */
+  const hints = new Map<string, string>();
+  const fail = (error: unknown) => {
+    const { message, hint } = error as SubsError;
+    problems.push(message);
+    if (hint) hints.set(message, hint);
+  };
   const check = <T>(setting: Setting, schema: z.ZodType<T, string>, fallback: string | undefined): T | undefined => {
     const located = pick(flags, ctx.env, setting) ?? (fallback === undefined ? undefined : { value: fallback, where: `${SETTINGS[setting].flag} (default)` });
     if (!located) return undefined;
@@ -225,13 +227,22 @@ export function deploymentConfig(flags: Flags, ctx: { env: Readonly<Record<strin
     : keyValue
       ? { value: keyValue, from: `$${KEY_ENV}` }
       : undefined;
+  // Checked here too, with every other setting, by every command that is given one (those that
+  // do not use the key included): a key file others may read is refused wherever it is named.
+  if (key && "file" in key) {
+    try {
+      readPrivateFile({ from: key.from, shown: key.file, file: key.file, maxBytes: KEY_FILE_BYTES, ifLeaked: IF_LEAKED.key });
+    } catch (error) {
+      fail(error);
+    }
+  }
   let catalog: string[] | undefined;
   const catalogAt = pick(flags, ctx.env, "catalog");
   if (catalogAt) {
     try {
       catalog = readCatalog(catalogAt, ctx.cwd);
     } catch (error) {
-      problems.push((error as Error).message);
+      fail(error);
     }
   }
   let clientSecrets = new Map<string, string>();
@@ -240,13 +251,14 @@ export function deploymentConfig(flags: Flags, ctx: { env: Readonly<Record<strin
     try {
       clientSecrets = readClientSecrets(secretsAt, ctx.cwd);
     } catch (error) {
-      problems.push((error as Error).message);
+      fail(error);
     }
   }
   if (problems.length) {
-    throw usage(problems.length === 1 ? problems[0]! : `the deployment's settings have ${problems.length} problems:\n  ${problems.join("\n  ")}`, {
-      hint: "`subs deployment serve --help` lists every setting and its variable",
-    });
+    const general = "`subs deployment serve --help` lists every setting and its variable";
+    if (problems.length === 1) throw usage(problems[0]!, { hint: hints.get(problems[0]!) ?? general });
+    const listed = problems.map((p) => (hints.has(p) ? `${p} (${hints.get(p)})` : p));
+    throw usage(`the deployment's settings have ${problems.length} problems:\n  ${listed.join("\n  ")}`, { hint: general });
   }
   return { listen: listen!, publicUrl, storeDir, dbPath: path.join(storeDir, DB_FILE), postgres, key, catalog, clientSecrets };
 }

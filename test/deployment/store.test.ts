@@ -371,7 +371,7 @@ for (const kind of KINDS) {
     test("rotate-key re-encrypts under the new key; a missing key file for a sealed store refuses", async () => {
       const at = await kind.fresh();
       const { cwd: dir, storeArg } = at;
-      writeFileSync(path.join(dir, "old.key"), newKeyText());
+      writeFileSync(path.join(dir, "old.key"), newKeyText(), { mode: 0o600 });
       const store = await at.open(parseKey(readFileSync(path.join(dir, "old.key"), "utf8"), "t"));
       await store.close();
       const rotated = await runInProcess(["deployment", "rotate-key", "--store", storeArg, "--key-file", "old.key", "--new-key-file", "new.key"], { cwd: dir });

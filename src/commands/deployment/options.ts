@@ -11,7 +11,7 @@ export function settings(command: Command, showKeyFile = false): Command {
     .addOption(new Option("--store <dir|url>", "the data directory holding the SQLite store, made 0700, or a postgres://user:password@host:port/db URL (env SUBS_DEPLOYMENT_STORE; default ./subs-deployment)"))
     .addOption(
       showKeyFile
-        ? new Option("--key-file <path>", "the encryption key, base64 of 32 bytes; made when absent for a new store (env SUBS_DEPLOYMENT_KEY_FILE, or the key itself in SUBS_DEPLOYMENT_KEY)")
+        ? new Option("--key-file <path>", "the encryption key, base64 of 32 bytes, in a file of mode 0600 (others may not read it); made when absent for a new store (env SUBS_DEPLOYMENT_KEY_FILE, or the key itself in SUBS_DEPLOYMENT_KEY)")
         : new Option("--key-file <path>").hideHelp(),
     );
 }
