@@ -6,6 +6,7 @@ import { readFileSync } from "node:fs";
 import path from "node:path";
 import { z } from "zod";
 import { usage, type SubsError } from "../errors.ts";
+import { pgpassPassword } from "./pgpass.ts";
 import { IF_LEAKED, KEY_FILE_BYTES, readPrivateFile } from "./private-file.ts";
 
 /** A setting's flag and variable; the flag wins when both are given. */
@@ -13,6 +14,7 @@ export const SETTINGS = {
   listen: { flag: "--listen", env: "SUBS_DEPLOYMENT_LISTEN" },
   publicUrl: { flag: "--public-url", env: "SUBS_DEPLOYMENT_PUBLIC_URL" },
   store: { flag: "--store", env: "SUBS_DEPLOYMENT_STORE" },
+  storePasswordFile: { flag: "--store-password-file", env: "SUBS_DEPLOYMENT_STORE_PASSWORD_FILE" },
   keyFile: { flag: "--key-file", env: "SUBS_DEPLOYMENT_KEY_FILE" },
   catalog: { flag: "--catalog", env: "SUBS_DEPLOYMENT_CATALOG" },
   clientSecrets: { flag: "--client-secrets", env: "SUBS_DEPLOYMENT_CLIENT_SECRETS" },
@@ -44,15 +46,19 @@ export type DeploymentConfig = {
   catalog: string[] | undefined;
   /** Secrets of confidential pre-registered OAuth clients, by client_id (docs/deployment-protocol.md section 3.2). */
   clientSecrets: ReadonlyMap<string, string>;
+  /** What the operator should hear at start (stderr), e.g. a password given on the command line. */
+  warnings: string[];
 };
 
 const LOOPBACK = new Set(["127.0.0.1", "::1", "[::1]", "localhost"]);
 export const isLoopbackHost = (host: string) => LOOPBACK.has(host.toLowerCase());
 
+type Env = Readonly<Record<string, string | undefined>>;
+
 /** Where a value came from, as an operator would look for it. */
 type Located = { value: string; where: string };
 
-function pick(flags: Flags, env: Readonly<Record<string, string | undefined>>, setting: Setting): Located | undefined {
+function pick(flags: Flags, env: Env, setting: Setting): Located | undefined {
   const { flag, env: name } = SETTINGS[setting];
   const given = flags[setting];
   if (given !== undefined) return { value: given, where: flag };
@@ -95,8 +101,12 @@ const PublicUrlSchema = z.string().transform((text, ctx) => {
 });
 
 export type PostgresTarget = {
-  /** The connection URL, password included: given to the pg client and nowhere else. */
+  /** The connection URL as given (it may hold the password): given to the store and nowhere else. */
   url: string;
+  /** The password, from the URL or the first of the other places that has one (postgresPassword). */
+  password: string | undefined;
+  /** Where the password came from, for an operator: `--store`, `$PGPASSWORD`, `--store-password-file FILE`… */
+  passwordFrom: string | undefined;
   /** The same URL with the password replaced by `***`: for logs, errors and the `listening` line. */
   redacted: string;
 };
@@ -104,13 +114,44 @@ export type PostgresTarget = {
 /** A store value naming a Postgres database rather than a directory. */
 export const isPostgresUrl = (text: string) => /^postgres(ql)?:\/\//i.test(text);
 
-/** postgres://user:***@host:port/db: what may be shown of a connection URL. */
+/** Query parameters that carry a password (libpq's `password`, `sslpassword`), shown as `***`. */
+const PASSWORD_PARAM = /pass/i;
+
+/**
+ * Whether an `@` comes after the authority: the password held an unencoded `/`, `?` or `#`, which
+ * ended the authority early (WHATWG URL, "authority state"), so the rest of the password is in
+ * the path or query, and nothing there can be shown.
+ */
+function cutShort(text: string): boolean {
+  const rest = text.replace(/^[a-z][a-z0-9+.-]*:\/\//i, "");
+  const end = rest.search(/[/?#]/);
+  return end >= 0 && rest.slice(end).includes("@");
+}
+
+/**
+ * postgres://user:***@host:port/db: what may be shown of a connection URL. One that does not
+ * parse, or whose password spilt past the host (an unencoded `@`, `:`, `/`, `?` or `#` in it), is
+ * shown as its scheme alone: where the password ends cannot be told.
+ */
 export function redactPostgresUrl(text: string): string {
-  if (!URL.canParse(text)) return text.replace(/^(postgres(?:ql)?:\/\/[^:/@]*):[^@]*@/i, "$1:***@");
+  const scheme = /^postgres(?:ql)?:\/\//i.exec(text)?.[0] ?? "postgres://";
+  if (!URL.canParse(text) || cutShort(text)) return `${scheme}***`;
   const url = new URL(text);
   if (url.password) url.password = "***";
-  for (const name of [...url.searchParams.keys()]) if (/^pass/i.test(name)) url.searchParams.set(name, "***");
-  return url.href.replace("%2A%2A%2A", "***");
+  for (const name of [...url.searchParams.keys()]) if (PASSWORD_PARAM.test(name)) url.searchParams.set(name, "***");
+  return url.href.replaceAll("%2A%2A%2A", "***");
+}
+
+/** The password a parseable URL carries, in its user info or a `password` parameter (libpq's). */
+export function passwordInUrl(url: URL): string | undefined {
+  if (url.password) {
+    try {
+      return decodeURIComponent(url.password);
+    } catch {
+      return url.password;
+    }
+  }
+  return url.searchParams.get("password") ?? undefined;
 }
 
 const PostgresSchema = z.string().transform((text, ctx): PostgresTarget => {
@@ -123,16 +164,98 @@ const PostgresSchema = z.string().transform((text, ctx): PostgresTarget => {
     ctx.addIssue({ code: "custom", message: "names no host: postgres://USER:PASSWORD@HOST:PORT/DATABASE" });
     return z.NEVER;
   }
+  if (cutShort(text)) {
+    ctx.addIssue({ code: "custom", message: "has an `@` after the host: percent-encode `@`, `/`, `?` and `#` in the password (%40, %2F, %3F, %23)" });
+    return z.NEVER;
+  }
   if (!/^\/[^/]+$/.test(url.pathname)) {
-    ctx.addIssue({ code: "custom", message: "names no database: postgres://USER:PASSWORD@HOST:PORT/DATABASE" });
+    ctx.addIssue({ code: "custom", message: "names no database: postgres://USER:PASSWORD@HOST:PORT/DATABASE (percent-encode special characters in the password)" });
     return z.NEVER;
   }
   if (url.port !== "" && !(Number(url.port) > 0)) {
     ctx.addIssue({ code: "custom", message: "has no valid port" });
     return z.NEVER;
   }
-  return { url: text, redacted: redactPostgresUrl(text) };
+  return { url: text, password: undefined, passwordFrom: undefined, redacted: redactPostgresUrl(text) };
 });
+
+/** The most a password file (subs's own or a pgpass file) may hold. */
+const PASSWORD_FILE_BYTES = 64 * 1024;
+
+/**
+ * The store's password, from the first place that has one, in libpq's order
+ * (https://www.postgresql.org/docs/current/libpq-envars.html): the URL itself; subs's own
+ * --store-password-file; `$PGPASSWORD`; the pgpass file (`$PGPASSFILE`, else `~/.pgpass`). Read
+ * here, from ctx.env, and handed to the pg client explicitly: it never looks for one itself.
+ * Problems go to `problems`, notes for the operator to `warnings`.
+ */
+function postgresPassword(
+  target: PostgresTarget,
+  storeAt: Located,
+  fileAt: Located | undefined,
+  ctx: { env: Env; cwd: string },
+  problems: string[],
+  warnings: string[],
+): Pick<PostgresTarget, "password" | "passwordFrom"> {
+  const url = new URL(target.url);
+  const inUrl = passwordInUrl(url);
+  if (inUrl !== undefined) {
+    if (fileAt) problems.push(`the store's password is given twice, in ${storeAt.where} and in ${fileAt.where}: keep the file, and take the password out of the URL`);
+    // The command line of a process is readable by every local user (/proc/PID/cmdline, ps) for
+    // as long as it runs; its environment only by the same user (/proc/PID/environ, mode 0400).
+    if (storeAt.where === SETTINGS.store.flag) {
+      warnings.push(
+        `${SETTINGS.store.flag} holds the database password, which every user of this machine can read in the process list (/proc/<pid>/cmdline) while subs runs: give it in ${SETTINGS.storePasswordFile.flag} FILE (mode 0600), $PGPASSWORD or a pgpass file instead, or the whole URL in $${SETTINGS.store.env}`,
+      );
+    }
+    return { password: inUrl, passwordFrom: storeAt.where };
+  }
+  if (fileAt) {
+    const file = path.resolve(ctx.cwd, fileAt.value);
+    const text = readPrivateFile({ from: fileAt.where, shown: fileAt.value, file, maxBytes: PASSWORD_FILE_BYTES, ifLeaked: IF_LEAKED.storePassword });
+    if (text === undefined) throw usage(`${fileAt.where} ${fileAt.value}: no such file`);
+    // One line: the trailing newline an editor or `echo` adds is not part of the password.
+    const password = text.replace(/\r?\n$/, "");
+    if (!password || /[\r\n]/.test(password)) throw usage(`${fileAt.where} ${fileAt.value}: must hold the password alone, on one line`);
+    return { password, passwordFrom: `${fileAt.where} ${fileAt.value}` };
+  }
+  const fromEnv = ctx.env.PGPASSWORD;
+  if (fromEnv) return { password: fromEnv, passwordFrom: "$PGPASSWORD" };
+  const named = ctx.env.PGPASSFILE;
+  const pgpass = named ? { from: "$PGPASSFILE", shown: named, file: path.resolve(ctx.cwd, named) } : ctx.env.HOME ? { from: "the pgpass file", shown: path.join(ctx.env.HOME, ".pgpass"), file: path.join(ctx.env.HOME, ".pgpass") } : undefined;
+  if (!pgpass) return { password: undefined, passwordFrom: undefined };
+  let text: string | undefined;
+  try {
+    text = readPrivateFile({ ...pgpass, maxBytes: PASSWORD_FILE_BYTES, ifLeaked: IF_LEAKED.pgpass });
+  } catch (error) {
+    // libpq ignores a ~/.pgpass others may read, with a warning; one named by $PGPASSFILE is the
+    // operator's choice, held to the rule of every file subs is given a secret in.
+    if (named) throw error;
+    const { message, hint } = error as SubsError;
+    warnings.push(`${message}; not used${hint ? ` (${hint})` : ""}`);
+    return { password: undefined, passwordFrom: undefined };
+  }
+  if (text === undefined) {
+    if (named) throw usage(`$PGPASSFILE ${named}: no such file`);
+    return { password: undefined, passwordFrom: undefined };
+  }
+  const host = url.searchParams.get("host") ?? url.hostname.replace(/^\[(.*)\]$/, "$1");
+  const decode = (part: string) => {
+    try {
+      return decodeURIComponent(part);
+    } catch {
+      return part;
+    }
+  };
+  const password = pgpassPassword(text, {
+    // A Unix-domain socket is looked up as localhost (libpq, "The Password File").
+    host: host.startsWith("/") ? "localhost" : host,
+    port: url.port || ctx.env.PGPORT || "5432",
+    database: decode(url.pathname.slice(1)),
+    user: decode(url.username) || ctx.env.PGUSER || ctx.env.USER || "",
+  });
+  return password === undefined ? { password: undefined, passwordFrom: undefined } : { password, passwordFrom: `${pgpass.from} ${pgpass.shown}` };
+}
 
 const CatalogSchema = z.array(z.url({ protocol: /^https?$/ })).min(1, "names no URL");
 
@@ -189,8 +312,9 @@ function readClientSecrets(located: Located, cwd: string): Map<string, string> {
  * Every setting, checked; every problem at once in one usage error (exit 2), each naming the flag
  * or variable it came from. `need` says which settings this command uses.
  */
-export function deploymentConfig(flags: Flags, ctx: { env: Readonly<Record<string, string | undefined>>; cwd: string }, need: { serve: boolean }): DeploymentConfig {
+export function deploymentConfig(flags: Flags, ctx: { env: Env; cwd: string }, need: { serve: boolean }): DeploymentConfig {
   const problems: string[] = [];
+  const warnings: string[] = [];
   /** A problem an error describes; its hint (the fix) kept beside it. */
   const hints = new Map<string, string>();
   const fail = (error: unknown) => {
@@ -215,6 +339,17 @@ export function deploymentConfig(flags: Flags, ctx: { env: Readonly<Record<strin
     if (parsed.success) postgres = parsed.data;
     // Never the value itself: it may hold the password.
     else problems.push(`${storeAt.where} ${JSON.stringify(redactPostgresUrl(storeAt.value))}: ${parsed.error.issues[0]?.message ?? "invalid"}`);
+  }
+  const passwordFileAt = pick(flags, ctx.env, "storePasswordFile");
+  if (passwordFileAt && !(storeAt && isPostgresUrl(storeAt.value))) {
+    problems.push(`${passwordFileAt.where} is the password of a Postgres store: give ${SETTINGS.store.flag} postgres://… (or $${SETTINGS.store.env}) with it`);
+  }
+  if (postgres && storeAt) {
+    try {
+      Object.assign(postgres, postgresPassword(postgres, storeAt, passwordFileAt, ctx, problems, warnings));
+    } catch (error) {
+      fail(error);
+    }
   }
   const storeDir = path.resolve(ctx.cwd, postgres ? DEFAULT_STORE : (storeAt?.value ?? DEFAULT_STORE));
   if (need.serve && listen && !publicUrl && !isLoopbackHost(listen.host)) {
@@ -260,5 +395,5 @@ export function deploymentConfig(flags: Flags, ctx: { env: Readonly<Record<strin
     const listed = problems.map((p) => (hints.has(p) ? `${p} (${hints.get(p)})` : p));
     throw usage(`the deployment's settings have ${problems.length} problems:\n  ${listed.join("\n  ")}`, { hint: general });
   }
-  return { listen: listen!, publicUrl, storeDir, dbPath: path.join(storeDir, DB_FILE), postgres, key, catalog, clientSecrets };
+  return { listen: listen!, publicUrl, storeDir, dbPath: path.join(storeDir, DB_FILE), postgres, key, catalog, clientSecrets, warnings };
 }
