@@ -1,15 +1,17 @@
 // The files an operator gives the deployment that hold a secret (the key, the client secrets, the
-// store's password): the real CLI refuses one that group or others may use, that another user
-// owns, or that is not a regular file, naming it, its mode or owner and the fix.
+// store's password) and those the docs tell them to make (the same, and backups): the real CLI
+// refuses one that group or others may use, that another user owns, or that is not a regular
+// file, naming it, its mode or owner and the fix; and the shell recipes of
+// docs/deployment-server.md, run as written under a permissive umask, make every file 0600.
 import assert from "node:assert/strict";
 import { spawnSync } from "node:child_process";
-import { chmodSync, chownSync, existsSync, mkdirSync, mkdtempSync, rmSync, statSync, symlinkSync, writeFileSync } from "node:fs";
+import { chmodSync, chownSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, symlinkSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { after, describe, test } from "node:test";
 import { newKeyText } from "../../src/deployment/keys.ts";
 import { privateFileProblems, type FileFacts } from "../../src/deployment/private-file.ts";
-import { runCli } from "../support/cli.ts";
+import { BIN, REPO, runCli } from "../support/cli.ts";
 import { serveOnce } from "../support/serve-once.ts";
 
 const dirs: string[] = [];
@@ -152,4 +154,81 @@ test("the rules on a file's stat, whoever runs the tests: another owner, group o
   assert.deepEqual(problems(facts(0o10600, 1000, "fifo")), ["is a FIFO, not a regular file"]);
   assert.deepEqual(privateFileProblems(facts(0o100600, 1001), undefined, "k"), [], "no uid (Windows): the mode alone");
   assert.deepEqual(privateFileProblems(facts(0o100644, 1000), 1000, "my key").map((p) => p.fix), ['`chmod 600 "my key"`'], "the path quoted for a shell");
+});
+
+/**
+ * The docs' shell blocks that make a file (a redirection, `touch`, `install`, `cp`, `tee`,
+ * SQLite's `.backup`, `--file`, `--new-key-file`), run as written in a temporary root under umask
+ * 022, in document order (the rotation finds the key the first recipe made). The directories they
+ * name (/etc/subs, /var/lib/subs, /backup) are moved into that root; the real `subs` (the built
+ * CLI), `openssl` and the shell's own tools run; stand-ins take the place of `systemctl` (nothing
+ * to stop) and of `sqlite3` and `pg_dump` (no server here), which make their output file as those
+ * programs do: created with the usual mode, less the umask, never chmod-ed, so only the recipe
+ * decides the mode.
+ */
+describe("the recipes of docs/deployment-server.md", () => {
+  const DOC = path.join(REPO, "docs", "deployment-server.md");
+  const MAKES_A_FILE = /(?<![-=0-9])>(?!&)|\btouch\b|\binstall\b|\bcp\b|\btee\b|\.backup\b|--file\b|--new-key-file\b/;
+  const MOVED = ["/etc/subs", "/var/lib/subs", "/backup"];
+
+  /** Each ```sh block (list items' indented ones too), its indentation taken off. */
+  function shellBlocks(markdown: string): string[] {
+    return [...markdown.matchAll(/^( *)```sh\n([\s\S]*?)^\1```$/gm)].map(([, indent, body]) =>
+      body!
+        .split("\n")
+        .map((line) => line.slice(indent!.length))
+        .join("\n"),
+    );
+  }
+
+  test("every recipe that makes a file makes it 0600 under umask 022: the key, client secrets, the store password, SQLite and pg_dump backups, the rotated keys", () => {
+    const root = tempDir();
+    const stubs = path.join(root, ".stubs");
+    mkdirSync(stubs);
+    const stub = (name: string, body: string) => writeFileSync(path.join(stubs, name), `#!/bin/sh\n${body}\n`, { mode: 0o755 });
+    stub("systemctl", "exit 0");
+    // SQLite opens a new database file with mode 0644, less the umask (SQLITE_DEFAULT_FILE_PERMISSIONS).
+    stub("sqlite3", `for a in "$@"; do case "$a" in .backup*) f=\${a#.backup }; f=\${f#"'"}; f=\${f%"'"}; : > "$f"; chmod "$(printf '%o' $((0644 & ~$(umask))))" "$f";; esac; done`);
+    // pg_dump opens --file with fopen: 0666, less the umask.
+    stub("pg_dump", `while [ $# -gt 0 ]; do case "$1" in --file) : > "$2"; shift;; --file=*) : > "\${1#--file=}";; esac; shift; done`);
+    stub("pg_restore", "exit 0");
+    stub("subs", `exec "${process.execPath}" "${BIN}" "$@"`);
+    for (const dir of MOVED) mkdirSync(path.join(root, dir), { recursive: true, mode: 0o755 });
+    const work = path.join(root, "work");
+    mkdirSync(work);
+
+    const recipes = shellBlocks(readFileSync(DOC, "utf8")).filter((block) => MAKES_A_FILE.test(block));
+    assert.ok(recipes.length >= 4, `the recipes that make files are found (${recipes.length})`);
+    for (const recipe of recipes) {
+      let script = recipe;
+      for (const dir of MOVED) script = script.replaceAll(dir, path.join(root, dir));
+      // Every absolute path is one moved into the root (or /dev/null): a new one must be added to MOVED.
+      const elsewhere = [...script.matchAll(/(?<![\w.$}-])\/[A-Za-z][\w./-]*/g)].map((m) => m[0]).filter((p) => !p.startsWith(root) && p !== "/dev/null");
+      assert.deepEqual(elsewhere, [], `a recipe names a path outside ${MOVED.join(", ")}:\n${recipe}`);
+      const run = spawnSync("bash", ["-c", `set -euo pipefail\numask 022\n${script}`], {
+        cwd: work,
+        encoding: "utf8",
+        timeout: 60_000,
+        env: { PATH: `${stubs}:${process.env.PATH}`, HOME: root, SUBS_DEPLOYMENT_STORE: "postgres://subs@127.0.0.1:5432/subs" },
+      });
+      assert.equal(run.status, 0, `the recipe ran:\n${recipe}\n${run.stderr}`);
+    }
+
+    const files: string[] = [];
+    const walk = (dir: string) => {
+      for (const entry of readdirSync(dir, { withFileTypes: true })) {
+        const full = path.join(dir, entry.name);
+        if (full === stubs) continue;
+        if (entry.isDirectory()) walk(full);
+        else files.push(full);
+      }
+    };
+    walk(root);
+    const made = files.map((f) => path.relative(root, f)).sort();
+    const open = files.filter((f) => (statSync(f).mode & 0o077) !== 0).map((f) => `${path.relative(root, f)} ${(statSync(f).mode & 0o777).toString(8)}`);
+    assert.deepEqual(open, [], "every file a recipe made is 0600");
+    for (const expected of [/^etc\/subs\/deployment\.key$/, /^etc\/subs\/deployment\.key\.old$/, /^etc\/subs\/client-secrets\.json$/, /^etc\/subs\/store-password$/, /^backup\/deployment-\d{4}-\d\d-\d\d\.db$/, /^backup\/subs-\d{4}-\d\d-\d\d\.dump$/]) {
+      assert.ok(made.some((f) => expected.test(f)), `a recipe made ${expected}: ${made.join(", ")}`);
+    }
+  });
 });
