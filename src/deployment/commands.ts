@@ -17,7 +17,8 @@ export type OpenedStore = RekeyableStore & { hasKeyCheck(): Promise<boolean> };
 export async function openStore(config: DeploymentConfig, key: Key | undefined): Promise<OpenedStore> {
   if (config.postgres) {
     const { openPostgresStore } = await import("./store/postgres.ts");
-    return openPostgresStore({ url: config.postgres.url, redacted: config.postgres.redacted, key });
+    const { url, password, passwordFrom, redacted } = config.postgres;
+    return openPostgresStore({ url, password, passwordFrom, redacted, key });
   }
   const { openSqliteStore } = await import("./store/sqlite.ts");
   return openSqliteStore({ storeDir: config.storeDir, dbPath: config.dbPath, key });
@@ -29,6 +30,7 @@ export async function openStore(config: DeploymentConfig, key: Key | undefined):
  * has, a missing or wrong key refuses to start.
  */
 export async function openWithKey(ctx: Ctx, config: DeploymentConfig): Promise<{ store: OpenedStore; key: Key }> {
+  warn(ctx, config);
   if (!config.key) {
     throw refused("no encryption key: the deployment keeps credentials encrypted and needs one", {
       hint: "give --key-file PATH (made on first start when absent) or $SUBS_DEPLOYMENT_KEY (base64 of 32 random bytes: `openssl rand -base64 32`)",
@@ -53,8 +55,14 @@ export async function openWithKey(ctx: Ctx, config: DeploymentConfig): Promise<{
   return { store: await openStore(config, key), key };
 }
 
+/** The settings' warnings, on stderr, before anything is opened. */
+function warn(ctx: Ctx, config: DeploymentConfig) {
+  for (const warning of config.warnings) ctx.stderr.write(`subs: warning: ${warning}\n`);
+}
+
 async function openWithoutKey(ctx: Ctx, flags: Flags) {
   const config = deploymentConfig(flags, ctx, { serve: false });
+  warn(ctx, config);
   return openStore(config, undefined);
 }
 

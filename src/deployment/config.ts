@@ -2,17 +2,20 @@
 // the same name (a container or a service unit sets variables; a person types flags). Checked
 // whole at start, before the store is opened or a port bound, and every problem is reported with
 // where its value came from, so a wrong unit file names its own line.
-import { readFileSync, statSync } from "node:fs";
+import { readFileSync } from "node:fs";
 import path from "node:path";
 import { z } from "zod";
-import { usage } from "../errors.ts";
+import { usage, type SubsError } from "../errors.ts";
 import { parseAllowList, type Allowed } from "../http/address-policy.ts";
+import { pgpassPassword } from "./pgpass.ts";
+import { IF_LEAKED, KEY_FILE_BYTES, readPrivateFile } from "./private-file.ts";
 
 /** A setting's flag and variable; the flag wins when both are given. */
 export const SETTINGS = {
   listen: { flag: "--listen", env: "SUBS_DEPLOYMENT_LISTEN" },
   publicUrl: { flag: "--public-url", env: "SUBS_DEPLOYMENT_PUBLIC_URL" },
   store: { flag: "--store", env: "SUBS_DEPLOYMENT_STORE" },
+  storePasswordFile: { flag: "--store-password-file", env: "SUBS_DEPLOYMENT_STORE_PASSWORD_FILE" },
   keyFile: { flag: "--key-file", env: "SUBS_DEPLOYMENT_KEY_FILE" },
   catalog: { flag: "--catalog", env: "SUBS_DEPLOYMENT_CATALOG" },
   clientSecrets: { flag: "--client-secrets", env: "SUBS_DEPLOYMENT_CLIENT_SECRETS" },
@@ -51,6 +54,8 @@ export type DeploymentConfig = {
    * deployment on a laptop, serving servers on that laptop) and none otherwise.
    */
   allowed: Allowed;
+  /** What the operator should hear at start (stderr), e.g. a password given on the command line. */
+  warnings: string[];
 };
 
 /**
@@ -63,10 +68,12 @@ export type ClientSecret = { secret: string; issuer: string | undefined; tokenEn
 const LOOPBACK = new Set(["127.0.0.1", "::1", "[::1]", "localhost"]);
 export const isLoopbackHost = (host: string) => LOOPBACK.has(host.toLowerCase());
 
+type Env = Readonly<Record<string, string | undefined>>;
+
 /** Where a value came from, as an operator would look for it. */
 type Located = { value: string; where: string };
 
-function pick(flags: Flags, env: Readonly<Record<string, string | undefined>>, setting: Setting): Located | undefined {
+function pick(flags: Flags, env: Env, setting: Setting): Located | undefined {
   const { flag, env: name } = SETTINGS[setting];
   const given = flags[setting];
   if (given !== undefined) return { value: given, where: flag };
@@ -109,8 +116,12 @@ const PublicUrlSchema = z.string().transform((text, ctx) => {
 });
 
 export type PostgresTarget = {
-  /** The connection URL, password included: given to the pg client and nowhere else. */
+  /** The connection URL as given (it may hold the password): given to the store and nowhere else. */
   url: string;
+  /** The password, from the URL or the first of the other places that has one (postgresPassword). */
+  password: string | undefined;
+  /** Where the password came from, for an operator: `--store`, `$PGPASSWORD`, `--store-password-file FILE`… */
+  passwordFrom: string | undefined;
   /** The same URL with the password replaced by `***`: for logs, errors and the `listening` line. */
   redacted: string;
 };
@@ -118,13 +129,44 @@ export type PostgresTarget = {
 /** A store value naming a Postgres database rather than a directory. */
 export const isPostgresUrl = (text: string) => /^postgres(ql)?:\/\//i.test(text);
 
-/** postgres://user:***@host:port/db: what may be shown of a connection URL. */
+/** Query parameters that carry a password (libpq's `password`, `sslpassword`), shown as `***`. */
+const PASSWORD_PARAM = /pass/i;
+
+/**
+ * Whether an `@` comes after the authority: the password held an unencoded `/`, `?` or `#`, which
+ * ended the authority early (WHATWG URL, "authority state"), so the rest of the password is in
+ * the path or query, and nothing there can be shown.
+ */
+function cutShort(text: string): boolean {
+  const rest = text.replace(/^[a-z][a-z0-9+.-]*:\/\//i, "");
+  const end = rest.search(/[/?#]/);
+  return end >= 0 && rest.slice(end).includes("@");
+}
+
+/**
+ * postgres://user:***@host:port/db: what may be shown of a connection URL. One that does not
+ * parse, or whose password spilt past the host (an unencoded `@`, `:`, `/`, `?` or `#` in it), is
+ * shown as its scheme alone: where the password ends cannot be told.
+ */
 export function redactPostgresUrl(text: string): string {
-  if (!URL.canParse(text)) return text.replace(/^(postgres(?:ql)?:\/\/[^:/@]*):[^@]*@/i, "$1:***@");
+  const scheme = /^postgres(?:ql)?:\/\//i.exec(text)?.[0] ?? "postgres://";
+  if (!URL.canParse(text) || cutShort(text)) return `${scheme}***`;
   const url = new URL(text);
   if (url.password) url.password = "***";
-  for (const name of [...url.searchParams.keys()]) if (/^pass/i.test(name)) url.searchParams.set(name, "***");
-  return url.href.replace("%2A%2A%2A", "***");
+  for (const name of [...url.searchParams.keys()]) if (PASSWORD_PARAM.test(name)) url.searchParams.set(name, "***");
+  return url.href.replaceAll("%2A%2A%2A", "***");
+}
+
+/** The password a parseable URL carries, in its user info or a `password` parameter (libpq's). */
+export function passwordInUrl(url: URL): string | undefined {
+  if (url.password) {
+    try {
+      return decodeURIComponent(url.password);
+    } catch {
+      return url.password;
+    }
+  }
+  return url.searchParams.get("password") ?? undefined;
 }
 
 const PostgresSchema = z.string().transform((text, ctx): PostgresTarget => {
@@ -137,16 +179,98 @@ const PostgresSchema = z.string().transform((text, ctx): PostgresTarget => {
     ctx.addIssue({ code: "custom", message: "names no host: postgres://USER:PASSWORD@HOST:PORT/DATABASE" });
     return z.NEVER;
   }
+  if (cutShort(text)) {
+    ctx.addIssue({ code: "custom", message: "has an `@` after the host: percent-encode `@`, `/`, `?` and `#` in the password (%40, %2F, %3F, %23)" });
+    return z.NEVER;
+  }
   if (!/^\/[^/]+$/.test(url.pathname)) {
-    ctx.addIssue({ code: "custom", message: "names no database: postgres://USER:PASSWORD@HOST:PORT/DATABASE" });
+    ctx.addIssue({ code: "custom", message: "names no database: postgres://USER:PASSWORD@HOST:PORT/DATABASE (percent-encode special characters in the password)" });
     return z.NEVER;
   }
   if (url.port !== "" && !(Number(url.port) > 0)) {
     ctx.addIssue({ code: "custom", message: "has no valid port" });
     return z.NEVER;
   }
-  return { url: text, redacted: redactPostgresUrl(text) };
+  return { url: text, password: undefined, passwordFrom: undefined, redacted: redactPostgresUrl(text) };
 });
+
+/** The most a password file (subs's own or a pgpass file) may hold. */
+const PASSWORD_FILE_BYTES = 64 * 1024;
+
+/**
+ * The store's password, from the first place that has one, in libpq's order
+ * (https://www.postgresql.org/docs/current/libpq-envars.html): the URL itself; subs's own
+ * --store-password-file; `$PGPASSWORD`; the pgpass file (`$PGPASSFILE`, else `~/.pgpass`). Read
+ * here, from ctx.env, and handed to the pg client explicitly: it never looks for one itself.
+ * Problems go to `problems`, notes for the operator to `warnings`.
+ */
+function postgresPassword(
+  target: PostgresTarget,
+  storeAt: Located,
+  fileAt: Located | undefined,
+  ctx: { env: Env; cwd: string },
+  problems: string[],
+  warnings: string[],
+): Pick<PostgresTarget, "password" | "passwordFrom"> {
+  const url = new URL(target.url);
+  const inUrl = passwordInUrl(url);
+  if (inUrl !== undefined) {
+    if (fileAt) problems.push(`the store's password is given twice, in ${storeAt.where} and in ${fileAt.where}: keep the file, and take the password out of the URL`);
+    // The command line of a process is readable by every local user (/proc/PID/cmdline, ps) for
+    // as long as it runs; its environment only by the same user (/proc/PID/environ, mode 0400).
+    if (storeAt.where === SETTINGS.store.flag) {
+      warnings.push(
+        `${SETTINGS.store.flag} holds the database password, which every user of this machine can read in the process list (/proc/<pid>/cmdline) while subs runs: give it in ${SETTINGS.storePasswordFile.flag} FILE (mode 0600), $PGPASSWORD or a pgpass file instead, or the whole URL in $${SETTINGS.store.env}`,
+      );
+    }
+    return { password: inUrl, passwordFrom: storeAt.where };
+  }
+  if (fileAt) {
+    const file = path.resolve(ctx.cwd, fileAt.value);
+    const text = readPrivateFile({ from: fileAt.where, shown: fileAt.value, file, maxBytes: PASSWORD_FILE_BYTES, ifLeaked: IF_LEAKED.storePassword });
+    if (text === undefined) throw usage(`${fileAt.where} ${fileAt.value}: no such file`);
+    // One line: the trailing newline an editor or `echo` adds is not part of the password.
+    const password = text.replace(/\r?\n$/, "");
+    if (!password || /[\r\n]/.test(password)) throw usage(`${fileAt.where} ${fileAt.value}: must hold the password alone, on one line`);
+    return { password, passwordFrom: `${fileAt.where} ${fileAt.value}` };
+  }
+  const fromEnv = ctx.env.PGPASSWORD;
+  if (fromEnv) return { password: fromEnv, passwordFrom: "$PGPASSWORD" };
+  const named = ctx.env.PGPASSFILE;
+  const pgpass = named ? { from: "$PGPASSFILE", shown: named, file: path.resolve(ctx.cwd, named) } : ctx.env.HOME ? { from: "the pgpass file", shown: path.join(ctx.env.HOME, ".pgpass"), file: path.join(ctx.env.HOME, ".pgpass") } : undefined;
+  if (!pgpass) return { password: undefined, passwordFrom: undefined };
+  let text: string | undefined;
+  try {
+    text = readPrivateFile({ ...pgpass, maxBytes: PASSWORD_FILE_BYTES, ifLeaked: IF_LEAKED.pgpass });
+  } catch (error) {
+    // libpq ignores a ~/.pgpass others may read, with a warning; one named by $PGPASSFILE is the
+    // operator's choice, held to the rule of every file subs is given a secret in.
+    if (named) throw error;
+    const { message, hint } = error as SubsError;
+    warnings.push(`${message}; not used${hint ? ` (${hint})` : ""}`);
+    return { password: undefined, passwordFrom: undefined };
+  }
+  if (text === undefined) {
+    if (named) throw usage(`$PGPASSFILE ${named}: no such file`);
+    return { password: undefined, passwordFrom: undefined };
+  }
+  const host = url.searchParams.get("host") ?? url.hostname.replace(/^\[(.*)\]$/, "$1");
+  const decode = (part: string) => {
+    try {
+      return decodeURIComponent(part);
+    } catch {
+      return part;
+    }
+  };
+  const password = pgpassPassword(text, {
+    // A Unix-domain socket is looked up as localhost (libpq, "The Password File").
+    host: host.startsWith("/") ? "localhost" : host,
+    port: url.port || ctx.env.PGPORT || "5432",
+    database: decode(url.pathname.slice(1)),
+    user: decode(url.username) || ctx.env.PGUSER || ctx.env.USER || "",
+  });
+  return password === undefined ? { password: undefined, passwordFrom: undefined } : { password, passwordFrom: `${pgpass.from} ${pgpass.shown}` };
+}
 
 const CatalogSchema = z.array(z.url({ protocol: /^https?$/ })).min(1, "names no URL");
 
@@ -183,20 +307,13 @@ const CLIENT_SECRETS_FORM = '{"<client_id>": {"issuer": "https://<authorization 
 /**
  * The operator's secrets of confidential pre-registered clients: a JSON object from client_id to
  * the secret and the authorization server that issued it, in a file only its owner may read (it
- * holds secrets, as the key file does). `subs` never sends a client secret (section 3.2); the
- * deployment is where it lives, and it goes to its own server only.
+ * holds secrets, as the key file does: the same rule, private-file.ts). `subs` never sends a
+ * client secret (section 3.2); the deployment is where it lives, and it goes to its own server only.
  */
 function readClientSecrets(located: Located, cwd: string): Map<string, ClientSecret> {
   const file = path.resolve(cwd, located.value);
-  let text: string;
-  let mode: number;
-  try {
-    mode = statSync(file).mode;
-    text = readFileSync(file, "utf8");
-  } catch (error) {
-    throw usage(`${located.where} ${located.value}: cannot read it (${(error as NodeJS.ErrnoException).code ?? String(error)})`);
-  }
-  if ((mode & 0o077) !== 0) throw usage(`${located.where} ${located.value}: others may read it`, { hint: `chmod 600 ${located.value}` });
+  const text = readPrivateFile({ from: located.where, shown: located.value, file, maxBytes: 1024 * 1024, ifLeaked: IF_LEAKED.clientSecrets });
+  if (text === undefined) throw usage(`${located.where} ${located.value}: cannot read it (ENOENT)`);
   let json: unknown;
   try {
     json = JSON.parse(text);
@@ -218,8 +335,16 @@ function readClientSecrets(located: Located, cwd: string): Map<string, ClientSec
  * Every setting, checked; every problem at once in one usage error (exit 2), each naming the flag
  * or variable it came from. `need` says which settings this command uses.
  */
-export function deploymentConfig(flags: Flags, ctx: { env: Readonly<Record<string, string | undefined>>; cwd: string }, need: { serve: boolean }): DeploymentConfig {
+export function deploymentConfig(flags: Flags, ctx: { env: Env; cwd: string }, need: { serve: boolean }): DeploymentConfig {
   const problems: string[] = [];
+  const warnings: string[] = [];
+  /** A problem an error describes; its hint (the fix) kept beside it. */
+  const hints = new Map<string, string>();
+  const fail = (error: unknown) => {
+    const { message, hint } = error as SubsError;
+    problems.push(message);
+    if (hint) hints.set(message, hint);
+  };
   const check = <T>(setting: Setting, schema: z.ZodType<T, string>, fallback: string | undefined): T | undefined => {
     const located = pick(flags, ctx.env, setting) ?? (fallback === undefined ? undefined : { value: fallback, where: `${SETTINGS[setting].flag} (default)` });
     if (!located) return undefined;
@@ -238,6 +363,17 @@ export function deploymentConfig(flags: Flags, ctx: { env: Readonly<Record<strin
     // Never the value itself: it may hold the password.
     else problems.push(`${storeAt.where} ${JSON.stringify(redactPostgresUrl(storeAt.value))}: ${parsed.error.issues[0]?.message ?? "invalid"}`);
   }
+  const passwordFileAt = pick(flags, ctx.env, "storePasswordFile");
+  if (passwordFileAt && !(storeAt && isPostgresUrl(storeAt.value))) {
+    problems.push(`${passwordFileAt.where} is the password of a Postgres store: give ${SETTINGS.store.flag} postgres://… (or $${SETTINGS.store.env}) with it`);
+  }
+  if (postgres && storeAt) {
+    try {
+      Object.assign(postgres, postgresPassword(postgres, storeAt, passwordFileAt, ctx, problems, warnings));
+    } catch (error) {
+      fail(error);
+    }
+  }
   const storeDir = path.resolve(ctx.cwd, postgres ? DEFAULT_STORE : (storeAt?.value ?? DEFAULT_STORE));
   if (need.serve && listen && !publicUrl && !isLoopbackHost(listen.host)) {
     problems.push(`--public-url is required when ${SETTINGS.listen.flag} ${listen.host}:${listen.port} is not loopback: it is the address browsers and MCP clients reach (set it or $${SETTINGS.publicUrl.env})`);
@@ -249,13 +385,22 @@ export function deploymentConfig(flags: Flags, ctx: { env: Readonly<Record<strin
     : keyValue
       ? { value: keyValue, from: `$${KEY_ENV}` }
       : undefined;
+  // Checked here too, with every other setting, by every command that is given one (those that
+  // do not use the key included): a key file others may read is refused wherever it is named.
+  if (key && "file" in key) {
+    try {
+      readPrivateFile({ from: key.from, shown: key.file, file: key.file, maxBytes: KEY_FILE_BYTES, ifLeaked: IF_LEAKED.key });
+    } catch (error) {
+      fail(error);
+    }
+  }
   let catalog: string[] | undefined;
   const catalogAt = pick(flags, ctx.env, "catalog");
   if (catalogAt) {
     try {
       catalog = readCatalog(catalogAt, ctx.cwd);
     } catch (error) {
-      problems.push((error as Error).message);
+      fail(error);
     }
   }
   let clientSecrets = new Map<string, ClientSecret>();
@@ -264,7 +409,7 @@ export function deploymentConfig(flags: Flags, ctx: { env: Readonly<Record<strin
     try {
       clientSecrets = readClientSecrets(secretsAt, ctx.cwd);
     } catch (error) {
-      problems.push((error as Error).message);
+      fail(error);
     }
   }
   let allowed: Allowed | undefined;
@@ -278,9 +423,10 @@ export function deploymentConfig(flags: Flags, ctx: { env: Readonly<Record<strin
   }
   allowed ??= !publicUrl || isLoopbackHost(publicUrl.hostname) ? "all" : [];
   if (problems.length) {
-    throw usage(problems.length === 1 ? problems[0]! : `the deployment's settings have ${problems.length} problems:\n  ${problems.join("\n  ")}`, {
-      hint: "`subs deployment serve --help` lists every setting and its variable",
-    });
+    const general = "`subs deployment serve --help` lists every setting and its variable";
+    if (problems.length === 1) throw usage(problems[0]!, { hint: hints.get(problems[0]!) ?? general });
+    const listed = problems.map((p) => (hints.has(p) ? `${p} (${hints.get(p)})` : p));
+    throw usage(`the deployment's settings have ${problems.length} problems:\n  ${listed.join("\n  ")}`, { hint: general });
   }
-  return { listen: listen!, publicUrl, storeDir, dbPath: path.join(storeDir, DB_FILE), postgres, key, catalog, clientSecrets, allowed };
+  return { listen: listen!, publicUrl, storeDir, dbPath: path.join(storeDir, DB_FILE), postgres, key, catalog, clientSecrets, allowed, warnings };
 }

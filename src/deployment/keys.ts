@@ -5,9 +5,10 @@
 // id (a digest prefix, which reveals nothing of it) is kept beside each ciphertext, so a wrong key
 // is told apart from a damaged value, and rotate-key knows what it has to re-encrypt.
 import { createCipheriv, createDecipheriv, createHash, randomBytes } from "node:crypto";
-import { closeSync, constants, openSync, readFileSync, writeSync } from "node:fs";
-import { refused, usage } from "../errors.ts";
+import { closeSync, constants, openSync, writeSync } from "node:fs";
+import { usage } from "../errors.ts";
 import type { KeySource } from "./config.ts";
+import { IF_LEAKED, KEY_FILE_BYTES, readPrivateFile } from "./private-file.ts";
 
 export type Key = { id: string; bytes: Buffer };
 export type Sealed = { keyId: string; value: string };
@@ -25,7 +26,7 @@ export function parseKey(text: string, from: string): Key {
   const trimmed = text.trim();
   const bytes = /^[0-9a-fA-F]{64}$/.test(trimmed) ? Buffer.from(trimmed, "hex") : Buffer.from(trimmed, "base64");
   if (bytes.length !== KEY_BYTES || (!/^[0-9a-fA-F]{64}$/.test(trimmed) && !/^[A-Za-z0-9+/_-]{43}=?$/.test(trimmed))) {
-    throw usage(`${from}: not a key: it must hold 32 random bytes in base64 (44 characters) or hex (64)`, { hint: "make one with `openssl rand -base64 32`" });
+    throw usage(`${from}: not a key: it must hold 32 random bytes in base64 (44 characters) or hex (64)`, { hint: "make one with `openssl rand -base64 32`; into a file of mode 0600: `(umask 077; openssl rand -base64 32 > deployment.key)`" });
   }
   return { id: keyId(bytes), bytes };
 }
@@ -34,17 +35,21 @@ export function newKeyText(): string {
   return randomBytes(KEY_BYTES).toString("base64");
 }
 
-/** The key a source names; `undefined` when it names a key file that does not exist. */
+/**
+ * The key a source names; `undefined` when it names a key file that does not exist. A key file
+ * must be the running user's own regular file that no one else may read (private-file.ts): one
+ * others could read may have been copied, and with it every credential it opens.
+ */
 export function readKey(source: KeySource): Key | undefined {
   if ("value" in source) return parseKey(source.value, source.from);
-  let text: string;
-  try {
-    text = readFileSync(source.file, "utf8");
-  } catch (error) {
-    if ((error as NodeJS.ErrnoException).code === "ENOENT") return undefined;
-    throw refused(`${source.from} ${source.file}: cannot read the key (${(error as NodeJS.ErrnoException).code ?? String(error)})`, { code: "key_unreadable" });
-  }
-  return parseKey(text, `${source.from} ${source.file}`);
+  const text = readPrivateFile({
+    from: source.from,
+    shown: source.file,
+    file: source.file,
+    maxBytes: KEY_FILE_BYTES,
+    ifLeaked: IF_LEAKED.key,
+  });
+  return text === undefined ? undefined : parseKey(text, `${source.from} ${source.file}`);
 }
 
 /** Writes a new key file, 0600 from its first byte; never over an existing file. */

@@ -160,7 +160,7 @@ for (const store of STORES) describe(`starting and stopping (${store})`, () => {
   test("a wrong key refuses to start and decrypts nothing; a plain-http public URL is refused, located", async () => {
     const d = await startServedDeployment({ store });
     await d.stop();
-    writeFileSync(path.join(d.dir, "other.key"), "A".repeat(43) + "=");
+    writeFileSync(path.join(d.dir, "other.key"), "A".repeat(43) + "=", { mode: 0o600 });
     const wrong = await runCli(["deployment", "serve", "--store", d.storeArg, "--key-file", "other.key", "--listen", "127.0.0.1:0"], { cwd: d.dir });
     assert.equal(wrong.code, 2);
     assert.match(wrong.stderr, store === "postgres" ? /does not open postgres:\/\/subs:\*\*\*@127\.0\.0\.1:\d+\/\w+: its values are sealed/ : /does not open deployment\.db/);

@@ -5,8 +5,9 @@
 // UPDATE / FOR SHARE) so READ COMMITTED gives the answer SQLite's single writer gives.
 // Migrations run under a transaction-level advisory lock, so replicas starting at once run each
 // one exactly once (https://www.postgresql.org/docs/current/explicit-locking.html#ADVISORY-LOCKS).
-import type { Pool, PoolClient, QueryResultRow } from "pg";
-import { failed, refused } from "../../errors.ts";
+import type { ClientConfig, Pool, PoolClient, QueryResultRow } from "pg";
+import { failed, refused, SubsError } from "../../errors.ts";
+import { passwordInUrl } from "../config.ts";
 import { seal, type Key } from "../keys.ts";
 import {
   AgentRow,
@@ -137,7 +138,12 @@ const STATEMENT_TIMEOUT_MS = 5000;
 const POOL_SIZE = 10;
 
 type Options = {
+  /** The connection URL; a password in it is used when `password` is not given. */
   url: string;
+  /** The password subs resolved (config.ts, postgresPassword), or none. */
+  password?: string | undefined;
+  /** Where it came from, for the operator: `$PGPASSWORD`, `--store-password-file FILE`… */
+  passwordFrom?: string | undefined;
   /** The URL without its password: what errors and logs name. */
   redacted: string;
   key: Key | undefined;
@@ -164,8 +170,33 @@ function unreachable(error: unknown): boolean {
 /** Opens the store (running any migration it lacks); refuses a key that does not open what it holds. */
 export async function openPostgresStore(options: Options): Promise<PostgresStore> {
   const { default: pg } = await import("pg");
+  const url = new URL(options.url);
+  const inUrl = passwordInUrl(url);
+  const password = options.password ?? inUrl;
+  const passwordFrom = options.password !== undefined ? options.passwordFrom : inUrl !== undefined ? "the store URL" : undefined;
+  url.password = "";
+  if (url.searchParams.has("password")) url.searchParams.delete("password");
+  const redacted = options.redacted;
+  /**
+   * pg takes a password the URL lacks from process.env.PGPASSWORD or ~/.pgpass on its own (its
+   * ConnectionParameters and the pgpass module): here the one subs resolved is its only source,
+   * given as the function pg calls when the server asks for one (pg's "password" option).
+   */
+  class StoreClient extends pg.Client {
+    constructor(config?: ClientConfig) {
+      super(config);
+      (this as unknown as { password: () => string }).password = () => {
+        if (password !== undefined) return password;
+        throw refused(`the Postgres store ${redacted} asks for a password, and none is given`, {
+          hint: "give it with --store-password-file FILE (mode 0600), $PGPASSWORD or a pgpass file ($PGPASSFILE, ~/.pgpass)",
+          code: "store_refused",
+        });
+      };
+    }
+  }
   const pool = new pg.Pool({
-    connectionString: options.url,
+    Client: StoreClient as unknown as new () => PoolClient,
+    connectionString: url.href,
     max: POOL_SIZE,
     connectionTimeoutMillis: CONNECT_TIMEOUT_MS,
     statement_timeout: STATEMENT_TIMEOUT_MS,
@@ -177,7 +208,7 @@ export async function openPostgresStore(options: Options): Promise<PostgresStore
   // An idle connection the server closed (a restart, a failover) must not end the process: the
   // pool drops it and the next query opens another.
   pool.on("error", () => {});
-  const store = new PostgresStore(pool, options.redacted, options.key, options.now ?? Date.now);
+  const store = new PostgresStore(pool, redacted, passwordFrom, options.key, options.now ?? Date.now);
   try {
     await store.migrate();
     await store.checkKey();
@@ -193,12 +224,14 @@ export class PostgresStore implements RekeyableStore {
   #key: Key | undefined;
   readonly #now: () => number;
   readonly path: string;
+  readonly #passwordFrom: string | undefined;
   /** How many migrations this process ran when it opened the store (0 when another replica had). */
   migrationsRun = 0;
 
-  constructor(pool: Pool, redacted: string, key: Key | undefined, now: () => number) {
+  constructor(pool: Pool, redacted: string, passwordFrom: string | undefined, key: Key | undefined, now: () => number) {
     this.#pool = pool;
     this.path = redacted;
+    this.#passwordFrom = passwordFrom;
     this.#key = key;
     this.#now = now;
   }
@@ -207,9 +240,13 @@ export class PostgresStore implements RekeyableStore {
     const code = (error as { code?: unknown }).code;
     // Class 28 (invalid authorization) and 3D000 (no such database): retrying will not help.
     if (typeof code === "string" && (code.startsWith("28") || code === "3D000")) {
-      throw refused(`the Postgres store ${this.path} refused the connection: ${(error as Error).message}`, { hint: "check the user, password and database of the store URL", code: "store_refused" });
+      throw refused(`the Postgres store ${this.path} refused the connection: ${(error as Error).message}`, {
+        hint: `check the user, password${this.#passwordFrom ? ` (from ${this.#passwordFrom})` : " (none was given)"} and database of the store`,
+        code: "store_refused",
+      });
     }
-    if (error instanceof StoreUnavailable || !unreachable(error)) throw error;
+    // A SubsError is already words for the operator (the password function's refusal above).
+    if (error instanceof SubsError || !unreachable(error)) throw error;
     // The driver's message, never the URL (it names the host, not the password, but says no more than the redacted one).
     throw new StoreUnavailable(`the Postgres store ${this.path} does not answer (${(error as Error).message || "no answer"})`, { cause: error });
   }
