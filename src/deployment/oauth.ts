@@ -16,6 +16,7 @@ import { REVOCATION_TIMEOUT_MS } from "../auth/revoke.ts";
 import { checkedTokens } from "../auth/tokens.ts";
 import { authFetch } from "../http/guarded-fetch.ts";
 import { VERSION } from "../version.ts";
+import { inCatalog, NOT_IN_CATALOG, notInCatalogMessage } from "./catalog.ts";
 import type { Metrics } from "./ops.ts";
 import { StoreUnavailable, type AuthorizationOutcome, type ConnectionRecord, type CredentialRecord, type DeploymentStore } from "./store/types.ts";
 
@@ -47,6 +48,8 @@ export type OAuthOptions = {
   intervalSeconds: number;
   /** The operator's secrets of confidential pre-registered clients, by client_id. */
   clientSecrets?: ReadonlyMap<string, string>;
+  /** The only MCP server URLs the deployment uses (catalog.ts); undefined: any. */
+  catalog?: readonly string[];
 };
 
 const FINAL_KEPT_MS = 15 * 60_000;
@@ -86,6 +89,12 @@ export class OAuth {
   constructor(options: OAuthOptions) {
     this.#o = options;
     this.#fetch = authFetch({ fetch: options.fetch, env: options.env });
+  }
+
+  /** Section 2, `refused`: a connection whose url the catalog leaves out is used nowhere (catalog.ts). */
+  #allowed(connection: Pick<ConnectionRecord, "id" | "url">): void {
+    const { catalog } = this.#o;
+    if (!inCatalog(catalog, connection.url)) throw new Refusal(403, NOT_IN_CATALOG, notInCatalogMessage(connection), { catalog });
   }
 
   /**
@@ -136,6 +145,7 @@ export class OAuth {
 
   /** Section 3.4: discovery, client, scopes, PKCE and state; a newer start supersedes a pending one. */
   async start(connection: ConnectionRecord): Promise<{ authorizationUrl: string; id: string }> {
+    this.#allowed(connection);
     await this.#sweep();
     let discovery: Awaited<ReturnType<typeof discover>>;
     let client: OAuthClientInformationMixed;
@@ -217,6 +227,11 @@ export class OAuth {
       await final({ status: "failed", error: "connection_changed", message: "the connection changed during consent" });
       return { status: 409, text: "The connection changed; start again." };
     }
+    // Started before the catalog left its url out: the code goes to no token endpoint.
+    if (!inCatalog(this.#o.catalog, connection.url)) {
+      await final({ status: "failed", error: NOT_IN_CATALOG, message: notInCatalogMessage(connection) });
+      return { status: 403, text: "This connection's URL is not in the deployment's catalog." };
+    }
     const { secret } = a;
     let tokens: OAuthTokens;
     try {
@@ -262,7 +277,8 @@ export class OAuth {
 
   /** RFC 7009 at the server that issued it, best effort: a failed revocation fails nothing (section 5). */
   async revoke(credential: CredentialRecord | undefined): Promise<void> {
-    if (!credential) return;
+    // Nothing is sent on behalf of a connection outside the catalog, not even to its revocation endpoint.
+    if (!credential || !inCatalog(this.#o.catalog, credential.url)) return;
     const { metadata, client, tokens } = credential.secret;
     const endpoint = metadata && revocationEndpoint(metadata);
     if (!metadata || !endpoint) return;
@@ -354,6 +370,7 @@ export class OAuth {
 
   /** The credential for the connection's current url, refreshed when it expires within the margin. */
   async credentialFor(connection: ConnectionRecord): Promise<CredentialRecord> {
+    this.#allowed(connection);
     const notAuthorized = (why: string) => new Refusal(409, "not_authorized", `${connection.id}: ${why}; run \`subs mcp login ${connection.id}\``);
     const credential = await this.#o.store.getCredential(connection.id);
     if (!credential || credential.url !== connection.url) throw notAuthorized("the deployment holds no credential for it");
