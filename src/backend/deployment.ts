@@ -250,6 +250,9 @@ function remoteProblem(e: RemoteListEntry): CheckProblem | undefined {
       return undefined;
     case "needs_login":
       return { code: "needs_login", message: `${e.id}: the deployment holds no credential`, hint: `run \`subs mcp login ${e.id}\``, needsLogin: true };
+    case "refused":
+      // Nothing to ask for: the deployment would refuse the list as it refuses calls.
+      return { code: e.refused?.error ?? "refused", message: `${e.id}: the deployment refuses to use it${e.refused?.error === "url_not_in_catalog" ? ": its url is not in the deployment's catalog" : ""}`, hint: "the allowed URLs are listed above", needsLogin: false };
     case "url_changed":
       return { code: "url_changed", message: `${e.id}: the deployment has another url`, hint: `run \`subs apply\`, then \`subs mcp login ${e.id}\``, needsLogin: false };
     case "not_applied":

@@ -23,6 +23,7 @@ import { DEFAULT_LIMITS } from "../serve/http.ts";
 import { McpSessions, type SessionRegistry } from "../serve/http-sessions.ts";
 import type { Session } from "../serve/session.ts";
 import { foreignText } from "./foreign.ts";
+import { NOT_IN_CATALOG } from "./catalog.ts";
 import { Refusal, type OAuth } from "./oauth.ts";
 import type { Log, Metrics } from "./ops.ts";
 import type { AgentEndpoint } from "./routes/agents.ts";
@@ -133,9 +134,10 @@ function agentSession(o: AgentEndpointOptions, name: string, resumed: unknown): 
  * Sends each upstream request with the connection's current access token in place of its
  * stand-in (docs/deployment-protocol.md section 3.6: a 401 before expiry is refreshed once and
  * the request sent once more). No usable credential is `needs_login`, which a call answers as a
- * tool error naming `subs mcp login <id>`. A store that stops answering mid-call is a tool error
- * saying to retry, as the 503 of every other request does; its cause (the store's URL, the
- * driver's words) is for the log, not for the agent's client.
+ * tool error naming `subs mcp login <id>`; a connection outside the catalog, one saying so. A
+ * store that stops answering mid-call is a tool error saying to retry, as the 503 of every other
+ * request does; its cause (the store's URL, the driver's words) is for the log, not for the
+ * agent's client.
  */
 function withDeploymentCredential(
   { oauth, log }: Pick<AgentEndpointOptions, "oauth" | "log">,
@@ -159,6 +161,14 @@ function withDeploymentCredential(
       }, secrets);
     } catch (error) {
       if (error instanceof Refusal && error.code === "not_authorized") throw new SubsError("needs_login", error.message, { code: "needs_login" });
+      // Nothing was sent: the session neither lists nor calls the tools of a connection outside
+      // the catalog (catalog.ts). The catalog itself is not a `use` token's to read.
+      if (error instanceof Refusal && error.code === NOT_IN_CATALOG) {
+        throw new SubsError("refused", `${connection.id}: the deployment refuses this connection: its url is not in the deployment's catalog`, {
+          code: NOT_IN_CATALOG,
+          hint: "the deployment's operator can add the url to its catalog, or the connection can be declared with a url from it",
+        });
+      }
       if (error instanceof StoreUnavailable) {
         log("error", "store unavailable", { connection: connection.id, error: error.message });
         throw new SubsError("failed", STORE_DOWN_MESSAGE, { code: "store_unavailable" });

@@ -19,6 +19,7 @@ import { learningFetch, Secrets } from "../secrets.ts";
 import { VERSION } from "../version.ts";
 import type { ClientSecret } from "./config.ts";
 import { foreignProblem, foreignText, oauthErrorCode } from "./foreign.ts";
+import { inCatalog, NOT_IN_CATALOG, notInCatalogMessage } from "./catalog.ts";
 import type { Metrics } from "./ops.ts";
 import { StoreUnavailable, type AuthorizationOutcome, type ConnectionRecord, type CredentialRecord, type DeploymentStore } from "./store/types.ts";
 
@@ -50,6 +51,8 @@ export type OAuthOptions = {
   intervalSeconds: number;
   /** The operator's secrets of confidential pre-registered clients, by client_id, each with the server that issued it. */
   clientSecrets?: ReadonlyMap<string, ClientSecret>;
+  /** The only MCP server URLs the deployment uses (catalog.ts); undefined: any. */
+  catalog?: readonly string[];
 };
 
 /**
@@ -99,6 +102,12 @@ export class OAuth {
   /** An exchange's fetch to authorization servers (guarded: deadline, size, same-origin redirects), learning into `secrets`. */
   exchange(secrets = new Secrets()): Exchange {
     return { secrets, fetch: authFetch({ fetch: learningFetch(this.#o.fetch, secrets, { answers: "issued" }), env: this.#o.env }) };
+  }
+
+  /** Section 2, `refused`: a connection whose url the catalog leaves out is used nowhere (catalog.ts). */
+  #allowed(connection: Pick<ConnectionRecord, "id" | "url">): void {
+    const { catalog } = this.#o;
+    if (!inCatalog(catalog, connection.url)) throw new Refusal(403, NOT_IN_CATALOG, notInCatalogMessage(connection), { catalog });
   }
 
   /**
@@ -160,6 +169,7 @@ export class OAuth {
 
   /** Section 3.4: discovery, client, scopes, PKCE and state; a newer start supersedes a pending one. */
   async start(connection: ConnectionRecord, exchange = this.exchange()): Promise<{ authorizationUrl: string; id: string }> {
+    this.#allowed(connection);
     await this.#sweep();
     let discovery: Awaited<ReturnType<typeof discover>>;
     let client: OAuthClientInformationMixed;
@@ -252,6 +262,11 @@ export class OAuth {
       await final({ status: "failed", error: "connection_changed", message: "the connection changed during consent" });
       return { status: 409, text: "The connection changed; start again." };
     }
+    // Started before the catalog left its url out: the code goes to no token endpoint.
+    if (!inCatalog(this.#o.catalog, connection.url)) {
+      await final({ status: "failed", error: NOT_IN_CATALOG, message: notInCatalogMessage(connection) });
+      return { status: 403, text: "This connection's URL is not in the deployment's catalog." };
+    }
     let tokens: OAuthTokens;
     try {
       tokens = await exchangeAuthorization(a.issuer, {
@@ -296,7 +311,8 @@ export class OAuth {
 
   /** RFC 7009 at the server that issued it, best effort: a failed revocation fails nothing (section 5). */
   async revoke(credential: CredentialRecord | undefined): Promise<void> {
-    if (!credential) return;
+    // Nothing is sent on behalf of a connection outside the catalog, not even to its revocation endpoint.
+    if (!credential || !inCatalog(this.#o.catalog, credential.url)) return;
     const { metadata, client, tokens } = credential.secret;
     const endpoint = metadata && revocationEndpoint(metadata);
     if (!metadata || !endpoint) return;
@@ -395,6 +411,7 @@ export class OAuth {
    * scrubbed of them, whoever quotes them (a server that issued them, one that echoes them).
    */
   async credentialFor(connection: ConnectionRecord, secrets?: Secrets): Promise<CredentialRecord> {
+    this.#allowed(connection);
     const notAuthorized = (why: string) => new Refusal(409, "not_authorized", `${connection.id}: ${why}; run \`subs mcp login ${connection.id}\``);
     let credential = await this.#o.store.getCredential(connection.id);
     if (!credential || credential.url !== connection.url) throw notAuthorized("the deployment holds no credential for it");

@@ -7,6 +7,7 @@ import type { Context } from "../context.ts";
 import { failed, usage } from "../errors.ts";
 import { openWithKey } from "./commands.ts";
 import { deploymentConfig, type Flags } from "./config.ts";
+import { warnOutsideCatalog } from "./catalog.ts";
 import { OAuth } from "./oauth.ts";
 import { jsonLog, Metrics } from "./ops.ts";
 import { CALLBACK_PATH, createApp, requestId } from "./server.ts";
@@ -55,6 +56,7 @@ export async function deploymentServeCommand(ctx: Context, options: { flags: Fla
     const outbound = { ...ctx, fetch: nodeFetch((url) => policy.connection(url)) };
     const oauth = new OAuth({
       store,
+      catalog: config.catalog,
       metrics,
       fetch: outbound.fetch,
       env: ctx.env,
@@ -118,6 +120,7 @@ export async function deploymentServeCommand(ctx: Context, options: { flags: Fla
         },
       );
     });
+    await warnOutsideCatalog(store, config.catalog, log);
     log("info", "listening", { url: publicText, listen: `${host}:${bound.port}`, store: config.postgres?.redacted ?? config.dbPath, catalog: config.catalog?.length ?? null, redirect_uri: `${publicText}${CALLBACK_PATH}` });
 
     await new Promise<void>((resolve) => (ctx.signal.aborted ? resolve() : ctx.signal.addEventListener("abort", () => resolve(), { once: true })));

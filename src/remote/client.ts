@@ -116,10 +116,13 @@ export class DeploymentClient {
     return this.readConnections().then((r) => r.connections);
   }
 
-  /** GET /v1/mcp with the declarations' revision, when the deployment gives one (section 3.10). */
-  async readConnections(): Promise<{ connections: RemoteConnection[]; revision: string | undefined }> {
+  /**
+   * GET /v1/mcp with the declarations' revision, when the deployment gives one (section 3.10), and
+   * its catalog, when it gives one to explain a refused connection (section 3.1).
+   */
+  async readConnections(): Promise<{ connections: RemoteConnection[]; revision: string | undefined; catalog: string[] | undefined }> {
     const { data } = await this.request("GET", this.url("v1/mcp"), { schema: ConnectionListSchema });
-    return { connections: data.connections, revision: data.revision ?? undefined };
+    return { connections: data.connections, revision: data.revision ?? undefined, catalog: data.catalog ?? undefined };
   }
 
   /** Declares or updates a connection; `created` is true on 201. */

@@ -11,6 +11,8 @@ export type RemoteListStatus =
   | "authorized"
   /** Declared on the deployment with the file's url, not authorized. */
   | "needs_login"
+  /** Declared on the deployment with the file's url, which it refuses to use (its url is outside its catalog). */
+  | "refused"
   /** The deployment has this id with another url: `subs apply` re-declares it (and drops its credential). */
   | "url_changed"
   /** In the file, not on the deployment. */
@@ -31,14 +33,21 @@ export type RemoteListEntry = {
   differs: ConnectionField[];
   deployment: RemoteConnection | null;
   agents: string[];
+  /** Why the deployment will not use it, whatever the status, with the allowed URLs when the deployment gave them. */
+  refused: RemoteRefusal | null;
 };
 
+/** `refused` of the deployment's Connection (docs/deployment-protocol.md section 2), with the list's `catalog`. */
+export type RemoteRefusal = { error: string; message: string | null; catalog: string[] | null };
+
 export async function listRemoteConnections(config: Config, client: DeploymentClient): Promise<RemoteListEntry[]> {
-  const remote = await client.listConnections();
-  return mergeRemoteView(config, remote);
+  const { connections, catalog } = await client.readConnections();
+  return mergeRemoteView(config, connections, catalog);
 }
 
-export function mergeRemoteView(config: Config, remote: RemoteConnection[]): RemoteListEntry[] {
+export function mergeRemoteView(config: Config, remote: RemoteConnection[], catalog?: string[]): RemoteListEntry[] {
+  const refusalOf = (c: RemoteConnection | null): RemoteRefusal | null =>
+    c?.refused ? { error: c.refused.error, message: c.refused.message ?? null, catalog: c.refused.error === "url_not_in_catalog" ? (catalog ?? null) : null } : null;
   const byId = new Map(remote.map((c) => [c.id, c]));
   const plan = planRemote(config, { connections: remote, agents: [] });
   const steps = new Map(plan.connections.map((s) => [s.id, s]));
@@ -46,17 +55,19 @@ export function mergeRemoteView(config: Config, remote: RemoteConnection[]): Rem
   const entries: RemoteListEntry[] = config.connections.map((connection) => {
     const deployed = byId.get(connection.id) ?? null;
     const step = steps.get(connection.id)!;
-    const base = { id: connection.id, url: connectionBody(connection).url, deployment: deployed, agents: agentsOf(connection.id), differs: step.changed };
+    const base = { id: connection.id, url: connectionBody(connection).url, deployment: deployed, agents: agentsOf(connection.id), differs: step.changed, refused: refusalOf(deployed) };
     if (!deployed) return { ...base, status: "not_applied", usable: false, drift: "not_applied" };
     const drift = step.action === "change" ? ("differs" as const) : null;
     if (step.changed.includes("url")) return { ...base, status: "url_changed", usable: false, drift };
+    // Refused whatever its status says: a deployment that uses no credential of it shows it `declared`.
+    if (base.refused) return { ...base, status: "refused", usable: false, drift };
     const authorized = deployed.status === "authorized";
     return { ...base, status: authorized ? "authorized" : "needs_login", usable: authorized, drift };
   });
   const declared = new Set(config.connections.map((c) => c.id));
   for (const deployed of remote) {
     if (declared.has(deployed.id)) continue;
-    entries.push({ id: deployed.id, url: deployed.url, status: "not_in_file", usable: false, drift: "not_in_file", differs: [], deployment: deployed, agents: [] });
+    entries.push({ id: deployed.id, url: deployed.url, status: "not_in_file", usable: false, drift: "not_in_file", differs: [], deployment: deployed, agents: [], refused: refusalOf(deployed) });
   }
   return entries;
 }

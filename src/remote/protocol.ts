@@ -23,6 +23,9 @@ export type ConnectionOAuth = z.output<typeof ConnectionOAuthSchema>;
 
 const timestamp = z.iso.datetime({ offset: true });
 
+/** Section 2, `refused`: why the deployment will not use a declared connection (`url_not_in_catalog`). */
+export const RefusedSchema = z.object({ error: text(), message: orNull(z.string()) });
+
 export const ConnectionSchema = z.object({
   id: text(),
   url: text(),
@@ -31,11 +34,15 @@ export const ConnectionSchema = z.object({
   status: z.enum(["declared", "authorized"]),
   authorized_at: orNull(timestamp),
   expires_at: orNull(timestamp),
+  refused: orNull(RefusedSchema),
 });
 export type RemoteConnection = z.output<typeof ConnectionSchema>;
 
-/** `revision` (section 3.10): the declarations' revision, from a deployment that has PUT /v1/state. */
-export const ConnectionListSchema = z.object({ connections: z.array(ConnectionSchema), revision: orNull(text()) });
+/**
+ * `revision` (section 3.10): the declarations' revision, from a deployment that has PUT /v1/state.
+ * `catalog` (section 3.1): every allowed URL, when a connection is refused for being outside it.
+ */
+export const ConnectionListSchema = z.object({ connections: z.array(ConnectionSchema), revision: orNull(text()), catalog: orNull(z.array(z.string())) });
 
 /** PUT /v1/mcp/{id}. Never carries `auth` or a client secret: the deployment rejects one that does. */
 export type ConnectionBody = { url: string; prefix_tools: boolean; oauth?: OAuthSettingsBody };

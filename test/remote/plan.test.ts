@@ -6,7 +6,7 @@ import { parseConfig } from "../../src/config/load.ts";
 import { localOnlyAuthDiagnostics } from "../../src/config/remote-rules.ts";
 import { mergeRemoteView } from "../../src/remote/list.ts";
 import { planRemote } from "../../src/remote/plan.ts";
-import { AgentListSchema, type RemoteConnection } from "../../src/remote/protocol.ts";
+import { AgentListSchema, ConnectionListSchema, type RemoteConnection } from "../../src/remote/protocol.ts";
 
 const config = (body: string) => parseConfig(`[remote]\nurl = "https://deploy.example.com"\n\n${body}`, { path: "/p/substructure.toml", cwd: "/p" });
 const remote = (c: Partial<RemoteConnection> & { id: string; url: string }): RemoteConnection => ({ prefix_tools: true, status: "declared", ...c });
@@ -58,6 +58,31 @@ describe("mergeRemoteView", () => {
     const file = config('[mcp.one]\nurl = "https://s.example/mcp"\n[mcp.two]\nurl = "https://s.example/mcp"\n');
     const view = mergeRemoteView(file, [remote({ id: "one", url: "https://s.example/mcp", status: "authorized" }), remote({ id: "two", url: "https://s.example/mcp" })]);
     assert.deepEqual(view.map((e) => [e.id, e.status, e.usable, e.drift]), [["one", "authorized", true, null], ["two", "needs_login", false, null]]);
+  });
+
+  test("a connection the deployment refuses is `refused`, not usable, with the catalog the listing carried; a url change still reads as one", () => {
+    const file = config('[mcp.kept]\nurl = "https://out.example/mcp"\n[mcp.moved]\nurl = "https://in.example/mcp"\n[mcp.fine]\nurl = "https://in.example/mcp"\n');
+    const refusal = { error: "url_not_in_catalog", message: "kept: https://out.example/mcp is not in this deployment's catalog" };
+    const { connections, catalog } = ConnectionListSchema.parse({
+      connections: [
+        // Whatever its status says, a refused connection is not usable.
+        { id: "kept", url: "https://out.example/mcp", prefix_tools: true, status: "authorized", refused: refusal },
+        { id: "moved", url: "https://out.example/mcp", prefix_tools: true, status: "declared", refused: refusal },
+        { id: "fine", url: "https://in.example/mcp", prefix_tools: true, status: "authorized" },
+        { id: "gone", url: "https://out.example/mcp", prefix_tools: true, status: "declared", refused: { error: "some_future_reason", message: null } },
+      ],
+      catalog: ["https://in.example/mcp"],
+    });
+    const view = mergeRemoteView(file, connections, catalog ?? undefined);
+    assert.deepEqual(
+      view.map((e) => [e.id, e.status, e.usable, e.refused]),
+      [
+        ["kept", "refused", false, { ...refusal, catalog: ["https://in.example/mcp"] }],
+        ["moved", "url_changed", false, { ...refusal, catalog: ["https://in.example/mcp"] }],
+        ["fine", "authorized", true, null],
+        ["gone", "not_in_file", false, { error: "some_future_reason", message: null, catalog: null }],
+      ],
+    );
   });
 });
 

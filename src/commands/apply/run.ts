@@ -127,9 +127,11 @@ function reportRemote(ctx: Context, config: Config, done: Extract<Applied, { tar
     : `${applied.length} of ${outcomes.length} changes applied, ${failures.length} failed, ${notAttempted.length} not attempted`;
   if (first instanceof DeploymentError && first.code === "url_not_in_catalog") {
     // The refusal carries the whole catalog: name every connection of the plan outside it, not
-    // only the one that was refused first, so one edit of the file fixes them all.
+    // only the one that was refused first, so one edit of the file fixes them all. That includes
+    // an unchanged one: declared before its url left the catalog, it is refused with the rest of
+    // the file (PUT /v1/state carries every declaration).
     const catalog = new Set(first.body?.catalog ?? []);
-    const outside = plan.connections.filter((s) => (s.action === "add" || s.action === "change") && !catalog.has(s.url));
+    const outside = plan.connections.filter((s) => s.action !== "remove" && !catalog.has(s.url));
     throw refused(`not in the deployment's catalog: ${outside.map((s) => `${s.id} (${s.url})`).join(", ")} (${summary})`, {
       code: "url_not_in_catalog",
       ...(first.hint ? { hint: first.hint } : {}),

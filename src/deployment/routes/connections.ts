@@ -3,6 +3,7 @@
 import { z } from "zod";
 import type { OAuth } from "../oauth.ts";
 import type { ConnectionRecord, DeploymentStore } from "../store/types.ts";
+import { inCatalog, NOT_IN_CATALOG, notInCatalogMessage } from "../catalog.ts";
 import { isLoopbackHost } from "../config.ts";
 import { BadBody, fail, IdSchema, iso, issueText, readJson, type Route } from "./answer.ts";
 
@@ -41,9 +42,15 @@ export type ConnectionRoutesOptions = {
 
 type Held = { id: string; url: string; authorizedAt: number; expiresAt: number | null };
 
-/** Section 2: a Connection; `authorized` only with a credential for its current url. */
-export function connectionJson(c: ConnectionRecord, held: Held | undefined) {
-  const authorized = held !== undefined && held.url === c.url;
+/**
+ * Section 2: a Connection; `authorized` only with a credential for its current url that the
+ * deployment would use. One outside the catalog is `declared` and says why in `refused`, whatever
+ * it holds: a client that does not know `refused` then shows it needing a login (which the
+ * deployment refuses with the catalog), never as usable.
+ */
+export function connectionJson(c: ConnectionRecord, held: Held | undefined, catalog: readonly string[] | undefined) {
+  const allowed = inCatalog(catalog, c.url);
+  const authorized = allowed && held !== undefined && held.url === c.url;
   return {
     id: c.id,
     url: c.url,
@@ -52,14 +59,15 @@ export function connectionJson(c: ConnectionRecord, held: Held | undefined) {
     status: authorized ? "authorized" : "declared",
     ...(authorized ? { authorized_at: iso(held.authorizedAt) } : {}),
     ...(authorized && held.expiresAt !== null ? { expires_at: iso(held.expiresAt) } : {}),
+    ...(allowed ? {} : { refused: { error: NOT_IN_CATALOG, message: notInCatalogMessage(c) } }),
   };
 }
 
 /** Every declared Connection, as GET /v1/mcp answers them. */
-export async function connectionsJson(store: DeploymentStore) {
+export async function connectionsJson(store: DeploymentStore, catalog: readonly string[] | undefined) {
   const [connections, held] = await Promise.all([store.listConnections(), store.credentialSummaries()]);
   const byId = new Map(held.map((h) => [h.id, h]));
-  return connections.map((c) => connectionJson(c, byId.get(c.id)));
+  return connections.map((c) => connectionJson(c, byId.get(c.id), catalog));
 }
 
 export function connectionRoutes(o: ConnectionRoutesOptions): Route[] {
@@ -73,7 +81,10 @@ export function connectionRoutes(o: ConnectionRoutesOptions): Route[] {
       // The revision before the rows (store/types.ts, revision()).
       run: async () => {
         const revision = await store.revision();
-        return { status: 200, body: { connections: await connectionsJson(store), revision } };
+        const connections = await connectionsJson(store, o.catalog);
+        // Section 3.1: the catalog goes with the refusals it explains, and only then.
+        const refused = connections.some((c) => c.refused?.error === NOT_IN_CATALOG);
+        return { status: 200, body: { connections, revision, ...(refused ? { catalog: o.catalog } : {}) } };
       },
     },
     {
@@ -103,7 +114,7 @@ export function connectionRoutes(o: ConnectionRoutesOptions): Route[] {
         if (put.urlChanged) await oauth.endPending(id!, "connection_changed", "the connection's url changed");
         await oauth.revoke(put.dropped);
         const held = (await store.credentialSummaries()).find((h) => h.id === id);
-        return { status: put.created ? 201 : 200, body: connectionJson(record, held) };
+        return { status: put.created ? 201 : 200, body: connectionJson(record, held, o.catalog) };
       },
     },
     {

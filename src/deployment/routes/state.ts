@@ -59,7 +59,7 @@ export function stateRoutes(o: { store: DeploymentStore; oauth: OAuth; catalog: 
           status: 200,
           body: {
             revision: put.revision,
-            connections: await connectionsJson(store),
+            connections: await connectionsJson(store, o.catalog),
             agents: await store.listAgents(),
             changes: put.changes.map((c) => ({ kind: c.kind, id: c.id, action: c.action, credential_dropped: c.credentialDropped })),
           },

@@ -1,7 +1,7 @@
 // A deployment for the tests: implements docs/deployment-protocol.md for real, on loopback.
 // It holds declarations, agents and credentials in memory (its own token store), runs the OAuth
 // client side itself with the SDK and its own redirect URI (/oauth/callback), refreshes what it
-// holds, can allow only catalog URLs, and injects faults (error statuses, dropped connections,
+// holds, can allow only catalog URLs (and then uses no connection outside it), and injects faults (error statuses, dropped connections,
 // delays) on demand. Section numbers in comments are the document's.
 import { randomBytes, randomUUID } from "node:crypto";
 import type { Server as HttpServer } from "node:http";
@@ -217,9 +217,18 @@ export async function startDeployment(options: DeploymentOptions): Promise<Runni
     else res.status(status).json(body);
   };
 
+  /**
+   * Catalog mode: a connection declared before its url left the catalog (a test puts one in
+   * `connections` directly) is used nowhere: no consent, no tools, no refresh, no revocation.
+   */
+  const inCatalog = (url: string) => !options.catalog || options.catalog.includes(url);
+  const notInCatalog = (res: Response, c: Declared) =>
+    fail(res, 403, "url_not_in_catalog", `${c.id}: ${c.url} is not in this deployment's catalog`, { catalog: options.catalog });
+
+  /** Section 2: `authorized` only with a credential it would use; `refused` outside the catalog. */
   const connectionJson = (c: Declared) => {
     const credential = credentials.get(c.id);
-    const held = credential && credential.url === c.url;
+    const held = credential && credential.url === c.url && inCatalog(c.url);
     return {
       id: c.id,
       url: c.url,
@@ -228,6 +237,7 @@ export async function startDeployment(options: DeploymentOptions): Promise<Runni
       status: held ? "authorized" : "declared",
       ...(held ? { authorized_at: new Date(credential.authorizedAt).toISOString() } : {}),
       ...(held && credential.expiresAt ? { expires_at: new Date(credential.expiresAt).toISOString() } : {}),
+      ...(inCatalog(c.url) ? {} : { refused: { error: "url_not_in_catalog", message: `${c.id}: ${c.url} is not in this deployment's catalog` } }),
     };
   };
 
@@ -245,6 +255,7 @@ export async function startDeployment(options: DeploymentOptions): Promise<Runni
 
   /** RFC 7009 at the server that issued it, best effort: a failed revocation fails nothing (section 5). */
   const revoke = async (credential: Credential) => {
+    if (!inCatalog(credential.url)) return;
     const endpoint = (credential.issuedBy?.metadata as { revocation_endpoint?: string } | undefined)?.revocation_endpoint;
     if (!endpoint) return;
     for (const [token, hint] of [[credential.tokens.refresh_token, "refresh_token"], [credential.tokens.access_token, "access_token"]] as const) {
@@ -391,6 +402,10 @@ export async function startDeployment(options: DeploymentOptions): Promise<Runni
     if (!connection || connection.url !== a.url) {
       Object.assign(a, { status: "failed", error: "connection_changed", message: "the connection changed during consent" });
       return page(409, "The connection changed; start again.");
+    }
+    if (!inCatalog(connection.url)) {
+      Object.assign(a, { status: "failed", error: "url_not_in_catalog", message: `${connection.id}: ${connection.url} is not in this deployment's catalog` });
+      return page(403, "This connection's URL is not in the deployment's catalog.");
     }
     a.codeReceived = true;
     let tokens: OAuthTokens;
@@ -588,7 +603,11 @@ export async function startDeployment(options: DeploymentOptions): Promise<Runni
   v1.param("id", (_req, res, next, id: string) => (validId(id) ? next() : fail(res, 400, "invalid_request", `${JSON.stringify(id)} is not a valid connection id`)));
   v1.param("name", (_req, res, next, name: string) => (validId(name) ? next() : fail(res, 400, "invalid_request", `${JSON.stringify(name)} is not a valid agent name`)));
 
-  v1.get("/mcp", (_req, res) => send(res, 200, withRevision({ connections: [...connections.values()].map(connectionJson) })));
+  v1.get("/mcp", (_req, res) => {
+    const listed = [...connections.values()].map(connectionJson);
+    // Section 3.1: the catalog goes with the refusals it explains.
+    send(res, 200, withRevision({ connections: listed, ...(listed.some((c) => c.refused) ? { catalog: options.catalog } : {}) }));
+  });
 
   v1.put("/mcp/:id", async (req, res) => {
     const id = req.params.id;
@@ -627,6 +646,7 @@ export async function startDeployment(options: DeploymentOptions): Promise<Runni
   v1.post("/mcp/:id/authorizations", async (req, res) => {
     const connection = connections.get(req.params.id);
     if (!connection) return fail(res, 404, "not_found", `no connection ${req.params.id}`);
+    if (!inCatalog(connection.url)) return notInCatalog(res, connection);
     let started: Awaited<ReturnType<typeof startConsent>>;
     try {
       started = await startConsent(connection);
@@ -650,6 +670,7 @@ export async function startDeployment(options: DeploymentOptions): Promise<Runni
   v1.get("/mcp/:id/tools", async (req, res) => {
     const connection = connections.get(req.params.id);
     if (!connection) return fail(res, 404, "not_found", `no connection ${req.params.id}`);
+    if (!inCatalog(connection.url)) return notInCatalog(res, connection);
     try {
       send(res, 200, { tools: await toolsOf(connection) });
     } catch (error) {

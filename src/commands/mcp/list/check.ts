@@ -22,7 +22,9 @@ export function describeCheck(check: ConnectionCheck, style: Style, tokenEnv?: s
   if (check.authorized) return style.green(`${check.tools} tool${check.tools === 1 ? "" : "s"}`);
   if (check.reachable === false) return style.red(check.problem?.code === "timeout" ? "no answer" : "unreachable");
   // An unset variable needs the variable set, not a login.
-  const why = check.problem?.code === "token_env_unset" && tokenEnv ? `set $${tokenEnv}` : check.problem?.needsLogin ? "needs login" : "failed";
+  // A connection the deployment refuses to use (outside its catalog) was not asked for.
+  const why =
+    check.problem?.code === "token_env_unset" && tokenEnv ? `set $${tokenEnv}` : check.problem?.needsLogin ? "needs login" : check.problem?.code === "url_not_in_catalog" ? "refused" : "failed";
   return style.yellow(check.reachable ? `reachable · ${why}` : why);
 }
 

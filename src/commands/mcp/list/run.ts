@@ -7,6 +7,7 @@ import { writeJson } from "../../../output/json.ts";
 import { stderrReporter } from "../../../output/reporter.ts";
 import { styleFor, type Style } from "../../../output/style.ts";
 import { renderTable } from "../../../output/table.ts";
+import { shown } from "../../../output/untrusted.ts";
 import { isoOrNull, shortDuration } from "../../../output/time.ts";
 import type { RemoteListEntry } from "../../../remote/list.ts";
 import type { ConnectionStatus } from "../../../status/status.ts";
@@ -145,6 +146,7 @@ export function remoteConnectionJson(e: RemoteListEntry) {
     drift: e.drift,
     differs: e.differs,
     deployment: e.deployment ? { url: e.deployment.url, prefix_tools: e.deployment.prefix_tools, status: e.deployment.status } : null,
+    refused: e.refused,
   };
 }
 
@@ -165,7 +167,27 @@ function writeRemote(ctx: Context, config: Config, listing: Extract<Listing, { t
   ctx.stdout.write(renderTable(headers, rows, { tty: ctx.stdoutIsTTY, columns: ctx.stdoutColumns, style: style.bold }));
   const drifted = entries.filter((e) => e.drift !== null).length;
   if (drifted > 0) ctx.stderr.write(`${drifted} connection${drifted === 1 ? "" : "s"} differ${drifted === 1 ? "s" : ""} between ${config.displayPath} and the deployment: run \`subs apply\`.\n`);
+  writeRefusals(ctx, entries);
   return false;
+}
+
+/**
+ * Why the deployment refuses to use a connection, after the table: each one, then what to do and
+ * the allowed URLs, as `subs apply` lists them for a refused url. Both come from the deployment:
+ * shown, never interpreted (SECURITY.md, "What subs shows of server text").
+ */
+function writeRefusals(ctx: Context, entries: readonly RemoteListEntry[]): void {
+  const refused = entries.filter((e) => e.refused !== null);
+  if (refused.length === 0) return;
+  const outside = refused.filter((e) => e.refused!.error === "url_not_in_catalog");
+  for (const e of refused) {
+    const why = e.refused!.error === "url_not_in_catalog" ? "its url is not in the deployment's catalog" : (e.refused!.message ?? e.refused!.error);
+    ctx.stderr.write(`${shown(e.id)}: the deployment refuses to use it: ${shown(why)}\n`);
+  }
+  if (outside.length === 0) return;
+  ctx.stderr.write(`  declare ${outside.length === 1 ? "it with a url" : "them with urls"} from the catalog and run \`subs apply\`, or ask the deployment's operator to add ${outside.length === 1 ? "its url" : "theirs"} (a credential the deployment holds stays there, unused)\n`);
+  const catalog = outside.find((e) => e.refused!.catalog)?.refused!.catalog;
+  if (catalog) ctx.stderr.write(`  allowed URLs:\n${catalog.map((u) => `    ${shown(u)}\n`).join("")}`);
 }
 
 function describeRemote(e: RemoteListEntry, now: number, style: Style): string {
@@ -177,6 +199,8 @@ function describeRemote(e: RemoteListEntry, now: number, style: Style): string {
     }
     case "needs_login":
       return style.yellow(`needs login · subs mcp login ${e.id}`) + differs;
+    case "refused":
+      return style.red(e.refused?.error === "url_not_in_catalog" ? "refused: url not in the deployment's catalog" : `refused by the deployment (${e.refused?.error})`) + differs;
     case "url_changed":
       return style.yellow(`url differs (deployment: ${e.deployment?.url}) · subs apply, then subs mcp login ${e.id}`);
     case "not_applied":
