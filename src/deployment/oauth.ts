@@ -138,7 +138,7 @@ export class OAuth {
         throw new Refusal(
           403,
           "client_secret_elsewhere",
-          `${connection.id}: the deployment holds the secret of client ${preRegistered} for ${held.issuer ?? held.tokenEndpoint}, not for ${connection.url}'s authorization server ${foreignText(discovery.issuer, exchange.secrets)}; it is sent to no other server. Declare the server that client belongs to, or another client_id`,
+          `${connection.id}: the deployment holds the secret of client ${preRegistered} for ${held.issuer ?? held.tokenEndpoint}, not for the authorization server of ${connection.url}, ${foreignText(discovery.issuer, exchange.secrets)}; it is sent to no other server. Declare the server that client belongs to, or another client_id`,
         );
       }
       exchange.secrets.add(held.secret);

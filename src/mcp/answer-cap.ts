@@ -59,7 +59,7 @@ export const MAX_LISTING_PAGES = 100;
  */
 export function listingTooLarge(limit: AnswerLimit, origin: string, over: "pages" | "bytes"): SubsError {
   if (over === "pages") {
-    return failed(`${limit.id}: ${origin}'s tool list went on past ${MAX_LISTING_PAGES} pages; subs stopped asking for more and lists none of its tools`, {
+    return failed(`${limit.id}: the tool list of ${origin} went on past ${MAX_LISTING_PAGES} pages; subs stopped asking for more and lists none of its tools`, {
       code: "tool_list_too_large",
       hint: `a tool list ends within ${MAX_LISTING_PAGES} pages (its last page has no nextCursor); ask the server's operator why this one does not`,
     });

@@ -95,7 +95,7 @@ describe("one tool listing is bounded in pages and in bytes", () => {
     assert.equal(r.asked, 100);
     const { error } = JSON.parse(r.stdout) as { error: { code: string; message: string; hint: string } };
     assert.equal(error.code, "tool_list_too_large");
-    assert.match(error.message, /^forever: http:\/\/127\.0\.0\.1:\d+'s tool list went on past 100 pages; subs stopped asking for more and lists none of its tools$/);
+    assert.match(error.message, /^forever: the tool list of http:\/\/127\.0\.0\.1:\d+ went on past 100 pages; subs stopped asking for more and lists none of its tools$/);
     assert.match(r.stderr, /forever: .* went on past 100 pages/);
     const whole = await cli(["mcp", "tools", "hundred", "--json"], "hundred");
     assert.equal(whole.code, 0, whole.stderr);
