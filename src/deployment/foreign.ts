@@ -6,16 +6,13 @@
 // (RFC 6749 section 5.2), and an `error_description` or a JSON-RPC message made visible, cut short
 // and scrubbed of every secret of that exchange.
 import { OAuthError, ServerError } from "@modelcontextprotocol/sdk/server/auth/errors.js";
-import { addressRefusal } from "../http/address-policy.ts";
+import { addressRefusal, ALLOW_PRIVATE_HINT } from "../http/address-refusal.ts";
 import type { Secrets } from "../secrets.ts";
 import { cut } from "../text/cut.ts";
 import { escaped } from "../text/unsafe.ts";
 
 /** Longer than any description a person needs; short enough that no page fits. */
 const MAX_TEXT = 200;
-
-/** What an operator is told to change when a request is refused for where it would go. */
-export const ALLOW_PRIVATE_HINT = "an operator may allow it with --allow-private (docs/deployment-server.md)";
 
 /** A server's text, one line: control characters made visible, cut, then scrubbed (a cut can end inside a secret: Secrets.scrub knows). */
 export function foreignText(text: string, secrets: Pick<Secrets, "scrub">, max = MAX_TEXT): string {

@@ -14,6 +14,7 @@ import { REFRESH_MARGIN_MS } from "../auth/refresh.ts";
 import { postRevocation } from "../auth/revocation-request.ts";
 import { REVOCATION_TIMEOUT_MS } from "../auth/revoke.ts";
 import { checkedTokens } from "../auth/tokens.ts";
+import { addressRefusal, ALLOW_PRIVATE_HINT } from "../http/address-refusal.ts";
 import { authFetch, httpTimeoutMs } from "../http/guarded-fetch.ts";
 import { learningFetch, Secrets } from "../secrets.ts";
 import { VERSION } from "../version.ts";
@@ -138,7 +139,7 @@ export class OAuth {
         throw new Refusal(
           403,
           "client_secret_elsewhere",
-          `${connection.id}: the deployment holds the secret of client ${preRegistered} for ${held.issuer ?? held.tokenEndpoint}, not for the authorization server of ${connection.url}, ${foreignText(discovery.issuer, exchange.secrets)}; it is sent to no other server. Declare the server that client belongs to, or another client_id`,
+          `${connection.id}: the deployment holds the secret of client ${preRegistered} for ${held.issuer ?? held.tokenEndpoint}, not for ${foreignText(discovery.issuer, exchange.secrets)} (the authorization server of ${connection.url}), and sends it to no other server`,
         );
       }
       exchange.secrets.add(held.secret);
@@ -192,7 +193,7 @@ export class OAuth {
       });
     } catch (error) {
       if (error instanceof Refusal || error instanceof StoreUnavailable) throw error;
-      throw new Refusal(502, "upstream_error", `cannot start the authorization of ${connection.id} with ${connection.url}: ${foreignProblem(error, exchange.secrets)}`);
+      throw upstreamFailure(`cannot start the authorization of ${connection.id} with ${connection.url}`, error, exchange.secrets);
     }
     const id = randomUUID();
     await this.#o.store.startAuthorization(
@@ -382,7 +383,7 @@ export class OAuth {
         } catch (error) {
           if (grantRejected(error)) return dead("rejected");
           this.#o.metrics.refresh("failed");
-          throw new Refusal(502, "upstream_error", `refreshing the credential of ${current.id} at ${current.issuer} failed: ${foreignProblem(error, exchange.secrets)}`);
+          throw upstreamFailure(`refreshing the credential of ${current.id} at ${current.issuer} failed`, error, exchange.secrets);
         }
         const at = this.#o.now();
         return {
@@ -464,12 +465,23 @@ export class OAuth {
         if (challenge?.status === 403 && challenge.error === "insufficient_scope") {
           throw new Refusal(409, "not_authorized", `${connection.id}: ${connection.url} needs scope ${challenge.scope ? foreignText(challenge.scope, secrets) : "(not named)"}; add it to oauth.scopes and run \`subs mcp login ${connection.id}\``);
         }
-        throw new Refusal(502, "upstream_error", `${connection.url}: ${foreignProblem(error, secrets)}`);
+        throw upstreamFailure(connection.url, error, secrets);
       } finally {
         await client?.close().catch(() => {});
       }
     }, secrets);
   }
+}
+
+/**
+ * A failed exchange with a server, for the API's caller: a request the deployment's address rules
+ * kept from leaving is its own refusal (`403 address_not_allowed`: retrying cannot help, the
+ * operator's setting can), any other failure `502 upstream_error` with its summary (foreign.ts).
+ */
+function upstreamFailure(what: string, error: unknown, secrets: Secrets): Refusal {
+  const notAllowed = addressRefusal(error);
+  if (notAllowed) return new Refusal(403, "address_not_allowed", `${what}: ${notAllowed.message}; ${ALLOW_PRIVATE_HINT}`);
+  return new Refusal(502, "upstream_error", `${what}: ${foreignProblem(error, secrets)}`);
 }
 
 /** What a credential holds that a server could quote back, learnt by the exchange that uses it. */

@@ -9,7 +9,10 @@
 // address is refused like the address itself.
 import { lookup as dnsLookup, type LookupAddress } from "node:dns";
 import { BlockList, isIP, type LookupFunction } from "node:net";
+import { AddressNotAllowed } from "./address-refusal.ts";
 import type { Connection } from "./mcp-fetch.ts";
+
+export { AddressNotAllowed, addressRefusal, ALLOW_PRIVATE_HINT } from "./address-refusal.ts";
 
 /** IPv4 blocks that are not the public internet (IANA IPv4 Special-Purpose Address Registry). */
 const V4: ReadonlyArray<[string, number]> = [
@@ -110,28 +113,6 @@ export function parseAllowList(text: string): Allowed {
     }
     return { net: match[1]!, prefix, family: family === 4 ? "ipv4" : "ipv6", port, text: entry };
   });
-}
-
-/** A request refused for where it would go; the cause of the fetch failure it is. */
-export class AddressNotAllowed extends Error {
-  override name = "AddressNotAllowed";
-  readonly code = "ADDRESS_NOT_ALLOWED";
-  constructor(
-    readonly host: string,
-    readonly address: string,
-    readonly port: number,
-  ) {
-    super(`${host}${host === address ? "" : ` (${address})`} is a loopback, private or special-use address, which this deployment does not reach`);
-  }
-}
-
-/** The AddressNotAllowed a failed request carries somewhere in its causes. */
-export function addressRefusal(error: unknown): AddressNotAllowed | undefined {
-  for (let e: unknown = error, depth = 0; e instanceof Error && depth < 6; depth++) {
-    if (e instanceof AddressNotAllowed) return e;
-    e = e.cause ?? (e as { errors?: unknown[] }).errors?.[0];
-  }
-  return undefined;
 }
 
 export class AddressPolicy {

@@ -8,7 +8,8 @@
 // - redirects followed only within the origin the request was sent to (a 307 to another origin
 //   would re-send a token request's body there).
 
-import { failed, type SubsError } from "../errors.ts";
+import { failed, refused, type SubsError } from "../errors.ts";
+import { addressRefusal, ALLOW_PRIVATE_HINT } from "./address-refusal.ts";
 
 /** Default deadline of one exchange; `SUBS_HTTP_TIMEOUT` (seconds) overrides it. */
 export const HTTP_TIMEOUT_MS = 30_000;
@@ -107,6 +108,9 @@ export function isDnsFailure(error: unknown): boolean {
  * one that hung up is said to have closed the connection. Each hint fits its failure.
  */
 export function networkFailure(origin: string, error: unknown): SubsError {
+  // Not a failure of the network: a request the process's own address rules kept from leaving.
+  const notAllowed = addressRefusal(error);
+  if (notAllowed) return refused(notAllowed.message, { cause: error, code: "address_not_allowed", hint: ALLOW_PRIVATE_HINT });
   const code = errorCode(error);
   if (error instanceof HttpGuardError && error.timedOut) {
     return failed(`${origin} accepted the connection but gave ${error.message.replace(/^no complete answer from \S+ /, "no answer ")}`, {

@@ -342,6 +342,17 @@ export class DeploymentClient {
         details: { catalog },
       });
     }
+    // The deployment's own rules, which its operator sets: retrying cannot change the answer.
+    if (status === 403 && (code === "address_not_allowed" || code === "client_secret_elsewhere")) {
+      return new DeploymentError("refused", `the deployment refused ${what}${said}`, {
+        status,
+        ...(body ? { body } : {}),
+        hint:
+          code === "address_not_allowed"
+            ? "the deployment reaches only the addresses its operator allows (docs/deployment-server.md, \"Addresses it reaches\"); ask them, or declare a server it reaches"
+            : "declare the server that client belongs to, or another oauth.client_id; the deployment's operator holds its secret (docs/deployment-server.md)",
+      });
+    }
     if (status === 400 && code === "local_only_field") {
       return new DeploymentError("refused", `the deployment refused ${what}${said}`, { status, ...(body ? { body } : {}) });
     }

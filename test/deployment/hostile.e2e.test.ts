@@ -97,14 +97,15 @@ describe("subs deployment serve against the servers its users declare", () => {
     assert.ok(!JSON.stringify(d.logs).includes(TEAM_SECRET), "nor is it logged");
   });
 
-  test("a registration endpoint on the deployment's own host, on a port the operator did not allow, is never reached: a clear 502, nothing of the page", async () => {
+  test("a registration endpoint on the deployment's own host, on a port the operator did not allow, is never reached: a clear refusal, nothing of the page", async () => {
     hostile.set({ registrationEndpoint: `${internal.url}/register` });
     try {
       assert.equal((await callServed(d, "PUT", "/v1/mcp/inward", { url: hostile.url, prefix_tools: false })).status, 201);
       const started = await callServed(d, "POST", "/v1/mcp/inward/authorizations", {});
-      assert.equal(started.status, 502, JSON.stringify(started.body));
       assert.equal(internal.requests, 0, "the internal service was sent a request");
-      assert.match(started.body.message, /127\.0\.0\.1 is a loopback, private or special-use address, which this deployment does not reach; an operator may allow it with --allow-private/);
+      assert.equal(started.status, 403, JSON.stringify(started.body));
+      assert.equal(started.body.error, "address_not_allowed", "its own rule, not a server's failure: not retried");
+      assert.ok(started.body.message.includes(`127.0.0.1:${internal.port} is a loopback, private or special-use address, which this deployment does not reach; an operator may allow it with --allow-private`), started.body.message);
       assert.ok(!JSON.stringify(started.body).includes("hunter2"));
     } finally {
       hostile.set({ registrationEndpoint: undefined });
@@ -223,8 +224,9 @@ describe("subs deployment serve with a public URL: the host's own addresses are 
     ] as const) {
       assert.equal((await callDirect(d, "PUT", `/v1/mcp/${id}`, { url, prefix_tools: false })).status, 201);
       const started = await callDirect(d, "POST", `/v1/mcp/${id}/authorizations`, {});
-      assert.equal(started.status, 502, `${id}: ${JSON.stringify(started.body)}`);
-      assert.match(started.body.message, /(127\.0\.0\.1|localhost \(127\.0\.0\.1\)) is a loopback, private or special-use address, which this deployment does not reach/);
+      assert.equal(started.status, 403, `${id}: ${JSON.stringify(started.body)}`);
+      assert.equal(started.body.error, "address_not_allowed");
+      assert.match(started.body.message, /(127\.0\.0\.1|localhost):\d+( \(127\.0\.0\.1\))? is a loopback, private or special-use address, which this deployment does not reach/);
     }
     assert.equal(hostile.requests.length, 0, "the server on the deployment's host was reached");
   });
