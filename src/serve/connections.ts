@@ -4,8 +4,10 @@
 // serve` (everyone on the network reaches it).
 //
 // node:http alone does not: its `maxConnections` refuses the newest connection, the token holder's
-// as readily as the thousandth one an attacker left open, and its headers timeout starts at a
-// request's first byte, so a connection that never sends one is never timed out.
+// as readily as the thousandth one an attacker left open; and while its headers timeout does end a
+// connection that sends nothing, it is looked at only every `connectionsCheckingInterval` (30 s by
+// default), so such connections hold their places for the two together, which someone who keeps
+// reconnecting turns into for ever.
 import type { IncomingMessage, Server } from "node:http";
 import type { Socket } from "node:net";
 
@@ -18,8 +20,9 @@ export type ConnectionLimits = {
   maxConnections: number;
   /**
    * To send a first whole request (headers and body) after connecting. A connection that has done
-   * neither that nor carried an authenticated request by then is closed: one that sends nothing
-   * would otherwise stay until the server stops.
+   * neither that nor carried an authenticated request by then is closed: shorter than node:http's
+   * headers and request timeouts, and exact (its own timer, not node:http's periodic check), so
+   * a connection that sends nothing, or trickles a request without a token, holds a place briefly.
    */
   preAuthMs: number;
 };
