@@ -89,6 +89,8 @@ function idle(url: string): Promise<{ socket: Socket; closed: () => boolean }> {
     let closed = false;
     socket.on("close", () => (closed = true));
     socket.on("error", () => {});
+    // Read what comes (a 408 from node:http), so the server's end of the connection is seen.
+    socket.resume();
     socket.once("connect", () => resolve({ socket, closed: () => closed }));
     socket.once("error", reject);
   });
