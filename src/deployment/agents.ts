@@ -3,7 +3,8 @@
 // limits of --http) and, per session, the agent's server (src/serve/agent-session.ts): one
 // snapshot of exactly the tools `subs agent tools` shows, fetched when the session starts. The
 // sessions are kept in the store (a SessionRegistry): another replica continues one with the same
-// snapshot, the same owner and the same idle timeout, and a DELETE on any ends it on all.
+// snapshot, the same owner and the same idle timeout, and a DELETE on any ends it on all. One
+// API token holds at most so many sessions, counted in the store on every agent and process.
 //
 // What differs is where a call's credential comes from. The engine sends each connection's
 // request with a static token read from a variable; here that token is a per-session stand-in,
@@ -20,7 +21,7 @@ import { silentProgress, type Reporter } from "../report.ts";
 import { learningFetch, Secrets } from "../secrets.ts";
 import { agentSessionFactory } from "../serve/agent-session.ts";
 import { DEFAULT_LIMITS } from "../serve/http.ts";
-import { McpSessions, type SessionRegistry } from "../serve/http-sessions.ts";
+import { McpSessions, type SessionRefusal, type SessionRegistry } from "../serve/http-sessions.ts";
 import type { Session } from "../serve/session.ts";
 import { foreignText } from "./foreign.ts";
 import { NOT_IN_CATALOG } from "./catalog.ts";
@@ -36,8 +37,25 @@ const ResumedAgentSession = z.strictObject({ urls: z.record(z.string(), z.string
 const TOOLS_TIMEOUT_MS = 10_000;
 const REQUEST_TIMEOUT_MS = 60_000;
 const CLOSE_GRACE_MS = 5000;
+/**
+ * How often each process checks the sessions it holds against the store: a token revoked by any
+ * means (the CLI writes the store directly) loses its sessions, GET streams and calls in progress
+ * within about this long; a session ended on another process ends here too. One indexed read
+ * while sessions are held, a write only when something changed.
+ */
+const CHECK_MS = 1000;
+/** A session busy here (a call or its GET stream open) is marked used in the store this often. */
+const TOUCH_MS = 30_000;
 
-export type AgentEndpointOptions = { ctx: Context; store: DeploymentStore; oauth: OAuth; metrics: Metrics; log: Log };
+export type AgentEndpointOptions = {
+  ctx: Context;
+  store: DeploymentStore;
+  oauth: OAuth;
+  metrics: Metrics;
+  log: Log;
+  /** Sessions one API token may hold, on all agents and every process together (store-enforced). */
+  maxSessionsPerToken: number;
+};
 
 export type AgentEndpoints = {
   endpoint: AgentEndpoint;
@@ -48,15 +66,29 @@ export type AgentEndpoints = {
 export function agentEndpoints(o: AgentEndpointOptions): AgentEndpoints {
   // One set of sessions per agent: a session id is valid at its own agent's endpoint only.
   const byAgent = new Map<string, McpSessions>();
+  const idleBefore = () => o.ctx.now() - DEFAULT_LIMITS.idleTimeoutMs;
+  const state: CheckState = { checking: false, storeDown: false };
+  const checks = setInterval(() => void checkHeld(o, byAgent, state), CHECK_MS);
+  checks.unref();
   return {
     async endpoint(req, res, agent, token) {
       let sessions = byAgent.get(agent.name);
       if (!sessions) {
         const name = agent.name;
-        const idleBefore = () => o.ctx.now() - DEFAULT_LIMITS.idleTimeoutMs;
         // In the store, so any replica continues a session another started (src/serve/http-sessions.ts).
         const registry: SessionRegistry = {
-          save: (s) => o.store.putMcpSession({ agent: name, ...s }, o.ctx.now(), idleBefore()),
+          admit: async (owner) => {
+            if (owner === undefined) return undefined;
+            const held = await o.store.countMcpSessions(owner, idleBefore());
+            return held.count >= o.maxSessionsPerToken ? tokenFull(o, held.oldestUse ?? o.ctx.now()) : undefined;
+          },
+          save: async (s) => {
+            const saved = await o.store.putMcpSession({ agent: name, ...s }, o.ctx.now(), idleBefore(), o.maxSessionsPerToken);
+            if (saved.outcome === "owner_full") return tokenFull(o, saved.oldestUse);
+            // Revoked while the session started: answered as its next request would be.
+            if (saved.outcome === "owner_gone") return { status: 401, message: "missing or invalid API token", headers: { "WWW-Authenticate": 'Bearer realm="subs-deployment"' } };
+            return undefined;
+          },
           use: (id) => o.store.useMcpSession(name, id, o.ctx.now(), idleBefore()),
           endIfIdle: (id) => o.store.endMcpSession(name, id, idleBefore()),
           end: async (id) => void (await o.store.endMcpSession(name, id)),
@@ -72,13 +104,65 @@ export function agentEndpoints(o: AgentEndpointOptions): AgentEndpoints {
         byAgent.set(agent.name, sessions);
       }
       // A session belongs to the token that started it: another token's request with its id is
-      // 404, and a revoked token is 401 before it gets here (every request is authenticated).
+      // 404, and a revoked token is 401 before it gets here (every request is authenticated);
+      // what it still holds open is closed by the next check (checkHeld).
       await sessions.handle(req, res, token.id);
     },
     async close() {
+      clearInterval(checks);
       await Promise.all([...byAgent.values()].map((s) => s.stop(CLOSE_GRACE_MS)));
     },
   };
+}
+
+/** The per-token cap met: 503 with the seconds until the token's least recently used session may end idle. */
+function tokenFull(o: AgentEndpointOptions, oldestUse: number): SessionRefusal {
+  const wait = Math.min(DEFAULT_LIMITS.idleTimeoutMs, Math.max(1000, oldestUse + DEFAULT_LIMITS.idleTimeoutMs - o.ctx.now()));
+  return {
+    status: 503,
+    message: `too many sessions for this API token (at most ${o.maxSessionsPerToken}, on all agents together): end one (DELETE) or retry later`,
+    headers: { "Retry-After": String(Math.ceil(wait / 1000)) },
+  };
+}
+
+/** One check at a time; the store's failure logged once per outage. */
+type CheckState = { checking: boolean; storeDown: boolean };
+
+/**
+ * Ends, here, each session this process holds that the store no longer keeps for its owner: the
+ * owner's token is gone (revoked through the CLI, the API or by hand: checkMcpSessions deletes
+ * its other sessions too), or the session was ended on another process (DELETE, idle). Closing
+ * them closes their GET streams and calls in progress now, rather than at their next request.
+ */
+async function checkHeld(o: AgentEndpointOptions, byAgent: ReadonlyMap<string, McpSessions>, state: CheckState): Promise<void> {
+  if (state.checking) return;
+  const held = [...byAgent].flatMap(([agent, sessions]) => sessions.held().map((h) => ({ agent, ...h })));
+  if (held.length === 0) return;
+  state.checking = true;
+  try {
+    const now = o.ctx.now();
+    const busy = held.filter((h) => h.busy);
+    const found = await o.store.checkMcpSessions(held, busy, now, now - TOUCH_MS);
+    state.storeDown = false;
+    const kept = new Set(found.kept.map((k) => `${k.agent}\n${k.id}`));
+    const revoked = new Set(found.revoked);
+    for (const [agent, sessions] of byAgent) {
+      const ended = held.filter((h) => h.agent === agent && !kept.has(`${agent}\n${h.id}`));
+      if (ended.length === 0) continue;
+      await sessions.end(ended.map((h) => h.id));
+      for (const owner of new Set(ended.map((h) => h.owner))) {
+        const count = ended.filter((h) => h.owner === owner).length;
+        if (owner !== undefined && revoked.has(owner)) o.log("info", "ended the sessions of a revoked token", { agent, token: owner, sessions: count });
+        else o.log("info", "ended sessions ended on another process", { agent, sessions: count });
+      }
+    }
+  } catch (error) {
+    // Said once per outage; the sessions are checked again when the store answers.
+    if (!state.storeDown) o.log("error", "could not check the agents' sessions", { error: error instanceof Error ? error.message : "unknown" });
+    state.storeDown = true;
+  } finally {
+    state.checking = false;
+  }
 }
 
 /** One client session of an agent: the declaration as stored when it starts, served with the deployment's credentials. */

@@ -5,6 +5,7 @@ import { createServer, type Server } from "node:http";
 import type { AddressInfo, Socket } from "node:net";
 import type { Context } from "../context.ts";
 import { failed, usage } from "../errors.ts";
+import { connectionsCheckingInterval, guardConnections } from "../serve/connections.ts";
 import { openWithKey } from "./commands.ts";
 import { deploymentConfig, type Flags } from "./config.ts";
 import { warnOutsideCatalog } from "./catalog.ts";
@@ -13,8 +14,13 @@ import { jsonLog, Metrics } from "./ops.ts";
 import { CALLBACK_PATH, createApp, requestId } from "./server.ts";
 
 const DRAIN_MS = 10_000;
-/** What one deployment holds open at most: connections, and the time to receive a request. */
-export const LIMITS = { maxConnections: 1000, headersTimeoutMs: 10_000, requestTimeoutMs: 30_000 };
+/**
+ * What one deployment holds open at most (docs/deployment-server.md, "Limits"): connections (a new
+ * one past the cap displaces the oldest that has carried no authenticated request: connections.ts),
+ * the time a new connection has to send a whole first request or an authenticated one, the time
+ * to receive a request, and the MCP sessions of one API token, on all agents and every process.
+ */
+export const LIMITS = { maxConnections: 1000, preAuthMs: 5000, headersTimeoutMs: 10_000, requestTimeoutMs: 30_000, maxSessionsPerToken: 16 };
 
 /** A positive number of seconds from the environment, else the default; anything else is a usage error. */
 function seconds(ctx: Pick<Context, "env">, name: string, fallback: number): number {
@@ -25,17 +31,27 @@ function seconds(ctx: Pick<Context, "env">, name: string, fallback: number): num
   return value;
 }
 
+/** A positive whole number from the environment, else the default; anything else is a usage error. */
+function count(ctx: Pick<Context, "env">, name: string, fallback: number): number {
+  const text = ctx.env[name];
+  if (text === undefined || text === "") return fallback;
+  if (!/^[1-9][0-9]{0,8}$/.test(text)) throw usage(`$${name} ${JSON.stringify(text)}: must be a positive whole number`);
+  return Number(text);
+}
+
 export async function deploymentServeCommand(ctx: Context, options: { flags: Flags }): Promise<void> {
   const config = deploymentConfig(options.flags, ctx, { serve: true });
   const pollInterval = seconds(ctx, "SUBS_DEPLOYMENT_POLL_INTERVAL", 2);
   const ttlSeconds = seconds(ctx, "SUBS_DEPLOYMENT_AUTHORIZATION_TTL", 600);
+  const maxConnections = count(ctx, "SUBS_DEPLOYMENT_MAX_CONNECTIONS", LIMITS.maxConnections);
+  const maxSessionsPerToken = count(ctx, "SUBS_DEPLOYMENT_MAX_SESSIONS_PER_TOKEN", LIMITS.maxSessionsPerToken);
   const { store } = await openWithKey(ctx, config);
   const log = jsonLog(ctx.stdout, ctx.now);
   const metrics = new Metrics();
   let server: Server | undefined;
   try {
-    server = createServer({ headersTimeout: LIMITS.headersTimeoutMs, requestTimeout: LIMITS.requestTimeoutMs });
-    server.maxConnections = LIMITS.maxConnections;
+    server = createServer({ headersTimeout: LIMITS.headersTimeoutMs, requestTimeout: LIMITS.requestTimeoutMs, connectionsCheckingInterval: connectionsCheckingInterval(LIMITS) });
+    const connections = guardConnections(server, { maxConnections, preAuthMs: LIMITS.preAuthMs });
     const listening = server;
     await new Promise<void>((resolve, reject) => {
       listening.once("error", reject);
@@ -67,7 +83,7 @@ export async function deploymentServeCommand(ctx: Context, options: { flags: Fla
       clientSecrets: config.clientSecrets,
     });
     const { agentEndpoints } = await import("./agents.ts");
-    const agents = agentEndpoints({ ctx: outbound, store, oauth, metrics, log });
+    const agents = agentEndpoints({ ctx: outbound, store, oauth, metrics, log, maxSessionsPerToken });
     const app = createApp({
       store,
       oauth,
@@ -79,6 +95,7 @@ export async function deploymentServeCommand(ctx: Context, options: { flags: Fla
       ttlSeconds,
       ready: async () => (await store.listTokens(), true),
       agentEndpoint: agents.endpoint,
+      authenticated: connections.trust,
     });
 
     let inFlight = 0;
@@ -121,7 +138,7 @@ export async function deploymentServeCommand(ctx: Context, options: { flags: Fla
       );
     });
     await warnOutsideCatalog(store, config.catalog, log);
-    log("info", "listening", { url: publicText, listen: `${host}:${bound.port}`, store: config.postgres?.redacted ?? config.dbPath, catalog: config.catalog?.length ?? null, redirect_uri: `${publicText}${CALLBACK_PATH}` });
+    log("info", "listening", { url: publicText, listen: `${host}:${bound.port}`, store: config.postgres?.redacted ?? config.dbPath, catalog: config.catalog?.length ?? null, redirect_uri: `${publicText}${CALLBACK_PATH}`, max_connections: maxConnections, max_sessions_per_token: maxSessionsPerToken });
 
     await new Promise<void>((resolve) => (ctx.signal.aborted ? resolve() : ctx.signal.addEventListener("abort", () => resolve(), { once: true })));
     log("info", "stopping", { in_flight: inFlight });

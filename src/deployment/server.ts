@@ -32,6 +32,8 @@ export type AppOptions = {
   ready: () => Promise<boolean>;
   /** An agent's Streamable HTTP endpoint (src/deployment/agents.ts); absent, such requests get 404. */
   agentEndpoint?: AgentEndpoint;
+  /** Told of each request whose token is valid, as soon as it is checked (its connection is then kept: serve.ts). */
+  authenticated?: (req: IncomingMessage) => void;
 };
 
 export function createApp(o: AppOptions) {
@@ -101,6 +103,7 @@ export function createApp(o: AppOptions) {
       send({ ...fail(401, "unauthorized", "missing or invalid API token"), headers: { "www-authenticate": 'Bearer realm="subs-deployment"' } });
       return { route: isMetrics ? "/metrics" : "/v1" };
     }
+    o.authenticated?.(req);
     if (isMetrics) {
       if (!allows(token.role, "read")) {
         send(fail(403, "forbidden", `a ${token.role} token may not read metrics`));

@@ -42,8 +42,17 @@ export type StoredSession = {
  * --http`), a session lives in its process only.
  */
 export type SessionRegistry = {
-  /** Called before the initialize answer leaves, so the client's next request finds it anywhere. */
-  save(session: StoredSession): Promise<void>;
+  /**
+   * Whether `owner` may start one more session, asked before the session's server is made (its
+   * tools fetched); a refusal is the answer to the initialize. The deployment's is its per-token cap.
+   */
+  admit?(owner: string | undefined): Promise<SessionRefusal | undefined>;
+  /**
+   * Called before the initialize answer leaves, so the client's next request finds it anywhere. A
+   * refusal (the owner's cap met by a session started meanwhile elsewhere, or the owner gone) is
+   * the answer instead, and the session ends unstarted.
+   */
+  save(session: StoredSession): Promise<SessionRefusal | undefined>;
   /** The session if it was neither ended nor idle past the timeout anywhere; counts as a use of it. */
   use(id: string): Promise<StoredSession | undefined>;
   /** Ends it everywhere if it was used nowhere for the idle timeout; whether it did. */
@@ -51,6 +60,20 @@ export type SessionRegistry = {
   /** Ends it everywhere (DELETE). */
   end(id: string): Promise<void>;
 };
+
+/** Why a registry does not let a session start: the HTTP status and message the initialize is answered with. */
+export type SessionRefusal = { status: number; message: string; headers?: Record<string, string> };
+
+/** A session this process holds (McpSessions.held). */
+export type HeldSession = {
+  id: string;
+  owner: string | undefined;
+  /** A request in progress or the GET stream open. */
+  busy: boolean;
+};
+
+/** How long McpSessions.end waits for a session's open answers to end cleanly before cutting them. */
+const END_GRACE_MS = 1000;
 
 /** What the SDK's own transport reads at most (requestBody.js, DEFAULT_MAX_REQUEST_BODY_SIZE). */
 export const MAX_BODY_BYTES = 4 * 1024 * 1024;
@@ -61,6 +84,8 @@ type Live = {
   ended?: Promise<void>;
   /** HTTP requests of this session still open: POSTs not yet answered, the GET stream. */
   open: number;
+  /** Their responses, closed with the session when it is ended from outside (McpSessions.end). */
+  responses: Set<ServerResponse>;
   /** JSON-RPC requests in those POSTs. */
   calls: number;
   /** Each of those requests, by id, with the ids of every request its POST carries. */
@@ -134,6 +159,39 @@ export class McpSessions {
     await stopSessions([...this.all], (live) => this.endSession(live), graceMs, this.ctx);
   }
 
+  /** The sessions this process holds (started here or continued from another process). */
+  held(): HeldSession[] {
+    return [...this.sessions].map(([id, live]) => ({ id, owner: live.owner, busy: live.open > 0 }));
+  }
+
+  /**
+   * Ends these sessions here, from outside their requests (their token revoked, or the session
+   * ended on another process): each one's GET stream and requests in progress are closed now, not
+   * at their next request, and its upstream connections with it. Its id is then unknown here (404).
+   */
+  async end(ids: Iterable<string>): Promise<void> {
+    const ending: Array<Promise<void>> = [];
+    for (const id of ids) {
+      const live = this.sessions.get(id);
+      if (!live) continue;
+      ending.push(
+        (async () => {
+          const open = [...live.responses];
+          const closed = Promise.all(open.map((res) => (res.closed ? undefined : new Promise((resolve) => res.once("close", resolve)))));
+          await live.transport.close().catch(() => {});
+          // The transport ends each stream it knows, and its answer then ends cleanly; one still
+          // open after END_GRACE_MS (a request the transport had not yet given a stream) is cut.
+          let timer: NodeJS.Timeout | undefined;
+          await Promise.race([closed, new Promise((resolve) => (timer = setTimeout(resolve, END_GRACE_MS)))]);
+          clearTimeout(timer);
+          for (const res of open) if (!res.closed) res.destroy();
+          await this.endSession(live);
+        })(),
+      );
+    }
+    await Promise.all(ending);
+  }
+
   private endSession(live: Live): Promise<void> {
     live.ended ??= (async () => {
       clearTimeout(live.idle);
@@ -172,11 +230,13 @@ export class McpSessions {
    */
   private hold(live: Live, res: ServerResponse, ids: RequestId[]): void {
     live.open++;
+    live.responses.add(res);
     live.calls += ids.length;
     for (const id of ids) live.inProgress.set(id, ids);
     clearTimeout(live.idle);
     res.once("close", () => {
       live.open--;
+      live.responses.delete(res);
       live.calls -= ids.length;
       for (const id of ids) if (live.inProgress.get(id) === ids) live.inProgress.delete(id);
       if (!res.writableFinished && !live.ended) {
@@ -220,22 +280,33 @@ export class McpSessions {
     let session: SessionServer;
     this.starting++;
     try {
-      session = await this.newSession().open();
-    } catch (error) {
-      this.ctx.stderr.write(`subs: could not start a session: ${error instanceof Error ? error.message : String(error)}\n`);
-      return jsonRpcError(res, 500, -32603, "could not start the session");
+      // Before the tools are fetched: a caller at its cap costs no upstream request. A registry
+      // that does not answer is the caller's error (the deployment says 503, retry).
+      const refused = await this.registry?.admit?.(owner);
+      if (refused) return jsonRpcError(res, refused.status, -32000, refused.message, refused.headers);
+      try {
+        session = await this.newSession().open();
+      } catch (error) {
+        this.ctx.stderr.write(`subs: could not start a session: ${error instanceof Error ? error.message : String(error)}\n`);
+        return jsonRpcError(res, 500, -32603, "could not start the session");
+      }
     } finally {
       this.starting--;
     }
     const id = randomUUID();
     if (this.registry) {
       // Kept before the initialize answer leaves: the client's next request may reach another process.
+      let refused: SessionRefusal | undefined;
       try {
-        await this.registry.save({ id, owner, initialize: body, snapshot: await session.snapshot?.() });
+        refused = await this.registry.save({ id, owner, initialize: body, snapshot: await session.snapshot?.() });
       } catch (error) {
         await session.close().catch(() => {});
         this.ctx.stderr.write(`subs: could not start a session: ${error instanceof Error ? error.message : String(error)}\n`);
         return jsonRpcError(res, 500, -32603, "could not start the session");
+      }
+      if (refused) {
+        await session.close().catch(() => {});
+        return jsonRpcError(res, refused.status, -32000, refused.message, refused.headers);
       }
     }
     const transport = new StreamableHTTPServerTransport({
@@ -244,7 +315,7 @@ export class McpSessions {
         this.sessions.set(id, live);
       },
     });
-    const live: Live = { transport, session, open: 0, calls: 0, inProgress: new Map(), idleSince: this.ctx.now(), owner };
+    const live: Live = { transport, session, open: 0, responses: new Set(), calls: 0, inProgress: new Map(), idleSince: this.ctx.now(), owner };
     // Set before connect: Protocol.connect chains its own onclose after this one. Runs on DELETE,
     // on shutdown, at the idle timeout, and when the session's server closes itself.
     transport.onclose = () => void this.endSession(live);
@@ -301,7 +372,7 @@ export class McpSessions {
         this.sessions.set(id, live);
       },
     });
-    const live: Live = { transport, session, open: 0, calls: 0, inProgress: new Map(), idleSince: this.ctx.now(), owner: stored.owner };
+    const live: Live = { transport, session, open: 0, responses: new Set(), calls: 0, inProgress: new Map(), idleSince: this.ctx.now(), owner: stored.owner };
     transport.onclose = () => void this.endSession(live);
     this.all.add(live);
     try {

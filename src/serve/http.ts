@@ -15,11 +15,12 @@ import { lookup } from "node:dns/promises";
 import { constants } from "node:fs";
 import { lstat, open, rename, unlink, type FileHandle } from "node:fs/promises";
 import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
-import { isIP, type Socket } from "node:net";
+import { isIP } from "node:net";
 import path from "node:path";
 import type { Context } from "../context.ts";
 import { failed, SubsError, usage } from "../errors.ts";
 import { checkLoopback, checkPort } from "./address.ts";
+import { connectionsCheckingInterval, guardConnections } from "./connections.ts";
 import { jsonRpcError, McpSessions, type SessionLimits } from "./http-sessions.ts";
 import type { SessionFactory } from "./session.ts";
 
@@ -47,10 +48,13 @@ export type HttpLimits = SessionLimits & {
   /**
    * Open TCP connections. A new one past it ends the oldest connection that has not yet carried a
    * request with the token (else it is itself refused), so connections nobody authenticates
-   * cannot keep out the client that holds the token.
+   * cannot keep out the client that holds the token (connections.ts).
    */
   maxConnections: number;
-  /** To receive a request's headers (node:http `headersTimeout`). */
+  /**
+   * To receive a request's headers (node:http `headersTimeout`); also the time a new connection
+   * has to send a whole first request, or one with the token, before it is closed.
+   */
   headersTimeoutMs: number;
   /**
    * To receive a whole request, headers and body (node:http `requestTimeout`). Only the request:
@@ -95,10 +99,6 @@ export async function serveHttp(ctx: Context, options: ServeHttpOptions): Promis
 
   const mcp = new McpSessions(ctx, limits, options.newSession);
 
-  /** Sockets open, oldest first, and those that have carried a request with the token. */
-  const connections = new Set<Socket>();
-  const trusted = new WeakSet<Socket>();
-
   const handle = async (req: IncomingMessage, res: ServerResponse) => {
     const url = new URL(req.url ?? "/", "http://localhost");
     if (url.pathname !== MCP_PATH) return plain(res, 404, `not found: the MCP endpoint is ${MCP_PATH}`);
@@ -111,7 +111,7 @@ export async function serveHttp(ctx: Context, options: ServeHttpOptions): Promis
       const challenge = req.headers.authorization === undefined ? `Bearer realm="subs"` : `Bearer realm="subs", error="invalid_token"`;
       return jsonRpcError(res, 401, -32000, "Unauthorized: send the token subs printed at start as `Authorization: Bearer <token>`", { "WWW-Authenticate": challenge });
     }
-    trusted.add(req.socket);
+    connections.trust(req);
     return mcp.handle(req, res);
   };
 
@@ -119,9 +119,7 @@ export async function serveHttp(ctx: Context, options: ServeHttpOptions): Promis
     {
       headersTimeout: limits.headersTimeoutMs,
       requestTimeout: limits.requestTimeoutMs,
-      // How often node:http looks for connections past those two (its default, 30 s, would let a
-      // half-open connection live three times the headers timeout).
-      connectionsCheckingInterval: Math.max(100, Math.min(limits.headersTimeoutMs, limits.requestTimeoutMs) / 4),
+      connectionsCheckingInterval: connectionsCheckingInterval(limits),
     },
     (req, res) => {
       // Each request is its own promise: a session whose handler never returns holds only its own
@@ -133,22 +131,9 @@ export async function serveHttp(ctx: Context, options: ServeHttpOptions): Promis
       });
     },
   );
-  // node:http's own maxConnections refuses the newest connection, the token holder's as readily
-  // as the hundredth one a local program left half-open; here the oldest untrusted one goes.
-  server.on("connection", (socket: Socket) => {
-    connections.add(socket);
-    socket.once("close", () => connections.delete(socket));
-    if (connections.size <= limits.maxConnections) return;
-    let victim = socket;
-    for (const held of connections) {
-      if (!trusted.has(held)) {
-        victim = held;
-        break;
-      }
-    }
-    connections.delete(victim);
-    victim.destroy();
-  });
+  // The oldest connection that never sent the token gives way at the cap; one that sends no
+  // whole request within the headers timeout is closed.
+  const connections = guardConnections(server, { maxConnections: limits.maxConnections, preAuthMs: limits.headersTimeoutMs });
 
   await new Promise<void>((resolve, reject) => {
     const onError = (error: NodeJS.ErrnoException) => {

@@ -2,6 +2,7 @@
 // on both stores, real SQLite files in temp dirs and a real Postgres (a database per test), with
 // the real CLI in process for the operator's commands.
 import assert from "node:assert/strict";
+import { randomBytes } from "node:crypto";
 import { mkdtempSync, readFileSync, readdirSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
@@ -538,8 +539,9 @@ for (const kind of KINDS) {
   test("a session last used before the idle cut-off is gone for every reader; a use moves its last use; an idle-only end spares one used since", async () => {
     const at = await kind.fresh();
     const store = await at.open(parseKey(newKeyText(), "test"));
+    await store.addToken({ id: "tok1", name: "one", role: "use", hash: randomBytes(32) });
     const session = { agent: "helper", id: "s1", owner: "tok1", initialize: { jsonrpc: "2.0", id: 0, method: "initialize" }, snapshot: { tools: [], served: [] } };
-    await store.putMcpSession(session, 1000, 0);
+    assert.deepEqual(await store.putMcpSession(session, 1000, 0), { outcome: "saved" });
     assert.deepEqual(await store.useMcpSession("helper", "s1", 5000, 500), session, "used within the timeout: there, as stored");
     assert.equal(await store.useMcpSession("other", "s1", 5000, 500), undefined, "an id is valid at its own agent only");
     assert.equal(await store.endMcpSession("helper", "s1", 4000), false, "used at 5000: not idle since 4000");
@@ -548,6 +550,57 @@ for (const kind of KINDS) {
     await store.putMcpSession({ ...session, id: "s2" }, 10_000, 0);
     assert.equal(await store.endMcpSession("helper", "s2"), true);
     assert.equal(await store.useMcpSession("helper", "s2", 10_000, 0), undefined);
+    await store.close();
+  });
+
+  test("a token's sessions are capped on all agents together, also when two processes start them at once; a revoked token loses them all and starts none", async () => {
+    const at = await kind.fresh();
+    const key = parseKey(newKeyText(), "test");
+    const [a, b] = [await at.open(key), await at.open(key)];
+    for (const id of ["alice", "bob"]) await a.addToken({ id, name: id, role: "use", hash: randomBytes(32) });
+    const session = (agent: string, id: string, owner: string) => ({ agent, id, owner, initialize: { method: "initialize" }, snapshot: null });
+    // 12 starts of alice's at once, on two processes and two agents, with a cap of 5.
+    const starts = await Promise.all(Array.from({ length: 12 }, (_, n) => [a, b][n % 2]!.putMcpSession(session(n % 3 ? "helper" : "triage", `a${n}`, "alice"), 1000 + n, 0, 5)));
+    assert.equal(starts.filter((s) => s.outcome === "saved").length, 5, "exactly the cap");
+    assert.ok(starts.every((s) => s.outcome === "saved" || (s.outcome === "owner_full" && s.oldestUse >= 1000)), JSON.stringify(starts));
+    assert.deepEqual(await b.countMcpSessions("alice", 0), { count: 5, oldestUse: Math.min(...starts.flatMap((s, n) => (s.outcome === "saved" ? [1000 + n] : []))) });
+    assert.deepEqual(await a.putMcpSession(session("helper", "b1", "bob"), 2000, 0, 5), { outcome: "saved" }, "another token is not held back");
+    assert.deepEqual(await a.countMcpSessions("alice", 100_000), { count: 0, oldestUse: undefined }, "sessions idle before the cut-off are not counted");
+
+    assert.deepEqual((await b.revokeToken("alice")).map((t) => t.id), ["alice"]);
+    assert.deepEqual(await a.countMcpSessions("alice", 0), { count: 0, oldestUse: undefined }, "revoking deletes its sessions");
+    assert.deepEqual(await a.putMcpSession(session("helper", "a99", "alice"), 3000, 0, 5), { outcome: "owner_gone" });
+    assert.deepEqual(await a.countMcpSessions("bob", 0), { count: 1, oldestUse: 2000 });
+    await Promise.all([a.close(), b.close()]);
+  });
+
+  test("checking the sessions a process holds: one whose token was removed by hand goes with all of its owner's; busy ones are marked used; ended ones are not kept", async () => {
+    const at = await kind.fresh();
+    const store = await at.open(parseKey(newKeyText(), "test"));
+    for (const id of ["alice", "bob"]) await store.addToken({ id, name: id, role: "use", hash: randomBytes(32) });
+    const put = (agent: string, id: string, owner: string, at: number) => store.putMcpSession({ agent, id, owner, initialize: {}, snapshot: null }, at, 0);
+    await put("helper", "a1", "alice", 1000);
+    await put("triage", "a2", "alice", 1000);
+    await put("helper", "b1", "bob", 1000);
+    await put("helper", "b2", "bob", 1000);
+    const held = [
+      { agent: "helper", id: "a1", owner: "alice" },
+      { agent: "helper", id: "b1", owner: "bob" },
+      { agent: "helper", id: "b2", owner: "bob" },
+      { agent: "helper", id: "gone", owner: "bob" },
+    ];
+    const keys = (n: number, m: number) => held.slice(n, m).map(({ agent, id }) => ({ agent, id }));
+    const check = async (busy: Array<{ agent: string; id: string }>, now: number) => {
+      const found = await store.checkMcpSessions(held, busy, now, 2000);
+      return { ...found, kept: found.kept.sort((x, y) => x.id.localeCompare(y.id)) };
+    };
+    assert.deepEqual(await check([{ agent: "helper", id: "b1" }], 5000), { kept: keys(0, 3), revoked: [] });
+    assert.equal((await store.countMcpSessions("bob", 4000)).count, 1, "the busy one was marked used at 5000, the other not");
+
+    await at.sql("DELETE FROM api_tokens WHERE id = 'alice'");
+    assert.deepEqual(await check([], 6000), { kept: keys(1, 3), revoked: ["alice"] });
+    assert.deepEqual(await store.countMcpSessions("alice", 0), { count: 0, oldestUse: undefined }, "its session on another agent, held by no one here, went too");
+    assert.deepEqual(await store.checkMcpSessions([], [], 7000, 2000), { kept: [], revoked: [] });
     await store.close();
   });
   });

@@ -36,6 +36,9 @@ export async function startBalancer(backends: string[]): Promise<Balancer> {
     const target = new URL(req.url ?? "/", balancer.backends[index]);
     const upstream = request(target, { method: req.method, headers: { ...req.headers, host: target.host } }, (answer) => {
       res.writeHead(answer.statusCode ?? 502, answer.headers);
+      // At once, as a balancer does: node:http would hold them until the first byte of the body,
+      // which for an event stream may be a keep-alive comment many seconds later.
+      res.flushHeaders();
       answer.pipe(res);
       res.on("close", () => answer.destroy());
     });

@@ -17,7 +17,12 @@ import {
   authorizationOf,
   checkKey,
   checked,
+  HeldSessionRow,
   McpSessionRow,
+  OwnerRow,
+  ownersOf,
+  SessionCountRow,
+  sortHeldSessions,
   checkedAll,
   ConnectionRow,
   connectionOf,
@@ -52,7 +57,11 @@ import {
   type CredentialRecord,
   type CredentialRefresh,
   type DeclaredState,
+  type HeldMcpSession,
+  type McpSessionCheck,
+  type McpSessionKey,
   type McpSessionRecord,
+  type PutMcpSession,
   type DeleteConnection,
   type PutAgent,
   type PutConnection,
@@ -699,15 +708,61 @@ export class PostgresStore implements RekeyableStore {
     });
   }
 
-  async putMcpSession(m: McpSessionRecord, now: number, idleBefore: number): Promise<void> {
-    await this.#transaction(async (db) => {
+  async putMcpSession(m: McpSessionRecord, now: number, idleBefore: number, maxPerOwner?: number): Promise<PutMcpSession> {
+    return this.#transaction(async (db): Promise<PutMcpSession> => {
+      if (m.owner !== undefined) {
+        // The owner's token row, locked first (revokeToken deletes it before its sessions, in the
+        // same order): starts for one owner on any replica count in turn, and a revocation either
+        // waits for this session and deletes it, or comes first and this one is not stored.
+        const [token] = await this.#rows("SELECT id FROM api_tokens WHERE id = $1 FOR UPDATE", [m.owner], db);
+        if (!token) return { outcome: "owner_gone" };
+      }
       await this.#rows("DELETE FROM mcp_sessions WHERE last_used_at < $1", [idleBefore], db);
+      if (m.owner !== undefined && maxPerOwner !== undefined) {
+        const held = await this.#countSessions(m.owner, idleBefore, db);
+        if (held.count >= maxPerOwner) return { outcome: "owner_full", oldestUse: held.oldestUse ?? now };
+      }
       await this.#rows(
         "INSERT INTO mcp_sessions (agent, id, owner, initialize_json, snapshot_json, created_at, last_used_at) VALUES ($1, $2, $3, $4, $5, $6, $6)",
         [m.agent, m.id, m.owner ?? null, JSON.stringify(m.initialize), JSON.stringify(m.snapshot ?? null), now],
         db,
       );
+      return { outcome: "saved" };
     });
+  }
+
+  async countMcpSessions(owner: string, idleBefore: number): Promise<{ count: number; oldestUse: number | undefined }> {
+    return this.#countSessions(owner, idleBefore);
+  }
+
+  async #countSessions(owner: string, idleBefore: number, db: Queryable = this.#pool): Promise<{ count: number; oldestUse: number | undefined }> {
+    const [row] = await this.#rows("SELECT count(*) AS count, min(last_used_at) AS oldest FROM mcp_sessions WHERE owner = $1 AND last_used_at >= $2", [owner, idleBefore], db);
+    const counted = checked(SessionCountRow, row, "mcp_sessions");
+    return { count: counted.count, oldestUse: counted.oldest ?? undefined };
+  }
+
+  async checkMcpSessions(held: HeldMcpSession[], busy: McpSessionKey[], now: number, touchBefore: number): Promise<McpSessionCheck> {
+    if (held.length === 0) return { kept: [], revoked: [] };
+    const owners = checkedAll(OwnerRow, await this.#rows("SELECT id FROM api_tokens WHERE id = ANY($1::text[])", [ownersOf(held)]), "api_tokens");
+    const rows = checkedAll(
+      HeldSessionRow,
+      await this.#rows(
+        `SELECT s.agent, s.id, s.last_used_at FROM unnest($1::text[], $2::text[]) AS h(agent, id)
+         JOIN mcp_sessions s ON s.agent = h.agent AND s.id = h.id`,
+        [held.map((k) => k.agent), held.map((k) => k.id)],
+      ),
+      "mcp_sessions",
+    );
+    const { kept, revoked, touch } = sortHeldSessions(held, new Set(owners.map((o) => o.id)), rows, busy, touchBefore);
+    // Written only when there is something to write: this runs every second or so on every replica.
+    if (revoked.length > 0) await this.#rows("DELETE FROM mcp_sessions WHERE owner = ANY($1::text[])", [revoked]);
+    if (touch.length > 0) {
+      await this.#rows(
+        "UPDATE mcp_sessions s SET last_used_at = $1 FROM unnest($2::text[], $3::text[]) AS h(agent, id) WHERE s.agent = h.agent AND s.id = h.id AND s.last_used_at < $1",
+        [now, touch.map((k) => k.agent), touch.map((k) => k.id)],
+      );
+    }
+    return { kept, revoked };
   }
 
   async useMcpSession(agent: string, id: string, now: number, idleBefore: number): Promise<McpSessionRecord | undefined> {
@@ -740,7 +795,12 @@ export class PostgresStore implements RekeyableStore {
   }
 
   async revokeToken(idOrName: string): Promise<ApiTokenRecord[]> {
-    const rows = await this.#rows("DELETE FROM api_tokens WHERE id = $1 OR name = $1 RETURNING *", [idOrName]);
+    const rows = await this.#transaction(async (db) => {
+      const deleted = await this.#rows("DELETE FROM api_tokens WHERE id = $1 OR name = $1 RETURNING *", [idOrName], db);
+      // Its sessions go with it; the replicas holding them close them at their next check.
+      await this.#rows("DELETE FROM mcp_sessions WHERE owner = ANY($1::text[])", [deleted.map((r) => r.id)], db);
+      return deleted;
+    });
     return checkedAll(TokenRow, rows, "api_tokens")
       .map(tokenOf)
       .sort((a, b) => a.createdAt - b.createdAt || a.id.localeCompare(b.id));

@@ -15,6 +15,9 @@ import {
   type ConnectionRecord,
   type CredentialRecord,
   type CredentialSecret,
+  type HeldMcpSession,
+  type McpSessionCheck,
+  type McpSessionKey,
 } from "./types.ts";
 
 /** To the minute: a write on every request of every MCP call would cost more than the rest of the request. */
@@ -58,6 +61,12 @@ export const SummaryRow = z.object({ id: z.string(), url: z.string(), issuer: z.
 export const CredentialRow = SummaryRow.extend({ key_id: z.string(), sealed: z.string() });
 /** An agent's MCP session row (no secret in it: the snapshot was scrubbed before it was stored). */
 export const McpSessionRow = z.object({ owner: z.string().nullable(), initialize_json: json(z.unknown()), snapshot_json: json(z.unknown()), last_used_at: Ms });
+/** A session a process holds, as checkMcpSessions reads it back. */
+export const HeldSessionRow = z.object({ agent: z.string(), id: z.string(), last_used_at: Ms });
+/** An owner checkMcpSessions found still a token. */
+export const OwnerRow = z.object({ id: z.string() });
+/** countMcpSessions's one row: how many, and the least recent last use (null when none). */
+export const SessionCountRow = z.object({ count: Ms, oldest: Ms.nullable() });
 export const SealedRow = z.object({ key_id: z.string(), sealed: z.string() });
 export const AuthorizationRow = z.object({
   id: z.string(),
@@ -195,3 +204,33 @@ export function wrongKey(where: string, stored: string, given: string) {
     code: "wrong_key",
   });
 }
+
+/**
+ * checkMcpSessions's decision, from the owners of the held sessions that are still tokens and the
+ * rows of those still stored: the sessions kept, the owners no longer tokens (their sessions are
+ * deleted), and the busy sessions kept whose last use is older than `touchBefore` (marked used now).
+ */
+export function sortHeldSessions(
+  held: HeldMcpSession[],
+  owners: ReadonlySet<string>,
+  rows: Array<z.infer<typeof HeldSessionRow>>,
+  busy: McpSessionKey[],
+  touchBefore: number,
+): McpSessionCheck & { touch: McpSessionKey[] } {
+  const key = (s: McpSessionKey) => `${s.agent}\n${s.id}`;
+  const revoked = [...new Set(held.flatMap((h) => (h.owner !== undefined && !owners.has(h.owner) ? [h.owner] : [])))];
+  const ownerOf = new Map(held.map((h) => [key(h), h.owner]));
+  const busyKeys = new Set(busy.map(key));
+  const kept = rows.filter((r) => {
+    const owner = ownerOf.get(key(r));
+    return owner === undefined || owners.has(owner);
+  });
+  return {
+    kept: kept.map((r) => ({ agent: r.agent, id: r.id })),
+    revoked,
+    touch: kept.filter((r) => busyKeys.has(key(r)) && r.last_used_at < touchBefore).map((r) => ({ agent: r.agent, id: r.id })),
+  };
+}
+
+/** The distinct owners of the held sessions. */
+export const ownersOf = (held: HeldMcpSession[]): string[] => [...new Set(held.flatMap((h) => (h.owner === undefined ? [] : [h.owner])))];

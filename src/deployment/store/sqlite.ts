@@ -15,7 +15,12 @@ import {
   authorizationAad,
   checkKey,
   checked,
+  HeldSessionRow,
   McpSessionRow,
+  OwnerRow,
+  ownersOf,
+  SessionCountRow,
+  sortHeldSessions,
   needKey,
   checkedAll,
   ConnectionRow,
@@ -51,7 +56,11 @@ import type {
   CredentialRefresh,
   DeclaredState,
   DeleteConnection,
+  HeldMcpSession,
+  McpSessionCheck,
+  McpSessionKey,
   McpSessionRecord,
+  PutMcpSession,
   PutAgent,
   PutConnection,
   PutState,
@@ -574,10 +583,18 @@ export class SqliteStore implements RekeyableStore {
       .immediate();
   }
 
-  async putMcpSession(m: McpSessionRecord, now: number, idleBefore: number): Promise<void> {
-    this.#db
-      .transaction(() => {
+  async putMcpSession(m: McpSessionRecord, now: number, idleBefore: number, maxPerOwner?: number): Promise<PutMcpSession> {
+    // IMMEDIATE: the write lock from the start, so two processes' starts for one owner count in turn.
+    return this.#db
+      .transaction((): PutMcpSession => {
         this.#prepared("DELETE FROM mcp_sessions WHERE last_used_at < ?").run(idleBefore);
+        if (m.owner !== undefined) {
+          if (this.#prepared("SELECT 1 FROM api_tokens WHERE id = ?").get(m.owner) === undefined) return { outcome: "owner_gone" };
+          if (maxPerOwner !== undefined) {
+            const held = this.#countSessions(m.owner, idleBefore);
+            if (held.count >= maxPerOwner) return { outcome: "owner_full", oldestUse: held.oldestUse ?? now };
+          }
+        }
         this.#prepared("INSERT INTO mcp_sessions (agent, id, owner, initialize_json, snapshot_json, created_at, last_used_at) VALUES (?, ?, ?, ?, ?, ?, ?)").run(
           m.agent,
           m.id,
@@ -587,8 +604,42 @@ export class SqliteStore implements RekeyableStore {
           now,
           now,
         );
+        return { outcome: "saved" };
       })
       .immediate();
+  }
+
+  async countMcpSessions(owner: string, idleBefore: number): Promise<{ count: number; oldestUse: number | undefined }> {
+    return this.#countSessions(owner, idleBefore);
+  }
+
+  #countSessions(owner: string, idleBefore: number): { count: number; oldestUse: number | undefined } {
+    const row = checked(SessionCountRow, this.#prepared("SELECT count(*) AS count, min(last_used_at) AS oldest FROM mcp_sessions WHERE owner = ? AND last_used_at >= ?").get(owner, idleBefore), "mcp_sessions");
+    return { count: row.count, oldestUse: row.oldest ?? undefined };
+  }
+
+  async checkMcpSessions(held: HeldMcpSession[], busy: McpSessionKey[], now: number, touchBefore: number): Promise<McpSessionCheck> {
+    if (held.length === 0) return { kept: [], revoked: [] };
+    const owners = checkedAll(OwnerRow, this.#prepared("SELECT id FROM api_tokens WHERE id IN (SELECT value FROM json_each(?))").all(JSON.stringify(ownersOf(held))), "api_tokens");
+    const rows = checkedAll(
+      HeldSessionRow,
+      this.#prepared(
+        `SELECT s.agent, s.id, s.last_used_at FROM json_each(?) AS h
+         JOIN mcp_sessions s ON s.agent = json_extract(h.value, '$[0]') AND s.id = json_extract(h.value, '$[1]')`,
+      ).all(JSON.stringify(held.map((k) => [k.agent, k.id]))),
+      "mcp_sessions",
+    );
+    const { kept, revoked, touch } = sortHeldSessions(held, new Set(owners.map((o) => o.id)), rows, busy, touchBefore);
+    // Written only when there is something to write: this runs every second or so on every process.
+    if (revoked.length > 0 || touch.length > 0) {
+      this.#db
+        .transaction(() => {
+          for (const owner of revoked) this.#prepared("DELETE FROM mcp_sessions WHERE owner = ?").run(owner);
+          for (const k of touch) this.#prepared("UPDATE mcp_sessions SET last_used_at = ? WHERE agent = ? AND id = ? AND last_used_at < ?").run(now, k.agent, k.id, now);
+        })
+        .immediate();
+    }
+    return { kept, revoked };
   }
 
   async useMcpSession(agent: string, id: string, now: number, idleBefore: number): Promise<McpSessionRecord | undefined> {
@@ -626,6 +677,8 @@ export class SqliteStore implements RekeyableStore {
       .transaction(() => {
         const rows = checkedAll(TokenRow, this.#prepared("SELECT * FROM api_tokens WHERE id = ? OR name = ?").all(idOrName, idOrName), "api_tokens");
         this.#prepared("DELETE FROM api_tokens WHERE id = ? OR name = ?").run(idOrName, idOrName);
+        // Its sessions go with it; the processes holding them close them at their next check.
+        for (const row of rows) this.#prepared("DELETE FROM mcp_sessions WHERE owner = ?").run(row.id);
         return rows.map(tokenOf);
       })
       .immediate();

@@ -102,6 +102,26 @@ export type McpSessionRecord = {
   snapshot: unknown;
 };
 
+/** Which session of which agent: the key of the `mcp_sessions` table. */
+export type McpSessionKey = { agent: string; id: string };
+/** A session a process holds, with the owner it holds it for. */
+export type HeldMcpSession = McpSessionKey & { owner: string | undefined };
+
+/**
+ * `saved`; or not stored: `owner_gone` (its token was revoked while the session started),
+ * `owner_full` (its owner already holds `max` sessions used since `idleBefore`; `oldestUse` is the
+ * last use of the least recently used of them).
+ */
+export type PutMcpSession = { outcome: "saved" } | { outcome: "owner_gone" } | { outcome: "owner_full"; oldestUse: number };
+
+/** What checkMcpSessions found of the sessions a process holds. */
+export type McpSessionCheck = {
+  /** Those still stored, with an owner that is still a token. */
+  kept: McpSessionKey[];
+  /** Their owners that are no longer tokens: every session of theirs is deleted. */
+  revoked: string[];
+};
+
 export type PutConnection = { created: boolean; urlChanged: boolean; dropped: CredentialRecord | undefined };
 export type DeleteConnection = { outcome: "deleted"; dropped: CredentialRecord | undefined } | { outcome: "absent" } | { outcome: "in_use"; agents: string[] };
 export type PutAgent = { outcome: "created" | "updated" } | { outcome: "unknown_connection"; missing: string[] };
@@ -214,8 +234,23 @@ export interface DeploymentStore {
    */
   sweepAuthorizations(now: number, expired: AuthorizationOutcome, forgetBefore: number): Promise<void>;
 
-  /** Stores a new session, used at `now`; deletes every session last used before `idleBefore` (nobody can continue those). */
-  putMcpSession(session: McpSessionRecord, now: number, idleBefore: number): Promise<void>;
+  /**
+   * One transaction: deletes every session last used before `idleBefore` (nobody can continue
+   * those), then stores a new session, used at `now` — unless it has an owner that is no longer a
+   * token, or, with `maxPerOwner`, one that already holds that many sessions (on every agent).
+   * Concurrent calls for one owner, from any process, are serialized: the cap is never exceeded.
+   */
+  putMcpSession(session: McpSessionRecord, now: number, idleBefore: number, maxPerOwner?: number): Promise<PutMcpSession>;
+  /** How many sessions `owner` holds (on every agent) last used at or after `idleBefore`, and the least recent of those uses. */
+  countMcpSessions(owner: string, idleBefore: number): Promise<{ count: number; oldestUse: number | undefined }>;
+  /**
+   * The periodic check of the sessions one process holds: of `held`, those still stored whose
+   * owner is still a token. Each owner of theirs that is no longer one (revoked, however its row
+   * was removed) is named in `revoked` and loses every session it had, on every agent. Each of
+   * `busy` (a request or a GET stream open on it there) last used before `touchBefore` is marked
+   * used at `now`, so that no process ends it as idle nor leaves it out of its owner's count.
+   */
+  checkMcpSessions(held: HeldMcpSession[], busy: McpSessionKey[], now: number, touchBefore: number): Promise<McpSessionCheck>;
   /**
    * One transaction: the session, its last use set to `now` — or, when it was last used before
    * `idleBefore`, deleted and undefined (idle past the timeout on every replica at once).
@@ -227,7 +262,7 @@ export interface DeploymentStore {
   /** `hash`: SHA-256 of the token; the token itself is never stored. */
   addToken(token: { id: string; name: string; role: Role; hash: Buffer }): Promise<void>;
   listTokens(): Promise<ApiTokenRecord[]>;
-  /** By id or name; the tokens it removed. */
+  /** By id or name; the tokens it removed, and every MCP session they had, in one transaction. */
   revokeToken(idOrName: string): Promise<ApiTokenRecord[]>;
   /** The token whose hash this is (the caller compares the hash again, in constant time). */
   findToken(hash: Buffer): Promise<(ApiTokenRecord & { hash: Buffer }) | undefined>;

@@ -27,7 +27,13 @@ export const deploymentServe: CommandDeclaration = {
       )
       .addHelpText(
         "after",
-        examples([
+        "\nLimits, from the environment (docs/deployment-server.md, \"Limits\"):\n" +
+          "  SUBS_DEPLOYMENT_MAX_CONNECTIONS         open connections (default 1000): past it a new one\n" +
+          "                                          displaces the oldest that carried no request with a\n" +
+          "                                          valid token; one with no whole request in 5 s is closed\n" +
+          "  SUBS_DEPLOYMENT_MAX_SESSIONS_PER_TOKEN  agents' MCP sessions of one API token, on all agents\n" +
+          "                                          and processes together (default 16)\n" +
+          examples([
           "subs deployment serve --public-url http://127.0.0.1:8080 --key-file ./deployment.key",
           "SUBS_DEPLOYMENT_PUBLIC_URL=https://subs.example.com subs deployment serve --listen 127.0.0.1:8080",
         ]),
