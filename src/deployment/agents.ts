@@ -46,6 +46,13 @@ const CLOSE_GRACE_MS = 5000;
 const CHECK_MS = 1000;
 /** A session busy here (a call or its GET stream open) is marked used in the store this often. */
 const TOUCH_MS = 30_000;
+/**
+ * At its token's cap, a session unused for this long gives its place to the token's new one: it
+ * has no call or GET stream open anywhere (those are marked used every TOUCH_MS), so its client
+ * most likely went away without a DELETE (the MCP SDK's close() sends none). A client that comes
+ * back to it gets 404 and starts a new session, as the transport specification says.
+ */
+const DISPLACE_AFTER_MS = 2 * TOUCH_MS;
 
 export type AgentEndpointOptions = {
   ctx: Context;
@@ -67,6 +74,7 @@ export function agentEndpoints(o: AgentEndpointOptions): AgentEndpoints {
   // One set of sessions per agent: a session id is valid at its own agent's endpoint only.
   const byAgent = new Map<string, McpSessions>();
   const idleBefore = () => o.ctx.now() - DEFAULT_LIMITS.idleTimeoutMs;
+  const displaceBefore = () => o.ctx.now() - DISPLACE_AFTER_MS;
   const state: CheckState = { checking: false, storeDown: false };
   const checks = setInterval(() => void checkHeld(o, byAgent, state), CHECK_MS);
   checks.unref();
@@ -80,10 +88,11 @@ export function agentEndpoints(o: AgentEndpointOptions): AgentEndpoints {
           admit: async (owner) => {
             if (owner === undefined) return undefined;
             const held = await o.store.countMcpSessions(owner, idleBefore());
-            return held.count >= o.maxSessionsPerToken ? tokenFull(o, held.oldestUse ?? o.ctx.now()) : undefined;
+            const displaceable = held.oldestUse !== undefined && held.oldestUse < displaceBefore();
+            return held.count >= o.maxSessionsPerToken && !displaceable ? tokenFull(o, held.oldestUse ?? o.ctx.now()) : undefined;
           },
           save: async (s) => {
-            const saved = await o.store.putMcpSession({ agent: name, ...s }, o.ctx.now(), idleBefore(), o.maxSessionsPerToken);
+            const saved = await o.store.putMcpSession({ agent: name, ...s }, o.ctx.now(), idleBefore(), { max: o.maxSessionsPerToken, displaceBefore: displaceBefore() });
             if (saved.outcome === "owner_full") return tokenFull(o, saved.oldestUse);
             // Revoked while the session started: answered as its next request would be.
             if (saved.outcome === "owner_gone") return { status: 401, message: "missing or invalid API token", headers: { "WWW-Authenticate": 'Bearer realm="subs-deployment"' } };
@@ -115,9 +124,9 @@ export function agentEndpoints(o: AgentEndpointOptions): AgentEndpoints {
   };
 }
 
-/** The per-token cap met: 503 with the seconds until the token's least recently used session may end idle. */
+/** The per-token cap met: 503 with the seconds until the token's least recently used session may give its place. */
 function tokenFull(o: AgentEndpointOptions, oldestUse: number): SessionRefusal {
-  const wait = Math.min(DEFAULT_LIMITS.idleTimeoutMs, Math.max(1000, oldestUse + DEFAULT_LIMITS.idleTimeoutMs - o.ctx.now()));
+  const wait = Math.min(DISPLACE_AFTER_MS, Math.max(1000, oldestUse + DISPLACE_AFTER_MS - o.ctx.now()));
   return {
     status: 503,
     message: `too many sessions for this API token (at most ${o.maxSessionsPerToken}, on all agents together): end one (DELETE) or retry later`,

@@ -560,18 +560,35 @@ for (const kind of KINDS) {
     for (const id of ["alice", "bob"]) await a.addToken({ id, name: id, role: "use", hash: randomBytes(32) });
     const session = (agent: string, id: string, owner: string) => ({ agent, id, owner, initialize: { method: "initialize" }, snapshot: null });
     // 12 starts of alice's at once, on two processes and two agents, with a cap of 5.
-    const starts = await Promise.all(Array.from({ length: 12 }, (_, n) => [a, b][n % 2]!.putMcpSession(session(n % 3 ? "helper" : "triage", `a${n}`, "alice"), 1000 + n, 0, 5)));
+    const starts = await Promise.all(Array.from({ length: 12 }, (_, n) => [a, b][n % 2]!.putMcpSession(session(n % 3 ? "helper" : "triage", `a${n}`, "alice"), 1000 + n, 0, { max: 5, displaceBefore: 0 })));
     assert.equal(starts.filter((s) => s.outcome === "saved").length, 5, "exactly the cap");
     assert.ok(starts.every((s) => s.outcome === "saved" || (s.outcome === "owner_full" && s.oldestUse >= 1000)), JSON.stringify(starts));
     assert.deepEqual(await b.countMcpSessions("alice", 0), { count: 5, oldestUse: Math.min(...starts.flatMap((s, n) => (s.outcome === "saved" ? [1000 + n] : []))) });
-    assert.deepEqual(await a.putMcpSession(session("helper", "b1", "bob"), 2000, 0, 5), { outcome: "saved" }, "another token is not held back");
+    assert.deepEqual(await a.putMcpSession(session("helper", "b1", "bob"), 2000, 0, { max: 5, displaceBefore: 0 }), { outcome: "saved" }, "another token is not held back");
     assert.deepEqual(await a.countMcpSessions("alice", 100_000), { count: 0, oldestUse: undefined }, "sessions idle before the cut-off are not counted");
 
     assert.deepEqual((await b.revokeToken("alice")).map((t) => t.id), ["alice"]);
     assert.deepEqual(await a.countMcpSessions("alice", 0), { count: 0, oldestUse: undefined }, "revoking deletes its sessions");
-    assert.deepEqual(await a.putMcpSession(session("helper", "a99", "alice"), 3000, 0, 5), { outcome: "owner_gone" });
+    assert.deepEqual(await a.putMcpSession(session("helper", "a99", "alice"), 3000, 0, { max: 5, displaceBefore: 0 }), { outcome: "owner_gone" });
     assert.deepEqual(await a.countMcpSessions("bob", 0), { count: 1, oldestUse: 2000 });
     await Promise.all([a.close(), b.close()]);
+  });
+
+  test("at a token's cap, its least recently used session gives its place only when unused since the cut-off; a busy one never does", async () => {
+    const at = await kind.fresh();
+    const store = await at.open(parseKey(newKeyText(), "test"));
+    await store.addToken({ id: "alice", name: "alice", role: "use", hash: randomBytes(32) });
+    const put = (id: string, now: number, displaceBefore: number) => store.putMcpSession({ agent: "helper", id, owner: "alice", initialize: {}, snapshot: null }, now, 0, { max: 2, displaceBefore });
+    assert.deepEqual(await put("s1", 1000, 0), { outcome: "saved" });
+    assert.deepEqual(await put("s2", 2000, 0), { outcome: "saved" });
+    // Both used at or after 1000: none left behind by 1000.
+    assert.deepEqual(await put("s3", 50_000, 1000), { outcome: "owner_full", oldestUse: 1000 });
+    // s1 marked used (a call or a stream open on it) after s2: s2 is the one left behind by 3000.
+    assert.ok(await store.useMcpSession("helper", "s1", 2500, 0));
+    assert.deepEqual(await put("s3", 70_000, 3000), { outcome: "saved", displaced: { agent: "helper", id: "s2" } });
+    assert.equal(await store.useMcpSession("helper", "s2", 70_000, 0), undefined, "the displaced session is gone");
+    assert.deepEqual(await store.countMcpSessions("alice", 0), { count: 2, oldestUse: 2500 });
+    await store.close();
   });
 
   test("checking the sessions a process holds: one whose token was removed by hand goes with all of its owner's; busy ones are marked used; ended ones are not kept", async () => {

@@ -22,6 +22,7 @@ import {
   OwnerRow,
   ownersOf,
   SessionCountRow,
+  SessionKeyRow,
   sortHeldSessions,
   checkedAll,
   ConnectionRow,
@@ -60,6 +61,7 @@ import {
   type HeldMcpSession,
   type McpSessionCheck,
   type McpSessionKey,
+  type OwnerCap,
   type McpSessionRecord,
   type PutMcpSession,
   type DeleteConnection,
@@ -708,7 +710,7 @@ export class PostgresStore implements RekeyableStore {
     });
   }
 
-  async putMcpSession(m: McpSessionRecord, now: number, idleBefore: number, maxPerOwner?: number): Promise<PutMcpSession> {
+  async putMcpSession(m: McpSessionRecord, now: number, idleBefore: number, cap?: OwnerCap): Promise<PutMcpSession> {
     return this.#transaction(async (db): Promise<PutMcpSession> => {
       if (m.owner !== undefined) {
         // The owner's token row, locked first (revokeToken deletes it before its sessions, in the
@@ -718,16 +720,23 @@ export class PostgresStore implements RekeyableStore {
         if (!token) return { outcome: "owner_gone" };
       }
       await this.#rows("DELETE FROM mcp_sessions WHERE last_used_at < $1", [idleBefore], db);
-      if (m.owner !== undefined && maxPerOwner !== undefined) {
+      let displaced: McpSessionKey | undefined;
+      if (m.owner !== undefined && cap !== undefined) {
         const held = await this.#countSessions(m.owner, idleBefore, db);
-        if (held.count >= maxPerOwner) return { outcome: "owner_full", oldestUse: held.oldestUse ?? now };
+        if (held.count >= cap.max) {
+          const [row] = await this.#rows("SELECT agent, id FROM mcp_sessions WHERE owner = $1 AND last_used_at < $2 ORDER BY last_used_at, id LIMIT 1", [m.owner, cap.displaceBefore], db);
+          const oldest = checked(SessionKeyRow, row ?? null, "mcp_sessions");
+          if (!oldest) return { outcome: "owner_full", oldestUse: held.oldestUse ?? now };
+          await this.#rows("DELETE FROM mcp_sessions WHERE agent = $1 AND id = $2", [oldest.agent, oldest.id], db);
+          displaced = { agent: oldest.agent, id: oldest.id };
+        }
       }
       await this.#rows(
         "INSERT INTO mcp_sessions (agent, id, owner, initialize_json, snapshot_json, created_at, last_used_at) VALUES ($1, $2, $3, $4, $5, $6, $6)",
         [m.agent, m.id, m.owner ?? null, JSON.stringify(m.initialize), JSON.stringify(m.snapshot ?? null), now],
         db,
       );
-      return { outcome: "saved" };
+      return displaced ? { outcome: "saved", displaced } : { outcome: "saved" };
     });
   }
 

@@ -63,6 +63,8 @@ export const CredentialRow = SummaryRow.extend({ key_id: z.string(), sealed: z.s
 export const McpSessionRow = z.object({ owner: z.string().nullable(), initialize_json: json(z.unknown()), snapshot_json: json(z.unknown()), last_used_at: Ms });
 /** A session a process holds, as checkMcpSessions reads it back. */
 export const HeldSessionRow = z.object({ agent: z.string(), id: z.string(), last_used_at: Ms });
+/** The session an owner's new one takes the place of at the cap (putMcpSession), if any. */
+export const SessionKeyRow = z.object({ agent: z.string(), id: z.string() }).nullable();
 /** An owner checkMcpSessions found still a token. */
 export const OwnerRow = z.object({ id: z.string() });
 /** countMcpSessions's one row: how many, and the least recent last use (null when none). */

@@ -20,6 +20,7 @@ import {
   OwnerRow,
   ownersOf,
   SessionCountRow,
+  SessionKeyRow,
   sortHeldSessions,
   needKey,
   checkedAll,
@@ -59,6 +60,7 @@ import type {
   HeldMcpSession,
   McpSessionCheck,
   McpSessionKey,
+  OwnerCap,
   McpSessionRecord,
   PutMcpSession,
   PutAgent,
@@ -583,16 +585,26 @@ export class SqliteStore implements RekeyableStore {
       .immediate();
   }
 
-  async putMcpSession(m: McpSessionRecord, now: number, idleBefore: number, maxPerOwner?: number): Promise<PutMcpSession> {
+  async putMcpSession(m: McpSessionRecord, now: number, idleBefore: number, cap?: OwnerCap): Promise<PutMcpSession> {
     // IMMEDIATE: the write lock from the start, so two processes' starts for one owner count in turn.
     return this.#db
       .transaction((): PutMcpSession => {
+        let displaced: McpSessionKey | undefined;
         this.#prepared("DELETE FROM mcp_sessions WHERE last_used_at < ?").run(idleBefore);
         if (m.owner !== undefined) {
           if (this.#prepared("SELECT 1 FROM api_tokens WHERE id = ?").get(m.owner) === undefined) return { outcome: "owner_gone" };
-          if (maxPerOwner !== undefined) {
+          if (cap !== undefined) {
             const held = this.#countSessions(m.owner, idleBefore);
-            if (held.count >= maxPerOwner) return { outcome: "owner_full", oldestUse: held.oldestUse ?? now };
+            if (held.count >= cap.max) {
+              const oldest = checked(
+                SessionKeyRow,
+                this.#prepared("SELECT agent, id FROM mcp_sessions WHERE owner = ? AND last_used_at < ? ORDER BY last_used_at, id LIMIT 1").get(m.owner, cap.displaceBefore) ?? null,
+                "mcp_sessions",
+              );
+              if (!oldest) return { outcome: "owner_full", oldestUse: held.oldestUse ?? now };
+              this.#prepared("DELETE FROM mcp_sessions WHERE agent = ? AND id = ?").run(oldest.agent, oldest.id);
+              displaced = { agent: oldest.agent, id: oldest.id };
+            }
           }
         }
         this.#prepared("INSERT INTO mcp_sessions (agent, id, owner, initialize_json, snapshot_json, created_at, last_used_at) VALUES (?, ?, ?, ?, ?, ?, ?)").run(
@@ -604,7 +616,7 @@ export class SqliteStore implements RekeyableStore {
           now,
           now,
         );
-        return { outcome: "saved" };
+        return displaced ? { outcome: "saved", displaced } : { outcome: "saved" };
       })
       .immediate();
   }

@@ -108,11 +108,18 @@ export type McpSessionKey = { agent: string; id: string };
 export type HeldMcpSession = McpSessionKey & { owner: string | undefined };
 
 /**
- * `saved`; or not stored: `owner_gone` (its token was revoked while the session started),
- * `owner_full` (its owner already holds `max` sessions used since `idleBefore`; `oldestUse` is the
- * last use of the least recently used of them).
+ * `saved` (`displaced`: the owner's session it took the place of); or not stored: `owner_gone` (its
+ * token was revoked while the session started), `owner_full` (its owner already holds `max`
+ * sessions used since `idleBefore`, none unused since `displaceBefore`; `oldestUse` is the last use
+ * of the least recently used of them).
  */
-export type PutMcpSession = { outcome: "saved" } | { outcome: "owner_gone" } | { outcome: "owner_full"; oldestUse: number };
+export type PutMcpSession = { outcome: "saved"; displaced?: McpSessionKey } | { outcome: "owner_gone" } | { outcome: "owner_full"; oldestUse: number };
+
+/**
+ * How many sessions one owner may hold, and from when a session of theirs unused since counts as
+ * left behind: at the cap, the least recently used of those gives its place to a new one.
+ */
+export type OwnerCap = { max: number; displaceBefore: number };
 
 /** What checkMcpSessions found of the sessions a process holds. */
 export type McpSessionCheck = {
@@ -237,10 +244,12 @@ export interface DeploymentStore {
   /**
    * One transaction: deletes every session last used before `idleBefore` (nobody can continue
    * those), then stores a new session, used at `now` — unless it has an owner that is no longer a
-   * token, or, with `maxPerOwner`, one that already holds that many sessions (on every agent).
-   * Concurrent calls for one owner, from any process, are serialized: the cap is never exceeded.
+   * token, or, with `cap`, one that already holds `cap.max` sessions (on every agent): then the
+   * least recently used of them takes its place when unused since `cap.displaceBefore`, else
+   * nothing is stored. Concurrent calls for one owner, from any process, are serialized: the cap is
+   * never exceeded.
    */
-  putMcpSession(session: McpSessionRecord, now: number, idleBefore: number, maxPerOwner?: number): Promise<PutMcpSession>;
+  putMcpSession(session: McpSessionRecord, now: number, idleBefore: number, cap?: OwnerCap): Promise<PutMcpSession>;
   /** How many sessions `owner` holds (on every agent) last used at or after `idleBefore`, and the least recent of those uses. */
   countMcpSessions(owner: string, idleBefore: number): Promise<{ count: number; oldestUse: number | undefined }>;
   /**
