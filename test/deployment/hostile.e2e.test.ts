@@ -22,16 +22,7 @@ const ADMIN_PAGE = `admin console; root password: hunter2-${randomBytes(8).toStr
 const secretForms = (clientId: string, secret: string) => [secret, encodeURIComponent(secret), Buffer.from(`${clientId}:${secret}`).toString("base64"), Buffer.from(`${encodeURIComponent(clientId)}:${encodeURIComponent(secret)}`).toString("base64")];
 
 /** A request sent to the process itself, whatever public URL it names. */
-async function callDirect(d: ServedDeployment, method: string, pathname: string, body?: unknown, token: string = d.token): Promise<{ status: number; body: any }> {
-  const res = await fetch(`${d.direct}${pathname}`, {
-    method,
-    headers: { authorization: `Bearer ${token}`, ...(body === undefined ? {} : { "content-type": "application/json" }) },
-    ...(body === undefined ? {} : { body: JSON.stringify(body) }),
-    signal: AbortSignal.timeout(60_000),
-  });
-  const text = await res.text();
-  return { status: res.status, body: text ? JSON.parse(text) : undefined };
-}
+const callDirect = (d: ServedDeployment, method: string, pathname: string, body?: unknown) => callServed({ url: d.direct, token: d.token }, method, pathname, body);
 
 /** Polls an authorization to its end, within a bounded time. */
 async function outcome(d: ServedDeployment, pollUrl: string): Promise<{ status: string; error?: string; message?: string }> {

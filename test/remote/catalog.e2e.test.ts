@@ -5,6 +5,7 @@
 import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
 import { runCli } from "../support/cli.ts";
+import { callServed } from "../support/deployment-serve.ts";
 import { startDeployment, type RunningDeployment } from "../support/deployment/server.ts";
 import { annotatedTool, startMcpServer, type RunningMcpServer } from "../support/mcp-server.ts";
 import { startAuthServer, type RunningAuthServer } from "../support/oauth-server.ts";
@@ -22,15 +23,7 @@ describe("the reference deployment in catalog mode, with a connection declared o
   let trackerHits = 0;
   let dir: string;
 
-  const call = async (method: string, pathname: string, body?: unknown) => {
-    const res = await fetch(`${deployment.url}${pathname}`, {
-      method,
-      headers: { authorization: `Bearer ${TOKEN}`, ...(body === undefined ? {} : { "content-type": "application/json" }) },
-      ...(body === undefined ? {} : { body: JSON.stringify(body) }),
-    });
-    const text = await res.text();
-    return { status: res.status, body: text ? JSON.parse(text) : undefined };
-  };
+  const call = (method: string, pathname: string, body?: unknown) => callServed({ url: deployment.url, token: TOKEN }, method, pathname, body);
   const cli = (args: string[]) => runCli(args, { cwd: dir, env: { SUBSTRUCTURE_TOKEN: TOKEN } });
 
   before(async () => {

@@ -217,7 +217,8 @@ export async function startServedDeployment(options: ServeOptions = {}): Promise
 }
 
 /** One API request to a served deployment (an admin token unless `token` is given); the JSON answer parsed. */
-export async function callServed(d: ServedDeployment, method: string, pathname: string, body?: unknown, token: string = d.token): Promise<{ status: number; body: any }> {
+/** One API request to a deployment (`url`: where to send it; a served one's, its balancer's, or the reference's). */
+export async function callServed(d: { url: string; token: string }, method: string, pathname: string, body?: unknown, token: string = d.token): Promise<{ status: number; body: any }> {
   const res = await fetch(`${d.url}${pathname}`, {
     method,
     headers: { authorization: `Bearer ${token}`, ...(body === undefined ? {} : { "content-type": "application/json" }) },
