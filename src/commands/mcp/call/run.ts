@@ -9,7 +9,7 @@ import { writeJson } from "../../../output/json.ts";
 import { stderrReporter } from "../../../output/reporter.ts";
 import { shown } from "../../../output/untrusted.ts";
 import { fetchingProgress, type Progress } from "../../../report.ts";
-import { withRequestTimeoutHint } from "../tools/run.ts";
+import { withRequestTimeoutHint } from "../request-timeout.ts";
 
 export type McpCallOptions = {
   config?: string;

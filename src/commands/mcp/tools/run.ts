@@ -3,7 +3,6 @@ import type { ListedTool } from "../../../backend/types.ts";
 import { loadConfig } from "../../../config/load.ts";
 import { findConnection } from "../../../config/lookup.ts";
 import type { Context } from "../../../context.ts";
-import { SubsError } from "../../../errors.ts";
 import { writeJson } from "../../../output/json.ts";
 import { stderrReporter } from "../../../output/reporter.ts";
 import { styleFor } from "../../../output/style.ts";
@@ -11,6 +10,7 @@ import { renderTable } from "../../../output/table.ts";
 import { shown } from "../../../output/untrusted.ts";
 import { fetchingProgress } from "../../../report.ts";
 import { possessive } from "../../../text/possessive.ts";
+import { withRequestTimeoutHint } from "../request-timeout.ts";
 
 export type McpToolsOptions = {
   config?: string;
@@ -22,17 +22,6 @@ export type McpToolsOptions = {
   requestTimeoutSeconds: number;
   browser: boolean;
 };
-
-/**
- * The SDK's "no answer" (src/mcp/open.ts, code `timeout`) with the flag that waits longer: a slow
- * server, or a long tool, is not always a dead one.
- */
-export function withRequestTimeoutHint(error: unknown): unknown {
-  // Only the MCP request deadline (the SDK's RequestTimeout, -32001) is --request-timeout's: a
-  // step-up's consent wait (--timeout) or an HTTP deadline (SUBS_HTTP_TIMEOUT) keeps its own hint.
-  if (!(error instanceof SubsError) || error.code !== "timeout" || (error.cause as { code?: unknown } | undefined)?.code !== -32001) return error;
-  return new SubsError(error.kind, error.message, { code: error.code, cause: error, hint: "check that the server is up, or wait longer with --request-timeout SECONDS" });
-}
 
 /** Short words for a tool's MCP annotations (hints from the server, not guarantees). */
 export function annotationWords(annotations: Record<string, unknown> | undefined): string[] {
