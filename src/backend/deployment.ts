@@ -8,14 +8,13 @@ import { assertNoLocalOnlyAuth, warnLocalOnlyAuth } from "../config/remote-rules
 import type { Config, ConnectionConfig, RemoteConfig } from "../config/types.ts";
 import type { Context } from "../context.ts";
 import { failed, refused, SubsError } from "../errors.ts";
-import { loginWords } from "../output/login-words.ts";
 import { DeploymentClient, deploymentBase } from "../remote/client.ts";
 import { listRemoteConnections, type RemoteListEntry } from "../remote/list.ts";
 import { loginOnDeployment } from "../remote/login.ts";
 import { carryOut, hasChanges, planRemote, readRemoteState } from "../remote/plan.ts";
-import type { Progress, Reporter } from "../report.ts";
+import type { Reporter } from "../report.ts";
 import type { CheckProblem, ConnectionCheck } from "../status/check.ts";
-import type { Applied, ApplyRequest, AuthorizeOptions, Authorized, Backend, BackendOptions, CallResult, Listing, ListedTool, Place } from "./types.ts";
+import type { Applied, ApplyRequest, AuthorizeOptions, Authorized, Backend, BackendOptions, CallResult, Listing, ListedTool, LoginStep, Place } from "./types.ts";
 
 /** Plans made and sent at most this often when the deployment keeps changing under them. */
 const REPLANS = 3;
@@ -29,15 +28,17 @@ class DeploymentBackend implements Backend {
   private readonly ctx: Context;
   private readonly config: Config;
   private readonly reporter: Reporter;
+  private readonly loginSteps: () => (step: LoginStep) => void;
   private readonly url: URL;
   // Made at the first operation that talks to the deployment: an unset API token is reported by
   // the command that needs it, after what the command refuses without asking.
   private made: DeploymentClient | undefined;
 
-  constructor({ ctx, config, reporter }: BackendOptions, private readonly remote: RemoteConfig) {
+  constructor({ ctx, config, reporter, loginSteps = () => () => {} }: BackendOptions, private readonly remote: RemoteConfig) {
     this.ctx = ctx;
     this.config = config;
     this.reporter = reporter;
+    this.loginSteps = loginSteps;
     this.url = deploymentBase(remote);
     this.place = { kind: "deployment", url: this.url };
   }
@@ -74,7 +75,7 @@ class DeploymentBackend implements Backend {
   }
 
   authorize(connection: ConnectionConfig, options: AuthorizeOptions): Promise<Authorized> {
-    return authorizeOnDeployment(this.ctx, this.client(), this.reporter, connection, options);
+    return authorizeOnDeployment(this.ctx, this.client(), this.loginSteps(), connection, options);
   }
 
   async tools(connection: ConnectionConfig): Promise<ListedTool[]> {
@@ -131,18 +132,20 @@ class DeploymentBackend implements Backend {
 
 /**
  * The consent is made and kept on the deployment: this machine opens its authorization URL and
- * polls. The same steps in the same words as a login without [remote] (src/output/login-words.ts).
+ * polls. The same steps as a login without [remote], but for where the server is contacted and the
+ * consent given, so the command words both alike (src/output/login-words.ts).
  */
 async function authorizeOnDeployment(
   ctx: Context,
   client: DeploymentClient,
-  reporter: Reporter,
+  steps: (step: LoginStep) => void,
   connection: ConnectionConfig,
   options: { browser: boolean; timeoutMs: number },
 ): Promise<Authorized> {
   const id = connection.id;
-  const preparing = reporter.progress(loginWords.contactingThrough(id, client.base.origin));
-  let waiting: Progress | undefined;
+  const deployment = client.base.origin;
+  steps({ step: "contacting_deployment", id, deployment });
+  let waiting = false;
   let held;
   try {
     held = await loginOnDeployment({
@@ -153,23 +156,23 @@ async function authorizeOnDeployment(
       timeoutMs: options.timeoutMs,
       events: {
         onAuthorizationUrl: (url, opened, error, waitMs) => {
-          preparing.succeed(loginWords.authorizesThrough(id, client.base.origin));
-          // The URL is the deployment's: the reporter shows it, never interprets it.
+          steps({ step: "ready_on_deployment", id, deployment });
+          // The URL is the deployment's: the command shows it, never interprets it.
           if (options.browser) {
-            reporter.info(loginWords.opening(id, new URL(url).origin));
-            reporter.info(loginWords.ifItDoesNotOpen(url));
-            if (!opened) reporter.warn(loginWords.browserFailed(error));
-          } else reporter.info(loginWords.visit(id, url));
-          // The spinner starts at once, below the URL, not after the first poll.
-          waiting = reporter.progress(loginWords.waiting(id, waitMs));
+            steps({ step: "opening_browser", id, url });
+            if (!opened) steps({ step: "browser_failed", error });
+          } else steps({ step: "visit", id, url });
+          // The wait is shown at once, below the URL, not after the first poll.
+          steps({ step: "waiting", id, timeoutMs: waitMs, pasting: false });
+          waiting = true;
         },
       },
     });
-    waiting?.succeed(loginWords.received(id));
+    if (waiting) steps({ step: "waited", id, outcome: "received" });
   } catch (error) {
     const code = error instanceof SubsError ? error.code : undefined;
-    if (!waiting) preparing.fail(loginWords.couldNotStart(id));
-    else waiting.fail(ctx.signal.aborted ? loginWords.stopped(id) : code === "access_denied" || code === "authorization_failed" ? loginWords.notGiven(id) : loginWords.noConsent(id));
+    if (!waiting) steps({ step: "could_not_start", id });
+    else steps({ step: "waited", id, outcome: ctx.signal.aborted ? "stopped" : code === "access_denied" || code === "authorization_failed" ? "not_given" : "no_consent" });
     throw error;
   }
   return {

@@ -9,16 +9,15 @@ import type { Config, ConnectionConfig } from "../config/types.ts";
 import type { Context } from "../context.ts";
 import { failed, type SubsError } from "../errors.ts";
 import { withDeadline } from "../http/deadline.ts";
-import { loginSteps } from "../output/login-words.ts";
 import { possessive } from "../text/possessive.ts";
-import { shown } from "../output/untrusted.ts";
+import { escaped } from "../text/unsafe.ts";
 import type { Reporter } from "../report.ts";
 import type { ConnectionCheck } from "../status/check.ts";
 import { listLocalConnections } from "../status/list.ts";
 import { localStatuses, storedState, type ConnectionStatus } from "../status/status.ts";
 import { openEnvironmentStore, storedRows } from "../store/environment.ts";
 import type { CredentialRow } from "../store/schema.ts";
-import type { Applied, ApplyRequest, AuthorizeOptions, Authorized, Backend, BackendOptions, CallRequest, CallResult, Listing, ListedTool, Place, ToolsOptions } from "./types.ts";
+import type { Applied, ApplyRequest, AuthorizeOptions, Authorized, Backend, BackendOptions, CallRequest, CallResult, Listing, ListedTool, LoginStep, Place, ToolsOptions } from "./types.ts";
 
 export function localBackend(options: BackendOptions): Backend {
   return new LocalBackend(options);
@@ -29,15 +28,17 @@ class LocalBackend implements Backend {
   private readonly ctx: Context;
   private readonly config: Config;
   private readonly reporter: Reporter;
+  private readonly loginSteps: () => (step: LoginStep) => void;
   // One open of the db for a whole login (a db that does not exist yet is created only when some
   // OAuth connection is to be logged in to). What is stored for ids the file no longer declares
   // stays: only `subs apply` and `subs mcp remove` delete it.
   private opened: Awaited<ReturnType<typeof openEnvironmentStore>>;
 
-  constructor({ ctx, config, reporter }: BackendOptions) {
+  constructor({ ctx, config, reporter, loginSteps = () => () => {} }: BackendOptions) {
     this.ctx = ctx;
     this.config = config;
     this.reporter = reporter;
+    this.loginSteps = loginSteps;
     this.place = { kind: "local", dbPath: config.dbPath };
   }
 
@@ -89,7 +90,7 @@ class LocalBackend implements Backend {
       ctx,
       connection,
       store,
-      steps: loginSteps(reporter),
+      steps: this.loginSteps(),
       ...(options.port !== undefined ? { port: options.port } : {}),
       timeoutMs: options.timeoutMs,
       openBrowser: options.browser,
@@ -111,13 +112,13 @@ class LocalBackend implements Backend {
     const [{ withConnection }, { listAllTools }] = await Promise.all([import("../mcp/step-up.ts"), import("../mcp/connect.ts")]);
     const { requestTimeoutMs } = options;
     return withConnection(
-      { ctx, config, connection, reporter, login: { timeoutMs: options.timeoutMs, openBrowser: options.browser, steps: loginSteps(reporter) }, requestTimeoutMs },
+      { ctx, config, connection, reporter, login: { timeoutMs: options.timeoutMs, openBrowser: options.browser, steps: this.loginSteps() }, requestTimeoutMs },
       (client, signal) => listAllTools(client, { signal, requestTimeoutMs }),
     );
   }
 
   call(request: CallRequest): Promise<CallResult> {
-    return callTool(this.ctx, this.config, this.reporter, request);
+    return callTool(this.ctx, this.config, this.reporter, this.loginSteps(), request);
   }
 
   toolSource({ timeoutMs }: { timeoutMs: number }): ToolSource {
@@ -228,14 +229,14 @@ async function countTools(ctx: Context, config: Config, connection: ConnectionCo
   }
 }
 
-async function callTool(ctx: Context, config: Config, reporter: Reporter, request: CallRequest): Promise<CallResult> {
+async function callTool(ctx: Context, config: Config, reporter: Reporter, steps: (step: LoginStep) => void, request: CallRequest): Promise<CallResult> {
   const { findConnection } = await import("../config/lookup.ts");
   const connection = findConnection(config, request.id);
   const [{ withConnection }, { ErrorCode }] = await Promise.all([import("../mcp/step-up.ts"), import("@modelcontextprotocol/sdk/types.js")]);
   request.events?.onStart?.(connection);
   const { tool, requestTimeoutMs } = request;
   return withConnection(
-    { ctx, config, connection, reporter, login: { timeoutMs: request.timeoutMs, openBrowser: request.browser, steps: loginSteps(reporter) }, requestTimeoutMs },
+    { ctx, config, connection, reporter, login: { timeoutMs: request.timeoutMs, openBrowser: request.browser, steps }, requestTimeoutMs },
     async (client, signal) => {
       const call = client.callTool({ name: tool, arguments: request.args }, undefined, {
         signal,
@@ -271,9 +272,10 @@ async function unknownTool(id: string, tool: string, names: readonly string[]): 
   const { closestNames } = await import("../config/closest.ts");
   const near = closestNames(tool, names, 3);
   const listed = `\`subs mcp tools ${id}\` lists its ${names.length} tool${names.length === 1 ? "" : "s"}`;
-  return failed(`${id} has no tool named ${shown(tool)}`, {
+  // The names are the server's: each shown in the visible form output/untrusted.ts gives it.
+  return failed(`${id} has no tool named ${escaped(tool)}`, {
     code: "unknown_tool",
-    hint: near.length > 0 ? `did you mean ${near.map((n) => `\`${shown(n)}\``).join(", ")}? (${listed})` : listed,
+    hint: near.length > 0 ? `did you mean ${near.map((n) => `\`${escaped(n)}\``).join(", ")}? (${listed})` : listed,
   });
 }
 

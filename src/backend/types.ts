@@ -8,6 +8,7 @@
 // would give.
 import type { ToolSource } from "../agents/fetch.ts";
 import type { LocalApplyResult, LocalChange } from "../apply/local.ts";
+import type { LoginStep as LocalLoginStep } from "../auth/login.ts";
 import type { Config, ConnectionConfig } from "../config/types.ts";
 import type { Context } from "../context.ts";
 import type { RemoteListEntry } from "../remote/list.ts";
@@ -131,9 +132,25 @@ export type Backend = {
   close(): void;
 };
 
+/**
+ * A step of a login the person should see, for the command to word (src/output/login-words.ts):
+ * a local login's (src/auth/login.ts), or one made on a deployment, which this machine asks for
+ * and waits on: it is contacted, and gives the authorization URL, in place of the server.
+ */
+export type LoginStep =
+  | LocalLoginStep
+  | { step: "contacting_deployment"; id: string; deployment: string }
+  | { step: "ready_on_deployment"; id: string; deployment: string };
+
 export type BackendOptions = {
   ctx: Context;
   config: Config;
   /** The command's own reporter: a wait inside an operation is shown on the command's progress line. */
   reporter: Reporter;
+  /**
+   * Each login's steps as the command words them, one renderer per login (a renderer keeps its
+   * progress lines). Given by the commands that may log in (`mcp login`, and `mcp tools` and
+   * `mcp call` for a step-up); without it a login's steps are not shown.
+   */
+  loginSteps?: () => (step: LoginStep) => void;
 };

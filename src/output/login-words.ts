@@ -2,7 +2,7 @@
 // the same steps (contact, send the person to a page, wait for consent, say what was granted), and
 // each step is said here once, so the two cannot drift apart. Text from servers (URLs, issuers)
 // is passed through `shown` by whoever prints these lines.
-import type { LoginStep } from "../auth/login.ts";
+import type { LoginStep } from "../backend/types.ts";
 import { silentProgress, type Reporter } from "../report.ts";
 
 const seconds = (ms: number) => `${Math.round(ms / 1000)}s`;
@@ -28,10 +28,11 @@ export const loginWords = {
 } as const;
 
 /**
- * The steps of a local login (auth/login.ts) as the person sees them on `reporter`: the first
- * request to the server's answer on one progress line, then the URL, then the wait for consent on
- * another. While the person may paste an address on this terminal, the wait is one plain line: a
- * spinner redrawing it would garble what they type.
+ * The steps of a login (local: auth/login.ts; on a deployment: backend/deployment.ts) as the
+ * person sees them on `reporter`: the first request to the server's (or the deployment's) answer
+ * on one progress line, then the URL, then the wait for consent on another. While the person may
+ * paste an address on this terminal, the wait is one plain line: a spinner redrawing it would
+ * garble what they type.
  */
 export function loginSteps(reporter: Reporter): (step: LoginStep) => void {
   let preparing = silentProgress;
@@ -41,6 +42,9 @@ export function loginSteps(reporter: Reporter): (step: LoginStep) => void {
       case "contacting":
         preparing = reporter.progress(loginWords.contacting(step.id, step.origin));
         return;
+      case "contacting_deployment":
+        preparing = reporter.progress(loginWords.contactingThrough(step.id, step.deployment));
+        return;
       case "could_not_start":
         return preparing.fail(loginWords.couldNotStart(step.id));
       case "open":
@@ -49,6 +53,8 @@ export function loginSteps(reporter: Reporter): (step: LoginStep) => void {
         return preparing.update(`Preparing the login of ${step.id} at ${step.issuer}`);
       case "ready":
         return preparing.succeed(loginWords.authorizesAt(step.id, step.issuer));
+      case "ready_on_deployment":
+        return preparing.succeed(loginWords.authorizesThrough(step.id, step.deployment));
       case "foreign_response":
         return reporter.warn(`a response that is not for this login (no \`state\`, or another one) reached the loopback listener; ignored, still waiting for ${step.id}`);
       case "opening_browser":

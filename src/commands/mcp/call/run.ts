@@ -6,6 +6,7 @@ import { loadConfig } from "../../../config/load.ts";
 import type { Context } from "../../../context.ts";
 import { failed, usage } from "../../../errors.ts";
 import { writeJson } from "../../../output/json.ts";
+import { loginSteps } from "../../../output/login-words.ts";
 import { stderrReporter } from "../../../output/reporter.ts";
 import { shown } from "../../../output/untrusted.ts";
 import { fetchingProgress, type Progress } from "../../../report.ts";
@@ -76,7 +77,7 @@ export async function mcpCallCommand(ctx: Context, options: McpCallOptions): Pro
   const args = parseArgs(given?.text, given?.from);
   const config = loadConfig({ configPath: options.config, env: ctx.env, cwd: ctx.cwd });
   const reporter = stderrReporter(ctx);
-  const backend = await backendFor({ ctx, config, reporter });
+  const backend = await backendFor({ ctx, config, reporter, loginSteps: () => loginSteps(reporter) });
   const { id, tool } = options;
   let calling: Progress | undefined;
   let result: CallResult;

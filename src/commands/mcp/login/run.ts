@@ -4,6 +4,7 @@ import { loadConfig } from "../../../config/load.ts";
 import type { Context } from "../../../context.ts";
 import { usage } from "../../../errors.ts";
 import { writeJson } from "../../../output/json.ts";
+import { loginSteps } from "../../../output/login-words.ts";
 import { stderrReporter } from "../../../output/reporter.ts";
 import { MARK, styleFor, type Style } from "../../../output/style.ts";
 import { isoOrNull, shortDuration } from "../../../output/time.ts";
@@ -51,7 +52,7 @@ export async function mcpLoginCommand(ctx: Context, options: McpLoginOptions): P
   const reporter = stderrReporter(ctx);
   if (options.all && options.ids.length > 0) throw usage("give connection ids or --all, not both");
   if (!options.all && options.ids.length === 0) throw usage("name the connection to log in to, e.g. `subs mcp login sentry`, or pass --all");
-  const backend = await backendFor({ ctx, config, reporter });
+  const backend = await backendFor({ ctx, config, reporter, loginSteps: () => loginSteps(reporter) });
   const style = styleFor(ctx.color);
   const results: Array<LoginJson | RemoteLoginJson> = [];
   try {

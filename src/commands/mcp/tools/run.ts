@@ -4,6 +4,7 @@ import { loadConfig } from "../../../config/load.ts";
 import { findConnection } from "../../../config/lookup.ts";
 import type { Context } from "../../../context.ts";
 import { writeJson } from "../../../output/json.ts";
+import { loginSteps } from "../../../output/login-words.ts";
 import { stderrReporter } from "../../../output/reporter.ts";
 import { styleFor } from "../../../output/style.ts";
 import { renderTable } from "../../../output/table.ts";
@@ -39,7 +40,7 @@ export async function mcpToolsCommand(ctx: Context, options: McpToolsOptions): P
   const config = loadConfig({ configPath: options.config, env: ctx.env, cwd: ctx.cwd });
   const connection = findConnection(config, options.id);
   const reporter = stderrReporter(ctx);
-  const backend = await backendFor({ ctx, config, reporter });
+  const backend = await backendFor({ ctx, config, reporter, loginSteps: () => loginSteps(reporter) });
   backend.warnRefusals([connection.id]);
   // A deployment lists the tools with the credential it holds: the list is as it sees them.
   const [from, seenBy] = backend.place.kind === "local" ? [new URL(connection.url).origin, ""] : [`the deployment at ${backend.place.url.origin}`, ", as the deployment sees them"];
