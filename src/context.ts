@@ -257,21 +257,13 @@ export function fdOutput(fd: number, options: FdOutputOptions): Output {
   };
 }
 
-let mcpFetch: typeof globalThis.fetch | undefined;
 /**
- * The process's fetch: MCP requests over node:http (src/http/mcp-fetch.ts), the rest through
- * Node's fetch. Loaded on the first request: most runs (`subs mcp list`) make none.
- */
-const processFetch: typeof globalThis.fetch = async (input, init) => {
-  mcpFetch ??= (await import("./http/mcp-fetch.ts")).mcpFetch(globalThis.fetch);
-  return mcpFetch(input, init);
-};
-
-/**
- * The context of the real process. `onBrokenPipe` runs when stdout's or stderr's reader has gone
+ * The context of the real process, its requests sent with `fetch` (main.ts gives the one that sends
+ * MCP requests over node:http: what sends a request is the caller's to choose, and this file stays
+ * below the code that does). `onBrokenPipe` runs when stdout's or stderr's reader has gone
  * (main.ts exits quietly: that is the reader's choice, not an error to report).
  */
-export async function processContext(signal: AbortSignal, onBrokenPipe: () => void = () => {}): Promise<Context> {
+export async function processContext(signal: AbortSignal, fetch: typeof globalThis.fetch, onBrokenPipe: () => void = () => {}): Promise<Context> {
   const env = process.env;
   const [stdoutIsTTY, stderrIsTTY] = [await isTerminal(1), await isTerminal(2)];
   // A terminal gets Node's own stream: the spinner redraws through it, and it knows the width.
@@ -301,7 +293,7 @@ export async function processContext(signal: AbortSignal, onBrokenPipe: () => vo
     // bin/subs.cjs is the main script whenever main() runs; through a symlink (npm's bin link) its real path.
     installation: () => ({ node: process.execPath, subs: realpathSync(process.argv[1] ?? "") }),
     now: () => Date.now(),
-    fetch: processFetch,
+    fetch,
     openBrowser: (url) => defaultOpenBrowser(env, url, { signal }),
     signal,
   };

@@ -2,8 +2,21 @@
 // context, runs, and owns the exit. Ctrl-C (SIGINT), and SIGTERM (a cancelled CI job, a
 // supervisor), abort the context's signal so a command can close its listener and leave nothing
 // half-written; a second one exits at once. Exit 130 after SIGINT, 143 (128 + 15) after SIGTERM.
-import { processContext } from "./context.ts";
+import { processContext as contextOfProcess, type Context } from "./context.ts";
 import { run } from "./run.ts";
+
+let mcpFetch: typeof globalThis.fetch | undefined;
+/**
+ * The process's fetch: MCP requests over node:http (src/http/mcp-fetch.ts), the rest through
+ * Node's fetch. Loaded on the first request: most runs (`subs mcp list`) make none.
+ */
+const processFetch: typeof globalThis.fetch = async (input, init) => {
+  mcpFetch ??= (await import("./http/mcp-fetch.ts")).mcpFetch(globalThis.fetch);
+  return mcpFetch(input, init);
+};
+
+/** The context of the real process, with the process's fetch. */
+export const processContext = (signal: AbortSignal, onBrokenPipe?: () => void): Promise<Context> => contextOfProcess(signal, processFetch, onBrokenPipe);
 
 export async function main(argv: readonly string[]): Promise<never> {
   // `subs … | head` closes the pipe early: that is the reader's choice, not an error to report.
@@ -27,9 +40,9 @@ export async function main(argv: readonly string[]): Promise<never> {
   process.exit(code);
 }
 
-// scripts/warm-code-cache.cjs runs commands in-process with these, so the V8 code cache written at
-// build time holds the functions real commands compile (docs/speed.md, "What makes start-up
-// cheap"). openStore seeds the db of a long list; loaded on that call, as a command loads the
+// scripts/warm-code-cache.cjs runs commands in-process with these (and processContext, above), so
+// the V8 code cache written at build time holds the functions real commands compile (docs/speed.md,
+// "What makes start-up cheap"). openStore seeds the db of a long list; loaded on that call, as a command loads the
 // store, so start-up never initializes it.
-export { processContext, run };
+export { run };
 export const openStore = async (...options: Parameters<typeof import("./store/store.ts").openStore>) => (await import("./store/store.ts")).openStore(...options);

@@ -57,7 +57,8 @@ async function main(argv: string[]): Promise<void> {
   if (!upstream || !argv.includes("--http") || !http) throw new Error("usage: forwarding-server.ts <upstream-url> --http [HOST:]PORT [--token-file PATH]");
   const controller = new AbortController();
   for (const signal of ["SIGINT", "SIGTERM"] as const) process.once(signal, () => controller.abort());
-  const ctx = await processContext(controller.signal);
+  // The forwarder's own requests go through the SDK's transport; the context's fetch sends none.
+  const ctx = await processContext(controller.signal, globalThis.fetch);
   await serveHttp(ctx, { ...parseHttpAddress(http), ...(tokenFile ? { tokenFile } : {}), newSession: forwardingSessions(new URL(upstream)) });
 }
 
