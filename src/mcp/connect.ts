@@ -11,8 +11,7 @@ import { StreamableHTTPClientTransport, StreamableHTTPError, type StreamableHTTP
 import type { TransportSendOptions } from "@modelcontextprotocol/sdk/shared/transport.js";
 import { ErrorCode, McpError, type ClientCapabilities, type JSONRPCMessage, type Tool } from "@modelcontextprotocol/sdk/types.js";
 import { SubsError } from "../errors.ts";
-import { SUBS_CLIENT_INFO } from "../serve/handshake.ts";
-import type { UpstreamHandshake } from "../serve/upstream-handshake.ts";
+import { SUBS_CLIENT_INFO, type UpstreamHandshake } from "./client-handshake.ts";
 import { cappedAnswers, DEFAULT_MAX_ANSWER_MIB, limitBytes, listingTooLarge, MAX_LISTING_PAGES, type AnswerLimit } from "./answer-cap.ts";
 
 export type { Tool };

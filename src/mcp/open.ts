@@ -6,7 +6,7 @@
 import path from "node:path";
 import type { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import type { ClientCapabilities } from "@modelcontextprotocol/sdk/types.js";
-import type { UpstreamHandshake } from "../serve/upstream-handshake.ts";
+import type { UpstreamHandshake } from "./client-handshake.ts";
 import { UnauthorizedError } from "@modelcontextprotocol/sdk/client/auth.js";
 import type { Config, ConnectionConfig } from "../config/types.ts";
 import type { Context } from "../context.ts";

@@ -1,10 +1,6 @@
 // The MCP handshake (MCP lifecycle, "Initialization") as far as subs answers it before the SDK is
 // loaded (src/serve/stdio.ts): which protocol revision to answer with, and what an `initialize`
 // must carry to be answered at all.
-import { VERSION } from "../version.ts";
-
-/** What subs calls itself as an MCP client (src/mcp/connect.ts, src/serve/upstream-handshake.ts). */
-export const SUBS_CLIENT_INFO = { name: "subs", version: VERSION };
 
 /**
  * The revisions the MCP SDK speaks, newest first: its types.js SUPPORTED_PROTOCOL_VERSIONS and

@@ -6,7 +6,7 @@ import type { Context } from "../context.ts";
 import type { SubsError } from "../errors.ts";
 import type { Reporter } from "../report.ts";
 import { negotiated } from "./handshake.ts";
-import type { UpstreamInitializeResult } from "./upstream-handshake.ts";
+import type { UpstreamInitializeResult } from "../mcp/client-handshake.ts";
 
 export type ProxyOptions = {
   /** stderr: the one-line notices of a session (connected, could not connect, upstream gone). */

@@ -35,7 +35,7 @@ import { ServedServer } from "./served-server.ts";
 import type { Scrubber, SessionServer } from "./session.ts";
 import { passedOn, rpcError, type RpcError } from "./rpc-error.ts";
 import { CredentialRejected, openUpstream, type Upstream } from "./upstream.ts";
-import type { UpstreamHandshake } from "./upstream-handshake.ts";
+import type { UpstreamHandshake } from "../mcp/client-handshake.ts";
 
 /**
  * The proxy has no deadline of its own: the client decides how long it waits and cancels when it

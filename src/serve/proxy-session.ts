@@ -7,7 +7,8 @@ import type { Config, ConnectionConfig } from "../config/types.ts";
 import { learnt } from "../secrets.ts";
 import { proxyInitializeResult, type ProxyContext, type ProxyOptions } from "./proxy-answer.ts";
 import type { SessionFactory } from "./session.ts";
-import { upstreamHandshake, type UpstreamHandshake } from "./upstream-handshake.ts";
+import type { UpstreamHandshake } from "../mcp/client-handshake.ts";
+import { upstreamHandshake } from "./upstream-handshake.ts";
 
 export type { ProxyContext, ProxyOptions } from "./proxy-answer.ts";
 

@@ -12,24 +12,10 @@ import type { IncomingHttpHeaders } from "node:http";
 import type { Config, ConnectionConfig } from "../config/types.ts";
 import type { Context } from "../context.ts";
 import { answerLimitMiB } from "../mcp/answer-cap.ts";
+import { SUBS_CLIENT_INFO, type UpstreamHandshake, type UpstreamInitializeResult } from "../mcp/client-handshake.ts";
 import { firstCredential } from "../mcp/credential.ts";
 import type { Reporter } from "../report.ts";
-import { isObject, LATEST_PROTOCOL_VERSION, SUBS_CLIENT_INFO, SUPPORTED_PROTOCOL_VERSIONS } from "./handshake.ts";
-
-/** What the upstream answered its initialize with, as far as the proxy reads it; the rest as it came. */
-export type UpstreamInitializeResult = {
-  protocolVersion: string;
-  capabilities: Record<string, unknown>;
-  serverInfo: { name: string; version: string } & Record<string, unknown>;
-  instructions?: string;
-} & Record<string, unknown>;
-
-export type UpstreamHandshake = {
-  /** The initialize result, as the server sent it. */
-  result: UpstreamInitializeResult;
-  /** The session it opened (Mcp-Session-Id), if any. */
-  sessionId?: string;
-};
+import { isObject, LATEST_PROTOCOL_VERSION, SUPPORTED_PROTOCOL_VERSIONS } from "./handshake.ts";
 
 /**
  * `result` when it has what the proxy reads of an initialize result (MCP schema, InitializeResult),

@@ -22,7 +22,7 @@ import { assertSameAuthorizationServer, challengeRecorder, openConnection, type 
 import type { Reporter } from "../report.ts";
 import type { CredentialRow } from "../store/schema.ts";
 import { openEnvironmentStore } from "../store/environment.ts";
-import type { UpstreamHandshake } from "./upstream-handshake.ts";
+import type { UpstreamHandshake } from "../mcp/client-handshake.ts";
 
 export type UpstreamContext = Pick<Context, "env" | "fetch" | "now">;
 
