@@ -17,6 +17,7 @@ import { serveHttp, type ServeHttpOptions } from "../src/serve/http.ts";
 import type { SessionFactory, SessionServer } from "../src/serve/session.ts";
 import { testContext } from "./support/cli.ts";
 import { halfOpen, rawCall } from "./support/serve-client.ts";
+import { waitFor as waitUntil } from "./support/wait.ts";
 
 /**
  * Sessions numbered from 1. Tools: `whoami` (the session's number), `remember`/`recall` (state of
@@ -323,7 +324,7 @@ describe("serveHttp", () => {
       () => "ended",
     );
     // The stuck initialize reached the factory before the next one starts.
-    while (calls === 0) await new Promise((resolve) => setTimeout(resolve, 5));
+    await waitUntil(() => calls > 0, "the stuck initialize to reach the factory", undefined, 5);
     const a = await connect(server);
     assert.equal(textOf(await a.client.callTool({ name: "whoami" })), "session 1");
     const started = Date.now();

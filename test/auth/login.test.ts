@@ -10,6 +10,8 @@ import { run } from "../../src/run.ts";
 import { followAuthorization } from "../support/browser.ts";
 import { startMcpServer } from "../support/mcp-server.ts";
 import { startAuthServer } from "../support/oauth-server.ts";
+import { unusedPort } from "../support/ports.ts";
+import { waitFor } from "../support/wait.ts";
 import { testContext } from "../support/cli.ts";
 import { credential, environment, leakedTokens, TOOLS } from "./harness.ts";
 
@@ -184,9 +186,11 @@ test("login: consent denied ends in exit 1 with the server's reason", async () =
 
 test("login: --port uses that port; a busy one is a usage error", async () => {
   const env = await environment();
+  // Freed below and then listened on by subs: not a port the kernel hands out for port 0, which
+  // another test's server could be given in between.
+  const busy = await unusedPort();
   const blocker = createServer();
-  await new Promise<void>((resolve) => blocker.listen(0, "127.0.0.1", resolve));
-  const busy = (blocker.address() as { port: number }).port;
+  await new Promise<void>((resolve) => blocker.listen(busy, "127.0.0.1", resolve));
   try {
     assert.equal((await env.subs(["mcp", "login", "demo"])).code, 0, "registered with a port the system chose");
     const login = await env.subs(["mcp", "login", "demo", "--port", String(busy)]);
@@ -228,8 +232,7 @@ test("login: --no-browser prints the URL and accepts the redirected URL pasted o
     const opened: string[] = [];
     const t = testContext({ cwd: env.dir, env: {}, terminalStdin: async () => stdin, openBrowser: async (url) => void opened.push(url) });
     const running = run(["mcp", "login", "demo", "--no-browser"], t.ctx);
-    let url: string | undefined;
-    while (!(url = /(http:\/\/\S+\/authorize\?\S+)/.exec(t.stderr())?.[1])) await new Promise((r) => setTimeout(r, 10));
+    const url = await waitFor(() => /(http:\/\/\S+\/authorize\?\S+)/.exec(t.stderr())?.[1], () => `the authorization URL on stderr:\n${t.stderr()}`);
     // The "browser" is elsewhere: it gets the redirect but cannot reach the loopback.
     const consent = await fetch(url, { redirect: "manual" });
     stdin.write(`${consent.headers.get("location")}\n`);
