@@ -5,7 +5,6 @@
 import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
-import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { createRequire } from "node:module";
@@ -29,6 +28,7 @@ import { BIN, ensureBuilt, runCli } from "./support/cli.ts";
 import { browserCommand } from "./support/browser.ts";
 import { RICH_TOOLS, startRichServer, type RichServer } from "./support/mcp-rich-server.ts";
 import { startAuthServer, type RunningAuthServer } from "./support/oauth-server.ts";
+import { unusedPort } from "./support/ports.ts";
 
 const MCP_TOKEN = "proxy-static-SECRET-token-value";
 
@@ -554,7 +554,9 @@ describe("subs mcp proxy in front of the SDK's example server (a server this pro
 
   before(async () => {
     dir = mkdtempSync(path.join(tmpdir(), "subs-proxy-example-"));
-    port = await freePort();
+    // The example listens on the port it is given: one the kernel handed out for port 0 and took
+    // back could meanwhile go to another test's server.
+    port = await unusedPort();
     const script = createRequire(import.meta.url).resolve("@modelcontextprotocol/sdk/examples/server/simpleStreamableHttp.js");
     // The example takes its port from MCP_PORT (it listens on every interface; the test talks to
     // it on 127.0.0.1 only).
@@ -622,15 +624,4 @@ async function waitFor(condition: () => boolean, what: string, timeoutMs = 5000)
     if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
     await new Promise((r) => setTimeout(r, 20));
   }
-}
-
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.once("error", reject);
-    server.listen(0, "127.0.0.1", () => {
-      const { port } = server.address() as { port: number };
-      server.close(() => resolve(port));
-    });
-  });
 }
