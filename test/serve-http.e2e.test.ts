@@ -141,7 +141,11 @@ describe("--http, through the built CLI", () => {
       assert.notEqual(third.token, first.token, "a token others could read is not kept");
       assert.equal(statSync(path.join(dir, "restart.token")).mode & 0o777, 0o600);
       assert.match(third.stderr(), /subs: wrote a new token to restart\.token: the old one was open to group or others \(mode 0644\) and may have leaked\n/);
-      await assert.rejects(connect(third, first.token), "the old token no longer gets in");
+      await assert.rejects(
+        connect(third, first.token),
+        { code: 401, message: /^Streamable HTTP error: Error POSTing to endpoint: .*"Unauthorized: send the token subs printed at start/ },
+        "the old token no longer gets in",
+      );
     } finally {
       third.child.kill("SIGTERM");
     }

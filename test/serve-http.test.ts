@@ -103,6 +103,9 @@ async function connect(server: Pick<Running, "url" | "token">, token = server.to
   return { client, transport };
 }
 
+/** How the SDK's client fails against a wrong token: our 401 (src/serve/http.ts), with its message. */
+const REFUSED_TOKEN = { code: 401, message: /^Streamable HTTP error: Error POSTing to endpoint: .*"Unauthorized: send the token subs printed at start as `Authorization: Bearer <token>`"/ };
+
 const textOf = (result: unknown) => ((result as CallToolResult).content[0] as { text: string }).text;
 
 const initialize = JSON.stringify({
@@ -197,7 +200,7 @@ describe("serveHttp", () => {
       assert.equal((await raw(server.url, { body: initialize, headers: { Authorization: `Basic ${server.token}` } })).status, 401);
       assert.ok(!wrong.body.includes(server.token), "the answer never quotes the token");
 
-      await assert.rejects(connect(server, "not-the-token"));
+      await assert.rejects(connect(server, "not-the-token"), REFUSED_TOKEN);
       assert.equal(sessions.started(), 0, "no session is started for a request without the token");
 
       const right = await raw(server.url, { body: initialize, headers: { Authorization: `Bearer ${server.token}` } });
@@ -348,7 +351,7 @@ describe("serveHttp", () => {
       },
     }));
     try {
-      await assert.rejects(connect(server));
+      await assert.rejects(connect(server), { code: 500, message: /^Streamable HTTP error: Error POSTing to endpoint: .*"could not start the session"/ });
       assert.match(server.stderr(), /could not start a session: upstream unreachable/);
       const a = await connect(server);
       assert.equal(textOf(await a.client.callTool({ name: "whoami" })), "session 1");
@@ -445,7 +448,7 @@ describe("serveHttp", () => {
         assert.equal(seen.subarray(0, n).toString("utf8"), `${old}\n`, "the old descriptor still reads the old token only");
         assert.match(server.stderr(), new RegExp(`wrote a new token to token: the old one was open to group or others \\(mode 0${mode.toString(8)}\\) and may have leaked`));
         assert.ok(!server.stderr().includes(token) && !server.stderr().includes(old), server.stderr());
-        await assert.rejects(connect({ url: server.url, token: old }), "the old token no longer gets in");
+        await assert.rejects(connect({ url: server.url, token: old }), REFUSED_TOKEN, "the old token no longer gets in");
         const a = await connect({ url: server.url, token });
         assert.equal(textOf(await a.client.callTool({ name: "whoami" })), "session 1");
         await a.client.close();
@@ -632,7 +635,8 @@ describe("serveHttp", () => {
         const call = a.client.callTool({ name: "hang" }, undefined, { signal: controller.signal });
         await waitFor(() => sessions.hanging() === n, "the call to reach the handler");
         controller.abort("enough");
-        await assert.rejects(call);
+        // The SDK's client fails the call with the reason it was given.
+        await assert.rejects(call, { code: -32001, message: "MCP error -32001: enough" });
         await waitFor(() => sessions.cancelled() === n, "the handler to see the cancellation");
       }
       assert.equal(textOf(await a.client.callTool({ name: "whoami" })), "session 1", "five cancelled calls hold none of the three places");

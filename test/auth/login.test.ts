@@ -10,7 +10,7 @@ import { run } from "../../src/run.ts";
 import { followAuthorization } from "../support/browser.ts";
 import { startMcpServer } from "../support/mcp-server.ts";
 import { startAuthServer } from "../support/oauth-server.ts";
-import { unusedPort } from "../support/ports.ts";
+import { connectionRefused, unusedPort } from "../support/ports.ts";
 import { waitFor } from "../support/wait.ts";
 import { testContext } from "../support/cli.ts";
 import { credential, environment, leakedTokens, TOOLS } from "./harness.ts";
@@ -219,7 +219,7 @@ test("login: --timeout ends the wait with exit 1, closes the port and stores not
     assert.equal(credential(env, "demo"), undefined);
     // The browser is given a one-time link on the loopback listener itself (issue 14).
     const redirect = new URL("/callback", visited[0]!);
-    await assert.rejects(fetch(redirect), "the loopback listener is closed");
+    await assert.rejects(fetch(redirect), connectionRefused, "the loopback listener is closed");
   } finally {
     await env.close();
   }
@@ -674,9 +674,9 @@ test("login: a browser that is never used leaves nothing behind on interrupt", a
     assert.equal(credential(env, "demo"), undefined);
     // The browser is given a one-time link on the loopback listener itself (issue 14).
     const redirect = new URL("/callback", visited[0]!);
-    await assert.rejects(fetch(redirect));
+    await assert.rejects(fetch(redirect), connectionRefused);
     // The consent arriving late finds nobody listening.
-    await assert.rejects(followAuthorization(visited[0]!));
+    await assert.rejects(followAuthorization(visited[0]!), connectionRefused);
   } finally {
     await env.close();
   }

@@ -391,7 +391,7 @@ describe("cappedAnswers (how an answer is counted)", () => {
     const told: Array<string | number> = [];
     const capped = cappedAnswers(answering([`data: ${"z".repeat(2000)}`], SSE).fetch, limit, (id) => told.push(id));
     const body = JSON.stringify([{ jsonrpc: "2.0", id: 7, method: "tools/list" }, { jsonrpc: "2.0", method: "notifications/initialized" }, { jsonrpc: "2.0", id: "x", method: "ping" }]);
-    await assert.rejects((await capped("http://127.0.0.1:9/mcp", { method: "POST", body })).text());
+    await assert.rejects((await capped("http://127.0.0.1:9/mcp", { method: "POST", body })).text(), /^SubsError: demo: http:\/\/127\.0\.0\.1:9 sent one event of its event stream over 0\.0009765625 MiB/);
     assert.deepEqual(told, [7, "x"]);
   });
 });

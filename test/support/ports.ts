@@ -27,6 +27,11 @@ function refuses(port: number): Promise<boolean> {
   });
 }
 
+/** For assert.rejects: a fetch that failed because nothing listens where it went (ECONNREFUSED). */
+export function connectionRefused(error: unknown): boolean {
+  return error instanceof TypeError && (error.cause as { code?: unknown } | undefined)?.code === "ECONNREFUSED";
+}
+
 /**
  * A port free now and outside the ephemeral range, for a test that closes its listener and
  * listens on it again later (a fixed `--port`, a Postgres stopped and started): a port the kernel
