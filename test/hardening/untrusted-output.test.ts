@@ -13,6 +13,7 @@ import { learningFetch, scrubbedOutput, Secrets } from "../../src/secrets.ts";
 import { credential, environment } from "../auth/harness.ts";
 import { consentingBrowser } from "../support/browser.ts";
 import { runCli, runInProcess } from "../support/cli.ts";
+import { inTurns, timed } from "../support/ratio.ts";
 import { startDeployment } from "../support/deployment/server.ts";
 import { startMcpServer, type RunningMcpServer } from "../support/mcp-server.ts";
 
@@ -87,7 +88,7 @@ describe("secret registry", () => {
 
   // `subs mcp import` learns every token written in thousands of servers' headers; searching each
   // printed line for each of them made an 8,000-server import take minutes.
-  test("with thousands of values, each is still removed (overlapping ones as one), at a cost that follows the text", () => {
+  test("with thousands of values, each is still removed (overlapping ones as one), at a cost that follows the text", async () => {
     const secrets = new Secrets();
     const tokens = Array.from({ length: 10_000 }, (_, i) => `Bearer sk-live-${i}-shared-suffix`);
     for (const token of tokens) {
@@ -102,22 +103,20 @@ describe("secret registry", () => {
       "a [redacted] b [redacted] c [redacted] d sk-live-10000-shared-suffix e sk%2Dlive x [redacted]!",
     );
     assert.equal(secrets.scrub("Bearer tokens are sent as Bearer <token>"), "Bearer tokens are sent as Bearer <token>");
-    // The cost with 20,000 values against the cost with 10, on the same lines in the same run (the
-    // better of two each): a search per value is a thousand times the work, one pass over the text
-    // about the same. No absolute figure: a loaded machine slows both alike.
+    // The cost with 20,000 values against the cost with 10, on the same lines in the same run, in
+    // turns (the least of three each): a search per value is a thousand times the work, one pass
+    // over the text about the same. No absolute figure: a loaded machine slows both alike.
     const few = new Secrets();
     for (const token of tokens.slice(0, 5)) {
       few.add(token);
       few.add(token.slice("Bearer ".length));
     }
     const lines = Array.from({ length: 20_000 }, (_, i) => `  + s${i}  https://mcp${i}.example/mcp  ! Authorization: Bearer held a token written in the file\n`);
-    const scrubAll = (registry: Secrets) => {
-      const started = performance.now();
-      for (const line of lines) assert.equal(registry.scrub(line), line);
-      return performance.now() - started;
-    };
-    const withFew = Math.min(scrubAll(few), scrubAll(few));
-    const withMany = Math.min(scrubAll(secrets), scrubAll(secrets));
+    const scrubAll = (registry: Secrets) => () =>
+      timed(() => {
+        for (const line of lines) assert.equal(registry.scrub(line), line);
+      });
+    const { a: withFew, b: withMany } = await inTurns(scrubAll(few), scrubAll(secrets));
     assert.ok(withMany < withFew * 25, `20,000 lines: ${Math.round(withFew)} ms with 10 values, ${Math.round(withMany)} ms with 20,000`);
   });
 });
