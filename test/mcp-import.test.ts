@@ -715,6 +715,8 @@ test("SIGTERM during a real import of large client files ends it at once: exit 1
   const f = fixture({
     "substructure.toml": EXISTING,
     "~/.claude.json": large("mcpServers", (i) => ({ type: "http", url: `https://c${i}.example/mcp`, headers: { Authorization: `Bearer sk-${i}-literal-token` } })),
+    // Read after Claude's, in this order: an import that read on after the signal reads both.
+    "~/.cursor/mcp.json": large("mcpServers", (i) => ({ url: `https://u${i}.example/mcp` })),
     "~/.gemini/settings.json": large("mcpServers", (i) => ({ httpUrl: `https://g${i}.example/mcp` })),
   });
   const old = new Date("2020-01-01T00:00:00Z");
@@ -723,7 +725,12 @@ test("SIGTERM during a real import of large client files ends it at once: exit 1
   const r = await runCli(["mcp", "import"], { cwd: f.dir, env: { HOME: f.home }, timeoutMs: 60_000, onSpawn: term.onSpawn });
   assert.ok(term.state.sent, `no reading was said:\n${r.stderr.slice(0, 2000)}`);
   assert.equal(r.code, 143, r.stderr.slice(-2000));
-  assert.ok(Date.now() - term.state.sentAt! < 3000, `stopped ${Date.now() - term.state.sentAt!} ms after the signal`);
+  // At once is an order, not a duration: the file being read when the signal came is read to its
+  // end (a parse is not cut), and at most the next one begun (a signal sent late, on a loaded
+  // machine); not both files after it.
+  assert.ok(r.stderr.startsWith(term.state.stderrBefore!), r.stderr);
+  const afterSignal = r.stderr.slice(term.state.stderrBefore!.length);
+  assert.ok((afterSignal.match(/^Reading /gm) ?? []).length <= 1, `read on after the signal:\n${r.stderr}`);
   assert.match(r.stderr, /Interrupted\.\n$/);
   assert.equal(f.read(), EXISTING);
   assert.equal(statSync(f.toml).mtimeMs, old.getTime());
