@@ -291,7 +291,7 @@ describe("subs mcp proxy (end to end)", () => {
       // The client cancels: the upstream's handler sees it, by the id the upstream knows.
       const controller = new AbortController();
       const cancelled = client.callTool({ name: "slow" }, undefined, { signal: controller.signal, onprogress: () => controller.abort("enough") });
-      await assert.rejects(cancelled);
+      await assert.rejects(cancelled, { code: -32001, message: "MCP error -32001: enough" });
       await rich.seen(/^cancelled \d+$/);
       await rich.seen(/^slow cancelled/);
 
