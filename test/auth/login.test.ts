@@ -582,7 +582,7 @@ test("looking never deletes (issue 15): a commented-out section's credential sur
     assert.equal(credential(env, "gone"), undefined);
     assert.ok(credential(env, "keep"));
     assert.equal(env.as.counters.revocations, 2, "refresh and access token");
-    await assert.rejects(env.as.verifier.verifyAccessToken(gone.access_token));
+    await assert.rejects(env.as.verifier.verifyAccessToken(gone.access_token), { message: "unknown or revoked access token" });
     assert.deepEqual(JSON.parse((await env.subs(["mcp", "list", "--json"])).stdout).map((c: { id: string }) => c.id), ["keep"]);
   } finally {
     await env.close();

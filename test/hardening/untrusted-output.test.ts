@@ -236,7 +236,9 @@ describe("hostile MCP servers", () => {
       await subs(["mcp", "call", "echo", "x", "--json"]),
     ];
     for (const r of runs) {
-      assert.notEqual(r.code, 0);
+      // Refused by the server as it was asked to refuse: the echo reached the output, scrubbed.
+      assert.equal(r.code, 1, r.stderr);
+      assert.match(r.stderr, /echo: the server answered with an error \(MCP error -32000: refused Bearer \[redacted\]/);
       assert.ok(!(r.stdout + r.stderr).includes(STATIC), `the static token leaked: ${r.stdout}${r.stderr}`);
       assertHarmless(r.stderr, "stderr");
     }
@@ -273,8 +275,10 @@ describe("hostile authorization servers echo what they were sent", () => {
           fetch: echoingTokenEndpoint(/\/token$/),
           openBrowser: consentingBrowser(seen),
         });
-        assert.notEqual(r.code, 0);
-        assert.match(r.stderr, /\[redacted\]/, r.stderr);
+        // The token endpoint's refusal, quoting what it was sent: scrubbed.
+        assert.equal(r.code, 1, r.stderr);
+        assert.match(r.stderr, /error: demo: the token request to http:\/\/127\.0\.0\.1:\d+\/ failed \(invalid_grant: you sent grant_type=authorization_code&code=\[redacted\]&code_verifier=\[redacted\]&/, r.stderr);
+        if (json) assert.equal(JSON.parse(r.stdout).error.code, "token_request_failed");
         // The browser got subs's one-time link, and through it the authorization request.
         assert.ok(seen.length > 0 && env.as.authorizations.length === seen.length, "the login reached the browser and the authorization server");
         assertHarmless(r.stderr, "stderr");
@@ -357,7 +361,10 @@ describe("the real CLI", () => {
         deployment.fault({ path: "/v1", kind: "body", status: 400, body: { error: "bad_request", message: `you sent Bearer ${TOKEN} ${TITLE}` }, times: 10 });
         const r = await runCli(["mcp", "list", ...(json ? ["--json"] : [])], { cwd: dir, env: { SUBSTRUCTURE_TOKEN: TOKEN } });
         deployment.clearFaults();
-        assert.notEqual(r.code, 0, r.stdout);
+        // The deployment's 400, quoting the token: scrubbed.
+        assert.equal(r.code, 1, r.stderr);
+        assert.match(r.stderr, /error: the deployment answered GET \/v1\/mcp with 400 bad_request: you sent Bearer \[redacted\] /);
+        if (json) assert.equal(JSON.parse(r.stdout).error.code, "bad_request");
         const all = r.stdout + r.stderr;
         assert.ok(!all.includes(TOKEN), `the deployment token leaked: ${all}`);
         assert.match(all, /\[redacted\]/);
