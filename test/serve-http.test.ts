@@ -17,7 +17,7 @@ import { serveHttp, type ServeHttpOptions } from "../src/serve/http.ts";
 import type { SessionFactory, SessionServer } from "../src/serve/session.ts";
 import { testContext } from "./support/cli.ts";
 import { halfOpen, rawCall } from "./support/serve-client.ts";
-import { waitFor as waitUntil } from "./support/wait.ts";
+import { waitFor as waitUntil, within } from "./support/wait.ts";
 
 /**
  * Sessions numbered from 1. Tools: `whoami` (the session's number), `remember`/`recall` (state of
@@ -310,9 +310,8 @@ describe("serveHttp", () => {
     const server = await start(sessions.factory, { closeGraceMs: 300 });
     const a = await connect(server);
     const b = await connect(server);
-    const started = Date.now();
-    await server.stop();
-    assert.ok(Date.now() - started < 3000, "did not wait for the stuck session");
+    // That close() never returns: a stop that waited for it would never end.
+    await within(server.stop(), "the stop, past the stuck session's grace");
     assert.deepEqual([...sessions.closed].sort(), [1, 2]);
     assert.match(server.stderr(), /did not close within 300 ms/);
     await Promise.all([a.client.close(), b.client.close()]);
@@ -330,9 +329,8 @@ describe("serveHttp", () => {
     await waitUntil(() => calls > 0, "the stuck initialize to reach the factory", undefined, 5);
     const a = await connect(server);
     assert.equal(textOf(await a.client.callTool({ name: "whoami" })), "session 1");
-    const started = Date.now();
-    await server.stop();
-    assert.ok(Date.now() - started < 3000, "the stop did not wait for the stuck start");
+    // That start never ends: a stop that waited for it would never end either.
+    await within(server.stop(), "the stop, with a session still starting");
     assert.equal(await stuck, "ended");
     assert.deepEqual(sessions.closed, [1]);
     await a.client.close();
@@ -582,13 +580,20 @@ describe("serveHttp", () => {
       const busy = await rawSession(server);
       const call = await rawCall(server, busy, 7, "hang");
       const full = await raw(server.url, { body: initialize, headers: auth });
-      assert.equal(full.status, 503);
-      assert.equal(full.headers["retry-after"], "1", "an idle session ends within the second");
+      // An order, not a race against the 1 s idle timeout: while the four are all live, a fifth is
+      // refused. An idle session is said ended before its place is freed, so a machine slow enough
+      // to let one end first shows it here, and the fifth may then have its place.
+      const endedFirst = /ended a session idle/.test(server.stderr());
+      if (!endedFirst || full.status !== 200) {
+        assert.equal(full.status, 503);
+        assert.equal(full.headers["retry-after"], "1", "an idle session ends within the second");
+      }
+      const fifth = full.status === 200 ? 1 : 0;
 
-      await waitFor(() => sessions.closed.length === 2, "the two idle sessions to end");
+      await waitFor(() => sessions.closed.length === 2 + fifth, "the two idle sessions to end");
       // Two idle timeouts more: the call and the stream keep theirs.
       await sleep(2000);
-      assert.deepEqual([...sessions.closed].sort(), [2, 3]);
+      assert.deepEqual([...sessions.closed].sort(), fifth ? [2, 3, 5] : [2, 3]);
       assert.match(server.stderr(), /ended a session idle for 1 s \(its id now gets 404/);
       for (const id of [idleA, idleB]) assert.equal((await raw(server.url, { body: ping, headers: { ...auth, "Mcp-Session-Id": id } })).status, 404);
       assert.equal(textOf(await streaming.client.callTool({ name: "whoami" })), "session 1");
