@@ -196,7 +196,7 @@ for (const store of STORES) describe(`starting and stopping (${store})`, () => {
       assert.equal(stopping.in_flight, 1, "the PUT was in flight when SIGTERM came");
       req.end('"prefix_tools": true}');
       assert.equal(await within(answered, "the answer to the PUT in flight"), 201);
-      assert.equal(await exited, 0);
+      assert.equal(await within(exited, "subs to exit"), 0);
       assert.ok(d.logs.some((l) => l.msg === "stopped" && l.unfinished === 0));
     } finally {
       await d.close();
