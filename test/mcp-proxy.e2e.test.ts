@@ -29,6 +29,7 @@ import { browserCommand } from "./support/browser.ts";
 import { RICH_TOOLS, startRichServer, type RichServer } from "./support/mcp-rich-server.ts";
 import { startAuthServer, type RunningAuthServer } from "./support/oauth-server.ts";
 import { unusedPort } from "./support/ports.ts";
+import { within } from "./support/wait.ts";
 
 const MCP_TOKEN = "proxy-static-SECRET-token-value";
 
@@ -138,7 +139,7 @@ describe("subs mcp proxy (end to end)", () => {
     } finally {
       await p.close();
     }
-    assert.equal(await p.exited, 0, p.stderr());
+    assert.equal(await within(p.exited, "subs mcp proxy to exit"), 0, p.stderr());
   });
 
   it("keeps the upstream's JSON-RPC errors (code, message, data) and tool errors as they are", async () => {
@@ -357,7 +358,7 @@ describe("subs mcp proxy (end to end)", () => {
     } finally {
       await p.close();
     }
-    assert.equal(await p.exited, 0, p.stderr());
+    assert.equal(await within(p.exited, "subs mcp proxy to exit"), 0, p.stderr());
   });
 
   it("requests a client sends before the initialize answer (a pipe) wait for the upstream and are answered in order", async () => {
@@ -400,7 +401,7 @@ describe("subs mcp proxy (end to end)", () => {
       if (how === "stdin") child.stdin.end();
       else child.kill("SIGTERM");
       // Stopping a server is its normal end: 0, as for `subs agent serve`.
-      assert.equal(await exited, 0, stderr);
+      assert.equal(await within(exited, "subs to exit"), 0, stderr);
       const lines = stdout.trim().split("\n");
       assert.equal(lines.length, 2);
       for (const line of lines) assert.equal(JSON.parse(line).jsonrpc, "2.0");
@@ -482,7 +483,7 @@ describe("subs mcp proxy with OAuth (end to end)", () => {
     } finally {
       await p.close();
     }
-    assert.equal(await p.exited, 0, p.stderr());
+    assert.equal(await within(p.exited, "subs mcp proxy to exit"), 0, p.stderr());
   });
 
   it("a credential gone for good fails the call naming `subs mcp login`; a login meanwhile is picked up without a restart", async () => {
@@ -615,7 +616,7 @@ async function rawSession(dir: string, id: string, env: Record<string, string>):
   child.stdin.write(`${JSON.stringify({ jsonrpc: "2.0", id: 1, method: "initialize", params: { protocolVersion: "2025-06-18", capabilities: {}, clientInfo: { name: "raw", version: "1" } } })}\n`);
   await waitFor(() => stdout.includes('"id":1'), "the initialize answer", 10_000);
   child.stdin.end();
-  return { code: await exited, stdout, stderr };
+  return { code: await within(exited, "subs to exit"), stdout, stderr };
 }
 
 async function waitFor(condition: () => boolean, what: string, timeoutMs = 5000): Promise<void> {
