@@ -1,9 +1,14 @@
 // Runs every test/**/*.test.ts with Node's own runner. Node 20's --test takes no globs, so the
-// files are listed here. Extra arguments go to the runner (e.g. --test-name-pattern).
+// files are listed here. Extra arguments go to the runner (e.g. --test-name-pattern), except
+// --test-timeout=MS, which here bounds each test, not each file (scripts/test-limits.mjs).
 import { spawnSync } from "node:child_process";
 import { readdirSync } from "node:fs";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
+
+// Above the slowest test that names no limit of its own, on a loaded two-core machine. A test that
+// needs longer says so with its own `{ timeout }`.
+const TEST_TIMEOUT_MS = 120_000;
 
 const root = fileURLToPath(new URL("..", import.meta.url));
 const files = readdirSync(path.join(root, "test"), { recursive: true })
@@ -13,9 +18,11 @@ const files = readdirSync(path.join(root, "test"), { recursive: true })
   .map((f) => path.join("test", f));
 const args = process.argv.slice(2);
 const named = args.filter((a) => a.endsWith(".ts"));
+const timeout = args.find((a) => a.startsWith("--test-timeout="))?.slice("--test-timeout=".length) ?? String(TEST_TIMEOUT_MS);
+const runnerArgs = args.filter((a) => !a.endsWith(".ts") && !a.startsWith("--test-timeout="));
 const result = spawnSync(
   process.execPath,
-  ["--import", "tsx", "--test", "--test-concurrency=2", ...args.filter((a) => !a.endsWith(".ts")), ...(named.length ? named : files)],
-  { cwd: root, stdio: "inherit" },
+  ["--import", "tsx", "--import", "./scripts/test-limits.mjs", "--test", "--test-concurrency=2", ...runnerArgs, ...(named.length ? named : files)],
+  { cwd: root, stdio: "inherit", env: { ...process.env, TEST_TIMEOUT_MS: timeout } },
 );
 process.exit(result.status ?? 1);

@@ -25,6 +25,19 @@ describe("MCP clients after subs agent connect, with [remote]", () => {
   let mcp: RunningMcpServer;
   let d: ServedDeployment;
   let useToken: string;
+  /**
+   * Runs `session`, and returns with its result the status of each request to the agent's endpoint
+   * that the deployment logged meanwhile without a token it knows: what a client without the
+   * variable was answered. (A request is logged when it ends, so one of an earlier session, with
+   * its token, may be logged meanwhile too: those are not counted.) Only the check of the API token
+   * answers such a request 401 (docs/deployment-protocol.md section 1).
+   */
+  const withoutToken = async <T>(session: () => Promise<T>): Promise<{ result: T; statuses: unknown[] }> => {
+    const from = d.logs.length;
+    const result = await session();
+    const statuses = d.logs.slice(from).filter((l) => l.msg === "request" && l.path === "/v1/agents/triage/mcp" && l.token === undefined).map((l) => l.status);
+    return { result, statuses };
+  };
 
   before(async () => {
     ensureClaude();
@@ -66,8 +79,9 @@ describe("MCP clients after subs agent connect, with [remote]", () => {
     assert.deepEqual(session.results, [{ text: '{"q":"crash"}', isError: false }]);
 
     // Without the variable Claude cannot authenticate: the deployment refuses it.
-    const refused = await claudeSession({ home, cwd: project });
-    assert.notDeepEqual(refused.servers, [{ name: "triage", status: "connected" }], "no token, no connection");
+    const refused = await withoutToken(() => claudeSession({ home, cwd: project }));
+    assert.deepEqual(refused.result.servers, [{ name: "triage", status: "failed" }], "no token, no connection");
+    assert.ok(refused.statuses.length > 0 && refused.statuses.every((s) => s === 401), `Claude reached the deployment and was refused as unauthenticated: ${JSON.stringify(refused.statuses)}`);
   });
   it("Codex: its app-server connects to the deployment with the token from $DEPLOY_TOKEN and lists exactly the agent's tools; none without it", async () => {
     const codexHome = path.join(root, "codex-home");
@@ -78,8 +92,14 @@ describe("MCP clients after subs agent connect, with [remote]", () => {
     assert.ok(written.includes(`${d.url}/v1/agents/triage/mcp`) && written.includes("DEPLOY_TOKEN") && !written.includes(useToken), written);
     const triage = (await codexServers({ home: codexHome, cwd: project, env: { DEPLOY_TOKEN: useToken } })).find((s) => s.name === "triage");
     assert.deepEqual(triage?.tools, ["tracker__search_issues"], JSON.stringify(triage));
-    const without = (await codexServers({ home: codexHome, cwd: project })).find((s) => s.name === "triage");
-    assert.notDeepEqual(without?.tools, ["tracker__search_issues"], "no token, no tools");
+    // Codex checks the variable itself: it does not start the server, and says why.
+    const without = await withoutToken(async () => (await codexServers({ home: codexHome, cwd: project })).find((s) => s.name === "triage"));
+    assert.deepEqual(
+      without.result,
+      { name: "triage", runtimeStatus: null, tools: [], toolsError: "MCP startup failed: Environment variable DEPLOY_TOKEN for MCP server 'triage' is not set" },
+      "no token, no tools",
+    );
+    assert.deepEqual(without.statuses, [], "nothing sent to the deployment without the token");
   });
 
   it("Gemini CLI: connected to the deployment with the token from $DEPLOY_TOKEN, offered exactly the agent's tools, a call answered", async () => {
@@ -93,6 +113,8 @@ describe("MCP clients after subs agent connect, with [remote]", () => {
     const run = await geminiRun({ home: geminiHome, cwd: project, env, call: { tool: "mcp_triage_tracker__search_issues", args: { q: "crash" } } });
     assert.deepEqual(run.offered, ["mcp_triage_tracker__search_issues"], run.stderr);
     assert.deepEqual(run.results, [{ tool: "mcp_triage_tracker__search_issues", status: "success", output: '{"q":"crash"}' }], run.stderr);
-    assert.notDeepEqual((await geminiList({ home: geminiHome, cwd: project })).filter((s) => s.name === "triage"), [{ name: "triage", status: "Connected" }], "no token, no connection");
+    const listed = await withoutToken(async () => (await geminiList({ home: geminiHome, cwd: project })).filter((s) => s.name === "triage"));
+    assert.deepEqual(listed.result, [{ name: "triage", status: "Disconnected" }], "no token, no connection");
+    assert.ok(listed.statuses.length > 0 && listed.statuses.every((s) => s === 401), `Gemini reached the deployment and was refused as unauthenticated: ${JSON.stringify(listed.statuses)}`);
   });
 });

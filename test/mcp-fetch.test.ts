@@ -7,6 +7,7 @@ import type { AddressInfo } from "node:net";
 import { after, before, describe, it } from "node:test";
 import { mcpFetch } from "../src/http/mcp-fetch.ts";
 import { refusedUrl } from "./support/ports.ts";
+import { within } from "./support/wait.ts";
 
 const MCP_ACCEPT = "application/json, text/event-stream";
 
@@ -86,11 +87,16 @@ describe("mcpFetch", () => {
   });
 
   it("streams an SSE body as it arrives", async () => {
-    const response = await post("/sse");
+    const response = await within(post("/sse"), "the answer's headers, sent with its first event, before its second");
     assert.equal(response.headers.get("content-type"), "text/event-stream");
     const reader = response.body!.pipeThrough(new TextDecoderStream()).getReader();
     let text = "";
-    while (!text.includes("data: one\n\n")) text += (await reader.read()).value;
+    // The second event is held until the first has been read: a body read whole never gets here.
+    while (!text.includes("data: one\n\n")) {
+      const r = await within(reader.read(), `the first event while the second is held (so far: ${JSON.stringify(text)})`);
+      assert.ok(!r.done, `the stream ended before its first event: ${JSON.stringify(text)}`);
+      text += r.value;
+    }
     release();
     for (let r = await reader.read(); !r.done; r = await reader.read()) text += r.value;
     assert.equal(text, "data: one\n\ndata: two\n\n");

@@ -8,6 +8,7 @@ import { tmpdir } from "node:os";
 import path from "node:path";
 import { test } from "node:test";
 import { runCli, runInProcess, signalOnce, type RunResult } from "./support/cli.ts";
+import { inTurns, timed } from "./support/ratio.ts";
 import { planImport, uniqueId, validId } from "../src/import/plan.ts";
 import { parseJsonc } from "../src/import/files.ts";
 import { referenceIn, suggestedVariable } from "../src/import/values.ts";
@@ -661,20 +662,18 @@ function codexServers(n: number): string {
 // Each server used to be appended by re-scanning the whole file, and every printed line scrubbed
 // for every token learnt: 1,000 servers took 0.6 s, 8,000 took 28 s.
 test("the time of an import grows with the count of servers, not its square (1,000 against 8,000)", { timeout: 300_000 }, async () => {
-  const timed = async (n: number) => {
+  const importOf = (n: number) => async () => {
     const f = fixture({ "substructure.toml": EXISTING, "~/.codex/config.toml": codexServers(n) });
-    const started = performance.now();
-    const r = await inProcess(f, ["--from", "codex"]);
-    const ms = performance.now() - started;
-    assert.equal(r.code, 0, r.stderr.slice(-2000));
+    let r: RunResult | undefined;
+    const ms = await timed(async () => (r = await inProcess(f, ["--from", "codex"])));
+    assert.equal(r!.code, 0, r!.stderr.slice(-2000));
     assert.equal(f.read().match(/^\[mcp\./gm)?.length, n + 1);
     return ms;
   };
-  // The smaller twice: the first run also compiles the code both use.
-  const small = Math.min(await timed(1000), await timed(1000));
-  const large = await timed(8000);
-  // A ratio in one run, not a figure a loaded machine can break. Linear is 8 times the time; quadratic was 64.
-  assert.ok(large < small * 24, `1,000 servers took ${Math.round(small)} ms, 8,000 took ${Math.round(large)} ms`);
+  // In turns, the least of each (the first small one also compiles the code both use). A ratio in
+  // one run, not a figure a loaded machine can break: linear is 8 times the time; quadratic was 64.
+  const { a: small, b: large } = await inTurns(importOf(1000), importOf(8000));
+  assert.ok(large < small * 24, `1,000 servers took ${Math.round(small)} ms, 8,000 took ${Math.round(large)} ms (the least of 3 each)`);
 });
 
 test("a client file past the caps is refused with a clear message, the others import: 4 MiB of TOML, 1,000,000 JSON values, 10,000 servers", async () => {
@@ -716,6 +715,8 @@ test("SIGTERM during a real import of large client files ends it at once: exit 1
   const f = fixture({
     "substructure.toml": EXISTING,
     "~/.claude.json": large("mcpServers", (i) => ({ type: "http", url: `https://c${i}.example/mcp`, headers: { Authorization: `Bearer sk-${i}-literal-token` } })),
+    // Read after Claude's, in this order: an import that read on after the signal reads both.
+    "~/.cursor/mcp.json": large("mcpServers", (i) => ({ url: `https://u${i}.example/mcp` })),
     "~/.gemini/settings.json": large("mcpServers", (i) => ({ httpUrl: `https://g${i}.example/mcp` })),
   });
   const old = new Date("2020-01-01T00:00:00Z");
@@ -724,7 +725,12 @@ test("SIGTERM during a real import of large client files ends it at once: exit 1
   const r = await runCli(["mcp", "import"], { cwd: f.dir, env: { HOME: f.home }, timeoutMs: 60_000, onSpawn: term.onSpawn });
   assert.ok(term.state.sent, `no reading was said:\n${r.stderr.slice(0, 2000)}`);
   assert.equal(r.code, 143, r.stderr.slice(-2000));
-  assert.ok(Date.now() - term.state.sentAt! < 3000, `stopped ${Date.now() - term.state.sentAt!} ms after the signal`);
+  // At once is an order, not a duration: the file being read when the signal came is read to its
+  // end (a parse is not cut), and at most the next one begun (a signal sent late, on a loaded
+  // machine); not both files after it.
+  assert.ok(r.stderr.startsWith(term.state.stderrBefore!), r.stderr);
+  const afterSignal = r.stderr.slice(term.state.stderrBefore!.length);
+  assert.ok((afterSignal.match(/^Reading /gm) ?? []).length <= 1, `read on after the signal:\n${r.stderr}`);
   assert.match(r.stderr, /Interrupted\.\n$/);
   assert.equal(f.read(), EXISTING);
   assert.equal(statSync(f.toml).mtimeMs, old.getTime());

@@ -5,7 +5,6 @@
 import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
-import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { createRequire } from "node:module";
@@ -29,6 +28,8 @@ import { BIN, ensureBuilt, runCli } from "./support/cli.ts";
 import { browserCommand } from "./support/browser.ts";
 import { RICH_TOOLS, startRichServer, type RichServer } from "./support/mcp-rich-server.ts";
 import { startAuthServer, type RunningAuthServer } from "./support/oauth-server.ts";
+import { unusedPort } from "./support/ports.ts";
+import { within } from "./support/wait.ts";
 
 const MCP_TOKEN = "proxy-static-SECRET-token-value";
 
@@ -138,7 +139,7 @@ describe("subs mcp proxy (end to end)", () => {
     } finally {
       await p.close();
     }
-    assert.equal(await p.exited, 0, p.stderr());
+    assert.equal(await within(p.exited, "subs mcp proxy to exit"), 0, p.stderr());
   });
 
   it("keeps the upstream's JSON-RPC errors (code, message, data) and tool errors as they are", async () => {
@@ -291,7 +292,7 @@ describe("subs mcp proxy (end to end)", () => {
       // The client cancels: the upstream's handler sees it, by the id the upstream knows.
       const controller = new AbortController();
       const cancelled = client.callTool({ name: "slow" }, undefined, { signal: controller.signal, onprogress: () => controller.abort("enough") });
-      await assert.rejects(cancelled);
+      await assert.rejects(cancelled, { code: -32001, message: "MCP error -32001: enough" });
       await rich.seen(/^cancelled \d+$/);
       await rich.seen(/^slow cancelled/);
 
@@ -357,7 +358,7 @@ describe("subs mcp proxy (end to end)", () => {
     } finally {
       await p.close();
     }
-    assert.equal(await p.exited, 0, p.stderr());
+    assert.equal(await within(p.exited, "subs mcp proxy to exit"), 0, p.stderr());
   });
 
   it("requests a client sends before the initialize answer (a pipe) wait for the upstream and are answered in order", async () => {
@@ -400,7 +401,7 @@ describe("subs mcp proxy (end to end)", () => {
       if (how === "stdin") child.stdin.end();
       else child.kill("SIGTERM");
       // Stopping a server is its normal end: 0, as for `subs agent serve`.
-      assert.equal(await exited, 0, stderr);
+      assert.equal(await within(exited, "subs to exit"), 0, stderr);
       const lines = stdout.trim().split("\n");
       assert.equal(lines.length, 2);
       for (const line of lines) assert.equal(JSON.parse(line).jsonrpc, "2.0");
@@ -482,7 +483,7 @@ describe("subs mcp proxy with OAuth (end to end)", () => {
     } finally {
       await p.close();
     }
-    assert.equal(await p.exited, 0, p.stderr());
+    assert.equal(await within(p.exited, "subs mcp proxy to exit"), 0, p.stderr());
   });
 
   it("a credential gone for good fails the call naming `subs mcp login`; a login meanwhile is picked up without a restart", async () => {
@@ -554,7 +555,9 @@ describe("subs mcp proxy in front of the SDK's example server (a server this pro
 
   before(async () => {
     dir = mkdtempSync(path.join(tmpdir(), "subs-proxy-example-"));
-    port = await freePort();
+    // The example listens on the port it is given: one the kernel handed out for port 0 and took
+    // back could meanwhile go to another test's server.
+    port = await unusedPort();
     const script = createRequire(import.meta.url).resolve("@modelcontextprotocol/sdk/examples/server/simpleStreamableHttp.js");
     // The example takes its port from MCP_PORT (it listens on every interface; the test talks to
     // it on 127.0.0.1 only).
@@ -613,7 +616,7 @@ async function rawSession(dir: string, id: string, env: Record<string, string>):
   child.stdin.write(`${JSON.stringify({ jsonrpc: "2.0", id: 1, method: "initialize", params: { protocolVersion: "2025-06-18", capabilities: {}, clientInfo: { name: "raw", version: "1" } } })}\n`);
   await waitFor(() => stdout.includes('"id":1'), "the initialize answer", 10_000);
   child.stdin.end();
-  return { code: await exited, stdout, stderr };
+  return { code: await within(exited, "subs to exit"), stdout, stderr };
 }
 
 async function waitFor(condition: () => boolean, what: string, timeoutMs = 5000): Promise<void> {
@@ -622,15 +625,4 @@ async function waitFor(condition: () => boolean, what: string, timeoutMs = 5000)
     if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
     await new Promise((r) => setTimeout(r, 20));
   }
-}
-
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.once("error", reject);
-    server.listen(0, "127.0.0.1", () => {
-      const { port } = server.address() as { port: number };
-      server.close(() => resolve(port));
-    });
-  });
 }

@@ -27,6 +27,7 @@ import type { SessionFactory } from "../src/serve/session.ts";
 import { serveStdio } from "../src/serve/stdio.ts";
 import { testContext } from "./support/cli.ts";
 import { annotatedTool, startMcpServer, type RunningMcpServer } from "./support/mcp-server.ts";
+import { waitFor } from "./support/wait.ts";
 
 it("the protocol revisions written out are the SDK's", () => {
   assert.equal(LATEST_PROTOCOL_VERSION, sdk.LATEST_PROTOCOL_VERSION);
@@ -67,7 +68,7 @@ describe("subs agent serve", () => {
       await opened.server.connect(server);
       await client.start();
       await client.send(request);
-      while (answers.length === 0) await new Promise((r) => setTimeout(r, 5));
+      await waitFor(() => answers.length > 0, `the server's answer to an initialize asking for ${version}`, undefined, 5);
       assert.deepEqual({ result: early }, { result: (answers[0] as { result?: unknown }).result }, `asked for ${version}`);
       await opened.server.close();
       await opened.close();

@@ -17,6 +17,7 @@ import { serveHttp, type ServeHttpOptions } from "../src/serve/http.ts";
 import type { SessionFactory, SessionServer } from "../src/serve/session.ts";
 import { testContext } from "./support/cli.ts";
 import { halfOpen, rawCall } from "./support/serve-client.ts";
+import { waitFor as waitUntil, within } from "./support/wait.ts";
 
 /**
  * Sessions numbered from 1. Tools: `whoami` (the session's number), `remember`/`recall` (state of
@@ -101,6 +102,9 @@ async function connect(server: Pick<Running, "url" | "token">, token = server.to
   await client.connect(transport);
   return { client, transport };
 }
+
+/** How the SDK's client fails against a wrong token: our 401 (src/serve/http.ts), with its message. */
+const REFUSED_TOKEN = { code: 401, message: /^Streamable HTTP error: Error POSTing to endpoint: .*"Unauthorized: send the token subs printed at start as `Authorization: Bearer <token>`"/ };
 
 const textOf = (result: unknown) => ((result as CallToolResult).content[0] as { text: string }).text;
 
@@ -196,7 +200,7 @@ describe("serveHttp", () => {
       assert.equal((await raw(server.url, { body: initialize, headers: { Authorization: `Basic ${server.token}` } })).status, 401);
       assert.ok(!wrong.body.includes(server.token), "the answer never quotes the token");
 
-      await assert.rejects(connect(server, "not-the-token"));
+      await assert.rejects(connect(server, "not-the-token"), REFUSED_TOKEN);
       assert.equal(sessions.started(), 0, "no session is started for a request without the token");
 
       const right = await raw(server.url, { body: initialize, headers: { Authorization: `Bearer ${server.token}` } });
@@ -306,9 +310,8 @@ describe("serveHttp", () => {
     const server = await start(sessions.factory, { closeGraceMs: 300 });
     const a = await connect(server);
     const b = await connect(server);
-    const started = Date.now();
-    await server.stop();
-    assert.ok(Date.now() - started < 3000, "did not wait for the stuck session");
+    // That close() never returns: a stop that waited for it would never end.
+    await within(server.stop(), "the stop, past the stuck session's grace");
     assert.deepEqual([...sessions.closed].sort(), [1, 2]);
     assert.match(server.stderr(), /did not close within 300 ms/);
     await Promise.all([a.client.close(), b.client.close()]);
@@ -323,12 +326,11 @@ describe("serveHttp", () => {
       () => "ended",
     );
     // The stuck initialize reached the factory before the next one starts.
-    while (calls === 0) await new Promise((resolve) => setTimeout(resolve, 5));
+    await waitUntil(() => calls > 0, "the stuck initialize to reach the factory", undefined, 5);
     const a = await connect(server);
     assert.equal(textOf(await a.client.callTool({ name: "whoami" })), "session 1");
-    const started = Date.now();
-    await server.stop();
-    assert.ok(Date.now() - started < 3000, "the stop did not wait for the stuck start");
+    // That start never ends: a stop that waited for it would never end either.
+    await within(server.stop(), "the stop, with a session still starting");
     assert.equal(await stuck, "ended");
     assert.deepEqual(sessions.closed, [1]);
     await a.client.close();
@@ -347,7 +349,7 @@ describe("serveHttp", () => {
       },
     }));
     try {
-      await assert.rejects(connect(server));
+      await assert.rejects(connect(server), { code: 500, message: /^Streamable HTTP error: Error POSTing to endpoint: .*"could not start the session"/ });
       assert.match(server.stderr(), /could not start a session: upstream unreachable/);
       const a = await connect(server);
       assert.equal(textOf(await a.client.callTool({ name: "whoami" })), "session 1");
@@ -444,7 +446,7 @@ describe("serveHttp", () => {
         assert.equal(seen.subarray(0, n).toString("utf8"), `${old}\n`, "the old descriptor still reads the old token only");
         assert.match(server.stderr(), new RegExp(`wrote a new token to token: the old one was open to group or others \\(mode 0${mode.toString(8)}\\) and may have leaked`));
         assert.ok(!server.stderr().includes(token) && !server.stderr().includes(old), server.stderr());
-        await assert.rejects(connect({ url: server.url, token: old }), "the old token no longer gets in");
+        await assert.rejects(connect({ url: server.url, token: old }), REFUSED_TOKEN, "the old token no longer gets in");
         const a = await connect({ url: server.url, token });
         assert.equal(textOf(await a.client.callTool({ name: "whoami" })), "session 1");
         await a.client.close();
@@ -578,13 +580,20 @@ describe("serveHttp", () => {
       const busy = await rawSession(server);
       const call = await rawCall(server, busy, 7, "hang");
       const full = await raw(server.url, { body: initialize, headers: auth });
-      assert.equal(full.status, 503);
-      assert.equal(full.headers["retry-after"], "1", "an idle session ends within the second");
+      // An order, not a race against the 1 s idle timeout: while the four are all live, a fifth is
+      // refused. An idle session is said ended before its place is freed, so a machine slow enough
+      // to let one end first shows it here, and the fifth may then have its place.
+      const endedFirst = /ended a session idle/.test(server.stderr());
+      if (!endedFirst || full.status !== 200) {
+        assert.equal(full.status, 503);
+        assert.equal(full.headers["retry-after"], "1", "an idle session ends within the second");
+      }
+      const fifth = full.status === 200 ? 1 : 0;
 
-      await waitFor(() => sessions.closed.length === 2, "the two idle sessions to end");
+      await waitFor(() => sessions.closed.length === 2 + fifth, "the two idle sessions to end");
       // Two idle timeouts more: the call and the stream keep theirs.
       await sleep(2000);
-      assert.deepEqual([...sessions.closed].sort(), [2, 3]);
+      assert.deepEqual([...sessions.closed].sort(), fifth ? [2, 3, 5] : [2, 3]);
       assert.match(server.stderr(), /ended a session idle for 1 s \(its id now gets 404/);
       for (const id of [idleA, idleB]) assert.equal((await raw(server.url, { body: ping, headers: { ...auth, "Mcp-Session-Id": id } })).status, 404);
       assert.equal(textOf(await streaming.client.callTool({ name: "whoami" })), "session 1");
@@ -631,7 +640,8 @@ describe("serveHttp", () => {
         const call = a.client.callTool({ name: "hang" }, undefined, { signal: controller.signal });
         await waitFor(() => sessions.hanging() === n, "the call to reach the handler");
         controller.abort("enough");
-        await assert.rejects(call);
+        // The SDK's client fails the call with the reason it was given.
+        await assert.rejects(call, { code: -32001, message: "MCP error -32001: enough" });
         await waitFor(() => sessions.cancelled() === n, "the handler to see the cancellation");
       }
       assert.equal(textOf(await a.client.callTool({ name: "whoami" })), "session 1", "five cancelled calls hold none of the three places");

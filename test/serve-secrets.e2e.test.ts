@@ -28,6 +28,7 @@ import { scrubbedJson, Secrets } from "../src/secrets.ts";
 import { cut } from "../src/text/cut.ts";
 import { BIN, ensureBuilt } from "./support/cli.ts";
 import { echoesOf, startQuotingServer, type QuotingServer } from "./support/mcp-quoting-server.ts";
+import { within } from "./support/wait.ts";
 
 // `~` and `?` make base64's `+` and `/`, so base64 and base64url differ at every alignment.
 const TOKEN = "q~~~Zr9?w??xK~M>p8-SECRET-Lt7~?";
@@ -129,7 +130,7 @@ async function start(dir: string, mode: Mode): Promise<Running> {
       if (child && child.exitCode === null) {
         const exited = new Promise((resolve) => child.once("exit", resolve));
         child.kill("SIGTERM");
-        await exited;
+        await within(exited, "subs to exit");
       }
     },
   };

@@ -12,6 +12,7 @@ import { after, before, describe, it } from "node:test";
 import { BIN, ensureBuilt } from "./support/cli.ts";
 import { ensureInspector, inspect, type Inspected } from "./support/inspector.ts";
 import { RICH_TOOLS, startRichServer, type RichServer } from "./support/mcp-rich-server.ts";
+import { within } from "./support/wait.ts";
 
 const MCP_TOKEN = "third-party-SECRET-upstream-token";
 
@@ -131,7 +132,7 @@ describe("a third-party MCP client (the MCP Inspector CLI) through the built CLI
     } finally {
       served.child.kill("SIGTERM");
     }
-    assert.equal(await served.exited, 0, served.stderr());
+    assert.equal(await within(served.exited, "the served subs to exit"), 0, served.stderr());
     assert.ok(!served.stderr().includes(MCP_TOKEN) && !served.stderr().includes(served.token), "no token on the server's stderr");
   });
 
@@ -146,6 +147,6 @@ describe("a third-party MCP client (the MCP Inspector CLI) through the built CLI
     } finally {
       served.child.kill("SIGINT");
     }
-    assert.equal(await served.exited, 0, served.stderr());
+    assert.equal(await within(served.exited, "the served subs to exit"), 0, served.stderr());
   });
 });

@@ -6,6 +6,7 @@ import path from "node:path";
 import { test } from "node:test";
 import { runCli, signalOnce, type RunResult } from "../support/cli.ts";
 import { browserCommand } from "../support/browser.ts";
+import { connectionRefused } from "../support/ports.ts";
 import { credential, environment, leakedTokens } from "./harness.ts";
 
 test("cli: login with $BROWSER, then tools and call; the db is 0600 and no token is ever printed", async () => {
@@ -74,7 +75,7 @@ test("cli: Ctrl-C while waiting for consent exits 130, closes the port and store
     const url = /(http:\/\/\S+\/authorize\?\S+)/.exec(result.stderr)?.[1];
     assert.ok(url);
     const redirect = new URL(new URL(url).searchParams.get("redirect_uri")!);
-    await assert.rejects(fetch(redirect), "the loopback port is closed");
+    await assert.rejects(fetch(redirect), connectionRefused, "the loopback port is closed");
     // The browser's argv held a one-time loopback link, never `state` (issue 14).
     if (existsSync(log)) {
       const opened = readFileSync(log, "utf8");

@@ -10,6 +10,8 @@ import { run } from "../../src/run.ts";
 import { followAuthorization } from "../support/browser.ts";
 import { startMcpServer } from "../support/mcp-server.ts";
 import { startAuthServer } from "../support/oauth-server.ts";
+import { connectionRefused, unusedPort } from "../support/ports.ts";
+import { waitFor } from "../support/wait.ts";
 import { testContext } from "../support/cli.ts";
 import { credential, environment, leakedTokens, TOOLS } from "./harness.ts";
 
@@ -184,9 +186,11 @@ test("login: consent denied ends in exit 1 with the server's reason", async () =
 
 test("login: --port uses that port; a busy one is a usage error", async () => {
   const env = await environment();
+  // Freed below and then listened on by subs: not a port the kernel hands out for port 0, which
+  // another test's server could be given in between.
+  const busy = await unusedPort();
   const blocker = createServer();
-  await new Promise<void>((resolve) => blocker.listen(0, "127.0.0.1", resolve));
-  const busy = (blocker.address() as { port: number }).port;
+  await new Promise<void>((resolve) => blocker.listen(busy, "127.0.0.1", resolve));
   try {
     assert.equal((await env.subs(["mcp", "login", "demo"])).code, 0, "registered with a port the system chose");
     const login = await env.subs(["mcp", "login", "demo", "--port", String(busy)]);
@@ -215,7 +219,7 @@ test("login: --timeout ends the wait with exit 1, closes the port and stores not
     assert.equal(credential(env, "demo"), undefined);
     // The browser is given a one-time link on the loopback listener itself (issue 14).
     const redirect = new URL("/callback", visited[0]!);
-    await assert.rejects(fetch(redirect), "the loopback listener is closed");
+    await assert.rejects(fetch(redirect), connectionRefused, "the loopback listener is closed");
   } finally {
     await env.close();
   }
@@ -228,8 +232,7 @@ test("login: --no-browser prints the URL and accepts the redirected URL pasted o
     const opened: string[] = [];
     const t = testContext({ cwd: env.dir, env: {}, terminalStdin: async () => stdin, openBrowser: async (url) => void opened.push(url) });
     const running = run(["mcp", "login", "demo", "--no-browser"], t.ctx);
-    let url: string | undefined;
-    while (!(url = /(http:\/\/\S+\/authorize\?\S+)/.exec(t.stderr())?.[1])) await new Promise((r) => setTimeout(r, 10));
+    const url = await waitFor(() => /(http:\/\/\S+\/authorize\?\S+)/.exec(t.stderr())?.[1], () => `the authorization URL on stderr:\n${t.stderr()}`);
     // The "browser" is elsewhere: it gets the redirect but cannot reach the loopback.
     const consent = await fetch(url, { redirect: "manual" });
     stdin.write(`${consent.headers.get("location")}\n`);
@@ -579,7 +582,7 @@ test("looking never deletes (issue 15): a commented-out section's credential sur
     assert.equal(credential(env, "gone"), undefined);
     assert.ok(credential(env, "keep"));
     assert.equal(env.as.counters.revocations, 2, "refresh and access token");
-    await assert.rejects(env.as.verifier.verifyAccessToken(gone.access_token));
+    await assert.rejects(env.as.verifier.verifyAccessToken(gone.access_token), { message: "unknown or revoked access token" });
     assert.deepEqual(JSON.parse((await env.subs(["mcp", "list", "--json"])).stdout).map((c: { id: string }) => c.id), ["keep"]);
   } finally {
     await env.close();
@@ -671,9 +674,9 @@ test("login: a browser that is never used leaves nothing behind on interrupt", a
     assert.equal(credential(env, "demo"), undefined);
     // The browser is given a one-time link on the loopback listener itself (issue 14).
     const redirect = new URL("/callback", visited[0]!);
-    await assert.rejects(fetch(redirect));
+    await assert.rejects(fetch(redirect), connectionRefused);
     // The consent arriving late finds nobody listening.
-    await assert.rejects(followAuthorization(visited[0]!));
+    await assert.rejects(followAuthorization(visited[0]!), connectionRefused);
   } finally {
     await env.close();
   }

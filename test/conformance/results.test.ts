@@ -62,7 +62,11 @@ describe("the expected-failures file", () => {
     const file = JSON.parse(readFileSync(new URL("../../tools/conformance/expected-failures.json", import.meta.url), "utf8"));
     assert.doesNotThrow(() => ExpectedFailures.parse(file));
     assert.throws(() => ExpectedFailures.parse({ client: { "auth/metadata-default": "not yet" } }), /only extension scenarios/);
-    assert.throws(() => ExpectedFailures.parse({ client: { "auth/client-credentials-jwt": "" } }));
+    // An extension scenario, but no reason given.
+    assert.throws(
+      () => ExpectedFailures.parse({ client: { "auth/client-credentials-jwt": "" } }),
+      (e: { issues?: Array<{ code: string; path: PropertyKey[] }> }) => e.issues?.length === 1 && e.issues[0]!.code === "too_small" && e.issues[0]!.path.join("/") === "client/auth/client-credentials-jwt",
+    );
   });
 });
 
@@ -94,6 +98,9 @@ describe("the conformance adapter", () => {
   it("reads tool names from `subs mcp tools --json`", () => {
     assert.deepEqual(toolNames('[{"name":"test-tool","annotations":{}}]'), ["test-tool"]);
     assert.deepEqual(toolNames('{"id":"c","tools":[{"name":"a"},{"name":"b"}]}'), ["a", "b"]);
-    assert.throws(() => toolNames('{"nope":1}'));
+    assert.throws(
+      () => toolNames('{"nope":1}'),
+      (e: { issues?: Array<{ code: string }> }) => e.issues?.length === 1 && e.issues[0]!.code === "invalid_union",
+    );
   });
 });

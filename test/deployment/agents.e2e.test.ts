@@ -18,6 +18,8 @@ import { annotatedTool, startMcpServer, type RunningMcpServer } from "../support
 import { startAuthServer, type RunningAuthServer } from "../support/oauth-server.ts";
 
 type Listed = { tools: Array<{ name: string }> };
+/** The deployment's refusal of a request without a valid API token (docs/deployment-protocol.md section 1). */
+const UNAUTHORIZED = { status: 401, body: { error: "unauthorized", message: "missing or invalid API token" }, challenge: 'Bearer realm="subs-deployment"' };
 type Called = { content: Array<{ type: string; text: string }>; isError?: boolean };
 
 for (const store of STORES) describe(`agents served by subs deployment serve (${store})`, () => {
@@ -100,12 +102,17 @@ for (const store of STORES) describe(`agents served by subs deployment serve (${
         method: "POST",
         headers: { "content-type": "application/json", accept: "application/json, text/event-stream", ...(token ? { authorization: `Bearer ${token}` } : {}) },
         body: JSON.stringify(initialize),
-      }).then(async (r) => ({ status: r.status, body: await r.text() }));
-    assert.equal((await post(undefined)).status, 401);
-    assert.equal((await post("subsd_not-a-token")).status, 401);
-    assert.equal((await post(tokens.read)).status, 403);
-    assert.equal((await post(tokens.apply)).status, 403);
-    assert.equal((await post(tokens.use, "nobody")).status, 404);
+      }).then(async (r) => ({ status: r.status, body: await r.text(), challenge: r.headers.get("www-authenticate") }));
+    const refusal = async (token: string | undefined, name?: string) => {
+      const { status, body, challenge } = await post(token, name);
+      return { status, body: JSON.parse(body), ...(challenge ? { challenge } : {}) };
+    };
+    assert.deepEqual(await refusal(undefined), UNAUTHORIZED);
+    assert.deepEqual(await refusal("subsd_not-a-token"), UNAUTHORIZED);
+    for (const role of ["read", "apply"]) {
+      assert.deepEqual(await refusal(tokens[role]), { status: 403, body: { error: "forbidden", message: `a ${role} token may not use agents' MCP endpoints` } });
+    }
+    assert.deepEqual(await refusal(tokens.use, "nobody"), { status: 404, body: { error: "not_found", message: "no agent nobody" } });
     assert.equal((await post(d.token)).status, 200, "an admin token may use agents too");
   });
 
@@ -125,7 +132,7 @@ for (const store of STORES) describe(`agents served by subs deployment serve (${
           method,
           headers: { "content-type": "application/json", accept: "application/json, text/event-stream", "mcp-protocol-version": "2025-06-18", "mcp-session-id": sessionId, authorization: `Bearer ${token}` },
           ...(body === undefined ? {} : { body: JSON.stringify(body) }),
-        }).then(async (r) => ({ status: r.status, body: await r.text() }));
+        }).then(async (r) => ({ status: r.status, body: await r.text(), challenge: r.headers.get("www-authenticate") }));
       const list = { jsonrpc: "2.0", id: 7, method: "tools/list" };
       const call = { jsonrpc: "2.0", id: 8, method: "tools/call", params: { name: "tracker__search_issues", arguments: { q: "theft" } } };
       const unknown = await send(tokenB, "00000000-0000-4000-8000-000000000000", "POST", list);
@@ -137,9 +144,17 @@ for (const store of STORES) describe(`agents served by subs deployment serve (${
 
       const revoked = await runCli(["deployment", "token", "revoke", "session-owner-a", "--store", d.storeArg], { cwd: dir });
       assert.equal(revoked.code, 0, revoked.stderr);
-      assert.equal((await send(tokenA, id, "POST", list)).status, 401, "a revoked token's next request on its session is 401");
-      const called = await a.callTool({ name: "tracker__search_issues", arguments: {} }).catch((e: Error) => e);
-      assert.ok(called instanceof Error, "the SDK client's next call fails");
+      const after = await send(tokenA, id, "POST", list);
+      assert.deepEqual({ ...after, body: JSON.parse(after.body) }, UNAUTHORIZED, "a revoked token's next request on its session is refused as unauthenticated");
+      const logged = d.logs.length;
+      await assert.rejects(
+        a.callTool({ name: "tracker__search_issues", arguments: {} }),
+        (e: Error & { code?: number }) => e.code === 401 && e.message.endsWith(`Error POSTing to endpoint: ${JSON.stringify(UNAUTHORIZED.body)}`),
+        "the SDK client's next call fails with the deployment's 401",
+      );
+      // The call's POST (the session's GET stream, ended by the revocation, is logged when it ends).
+      const tried = d.logs.slice(logged).filter((l) => l.msg === "request" && l.path === "/v1/agents/triage/mcp" && l.method === "POST");
+      assert.ok(tried.length > 0 && tried.every((l) => l.status === 401 && l.token === undefined), `the call reached the deployment and was refused there: ${JSON.stringify(tried)}`);
     } finally {
       await a.close().catch(() => {});
     }
@@ -155,9 +170,14 @@ for (const store of STORES) describe(`agents served by subs deployment serve (${
     const called = await inspect([...http, ...bearer(tokens.use!), "--method", "tools/call", "--tool-name", "tracker__search_issues", "--tool-args-json", '{"via":"inspector"}'], { cwd: dir, timeoutMs: 60_000 });
     assert.equal(called.code, 0, called.stderr);
     assert.deepEqual((called.result as Called).content, [{ type: "text", text: '{"via":"inspector"}' }]);
-    for (const headers of [[], bearer(tokens.read!)]) {
+    // The Inspector says the deployment's refusal (code 3 is its auth error), with its body.
+    const forbidden = { error: "forbidden", message: "a read token may not use agents' MCP endpoints" };
+    for (const [headers, error] of [
+      [[], { code: "auth_required", message: `Error POSTing to endpoint: ${JSON.stringify(UNAUTHORIZED.body)}` }],
+      [bearer(tokens.read!), { code: "auth_required", message: `Error POSTing to endpoint: ${JSON.stringify(forbidden)}`, status: 403 }],
+    ] as const) {
       const refused = await inspect([...http, ...headers, "--method", "tools/list"], { cwd: dir, timeoutMs: 60_000 });
-      assert.notEqual(refused.code, 0, `refused (${headers.join(" ") || "no header"})`);
+      assert.deepEqual([refused.code, refused.error], [3, error], `refused (${headers.join(" ") || "no header"}): ${refused.stderr}`);
       assert.equal(refused.result, undefined);
     }
   });

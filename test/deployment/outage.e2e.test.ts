@@ -3,21 +3,29 @@
 // down every answer is fast and says the store is unavailable (503 with Retry-After, or a tool
 // error saying to retry), /readyz is 503; when it returns both processes serve again without a
 // restart, on the sessions they already had and on new ones, with the credential they held.
+// "Fast" is shown by counts and order, not by a figure a loaded machine can break: each loop of the
+// traffic gets several answers within the outage, and what the test asks while the store is down
+// is answered before it comes back (the answers would differ after).
 import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import { authorizeServed, callServed, startServedDeployment, type ServedDeployment } from "../support/deployment-serve.ts";
+import { waitFor, within } from "../support/wait.ts";
 import { annotatedTool, startMcpServer, type RunningMcpServer } from "../support/mcp-server.ts";
 import { startAuthServer, type RunningAuthServer } from "../support/oauth-server.ts";
 
 type Called = { content: Array<{ type: string; text: string }>; isError?: boolean };
-/** One request of the traffic: when it started and ended (ms since the epoch), and how it ended. */
-type Outcome = { kind: "call" | "read"; replica: number; start: number; end: number; ok: boolean; error?: string };
+/** One request of the traffic: its loop, when it started and ended (ms since the epoch), and how it ended. */
+type Outcome = { kind: "call" | "read"; loop: string; replica: number; start: number; end: number; ok: boolean; error?: string };
 
 const OUTAGE_MS = 10_000;
-/** "Fast": a margin over the pool's 2 s connect timeout that a loaded machine cannot eat. */
-const FAST_MS = 5000;
+/**
+ * Answers each loop of the traffic gets within the outage, at least. A loop waits 100 ms after a
+ * failure; one whose every request waited out the pool's 2 s connect timeout would get at most 4
+ * in 10 s, one answered at once dozens.
+ */
+const ANSWERS_IN_OUTAGE = 5;
 const STORE_DOWN = /store_unavailable|store does not answer/;
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
@@ -88,20 +96,20 @@ describe("Postgres down for 10 s under traffic on two replicas", () => {
     /** The requests under way, by when they started: what the failure names when one never ends. */
     const underWay = new Map<number, string>();
     let requests = 0;
-    const record = async (kind: Outcome["kind"], replica: number, run: () => Promise<string | undefined>) => {
+    const record = async (kind: Outcome["kind"], loop: string, replica: number, run: () => Promise<string | undefined>) => {
       const start = Date.now();
       const key = requests++;
       underWay.set(key, `${kind} on replica ${replica}, started ${start - down} ms after the store went down`);
       // The SDK's StreamableHTTPError carries the HTTP status as its code.
       const error = await run().catch((e: Error & { code?: unknown }) => `${String(e.code ?? "-")} ${e.message}`);
       underWay.delete(key);
-      outcomes.push({ kind, replica, start, end: Date.now(), ok: error === undefined, ...(error === undefined ? {} : { error }) });
+      outcomes.push({ kind, loop, replica, start, end: Date.now(), ok: error === undefined, ...(error === undefined ? {} : { error }) });
       // Failures come back fast; do not spin on them.
       if (error !== undefined) await sleep(100);
     };
     const callLoop = async (c: Client, n: number) => {
       for (let i = 0; running; i++) {
-        await record("call", replicaOf(n), async () => {
+        await record("call", `calls of session ${n}`, replicaOf(n), async () => {
           const result = (await c.callTool({ name: "search", arguments: { q: `${n}-${i}` } })) as Called;
           if (result.isError) return `tool error: ${result.content[0]?.text}`;
           assert.deepEqual(result.content, [{ type: "text", text: JSON.stringify({ q: `${n}-${i}` }) }], "the answer to this call, not another's");
@@ -111,7 +119,7 @@ describe("Postgres down for 10 s under traffic on two replicas", () => {
     };
     const readLoop = async (d: ServedDeployment, n: number) => {
       for (; running; ) {
-        await record("read", n, async () => {
+        await record("read", `reads on replica ${n}`, n, async () => {
           const res = await fetch(`${d.url}/v1/mcp`, { headers: { authorization: `Bearer ${readToken}` } });
           const body = (await res.json()) as { error?: string; message?: string; connections?: Array<{ id: string; status: string }> };
           if (res.status === 200) {
@@ -139,26 +147,27 @@ describe("Postgres down for 10 s under traffic on two replicas", () => {
 
       await pg.stop();
       down = Date.now();
+      // The store comes back OUTAGE_MS later, whatever the checks below are doing: each is answered
+      // as only a deployment without its store answers, so none waited for it to come back.
+      const restarted = sleep(OUTAGE_MS).then(async () => {
+        up = Date.now();
+        await pg.start();
+      });
       try {
         release();
-        const heldStart = Date.now();
         const heldResult = await heldCall;
         held = undefined;
-        assert.ok(Date.now() - heldStart < FAST_MS, `the held call answered in ${Date.now() - heldStart} ms`);
         assert.ok(!(heldResult instanceof Error), `a tool error, not a failed request: ${heldResult instanceof Error ? heldResult.message : ""}`);
         assert.equal(heldResult.isError, true, JSON.stringify(heldResult));
         assert.equal(heldResult.content[0]!.text, "the deployment's store does not answer; retry in a few seconds");
 
         for (const d of replicas) {
-          const started = Date.now();
           const res = await fetch(`${d.url}/readyz`);
           assert.deepEqual([res.status, await res.json()], [503, { error: "unavailable", message: "the store does not answer" }]);
-          assert.ok(Date.now() - started < FAST_MS, `/readyz answered in ${Date.now() - started} ms`);
           assert.equal(res.headers.get("retry-after"), "2");
         }
         // A new session while the store is down: refused at once, with the reason.
         for (const d of replicas) {
-          const started = Date.now();
           const refused = await client(d).then(
             () => undefined,
             (e: Error & { code?: unknown }) => e,
@@ -166,44 +175,40 @@ describe("Postgres down for 10 s under traffic on two replicas", () => {
           assert.ok(refused instanceof Error, "no session starts without the store");
           assert.equal(refused.code, 503);
           assert.match(refused.message, STORE_DOWN);
-          assert.ok(Date.now() - started < FAST_MS, `refused in ${Date.now() - started} ms`);
         }
-        await sleep(Math.max(0, OUTAGE_MS - (Date.now() - down)));
+        assert.equal(up, Infinity, "every check above was answered before the store came back");
       } finally {
-        up = Date.now();
-        await pg.start();
+        await restarted;
       }
 
       for (const d of replicas) {
-        let ready = await fetch(`${d.url}/readyz`);
-        for (let i = 0; i < 100 && ready.status !== 200; i++) {
-          await sleep(100);
-          ready = await fetch(`${d.url}/readyz`);
-        }
-        assert.deepEqual([ready.status, await ready.json()], [200, { status: "ready" }]);
+        const ready = await waitFor(async () => {
+          const res = await fetch(`${d.url}/readyz`);
+          return res.status === 200 && res;
+        }, "/readyz to say ready again once Postgres is back");
+        assert.deepEqual(await ready.json(), { status: "ready" });
       }
       recovered = Date.now();
-      await sleep(1500);
+      const callsAfter = (replica: number) => outcomes.filter((o) => o.start >= recovered && o.replica === replica && o.kind === "call").length;
+      await waitFor(() => callsAfter(0) >= 2 && callsAfter(1) >= 2, () => `two calls on each replica after recovery (${callsAfter(0)}, ${callsAfter(1)})`);
     } finally {
       running = false;
     }
-    await Promise.race([traffic, sleep(15_000).then(() => assert.fail(`a request of the traffic never ended: ${[...underWay.values()].join("; ")}`))]);
+    await within(traffic, () => `every request of the traffic to end; under way: ${[...underWay.values()].join("; ")}`);
 
-    // Every request of the traffic ended fast, and every failure said the store was unavailable.
+    // Every failure said the store was unavailable.
     for (const o of outcomes) {
-      assert.ok(o.end - o.start < FAST_MS, `${o.kind} on replica ${o.replica} took ${o.end - o.start} ms: ${o.error ?? "ok"}`);
       if (o.ok) continue;
       if (o.kind === "read") assert.match(o.error!, /^503 2 \{"error":"store_unavailable","message":"the deployment's store does not answer; retry in a few seconds"\}$/);
       else assert.ok((o.error!.startsWith("503 ") && STORE_DOWN.test(o.error!)) || o.error === "tool error: the deployment's store does not answer; retry in a few seconds", o.error);
     }
-    // Nothing answered while the database was down, on either replica; everything after it came back.
+    // Nothing answered while the database was down, on either replica, and every loop was answered
+    // again and again meanwhile; everything after it came back.
     const during = outcomes.filter((o) => o.start >= down && o.end <= up);
-    for (const replica of [0, 1]) {
-      for (const kind of ["call", "read"] as const) {
-        const these = during.filter((o) => o.replica === replica && o.kind === kind);
-        assert.ok(these.length >= 3, `${kind}s on replica ${replica} during the outage: ${these.length}`);
-        assert.ok(these.every((o) => !o.ok), `no ${kind} on replica ${replica} succeeded without the store`);
-      }
+    for (const loop of new Set(outcomes.map((o) => o.loop))) {
+      const these = during.filter((o) => o.loop === loop);
+      assert.ok(these.length >= ANSWERS_IN_OUTAGE, `${loop}: ${these.length} answered within the ${OUTAGE_MS / 1000} s outage`);
+      assert.ok(these.every((o) => !o.ok), `${loop}: none succeeded without the store`);
     }
     const afterwards = outcomes.filter((o) => o.start >= recovered);
     for (const replica of [0, 1]) assert.ok(afterwards.filter((o) => o.replica === replica && o.kind === "call").length >= 2, `calls on replica ${replica} after recovery`);

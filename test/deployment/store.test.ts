@@ -19,6 +19,7 @@ import Database from "better-sqlite3";
 import pgClient from "pg";
 import { runInProcess } from "../support/cli.ts";
 import { postgresForThisFile } from "../support/postgres.ts";
+import { within } from "../support/wait.ts";
 
 const testPostgres = postgresForThisFile();
 const dirs: string[] = [];
@@ -422,13 +423,15 @@ for (const kind of KINDS) {
     test("a lock left by a holder that was killed is freed (Postgres: when its session ends; SQLite: when its lease lapses), then one exchange runs; one that throws stores nothing and frees the lock", async () => {
       const { at, a, b, version, close } = await open2();
       const held = await at.holdRefreshLock("gh");
-      setTimeout(() => held.kill(), 400);
-      const started = Date.now();
+      let killed = false;
+      setTimeout(() => {
+        killed = true;
+        held.kill();
+      }, 400);
       let exchanges = 0;
-      const result = await b.refreshCredential("gh", version, async (c) => (exchanges++, rotated(1)(c)));
+      // An order, not a duration: the exchange ran only once the holder was dead.
+      const result = await b.refreshCredential("gh", version, async (c) => (assert.ok(killed, "the exchange waited for the holder to die"), exchanges++, rotated(1)(c)));
       assert.equal(result.outcome, "refreshed");
-      const waited = Date.now() - started;
-      assert.ok(waited >= 350, `it waited for the dead holder (${waited} ms)`);
       assert.equal(exchanges, 1);
       await assert.rejects(
         a.refreshCredential("gh", version + 1, async () => {
@@ -445,18 +448,29 @@ for (const kind of KINDS) {
 
     test("a refresh waiting longer than a statement may run (5 s) for another's slow exchange gets its result, not an error; a url change during an exchange is not held up and wins", async () => {
       const { a, b, version, close } = await open2();
-      const slow = a.refreshCredential("gh", version, rotated(1, 6000));
-      await new Promise((r) => setTimeout(r, 300));
+      // Each exchange says when it has begun (it holds the lock then): no sleep guesses when.
+      const begun = () => {
+        let begin!: () => void;
+        const started = new Promise<void>((r) => (begin = r));
+        return { started, begin };
+      };
+      const first = begun();
+      const slow = a.refreshCredential("gh", version, async (c) => (first.begin(), rotated(1, 6000)(c)));
+      await within(first.started, "the slow exchange to begin");
       const waiting = await b.refreshCredential("gh", version, rotated(99));
       assert.equal(waiting.outcome, "moved");
       assert.equal(waiting.credential?.secret.tokens.refresh_token, "rt-1");
       assert.equal((await slow).outcome, "refreshed");
 
-      const during = a.refreshCredential("gh", version + 1, rotated(2, 1500));
-      await new Promise((r) => setTimeout(r, 300));
-      const started = Date.now();
-      const moved = await b.putConnection({ id: "gh", url: "https://moved.example/mcp", prefixTools: false, oauth: undefined });
-      assert.ok(Date.now() - started < 1000, "the url change did not wait for the exchange");
+      // An order, not a duration: the url change ends while the exchange is held (it would wait for ever
+      // for an exchange that waits for it). The bound is far above what the change takes.
+      const second = begun();
+      let finish!: () => void;
+      const finished = new Promise<void>((r) => (finish = r));
+      const during = a.refreshCredential("gh", version + 1, async (c) => (second.begin(), await finished, rotated(2, 0)(c)));
+      await within(second.started, "the exchange to begin");
+      const moved = await within(b.putConnection({ id: "gh", url: "https://moved.example/mcp", prefixTools: false, oauth: undefined }), "the url change while the exchange is held", 30_000);
+      finish();
       assert.equal(moved.dropped?.secret.tokens.refresh_token, "rt-1");
       assert.deepEqual(await during, { outcome: "moved", credential: undefined }, "the exchange's result is not stored for a credential that is gone");
       assert.equal(await a.getCredential("gh"), undefined);

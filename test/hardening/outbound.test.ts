@@ -139,7 +139,9 @@ describe("no credential crosses a redirect to another origin", () => {
     for (const status of [307, 308]) {
       staticState.redirect = status;
       for (const [what, r] of await everyCaller(dir, "s")) {
-        assert.notEqual(r.code, 0, `${what} after a ${status}: ${r.stderr}`);
+        // Refused as a redirect not followed, not any failure.
+        assert.equal(r.code, 1, `${what} after a ${status}: ${r.stderr}`);
+        assert.match(r.stderr, /s: cannot reach http:\/\/127\.0\.0\.1:\d+ \(Streamable HTTP error: Error POSTing to endpoint: Redirect to http:\/\/127\.0\.0\.1:\d+\/mcp not followed \(redirectPolicy: 'same-origin'\)\)/, what);
         assert.ok(!(r.stdout + r.stderr).includes(STATIC), what);
       }
       await assert.rejects(serveSession(["mcp", "proxy", "s"], { cwd: dir, env: { MCP_TOKEN: STATIC } }));
@@ -243,7 +245,8 @@ describe("no OAuth credential crosses a redirect to another origin", () => {
       as.forgetAccessTokens();
       const sent = tokenRequests.length;
       const tools = await subs(["mcp", "tools", "demo"]);
-      assert.notEqual(tools.code, 0, tools.stderr);
+      assert.equal(tools.code, 1, tools.stderr);
+      assert.match(tools.stderr, /error: demo: refreshing the access token at http:\/\/127\.0\.0\.1:\d+\/ failed \(http:\/\/127\.0\.0\.1:\d+ redirected to another origin \(http:\/\/127\.0\.0\.1:\d+\); refusing to follow\)/);
       assert.ok(tokenRequests.length > sent && tokenRequests.slice(sent).every((r) => r.includes("grant_type=refresh_token")), "a refresh went to the stated token endpoint");
       noneElsewhere(`a refresh after a ${status}`);
     }

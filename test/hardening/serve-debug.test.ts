@@ -65,7 +65,8 @@ describe("--debug on the serve commands prints no secret", () => {
       try {
         await proxyStatic.client.listTools();
         await proxyStatic.client.callTool({ name: "echo", arguments: { text: "hi" } });
-        await assert.rejects(proxyStatic.client.callTool({ name: "quote_credential" }));
+        // The server's own refusal, passed on with its code, the header it quotes scrubbed.
+        await assert.rejects(proxyStatic.client.callTool({ name: "quote_credential" }), { code: -32600, message: "MCP error -32600: MCP error -32600: you sent [redacted]" });
         await proxyStatic.client.callTool({ name: "log", arguments: { text: "x", quote: true } });
       } finally {
         await proxyStatic.close();
@@ -77,7 +78,7 @@ describe("--debug on the serve commands prints no secret", () => {
         await proxyOauth.client.callTool({ name: "echo", arguments: { text: "before" } });
         as.forgetAccessTokens();
         await proxyOauth.client.callTool({ name: "echo", arguments: { text: "after a refresh" } });
-        await assert.rejects(proxyOauth.client.callTool({ name: "quote_credential" }));
+        await assert.rejects(proxyOauth.client.callTool({ name: "quote_credential" }), { code: -32600, message: "MCP error -32600: MCP error -32600: you sent [redacted]" });
       } finally {
         await proxyOauth.close();
       }

@@ -13,6 +13,7 @@ import { learningFetch, scrubbedOutput, Secrets } from "../../src/secrets.ts";
 import { credential, environment } from "../auth/harness.ts";
 import { consentingBrowser } from "../support/browser.ts";
 import { runCli, runInProcess } from "../support/cli.ts";
+import { inTurns, timed } from "../support/ratio.ts";
 import { startDeployment } from "../support/deployment/server.ts";
 import { startMcpServer, type RunningMcpServer } from "../support/mcp-server.ts";
 
@@ -87,7 +88,7 @@ describe("secret registry", () => {
 
   // `subs mcp import` learns every token written in thousands of servers' headers; searching each
   // printed line for each of them made an 8,000-server import take minutes.
-  test("with thousands of values, each is still removed (overlapping ones as one), at a cost that follows the text", () => {
+  test("with thousands of values, each is still removed (overlapping ones as one), at a cost that follows the text", async () => {
     const secrets = new Secrets();
     const tokens = Array.from({ length: 10_000 }, (_, i) => `Bearer sk-live-${i}-shared-suffix`);
     for (const token of tokens) {
@@ -102,22 +103,20 @@ describe("secret registry", () => {
       "a [redacted] b [redacted] c [redacted] d sk-live-10000-shared-suffix e sk%2Dlive x [redacted]!",
     );
     assert.equal(secrets.scrub("Bearer tokens are sent as Bearer <token>"), "Bearer tokens are sent as Bearer <token>");
-    // The cost with 20,000 values against the cost with 10, on the same lines in the same run (the
-    // better of two each): a search per value is a thousand times the work, one pass over the text
-    // about the same. No absolute figure: a loaded machine slows both alike.
+    // The cost with 20,000 values against the cost with 10, on the same lines in the same run, in
+    // turns (the least of three each): a search per value is a thousand times the work, one pass
+    // over the text about the same. No absolute figure: a loaded machine slows both alike.
     const few = new Secrets();
     for (const token of tokens.slice(0, 5)) {
       few.add(token);
       few.add(token.slice("Bearer ".length));
     }
     const lines = Array.from({ length: 20_000 }, (_, i) => `  + s${i}  https://mcp${i}.example/mcp  ! Authorization: Bearer held a token written in the file\n`);
-    const scrubAll = (registry: Secrets) => {
-      const started = performance.now();
-      for (const line of lines) assert.equal(registry.scrub(line), line);
-      return performance.now() - started;
-    };
-    const withFew = Math.min(scrubAll(few), scrubAll(few));
-    const withMany = Math.min(scrubAll(secrets), scrubAll(secrets));
+    const scrubAll = (registry: Secrets) => () =>
+      timed(() => {
+        for (const line of lines) assert.equal(registry.scrub(line), line);
+      });
+    const { a: withFew, b: withMany } = await inTurns(scrubAll(few), scrubAll(secrets));
     assert.ok(withMany < withFew * 25, `20,000 lines: ${Math.round(withFew)} ms with 10 values, ${Math.round(withMany)} ms with 20,000`);
   });
 });
@@ -237,7 +236,9 @@ describe("hostile MCP servers", () => {
       await subs(["mcp", "call", "echo", "x", "--json"]),
     ];
     for (const r of runs) {
-      assert.notEqual(r.code, 0);
+      // Refused by the server as it was asked to refuse: the echo reached the output, scrubbed.
+      assert.equal(r.code, 1, r.stderr);
+      assert.match(r.stderr, /echo: the server answered with an error \(MCP error -32000: refused Bearer \[redacted\]/);
       assert.ok(!(r.stdout + r.stderr).includes(STATIC), `the static token leaked: ${r.stdout}${r.stderr}`);
       assertHarmless(r.stderr, "stderr");
     }
@@ -274,8 +275,10 @@ describe("hostile authorization servers echo what they were sent", () => {
           fetch: echoingTokenEndpoint(/\/token$/),
           openBrowser: consentingBrowser(seen),
         });
-        assert.notEqual(r.code, 0);
-        assert.match(r.stderr, /\[redacted\]/, r.stderr);
+        // The token endpoint's refusal, quoting what it was sent: scrubbed.
+        assert.equal(r.code, 1, r.stderr);
+        assert.match(r.stderr, /error: demo: the token request to http:\/\/127\.0\.0\.1:\d+\/ failed \(invalid_grant: you sent grant_type=authorization_code&code=\[redacted\]&code_verifier=\[redacted\]&/, r.stderr);
+        if (json) assert.equal(JSON.parse(r.stdout).error.code, "token_request_failed");
         // The browser got subs's one-time link, and through it the authorization request.
         assert.ok(seen.length > 0 && env.as.authorizations.length === seen.length, "the login reached the browser and the authorization server");
         assertHarmless(r.stderr, "stderr");
@@ -358,7 +361,10 @@ describe("the real CLI", () => {
         deployment.fault({ path: "/v1", kind: "body", status: 400, body: { error: "bad_request", message: `you sent Bearer ${TOKEN} ${TITLE}` }, times: 10 });
         const r = await runCli(["mcp", "list", ...(json ? ["--json"] : [])], { cwd: dir, env: { SUBSTRUCTURE_TOKEN: TOKEN } });
         deployment.clearFaults();
-        assert.notEqual(r.code, 0, r.stdout);
+        // The deployment's 400, quoting the token: scrubbed.
+        assert.equal(r.code, 1, r.stderr);
+        assert.match(r.stderr, /error: the deployment answered GET \/v1\/mcp with 400 bad_request: you sent Bearer \[redacted\] /);
+        if (json) assert.equal(JSON.parse(r.stdout).error.code, "bad_request");
         const all = r.stdout + r.stderr;
         assert.ok(!all.includes(TOKEN), `the deployment token leaked: ${all}`);
         assert.match(all, /\[redacted\]/);

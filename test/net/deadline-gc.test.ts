@@ -1,7 +1,10 @@
 // Issue 14, item 5: every deadline holds under garbage collection. On Node 20 a signal from
 // AbortSignal.timeout() inside AbortSignal.any() is collected and its deadline lost (a deployment
 // call waited 302 s). Each case runs in a child with `--expose-gc` and a collection every 50 ms,
-// against a loopback server that accepts and never answers, and must end at its deadline.
+// against a loopback server that accepts and never answers, and must end at its deadline. A lost
+// deadline is a wait for ever: the child is killed past a limit far above its deadline, and the
+// message names the deadline that ended it. No upper bound on its time, which a loaded machine
+// can stretch.
 import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
@@ -66,8 +69,6 @@ describe("deadlines under garbage collection", () => {
     assert.equal(r.killed, false, `still waiting after 25 s: the per-attempt deadline was lost\n${r.stderr}`);
     assert.equal(r.code, 1, r.stderr);
     assert.match(r.stderr, /GET \/v1\/mcp: no answer within 1s; 4 attempts/);
-    // 4 attempts of 1 s and at most (0.25 + 0.5 + 1) × 1.25 s of backoff, plus start-up.
-    assert.ok(r.ms < 12_000, `took ${r.ms} ms`);
   });
 
   it("mcp login: an authorization server that never answers ends at SUBS_HTTP_TIMEOUT (exit 1)", async () => {
@@ -82,7 +83,6 @@ describe("deadlines under garbage collection", () => {
       assert.equal(r.killed, false, `still waiting after 20 s: the deadline was lost\n${r.stderr}`);
       assert.equal(r.code, 1, r.stderr);
       assert.match(r.stderr, /cannot read the authorization server metadata of http:\/\/127\.0\.0\.1:\d+\/ \(no complete answer from http:\/\/127\.0\.0\.1:\d+ within 1s\)/);
-      assert.ok(r.ms < 8000, `took ${r.ms} ms`);
     } finally {
       await mcp.close();
     }
@@ -93,7 +93,7 @@ describe("deadlines under garbage collection", () => {
     assert.equal(r.killed, false, `still waiting after 20 s: the revocation deadline was lost\n${r.stderr}`);
     assert.equal(r.code, 0, r.stderr);
     const { ms } = JSON.parse(r.stdout) as { ms: number };
-    assert.ok(ms >= 900 && ms < 5000, `took ${ms} ms for a 1 s deadline`);
+    assert.ok(ms >= 900, `took ${ms} ms for a 1 s deadline`);
   });
 
   it("withDeadline aborts a fetch at its deadline with a TimeoutError", async () => {
@@ -102,7 +102,7 @@ describe("deadlines under garbage collection", () => {
     assert.equal(r.code, 0, r.stderr);
     const { ms, error } = JSON.parse(r.stdout) as { ms: number; error: string };
     assert.equal(error, "TimeoutError");
-    assert.ok(ms >= 900 && ms < 5000, `took ${ms} ms for a 1 s deadline`);
+    assert.ok(ms >= 900, `took ${ms} ms for a 1 s deadline`);
   });
 });
 

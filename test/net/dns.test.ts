@@ -59,13 +59,11 @@ test("a deployment connection refused is still retried (only DNS failures are no
 test("subs apply with [remote] on an unresolvable host: exit 1 at once, `cannot resolve <host>`, no retry", async () => {
   const dir = project(`[remote]\nurl = "https://deploy.subs-test.invalid"\n\n[mcp.docs]\nurl = "https://docs.example/mcp"\n`);
   ensureBuilt();
-  const started = Date.now();
   const r = await runCli(["apply"], { cwd: dir, env: { SUBSTRUCTURE_TOKEN: "t" } });
   assert.equal(r.code, 1, r.stderr);
   assert.match(r.stderr, /error: cannot resolve deploy\.subs-test\.invalid/);
+  // A retry says so on stderr; a wait for something else would meet runCli's deadline, which kills the run.
   assert.doesNotMatch(r.stderr, /retrying/);
-  // A retry says so on stderr (above); this only guards against a wait for something else.
-  assert.ok(Date.now() - started < 10_000, `took ${Date.now() - started} ms`);
 });
 
 test("an MCP server on an unresolvable host: `cannot resolve <host>`", async () => {

@@ -6,6 +6,7 @@
 import assert from "node:assert/strict";
 import { afterEach, describe, it } from "node:test";
 import { credential, environment, type Env } from "../auth/harness.ts";
+import { within } from "../support/wait.ts";
 
 const PROTECT = { requiredScopes: ["files:read"], toolScopes: { echo: ["files:write"], search: ["admin"] } };
 const PINNED = (url: string) => `[mcp.demo]\nurl = "${url}"\noauth = { scopes = ["files:read", "files:write"] }\n`;
@@ -46,9 +47,8 @@ describe("step-up", () => {
     assert.equal((await env.subs(["mcp", "login", "demo"])).code, 0);
     const before = env.as.counters.authorizations;
     const opened: string[] = [];
-    const started = Date.now();
-    const call = await env.subs(["mcp", "call", "demo", "echo", "--timeout", "5"], { openBrowser: async (url) => void opened.push(url) });
-    assert.ok(Date.now() - started < 4000, "did not wait for consent");
+    // A wait for consent would last the whole --timeout; the bound on the test's wait is far below it.
+    const call = await within(env.subs(["mcp", "call", "demo", "echo", "--timeout", "600"], { openBrowser: async (url) => void opened.push(url) }), "the call to fail without waiting for consent");
     assert.equal(call.code, 4, call.stderr);
     assert.match(call.stderr, /demo: the server needs more permissions \(files:write\); authorizing them needs a person at a browser, and there is no terminal here/);
     assert.match(call.stderr, /oauth\.scopes = \["files:read", "files:write"\] under \[mcp\.demo\]/);

@@ -80,7 +80,8 @@ describe("deployment freedoms the document grants, against the real CLI", () => 
       const before = h.dep.requests.length;
       h.dep.fail({ status: 403, error: "forbidden" });
       const forbidden = await h.run(["mcp", "list"]);
-      assert.notEqual(forbidden.code, 0);
+      assert.equal(forbidden.code, 1, forbidden.stderr);
+      assert.match(forbidden.stderr, /^error: the deployment answered GET \/v1\/mcp with 403 forbidden: injected forbidden$/m);
       assert.equal(h.dep.requests.length - before, 1, "one request, no retry");
     }));
 
@@ -111,7 +112,8 @@ describe("deployment freedoms the document grants, against the real CLI", () => 
         h.write(file(h));
         h.dep.fail(...Array.from({ length: 4 }, () => ({ status: 307, error: "moved", location: target, match: "GET /v1/mcp" })));
         const result = await h.run(["mcp", "list"]);
-        assert.notEqual(result.code, 0, "a 3xx is an error, not an answer");
+        assert.equal(result.code, 1, result.stderr);
+        assert.match(result.stderr, /error: cannot reach the deployment at http:\/\/127\.0\.0\.1:\d+ \(GET \/v1\/mcp: unexpected redirect; 4 attempts\)/, "a 3xx is an error, not an answer");
         assert.deepEqual(seen, [], "nothing was sent to the redirect's target");
         assert.ok(!(result.stdout + result.stderr).includes(h.dep.token));
       } finally {
@@ -178,7 +180,8 @@ describe("deployment freedoms the document grants, against the real CLI", () => 
     withHarness({ pollUrl: "other-origin" }, async (h) => {
       h.write(file(h));
       const result = await h.run(["mcp", "login", "sentry"], { SUBS_TEST_BROWSER: "ignore" });
-      assert.notEqual(result.code, 0, result.stderr);
+      assert.equal(result.code, 1, result.stderr);
+      assert.match(result.stderr, /error: sentry: the deployment gave a poll_url on another origin \(http:\/\/localhost:\d+\); subs sends \$ALT_DEPLOY_TOKEN only to http:\/\/127\.0\.0\.1:\d+/);
       assert.deepEqual(h.dep.requests.filter((r) => r.path.startsWith("/v1/authorizations/")), [], "no poll was sent");
     }));
 

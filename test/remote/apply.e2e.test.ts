@@ -9,6 +9,7 @@ import { after, afterEach, beforeEach, describe, test } from "node:test";
 import { runCli } from "../support/cli.ts";
 import { startDeployment, type RunningDeployment } from "../support/deployment/server.ts";
 import { startServedDeployment, STORES } from "../support/deployment-serve.ts";
+import { waitFor } from "../support/wait.ts";
 
 const TOKEN = "deploy-api-token-SECRET";
 /** The same tests against the reference deployment (also as v1 only) and a real `subs deployment serve` process on each of its stores. */
@@ -338,12 +339,13 @@ describe("subs apply when the deployment changes between the read and the write"
 
   test("409 revision_changed: nothing was changed; subs reads again, plans anew and applies, saying so", async () => {
     const p = project(deployment, FILE);
-    // The PUT waits; meanwhile someone else declares a connection the plan did not see.
-    deployment.fault({ method: "PUT", path: "/v1/state", kind: "delay", ms: 600, times: 1 });
+    // The PUT is held; meanwhile someone else declares a connection the plan did not see.
+    let release!: () => void;
+    deployment.fault({ method: "PUT", path: "/v1/state", kind: "delay", until: new Promise<void>((r) => (release = r)), times: 1 });
     const running = p.apply();
-    await new Promise((r) => setTimeout(r, 300));
-    while (!deployment.requests.includes("PUT /v1/state")) await new Promise((r) => setTimeout(r, 20));
+    await waitFor(() => deployment.requests.includes("PUT /v1/state"), () => `subs apply's PUT /v1/state (requests so far: ${deployment.requests.join(", ")})`);
     assert.equal((await put("/v1/mcp/other", { url: "https://other.example/mcp", prefix_tools: true })).status, 201);
+    release();
     const result = await running;
     assert.equal(result.code, 0, result.stderr);
     assert.match(result.stderr, /the deployment changed after it was read \(another apply at the same time\?\); nothing was changed; reading it again and planning anew \(attempt 2 of 3\)/);

@@ -6,6 +6,7 @@ import { SubsError } from "../../src/errors.ts";
 import { silentReporter } from "../../src/report.ts";
 import { DeploymentClient } from "../../src/remote/client.ts";
 import { startDeployment, type RunningDeployment } from "../support/deployment/server.ts";
+import { within } from "../support/wait.ts";
 
 const TOKEN = "deploy-api-token";
 let deployment: RunningDeployment;
@@ -31,19 +32,37 @@ describe("DeploymentClient", () => {
   });
 
   test("a caller's signal stops a slow request and its retries", async () => {
-    deployment.fault({ path: "/v1/mcp/slow/tools", kind: "delay", ms: 5000, times: 1 });
+    // Held until the test ends: only the caller's signal can end the request.
+    let release!: () => void;
+    deployment.fault({ path: "/v1/mcp/slow/tools", kind: "delay", until: new Promise<void>((r) => (release = r)), times: 1 });
     const c = client();
     await c.putConnection("slow", { url: "https://a.example/mcp", prefix_tools: true });
-    await assert.rejects(c.listTools("slow", { signal: AbortSignal.timeout(100) }), (e: SubsError) => e.code === "timed_out");
-    deployment.clearFaults();
+    try {
+      await within(
+        assert.rejects(c.listTools("slow", { signal: AbortSignal.timeout(100) }), (e: SubsError) => e.code === "timed_out"),
+        "the caller's signal to stop the held request",
+      );
+    } finally {
+      release();
+      deployment.clearFaults();
+    }
   });
 
   test("SUBS_HTTP_TIMEOUT is each attempt's deadline, as for authorization servers", async () => {
-    deployment.fault({ method: "GET", path: "/v1/agents", kind: "delay", ms: 3000, times: 3 });
-    const started = Date.now();
-    await assert.rejects(client({ SUBSTRUCTURE_TOKEN: TOKEN, SUBS_HTTP_TIMEOUT: "0.2" }).listAgents(), (e: SubsError) => e.code === "deployment_unreachable" && /no answer within 0\.2s; 3 attempts/.test(e.message));
-    assert.ok(Date.now() - started < 2500, "three attempts of 0.2 s, not one of 3 s");
-    deployment.clearFaults();
+    // Each attempt held until the test ends: only the per-attempt deadline can end them.
+    let release!: () => void;
+    deployment.fault({ method: "GET", path: "/v1/agents", kind: "delay", until: new Promise<void>((r) => (release = r)), times: 3 });
+    const before = deployment.requests.length;
+    try {
+      await within(
+        assert.rejects(client({ SUBSTRUCTURE_TOKEN: TOKEN, SUBS_HTTP_TIMEOUT: "0.2" }).listAgents(), (e: SubsError) => e.code === "deployment_unreachable" && /no answer within 0\.2s; 3 attempts/.test(e.message)),
+        "three attempts, each ended at SUBS_HTTP_TIMEOUT",
+      );
+      assert.deepEqual(deployment.requests.slice(before), Array(3).fill("GET /v1/agents"));
+    } finally {
+      release();
+      deployment.clearFaults();
+    }
   });
 
   test("retries a 503 until it succeeds; a 400 is not retried", async () => {

@@ -123,7 +123,8 @@ export function runCli(argv: string[], options: ChildOptions): Promise<RunResult
  * means "exit now" and would skip the clean shutdown a test is checking.
  */
 export function signalOnce(marker: string | RegExp, signal: NodeJS.Signals = "SIGINT") {
-  const state: { sent: boolean; sentAt?: number } = { sent: false };
+  /** `stderrBefore`: what stderr had shown when the signal was sent (what came after is the run's answer to it). */
+  const state: { sent: boolean; sentAt?: number; stderrBefore?: string } = { sent: false };
   const onSpawn = (child: ReturnType<typeof spawn>) => {
     let stderr = "";
     child.stderr?.on("data", (d) => {
@@ -131,6 +132,7 @@ export function signalOnce(marker: string | RegExp, signal: NodeJS.Signals = "SI
       if (!state.sent && (typeof marker === "string" ? stderr.includes(marker) : marker.test(stderr))) {
         state.sent = true;
         state.sentAt = Date.now();
+        state.stderrBefore = stderr;
         child.kill(signal);
       }
     });

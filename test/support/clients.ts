@@ -15,6 +15,8 @@ import path from "node:path";
 import { ensureTools, toolsDir } from "../../scripts/tools.mjs";
 import { BIN, ensureBuilt, runCli } from "./cli.ts";
 import { startMcpServer } from "./mcp-server.ts";
+import { unusedPort } from "./ports.ts";
+import { stopChild } from "./wait.ts";
 
 export const CLIENTS_DIR = toolsDir("clients");
 
@@ -209,20 +211,22 @@ export async function startSupportProject(): Promise<SupportProject> {
 export type HttpServed = { url: string; port: number; stderr: () => string; stop(): Promise<void> };
 
 /**
- * Starts `subs ARGV --http 127.0.0.1:PORT --token-file FILE` in the project (PORT 0: a free one) and
- * waits for its endpoint. stop() (once, however often called) sends SIGTERM and waits for exit 0.
+ * Starts `subs ARGV --http 127.0.0.1:PORT --token-file FILE` in the project and waits for its
+ * endpoint. Without PORT, a free one outside the kernel's range for port 0 (ports.ts): the tests
+ * stop it and start it again on the same port, which another test's server may meanwhile have been
+ * given had the kernel chosen it. stop() (once, however often called) sends SIGTERM and waits for
+ * exit 0.
  */
-export async function serveHttp(project: SupportProject, argv: string[], tokenFile: string, port = 0): Promise<HttpServed> {
+export async function serveHttp(project: SupportProject, argv: string[], tokenFile: string, port?: number): Promise<HttpServed> {
   ensureBuilt();
+  port ??= await unusedPort();
   const child = spawn(process.execPath, [BIN, ...argv, "--http", `127.0.0.1:${port}`, "--token-file", tokenFile], { cwd: project.project, env: cleanEnv(project.root, project.env), stdio: ["ignore", "ignore", "pipe"] });
   let stderr = "";
   child.stderr.on("data", (d) => (stderr += d));
-  const exited = new Promise<number | null>((resolve) => child.once("exit", (code) => resolve(code)));
   let stopped: Promise<void> | undefined;
   const stop = () =>
     (stopped ??= (async () => {
-      child.kill("SIGTERM");
-      const code = await exited;
+      const code = await stopChild(child, () => `subs ${argv.join(" ")}; its stderr:\n${stderr}`);
       if (code !== 0) throw new Error(`subs ${argv.join(" ")} exited ${code}:\n${stderr}`);
     })());
   const deadline = Date.now() + 15_000;

@@ -18,6 +18,7 @@ import type { RekeyableStore, Role } from "../../src/deployment/store/types.ts";
 import { BIN, ensureBuilt } from "./cli.ts";
 import type { Credential, RunningDeployment } from "./deployment/server.ts";
 import { postgresForThisFile, syncReader, type TestPostgres } from "./postgres.ts";
+import { stopChild, waitFor, within, WAIT_MS } from "./wait.ts";
 
 const postgres = postgresForThisFile();
 
@@ -106,7 +107,7 @@ export async function startServedDeployment(options: ServeOptions = {}): Promise
   const requests: string[] = [];
   const exited = new Promise<number | null>((resolve) => child.once("exit", (code) => resolve(code)));
   let direct = "";
-  const url = await new Promise<string>((resolve, reject) => {
+  const listening = new Promise<string>((resolve, reject) => {
     const lines = createInterface({ input: child.stdout! });
     lines.on("line", (line) => {
       let entry: Record<string, unknown>;
@@ -123,7 +124,9 @@ export async function startServedDeployment(options: ServeOptions = {}): Promise
       if (entry.msg === "request" && typeof entry.path === "string" && entry.path.startsWith("/v1")) requests.push(`${entry.method} ${String(entry.path).replace(/\/$/, "") || "/v1"}`);
     });
     exited.then((code) => reject(new Error(`subs deployment serve exited ${code}: ${stderr}`)));
-  }).catch(async (error) => {
+  });
+  const url = await within(listening, () => `subs deployment serve to log "listening"; its stderr:\n${stderr}`).catch(async (error) => {
+    child.kill("SIGKILL");
     await store.close();
     throw error;
   });
@@ -173,10 +176,8 @@ export async function startServedDeployment(options: ServeOptions = {}): Promise
   } as unknown as Map<string, Credential>;
 
   const storeContents = async () => (pgUrl ? pg!.dump(pgUrl) : readdirSync(storeDir).map((f) => readFileSync(path.join(storeDir, f)).toString("latin1")).join("\n"));
-  const stop = async () => {
-    if (child.exitCode === null && child.signalCode === null) child.kill("SIGTERM");
-    return exited;
-  };
+  // Its drain (10 s for requests in flight) is well within the wait.
+  const stop = () => stopChild(child, () => `subs deployment serve; its stderr:\n${stderr}`);
   return {
     url,
     redirectUri: `${url}/oauth/callback`,
@@ -206,12 +207,15 @@ export async function startServedDeployment(options: ServeOptions = {}): Promise
       await exited;
     },
     async close() {
-      await stop();
-      db?.close();
-      reader?.close();
-      await pending;
-      await store.close();
-      if (!options.dir) rmSync(dir, { recursive: true, force: true });
+      try {
+        await stop();
+      } finally {
+        db?.close();
+        reader?.close();
+        await pending;
+        await store.close();
+        if (!options.dir) rmSync(dir, { recursive: true, force: true });
+      }
     },
   };
 }
@@ -219,29 +223,42 @@ export async function startServedDeployment(options: ServeOptions = {}): Promise
 /** One API request to a served deployment (an admin token unless `token` is given); the JSON answer parsed. */
 /** One API request to a deployment (`url`: where to send it; a served one's, its balancer's, or the reference's). */
 export async function callServed(d: { url: string; token: string }, method: string, pathname: string, body?: unknown, token: string = d.token): Promise<{ status: number; body: any }> {
-  const res = await fetch(`${d.url}${pathname}`, {
-    method,
-    headers: { authorization: `Bearer ${token}`, ...(body === undefined ? {} : { "content-type": "application/json" }) },
-    ...(body === undefined ? {} : { body: JSON.stringify(body) }),
-  });
-  const text = await res.text();
-  return { status: res.status, body: text ? JSON.parse(text) : undefined };
+  const answer = (async () => {
+    const res = await fetch(`${d.url}${pathname}`, {
+      method,
+      headers: { authorization: `Bearer ${token}`, ...(body === undefined ? {} : { "content-type": "application/json" }) },
+      ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+    });
+    const text = await res.text();
+    return { status: res.status, body: text ? JSON.parse(text) : undefined };
+  })();
+  return within(answer, `the answer to ${method} ${pathname}`);
 }
 
 /**
  * Declares `id` on the deployment, starts its consent, lets a browser that follows redirects
- * consent (the test authorization server allows at once), and polls to a final status.
+ * consent (the test authorization server allows at once), and polls to a final status: for at most
+ * a minute, not the authorization's own lifetime (ten minutes by default).
  */
 export async function authorizeServed(d: ServedDeployment, id: string, declaration: Record<string, unknown>): Promise<{ status: string; error?: string; message?: string }> {
   const put = await callServed(d, "PUT", `/v1/mcp/${id}`, { prefix_tools: false, ...declaration });
   if (put.status !== 200 && put.status !== 201) throw new Error(`PUT /v1/mcp/${id}: ${put.status} ${JSON.stringify(put.body)}`);
   const started = await callServed(d, "POST", `/v1/mcp/${id}/authorizations`, {});
   if (started.status !== 201) throw new Error(`POST authorizations: ${started.status} ${JSON.stringify(started.body)}`);
-  await (await fetch(started.body.authorization_url)).text();
+  await within(
+    fetch(started.body.authorization_url).then((res) => res.text()),
+    "the consent (the authorization server, then the deployment's callback) to answer",
+  );
   const poll = new URL(started.body.poll_url, d.url).pathname;
-  for (;;) {
-    const outcome = (await callServed(d, "GET", poll)).body;
-    if (outcome.status !== "pending") return outcome;
-    await new Promise((r) => setTimeout(r, 50));
-  }
+  let last: unknown;
+  return waitFor(
+    async () => {
+      const outcome = (await callServed(d, "GET", poll)).body;
+      last = outcome;
+      return outcome.status !== "pending" && outcome;
+    },
+    () => `the authorization of ${id} to end (still ${JSON.stringify(last)})`,
+    WAIT_MS,
+    50,
+  );
 }

@@ -27,13 +27,18 @@ function refuses(port: number): Promise<boolean> {
   });
 }
 
+/** For assert.rejects: a fetch that failed because nothing listens where it went (ECONNREFUSED). */
+export function connectionRefused(error: unknown): boolean {
+  return error instanceof TypeError && (error.cause as { code?: unknown } | undefined)?.code === "ECONNREFUSED";
+}
+
 /**
  * A port free now and outside the ephemeral range, for a test that closes its listener and
  * listens on it again later (a fixed `--port`, a Postgres stopped and started): a port the kernel
  * handed out for port 0 goes to the next test server that asks, here or in a file running beside.
  */
 export async function unusedPort(): Promise<number> {
-  for (;;) {
+  for (let tries = 0; tries < 100; tries++) {
     const port = 20000 + randomInt(12000);
     const free = await new Promise<boolean>((resolve) => {
       const server = net.createServer();
@@ -42,4 +47,5 @@ export async function unusedPort(): Promise<number> {
     });
     if (free) return port;
   }
+  throw new Error("100 ports tried between 20000 and 31999 on 127.0.0.1, none free");
 }

@@ -8,6 +8,7 @@ import { request } from "node:http";
 import { connect } from "node:net";
 import path from "node:path";
 import { BIN, ensureBuilt } from "./cli.ts";
+import { stopChild } from "./wait.ts";
 
 export type ServedHttp = {
   child: ChildProcess;
@@ -19,7 +20,7 @@ export type ServedHttp = {
   stdout: () => string;
   /** Resolves with the exit code once the child has ended. */
   exited: Promise<number | null>;
-  /** SIGTERM, then the exit code. */
+  /** SIGTERM, then the exit code; past a minute without an exit, it is killed and this fails. */
   stop: () => Promise<number | null>;
 };
 
@@ -59,10 +60,7 @@ export async function serveOverHttp(dir: string, argv: string[], options: { env?
     stderr: () => stderr,
     stdout: () => stdout,
     exited,
-    stop: () => {
-      if (child.exitCode === null && child.signalCode === null) child.kill("SIGTERM");
-      return exited;
-    },
+    stop: () => stopChild(child, () => `subs ${full.join(" ")}; its stderr:\n${stderr}`),
   };
 }
 

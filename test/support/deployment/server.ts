@@ -33,13 +33,15 @@ export type Fault = {
    * status: answer with this status and an error body, changing nothing.
    * drop: close the connection before doing anything.
    * drop_after: do the work, then close the connection instead of answering (a lost answer).
-   * delay: wait `ms`, then answer normally.
+   * delay: wait `ms` (or until `until` settles), then answer normally.
    * body: answer `status` (default 200) with `body`, changing nothing (a broken deployment).
    */
   kind: "status" | "drop" | "drop_after" | "delay" | "body";
   status?: number;
   body?: unknown;
   ms?: number;
+  /** For a delay: the request is held until this settles (a test that acts meanwhile, at its own pace). */
+  until?: Promise<unknown>;
   /** How many matching requests it affects (default 1). */
   times?: number;
 };
@@ -586,7 +588,7 @@ export async function startDeployment(options: DeploymentOptions): Promise<Runni
       res.status(fault.status ?? 200).json(fault.body);
       return;
     }
-    if (fault.kind === "delay") await new Promise((r) => setTimeout(r, fault.ms ?? 100));
+    if (fault.kind === "delay") await (fault.until ?? new Promise((r) => setTimeout(r, fault.ms ?? 100)));
     if (fault.kind === "drop_after") res.locals.dropAfter = true;
     next();
   });
