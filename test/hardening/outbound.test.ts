@@ -100,6 +100,16 @@ function redirecting(state: { redirect?: number; to: () => string }) {
 const env = (dir: string, extra: Record<string, string> = {}) => ({ cwd: dir, env: { MCP_TOKEN: STATIC, BROWSER: browserCommand(), ...extra } });
 
 /** The commands that call a connection, each run through the built CLI. */
+/** `subs mcp proxy <id>` given a client's initialize and then the end of its input: it opens the upstream, or says why not. */
+function proxyStart(dir: string, id: string, extra: Record<string, string> = {}): Promise<RunResult> {
+  const initialize = { jsonrpc: "2.0", id: 1, method: "initialize", params: { protocolVersion: "2025-06-18", capabilities: {}, clientInfo: { name: "test", version: "1" } } };
+  return runCli(["mcp", "proxy", id], { ...env(dir, extra), input: `${JSON.stringify(initialize)}\n` });
+}
+
+/** The refusal of a redirect to another origin (the SDK's redirectPolicy), as every command words it. */
+const notFollowed = (id: string) =>
+  new RegExp(`${id}: cannot reach http://127\\.0\\.0\\.1:\\d+ \\(Streamable HTTP error: Error POSTing to endpoint: Redirect to http://127\\.0\\.0\\.1:\\d+/mcp not followed \\(redirectPolicy: 'same-origin'\\)\\)`);
+
 async function everyCaller(dir: string, id: string, extra: Record<string, string> = {}): Promise<Array<[string, RunResult]>> {
   const runs: Array<[string, RunResult]> = [];
   for (const argv of [["mcp", "tools", id], ["mcp", "call", id, "search", "--args", "{}"], ["mcp", "list", "--check"], ["agent", "tools", "a"]]) {
@@ -138,13 +148,12 @@ describe("no credential crosses a redirect to another origin", () => {
     staticState.to = () => `${elsewhere.url}/mcp`;
     for (const status of [307, 308]) {
       staticState.redirect = status;
-      for (const [what, r] of await everyCaller(dir, "s")) {
+      for (const [what, r] of [...(await everyCaller(dir, "s")), ["mcp proxy s", await proxyStart(dir, "s")] as [string, RunResult]]) {
         // Refused as a redirect not followed, not any failure.
         assert.equal(r.code, 1, `${what} after a ${status}: ${r.stderr}`);
-        assert.match(r.stderr, /s: cannot reach http:\/\/127\.0\.0\.1:\d+ \(Streamable HTTP error: Error POSTing to endpoint: Redirect to http:\/\/127\.0\.0\.1:\d+\/mcp not followed \(redirectPolicy: 'same-origin'\)\)/, what);
+        assert.match(r.stderr, notFollowed("s"), what);
         assert.ok(!(r.stdout + r.stderr).includes(STATIC), what);
       }
-      await assert.rejects(serveSession(["mcp", "proxy", "s"], { cwd: dir, env: { MCP_TOKEN: STATIC } }));
       const served = await serveSession(["agent", "serve", "a"], { cwd: dir, env: { MCP_TOKEN: STATIC } });
       try {
         assert.deepEqual((await served.client.listTools()).tools, [], "the connection is left out");
@@ -263,8 +272,11 @@ describe("no OAuth credential crosses a redirect to another origin", () => {
     assert.equal(tools.code, 0, `the control: ${tools.stderr}`);
     for (const status of [307, 308]) {
       mcpState.redirect = status;
-      for (const [what, r] of await everyCaller(dir, "demo", { PRE_SECRET: CLIENT_SECRET })) assert.notEqual(r.code, 0, `${what} after a ${status}: ${r.stderr}`);
-      await assert.rejects(serveSession(["mcp", "proxy", "demo"], { cwd: dir, env: { PRE_SECRET: CLIENT_SECRET } }));
+      const extra = { PRE_SECRET: CLIENT_SECRET };
+      for (const [what, r] of [...(await everyCaller(dir, "demo", extra)), ["mcp proxy demo", await proxyStart(dir, "demo", extra)] as [string, RunResult]]) {
+        assert.equal(r.code, 1, `${what} after a ${status}: ${r.stderr}`);
+        assert.match(r.stderr, notFollowed("demo"), what);
+      }
       const served = await serveSession(["agent", "serve", "a"], { cwd: dir, env: { PRE_SECRET: CLIENT_SECRET } });
       try {
         assert.deepEqual((await served.client.listTools()).tools, []);
