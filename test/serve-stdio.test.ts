@@ -3,11 +3,16 @@
 // when stdout fails, or when the context's signal aborts, and closes the session exactly once.
 import assert from "node:assert/strict";
 import { PassThrough } from "node:stream";
-import { test } from "node:test";
+import { after, test } from "node:test";
 import { Server } from "@modelcontextprotocol/sdk/server/index.js";
 import { CallToolRequestSchema, ListToolsRequestSchema } from "@modelcontextprotocol/sdk/types.js";
 import type { SessionFactory, SessionServer } from "../src/serve/session.ts";
 import { serveStdio } from "../src/serve/stdio.ts";
+
+// The calls a test left waiting (the runner ended without them, as it should), ended with the
+// file: each would otherwise keep the process alive for its full minute.
+const unanswered = new Set<() => void>();
+after(() => unanswered.forEach((end) => end()));
 
 /** A session whose one tool answers after `ms`, counting how often it is closed. */
 function fixture(ms: number) {
@@ -18,7 +23,9 @@ function fixture(ms: number) {
     server.setRequestHandler(CallToolRequestSchema, async (_request, extra) => {
       await new Promise<void>((resolve) => {
         const timer = setTimeout(resolve, ms);
-        extra.signal.addEventListener("abort", () => (clearTimeout(timer), resolve()));
+        const end = () => (clearTimeout(timer), resolve());
+        extra.signal.addEventListener("abort", end);
+        unanswered.add(end);
       });
       return { content: [{ type: "text", text: "done" }] };
     });
