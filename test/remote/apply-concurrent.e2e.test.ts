@@ -1,17 +1,31 @@
 // Two `subs apply` processes (the built CLI) with different files against one deployment at the
-// same time, round after round: the deployment ends each round in exactly one file's state, never
-// a mix (docs/deployment-protocol.md section 3.10, PUT /v1/state), and both applies succeed.
+// same time: the deployment ends each round in exactly one file's state, never a mix
+// (docs/deployment-protocol.md section 3.10, PUT /v1/state), and both applies succeed. The race is
+// made, not hoped for: a proxy in front of the deployment holds each round's first two
+// PUT /v1/state until both have arrived, so both plans are made from one revision and reach the
+// deployment together; one is applied, the other refused (409 revision_changed), read again and
+// applied on top. A round where the two did not meet fails.
 import assert from "node:assert/strict";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import type { IncomingMessage } from "node:http";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { after, describe, test } from "node:test";
+import { startBalancer } from "../support/balancer.ts";
 import { runCli } from "../support/cli.ts";
 import { startDeployment, type RunningDeployment } from "../support/deployment/server.ts";
 import { startServedDeployment, STORES } from "../support/deployment-serve.ts";
 
 const TOKEN = "deploy-api-token-SECRET";
-const ROUNDS = 20;
+// Every round makes the race (the two PUT /v1/state meet at the deployment), so one round finds each
+// of these, and did when it was tried: the store's revision check taken out (both applied, neither
+// planned anew), Postgres's declarations lock taken out, the CLI not planning anew after a 409. Three
+// rounds let either file win; the 20 rounds this test once ran without the meeting never checked
+// that the two overlapped at all.
+const ROUNDS = 3;
+// How long the first PUT /v1/state of a round waits for the second before the round fails (both
+// are sent within a process start and two GETs of each other).
+const MEET_WITHIN_MS = 30_000;
 const dirs: string[] = [];
 after(() => dirs.forEach((d) => rmSync(d, { recursive: true, force: true })));
 
@@ -117,10 +131,38 @@ async function reset(deployment: RunningDeployment) {
   await call(deployment, "PUT", "/v1/agents/old_agent", { mcp: [{ id: "old" }] });
 }
 
-function project(deployment: RunningDeployment, body: string) {
+/**
+ * One round's meeting point: the first two PUT /v1/state wait for each other, then go on together;
+ * a third (the refused apply's second plan) passes. After MEET_WITHIN_MS the first goes on alone,
+ * so nothing hangs, and `met` stays false.
+ */
+function meeting() {
+  let release!: () => void;
+  const together = new Promise<void>((resolve) => (release = resolve));
+  const timer = setTimeout(() => release(), MEET_WITHIN_MS);
+  const point = {
+    puts: 0,
+    met: false,
+    /** The proxy's hold for one request. */
+    hold(req: IncomingMessage): Promise<void> | undefined {
+      if (req.method !== "PUT" || req.url !== "/v1/state") return undefined;
+      point.puts++;
+      if (point.puts > 2) return undefined;
+      if (point.puts === 2) {
+        point.met = true;
+        release();
+      }
+      return together;
+    },
+    end: () => clearTimeout(timer),
+  };
+  return point;
+}
+
+function project(url: string, deployment: RunningDeployment, body: string) {
   const dir = mkdtempSync(path.join(tmpdir(), "subs-race-"));
   dirs.push(dir);
-  writeFileSync(path.join(dir, "substructure.toml"), `[remote]\nurl = "${deployment.url}"\n${body}`);
+  writeFileSync(path.join(dir, "substructure.toml"), `[remote]\nurl = "${url}"\n${body}`);
   return () => runCli(["apply", "--json"], { cwd: dir, env: { SUBSTRUCTURE_TOKEN: tokenOf(deployment) }, timeoutMs: 60_000 });
 }
 
@@ -131,28 +173,37 @@ const DEPLOYMENTS: Record<string, () => Promise<RunningDeployment>> = {
 
 for (const [kind, start] of Object.entries(DEPLOYMENTS)) {
   describe(`concurrent subs apply (${kind})`, () => {
-    test(`two applies at once end in one file's state, never a mix (${ROUNDS} rounds)`, async (t) => {
+    test(`two applies whose PUT /v1/state meet end in one file's state, never a mix (${ROUNDS} rounds)`, async (t) => {
       const deployment = await start();
+      let point: ReturnType<typeof meeting> | undefined;
+      const proxy = await startBalancer([deployment.url], { hold: (req) => point?.hold(req) });
       try {
-        const applyA = project(deployment, FILE_A);
-        const applyB = project(deployment, FILE_B);
+        const applyA = project(proxy.url, deployment, FILE_A);
+        const applyB = project(proxy.url, deployment, FILE_B);
         const ended: string[] = [];
-        let replanned = 0;
         for (let round = 1; round <= ROUNDS; round++) {
           await reset(deployment);
-          const [a, b] = await Promise.all([applyA(), applyB()]);
+          point = meeting();
+          const [a, b] = await Promise.all([applyA(), applyB()]).finally(() => point!.end());
           assert.equal(a.code, 0, `round ${round}, file A: ${a.stderr}`);
           assert.equal(b.code, 0, `round ${round}, file B: ${b.stderr}`);
+          assert.ok(point.met, `round ${round}: the two applies' PUT /v1/state did not meet within ${MEET_WITHIN_MS / 1000} s (${point.puts} arrived)`);
+          // Both plans were made from the revision the reset left: exactly one was refused and
+          // planned anew, once, and its second plan, made from the other's state, is what holds.
+          const replans = [a, b].map((r) => (r.stderr.match(/planning anew/g) ?? []).length);
+          assert.deepEqual([...replans].sort(), [0, 1], `round ${round}: planned anew ${replans.join(" and ")} times (A, B); one of two plans from one revision must be refused\nA: ${a.stderr}\nB: ${b.stderr}`);
+          assert.equal(point.puts, 3, `round ${round}: PUT /v1/state sent ${point.puts} times`);
+          const last = replans[0] === 1 ? "A" : "B";
           const now = await state(deployment);
           const which = JSON.stringify(now) === JSON.stringify(STATE_A) ? "A" : JSON.stringify(now) === JSON.stringify(STATE_B) ? "B" : undefined;
           assert.ok(which, `round ${round}: a mix of both files: ${JSON.stringify(now)}`);
+          assert.equal(which, last, `round ${round}: the state of the apply that was applied first, not of the one applied on top of it`);
           ended.push(which);
-          replanned += [a, b].filter((r) => /planning anew/.test(r.stderr)).length;
         }
-        // How often the two met (a 409 revision_changed, then a new plan): shown, not asserted, as
-        // it depends on how the machine schedules the two processes.
-        t.diagnostic(`ended in A ${ended.filter((w) => w === "A").length} times, in B ${ended.filter((w) => w === "B").length} times; ${replanned} applies planned anew`);
+        t.diagnostic(`ended in A ${ended.filter((w) => w === "A").length} times, in B ${ended.filter((w) => w === "B").length} times`);
       } finally {
+        point = undefined;
+        await proxy.close();
         await deployment.close();
       }
     });

@@ -1,7 +1,8 @@
 // A round-robin stand-in for a load balancer in front of several `subs deployment serve`
 // replicas: each HTTP request goes to the next backend, its body and the answer streamed both
 // ways unbuffered (so SSE streams and long polls pass), as a plain layer-7 balancer without
-// session affinity does. Its URL is the deployment's public URL.
+// session affinity does. Its URL is the deployment's public URL. A test can hold requests before
+// they are forwarded (`hold`), e.g. to make two of them reach the backend at the same moment.
 import { createServer, request, type IncomingMessage, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 
@@ -16,7 +17,15 @@ export type Balancer = {
   close(): Promise<void>;
 };
 
-export async function startBalancer(backends: string[]): Promise<Balancer> {
+export type BalancerOptions = {
+  /**
+   * Called for each request before it is forwarded: a promise holds it (its body waits unread)
+   * until it settles; undefined forwards it at once.
+   */
+  hold?: (req: IncomingMessage) => Promise<void> | undefined;
+};
+
+export async function startBalancer(backends: string[], options: BalancerOptions = {}): Promise<Balancer> {
   const sockets = new Set<import("node:net").Socket>();
   const balancer: Balancer = {
     url: "",
@@ -29,7 +38,10 @@ export async function startBalancer(backends: string[]): Promise<Balancer> {
         for (const s of sockets) s.destroy();
       }),
   };
-  const server: Server = createServer((req: IncomingMessage, res) => {
+  const server: Server = createServer(async (req: IncomingMessage, res) => {
+    const held = options.hold?.(req);
+    if (held) await held.catch(() => {});
+    if (req.socket.destroyed) return;
     const index = balancer.next % balancer.backends.length;
     balancer.next = index + 1;
     balancer.served.push(index);

@@ -18,7 +18,9 @@ export type TestTool = Tool & {
   /**
    * A call works `steps` times `everyMs` before it replies, sending an MCP progress notification
    * after each step when `reports` and the caller asked for progress (a progressToken). Reports
-   * need a streamed (SSE) answer: the server streams whenever a tool has `work`.
+   * need a streamed (SSE) answer: the server streams whenever a tool has `work`. The work stops
+   * when the call is cancelled or its answer's connection closes (the SDK aborts `extra.signal`),
+   * as a server's would: a long call left behind does not keep the test's process alive.
    */
   work?: { steps: number; everyMs: number; reports: boolean };
 };
@@ -111,6 +113,8 @@ export async function startMcpServer(options: McpServerOptions): Promise<Running
         const progressToken = request.params._meta?.progressToken;
         for (let step = 1; step <= (tool.work?.steps ?? 0); step++) {
           await new Promise((r) => setTimeout(r, tool.work!.everyMs));
+          // Nobody is waiting for the answer any more (the SDK sends none for an aborted request).
+          if (extra.signal.aborted) return { content: [{ type: "text", text: "cancelled" }], isError: true };
           if (tool.work!.reports && progressToken !== undefined) {
             await extra.sendNotification({ method: "notifications/progress", params: { progressToken, progress: step, total: tool.work!.steps, message: `step ${step}` } });
           }

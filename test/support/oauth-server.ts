@@ -68,6 +68,13 @@ export type AuthServerOptions = {
    * can try again. Default 0: a used refresh token is refused at once.
    */
   refreshReuseGraceMs?: number;
+  /**
+   * Called for each refresh the server grants, after it rotated the refresh token and before it
+   * answers: a promise it returns holds the answer, the moment in which the client's refresh token
+   * is spent and the new one not yet received (e.g. to kill the client there). `grace`: the token
+   * presented was already spent, and accepted within refreshReuseGraceMs.
+   */
+  onRefresh?: (refresh: { token: string; grace: boolean }) => Promise<void> | undefined;
   /** false: the verifier rejects every access token (a resource server that stopped trusting them). */
   acceptAccessTokens?: boolean;
   /**
@@ -278,10 +285,13 @@ export async function startAuthServer(initial: AuthServerOptions = {}): Promise<
         throw new InvalidGrantError("refresh token is invalid, used or revoked");
       }
       tokenResources.push(resource?.href);
-      if (refreshTokens.delete(refreshToken)) rotated.set(refreshToken, { ...record, usedAt: Date.now() }); // rotation: a refresh token works once
+      const grace = !refreshTokens.delete(refreshToken);
+      if (!grace) rotated.set(refreshToken, { ...record, usedAt: Date.now() }); // rotation: a refresh token works once
       else counters.graceRefreshes++;
       counters.refreshes++;
-      return answerTokens(issue({ client_id: client.client_id, scopes: record.scopes, resource: record.resource }), "refresh_token");
+      const tokens = issue({ client_id: client.client_id, scopes: record.scopes, resource: record.resource });
+      await options.onRefresh?.({ token: refreshToken, grace });
+      return answerTokens(tokens, "refresh_token");
     },
     async verifyAccessToken(token): Promise<AuthInfo> {
       const record = accessTokens.get(token);
