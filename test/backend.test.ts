@@ -2,11 +2,10 @@
 // state (`alpha` authorized, `beta` declared without a credential, behind OAuth), the same
 // operations, run against this machine (a real db, real MCP and authorization servers) and against
 // a deployment through the protocol client: the reference deployment (test/support/deployment) and
-// a real `subs deployment serve` process (test/support/deployment-targets.ts). Every deployment must
-// answer as the others do; where a deployment and this machine differ, the table says so. The
-// process runs on SQLite here: what its store does for these operations runs on both stores in
-// test/deployment/store.test.ts and, through the same CLI paths, test/remote/apply.e2e.test.ts
-// and login.e2e.test.ts.
+// a real `subs deployment serve` process (test/support/deployment-targets.ts) on each store, SQLite
+// and Postgres: every operation reads or writes what the process keeps there (declarations,
+// credentials, consents). Every deployment must answer as the others do; where a deployment and
+// this machine differ, the table says so.
 import assert from "node:assert/strict";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -20,6 +19,7 @@ import { silentProgress, silentReporter, type Reporter } from "../src/report.ts"
 import { consentingBrowser } from "./support/browser.ts";
 import { seedCredentials } from "./support/credentials.ts";
 import { testContext } from "./support/cli.ts";
+import { STORES } from "./support/deployment-serve.ts";
 import { targets, type Target, type TargetDeployment } from "./support/deployment-targets.ts";
 import { annotatedTool, startMcpServer, type RunningMcpServer } from "./support/mcp-server.ts";
 import { startAuthServer, type RunningAuthServer } from "./support/oauth-server.ts";
@@ -235,7 +235,7 @@ function connection(id: string) {
   return found;
 }
 
-const deploymentTargets = targets();
+const deploymentTargets = targets(STORES);
 before(async () => {
   server = await startMcpServer({ tools: [annotatedTool("search", { readOnlyHint: true }), annotatedTool("rm")] });
   auth = await startAuthServer();
