@@ -1,6 +1,7 @@
 // `subs mcp list --check` end to end (product.md, "subs mcp list": "--check opts in to probing:
 // every server at once, a short timeout each, reporting reachable / authorized / tool count"):
-// the real CLI against loopback MCP servers, locally and through the test deployment.
+// the real CLI against loopback MCP servers, locally and through a deployment (the reference and
+// a real `subs deployment serve`).
 import assert from "node:assert/strict";
 import { mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -8,12 +9,11 @@ import path from "node:path";
 import { after, before, describe, it } from "node:test";
 import { environment as oauthEnvironment } from "./auth/harness.ts";
 import { runCli } from "./support/cli.ts";
-import { startDeployment, type RunningDeployment } from "./support/deployment/server.ts";
+import { targets, type TargetDeployment } from "./support/deployment-targets.ts";
 import { annotatedTool, startMcpServer, type RunningMcpServer } from "./support/mcp-server.ts";
 import { refusedUrl } from "./support/ports.ts";
 
 const MCP_TOKEN = "mcp-static-SECRET-value";
-const DEPLOY_TOKEN = "deploy-api-token-SECRET";
 type Checked = { id: string; status: string; check?: { reachable: boolean | null; authorized: boolean; tools: number | null; error: { code: string; message: string; hint?: string } | null } };
 
 function environment(toml: string): string {
@@ -164,28 +164,31 @@ describe("subs mcp list --check after a rejected refresh (issue 13)", () => {
   });
 });
 
-describe("subs mcp list --check with [remote]", () => {
-  let deployment: RunningDeployment;
+for (const target of targets()) describe(`subs mcp list --check with [remote] (${target.name})`, () => {
+  let deployment: TargetDeployment;
   let server: RunningMcpServer;
   before(async () => {
-    deployment = await startDeployment({ token: DEPLOY_TOKEN });
+    deployment = await target.start();
     server = await startMcpServer({ tools: [annotatedTool("search"), annotatedTool("get"), annotatedTool("rm")] });
   });
   after(() => Promise.all([deployment.close(), server.close()]));
 
   it("the deployment lists each authorized connection's tools; one it holds no credential for needs a login (exit 4)", async () => {
     const dir = environment(`[remote]\nurl = "${deployment.url}"\n\n[mcp.held]\nurl = "${server.url}"\n\n[mcp.fresh]\nurl = "${server.url}"\n`);
-    for (const id of ["held", "fresh"]) deployment.connections.set(id, { id, url: server.url, prefix_tools: true });
-    deployment.credentials.set("held", { url: server.url, tokens: { access_token: "at", token_type: "Bearer" }, authorizedAt: Date.now(), expiresAt: null });
-    const r = await runCli(["mcp", "list", "--check", "--json"], { cwd: dir, env: { SUBSTRUCTURE_TOKEN: DEPLOY_TOKEN } });
+    for (const id of ["held", "fresh"]) await deployment.declare(id, server.url);
+    await deployment.hold("held", { url: server.url, tokens: { access_token: "at-SECRET", token_type: "Bearer" }, authorizedAt: Date.now(), expiresAt: null });
+    const r = await runCli(["mcp", "list", "--check", "--json"], { cwd: dir, env: { SUBSTRUCTURE_TOKEN: deployment.token } });
     assert.equal(r.code, 4, r.stderr);
     const byId = new Map((JSON.parse(r.stdout) as Checked[]).map((e) => [e.id, e.check]));
     assert.deepEqual(byId.get("held"), { reachable: true, authorized: true, tools: 3, error: null });
     assert.equal(byId.get("fresh")?.authorized, false);
     assert.equal(byId.get("fresh")?.reachable, null, "the deployment says nothing about a server it holds no credential for");
     assert.equal(byId.get("fresh")?.error?.code, "needs_login");
-    assert.ok(deployment.requests.includes("GET /v1/mcp/held/tools"));
-    assert.ok(!deployment.requests.includes("GET /v1/mcp/fresh/tools"), "nothing to ask for a connection without a credential");
+    assert.ok(server.authorizations.includes("Bearer at-SECRET"), "the deployment listed them with its credential");
+    const seen = await deployment.seen();
+    assert.ok(seen.includes("GET /v1/mcp/held/tools"));
+    assert.ok(!seen.includes("GET /v1/mcp/fresh/tools"), "nothing to ask for a connection without a credential");
     assert.doesNotMatch(r.stdout + r.stderr, /SECRET/);
+    assert.ok(!(r.stdout + r.stderr).includes(deployment.token));
   });
 });

@@ -155,6 +155,34 @@ describe("subs deployment serve against the servers its users declare", () => {
     }
   });
 
+  test("a token endpoint that redirects the code exchange to another origin is not followed: the code, the verifier and the client secret reach no other server", async () => {
+    const issued = `redirected-client-secret-${randomBytes(10).toString("hex")}`;
+    // Another origin the deployment may reach (another allowed port): only the redirect rule keeps
+    // the exchange from it. A 307 keeps the method and the body, the code and verifier with them.
+    const elsewhere = logBreaker;
+    hostile.set({
+      register: () => ({ status: 201, type: "application/json", body: JSON.stringify({ client_id: "redirected-client", client_secret: issued, redirect_uris: [d.redirectUri] }) }),
+      token: () => ({ status: 307, headers: { location: `${elsewhere.origin}/token` }, body: "" }),
+    });
+    try {
+      assert.equal((await callServed(d, "PUT", "/v1/mcp/redirecting", { url: hostile.url, prefix_tools: false })).status, 201);
+      const started = await callServed(d, "POST", "/v1/mcp/redirecting/authorizations", {});
+      assert.equal(started.status, 201, JSON.stringify(started.body));
+      const state = new URL(started.body.authorization_url).searchParams.get("state")!;
+      const code = `the-code-${randomBytes(10).toString("hex")}`;
+      const seen = elsewhere.requests.length;
+      await (await fetch(`${d.direct}/oauth/callback?code=${code}&state=${encodeURIComponent(state)}`)).text();
+      const result = await outcome(d, started.body.poll_url);
+      assert.ok(hostile.requests.some((r) => r.path === "/token" && r.body.includes(code)), "the token endpoint was sent the code");
+      assert.deepEqual(elsewhere.requests.slice(seen).map((r) => `${r.method} ${r.path}`), [], "the other origin was sent nothing");
+      assert.deepEqual([result.status, result.error], ["failed", "token_exchange_failed"]);
+      assert.match(result.message!, /redirected to another origin .*refusing to follow/);
+      assert.equal((await callServed(d, "GET", "/v1/mcp")).body.connections.find((c: { id: string }) => c.id === "redirecting")?.status, "declared");
+    } finally {
+      hostile.set({ register: undefined, token: undefined });
+    }
+  });
+
   test("GET /v1/mcp/{id}/tools with a read token: the access token a server quotes in its tools, or in an error, is scrubbed from the answer", async () => {
     const token = `held-${randomBytes(16).toString("hex")}`;
     assert.equal((await callServed(d, "PUT", "/v1/mcp/quoter", { url: quoting.url, prefix_tools: false })).status, 201);
@@ -176,6 +204,36 @@ describe("subs deployment serve against the servers its users declare", () => {
     assert.ok(hostile.requests.some((r) => r.headers.authorization === `Bearer ${other}`), "the server was sent the token");
     assert.match(failed.body.message, /HTTP 500$/);
     assert.ok(!JSON.stringify(failed.body).includes(other));
+  });
+
+  test("GET /v1/mcp/{id}/tools with a read token: a refresh token the server quotes (its authorization server issued it) is scrubbed too, though it was never sent there", async () => {
+    const access = `held-${randomBytes(16).toString("hex")}`;
+    const refresh = `refresh-${randomBytes(16).toString("hex")}`;
+    // Just enough MCP over plain JSON: an initialize answer, then a tool list quoting the refresh token.
+    hostile.set({
+      mcp: (r) => {
+        if (r.method !== "POST") return { status: 405, body: "" };
+        const message = JSON.parse(r.body) as { id?: number; method: string };
+        if (message.id === undefined) return { status: 202, body: "" };
+        const result =
+          message.method === "initialize"
+            ? { protocolVersion: "2025-06-18", capabilities: { tools: {} }, serverInfo: { name: "quoting-refresh", version: "1" } }
+            : { tools: [{ name: "leak", description: `refresh with ${refresh}`, inputSchema: { type: "object" } }] };
+        return { status: 200, type: "application/json", body: JSON.stringify({ jsonrpc: "2.0", id: message.id, result }) };
+      },
+    });
+    try {
+      assert.equal((await callServed(d, "PUT", "/v1/mcp/refresh-quoter", { url: hostile.url, prefix_tools: false })).status, 201);
+      d.credentials.set("refresh-quoter", { url: hostile.url, tokens: { access_token: access, refresh_token: refresh, token_type: "bearer" }, authorizedAt: Date.now(), expiresAt: null });
+      await d.settled();
+      const listed = await callServed(d, "GET", "/v1/mcp/refresh-quoter/tools", undefined, readToken);
+      assert.equal(listed.status, 200, JSON.stringify(listed.body).slice(0, 300));
+      assert.deepEqual(listed.body.tools.map((t: { name: string }) => t.name), ["leak"], "the server's list came back");
+      assert.ok(!hostile.requests.some((r) => JSON.stringify(r).includes(refresh)), "the refresh token was never sent to the MCP server");
+      assert.ok(!JSON.stringify(listed.body).includes(refresh), `the read token's answer holds the refresh token: ${listed.body.tools[0]?.description}`);
+    } finally {
+      hostile.set({ mcp: undefined });
+    }
   });
 
   test("what a server returns never chooses what the log hides: a registration issuing {\"time\":\" and /v1/mcp leaves every later log line JSON, its path whole", async () => {

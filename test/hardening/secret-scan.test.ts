@@ -11,13 +11,12 @@ import Database from "better-sqlite3";
 import { consentingBrowser } from "../support/browser.ts";
 import { runCli, runInProcess, type RunResult } from "../support/cli.ts";
 import { seedCredentials } from "../support/credentials.ts";
-import { startDeployment } from "../support/deployment/server.ts";
+import { targets } from "../support/deployment-targets.ts";
 import { annotatedTool, startMcpServer, type TestTool } from "../support/mcp-server.ts";
 import { startAuthServer } from "../support/oauth-server.ts";
 
 const STATIC = "static-env-token-PLANTED-1a2b";
 const CLIENT_SECRET = "client-secret-PLANTED-3c4d";
-const DEPLOY = "deploy-token-PLANTED-5e6f";
 const DEPLOY_WRONG = "deploy-token-PLANTED-wrong-7a8b";
 const TOOLS: TestTool[] = [annotatedTool("search", { readOnlyHint: true }), { ...annotatedTool("echo"), reply: (args) => `echo:${JSON.stringify(args)}` }];
 
@@ -34,7 +33,7 @@ function leaks(runs: Run[], secrets: string[]): string[] {
   return found;
 }
 
-test("secret scan: no planted secret appears in any output of any command, flag, failure or debug log", { timeout: 120_000 }, async () => {
+test("secret scan: no planted secret appears in any output of any command, flag, failure or debug log", { timeout: 180_000 }, async () => {
   const dir = mkdtempSync(path.join(tmpdir(), "subs-secrets-"));
   const remoteDir = mkdtempSync(path.join(tmpdir(), "subs-secrets-remote-"));
   // Only client_secret_post: dynamic registration hands out a client secret, which subs stores.
@@ -51,8 +50,8 @@ test("secret scan: no planted secret appears in any output of any command, flag,
   });
   const remoteAs = await startAuthServer();
   const remoteMcp = await startMcpServer({ tools: TOOLS, oauth: { authServer: remoteAs } });
-  const deployment = await startDeployment({ token: DEPLOY, pollInterval: 0.05 });
   const runs: Run[] = [];
+  const deployTokens: string[] = [];
   try {
     writeFileSync(
       path.join(dir, "substructure.toml"),
@@ -123,32 +122,44 @@ test("secret scan: no planted secret appears in any output of any command, flag,
     writeFileSync(path.join(dir, "substructure.toml"), `[mcp.demo]\nurl = "${mcp.url}"\nauth = { token = "${STATIC}" }\n`);
     await local(["mcp", "list", "--json"]);
 
-    // [remote]: the deployment token, and the tokens the deployment holds for the MCP server.
-    writeFileSync(
-      path.join(remoteDir, "substructure.toml"),
-      `[remote]\nurl = "${deployment.url}"\n\n[mcp.sentry]\nurl = "${remoteMcp.url}"\n\n[agent.a]\nmcp = ["sentry"]\n`,
-    );
-    const remote = async (argv: string[], token = DEPLOY) => {
-      for (const variant of [["--debug"], []]) {
-        const full = [...argv, ...variant];
-        runs.push({ argv: full, result: await runInProcess(full, { cwd: remoteDir, env: { SUBSTRUCTURE_TOKEN: token }, openBrowser: consentingBrowser() }) });
-      }
-      return runs.at(-1)!.result;
-    };
-    for (const argv of [["apply", "--dry-run"], ["apply", "--json"], ["apply"], ["mcp", "list"], ["mcp", "list", "--json"], ["mcp", "tools", "sentry"]]) await remote(argv);
-    assert.equal((await remote(["mcp", "login", "sentry", "--json"])).code, 0, runs.at(-1)!.result.stderr);
-    await remote(["mcp", "login", "--all"]);
-    for (const argv of [["mcp", "list", "--json"], ["mcp", "tools", "sentry", "--json"], ["agent", "tools", "a", "--json"], ["apply", "--json"]]) await remote(argv);
-    for (const argv of [["apply"], ["mcp", "list", "--json"], ["mcp", "login", "sentry"]]) await remote(argv, DEPLOY_WRONG);
-
     // The real process, debug by environment: the CLI's own error and debug paths.
-    for (const [cwd, argv, extra] of [
-      [dir, ["mcp", "tools", "gh"], { GH_TOKEN: STATIC }],
-      [dir, ["agent", "tools", "a", "--json"], { GH_TOKEN: STATIC }],
-      [remoteDir, ["apply", "--json"], { SUBSTRUCTURE_TOKEN: DEPLOY }],
-      [remoteDir, ["mcp", "list"], { SUBSTRUCTURE_TOKEN: DEPLOY_WRONG }],
-    ] as const) {
-      runs.push({ argv: [...argv, "(SUBS_DEBUG=1)"], result: await runCli([...argv], { cwd, env: { ...extra, SUBS_DEBUG: "1" } }) });
+    for (const argv of [["mcp", "tools", "gh"], ["agent", "tools", "a", "--json"]]) {
+      runs.push({ argv: [...argv, "(SUBS_DEBUG=1)"], result: await runCli([...argv], { cwd: dir, env: { GH_TOKEN: STATIC, SUBS_DEBUG: "1" } }) });
+    }
+
+    // [remote]: the deployment token, and the tokens the deployment holds for the MCP server; on
+    // the reference deployment and on a real `subs deployment serve`.
+    for (const target of targets()) {
+      const deployment = await target.start({ pollInterval: 0.05 });
+      try {
+        deployTokens.push(deployment.token);
+        writeFileSync(
+          path.join(remoteDir, "substructure.toml"),
+          `[remote]\nurl = "${deployment.url}"\n\n[mcp.sentry]\nurl = "${remoteMcp.url}"\n\n[agent.a]\nmcp = ["sentry"]\n`,
+        );
+        const remote = async (argv: string[], token = deployment.token) => {
+          for (const variant of [["--debug"], []]) {
+            const full = [...argv, ...variant, `(${target.name})`];
+            runs.push({ argv: full, result: await runInProcess(full.slice(0, -1), { cwd: remoteDir, env: { SUBSTRUCTURE_TOKEN: token }, openBrowser: consentingBrowser() }) });
+          }
+          return runs.at(-1)!.result;
+        };
+        for (const argv of [["apply", "--dry-run"], ["apply", "--json"], ["apply"], ["mcp", "list"], ["mcp", "list", "--json"], ["mcp", "tools", "sentry"]]) await remote(argv);
+        assert.equal((await remote(["mcp", "login", "sentry", "--json"])).code, 0, runs.at(-1)!.result.stderr);
+        await remote(["mcp", "login", "--all"]);
+        for (const argv of [["mcp", "list", "--json"], ["mcp", "tools", "sentry", "--json"], ["agent", "tools", "a", "--json"], ["apply", "--json"]]) await remote(argv);
+        for (const argv of [["apply"], ["mcp", "list", "--json"], ["mcp", "login", "sentry"]]) await remote(argv, DEPLOY_WRONG);
+        for (const [argv, token] of [
+          [["apply", "--json"], deployment.token],
+          [["mcp", "list"], DEPLOY_WRONG],
+        ] as const) {
+          runs.push({ argv: [...argv, "(SUBS_DEBUG=1)", `(${target.name})`], result: await runCli([...argv], { cwd: remoteDir, env: { SUBSTRUCTURE_TOKEN: token, SUBS_DEBUG: "1" } }) });
+        }
+        assert.ok((await deployment.seen()).length > 0, `${target.name} was asked`);
+        assert.ok(deployment.credentials.has("sentry"), `${target.name} holds the credential its login made`);
+      } finally {
+        await deployment.close();
+      }
     }
 
     const db = new Database(path.join(dir, "substructure.db"), { readonly: true });
@@ -156,14 +167,13 @@ test("secret scan: no planted secret appears in any output of any command, flag,
       .map((r) => (JSON.parse(r.client_json) as { client_secret?: string }).client_secret)
       .filter((s): s is string => typeof s === "string");
     db.close();
-    const secrets = [STATIC, CLIENT_SECRET, DEPLOY, DEPLOY_WRONG, ...seeded, ...storedClientSecrets, ...as.issuedTokens(), ...remoteAs.issuedTokens()];
+    const secrets = [STATIC, CLIENT_SECRET, ...deployTokens, DEPLOY_WRONG, ...seeded, ...storedClientSecrets, ...as.issuedTokens(), ...remoteAs.issuedTokens()];
 
     // The scan looked where secrets travel: each planted kind was really used, and the debug log was there.
     assert.ok(storedClientSecrets.length > 0, "dynamic registration stored a client secret");
-    assert.ok(as.issuedTokens().length >= 6 && remoteAs.issuedTokens().length >= 2);
+    assert.ok(as.issuedTokens().length >= 6 && remoteAs.issuedTokens().length >= 4, "each deployment's login was issued tokens");
     assert.ok(mcp.authorizations.length > 0 && staticServer.authorizations.includes(`Bearer ${STATIC}`));
     assert.ok(as.counters.revocations > 0, "apply revoked the undeclared credential");
-    assert.ok(deployment.requests.length > 0);
     const debug = runs.filter((r) => r.argv.includes("--debug") || r.argv.includes("(SUBS_DEBUG=1)")).map((r) => r.result.stderr).join("\n");
     for (const shown of [/\[debug\] #\d+ → POST .*\/token/, /\[debug\] #\d+ → POST .*\/register/, /\[debug\] #\d+ → POST .*\/revoke/, /\[debug\] #\d+ → GET .*\/v1\/mcp/, /authorization: \[redacted\]/, /"access_token":"\[redacted\]"/, /"client_secret":"\[redacted\]"/]) {
       assert.match(debug, shown);
@@ -171,7 +181,7 @@ test("secret scan: no planted secret appears in any output of any command, flag,
     assert.ok(runs.length >= 100, `${runs.length} runs`);
     assert.deepEqual(leaks(runs, secrets), []);
   } finally {
-    await Promise.all([as.close(), mcp.close(), staticServer.close(), remoteAs.close(), remoteMcp.close(), deployment.close()]);
+    await Promise.all([as.close(), mcp.close(), staticServer.close(), remoteAs.close(), remoteMcp.close()]);
     rmSync(dir, { recursive: true, force: true });
     rmSync(remoteDir, { recursive: true, force: true });
   }

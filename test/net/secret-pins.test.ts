@@ -1,55 +1,63 @@
-// Issue 14, item 8: CI can pin where its secrets go. SUBS_ALLOWED_REMOTE names the deployment the
+// CI can pin where its secrets go. SUBS_ALLOWED_REMOTE names the deployment the
 // deployment token may go to, SUBS_ALLOWED_TOKEN_HOSTS the hosts static tokens may go to; a file
 // that disagrees (a pull request that changed [remote].url or a static connection's url) is
-// refused, exit 2, before any request. The test deployment and MCP servers record every request.
+// refused, exit 2, before any request. The deployments (the reference and a real `subs deployment
+// serve`) and the MCP servers record every request.
 import assert from "node:assert/strict";
 import { writeFileSync } from "node:fs";
 import path from "node:path";
 import { after, afterEach, before, beforeEach, describe, it } from "node:test";
 import { runCli, runInProcess } from "../support/cli.ts";
-import { startDeployment, type RunningDeployment } from "../support/deployment/server.ts";
+import { targets, type TargetDeployment } from "../support/deployment-targets.ts";
 import { annotatedTool, startMcpServer, type RunningMcpServer } from "../support/mcp-server.ts";
 import { projectsForThisFile } from "../support/projects.ts";
 
-const DEPLOY_TOKEN = "deploy-api-token-SECRET";
 const STATIC_TOKEN = "static-mcp-token-SECRET";
 const project = projectsForThisFile("pins");
 
-describe("SUBS_ALLOWED_REMOTE: where the deployment token may go", () => {
-  let deployment: RunningDeployment;
+for (const target of targets()) describe(`SUBS_ALLOWED_REMOTE: where the deployment token may go (${target.name})`, () => {
+  let deployment: TargetDeployment;
   let dir: string;
-  beforeEach(async () => {
-    deployment = await startDeployment({ token: DEPLOY_TOKEN });
-    dir = project(`[remote]\nurl = "${deployment.url}"\n\n[mcp.sentry]\nurl = "https://mcp.sentry.dev/mcp"\n`);
+  /** The /v1 requests the deployment has answered so far. */
+  let answered = 0;
+  before(async () => {
+    deployment = await target.start();
   });
-  afterEach(() => deployment.close());
+  after(() => deployment.close());
+  beforeEach(async () => {
+    dir = project(`[remote]\nurl = "${deployment.url}"\n\n[mcp.sentry]\nurl = "https://mcp.sentry.dev/mcp"\n`);
+    answered = (await deployment.seen()).length;
+  });
+  /** The requests since the test began. */
+  const sent = async () => (await deployment.seen()).slice(answered);
+  const token = () => deployment.token;
 
   it("subs apply, another deployment allowed: exit 2 naming the variable and the file's line, no request sent", async () => {
-    const r = await runCli(["apply"], { cwd: dir, env: { SUBSTRUCTURE_TOKEN: DEPLOY_TOKEN, SUBS_ALLOWED_REMOTE: "https://deploy.example.com" } });
+    const r = await runCli(["apply"], { cwd: dir, env: { SUBSTRUCTURE_TOKEN: token(), SUBS_ALLOWED_REMOTE: "https://deploy.example.com" } });
     assert.equal(r.code, 2, r.stderr);
     assert.match(r.stderr, /substructure\.toml:2:\d+: \[remote\]\.url is http:\/\/127\.0\.0\.1:\d+, which \$SUBS_ALLOWED_REMOTE does not allow \(https:\/\/deploy\.example\.com\); refusing to send \$SUBSTRUCTURE_TOKEN there/);
-    assert.deepEqual(deployment.requests, []);
-    assert.doesNotMatch(r.stdout + r.stderr, /SECRET/);
+    assert.deepEqual(await sent(), []);
+    assert.ok(!(r.stdout + r.stderr).includes(token()));
   });
 
   it("--json: code remote_not_allowed", async () => {
-    const r = await runInProcess(["apply", "--json"], { cwd: dir, env: { SUBSTRUCTURE_TOKEN: DEPLOY_TOKEN, SUBS_ALLOWED_REMOTE: "https://deploy.example.com" } });
+    const r = await runInProcess(["apply", "--json"], { cwd: dir, env: { SUBSTRUCTURE_TOKEN: token(), SUBS_ALLOWED_REMOTE: "https://deploy.example.com" } });
     assert.equal(r.code, 2, r.stderr);
     assert.equal(JSON.parse(r.stdout).error.code, "remote_not_allowed");
-    assert.deepEqual(deployment.requests, []);
+    assert.deepEqual(await sent(), []);
   });
 
   it("the deployment allowed (its url, with or without a trailing slash, among others): apply works", async () => {
     for (const allowed of [deployment.url, `${deployment.url}/`, `https://other.example, ${deployment.url}`]) {
-      const r = await runInProcess(["apply"], { cwd: dir, env: { SUBSTRUCTURE_TOKEN: DEPLOY_TOKEN, SUBS_ALLOWED_REMOTE: allowed } });
+      const r = await runInProcess(["apply"], { cwd: dir, env: { SUBSTRUCTURE_TOKEN: token(), SUBS_ALLOWED_REMOTE: allowed } });
       assert.equal(r.code, 0, `${allowed}: ${r.stderr}`);
     }
-    assert.ok(deployment.requests.length > 0);
+    assert.ok((await sent()).length > 0);
     assert.ok(deployment.connections.has("sentry"));
   });
 
   it("an entry with a path pins it: the same origin outside that path is refused, before any request; so is a path that climbs out of it (.., %2e%2e, %2f)", async () => {
-    const env = (allowed: string) => ({ SUBSTRUCTURE_TOKEN: DEPLOY_TOKEN, SUBS_ALLOWED_REMOTE: allowed });
+    const env = (allowed: string) => ({ SUBSTRUCTURE_TOKEN: token(), SUBS_ALLOWED_REMOTE: allowed });
     // The file's deployment is at the origin's root: an entry for /v1 (or /team) does not allow it.
     for (const allowed of [`${deployment.url}/v1`, `${deployment.url}/team/`]) {
       const r = await runInProcess(["apply", "--json"], { cwd: dir, env: env(allowed) });
@@ -63,28 +71,28 @@ describe("SUBS_ALLOWED_REMOTE: where the deployment token may go", () => {
       assert.equal(r.code, 2, `${url}: ${r.stderr}`);
       assert.match(r.stderr, /\$SUBS_ALLOWED_REMOTE does not allow/, url);
     }
-    assert.deepEqual(deployment.requests, []);
+    assert.deepEqual(await sent(), []);
   });
 
   it("every command that talks to the deployment refuses first: mcp login, mcp list, mcp tools, agent tools", async () => {
     writeFileSync(path.join(dir, "substructure.toml"), `[remote]\nurl = "${deployment.url}"\n\n[mcp.sentry]\nurl = "https://mcp.sentry.dev/mcp"\n\n[agent.a]\nmcp = ["sentry"]\n`);
-    const env = { SUBSTRUCTURE_TOKEN: DEPLOY_TOKEN, SUBS_ALLOWED_REMOTE: "https://deploy.example.com" };
+    const env = { SUBSTRUCTURE_TOKEN: token(), SUBS_ALLOWED_REMOTE: "https://deploy.example.com" };
     for (const argv of [["mcp", "login", "sentry"], ["mcp", "list", "--check"], ["mcp", "tools", "sentry"], ["agent", "tools", "a"]]) {
       const r = await runInProcess(argv, { cwd: dir, env, openBrowser: async () => assert.fail("no browser") });
       assert.equal(r.code, 2, `${argv.join(" ")}: ${r.stderr}`);
       assert.match(r.stderr, /\$SUBS_ALLOWED_REMOTE does not allow/);
     }
-    assert.deepEqual(deployment.requests, []);
+    assert.deepEqual(await sent(), []);
   });
 
   it("set but empty allows no deployment; an entry that is not a url is a usage error", async () => {
-    const empty = await runInProcess(["apply"], { cwd: dir, env: { SUBSTRUCTURE_TOKEN: DEPLOY_TOKEN, SUBS_ALLOWED_REMOTE: "" } });
+    const empty = await runInProcess(["apply"], { cwd: dir, env: { SUBSTRUCTURE_TOKEN: token(), SUBS_ALLOWED_REMOTE: "" } });
     assert.equal(empty.code, 2, empty.stderr);
     assert.match(empty.stderr, /does not allow \(nothing: it is empty\)/);
-    const bad = await runInProcess(["apply"], { cwd: dir, env: { SUBSTRUCTURE_TOKEN: DEPLOY_TOKEN, SUBS_ALLOWED_REMOTE: "deploy.example.com" } });
+    const bad = await runInProcess(["apply"], { cwd: dir, env: { SUBSTRUCTURE_TOKEN: token(), SUBS_ALLOWED_REMOTE: "deploy.example.com" } });
     assert.equal(bad.code, 2, bad.stderr);
     assert.match(bad.stderr, /SUBS_ALLOWED_REMOTE must list deployment urls/);
-    assert.deepEqual(deployment.requests, []);
+    assert.deepEqual(await sent(), []);
   });
 
   it("where the token is attached: a DeploymentClient for another deployment refuses, whatever built its config", async () => {
@@ -94,7 +102,7 @@ describe("SUBS_ALLOWED_REMOTE: where the deployment token may go", () => {
       () =>
         new DeploymentClient({
           remote: { url: deployment.url, tokenEnv: "SUBSTRUCTURE_TOKEN" },
-          ctx: { env: { SUBSTRUCTURE_TOKEN: DEPLOY_TOKEN, SUBS_ALLOWED_REMOTE: "https://deploy.example.com" }, fetch: globalThis.fetch, signal: new AbortController().signal },
+          ctx: { env: { SUBSTRUCTURE_TOKEN: token(), SUBS_ALLOWED_REMOTE: "https://deploy.example.com" }, fetch: globalThis.fetch, signal: new AbortController().signal },
           reporter: silentReporter,
         }),
       (error: Error & { code?: string }) => error.code === "remote_not_allowed",

@@ -1,25 +1,27 @@
-// `subs apply` with [remote] asks before a plan that removes, on a terminal only (issue 15). A
-// pseudo-terminal is out of reach here: the context's terminalStdin gives a stream the test writes
-// the answer into, as the real one gives the terminal's stdin.
+// `subs apply` with [remote] asks before a plan that removes, on a terminal only, against the
+// reference deployment and a real `subs deployment serve`. A pseudo-terminal is out of reach here:
+// the context's terminalStdin gives a stream the test writes the answer into, as the real one gives
+// the terminal's stdin.
 import assert from "node:assert/strict";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { PassThrough } from "node:stream";
-import { after, afterEach, beforeEach, describe, test } from "node:test";
+import { after, before, beforeEach, describe, test } from "node:test";
 import { runInProcess } from "../support/cli.ts";
-import { startDeployment, type RunningDeployment } from "../support/deployment/server.ts";
+import { targets, type TargetDeployment } from "../support/deployment-targets.ts";
 
-const TOKEN = "deploy-api-token";
 const dirs: string[] = [];
 after(() => dirs.forEach((d) => rmSync(d, { recursive: true, force: true })));
 
 const FULL = `[mcp.sentry]\nurl = "https://mcp.sentry.dev/mcp"\n\n[mcp.linear]\nurl = "https://mcp.linear.app/mcp"\n\n[agent.triage]\nmcp = ["sentry", "linear"]\n`;
 const SMALLER = `[mcp.sentry]\nurl = "https://mcp.sentry.dev/mcp"\n`;
 
-describe("subs apply with [remote] asks before removing, on a terminal", () => {
-  let deployment: RunningDeployment;
+for (const target of targets()) describe(`subs apply with [remote] asks before removing, on a terminal (${target.name})`, () => {
+  let deployment: TargetDeployment;
   let dir: string;
+  /** The requests the deployment had answered when the test began. */
+  let answered = 0;
   const write = (body: string) => writeFileSync(path.join(dir, "substructure.toml"), `[remote]\nurl = "${deployment.url}"\n\n${body}`);
 
   /** A terminal whose person types `answer` (undefined: says nothing yet); `asked` counts the reads of stdin. */
@@ -30,7 +32,7 @@ describe("subs apply with [remote] asks before removing, on a terminal", () => {
       state,
       options: {
         cwd: dir,
-        env: { SUBSTRUCTURE_TOKEN: TOKEN },
+        env: { SUBSTRUCTURE_TOKEN: deployment.token },
         stderrIsTTY: true,
         terminalStdin: async () => {
           state.asked++;
@@ -45,20 +47,25 @@ describe("subs apply with [remote] asks before removing, on a terminal", () => {
     };
   }
 
+  before(async () => {
+    deployment = await target.start();
+  });
+  after(() => deployment.close());
+  // The deployment as the full file makes it (an apply prunes whatever a test left), linear's
+  // credential held; then the file shrinks.
   beforeEach(async () => {
-    deployment = await startDeployment({ token: TOKEN });
     dir = mkdtempSync(path.join(tmpdir(), "subs-confirm-"));
     dirs.push(dir);
     write(FULL);
-    assert.equal((await runInProcess(["apply"], { cwd: dir, env: { SUBSTRUCTURE_TOKEN: TOKEN } })).code, 0);
+    assert.equal((await runInProcess(["apply", "--yes"], { cwd: dir, env: { SUBSTRUCTURE_TOKEN: deployment.token } })).code, 0);
     const url = deployment.connections.get("linear")!.url;
-    deployment.credentials.set("linear", { url, tokens: { access_token: "at-linear", token_type: "bearer" }, authorizedAt: Date.now(), expiresAt: null });
+    await deployment.hold("linear", { url, tokens: { access_token: "at-linear", token_type: "bearer" }, authorizedAt: Date.now(), expiresAt: null });
     write(SMALLER);
-    deployment.requests.length = 0;
+    answered = (await deployment.seen()).length;
   });
-  afterEach(() => deployment.close());
 
-  const writes = () => deployment.requests.filter((r) => !r.startsWith("GET"));
+  /** What the test's runs asked the deployment to change. */
+  const writes = async () => (await deployment.seen()).slice(answered).filter((r) => !r.startsWith("GET"));
 
   test("a no: the question lists what goes, exit 1 with code declined, nothing written", async () => {
     const t = terminal("n\n");
@@ -68,7 +75,7 @@ describe("subs apply with [remote] asks before removing, on a terminal", () => {
     assert.match(r.stderr, new RegExp(`This removes from ${deployment.url.replace(/[./]/g, "\\$&")}/?:\\n  - connection linear and its credential\\n  - agent triage\\nApply\\? \\[y/N\\] `));
     assert.match(r.stderr, /error: not applied: nothing was changed on /);
     assert.match(r.stderr, /hint: `subs apply --yes` applies without asking/);
-    assert.deepEqual(writes(), []);
+    assert.deepEqual(await writes(), []);
     assert.equal(deployment.connections.has("linear"), true);
     assert.equal(deployment.credentials.has("linear"), true);
   });
@@ -79,14 +86,14 @@ describe("subs apply with [remote] asks before removing, on a terminal", () => {
       assert.equal(r.code, 1, r.stderr);
       assert.match(r.stderr, /not applied/);
     }
-    assert.deepEqual(writes(), []);
+    assert.deepEqual(await writes(), []);
   });
 
   test("--json and a no: the error object says declined", async () => {
     const r = await runInProcess(["apply", "--json"], terminal("no\n").options);
     assert.equal(r.code, 1);
     assert.equal(JSON.parse(r.stdout).error.code, "declined");
-    assert.deepEqual(writes(), []);
+    assert.deepEqual(await writes(), []);
   });
 
   test("a yes applies the plan", async () => {
@@ -113,7 +120,7 @@ describe("subs apply with [remote] asks before removing, on a terminal", () => {
     const r = await runInProcess(["apply"], terminal("n\n").options);
     assert.equal(r.code, 1, r.stderr);
     assert.match(r.stderr, /  - the credential of linear \(url changed\)\nApply\?/);
-    assert.deepEqual(writes(), []);
+    assert.deepEqual(await writes(), []);
   });
 
   test("a plan that only adds, and --dry-run, never ask", async () => {

@@ -6,7 +6,7 @@
 import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
 
-export type Answer = { status: number; type?: string; body: string };
+export type Answer = { status: number; type?: string; body: string; headers?: Record<string, string> };
 
 export type HostileOptions = {
   /** The issuer its metadata states and its resource metadata names (default: its own origin). */
@@ -41,7 +41,7 @@ export async function startHostileServer(initial: HostileOptions = {}): Promise<
   const options: HostileOptions = { ...initial };
   const requests: Recorded[] = [];
   let origin = "";
-  const send = (res: ServerResponse, answer: Answer) => res.writeHead(answer.status, { "content-type": answer.type ?? "text/plain", "cache-control": "no-store" }).end(answer.body);
+  const send = (res: ServerResponse, answer: Answer) => res.writeHead(answer.status, { "content-type": answer.type ?? "text/plain", "cache-control": "no-store", ...answer.headers }).end(answer.body);
   const server = createServer(async (req, res) => {
     const chunks: Buffer[] = [];
     for await (const chunk of req) chunks.push(chunk as Buffer);

@@ -58,8 +58,18 @@ export type AuthServerOptions = {
   accessTokenTtlSeconds?: number;
   /** Issue refresh tokens (default true); they rotate on every use. */
   refreshTokens?: boolean;
+  /**
+   * false: a refresh answers no new refresh token and the one used stays valid, as servers that do
+   * not rotate them do (RFC 6749 section 6: the client then keeps the one it has). Default true.
+   */
+  rotateRefreshTokens?: boolean;
   /** Delay before answering a code exchange (a window to interrupt a login in its token request). */
   codeExchangeDelayMs?: number;
+  /**
+   * Awaited at the start of each code exchange, before the code is looked at: a test holds an
+   * exchange open until it has done what must happen meanwhile (a DELETE, a newer consent).
+   */
+  codeExchangeHold?: () => Promise<void>;
   /** Delay before answering a refresh (widens the window for refresh-race tests). */
   refreshDelayMs?: number;
   /**
@@ -200,13 +210,13 @@ export async function startAuthServer(initial: AuthServerOptions = {}): Promise<
     },
   };
 
-  const issue = (record: Omit<TokenRecord, "expiresAt">): OAuthTokens => {
+  const issue = (record: Omit<TokenRecord, "expiresAt">, withRefreshToken = options.refreshTokens !== false): OAuthTokens => {
     const ttl = options.accessTokenTtlSeconds ?? 3600;
     const access = `at-${randomBytes(16).toString("hex")}`;
     accessTokens.set(access, { ...record, expiresAt: Math.floor(Date.now() / 1000) + ttl });
     issued.push(access);
     const tokens: OAuthTokens = { access_token: access, token_type: "Bearer", expires_in: ttl, scope: record.scopes.join(" ") };
-    if (options.refreshTokens !== false) {
+    if (withRefreshToken) {
       const refresh = `rt-${randomBytes(16).toString("hex")}`;
       refreshTokens.set(refresh, { ...record, expiresAt: Number.MAX_SAFE_INTEGER });
       issued.push(refresh);
@@ -265,6 +275,7 @@ export async function startAuthServer(initial: AuthServerOptions = {}): Promise<
       return record.challenge;
     },
     async exchangeAuthorizationCode(client, code, _verifier, redirectUri, resource) {
+      await options.codeExchangeHold?.();
       if (options.codeExchangeDelayMs) await new Promise((r) => setTimeout(r, options.codeExchangeDelayMs));
       const record = codes.get(code);
       codes.delete(code); // one use (OAuth 2.1 §4.1.3)
@@ -285,11 +296,16 @@ export async function startAuthServer(initial: AuthServerOptions = {}): Promise<
         throw new InvalidGrantError("refresh token is invalid, used or revoked");
       }
       tokenResources.push(resource?.href);
-      const grace = !refreshTokens.delete(refreshToken);
-      if (!grace) rotated.set(refreshToken, { ...record, usedAt: Date.now() }); // rotation: a refresh token works once
-      else counters.graceRefreshes++;
+      // Rotation: a refresh token works once. A server that does not rotate keeps it valid and issues none.
+      const rotates = options.rotateRefreshTokens !== false;
+      let grace = false;
+      if (rotates) {
+        grace = !refreshTokens.delete(refreshToken);
+        if (!grace) rotated.set(refreshToken, { ...record, usedAt: Date.now() });
+        else counters.graceRefreshes++;
+      }
       counters.refreshes++;
-      const tokens = issue({ client_id: client.client_id, scopes: record.scopes, resource: record.resource });
+      const tokens = issue({ client_id: client.client_id, scopes: record.scopes, resource: record.resource }, rotates);
       await options.onRefresh?.({ token: refreshToken, grace });
       return answerTokens(tokens, "refresh_token");
     },

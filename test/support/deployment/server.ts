@@ -21,7 +21,7 @@ import {
 } from "@modelcontextprotocol/sdk/client/auth.js";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StreamableHTTPClientTransport, StreamableHTTPError } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
-import { InvalidGrantError } from "@modelcontextprotocol/sdk/server/auth/errors.js";
+import { InvalidGrantError, OAuthError, ServerError } from "@modelcontextprotocol/sdk/server/auth/errors.js";
 import type { AuthorizationServerMetadata, OAuthClientInformationMixed, OAuthTokens } from "@modelcontextprotocol/sdk/shared/auth.js";
 import { LATEST_PROTOCOL_VERSION, type Tool } from "@modelcontextprotocol/sdk/types.js";
 
@@ -179,6 +179,24 @@ class Refusal extends Error {
 }
 
 const messageOf = (error: unknown) => (error instanceof Error ? error.message : String(error));
+/** Section 3.5: an OAuth `error` code passed on as is only when RFC 6749 section 5.2 allows its characters. */
+const oauthCode = (code: string) => (/^[\x20\x21\x23-\x5b\x5d-\x7e]{1,64}$/.test(code) ? code : "invalid_error_code");
+/**
+ * Section 6: what a foreign server said, as a summary and never its answer: one line, control
+ * characters made visible, scrubbed of the exchange's `secrets`, cut short.
+ */
+const summaryOf = (text: string, secrets: Array<string | undefined> = []) => {
+  let line = text.replace(/\s+/g, " ").trim().replace(/[\u0000-\u001f\u007f-\u009f]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, "0")}`);
+  for (const secret of secrets) if (secret) line = line.split(secret).join("[redacted]");
+  return line.length > 200 ? `${line.slice(0, 199)}…` : line;
+};
+/** A failed exchange with a server: its OAuth error code and description, or its HTTP status, never the body it sent. */
+const problemOf = (error: unknown, secrets: Array<string | undefined> = []) => {
+  if (error instanceof ServerError) return /^HTTP \d{3}/.exec(error.message)?.[0] ?? "server_error";
+  if (error instanceof OAuthError) return summaryOf(`${oauthCode(error.errorCode)}: ${error.message}`, secrets);
+  if (error instanceof StreamableHTTPError) return `HTTP ${error.code}`;
+  return summaryOf(messageOf(error), secrets);
+};
 /** Two authorization server URLs name the same server (a trailing `/` aside, as the SDK spells them). */
 const sameServer = (a: string, b: string) => {
   const plain = (u: string) => (URL.canParse(u) ? new URL(u).href : u).replace(/\/$/, "");
@@ -385,8 +403,12 @@ export async function startDeployment(options: DeploymentOptions): Promise<Runni
     // A forged, late, expired or second callback changes nothing, and its code is not exchanged.
     if (!a || a.status !== "pending" || a.codeReceived) return page(400, "Unknown or finished authorization.");
     const error = param("error");
+    // Whoever reaches the redirect URI chooses its parameters: the code checked, the description a summary.
+    const secrets = [state, param("code"), a.codeVerifier, a.client?.client_secret];
     if (error !== undefined) {
-      Object.assign(a, { status: "failed", error, message: param("error_description") ?? `the authorization server answered ${error}` });
+      const code = oauthCode(error);
+      const description = param("error_description");
+      Object.assign(a, { status: "failed", error: code, message: description ? summaryOf(description, secrets) : `the authorization server answered ${code}` });
       return page(200, "Authorization failed. You can close this window.");
     }
     // RFC 9207: the response names the issuer the authorization started with, or none when that
@@ -423,7 +445,7 @@ export async function startDeployment(options: DeploymentOptions): Promise<Runni
         ...(a.server.resourceMetadata ? { resource: a.server.resourceMetadata.resource } : {}),
       });
     } catch (error) {
-      if (a.status === "pending") Object.assign(a, { status: "failed", error: "token_exchange_failed", message: messageOf(error) });
+      if (a.status === "pending") Object.assign(a, { status: "failed", error: "token_exchange_failed", message: problemOf(error, secrets) });
       return page(502, "Authorization failed.");
     }
     // Superseded, deleted or moved to another url while the code was exchanged (sections 3.4, 5).
@@ -481,7 +503,7 @@ export async function startDeployment(options: DeploymentOptions): Promise<Runni
       });
     } catch (error) {
       if (error instanceof InvalidGrantError) return undefined;
-      throw new Refusal(502, "upstream_error", `refreshing the credential of ${id} failed: ${messageOf(error)}`);
+      throw new Refusal(502, "upstream_error", `refreshing the credential of ${id} failed: ${problemOf(error, [refreshToken, issuedBy.client.client_secret])}`);
     }
     const at = now();
     const refreshed: Credential = { ...credential, tokens, expiresAt: tokens.expires_in !== undefined ? at + tokens.expires_in * 1000 : null };
@@ -524,7 +546,7 @@ export async function startDeployment(options: DeploymentOptions): Promise<Runni
       const status = error instanceof StreamableHTTPError ? error.code : (error as { code?: unknown }).code;
       if (status === 401 || error instanceof UnauthorizedError) return { refused: 401 };
       if (status === 403 && challenge.error === "insufficient_scope") return { refused: 403, scope: challenge.scope };
-      throw new Refusal(502, "upstream_error", `${url}: ${messageOf(error)}`);
+      throw new Refusal(502, "upstream_error", `${url}: ${problemOf(error, [accessToken])}`);
     } finally {
       await client.close().catch(() => {});
     }
@@ -653,7 +675,7 @@ export async function startDeployment(options: DeploymentOptions): Promise<Runni
     try {
       started = await startConsent(connection);
     } catch (error) {
-      return fail(res, 502, "upstream_error", `cannot start authorization with ${connection.url}: ${messageOf(error)}`);
+      return fail(res, 502, "upstream_error", `cannot start authorization with ${connection.url}: ${problemOf(error)}`);
     }
     // Only an authorization that did start supersedes the pending one (a failed POST leaves it be).
     endPending(connection.id, "superseded", "a newer authorization was started");
