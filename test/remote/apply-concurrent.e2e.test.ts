@@ -7,11 +7,10 @@
 // applied on top. A round where the two did not meet fails.
 import assert from "node:assert/strict";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
-import type { IncomingMessage } from "node:http";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { after, describe, test } from "node:test";
-import { startBalancer } from "../support/balancer.ts";
+import { meetingPoint, startBalancer, type MeetingPoint } from "../support/balancer.ts";
 import { runCli } from "../support/cli.ts";
 import { startDeployment, type RunningDeployment } from "../support/deployment/server.ts";
 import { startServedDeployment, STORES } from "../support/deployment-serve.ts";
@@ -131,34 +130,6 @@ async function reset(deployment: RunningDeployment) {
   await call(deployment, "PUT", "/v1/agents/old_agent", { mcp: [{ id: "old" }] });
 }
 
-/**
- * One round's meeting point: the first two PUT /v1/state wait for each other, then go on together;
- * a third (the refused apply's second plan) passes. After MEET_WITHIN_MS the first goes on alone,
- * so nothing hangs, and `met` stays false.
- */
-function meeting() {
-  let release!: () => void;
-  const together = new Promise<void>((resolve) => (release = resolve));
-  const timer = setTimeout(() => release(), MEET_WITHIN_MS);
-  const point = {
-    puts: 0,
-    met: false,
-    /** The proxy's hold for one request. */
-    hold(req: IncomingMessage): Promise<void> | undefined {
-      if (req.method !== "PUT" || req.url !== "/v1/state") return undefined;
-      point.puts++;
-      if (point.puts > 2) return undefined;
-      if (point.puts === 2) {
-        point.met = true;
-        release();
-      }
-      return together;
-    },
-    end: () => clearTimeout(timer),
-  };
-  return point;
-}
-
 function project(url: string, deployment: RunningDeployment, body: string) {
   const dir = mkdtempSync(path.join(tmpdir(), "subs-race-"));
   dirs.push(dir);
@@ -175,7 +146,7 @@ for (const [kind, start] of Object.entries(DEPLOYMENTS)) {
   describe(`concurrent subs apply (${kind})`, () => {
     test(`two applies whose PUT /v1/state meet end in one file's state, never a mix (${ROUNDS} rounds)`, async (t) => {
       const deployment = await start();
-      let point: ReturnType<typeof meeting> | undefined;
+      let point: MeetingPoint | undefined;
       const proxy = await startBalancer([deployment.url], { hold: (req) => point?.hold(req) });
       try {
         const applyA = project(proxy.url, deployment, FILE_A);
@@ -183,16 +154,16 @@ for (const [kind, start] of Object.entries(DEPLOYMENTS)) {
         const ended: string[] = [];
         for (let round = 1; round <= ROUNDS; round++) {
           await reset(deployment);
-          point = meeting();
+          point = meetingPoint((req) => req.method === "PUT" && req.url === "/v1/state", MEET_WITHIN_MS);
           const [a, b] = await Promise.all([applyA(), applyB()]).finally(() => point!.end());
           assert.equal(a.code, 0, `round ${round}, file A: ${a.stderr}`);
           assert.equal(b.code, 0, `round ${round}, file B: ${b.stderr}`);
-          assert.ok(point.met, `round ${round}: the two applies' PUT /v1/state did not meet within ${MEET_WITHIN_MS / 1000} s (${point.puts} arrived)`);
+          assert.ok(point.met, `round ${round}: the two applies' PUT /v1/state did not meet within ${MEET_WITHIN_MS / 1000} s (${point.arrived} arrived)`);
           // Both plans were made from the revision the reset left: exactly one was refused and
           // planned anew, once, and its second plan, made from the other's state, is what holds.
           const replans = [a, b].map((r) => (r.stderr.match(/planning anew/g) ?? []).length);
           assert.deepEqual([...replans].sort(), [0, 1], `round ${round}: planned anew ${replans.join(" and ")} times (A, B); one of two plans from one revision must be refused\nA: ${a.stderr}\nB: ${b.stderr}`);
-          assert.equal(point.puts, 3, `round ${round}: PUT /v1/state sent ${point.puts} times`);
+          assert.equal(point.arrived, 3, `round ${round}: PUT /v1/state sent ${point.arrived} times`);
           const last = replans[0] === 1 ? "A" : "B";
           const now = await state(deployment);
           const which = JSON.stringify(now) === JSON.stringify(STATE_A) ? "A" : JSON.stringify(now) === JSON.stringify(STATE_B) ? "B" : undefined;

@@ -14,6 +14,8 @@ export type Balancer = {
   served: number[];
   /** The backend index the next request goes to. */
   next: number;
+  /** Replaces the options' hold from now on (a test's own meeting point); undefined forwards at once. */
+  hold?: BalancerOptions["hold"];
   close(): Promise<void>;
 };
 
@@ -39,7 +41,7 @@ export async function startBalancer(backends: string[], options: BalancerOptions
       }),
   };
   const server: Server = createServer(async (req: IncomingMessage, res) => {
-    const held = options.hold?.(req);
+    const held = (balancer.hold ?? options.hold)?.(req);
     if (held) await held.catch(() => {});
     if (req.socket.destroyed) return;
     const index = balancer.next % balancer.backends.length;
@@ -70,4 +72,43 @@ export async function startBalancer(backends: string[], options: BalancerOptions
   await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
   balancer.url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
   return balancer;
+}
+
+export type MeetingPoint = {
+  /** How many requests `match` picked so far. */
+  arrived: number;
+  /** True once the second arrived while the first was held: both then went on together. */
+  met: boolean;
+  /** A balancer's hold. */
+  hold(req: IncomingMessage): Promise<void> | undefined;
+  /** Clears the deadline's timer. */
+  end(): void;
+};
+
+/**
+ * Where a race is made rather than hoped for: the first two requests `match` picks wait for each
+ * other, then are forwarded in the same turn of the event loop; later ones pass. After `ms` the first
+ * goes on alone and `met` stays false, so a test that needs the race fails instead of hanging or
+ * passing without it.
+ */
+export function meetingPoint(match: (req: IncomingMessage) => boolean, ms = 30_000): MeetingPoint {
+  let release!: () => void;
+  const together = new Promise<void>((resolve) => (release = resolve));
+  const timer = setTimeout(() => release(), ms);
+  const point: MeetingPoint = {
+    arrived: 0,
+    met: false,
+    hold(req) {
+      if (!match(req)) return undefined;
+      point.arrived++;
+      if (point.arrived > 2) return undefined;
+      if (point.arrived === 2) {
+        point.met = true;
+        release();
+      }
+      return together;
+    },
+    end: () => clearTimeout(timer),
+  };
+  return point;
 }

@@ -56,6 +56,8 @@ export type AuthServerOptions = {
   revocation?: boolean;
   /** Access token lifetime in seconds (default 3600). */
   accessTokenTtlSeconds?: number;
+  /** The lifetime of an access token a refresh issues (default accessTokenTtlSeconds): one due once, then not again. */
+  refreshedAccessTokenTtlSeconds?: number;
   /** Issue refresh tokens (default true); they rotate on every use. */
   refreshTokens?: boolean;
   /**
@@ -210,8 +212,7 @@ export async function startAuthServer(initial: AuthServerOptions = {}): Promise<
     },
   };
 
-  const issue = (record: Omit<TokenRecord, "expiresAt">, withRefreshToken = options.refreshTokens !== false): OAuthTokens => {
-    const ttl = options.accessTokenTtlSeconds ?? 3600;
+  const issue = (record: Omit<TokenRecord, "expiresAt">, withRefreshToken = options.refreshTokens !== false, ttl = options.accessTokenTtlSeconds ?? 3600): OAuthTokens => {
     const access = `at-${randomBytes(16).toString("hex")}`;
     accessTokens.set(access, { ...record, expiresAt: Math.floor(Date.now() / 1000) + ttl });
     issued.push(access);
@@ -305,7 +306,7 @@ export async function startAuthServer(initial: AuthServerOptions = {}): Promise<
         else counters.graceRefreshes++;
       }
       counters.refreshes++;
-      const tokens = issue({ client_id: client.client_id, scopes: record.scopes, resource: record.resource }, rotates);
+      const tokens = issue({ client_id: client.client_id, scopes: record.scopes, resource: record.resource }, rotates, options.refreshedAccessTokenTtlSeconds ?? options.accessTokenTtlSeconds ?? 3600);
       await options.onRefresh?.({ token: refreshToken, grace });
       return answerTokens(tokens, "refresh_token");
     },
