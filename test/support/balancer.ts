@@ -65,6 +65,11 @@ export async function startBalancer(backends: string[], options: BalancerOptions
       if (!res.writableFinished) upstream.destroy();
     });
   });
+  // An idle connection is closed by the client, never by the balancer: the tests' fetch (undici)
+  // drops one after about 4 s, on a timer with a one-second tick, which node:http's default 5 s
+  // would race (a request sent as the balancer closes its socket fails "other side closed" on a
+  // loaded machine). 0 also sends no Keep-Alive hint, so undici keeps its 4 s; close() ends them.
+  server.keepAliveTimeout = 0;
   server.on("connection", (s) => {
     sockets.add(s);
     s.on("close", () => sockets.delete(s));
