@@ -184,8 +184,12 @@ test("16 edits of substructure.toml at once, 3 times: adds, removes and imports 
   }
 });
 
+// One round, where 3 ran: with init writing over an existing file (no "wx"), and with import
+// creating the file without the lock, round 1 failed, each in every one of three tries on a loaded
+// 2-core machine (sixteen processes starting at once on two cores make the race by themselves).
+const CREATE_ROUNDS = 1;
 test("init and import creating substructure.toml at once: one creates it, every import lands, every other init says the file exists", { timeout: 300_000 }, async () => {
-  for (let round = 0; round < 3; round++) {
+  for (let round = 0; round < CREATE_ROUNDS; round++) {
     const dir = mkdtempSync(path.join(tmpdir(), "subs-concurrent-create-"));
     try {
       mkdirSync(path.join(dir, "clients"));
