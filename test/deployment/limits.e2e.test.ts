@@ -55,12 +55,13 @@ async function initialize(endpoint: string, token: string): Promise<{ status: nu
  * (its body ended or was cut), and what it carried. The SDK's transport sends a call's headers
  * with its first event, so a call's answer is not awaited before it is watched.
  */
-function streaming(answer: Promise<Response>): { ended: () => boolean; text: () => string } {
+function streaming(answer: Promise<Response>): { ended: () => boolean; text: () => string; close: () => Promise<void> } {
   let ended = false;
   let text = "";
+  let reader: ReadableStreamDefaultReader<Uint8Array> | undefined;
   void (async () => {
     try {
-      const reader = (await answer).body!.getReader();
+      reader = (await answer).body!.getReader();
       for (;;) {
         const chunk = await reader.read();
         if (chunk.done) break;
@@ -71,11 +72,17 @@ function streaming(answer: Promise<Response>): { ended: () => boolean; text: () 
     }
     ended = true;
   })();
-  return { ended: () => ended, text: () => text };
+  // The client going away: a stream left open would hold the deployment's stop for its whole drain
+  // time (src/deployment/serve.ts), which is not what these tests are about.
+  const close = async () => {
+    await reader?.cancel().catch(() => {});
+    await waitFor(() => ended, () => "the stream to end on this side");
+  };
+  return { ended: () => ended, text: () => text, close };
 }
 
 /** A GET stream, once the server accepted it. */
-async function getStream(endpoint: string, token: string, session: string): Promise<{ ended: () => boolean; text: () => string }> {
+async function getStream(endpoint: string, token: string, session: string): Promise<ReturnType<typeof streaming>> {
   const res = await mcp(endpoint, token, { session, method: "GET" });
   assert.equal(res.status, 200, `the GET stream of ${session}`);
   return streaming(Promise.resolve(res));
@@ -145,6 +152,7 @@ describe("connections of subs deployment serve", () => {
     const called = await mcp(endpoint, useToken, { session: started.session!, body: { jsonrpc: "2.0", id: 1, method: "tools/call", params: { name: "search", arguments: { q: "x" } } } });
     assert.equal(called.status, 200);
     assert.match(await called.text(), /\\"q\\":\\"x\\"/);
+    await stream.close();
   });
 });
 
@@ -284,5 +292,6 @@ for (const { store, replicas } of TOPOLOGIES) describe(`MCP sessions per API tok
       assert.match(await listed.text(), /"search"/);
     }
     assert.equal((await initialize(endpoint("scribe"), await set.front.tokenFor("use"))).status, 200, "a new token starts a session");
+    await keptStream.close();
   });
 });
