@@ -16,6 +16,7 @@ import { authorizeServed, callServed } from "../support/deployment-serve.ts";
 import { annotatedTool, startMcpServer, type RunningMcpServer } from "../support/mcp-server.ts";
 import { startAuthServer, type RunningAuthServer } from "../support/oauth-server.ts";
 import { startReplicas, type Replicas } from "../support/replicas.ts";
+import { waitFor, within } from "../support/wait.ts";
 
 // Each round kills the replica whose refresh is at the authorization server (its answer held until
 // the kill), so one round finds a lost refresh token's retry going wrong; three kill each replica
@@ -38,24 +39,6 @@ const REFRESH_ARRIVES_WITHIN_MS = 20_000;
 // this long and retries, as MCP clients do with their request timeout (the SDK's default is 60 s).
 const CALL_TIMEOUT_MS = 4_000;
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-/** `promise`, or a failure saying `what` after `ms`. */
-async function within<T>(promise: Promise<T>, ms: number, what: string): Promise<T> {
-  let timer: NodeJS.Timeout | undefined;
-  const late = new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new Error(`${what} within ${ms / 1000} s`)), ms)));
-  try {
-    return await Promise.race([promise, late]);
-  } finally {
-    clearTimeout(timer);
-  }
-}
-/** Resolves once `done()` holds, checking every 20 ms; fails saying `what` after `ms`. */
-async function until(done: () => boolean, ms: number, what: string): Promise<void> {
-  const deadline = Date.now() + ms;
-  while (!done()) {
-    if (Date.now() > deadline) throw new Error(`${what} within ${ms / 1000} s`);
-    await sleep(20);
-  }
-}
 type Called = { content: Array<{ type: string; text: string }>; isError?: boolean };
 
 describe(`kill -9 one of three replicas on Postgres mid-refresh, mid-consent and mid-calls, ${ROUNDS} times`, () => {
@@ -148,10 +131,10 @@ describe(`kill -9 one of three replicas on Postgres mid-refresh, mid-consent and
       set.balancer.next = victim;
       const calls = [call(round * IN_FLIGHT)];
       try {
-        await within(refreshArrived, REFRESH_ARRIVES_WITHIN_MS, `round ${round}: no refresh reached the authorization server`);
+        await within(refreshArrived, `round ${round}: a refresh to reach the authorization server`, REFRESH_ARRIVES_WITHIN_MS);
         // The other calls reach every replica and wait for that refresh (one per credential).
         for (let n = 1; n < IN_FLIGHT; n++) calls.push(call(round * IN_FLIGHT + n));
-        await until(() => set.balancer.served.length >= forwarded + IN_FLIGHT, 20_000, `round ${round}: the calls did not all reach a replica`);
+        await waitFor(() => set.balancer.served.length >= forwarded + IN_FLIGHT, `round ${round}: every call to reach a replica`, 20_000);
         await set.kill(victim);
       } finally {
         holdRefresh = undefined;

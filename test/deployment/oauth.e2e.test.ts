@@ -20,20 +20,10 @@ import { targets, type TargetDeployment } from "../support/deployment-targets.ts
 import { startHostileServer } from "../support/hostile-oauth.ts";
 import { annotatedTool, startMcpServer, type ProtectOptions, type RunningMcpServer } from "../support/mcp-server.ts";
 import { startAuthServer, type AuthServerOptions, type RunningAuthServer } from "../support/oauth-server.ts";
+import { within } from "../support/wait.ts";
 
 const CLIENT_SECRET = "team-app-secret-7c2e";
 const TOOLS = [annotatedTool("a"), annotatedTool("b")];
-
-/** `promise`, or a failure naming `what` once `ms` have passed: a regression fails, never hangs. */
-async function within<T>(promise: Promise<T>, what: string, ms = 30_000): Promise<T> {
-  let timer: NodeJS.Timeout | undefined;
-  const late = new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new Error(`${what}: nothing within ${ms / 1000} s`)), ms)));
-  try {
-    return await Promise.race([promise, late]);
-  } finally {
-    clearTimeout(timer);
-  }
-}
 
 /**
  * Holds the authorization server's next code exchange open: `inside()` resolves once the
@@ -52,7 +42,7 @@ function holdNextExchange(server: RunningAuthServer) {
       await released;
     },
   });
-  return { inside: () => within(inside, "the deployment's code exchange"), release };
+  return { inside: () => within(inside, "the deployment's code exchange", 30_000), release };
 }
 
 for (const target of targets(STORES)) describe(`server-side OAuth: ${target.name}`, () => {
