@@ -1,12 +1,13 @@
 #!/usr/bin/env node
 // The `subs` entry. CommonJS on purpose: `subs --version` answers without loading the CLI, and
-// everything else runs the bundled CLI (dist/subs.cjs) from its V8 code cache (issue 6). The
+// everything else runs the bundled CLI (dist/subs.cjs) from its V8 code cache (docs/speed.md,
+// "What makes start-up cheap"). The
 // loader lives here rather than in a second file: one module less to resolve on every start-up.
 "use strict";
 const { accessSync, closeSync, constants, existsSync, fstatSync, lstatSync, openSync, readFileSync, readSync, renameSync, statSync, unlinkSync, writeSync } = require("node:fs");
 const path = require("node:path");
 
-// Loads the bundled CLI through a V8 code cache (issue 6). Compiling dist/subs.cjs from source on
+// Loads the bundled CLI through a V8 code cache. Compiling dist/subs.cjs from source on
 // every start-up was the largest single cost of `subs mcp list` (about 40 of its 110 ms on a
 // 2-core machine); with the bytecode V8 wrote on an earlier run, the load is a deserialization.
 // Node 20 has no module compile cache (module.enableCompileCache is Node 22), so this does by hand
@@ -17,7 +18,7 @@ const path = require("node:path");
 // other source of the same length runs that source, and a damaged one aborts the process (release
 // builds check no sum). Bytecode cannot be reviewed, so none is shipped (package.json "files"
 // leaves it out), and a cache is given to V8 only when this installation made it from this exact
-// file (issue 14, item 10). The proof is a seal written beside the cache (subs.cjs.cache.seal)
+// file (SECURITY.md, "Faults and interrupts"). The proof is a seal written beside the cache (subs.cjs.cache.seal)
 // naming the identity on this machine of both files: device, inode, size, mtime and ctime in
 // nanoseconds. The kernel gives a file a new inode when it is made and a new ctime whenever it is
 // written, renamed or chmod-ed, and nobody but root can set a ctime, so no copy, tarball or image layer can carry a
@@ -343,7 +344,7 @@ if (require.main === module) {
   if (args.length === 1 && (args[0] === "--version" || args[0] === "-V")) {
     const line = `${JSON.parse(readFileSync(path.join(__dirname, "..", "package.json"), "utf8")).version}\n`;
     // write(2) rather than process.stdout, a stream that costs more to build than the rest of this
-    // path (issue 6). A full non-blocking pipe (EAGAIN) gets the stream, which queues; a reader
+    // path. A full non-blocking pipe (EAGAIN) gets the stream, which queues; a reader
     // that has gone (EPIPE) gets nothing.
     try {
       writeSync(1, line);

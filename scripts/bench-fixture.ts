@@ -1,4 +1,4 @@
-// What scripts/bench.ts and scripts/bench-phases.ts both measure on (issue 6): a file of N
+// What scripts/bench.ts and scripts/bench-phases.ts both measure on: a file of N
 // connections, one agent using up to 50 of them, and a db holding a credential for each.
 import { mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";

@@ -1,4 +1,4 @@
-// Per-connection cost of `subs mcp list --json`, phase by phase (issue 6). The CLI runs once per
+// Per-connection cost of `subs mcp list --json`, phase by phase. The CLI runs once per
 // process, so what counts is the first call of each phase in a fresh process, not warmed-up JIT
 // time: every measurement here runs in its own child (`node --import tsx`) and times first calls
 // only. Fixtures: 200 and 1000 connections, each with a stored credential, as in scripts/bench.ts.

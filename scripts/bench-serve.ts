@@ -1,4 +1,4 @@
-// What `subs agent serve` adds to a tool call (issue 16, "Speed"): 1,000 calls with 32 in flight,
+// What `subs agent serve` adds to a tool call (docs/speed.md, "Serving"): 1,000 calls with 32 in flight,
 // each timed from the client's request to its answer, through `subs agent serve` over stdio and
 // straight from an SDK client to the same loopback server; the medians and the p99s are compared.
 // Then the server's resident memory after a further 10,000 calls (it should stay flat).
@@ -139,7 +139,7 @@ export async function benchServe(options: { calls?: number; inFlight?: number; m
 }
 
 /**
- * Session start (issue 16, "Speed"): from launching `subs agent serve` to the answer of its first
+ * Session start: from launching `subs agent serve` to the answer of its first
  * tools/list, for an agent of one connection and of `servers`, each server answering every
  * request after `delayMs`. The connections are fetched in parallel, so `all / one` stays near 1.
  */

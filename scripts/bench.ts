@@ -1,4 +1,4 @@
-// `npm run bench` (issue 6): start-up and parallelism of subs, as ratios measured in one run on
+// `npm run bench`: start-up and parallelism of subs, as ratios measured in one run on
 // this machine, so they compare across machines. Prints every case with its target and whether it
 // is met, and writes bench-results/bench.json (`npm run bench:docs` puts it in docs/speed.md).
 import { spawn, spawnSync } from "node:child_process";
@@ -176,7 +176,7 @@ const printRow = (r: BenchRow) => {
 };
 rows.forEach(printRow);
 console.log(`peak RSS of subs mcp list --json (1000): ${(rssKiB / 1024).toFixed(1)} MiB (target < ${RSS_TARGET_MIB} MiB) ${verdict(rssKiB / 1024 < RSS_TARGET_MIB)}`);
-// What `subs agent serve` adds to a call (issue 16; printed), its memory over 10,000 calls more,
+// What `subs agent serve` adds to a call (printed), its memory over 10,000 calls more,
 // and how soon a served session answers (serve start).
 const serve = await serveBenchRows(RUNS, BIN);
 serve.rows.forEach(printRow);

@@ -1,5 +1,5 @@
 // Bundles src/ into one CommonJS file, dist/subs.cjs, with esbuild, then writes its V8 code cache
-// for this machine (issue 6; never shipped: package.json "files" leaves it out, issue 14). One file, because bin/subs.cjs loads it through vm.Script with cached bytecode, which
+// for this machine (never shipped: package.json "files" leaves it out). One file, because bin/subs.cjs loads it through vm.Script with cached bytecode, which
 // only CommonJS allows on Node 20. Laziness survives bundling: a dynamic import() of our own
 // module becomes a function that initializes that module on first call, so a command still runs
 // only what it uses (the MCP SDK only when it talks MCP).
@@ -195,7 +195,7 @@ for (let group = 0; group <= GROUPS.length; group++) {
 }
 // The first line names this exact build, for people and scripts. bin/subs.cjs does not trust it
 // for the code cache (anyone can copy it): a cache is bound to the bundle's bytes and to this
-// file's identity on this machine (issue 14, item 10). The second gives each group's length.
+// file's identity on this machine (SECURITY.md, "Faults and interrupts"). The second gives each group's length.
 const { BUILD_ID_PREFIX, GROUPS_PREFIX } = createRequire(import.meta.url)("../bin/subs.cjs");
 const bundled = `${GROUPS_PREFIX}${sources.map((source) => Buffer.byteLength(source)).join(",")}\n${sources.join("")}`;
 mkdirSync(staging, { recursive: true });

@@ -1,4 +1,5 @@
-// The official MCP conformance suite's *server* scenarios (issue 16): `conformance server --url`
+// The official MCP conformance suite's *server* scenarios (docs/conformance.md, "Server scenarios through
+// `subs mcp proxy`"): `conformance server --url`
 // against the suite's reference "everything server" (vendored in test/support/everything-server/),
 // and, with --via, against a command serving MCP over HTTP in front of it, such as
 // `subs mcp proxy everything --http 127.0.0.1:0 --token-file FILE`. The goal is the same result
@@ -45,7 +46,7 @@ const expectedFile = path.join(toolsDir, "expected-server-failures.json");
 const everythingServer = path.join(root, "test", "support", "everything-server", "everything-server.ts");
 const START_TIMEOUT_MS = 30_000;
 const RUN_TIMEOUT_MS = 300_000;
-/** What `--proxy` means once `subs mcp proxy` serves HTTP (issue 16). */
+/** What `--proxy` means once `subs mcp proxy` serves HTTP. */
 const PROXY_SETUP = `${process.execPath} ${path.join(root, "bin", "subs.cjs")} mcp login everything`;
 const PROXY_VIA = `${process.execPath} ${path.join(root, "bin", "subs.cjs")} mcp proxy everything --http 127.0.0.1:0 --token-file {tokenFile}`;
 

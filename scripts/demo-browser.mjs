@@ -1,5 +1,5 @@
 #!/usr/bin/env node
-// $BROWSER for `subs mcp login` under `npm run demo` (issue 13, part 7): hands the URL (the last
+// $BROWSER for `subs mcp login` under `npm run demo`: hands the URL (the last
 // argument) to the demo, which opens the real browser itself and, when none opens, offers to
 // answer its consent page from the terminal. Exits 0 once the demo has the URL, so subs keeps
 // waiting on its loopback listener and never reads the terminal the demo reads.

@@ -1,7 +1,7 @@
-// The offline demo's world (issue 8): an OAuth-protected MCP server and its authorization server on
+// The offline demo's world: an OAuth-protected MCP server and its authorization server on
 // loopback, built from the test servers (test/support/), and a substructure.toml naming them in a
 // fresh directory. Used by `npm run demo` (scripts/demo.ts) and `npm run screenshots`. Also what the
-// demo needs to answer its own consent page from the terminal when no browser opens (issue 13).
+// demo needs to answer its own consent page from the terminal when no browser opens.
 import { randomBytes } from "node:crypto";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { createServer } from "node:http";
@@ -56,7 +56,7 @@ mcp = [{ id = "demo", tools = { read_only = true } }]
 }
 
 /**
- * Where `subs mcp login` under the demo hands its authorization URL (issue 13, part 7): the demo's
+ * Where `subs mcp login` under the demo hands its authorization URL: the demo's
  * $BROWSER (scripts/demo-browser.mjs) POSTs the URL it was given here, so the demo itself can open
  * the browser and, when none opens, let the person answer its consent page from the terminal.
  * The path carries a random token: another local process cannot make the demo open a URL.

@@ -1,4 +1,4 @@
-// `npm run demo` (issue 8): the whole main job, offline. Starts an OAuth-protected MCP server and
+// `npm run demo`: the whole main job, offline. Starts an OAuth-protected MCP server and
 // its authorization server on 127.0.0.1 (with a real consent page), writes a substructure.toml
 // for them, and walks through `subs mcp login demo` (in your browser), `subs mcp list` and
 // `subs mcp tools demo`, running the real CLI. On a terminal it pauses before opening the browser
@@ -6,7 +6,7 @@
 //   --no-pause: never wait for Enter (scripts, screenshots). Ctrl-C stops cleanly at any point.
 // Where no browser can be opened (no $BROWSER, no display, or the opener fails), the login step
 // says so at once and lets the person answer the demo's own consent page from the terminal, or
-// paste the redirect, instead of waiting out the timeout (issue 13, part 7). That answer is read
+// paste the redirect, instead of waiting out the timeout. That answer is read
 // from stdin whether or not it is a terminal, so a script can pipe it in.
 import { spawn, type ChildProcess } from "node:child_process";
 import { createInterface } from "node:readline";

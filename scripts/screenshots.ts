@@ -1,4 +1,4 @@
-// `npm run screenshots` (issue 8): runs the main flows in a real terminal (tmux), against the
+// `npm run screenshots`: runs the main flows in a real terminal (tmux), against the
 // offline demo's servers, captures each pane as text and rewrites README.md between
 // <!-- screenshots:start --> and <!-- screenshots:end -->. Run it after changing output; commit the result.
 import { spawnSync } from "node:child_process";

@@ -1,5 +1,5 @@
 // Run by scripts/build.mjs on a fresh bundle: runs the everyday commands in-process against a
-// throw-away file, then writes the V8 code cache bin/subs.cjs loads (issue 6), a part for each
+// throw-away file, then writes the V8 code cache bin/subs.cjs loads, a part for each
 // group of the bundle those commands compiled. A cache written after running holds the bytecode
 // of every function those commands compiled, so the first real `subs mcp list` already starts
 // from it. Local commands only: nothing here touches the network.
