@@ -1,6 +1,6 @@
 // connectors.md, "When tools are fetched": an agent's tool list is fetched once per session, and
-// an upstream's `notifications/tools/list_changed` does not change what the session serves
-// (issue 16). The upstream here really sends one: its `add_tool` adds a tool and notifies the
+// an upstream's `notifications/tools/list_changed` does not change what the session serves.
+// The upstream here really sends one: its `add_tool` adds a tool and notifies the
 // session that called it, which is `subs agent serve`'s own upstream session.
 import assert from "node:assert/strict";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";

@@ -1,4 +1,4 @@
-// `subs agent serve` end to end (issue 16): the real CLI (bin/subs.cjs) spawned by the MCP SDK's
+// `subs agent serve` end to end: the real CLI (bin/subs.cjs) spawned by the MCP SDK's
 // StdioClientTransport and driven by its Client, as Claude Code or Cursor would, in front of real
 // MCP servers on loopback (one down, one whose token is unset), and with a real OAuth server for
 // the credential cases.

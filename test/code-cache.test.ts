@@ -1,4 +1,4 @@
-// Issues 6 and 14 (item 10): bin/subs.cjs runs dist/subs.cjs from a V8 code cache. V8 trusts the
+// bin/subs.cjs runs dist/subs.cjs from a V8 code cache. V8 trusts the
 // bytes it is given (a damaged cache aborts the process, a cache of other source runs that source's
 // bytecode) and matches a cache to its source by length only. So the package ships no cache, and
 // the loader runs only a cache this installation made from this exact bundle file (its seal names
@@ -103,7 +103,7 @@ test("a damaged cache is not given to V8: the CLI runs and replaces it", () => {
   writeFileSync(cache(), Buffer.alloc(300_000, 7));
   list();
   assert.equal(cacheAccepted(), true);
-  // Cut short, with the end (where the seal was kept before issue 14) intact.
+  // Cut short, with the end (where the seal used to be kept) intact.
   const whole = readFileSync(cache());
   writeFileSync(cache(), Buffer.concat([whole.subarray(0, 1000), whole.subarray(whole.length - 400)]));
   assert.equal(cacheAccepted(), false);
@@ -153,7 +153,7 @@ test("a cache compiled from other source, beside this bundle's real seal (or wit
   assert.equal(r.status, 0, r.stderr);
   const payload = readFileSync(`${forgedFile}.v8`);
   // Written over the cache with the seal left as it was; and again with the real cache's last 80
-  // bytes appended, the trailer that alone named the build before issue 14.
+  // bytes appended, the trailer that alone named the build before there was a seal.
   const real = readFileSync(cache());
   for (const forgedCache of [payload, Buffer.concat([payload, real.subarray(real.length - 80)])]) {
     writeFileSync(cache(), forgedCache);

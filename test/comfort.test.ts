@@ -1,4 +1,4 @@
-// Issue 8: every command explains itself (--help with examples), mistakes get a "did you mean",
+// Every command explains itself (--help with examples), mistakes get a "did you mean",
 // and every error ends with the next command to run.
 import assert from "node:assert/strict";
 import { createServer } from "node:http";
@@ -37,7 +37,7 @@ test("a mistyped command or option: did you mean, and the --help to run; exit 2"
   const cwd = project(FILE);
   const command = await runInProcess(["mcp", "lst"], { cwd });
   assert.equal(command.code, 2);
-  // One style for suggestions, commander's included (issue 15): an `error:` line, then a `hint:` line.
+  // One style for suggestions, commander's included: an `error:` line, then a `hint:` line.
   assert.equal(command.stderr, "error: unknown command 'lst'\nhint: did you mean `subs mcp list`? run `subs mcp --help` for its usage and examples\n");
   const option = await runInProcess(["mcp", "login", "sentry", "--prot", "8765"], { cwd });
   assert.equal(option.code, 2);
@@ -84,7 +84,7 @@ test("errors without a hint of their own end with the next command: --help for u
   const badPort = await runInProcess(["mcp", "login", "sentry", "--port", "abc"], { cwd });
   assert.equal(badPort.code, 2);
   assert.match(badPort.stderr, /--port must be a port number.*\nhint: run `subs mcp login --help` for its usage and examples\n$/);
-  // A failure with a fix of its own says that fix, not --debug (issue 13): nothing listens there.
+  // A failure with a fix of its own says that fix, not --debug: nothing listens there.
   const refused = await refusedUrl();
   const unreachable = await runInProcess(["mcp", "tools", "down", "--config", "substructure.toml"], {
     cwd: project(FILE.replace("http://127.0.0.1:9/mcp", refused)),
@@ -115,7 +115,7 @@ test("errors without a hint of their own end with the next command: --help for u
   }
 });
 
-test("start-up builds only the command argv names (issue 6), and COMMAND_TREE is the whole tree", async () => {
+test("start-up builds only the command argv names, and COMMAND_TREE is the whole tree", async () => {
   const { buildProgram } = await import("../src/cli.ts");
   const { COMMAND_TREE, namedPath } = await import("../src/run.ts");
   const { testContext } = await import("./support/cli.ts");
@@ -181,7 +181,7 @@ test("--help shows each --timeout default as the number of seconds README gives"
   }
 });
 
-test("habits of other tools get the subs way, never the opposite action; `subs` alone and `subs help mcp login` print help on stdout (issue 15)", async () => {
+test("habits of other tools get the subs way, never the opposite action; `subs` alone and `subs help mcp login` print help on stdout", async () => {
   const cwd = project(FILE);
   const cases: Array<[string[], RegExp]> = [
     [["mcp", "logout", "sentry"], /there is no logout: `subs mcp remove <id>` disconnects it/],

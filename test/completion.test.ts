@@ -1,4 +1,4 @@
-// Issue 8: `subs completion bash` completes commands, flags, and ids from the file, in a real bash.
+// `subs completion bash` completes commands, flags, and ids from the file, in a real bash.
 import assert from "node:assert/strict";
 import { spawnSync } from "node:child_process";
 import { mkdirSync, mkdtempSync, symlinkSync, writeFileSync } from "node:fs";

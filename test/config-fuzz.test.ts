@@ -1,4 +1,4 @@
-// Issue 7: hostile config input. Mutates every fixture with a fixed seed; every case must end in
+// Hostile config input. Mutates every fixture with a fixed seed; every case must end in
 // exit 0 (valid JSON on stdout) or exit 2 (file:line:col on stderr), never a stack trace, and a
 // broken file must leave the db byte-for-byte as it was.
 import assert from "node:assert/strict";
@@ -25,7 +25,7 @@ test(`config fuzzing: ${CASES} mutated files (seed ${SEED.toString(16)})`, async
   for (let n = 0; n < CASES; n++) {
     const source = mutatedFile(random);
     writeFileSync(file, source);
-    // A credential for an id no fixture declares (only `subs apply` deletes one, issue 15): a
+    // A credential for an id no fixture declares (only `subs apply` deletes one): a
     // broken file must not touch the db.
     if (n === 0 || lastWasValid) await seedCredentials(dbPath, [{ id: "zz-planted", url: "https://planted.example/mcp" }]);
     const before = createHash("sha256").update(readFileSync(dbPath)).digest("hex");

@@ -1,4 +1,4 @@
-// Issue 14, item 11: files that are not files, nesting, reserved names and "did you mean" at scale.
+// Files that are not files, nesting, reserved names and "did you mean" at scale.
 // Each case goes through the CLI in-process (the real loading path: --config, $SUBS_CONFIG and the
 // upward search) and checks the exit code and the message users see.
 import assert from "node:assert/strict";

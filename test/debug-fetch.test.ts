@@ -1,4 +1,4 @@
-// --debug shows every HTTP exchange but never a credential (issue 8, issue 7 "the debug log").
+// --debug shows every HTTP exchange but never a credential.
 import assert from "node:assert/strict";
 import { createServer } from "node:http";
 import type { AddressInfo } from "node:net";

@@ -1,4 +1,4 @@
-// Issue 8: `--debug` shows every HTTP exchange subs makes — discovery, registration, the token
+// `--debug` shows every HTTP exchange subs makes — discovery, registration, the token
 // request, refresh, revocation and the MCP transport — through ctx.fetch, with no token in it.
 import assert from "node:assert/strict";
 import { test } from "node:test";
@@ -41,7 +41,7 @@ test("subs --debug mcp login / tools / a revocation: every exchange on stderr, n
     assert.ok(exchanges(tools.stderr).includes("POST /mcp"));
 
     // Revocation: the section is gone, so `subs apply` deletes its credential and revokes it
-    // (a login of another id leaves it alone, issue 15).
+    // (a login of another id leaves it alone).
     assert.ok(credential(env, "demo"));
     env.write(`[mcp.other]\nurl = "${env.mcp.url}"\n`);
     const other = await cli(["--debug", "mcp", "login", "other"]);

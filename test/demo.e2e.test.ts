@@ -1,6 +1,6 @@
-// Issue 8: `npm run demo` walks a new user through login, list and tools, offline. Here a
-// "person" ($BROWSER = click-approve.mjs) reads the consent page and clicks a button. Issue 13:
-// on a machine where no browser opens, the person answers the consent page on stdin instead.
+// `npm run demo` walks a new user through login, list and tools, offline. Here a
+// "person" ($BROWSER = click-approve.mjs) reads the consent page and clicks a button.
+// On a machine where no browser opens, the person answers the consent page on stdin instead.
 import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
 import { existsSync, rmSync } from "node:fs";

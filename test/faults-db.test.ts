@@ -1,4 +1,4 @@
-// Issue 7 "Faults": a db that is corrupt, read-only, locked past the busy timeout, or on a full
+// Faults: a db that is corrupt, read-only, locked past the busy timeout, or on a full
 // disk. The command fails clearly (exit 1, a message that says what to do, no stack trace), the
 // db stays consistent, and a rerun works once the fault is gone.
 import assert from "node:assert/strict";

@@ -1,4 +1,4 @@
-// Issue 14: a fuzzer over what a hostile repository or a hostile caller controls: the file's bytes,
+// A fuzzer over what a hostile repository or a hostile caller controls: the file's bytes,
 // `--args` of `mcp call`, and the ids given on the command line. Cases come from fixed seeds (a
 // failure names its seed and case, and runs again the same), in-process through the CLI's run()
 // for speed, a few through the built CLI. Every run must end in an expected exit code in bounded

@@ -1,4 +1,4 @@
-// Issue 15: `subs mcp add` and `subs mcp remove` edit substructure.toml as text. Every byte outside
+// `subs mcp add` and `subs mcp remove` edit substructure.toml as text. Every byte outside
 // the added or removed section stays as it was, the result is checked before it is written, a
 // mistake writes nothing, and `remove` disconnects: the credential is deleted and revoked.
 import assert from "node:assert/strict";

@@ -1,4 +1,4 @@
-// The node:http fetch behind MCP Streamable HTTP requests (src/http/mcp-fetch.ts, issue 16 "Speed")
+// The node:http fetch behind MCP Streamable HTTP requests (src/http/mcp-fetch.ts)
 // against a real loopback server: what the SDK's transport relies on of fetch.
 import assert from "node:assert/strict";
 import { getEventListeners } from "node:events";

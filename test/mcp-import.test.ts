@@ -1,4 +1,4 @@
-// Issue 15: `subs mcp import` brings the remote MCP servers of Claude Code, Codex, Cursor, VS Code
+// `subs mcp import` brings the remote MCP servers of Claude Code, Codex, Cursor, VS Code
 // and Gemini CLI into substructure.toml. Real files in temp dirs; HOME points at a temp dir through
 // the environment (of the child process for the real CLI, of the Context in process). A token
 // written in a client's file never reaches the file, stdout, stderr or --json.

@@ -130,7 +130,7 @@ describe("subs mcp list --check", () => {
   });
 });
 
-describe("subs mcp list --check after a rejected refresh (issue 13)", () => {
+describe("subs mcp list --check after a rejected refresh", () => {
   it("explains it on stderr, and the row says needs login, never authorized beside it", async () => {
     const env = await oauthEnvironment();
     try {

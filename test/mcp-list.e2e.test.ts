@@ -36,7 +36,7 @@ describe("subs mcp list", () => {
     assert.equal(existsSync(path.join(dir, "substructure.db")), false, "listing must not create a db");
   });
 
-  test("statuses from the db: authorized, refreshable after expiry, expired without refresh, url changed; removed ids undeclared, kept (issue 15)", async () => {
+  test("statuses from the db: authorized, refreshable after expiry, expired without refresh, url changed; removed ids undeclared, kept", async () => {
     const { dir, dbPath } = environment(
       [
         '[mcp.fresh]\nurl = "https://fresh.example/mcp"',
@@ -94,7 +94,7 @@ describe("subs mcp list", () => {
     assert.equal(statSync(dbPath).mode & 0o777, 0o600);
   });
 
-  test("no command but apply deletes an undeclared id's credential or finding; mcp list shows the credential with the apply hint (issue 15)", async () => {
+  test("no command but apply deletes an undeclared id's credential or finding; mcp list shows the credential with the apply hint", async () => {
     // Loopback, closed: the commands that talk to kept's server fail fast, and nothing leaves the machine.
     const toml = '[mcp.kept]\nurl = "http://127.0.0.1:9/mcp"\n[agent.a]\nmcp = ["kept"]\n';
     for (const argv of [["mcp", "list"], ["mcp", "list", "--json"], ["mcp", "tools", "kept"], ["mcp", "call", "kept", "whoami"], ["agent", "tools", "a"]]) {

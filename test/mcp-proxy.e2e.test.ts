@@ -1,4 +1,4 @@
-// `subs mcp proxy <id>` end to end (issue 16): the real CLI (bin/subs.cjs) as a child, driven over
+// `subs mcp proxy <id>` end to end: the real CLI (bin/subs.cjs) as a child, driven over
 // stdio by the SDK's own Client, in front of a real stateful MCP server on loopback
 // (test/support/mcp-rich-server.ts), an OAuth-protected one with a real authorization server, and
 // one of the SDK's example servers (a server this project did not write).

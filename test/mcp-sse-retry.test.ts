@@ -1,6 +1,6 @@
 // A tool call whose event stream the server closes before the result (MCP Streamable HTTP,
 // "Resumability and Redelivery"; SEP-1699): the client waits the stream's `retry:` before it
-// reconnects with GET and sends the last event id as `Last-Event-ID` (issue 13; the conformance
+// reconnects with GET and sends the last event id as `Last-Event-ID` (the conformance
 // scenario sse-retry checks the same against the real CLI). subs relies on the SDK's transport
 // for this (src/mcp/connect.ts), so this is what notices an SDK upgrade that drops it.
 import assert from "node:assert/strict";

@@ -82,13 +82,13 @@ describe("a server that asks for no credential", () => {
       const tools = await runInProcess(["mcp", "tools", "docs"], { cwd });
       assert.equal(tools.code, 4, tools.stderr);
       assert.match(tools.stderr, /docs: the server now asks for authorization\nhint: run `subs mcp login docs`/);
-      // --check says the same, and its row does not say `open` beside it (issue 13).
+      // --check says the same, and its row does not say `open` beside it.
       const check = await runCli(["mcp", "list", "--check"], { cwd });
       assert.equal(check.code, 4, check.stderr);
       assert.match(check.stdout, /^docs\t\S+\toauth\tneeds login · subs mcp login docs\treachable · needs login\treader\n$/);
       assert.match(check.stderr, /docs: the server now asks for authorization\n  run `subs mcp login docs`\n/);
       // A 401 without any metadata is not "open": it is a 2025-03-26 server, whose default
-      // endpoints sit at its origin (issue 13); this one has none, so registration there fails.
+      // endpoints sit at its origin; this one has none, so registration there fails.
       const login = await runInProcess(["mcp", "login", "docs", "--no-browser"], { cwd });
       assert.equal(login.code, 1, login.stderr);
       assert.match(login.stderr, new RegExp(`dynamic client registration at ${new URL(server.url).origin}/ failed \\(HTTP 404\\)`));
@@ -98,7 +98,7 @@ describe("a server that asks for no credential", () => {
     }
   });
 
-  it("the finding is bound to the url: another url is tried afresh (here it asks: needs login); a deleted section keeps it until subs apply (issue 15)", async () => {
+  it("the finding is bound to the url: another url is tried afresh (here it asks: needs login); a deleted section keeps it until subs apply", async () => {
     const moved = server.url.replace("/mcp", "/mcp/");
     writeFileSync(path.join(cwd, "substructure.toml"), file(moved));
     const list = await runInProcess(["mcp", "list", "--json"], { cwd });
@@ -146,9 +146,10 @@ describe("a server that asks for no credential", () => {
   });
 });
 
-// Issue 13: "a connection with no stored credential and no `auth` is tried without one by
-// `mcp tools`, `mcp call`, `agent tools` and `--check`; an MCP answer means it is usable (shown as
-// open), a 401 means needs login". No `subs mcp login` runs in these environments.
+// A connection with no stored credential and no `auth` is tried without one by `mcp tools`,
+// `mcp call`, `agent tools` and `--check`; an MCP answer means it is usable (shown as open), a 401
+// means needs login (docs/oauth.md, "Using a credential"). No `subs mcp login` runs in these
+// environments.
 describe("a connection never logged in is tried without a credential", () => {
   let open: RunningMcpServer;
   let closed: RunningMcpServer;

@@ -1,4 +1,4 @@
-// Issue 13, part 1: with $BROWSER unset, `subs mcp login` opens the system browser through the
+// With $BROWSER unset, `subs mcp login` opens the system browser through the
 // `open` package, in the built bundle users run. The machine here has no display and no browser
 // but a fake `www-browser` on PATH, which `open`'s bundled xdg-open reaches by its generic route.
 import assert from "node:assert/strict";
@@ -30,7 +30,7 @@ test("login without $BROWSER opens the page through open's xdg-open, which runs 
     assert.doesNotMatch(result.stderr, /warning|could not open/i);
     assert.ok(credential(env, "demo")?.access_token, "the credential is stored");
     // The fake browser ran once, as www-browser, with one argument: the one-time loopback link
-    // that redirects to the authorization URL, so no `state` in its argv (issue 14).
+    // that redirects to the authorization URL, so no `state` in its argv.
     const url = /(http:\/\/\S+\/authorize\?\S+)/.exec(result.stderr)?.[1];
     assert.ok(url, result.stderr);
     const lines = readFileSync(path.log, "utf8").trimEnd().split("\n");

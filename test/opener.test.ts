@@ -1,4 +1,4 @@
-// The default opener (src/context.ts, issue 13): finds open()'s function however the package was
+// The default opener (src/context.ts): finds open()'s function however the package was
 // loaded, and reports an opener that could not start or failed, naming it.
 import assert from "node:assert/strict";
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";

@@ -1,5 +1,5 @@
-// fdOutput (src/context.ts): stdout and stderr written with write(2) when they are not terminals
-// (issue 6). What a stream gave for free must still hold: every byte, in order, before `write`
+// fdOutput (src/context.ts): stdout and stderr written with write(2) when they are not terminals.
+// What a stream gave for free must still hold: every byte, in order, before `write`
 // returns, and a reader that went away ends the process quietly.
 import assert from "node:assert/strict";
 import { spawnSync } from "node:child_process";

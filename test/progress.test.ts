@@ -1,4 +1,4 @@
-// Issue 8: a spinner only on a terminal, never when piped or in CI.
+// A spinner only on a terminal, never when piped or in CI.
 import assert from "node:assert/strict";
 import { spawnSync } from "node:child_process";
 import { PassThrough } from "node:stream";

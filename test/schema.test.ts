@@ -1,4 +1,4 @@
-// Issue 8: the committed substructure.schema.json is what `subs schema` generates, and an editor
+// The committed substructure.schema.json is what `subs schema` generates, and an editor
 // validating against it accepts the example and rejects what subs rejects.
 import assert from "node:assert/strict";
 import { readFileSync } from "node:fs";

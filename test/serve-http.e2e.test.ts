@@ -1,4 +1,4 @@
-// `--http` of `subs agent serve` and `subs mcp proxy`, end to end (issue 16): the built CLI
+// `--http` of `subs agent serve` and `subs mcp proxy`, end to end: the built CLI
 // (bin/subs.cjs) as a child, exactly as a user starts it, driven by the SDK's own Streamable HTTP
 // client with the bearer token it wrote to --token-file. Each client session gets its own upstream
 // session and its own snapshot of the agent's tools.

@@ -1,4 +1,4 @@
-// serveHttp (src/serve/http.ts, issue 16): the Streamable HTTP side of `subs agent serve` and
+// serveHttp (src/serve/http.ts): the Streamable HTTP side of `subs agent serve` and
 // `subs mcp proxy`, driven by the MCP SDK's own Client over StreamableHTTPClientTransport against a
 // SessionFactory built here from the SDK's low-level Server.
 import assert from "node:assert/strict";

@@ -1,4 +1,4 @@
-// The stdio runner every served command uses (src/serve/stdio.ts, issue 16), in-process with
+// The stdio runner every served command uses (src/serve/stdio.ts), in-process with
 // streams of its own: it answers what the client sent, ends when stdin ends (after the answers),
 // when stdout fails, or when the context's signal aborts, and closes the session exactly once.
 import assert from "node:assert/strict";

@@ -190,7 +190,7 @@ test("a db from a newer subs is refused, not downgraded", async () => {
   await assert.rejects(openStore({ dbPath, create: false }), /newer subs/);
 });
 
-test("opening for a command deletes nothing: credentials and findings of ids the file no longer declares stay, silently (issue 15)", async () => {
+test("opening for a command deletes nothing: credentials and findings of ids the file no longer declares stay, silently", async () => {
   const dir = tempDir();
   const config = parseConfig('[mcp.kept]\nurl = "https://kept.example/mcp"\n', { path: path.join(dir, "substructure.toml"), cwd: dir });
   await seedCredentials(config.dbPath, [

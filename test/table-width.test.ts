@@ -1,4 +1,4 @@
-// Tables fit the terminal (issue 15, part 4): on a terminal the longest columns are shortened with
+// Tables fit the terminal: on a terminal the longest columns are shortened with
 // `…` so every line fits the width; piped output keeps whole values, tab-separated.
 import assert from "node:assert/strict";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";

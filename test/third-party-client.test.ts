@@ -1,5 +1,5 @@
-// `subs agent serve` and `subs mcp proxy` driven by an MCP client this project did not write
-// (issue 16, "How it is proven": third-party clients): the MCP Inspector's CLI mode
+// `subs agent serve` and `subs mcp proxy` driven by an MCP client this project did not write:
+// the MCP Inspector's CLI mode
 // (test/support/inspector.ts), on Node 22, starting the real built CLI (bin/subs.cjs, on the
 // project's Node 20) over stdio, and connecting to it over Streamable HTTP with the bearer token
 // from --token-file. Every assertion reads the Inspector's own JSON output (`--format json`).

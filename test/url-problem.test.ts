@@ -1,4 +1,4 @@
-// urlProblem answers plain https urls without building a URL (issue 6). Its answers must be the
+// urlProblem answers plain https urls without building a URL. Its answers must be the
 // ones the rules give when spelled out with `new URL`, for tricky values and random ones alike.
 import assert from "node:assert/strict";
 import { test } from "node:test";

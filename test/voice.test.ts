@@ -1,4 +1,4 @@
-// One voice (issue 15, part 4): one success mark and one failure mark, possessives right, one
+// One voice: one success mark and one failure mark, possessives right, one
 // style for suggestions. Some of it is a property of every message in src/, checked here on the
 // source itself; the rest on what commands print.
 import assert from "node:assert/strict";

@@ -1,5 +1,5 @@
 // End to end: the real CLI as child processes, $BROWSER set to a script that consents, as the
-// conformance adapter and a person at a terminal run it (issue 3).
+// conformance adapter and a person at a terminal run it.
 import assert from "node:assert/strict";
 import { existsSync, readFileSync, statSync } from "node:fs";
 import path from "node:path";
@@ -76,7 +76,7 @@ test("cli: Ctrl-C while waiting for consent exits 130, closes the port and store
     assert.ok(url);
     const redirect = new URL(new URL(url).searchParams.get("redirect_uri")!);
     await assert.rejects(fetch(redirect), connectionRefused, "the loopback port is closed");
-    // The browser's argv held a one-time loopback link, never `state` (issue 14).
+    // The browser's argv held a one-time loopback link, never `state`.
     if (existsSync(log)) {
       const opened = readFileSync(log, "utf8");
       assert.match(opened, /^http:\/\/127\.0\.0\.1:\d+\/open\/[\w-]+\n$/);

@@ -1,4 +1,4 @@
-// Issue 13, parts 3, 5 and 6: a denial is reported as the person's refusal with or without
+// A denial is reported as the person's refusal with or without
 // `state`; a login shows progress from its first request; paste mode tells the person what was
 // wrong with what they pasted and keeps waiting for the matching redirect.
 import assert from "node:assert/strict";
@@ -189,7 +189,7 @@ test("no browser: when the opener fails, the login says so at once and, on a ter
   }
 });
 
-test("one-time link (issue 14): the browser's argv holds no state; a second visit to the link stops the login and nothing is stored", async () => {
+test("one-time link: the browser's argv holds no state; a second visit to the link stops the login and nothing is stored", async () => {
   const env = await environment();
   try {
     const opened: string[] = [];

@@ -1,5 +1,5 @@
 // Discovery against servers of the 2025-03-26 revision and servers that need no credential
-// (issue 13; docs/conformance.md): what a well-known URL that serves no metadata means, where a
+// (docs/conformance.md): what a well-known URL that serves no metadata means, where a
 // server without resource metadata keeps its authorization server metadata, and which mix-up
 // checks still hold there. Real loopback HTTP servers, the real guarded fetch.
 import assert from "node:assert/strict";

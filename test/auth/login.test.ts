@@ -1,5 +1,5 @@
 // `subs mcp login` and the use of its credential, in-process against a real test authorization
-// server and a protected MCP server on loopback (issue 3).
+// server and a protected MCP server on loopback.
 import assert from "node:assert/strict";
 import { existsSync } from "node:fs";
 import path from "node:path";
@@ -113,7 +113,7 @@ test("login: protected resource metadata from the path-aware, then the root well
   }
 });
 
-test("login: a response whose state does not match, or has none, is ignored (the wait goes on, issue 14); its code is never redeemed and nothing is stored", async () => {
+test("login: a response whose state does not match, or has none, is ignored (the wait goes on); its code is never redeemed and nothing is stored", async () => {
   for (const state of ["wrong", "absent"] as const) {
     const env = await environment({ as: { state } });
     try {
@@ -217,7 +217,7 @@ test("login: --timeout ends the wait with exit 1, closes the port and stores not
     assert.equal(login.code, 1);
     assert.match(login.stderr, /timed out/);
     assert.equal(credential(env, "demo"), undefined);
-    // The browser is given a one-time link on the loopback listener itself (issue 14).
+    // The browser is given a one-time link on the loopback listener itself.
     const redirect = new URL("/callback", visited[0]!);
     await assert.rejects(fetch(redirect), connectionRefused, "the loopback listener is closed");
   } finally {
@@ -520,7 +520,7 @@ test("step-up: a 403 insufficient_scope re-authorizes once for the union of scop
   }
 });
 
-test("looking never deletes (issue 15): a commented-out section's credential survives every command but apply, unrevoked and unused, and works again once uncommented", async () => {
+test("looking never deletes: a commented-out section's credential survives every command but apply, unrevoked and unused, and works again once uncommented", async () => {
   const both = (url: string) => `[mcp.keep]\nurl = "${url}"\n\n[mcp.gone]\nurl = "${url}"\n\n[agent.a]\nmcp = ["keep"]\n`;
   const env = await environment({ toml: both });
   try {
@@ -672,7 +672,7 @@ test("login: a browser that is never used leaves nothing behind on interrupt", a
     });
     assert.equal(await run(["mcp", "login", "demo"], t.ctx), 130);
     assert.equal(credential(env, "demo"), undefined);
-    // The browser is given a one-time link on the loopback listener itself (issue 14).
+    // The browser is given a one-time link on the loopback listener itself.
     const redirect = new URL("/callback", visited[0]!);
     await assert.rejects(fetch(redirect), connectionRefused);
     // The consent arriving late finds nobody listening.

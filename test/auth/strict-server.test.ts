@@ -1,4 +1,4 @@
-// Logins against authorization servers as strict as real ones (issue 13): redirect_uri compared
+// Logins against authorization servers as strict as real ones: redirect_uri compared
 // exactly (port included), every client and token forgotten on restart, `invalid_client` for an
 // unknown client at every endpoint. Without flags, a second, a tenth and a post-restart login succeed.
 import assert from "node:assert/strict";

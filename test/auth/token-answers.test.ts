@@ -1,4 +1,4 @@
-// Issue 14, item 11: a token answer with an absurd expires_in or an empty token is a one-line
+// A token answer with an absurd expires_in or an empty token is a one-line
 // failure (exit 1, no stack trace) and nothing of it is stored, at login and at refresh.
 import assert from "node:assert/strict";
 import { test } from "node:test";

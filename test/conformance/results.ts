@@ -23,7 +23,7 @@ export const AdapterReport = z.object({
 export type AdapterReport = z.infer<typeof AdapterReport>;
 
 /**
- * The only scenarios issue 3 lets us expect to fail: the harness's protocol extensions (OAuth
+ * The only scenarios expected-failures.json may list: the harness's protocol extensions (OAuth
  * client credentials, SEP-1046; cross-app access, SEP-990), which a person-facing native client
  * does not implement (conformance src/scenarios/client/auth/index.ts extensionScenariosList).
  */

@@ -1,4 +1,4 @@
-// Issue 7, "Concurrency": 8 processes logging in, refreshing and applying at once on one db (and
+// Concurrency: 8 processes logging in, refreshing and applying at once on one db (and
 // 8 remote applies at once on one deployment). No
 // credential is lost or corrupted, and a rotating refresh token is refreshed at most once per
 // rotation at the authorization server (the others wait on the db's write lock, then use the
@@ -78,7 +78,7 @@ test("8 processes at once on one db: logins, refreshes and applies lose or corru
       cli(["mcp", "login", "a4", "--json"]),
     ]);
     allOk(mixed, "mixed");
-    // Only the applies delete a7 and a8 (issue 15); at most one refresh of a3.
+    // Only the applies delete a7 and a8; at most one refresh of a3.
     assert.equal(env.as.counters.refreshes - beforeMixed, 1);
     assert.equal(env.as.counters.rejectedRefreshes, 0);
     const final = rows(env);

@@ -1,4 +1,4 @@
-// Issue 14, items 2 and 4: the db is the environment's and nobody else's. `db` names a file inside
+// The db is the environment's and nobody else's. `db` names a file inside
 // the file's own directory tree; the db is a regular file (never followed through a symlink), this
 // user's, with one name, SQLite or absent; its -wal and -shm likewise; access by others is removed
 // with a warning. Everything here runs on real files in temp dirs, and as root the tests can make

@@ -1,4 +1,4 @@
-// Issue 7, "Hostile authorization servers and resources". Issuer mismatch, a wrong `iss`, no S256
+// Hostile authorization servers and resources. Issuer mismatch, a wrong `iss`, no S256
 // and a plain-http authorization endpoint off loopback are covered in test/auth/login.test.ts;
 // this file adds what a hostile server can do beyond them: protected resource metadata naming
 // another resource, redirects to other origins, oversized or malformed JSON, answers that never

@@ -1,4 +1,4 @@
-// Issue 7, "The loopback listener" (src/auth/loopback.ts): it binds 127.0.0.1 only, accepts one
+// The loopback listener (src/auth/loopback.ts): it binds 127.0.0.1 only, accepts one
 // authorization response at /callback with the right `state` from a request addressed to
 // 127.0.0.1, and refuses everything else. Requests are made with node:http so the Host header
 // can be chosen (fetch does not let a page, or a test, set it).
@@ -81,7 +81,7 @@ describe("loopback listener", () => {
     }
   });
 
-  test("a missing or wrong `state` is ignored (the browser is told so) and the wait goes on; the right one then ends it (issue 14)", async () => {
+  test("a missing or wrong `state` is ignored (the browser is told so) and the wait goes on; the right one then ends it", async () => {
     const loopback = await startLoopback({});
     try {
       const ignored: string[] = [];

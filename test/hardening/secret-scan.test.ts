@@ -1,4 +1,4 @@
-// Issue 7, "Secret scan": every command and flag combination of the suite runs with known secret
+// Secret scan: every command and flag combination of the suite runs with known secret
 // values planted (static env tokens, stored OAuth tokens, client secrets, the deployment token),
 // plain and with --debug / SUBS_DEBUG=1, on success and on failure paths; the test fails if any
 // planted value appears in stdout, stderr, --json, an error message or the debug log.

@@ -1,4 +1,4 @@
-// Issue 7, "Faults": SIGINT, SIGTERM and SIGKILL during login, during refresh and during apply (local and
+// Faults: SIGINT, SIGTERM and SIGKILL during login, during refresh and during apply (local and
 // remote). The real CLI runs as a child; the signal is sent at a known moment, found in its
 // SUBS_DEBUG=1 log (each request is logged before it is sent). After it: the command failed
 // clearly (SIGINT: exit 130, SIGTERM: 143, "Interrupted"), the db passes SQLite's integrity check and holds

@@ -1,4 +1,4 @@
-// Issue 14, items 1 and 3: text from servers is shown, never interpreted, on a terminal and in
+// Text from servers is shown, never interpreted, on a terminal and in
 // piped human output (--json stays exact), a file string with a control character is refused, and
 // every secret a server echoes back is removed from everything subs prints, --json included.
 import assert from "node:assert/strict";

@@ -1,4 +1,4 @@
-// Issue 14, item 5: every deadline holds under garbage collection. On Node 20 a signal from
+// Every deadline holds under garbage collection. On Node 20 a signal from
 // AbortSignal.timeout() inside AbortSignal.any() is collected and its deadline lost (a deployment
 // call waited 302 s). Each case runs in a child with `--expose-gc` and a collection every 50 ms,
 // against a loopback server that accepts and never answers, and must end at its deadline. A lost

@@ -1,4 +1,4 @@
-// A name that does not resolve is not retried (issue 15): it fails at once, naming the host.
+// A name that does not resolve is not retried: it fails at once, naming the host.
 // Names under `.invalid` never resolve (RFC 6761 §6.4), and the resolver says so without the network.
 import assert from "node:assert/strict";
 import { test } from "node:test";

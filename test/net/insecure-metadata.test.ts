@@ -1,4 +1,4 @@
-// Issue 14, item 6: authorization server metadata is fetched over https only, loopback aside, like
+// Authorization server metadata is fetched over https only, loopback aside, like
 // the endpoints it names. A plain-http issuer off loopback (from protected resource metadata or a
 // stored credential) or a plain-http `resource_metadata` URL in a 401 is refused (exit 2, code
 // insecure_metadata) before any request is sent to it. Real loopback servers; the context's fetch

@@ -1,4 +1,4 @@
-// Issue 14, item 7: a step-up (403 insufficient_scope) asks for the union of scopes only within
+// A step-up (403 insufficient_scope) asks for the union of scopes only within
 // the file's `oauth.scopes` when it pins them, and says so when the server wants one outside; with
 // no person to consent (stderr not a terminal, or CI) it fails at once with the next step instead
 // of waiting for a browser; a consent that does not come names --timeout, the flag that waits

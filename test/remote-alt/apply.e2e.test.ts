@@ -1,4 +1,4 @@
-// `subs apply` against the second deployment implementation (issue 4: written only from
+// `subs apply` against the second deployment implementation (written only from
 // docs/deployment-protocol.md), run as the real CLI.
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";

@@ -1,4 +1,4 @@
-// Where `subs` and docs/deployment-protocol.md disagree (issue 4). Each test asserts what the
+// Where `subs` and docs/deployment-protocol.md disagree. Each test asserts what the
 // document says; a failure here is a recorded disagreement (see the report), not a flaky test.
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";

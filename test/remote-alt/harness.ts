@@ -1,4 +1,4 @@
-// Shared set-up for the second-implementation tests (issue 4): a test authorization server, an
+// Shared set-up for the second-implementation tests: a test authorization server, an
 // OAuth-protected MCP server, and test/support/deployment-alt (written from the protocol document
 // alone), with the real CLI run against them from a temp dir.
 import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";

@@ -1,5 +1,5 @@
 // `subs mcp login`, `mcp list`, `mcp tools` and `agent tools` against the second deployment
-// implementation (issue 4), run as the real CLI with the redirect-following browser.
+// implementation, run as the real CLI with the redirect-following browser.
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 import { startHarness, withHarness, type Harness } from "./harness.ts";

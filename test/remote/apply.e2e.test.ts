@@ -73,7 +73,7 @@ for (const [kind, start] of Object.entries(DEPLOYMENTS)) describe(`subs apply wi
     assert.match(first.stdout, /\+ sentry/);
     assert.match(first.stdout, /\+ support/);
     assert.match(first.stdout, /4 to add, 0 to change, 0 to remove, 0 unchanged/);
-    // The plan is on stdout; the summary on stderr, as every apply summary is, local or remote (issue 15).
+    // The plan is on stdout; the summary on stderr, as every apply summary is, local or remote.
     assert.match(first.stderr, /^Applied 4 changes to http:\/\/127\.0\.0\.1:\d+\/\.$/m);
     assert.doesNotMatch(first.stdout, /Applied/);
     assert.deepEqual([...deployment.connections.keys()].sort(), ["linear", "sentry"]);
@@ -101,7 +101,7 @@ for (const [kind, start] of Object.entries(DEPLOYMENTS)) describe(`subs apply wi
     assert.equal(result.code, 0, result.stderr);
     assert.match(result.stdout, /- linear .*credential dropped: declaration removed/);
     assert.match(result.stdout, /- triage/);
-    // Without a terminal (a child's pipes, as in CI) a plan that removes is applied without asking (issue 15).
+    // Without a terminal (a child's pipes, as in CI) a plan that removes is applied without asking.
     assert.doesNotMatch(result.stderr, /Apply\?/);
     assert.equal(deployment.connections.has("linear"), false);
     assert.equal(deployment.credentials.has("linear"), false);
@@ -253,7 +253,7 @@ describe("subs apply when a v1-only deployment fails", () => {
 
     const text = await p.apply();
     assert.equal(text.code, 1);
-    // The report is the summary of this apply: on stderr, as every apply summary is (issue 15).
+    // The report is the summary of this apply: on stderr, as every apply summary is.
     assert.match(text.stderr, /Applied 0 of 2 changes:\n(  (failed|not attempted) +add agent \w+\n){2}/);
     assert.doesNotMatch(text.stdout, /Applied/);
 

@@ -75,7 +75,7 @@ for (const [kind, start] of Object.entries(DEPLOYMENTS)) describe(`against ${kin
       assert.equal(result.code, 0, result.stderr);
       assert.match(result.stdout, /✔ tracker: authorized on http:\/\/127\.0\.0\.1/);
       assert.match(result.stderr, /Opening the browser to authorize tracker at /);
-      // The browser was given a one-time loopback link (no `state` in its argv, issue 14) that sent
+      // The browser was given a one-time loopback link (no `state` in its argv) that sent
       // it to the authorization server, with the deployment's own redirect URI.
       const link = readFileSync(p.log, "utf8").trim();
       assert.match(link, /^http:\/\/127\.0\.0\.1:\d+\/open\/[\w-]+$/);
@@ -138,7 +138,7 @@ for (const [kind, start] of Object.entries(DEPLOYMENTS)) describe(`against ${kin
       const p = project(`[mcp.nobrowser]\nurl = "${mcp.url}"\n`);
       const result = await p.run(["mcp", "login", "nobrowser", "--no-browser", "--timeout", "1"]);
       assert.equal(result.code, 1);
-      // The words of a local login under --no-browser (issue 15).
+      // The words of a local login under --no-browser.
       assert.match(result.stderr, new RegExp(`Open this URL in a browser to authorize nobrowser:\\n  ${authServer.url}/authorize\\?`));
       assert.match(result.stderr, /no consent within 1s \(--timeout\)/);
       assert.equal(existsSync(p.log), false, "no browser was started");
@@ -276,7 +276,7 @@ for (const [kind, start] of Object.entries(DEPLOYMENTS)) describe(`against ${kin
     });
   });
 
-  describe("one voice (issue 15)", () => {
+  describe("one voice", () => {
     /** The steps a login printed on stderr, with what differs by nature (where, URLs, timings) left out. */
     const steps = (stderr: string) =>
       stderr

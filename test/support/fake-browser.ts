@@ -1,4 +1,4 @@
-// A machine with no browser but a fake one, for the default opener's real route (issue 13): a
+// A machine with no browser but a fake one, for the default opener's real route: a
 // directory to put alone on PATH, holding sh, node and the few utilities the `open` package's
 // bundled xdg-open runs (grep, uname, sed …; sleep for ensureBuilt's lock), and, if asked, a
 // `www-browser`, the first browser xdg-open's generic route tries when there is no display

@@ -1,4 +1,4 @@
-// A throwaway forwarder, for tests only (issue 16): serveHttp in front of one upstream MCP server,
+// A throwaway forwarder, for tests only: serveHttp in front of one upstream MCP server,
 // each session its own SDK Client to it, every request and notification passed on both ways. It
 // stands in for `subs mcp proxy <id> --http` so scripts/conformance-server.mjs --via can be
 // exercised before that command exists; it is not a product feature and knows nothing of

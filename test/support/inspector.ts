@@ -1,6 +1,6 @@
 // The MCP Inspector's CLI mode (@modelcontextprotocol/inspector, `mcp-inspector --cli`): an MCP
 // client this project did not write, built on the SDK's v2 client packages rather than the v1 SDK
-// subs itself uses (issue 16, "Third-party clients"). It needs Node 22, so it lives in
+// subs itself uses. It needs Node 22, so it lives in
 // tools/conformance beside the conformance harness, on that folder's Node 22 binary, installed
 // from that folder's lock file by scripts/tools.mjs when missing.
 import { spawn, spawnSync } from "node:child_process";

@@ -1,4 +1,4 @@
-// A stateful MCP server on loopback with every feature a proxy must carry (issue 16): tools with
+// A stateful MCP server on loopback with every feature a proxy must carry: tools with
 // progress, cancellation, errors and a changing list; resources (paged), templates and
 // subscriptions; prompts; completions; logging; and tools that ask the client (sampling,
 // elicitation, roots) and that cancel what they asked. Streamable HTTP with sessions, as most real

@@ -105,7 +105,7 @@ export type AuthServerOptions = {
   checkFirst?: "client" | "grant";
   /**
    * Rewrites the token endpoint's answer (the tokens are issued and valid all the same), e.g. an
-   * absurd `expires_in` or an empty `access_token`, to check a client refuses it (issue 14).
+   * absurd `expires_in` or an empty `access_token`, to check a client refuses it.
    */
   tokenResponse?: (tokens: OAuthTokens, grant: "authorization_code" | "refresh_token") => Record<string, unknown>;
 };

@@ -2,7 +2,7 @@
 // server on loopback and prints a substructure.toml for them. Stop with Ctrl-C. (`npm run demo` does
 // the same with a consent page and walks through login, list and tools.)
 //   node --import tsx test/support/serve-oauth.ts [--strict] > /tmp/try/substructure.toml
-// --strict behaves as the strictest real servers do (issue 13): redirect_uri compared exactly,
+// --strict behaves as the strictest real servers do: redirect_uri compared exactly,
 // error redirects without `state`, and a consent page a person answers. `kill -USR1 <pid>`
 // restarts the authorization server's memory: every client and token is forgotten.
 import { annotatedTool, startMcpServer } from "./mcp-server.ts";

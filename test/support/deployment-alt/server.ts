@@ -1,4 +1,4 @@
-// A second, independent deployment (issue 4), written from docs/deployment-protocol.md alone:
+// A second, independent deployment, written from docs/deployment-protocol.md alone:
 // plain node:http, in-memory state, loopback only. Section numbers in comments are that document's.
 // It is the OAuth client of each MCP server (section 4): its own redirect URI (/oauth/callback),
 // its own client registrations (one per authorization server) and its own token store.

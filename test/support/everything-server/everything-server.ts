@@ -1,4 +1,4 @@
-// Vendored, for the MCP conformance suite's server scenarios (issue 16; scripts/conformance-server.mjs):
+// Vendored, for the MCP conformance suite's server scenarios (scripts/conformance-server.mjs):
 // the suite's reference "everything server", examples/servers/typescript/everything-server.ts of
 // https://github.com/modelcontextprotocol/conformance at tag v0.1.16 (commit
 // 21a9a2febd7100d7c17ac1021ee7f2ed9f66a1e0), the release of the harness tools/conformance pins.
