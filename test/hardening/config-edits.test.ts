@@ -4,14 +4,16 @@
 // elsewhere, an agent, a key): each value is written as exactly that value, or refused with the file
 // untouched. And a removal cuts only the section's own lines, whatever its neighbours look like:
 // a prefix of its id, a look-alike header inside a multi-line string, a sub-table further down.
-// Through the built CLI; the result is read back with a TOML parser.
+// In-process: the same code the built CLI runs, with a test's Context, since each case is one run
+// (about 250 of them; as child processes they took 30 s of CPU). test/mcp-add-remove.e2e.test.ts
+// runs add, import and remove through the built CLI. The result is read back with a TOML parser.
 import assert from "node:assert/strict";
 import { mkdtempSync, readFileSync, rmSync, statSync, utimesSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { describe, it } from "node:test";
 import { parse } from "smol-toml";
-import { runCli } from "../support/cli.ts";
+import { runInProcess, type RunResult } from "../support/cli.ts";
 
 const BEFORE = `# kept as it is
 [mcp.kept]
@@ -20,6 +22,10 @@ url = "https://kept.example/mcp"
 [agent.a]
 mcp = ["kept"]
 `;
+
+/** One run of subs in this process, in `dir`, whose HOME is `dir` too. */
+const runCli = (argv: string[], options: { cwd: string; env?: Record<string, string> }): Promise<RunResult> =>
+  runInProcess(argv, { cwd: options.cwd, env: { HOME: options.cwd, ...options.env } });
 
 type Parsed = { remote?: unknown; mcp: Record<string, Record<string, unknown>>; agent: Record<string, unknown>; [key: string]: unknown };
 
