@@ -132,14 +132,20 @@ for (const store of STORES) describe(`subs deployment serve as three replicas on
 
   test("a credential due for refresh, 24 requests at once spread over the three: one refresh, its rotating refresh token never reused, every request answered", async () => {
     // Rotating refresh tokens, any reuse rejected (and the grant with it), a slow token endpoint.
-    const { authServer, mcp } = await protectedServer({ accessTokenTtlSeconds: 4, refreshDelayMs: 400 });
+    // A refreshed access token lives an hour: with the 4 s one it replaced, a burst spread over
+    // more than 2 s by a loaded machine (two suites at once) found the new token due too and
+    // refreshed it again, a second refresh that was right. Round 2 makes the credential due again
+    // by the MCP server no longer honouring its access token (401): a replica that kept the first
+    // refresh token in memory would send it again, rejected.
+    const { authServer, mcp } = await protectedServer({ accessTokenTtlSeconds: 4, refreshedAccessTokenTtlSeconds: 3600, refreshDelayMs: 400 });
     assert.deepEqual(await authorizeServed(set.front, "rotating", { url: mcp.url }), { status: "authorized" });
     for (let round = 1; round <= 2; round++) {
-      // Past the first half of the token's life: due for refresh on every replica.
-      await new Promise((r) => setTimeout(r, 2600));
+      // Round 1: past the first half of the token's life, due for refresh on every replica.
+      if (round === 1) await new Promise((r) => setTimeout(r, 2600));
+      else authServer.forgetAccessTokens();
       const answers = await Promise.all(Array.from({ length: 24 }, () => call("GET", "/v1/mcp/rotating/tools")));
       assert.deepEqual(answers.map((a) => a.status), Array(24).fill(200), JSON.stringify(answers.find((a) => a.status !== 200)?.body));
-      assert.equal(authServer.counters.refreshes, round, "one refresh across the three replicas");
+      assert.equal(authServer.counters.refreshes, round, `round ${round}: one refresh across the three replicas`);
       assert.equal(authServer.counters.rejectedRefreshes, 0, "no refresh token was sent twice");
     }
     assert.equal(new Set(set.balancer.served.slice(-24)).size, 3, "every replica had requests");
