@@ -336,32 +336,34 @@ for (const kind of KINDS) {
     test("create prints it once; only a hash is stored; list never shows it; revoke ends it", async () => {
       const at = await kind.fresh();
       const { cwd: dir, storeArg } = at;
+      // A store the server made: the token commands never make one.
+      await (await at.open(undefined)).close();
       const created = await runInProcess(["deployment", "token", "create", "--name", "ci", "--role", "apply", "--store", storeArg], { cwd: dir });
       assert.equal(created.code, 0, created.stderr);
       const token = created.stdout.trim();
       assert.match(token, /^subsd_[A-Za-z0-9_-]{43}$/);
-      assert.match(created.stderr, /made apply token [0-9a-f]{12} \(ci\); it is shown this once/);
+      assert.match(created.stderr, /made apply token [0-9a-f]{12} \(ci\) on .*; it never expires\. It is shown this once/);
       assert.doesNotMatch(created.stderr, new RegExp(token));
       assert.ok(!(await at.contents()).includes(token), "the token itself is nowhere in the store");
 
       const listed = await runInProcess(["deployment", "token", "list", "--store", storeArg, "--json"], { cwd: dir });
       assert.equal(listed.code, 0, listed.stderr);
       const [row] = JSON.parse(listed.stdout);
-      assert.deepEqual(Object.keys(row), ["id", "name", "role", "created_at", "last_used_at"]);
+      assert.deepEqual(Object.keys(row), ["id", "name", "role", "created_at", "expires_at", "last_used_at"]);
       assert.equal(row.role, "apply");
       assert.ok(!listed.stdout.includes(token));
 
       const store = await at.open(undefined);
-      assert.equal((await authenticate(store, token))?.name, "ci");
-      assert.equal(await authenticate(store, `${token.slice(0, -1)}x`), undefined);
-      assert.equal(await authenticate(store, undefined), undefined);
+      assert.equal((await authenticate(store, token, Date.now()))?.name, "ci");
+      assert.equal(await authenticate(store, `${token.slice(0, -1)}x`, Date.now()), undefined);
+      assert.equal(await authenticate(store, undefined, Date.now()), undefined);
       assert.notEqual((await store.listTokens())[0]?.lastUsedAt, null, "its use is recorded");
       assert.ok(allows("apply", "read") && allows("apply", "apply") && !allows("apply", "use"));
       assert.ok(allows("use", "use") && !allows("use", "read") && !allows("read", "apply") && allows("admin", "use"));
 
       const revoked = await runInProcess(["deployment", "token", "revoke", "ci", "--store", storeArg], { cwd: dir });
       assert.equal(revoked.code, 0, revoked.stderr);
-      assert.equal(await authenticate(store, token), undefined);
+      assert.equal(await authenticate(store, token, Date.now()), undefined);
       await store.close();
       const again = await runInProcess(["deployment", "token", "revoke", "ci", "--store", storeArg], { cwd: dir });
       assert.equal(again.code, 1);
@@ -581,7 +583,8 @@ for (const kind of KINDS) {
     assert.deepEqual(await a.putMcpSession(session("helper", "b1", "bob"), 2000, 0, { max: 5, displaceBefore: 0 }), { outcome: "saved" }, "another token is not held back");
     assert.deepEqual(await a.countMcpSessions("alice", 100_000), { count: 0, oldestUse: undefined }, "sessions idle before the cut-off are not counted");
 
-    assert.deepEqual((await b.revokeToken("alice")).map((t) => t.id), ["alice"]);
+    const revoked = await b.revokeToken("alice", Date.now());
+    assert.deepEqual(revoked.outcome === "revoked" && [revoked.token.id, revoked.token.name], ["alice", "alice"]);
     assert.deepEqual(await a.countMcpSessions("alice", 0), { count: 0, oldestUse: undefined }, "revoking deletes its sessions");
     assert.deepEqual(await a.putMcpSession(session("helper", "a99", "alice"), 3000, 0, { max: 5, displaceBefore: 0 }), { outcome: "owner_gone" });
     assert.deepEqual(await a.countMcpSessions("bob", 0), { count: 1, oldestUse: 2000 });
