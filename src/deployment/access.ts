@@ -13,12 +13,12 @@ export const hashToken = (token: string) => createHash("sha256").update(token, "
 /** Makes a token and stores its hash; the token is in the answer only (shown once, never stored). */
 export async function createToken(
   store: DeploymentStore,
-  request: { name: string; role: Role; expiresAt?: number | null },
+  request: { name: string; role: Role; lifetimeMs?: number | null },
   max?: number,
 ): Promise<{ outcome: "created"; token: string; record: ApiTokenRecord } | Exclude<AddToken, { outcome: "added" }>> {
   const id = randomBytes(6).toString("hex");
   const token = `${TOKEN_PREFIX}${randomBytes(32).toString("base64url")}`;
-  const added = await store.addToken({ id, name: request.name, role: request.role, hash: hashToken(token), expiresAt: request.expiresAt ?? null }, max);
+  const added = await store.addToken({ id, name: request.name, role: request.role, hash: hashToken(token), lifetimeMs: request.lifetimeMs ?? null }, max);
   return added.outcome === "added" ? { outcome: "created", token, record: added.token } : added;
 }
 

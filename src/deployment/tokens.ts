@@ -54,7 +54,7 @@ export function storeTokens(store: DeploymentStore, now: () => number): TokenPla
   return {
     where: store.path,
     async create(request) {
-      const made = await createToken(store, { name: request.name, role: request.role, expiresAt: request.expires_in === undefined ? null : now() + request.expires_in * 1000 }, MAX_TOKENS);
+      const made = await createToken(store, { name: request.name, role: request.role, lifetimeMs: request.expires_in === undefined ? null : request.expires_in * 1000 }, MAX_TOKENS);
       if (made.outcome === "name_taken") throw refused(NAME_TAKEN(request.name), { code: "name_taken", hint: "choose another --name (`subs deployment token list` shows those in use)" });
       if (made.outcome === "too_many") throw refused(TOO_MANY(made.max), { code: "too_many_tokens", hint: "revoke tokens no longer used first" });
       const { last_used_at: _, ...json } = tokenJson(made.record);

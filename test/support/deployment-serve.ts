@@ -221,8 +221,8 @@ export async function startServedDeployment(options: ServeOptions = {}): Promise
 }
 
 /** A new token of `role` in `store`; its value. */
-export async function tokenIn(store: DeploymentStore, name: string, role: Role, expiresAt: number | null = null): Promise<string> {
-  const made = await createToken(store, { name, role, expiresAt });
+export async function tokenIn(store: DeploymentStore, name: string, role: Role): Promise<string> {
+  const made = await createToken(store, { name, role });
   if (made.outcome !== "created") throw new Error(`token ${name} not made: ${made.outcome}`);
   return made.token;
 }

@@ -6,6 +6,7 @@ import { createToken } from "../access.ts";
 import { CreateTokenBody, LAST_ADMIN, MAX_TOKENS, NAME_TAKEN, TOO_MANY, tokenJson } from "../tokens.ts";
 import { fail, issueText, readJson, type Route } from "./answer.ts";
 
+/** `now`: the clock a revocation tells expired admin tokens by. */
 export function tokenRoutes(o: { store: DeploymentStore; now: () => number }): Route[] {
   const { store } = o;
   return [
@@ -19,7 +20,7 @@ export function tokenRoutes(o: { store: DeploymentStore; now: () => number }): R
         const parsed = CreateTokenBody.safeParse(await readJson(req));
         if (!parsed.success) return fail(400, "invalid_request", issueText(parsed.error));
         const { name, role, expires_in } = parsed.data;
-        const made = await createToken(store, { name, role, expiresAt: expires_in === undefined ? null : o.now() + expires_in * 1000 }, MAX_TOKENS);
+        const made = await createToken(store, { name, role, lifetimeMs: expires_in === undefined ? null : expires_in * 1000 }, MAX_TOKENS);
         if (made.outcome === "name_taken") return fail(409, "name_taken", NAME_TAKEN(name));
         if (made.outcome === "too_many") return fail(409, "too_many_tokens", TOO_MANY(made.max));
         const { last_used_at: _, ...created } = tokenJson(made.record);

@@ -825,7 +825,7 @@ export class PostgresStore implements RekeyableStore {
       await this.#rows("SELECT pg_advisory_xact_lock($1)", [TOKENS_LOCK], db);
       if (max !== undefined && checked(CountRow, (await this.#rows("SELECT count(*) AS count FROM api_tokens", [], db))[0], "api_tokens").count >= max) return { outcome: "too_many", max };
       if ((await this.#rows("SELECT 1 FROM api_tokens WHERE name = $1", [t.name], db)).length > 0) return { outcome: "name_taken" };
-      const expiresAt = t.expiresAt ?? null;
+      const expiresAt = t.lifetimeMs == null ? null : at + t.lifetimeMs;
       await this.#rows("INSERT INTO api_tokens (id, name, role, hash, created_at, expires_at) VALUES ($1, $2, $3, $4, $5, $6)", [t.id, t.name, t.role, t.hash, at, expiresAt], db);
       return { outcome: "added", token: { id: t.id, name: t.name, role: t.role, createdAt: at, lastUsedAt: null, expiresAt } };
     });

@@ -707,7 +707,7 @@ export class SqliteStore implements RekeyableStore {
       .transaction((): AddToken => {
         if (max !== undefined && checked(CountRow, this.#prepared("SELECT count(*) AS count FROM api_tokens").get(), "api_tokens").count >= max) return { outcome: "too_many", max };
         if (this.#prepared("SELECT 1 FROM api_tokens WHERE name = ?").get(t.name) !== undefined) return { outcome: "name_taken" };
-        const expiresAt = t.expiresAt ?? null;
+        const expiresAt = t.lifetimeMs == null ? null : at + t.lifetimeMs;
         this.#prepared("INSERT INTO api_tokens (id, name, role, hash, created_at, expires_at) VALUES (?, ?, ?, ?, ?, ?)").run(t.id, t.name, t.role, t.hash, at, expiresAt);
         return { outcome: "added", token: { id: t.id, name: t.name, role: t.role, createdAt: at, lastUsedAt: null, expiresAt } };
       })

@@ -47,7 +47,7 @@ export type ApiTokenRecord = { id: string; name: string; role: Role; createdAt: 
 export const expired = (token: Pick<ApiTokenRecord, "expiresAt">, now: number) => token.expiresAt !== null && token.expiresAt <= now;
 
 /** A token to store: `hash` is the SHA-256 of the token; the token itself is never stored. */
-export type NewApiToken = { id: string; name: string; role: Role; hash: Buffer; expiresAt?: number | null };
+export type NewApiToken = { id: string; name: string; role: Role; hash: Buffer; lifetimeMs?: number | null };
 /** `name_taken`: names are unique; `too_many`: the store already holds `max` tokens. Nothing is stored then. */
 export type AddToken = { outcome: "added"; token: ApiTokenRecord } | { outcome: "name_taken" } | { outcome: "too_many"; max: number };
 /** `last_admin`: it is the only admin token that has not expired, and is kept, so that someone can still manage tokens. */
@@ -279,7 +279,7 @@ export interface DeploymentStore {
   endMcpSession(agent: string, id: string, idleBefore?: number): Promise<boolean>;
 
   /**
-   * Stores a token unless another has its name or the store holds `max` tokens already; token
+   * Stores a token, made now and expiring `lifetimeMs` later (never when absent), unless another has its name or the store holds `max` tokens already; token
    * writes are serialized across processes, so neither check is raced past.
    */
   addToken(token: NewApiToken, max?: number): Promise<AddToken>;

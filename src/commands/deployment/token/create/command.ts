@@ -5,7 +5,7 @@ import { targetOf, targetOptions, type TargetFlags } from "../options.ts";
 
 export const tokenCreate: CommandDeclaration = {
   name: "create",
-  declare(command, { ctx, setJson, configOf }) {
+  declare(command, { ctx, setJson, configOf, ownRedaction }) {
     targetOptions(command)
       .description("Make a token and print it once on stdout; only its SHA-256 is kept. Names are unique.")
       .requiredOption("--name <name>", "who or what holds it, e.g. ci or \"alice laptop\" (1-64 letters, digits, spaces and . _ @ -)")
@@ -24,7 +24,10 @@ export const tokenCreate: CommandDeclaration = {
         setJson(Boolean(opts.json));
         const expiresIn = opts.expiresIn === undefined ? undefined : parseDuration(opts.expiresIn, "--expires-in");
         const { tokenCreateCommand } = await import("./run.ts");
-        await tokenCreateCommand(ctx, { target: targetOf(opts, configOf), name: opts.name, role: opts.role, ...(expiresIn !== undefined ? { expiresIn } : {}), json: Boolean(opts.json) });
+        // The new token is this command's answer: written past the run's scrub, which learnt it
+        // from the deployment's answer; everything else goes through ctx, scrubbed of it.
+        const answer = (ownRedaction?.() ?? ctx).stdout;
+        await tokenCreateCommand(ctx, { target: targetOf(opts, configOf), name: opts.name, role: opts.role, ...(expiresIn !== undefined ? { expiresIn } : {}), json: Boolean(opts.json), answer });
       });
   },
 };
