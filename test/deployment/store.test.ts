@@ -372,6 +372,52 @@ for (const kind of KINDS) {
       assert.match(badRole.stderr, /--role "owner": must be one of admin, apply, use, read/);
     });
 
+    test("the migration to unique names keeps every token: the oldest of a shared name keeps it, the others get their id appended; none expires", async () => {
+      const at = await kind.fresh();
+      const rows: Array<[string, string, number]> = [
+        ["aaaaaaaaaaaa", "admin", 1000],
+        ["bbbbbbbbbbbb", "admin", 2000],
+        ["cccccccccccc", "admin", 2000],
+        ["dddddddddddd", "solo", 500],
+      ];
+      if (kind.name === "sqlite") {
+        // The schema the previous subs wrote, with the rows it allowed.
+        const storeDir = path.join(at.cwd, "data");
+        const { mkdirSync } = await import("node:fs");
+        mkdirSync(storeDir, { mode: 0o700 });
+        const raw = new Database(path.join(storeDir, "deployment.db"));
+        raw.exec("CREATE TABLE schema_version (version INTEGER NOT NULL) STRICT");
+        for (const sql of MIGRATIONS.slice(0, 4)) raw.exec(sql);
+        raw.prepare("INSERT INTO schema_version (version) VALUES (4)").run();
+        for (const [id, name, created] of rows) raw.prepare("INSERT INTO api_tokens (id, name, role, hash, created_at) VALUES (?, ?, 'admin', ?, ?)").run(id, name, randomBytes(32), created);
+        raw.close();
+      } else {
+        await at.sql("CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, applied_at BIGINT NOT NULL)");
+        for (const [n, sql] of PG_MIGRATIONS.slice(0, 3).entries()) {
+          await at.sql(sql);
+          await at.sql("INSERT INTO schema_migrations (version, applied_at) VALUES ($1, 0)", [n + 1]);
+        }
+        for (const [id, name, created] of rows) await at.sql("INSERT INTO api_tokens (id, name, role, hash, created_at) VALUES ($1, $2, 'admin', $3, $4)", [id, name, randomBytes(32), created]);
+      }
+      const store = await at.open(undefined);
+      try {
+        const tokens = await store.listTokens();
+        assert.deepEqual(
+          tokens.map((t) => [t.id, t.name, t.expiresAt]),
+          [
+            ["dddddddddddd", "solo", null],
+            ["aaaaaaaaaaaa", "admin", null],
+            ["bbbbbbbbbbbb", "admin-bbbbbbbbbbbb", null],
+            ["cccccccccccc", "admin-cccccccccccc", null],
+          ],
+        );
+        const again = await store.addToken({ id: "eeeeeeeeeeee", name: "admin", role: "use", hash: randomBytes(32) });
+        assert.deepEqual(again, { outcome: "name_taken" });
+      } finally {
+        await store.close();
+      }
+    });
+
     test("rotate-key re-encrypts under the new key; a missing key file for a sealed store refuses", async () => {
       const at = await kind.fresh();
       const { cwd: dir, storeArg } = at;
