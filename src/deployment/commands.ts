@@ -15,8 +15,8 @@ export type OpenedStore = RekeyableStore & { hasKeyCheck(): Promise<boolean> };
 
 /**
  * Opens the store the settings name; only the module of that kind of store is loaded. `mustExist`:
- * refuse, creating nothing, when there is no store there yet (the operator's commands: a mistyped
- * --store must not become a new empty store the running server never reads).
+ * refuse, creating nothing, when there is no store there yet (`token … --store`: a mistyped path
+ * must not become a new empty store the running server never reads).
  */
 export async function openStore(config: DeploymentConfig, key: Key | undefined, options: { mustExist?: boolean } = {}): Promise<OpenedStore> {
   const mustExist = options.mustExist ?? false;
@@ -34,7 +34,7 @@ export async function openStore(config: DeploymentConfig, key: Key | undefined, 
  * sealed nothing yet, so the first start on a fresh machine needs no other step; for a store that
  * has, a missing or wrong key refuses to start.
  */
-export async function openWithKey(ctx: Ctx, config: DeploymentConfig, options: { mustExist?: boolean } = {}): Promise<{ store: OpenedStore; key: Key }> {
+export async function openWithKey(ctx: Ctx, config: DeploymentConfig): Promise<{ store: OpenedStore; key: Key }> {
   warn(ctx, config);
   if (!config.key) {
     throw refused("no encryption key: the deployment keeps credentials encrypted and needs one", {
@@ -44,7 +44,7 @@ export async function openWithKey(ctx: Ctx, config: DeploymentConfig, options: {
   }
   let key = readKey(config.key);
   if (!key) {
-    const probe = await openStore(config, undefined, options);
+    const probe = await openStore(config, undefined);
     const sealedBefore = await probe.hasKeyCheck();
     await probe.close();
     const file = "file" in config.key ? config.key.file : "";
@@ -57,7 +57,7 @@ export async function openWithKey(ctx: Ctx, config: DeploymentConfig, options: {
     key = createKeyFile(file);
     ctx.stderr.write(`subs: made a new encryption key in ${file} (key id ${key.id}); back it up apart from the store\n`);
   }
-  return { store: await openStore(config, key, options), key };
+  return { store: await openStore(config, key), key };
 }
 
 /** The settings' warnings, on stderr, before anything is opened. */
@@ -71,7 +71,7 @@ function warn(ctx: Ctx, config: DeploymentConfig) {
  */
 export async function rotateKeyCommand(ctx: Ctx, options: { flags: Flags; newKeyFile: string }) {
   const config = deploymentConfig(options.flags, ctx, { serve: false });
-  const { store, key } = await openWithKey(ctx, config, { mustExist: true });
+  const { store, key } = await openWithKey(ctx, config);
   try {
     const file = (await import("node:path")).resolve(ctx.cwd, options.newKeyFile);
     let next = readKey({ file, from: "--new-key-file" });

@@ -3,11 +3,11 @@
 import type { Context } from "../../../../context.ts";
 import { listApiTokens, type TokenTarget } from "../../../../deployment/tokens.ts";
 import { writeJson } from "../../../../output/json.ts";
-import { stderrReporter } from "../../../../output/reporter.ts";
+import { tokenReporter } from "../reporter.ts";
 import { shown } from "../../../../output/untrusted.ts";
 
 export async function tokenListCommand(ctx: Context, options: { target: TokenTarget; json: boolean }) {
-  const { where, tokens } = await listApiTokens(ctx, options.target, stderrReporter(ctx));
+  const { where, tokens } = await listApiTokens(ctx, options.target, tokenReporter(ctx));
   if (options.json) return writeJson(ctx.stdout, tokens);
   if (!tokens.length) {
     ctx.stderr.write(`subs: no tokens on ${shown(where)} yet; make one with \`subs deployment token create --name NAME --role admin\`\n`);
