@@ -23,3 +23,13 @@ export function parseSeconds(value: string, flag = "--timeout"): number {
 
 /** SUBS_DEBUG=1 (or true): one meaning for both of its effects, so SUBS_DEBUG=0 turns neither on. */
 export const debugFromEnv = (env: Readonly<Record<string, string | undefined>>) => ["1", "true"].includes(env.SUBS_DEBUG ?? "");
+
+const UNIT_SECONDS: Record<string, number> = { s: 1, m: 60, h: 3600, d: 86400 };
+
+/** A whole number of seconds, or of minutes, hours or days with m, h or d (`90d`). */
+export function parseDuration(value: string, flag: string): number {
+  const match = /^(\d{1,10})([smhd]?)$/.exec(value);
+  const seconds = match ? Number(match[1]) * UNIT_SECONDS[match[2] || "s"]! : 0;
+  if (!(seconds >= 1)) throw usage(`${flag} must be a duration: seconds, or a whole number with s, m, h or d (e.g. 90d), not ${JSON.stringify(value)}`);
+  return seconds;
+}

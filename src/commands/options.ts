@@ -23,7 +23,9 @@ export type ProgramHooks = {
    * The process's own context, without the run's redaction, for a command that serves others for
    * the life of the process (the deployment): it keeps each exchange's secrets itself, bounded and
    * forgotten when the exchange ends. The run's would learn for good whatever any server sends
-   * and blank it in every later line (SECURITY.md, "The deployment's log").
+   * and blank it in every later line (SECURITY.md, "The deployment's log"). Also the one way
+   * `subs deployment token create` prints the token it was asked for: the run learnt it from the
+   * deployment's answer (a `token` field) and would print `[redacted]`.
    */
   ownRedaction?: () => Context;
 };

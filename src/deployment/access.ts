@@ -3,32 +3,37 @@
 // and a presented token is hashed and compared with timingSafeEqual so the comparison's time says
 // nothing about how much of it matched.
 import { createHash, randomBytes, timingSafeEqual } from "node:crypto";
-import type { ApiTokenRecord, DeploymentStore, Role } from "./store/types.ts";
+import { expired, type AddToken, type ApiTokenRecord, type DeploymentStore, type Role } from "./store/types.ts";
 
 /** A recognisable prefix, so secret scanners (and people) can tell a leaked token for what it is. */
 export const TOKEN_PREFIX = "subsd_";
 
 export const hashToken = (token: string) => createHash("sha256").update(token, "utf8").digest();
 
-export async function createToken(store: DeploymentStore, name: string, role: Role): Promise<{ token: string; record: Omit<ApiTokenRecord, "createdAt" | "lastUsedAt"> }> {
+/** Makes a token and stores its hash; the token is in the answer only (shown once, never stored). */
+export async function createToken(
+  store: DeploymentStore,
+  request: { name: string; role: Role; lifetimeMs?: number | null },
+  max?: number,
+): Promise<{ outcome: "created"; token: string; record: ApiTokenRecord } | Exclude<AddToken, { outcome: "added" }>> {
   const id = randomBytes(6).toString("hex");
   const token = `${TOKEN_PREFIX}${randomBytes(32).toString("base64url")}`;
-  await store.addToken({ id, name, role, hash: hashToken(token) });
-  return { token, record: { id, name, role } };
+  const added = await store.addToken({ id, name: request.name, role: request.role, hash: hashToken(token), lifetimeMs: request.lifetimeMs ?? null }, max);
+  return added.outcome === "added" ? { outcome: "created", token, record: added.token } : added;
 }
 
-/** The token a bearer value names, or undefined; never logs or returns the value. */
-export async function authenticate(store: DeploymentStore, bearer: string | undefined): Promise<ApiTokenRecord | undefined> {
+/** The token a bearer value names, or undefined (an expired one too); never logs or returns the value. */
+export async function authenticate(store: DeploymentStore, bearer: string | undefined, now: number): Promise<ApiTokenRecord | undefined> {
   if (bearer === undefined || !bearer.startsWith(TOKEN_PREFIX) || bearer.length > 200) return undefined;
   const hash = hashToken(bearer);
   const found = await store.findToken(hash);
   if (!found || found.hash.length !== hash.length || !timingSafeEqual(found.hash, hash)) return undefined;
   const { hash: _, ...record } = found;
-  return record;
+  return expired(record, now) ? undefined : record;
 }
 
-/** What a request needs: `read` lists, `apply` changes and authorizes, `use` calls agents' MCP endpoints. */
-export type Need = "read" | "apply" | "use";
+/** What a request needs: `read` lists, `apply` changes and authorizes, `use` calls agents' MCP endpoints, `admin` manages API tokens. */
+export type Need = "read" | "apply" | "use" | "admin";
 
 export function allows(role: Role, need: Need): boolean {
   switch (role) {

@@ -1,27 +1,32 @@
-// `subs deployment token …` and `subs deployment rotate-key`: the operator's commands on the
-// deployment's own machine, run against the store directly (they need no running server, and a
-// token made while it runs is good at once: the server reads tokens from the store).
+// Opening the deployment's store, for `subs deployment serve` and the operator's commands on its
+// own machine (`rotate-key`, and `token …` with `--store`: tokens.ts), which run against the store
+// directly: they need no running server, and a token made while it runs is good at once (the
+// server reads tokens from the store).
 import type { Context } from "../context.ts";
-import { failed, refused, usage } from "../errors.ts";
-import { createToken } from "./access.ts";
+import { refused, usage } from "../errors.ts";
 import { deploymentConfig, type DeploymentConfig, type Flags } from "./config.ts";
 import { createKeyFile, readKey, type Key } from "./keys.ts";
-import { ROLES, type RekeyableStore, type Role } from "./store/types.ts";
+import type { RekeyableStore } from "./store/types.ts";
 
 type Ctx = Pick<Context, "env" | "cwd" | "stdout" | "stderr">;
 
 /** The store the settings name: the SQLite file of one machine, or a Postgres database replicas share. */
 export type OpenedStore = RekeyableStore & { hasKeyCheck(): Promise<boolean> };
 
-/** Opens the store the settings name; only the module of that kind of store is loaded. */
-export async function openStore(config: DeploymentConfig, key: Key | undefined): Promise<OpenedStore> {
+/**
+ * Opens the store the settings name; only the module of that kind of store is loaded. `mustExist`:
+ * refuse, creating nothing, when there is no store there yet (`token … --store`: a mistyped path
+ * must not become a new empty store the running server never reads).
+ */
+export async function openStore(config: DeploymentConfig, key: Key | undefined, options: { mustExist?: boolean } = {}): Promise<OpenedStore> {
+  const mustExist = options.mustExist ?? false;
   if (config.postgres) {
     const { openPostgresStore } = await import("./store/postgres.ts");
     const { url, password, passwordFrom, redacted } = config.postgres;
-    return openPostgresStore({ url, password, passwordFrom, redacted, key });
+    return openPostgresStore({ url, password, passwordFrom, redacted, key, mustExist });
   }
   const { openSqliteStore } = await import("./store/sqlite.ts");
-  return openSqliteStore({ storeDir: config.storeDir, dbPath: config.dbPath, key });
+  return openSqliteStore({ storeDir: config.storeDir, dbPath: config.dbPath, key, mustExist });
 }
 
 /**
@@ -58,62 +63,6 @@ export async function openWithKey(ctx: Ctx, config: DeploymentConfig): Promise<{
 /** The settings' warnings, on stderr, before anything is opened. */
 function warn(ctx: Ctx, config: DeploymentConfig) {
   for (const warning of config.warnings) ctx.stderr.write(`subs: warning: ${warning}\n`);
-}
-
-async function openWithoutKey(ctx: Ctx, flags: Flags) {
-  const config = deploymentConfig(flags, ctx, { serve: false });
-  warn(ctx, config);
-  return openStore(config, undefined);
-}
-
-export function parseRole(text: string): Role {
-  if (!(ROLES as readonly string[]).includes(text)) throw usage(`--role ${JSON.stringify(text)}: must be one of ${ROLES.join(", ")}`);
-  return text as Role;
-}
-
-const NAME = /^[A-Za-z0-9][A-Za-z0-9 ._@-]{0,63}$/;
-
-export async function tokenCreateCommand(ctx: Ctx, options: { flags: Flags; name: string; role: Role; json: boolean }) {
-  if (!NAME.test(options.name)) throw usage(`--name ${JSON.stringify(options.name)}: 1-64 letters, digits, spaces and . _ @ -`, { hint: "e.g. --name ci or --name \"alice laptop\"" });
-  const store = await openWithoutKey(ctx, options.flags);
-  try {
-    const { token, record } = await createToken(store, options.name, options.role);
-    if (options.json) ctx.stdout.write(`${JSON.stringify({ ...record, token })}\n`);
-    else ctx.stdout.write(`${token}\n`);
-    ctx.stderr.write(`subs: made ${options.role} token ${record.id} (${options.name}); it is shown this once: only its hash is kept\n`);
-  } finally {
-    await store.close();
-  }
-}
-
-export async function tokenListCommand(ctx: Ctx, options: { flags: Flags; json: boolean }) {
-  const store = await openWithoutKey(ctx, options.flags);
-  try {
-    const tokens = await store.listTokens();
-    const iso = (ms: number | null) => (ms === null ? null : new Date(ms).toISOString());
-    if (options.json) {
-      ctx.stdout.write(`${JSON.stringify(tokens.map((t) => ({ id: t.id, name: t.name, role: t.role, created_at: iso(t.createdAt), last_used_at: iso(t.lastUsedAt) })))}\n`);
-      return;
-    }
-    if (!tokens.length) {
-      ctx.stderr.write("subs: no tokens yet; make one with `subs deployment token create --name NAME --role admin`\n");
-      return;
-    }
-    for (const t of tokens) ctx.stdout.write(`${t.id}\t${t.role}\t${t.name}\tcreated ${iso(t.createdAt)}\t${t.lastUsedAt === null ? "never used" : `last used ${iso(t.lastUsedAt)}`}\n`);
-  } finally {
-    await store.close();
-  }
-}
-
-export async function tokenRevokeCommand(ctx: Ctx, options: { flags: Flags; token: string }) {
-  const store = await openWithoutKey(ctx, options.flags);
-  try {
-    const gone = await store.revokeToken(options.token);
-    if (!gone.length) throw failed(`no token has the id or name ${JSON.stringify(options.token)}`, { hint: "`subs deployment token list` shows them", code: "not_found" });
-    for (const t of gone) ctx.stderr.write(`subs: revoked ${t.role} token ${t.id} (${t.name}); requests with it are refused from now on\n`);
-  } finally {
-    await store.close();
-  }
 }
 
 /**

@@ -96,6 +96,7 @@ export async function deploymentServeCommand(ctx: Context, options: { flags: Fla
       ready: async () => (await store.listTokens(), true),
       agentEndpoint: agents.endpoint,
       authenticated: connections.trust,
+      now: ctx.now,
     });
 
     let inFlight = 0;

@@ -12,6 +12,7 @@ import { scrubbedJson, Secrets } from "../secrets.ts";
 import { BadBody, fail, segment, STORE_DOWN_MESSAGE, type Answer } from "./routes/answer.ts";
 import { connectionRoutes } from "./routes/connections.ts";
 import { stateRoutes } from "./routes/state.ts";
+import { tokenRoutes } from "./routes/tokens.ts";
 import { StoreUnavailable, type ApiTokenRecord, type DeploymentStore } from "./store/types.ts";
 
 export { MAX_BODY_BYTES } from "./routes/answer.ts";
@@ -34,11 +35,14 @@ export type AppOptions = {
   agentEndpoint?: AgentEndpoint;
   /** Told of each request whose token is valid, as soon as it is checked (its connection is then kept: serve.ts). */
   authenticated?: (req: IncomingMessage) => void;
+  /** The clock tokens expire by (Date.now unless given). */
+  now?: () => number;
 };
 
 export function createApp(o: AppOptions) {
   const { store, oauth } = o;
-  const routes = [...connectionRoutes(o), ...agentRoutes(o), ...stateRoutes(o)];
+  const now = o.now ?? Date.now;
+  const routes = [...connectionRoutes(o), ...agentRoutes(o), ...stateRoutes(o), ...tokenRoutes({ store, now })];
 
   /**
    * Answers one request; returns what the access log needs. A store that does not answer is a 503
@@ -98,7 +102,7 @@ export function createApp(o: AppOptions) {
       return { route: "unknown" };
     }
     // Section 1: a missing or wrong token is 401 before anything else.
-    const token = await authenticate(store, bearerOf(req.headers.authorization));
+    const token = await authenticate(store, bearerOf(req.headers.authorization), now());
     if (!token) {
       send({ ...fail(401, "unauthorized", "missing or invalid API token"), headers: { "www-authenticate": 'Bearer realm="subs-deployment"' } });
       return { route: isMetrics ? "/metrics" : "/v1" };
@@ -119,7 +123,7 @@ export function createApp(o: AppOptions) {
     }
     const { r, m } = found;
     const params = m!.slice(1).map(segment);
-    if (params.some((p) => p === undefined || !isValidName(p)) && r.route !== "/v1/authorizations/{id}") {
+    if (params.some((p) => p === undefined || !isValidName(p)) && r.route !== "/v1/authorizations/{id}" && r.route !== "/v1/tokens/{id}") {
       send(fail(400, "invalid_request", `${JSON.stringify(params.find((p) => p === undefined || !isValidName(p)) ?? m![1])} is not a valid connection id or agent name`));
       return { route: r.route, token };
     }
@@ -128,7 +132,11 @@ export function createApp(o: AppOptions) {
       return { route: r.route, token };
     }
     if (!allows(token.role, r.need)) {
-      send(fail(403, "forbidden", `a ${token.role} token may not ${r.need === "use" ? "use agents' MCP endpoints" : r.need === "apply" ? "change the deployment" : "read the deployment"}`));
+      const message =
+        r.need === "admin"
+          ? `managing API tokens needs an admin token; this one's role is ${token.role}`
+          : `a ${token.role} token may not ${r.need === "use" ? "use agents' MCP endpoints" : r.need === "apply" ? "change the deployment" : "read the deployment"}`;
+      send(fail(403, "forbidden", message));
       return { route: r.route, token };
     }
     try {

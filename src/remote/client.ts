@@ -11,6 +11,8 @@ import { withDeadline } from "../http/deadline.ts";
 import { guardedFetch, HttpGuardError, httpTimeoutMs, isBlockedPort, isDnsFailure } from "../http/guarded-fetch.ts";
 import {
   AgentListSchema,
+  ApiTokenListSchema,
+  CreatedApiTokenSchema,
   AgentSchema,
   AuthorizationSchema,
   AuthorizationStatusSchema,
@@ -20,6 +22,9 @@ import {
   StateAnswerSchema,
   ToolListSchema,
   type AgentBody,
+  type ApiTokenBody,
+  type CreatedApiToken,
+  type RemoteApiToken,
   type AuthorizationStatus,
   type ConnectionBody,
   type ErrorBody,
@@ -216,6 +221,23 @@ export class DeploymentClient {
     }
   }
 
+  /**
+   * Section 3.11. Sent once, never retried: a repeat after a lost answer would find the name taken
+   * and the token made by the first, whose value nobody saw.
+   */
+  async createToken(body: ApiTokenBody): Promise<CreatedApiToken> {
+    return (await this.request("POST", this.url("v1/tokens"), { schema: CreatedApiTokenSchema, body, once: true })).data;
+  }
+
+  async listTokens(): Promise<RemoteApiToken[]> {
+    return (await this.request("GET", this.url("v1/tokens"), { schema: ApiTokenListSchema })).data.tokens;
+  }
+
+  /** Unlike the declarations' DELETEs, a 404 is an error here: the id named no token. */
+  async revokeToken(id: string): Promise<void> {
+    await this.request("DELETE", this.url(`v1/tokens/${encodeURIComponent(id)}`), { schema: null });
+  }
+
   private url(path: string): URL {
     return new URL(path, this.base);
   }
@@ -223,14 +245,16 @@ export class DeploymentClient {
   private async request<S extends z.ZodMiniType>(
     method: string,
     url: URL,
-    options: { schema: S; body?: unknown; signal?: AbortSignal },
+    options: { schema: S; body?: unknown; signal?: AbortSignal; once?: boolean },
   ): Promise<{ status: number; data: z.output<S> }>;
   private async request(method: string, url: URL, options: { schema: null; absentIsDone?: boolean }): Promise<{ status: number; data: undefined }>;
+  /** `once`: a single attempt, for a request that is not safe to repeat. */
   private async request(
     method: string,
     url: URL,
-    options: { schema: z.ZodMiniType | null; body?: unknown; absentIsDone?: boolean; signal?: AbortSignal },
+    options: { schema: z.ZodMiniType | null; body?: unknown; absentIsDone?: boolean; signal?: AbortSignal; once?: boolean },
   ): Promise<{ status: number; data: unknown }> {
+    const attempts = options.once ? 1 : this.retry.attempts;
     const what = `${method} ${url.pathname}`;
     const callerSignal = options.signal;
     const stopped = () => failed(`${what}: stopped before the deployment answered`, { code: "timed_out", cause: callerSignal?.reason });
@@ -270,7 +294,7 @@ export class DeploymentClient {
               cause: error,
             });
           }
-          if (attempt < this.retry.attempts) {
+          if (attempt < attempts) {
             deadline.clear();
             await this.backoff(attempt, undefined, `${what}: ${reason}`, callerSignal);
             if (callerSignal?.aborted) throw stopped();
@@ -310,7 +334,7 @@ export class DeploymentClient {
         const body = await readErrorBody(response);
         if (response.status === 404 && options.absentIsDone) return { status: 404, data: undefined };
         const retryable = response.status >= 500 || response.status === 429;
-        if (retryable && attempt < this.retry.attempts) {
+        if (retryable && attempt < attempts) {
           deadline.clear();
           await this.backoff(attempt, response.headers.get("retry-after"), `${what}: ${response.status}${body ? ` ${body.error}` : ""}`, callerSignal);
           if (callerSignal?.aborted) throw stopped();
@@ -351,6 +375,14 @@ export class DeploymentClient {
           code === "address_not_allowed"
             ? "the deployment reaches only the addresses its operator allows (docs/deployment-server.md, \"Addresses it reaches\"); ask them, or declare a server it reaches"
             : "declare the server that client belongs to, or another oauth.client_id; the deployment's operator holds its secret (docs/deployment-server.md)",
+      });
+    }
+    // Section 3.11: a name in use, the last admin token, the most tokens a deployment holds; nothing was changed.
+    if (status === 409 && (code === "name_taken" || code === "last_admin" || code === "too_many_tokens")) {
+      return new DeploymentError("refused", `the deployment refused ${what}${said}`, {
+        status,
+        ...(body ? { body } : {}),
+        hint: code === "name_taken" ? "choose another --name (`subs deployment token list` shows those in use)" : code === "last_admin" ? "create another admin token first, then revoke this one" : "revoke tokens no longer used first",
       });
     }
     if (status === 400 && code === "local_only_field") {

@@ -142,3 +142,28 @@ export const ErrorBodySchema = z.object({
   catalog: orNull(z.array(z.string())),
 });
 export type ErrorBody = z.output<typeof ErrorBodySchema>;
+
+/** Section 3.11: an API token as `GET /v1/tokens` lists it (never its value nor its hash). */
+export const ApiTokenSchema = z.object({
+  id: text(),
+  name: text(),
+  role: text(),
+  created_at: timestamp,
+  expires_at: orNull(timestamp),
+  last_used_at: orNull(timestamp),
+});
+export type RemoteApiToken = z.output<typeof ApiTokenSchema>;
+export const ApiTokenListSchema = z.object({ tokens: z.array(ApiTokenSchema) });
+
+/** `POST /v1/tokens`: the new token, its value in this answer only. */
+export const CreatedApiTokenSchema = z.object({
+  id: text(),
+  name: text(),
+  role: text(),
+  token: text(),
+  created_at: timestamp,
+  expires_at: orNull(timestamp),
+});
+export type CreatedApiToken = z.output<typeof CreatedApiTokenSchema>;
+/** `POST /v1/tokens`'s body; `expires_in` in seconds. */
+export type ApiTokenBody = { name: string; role: string; expires_in?: number };

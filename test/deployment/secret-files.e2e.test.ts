@@ -49,7 +49,7 @@ describe("the key file", () => {
       assert.equal(served.listening, undefined);
       assert.match(served.stderr, refusal);
       assert.match(served.stderr, fix);
-      const token = await runCli(["deployment", "token", "create", "--name", "ci", "--role", "apply", "--key-file", "deployment.key"], { cwd: dir });
+      const token = await runCli(["deployment", "token", "create", "--name", "ci", "--role", "apply", "--key-file", "deployment.key", "--store", "subs-deployment"], { cwd: dir });
       assert.equal(token.code, 2, token.stderr);
       assert.equal(token.stdout, "", "no token made");
       assert.match(token.stderr, refusal);
@@ -76,7 +76,7 @@ describe("the key file", () => {
     assert.equal(served.code, 2, served.stderr);
     assert.match(served.stderr, owner);
     assert.match(served.stderr, new RegExp(`\`chown 0 ${escape(file)}\` \\(or run subs as its owner\\)`));
-    const token = await runCli(["deployment", "token", "create", "--name", "ci", "--role", "apply", "--key-file", "deployment.key"], { cwd: dir });
+    const token = await runCli(["deployment", "token", "create", "--name", "ci", "--role", "apply", "--key-file", "deployment.key", "--store", "subs-deployment"], { cwd: dir });
     assert.equal(token.code, 2);
     assert.equal(token.stdout, "");
     assert.match(token.stderr, owner);
@@ -109,7 +109,8 @@ describe("the key file", () => {
 
   test("rotate-key: an existing --new-key-file others may read is refused, and nothing is re-encrypted", async () => {
     const { dir } = withKey(0o600);
-    const made = await runCli(["deployment", "token", "create", "--name", "admin", "--role", "admin", "--key-file", "deployment.key"], { cwd: dir });
+    // A store the server made (rotate-key refuses one that does not exist).
+    const made = await serveOnce(["--key-file", "deployment.key"], { cwd: dir });
     assert.equal(made.code, 0, made.stderr);
     writeFileSync(path.join(dir, "new.key"), `${newKeyText()}\n`);
     chmodSync(path.join(dir, "new.key"), 0o644);

@@ -91,6 +91,8 @@ describe("the Postgres store's password", () => {
     const cwd = tempDir();
     // In process: the run's environment (ctx.env) holds PGPASSWORD; this process's does not.
     assert.equal(process.env.PGPASSWORD, undefined);
+    // A store the server made: the token commands make none.
+    assert.equal((await serve(["--store", db.withPassword], { cwd })).code, 0);
     const given = await runInProcess(["deployment", "token", "create", "--name", "ci", "--role", "read", "--store", db.without], { cwd, env: { PGPASSWORD: db.password } });
     assert.equal(given.code, 0, given.stderr);
     assert.match(given.stdout, /^subsd_/);

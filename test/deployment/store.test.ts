@@ -336,38 +336,86 @@ for (const kind of KINDS) {
     test("create prints it once; only a hash is stored; list never shows it; revoke ends it", async () => {
       const at = await kind.fresh();
       const { cwd: dir, storeArg } = at;
+      // A store the server made: the token commands never make one.
+      await (await at.open(undefined)).close();
       const created = await runInProcess(["deployment", "token", "create", "--name", "ci", "--role", "apply", "--store", storeArg], { cwd: dir });
       assert.equal(created.code, 0, created.stderr);
       const token = created.stdout.trim();
       assert.match(token, /^subsd_[A-Za-z0-9_-]{43}$/);
-      assert.match(created.stderr, /made apply token [0-9a-f]{12} \(ci\); it is shown this once/);
+      assert.match(created.stderr, /made apply token [0-9a-f]{12} \(ci\) on .*; it never expires\. It is shown this once/);
       assert.doesNotMatch(created.stderr, new RegExp(token));
       assert.ok(!(await at.contents()).includes(token), "the token itself is nowhere in the store");
 
       const listed = await runInProcess(["deployment", "token", "list", "--store", storeArg, "--json"], { cwd: dir });
       assert.equal(listed.code, 0, listed.stderr);
       const [row] = JSON.parse(listed.stdout);
-      assert.deepEqual(Object.keys(row), ["id", "name", "role", "created_at", "last_used_at"]);
+      assert.deepEqual(Object.keys(row), ["id", "name", "role", "created_at", "expires_at", "last_used_at"]);
       assert.equal(row.role, "apply");
       assert.ok(!listed.stdout.includes(token));
 
       const store = await at.open(undefined);
-      assert.equal((await authenticate(store, token))?.name, "ci");
-      assert.equal(await authenticate(store, `${token.slice(0, -1)}x`), undefined);
-      assert.equal(await authenticate(store, undefined), undefined);
+      assert.equal((await authenticate(store, token, Date.now()))?.name, "ci");
+      assert.equal(await authenticate(store, `${token.slice(0, -1)}x`, Date.now()), undefined);
+      assert.equal(await authenticate(store, undefined, Date.now()), undefined);
       assert.notEqual((await store.listTokens())[0]?.lastUsedAt, null, "its use is recorded");
       assert.ok(allows("apply", "read") && allows("apply", "apply") && !allows("apply", "use"));
       assert.ok(allows("use", "use") && !allows("use", "read") && !allows("read", "apply") && allows("admin", "use"));
 
       const revoked = await runInProcess(["deployment", "token", "revoke", "ci", "--store", storeArg], { cwd: dir });
       assert.equal(revoked.code, 0, revoked.stderr);
-      assert.equal(await authenticate(store, token), undefined);
+      assert.equal(await authenticate(store, token, Date.now()), undefined);
       await store.close();
       const again = await runInProcess(["deployment", "token", "revoke", "ci", "--store", storeArg], { cwd: dir });
       assert.equal(again.code, 1);
       const badRole = await runInProcess(["deployment", "token", "create", "--name", "x", "--role", "owner", "--store", storeArg], { cwd: dir });
       assert.equal(badRole.code, 2);
       assert.match(badRole.stderr, /--role "owner": must be one of admin, apply, use, read/);
+    });
+
+    test("the migration to unique names keeps every token: the oldest of a shared name keeps it, the others get their id appended; none expires", async () => {
+      const at = await kind.fresh();
+      const rows: Array<[string, string, number]> = [
+        ["aaaaaaaaaaaa", "admin", 1000],
+        ["bbbbbbbbbbbb", "admin", 2000],
+        ["cccccccccccc", "admin", 2000],
+        ["dddddddddddd", "solo", 500],
+      ];
+      if (kind.name === "sqlite") {
+        // The schema the previous subs wrote, with the rows it allowed.
+        const storeDir = path.join(at.cwd, "data");
+        const { mkdirSync } = await import("node:fs");
+        mkdirSync(storeDir, { mode: 0o700 });
+        const raw = new Database(path.join(storeDir, "deployment.db"));
+        raw.exec("CREATE TABLE schema_version (version INTEGER NOT NULL) STRICT");
+        for (const sql of MIGRATIONS.slice(0, 4)) raw.exec(sql);
+        raw.prepare("INSERT INTO schema_version (version) VALUES (4)").run();
+        for (const [id, name, created] of rows) raw.prepare("INSERT INTO api_tokens (id, name, role, hash, created_at) VALUES (?, ?, 'admin', ?, ?)").run(id, name, randomBytes(32), created);
+        raw.close();
+      } else {
+        await at.sql("CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, applied_at BIGINT NOT NULL)");
+        for (const [n, sql] of PG_MIGRATIONS.slice(0, 3).entries()) {
+          await at.sql(sql);
+          await at.sql("INSERT INTO schema_migrations (version, applied_at) VALUES ($1, 0)", [n + 1]);
+        }
+        for (const [id, name, created] of rows) await at.sql("INSERT INTO api_tokens (id, name, role, hash, created_at) VALUES ($1, $2, 'admin', $3, $4)", [id, name, randomBytes(32), created]);
+      }
+      const store = await at.open(undefined);
+      try {
+        const tokens = await store.listTokens();
+        assert.deepEqual(
+          tokens.map((t) => [t.id, t.name, t.expiresAt]),
+          [
+            ["dddddddddddd", "solo", null],
+            ["aaaaaaaaaaaa", "admin", null],
+            ["bbbbbbbbbbbb", "admin-bbbbbbbbbbbb", null],
+            ["cccccccccccc", "admin-cccccccccccc", null],
+          ],
+        );
+        const again = await store.addToken({ id: "eeeeeeeeeeee", name: "admin", role: "use", hash: randomBytes(32) });
+        assert.deepEqual(again, { outcome: "name_taken" });
+      } finally {
+        await store.close();
+      }
     });
 
     test("rotate-key re-encrypts under the new key; a missing key file for a sealed store refuses", async () => {
@@ -581,7 +629,8 @@ for (const kind of KINDS) {
     assert.deepEqual(await a.putMcpSession(session("helper", "b1", "bob"), 2000, 0, { max: 5, displaceBefore: 0 }), { outcome: "saved" }, "another token is not held back");
     assert.deepEqual(await a.countMcpSessions("alice", 100_000), { count: 0, oldestUse: undefined }, "sessions idle before the cut-off are not counted");
 
-    assert.deepEqual((await b.revokeToken("alice")).map((t) => t.id), ["alice"]);
+    const revoked = await b.revokeToken("alice", Date.now());
+    assert.deepEqual(revoked.outcome === "revoked" && [revoked.token.id, revoked.token.name], ["alice", "alice"]);
     assert.deepEqual(await a.countMcpSessions("alice", 0), { count: 0, oldestUse: undefined }, "revoking deletes its sessions");
     assert.deepEqual(await a.putMcpSession(session("helper", "a99", "alice"), 3000, 0, { max: 5, displaceBefore: 0 }), { outcome: "owner_gone" });
     assert.deepEqual(await a.countMcpSessions("bob", 0), { count: 1, oldestUse: 2000 });

@@ -14,7 +14,7 @@ import { newKeyText, parseKey } from "../../src/deployment/keys.ts";
 import { redactPostgresUrl } from "../../src/deployment/config.ts";
 import { openPostgresStore } from "../../src/deployment/store/postgres.ts";
 import { openSqliteStore } from "../../src/deployment/store/sqlite.ts";
-import type { RekeyableStore, Role } from "../../src/deployment/store/types.ts";
+import type { DeploymentStore, RekeyableStore, Role } from "../../src/deployment/store/types.ts";
 import { BIN, ensureBuilt } from "./cli.ts";
 import type { Credential, RunningDeployment } from "./deployment/server.ts";
 import { postgresForThisFile, syncReader, type TestPostgres } from "./postgres.ts";
@@ -83,7 +83,7 @@ export async function startServedDeployment(options: ServeOptions = {}): Promise
     writeFileSync(urlFile, pgUrl, { mode: 0o600 });
   }
   const store: RekeyableStore = pgUrl ? await openPostgresStore({ url: pgUrl, redacted: redactPostgresUrl(pgUrl), key }) : await openSqliteStore({ storeDir, dbPath, key });
-  const token = (await createToken(store, `test-admin-${Date.now()}`, "admin")).token;
+  const token = await tokenIn(store, `test-admin-${Date.now()}`, "admin");
   const storeArg = pgUrl ?? storeDir;
   const args = [BIN, "deployment", "serve", "--listen", "127.0.0.1:0", "--store", storeArg, "--key-file", keyFile];
   if (options.catalog) {
@@ -196,7 +196,7 @@ export async function startServedDeployment(options: ServeOptions = {}): Promise
     keyFile,
     logs,
     stderr: () => stderr,
-    tokenFor: async (role) => (await createToken(store, `test-${role}-${Math.random()}`, role)).token,
+    tokenFor: (role) => tokenIn(store, `test-${role}-${Math.random()}`, role),
     fault: () => {
       throw new Error("a real deployment injects no faults");
     },
@@ -218,6 +218,13 @@ export async function startServedDeployment(options: ServeOptions = {}): Promise
       }
     },
   };
+}
+
+/** A new token of `role` in `store`; its value. */
+export async function tokenIn(store: DeploymentStore, name: string, role: Role): Promise<string> {
+  const made = await createToken(store, { name, role });
+  if (made.outcome !== "created") throw new Error(`token ${name} not made: ${made.outcome}`);
+  return made.token;
 }
 
 /** One API request to a served deployment (an admin token unless `token` is given); the JSON answer parsed. */

@@ -12,7 +12,7 @@ export const deployment: CommandDeclaration = {
       .addHelpText(
         "after",
         examples([
-          "subs deployment token create --name admin --role admin",
+          "subs deployment token create --name admin --role admin --store ./subs-deployment",
           "subs deployment serve --public-url https://subs.example.com --listen 127.0.0.1:8080",
           "subs deployment rotate-key --new-key-file ./deployment.key.new",
         ]),

@@ -5,15 +5,16 @@ import type { Flags } from "../../deployment/config.ts";
 
 export type DeploymentFlags = Flags;
 
-/** --store and --store-password-file, and --key-file (listed where the key is used; accepted, hidden, everywhere). */
-export function settings(command: Command, showKeyFile = false): Command {
+const STORE_HELP =
+  "the data directory holding the SQLite store, made 0700, or a postgres://user@host:port/db URL (env SUBS_DEPLOYMENT_STORE; default ./subs-deployment). A password in a flag is visible to every local user: give it in --store-password-file, $PGPASSWORD or a pgpass file";
+
+/**
+ * --store and --store-password-file, and --key-file (listed where the key is used; accepted,
+ * hidden, everywhere). `storeHelp`: --store's help where it means something else than serve's.
+ */
+export function settings(command: Command, showKeyFile = false, storeHelp = STORE_HELP): Command {
   return command
-    .addOption(
-      new Option(
-        "--store <dir|url>",
-        "the data directory holding the SQLite store, made 0700, or a postgres://user@host:port/db URL (env SUBS_DEPLOYMENT_STORE; default ./subs-deployment). A password in a flag is visible to every local user: give it in --store-password-file, $PGPASSWORD or a pgpass file",
-      ),
-    )
+    .addOption(new Option("--store <dir|url>", storeHelp))
     .addOption(new Option("--store-password-file <file>", "the Postgres store's password, alone in a file of mode 0600 (env SUBS_DEPLOYMENT_STORE_PASSWORD_FILE; else $PGPASSWORD, else $PGPASSFILE or ~/.pgpass)"))
     .addOption(
       showKeyFile

@@ -17,6 +17,8 @@ import {
   authorizationOf,
   checkKey,
   checked,
+  CountRow,
+  UNIQUE_TOKEN_NAMES,
   HeldSessionRow,
   McpSessionRow,
   OwnerRow,
@@ -49,7 +51,9 @@ import {
   tokenOf,
 } from "./rows.ts";
 import {
+  expired,
   StoreUnavailable,
+  type AddToken,
   type AgentRecord,
   type ApiTokenRecord,
   type AuthorizationOutcome,
@@ -63,6 +67,7 @@ import {
   type McpSessionKey,
   type OwnerCap,
   type McpSessionRecord,
+  type NewApiToken,
   type PutMcpSession,
   type DeleteConnection,
   type PutAgent,
@@ -70,7 +75,7 @@ import {
   type PutState,
   type RefreshExchange,
   type RekeyableStore,
-  type Role,
+  type RevokeToken,
   type StateChange,
 } from "./types.ts";
 
@@ -106,6 +111,9 @@ export const PG_MIGRATIONS: readonly string[] = [
      agent TEXT NOT NULL, id TEXT NOT NULL, owner TEXT, initialize_json TEXT NOT NULL, snapshot_json TEXT NOT NULL,
      created_at BIGINT NOT NULL, last_used_at BIGINT NOT NULL, PRIMARY KEY (agent, id));
    CREATE INDEX mcp_sessions_by_use ON mcp_sessions(last_used_at);`,
+  // Token expiry and unique names (sqlite.ts's fifth migration, which says what becomes of a shared name).
+  `ALTER TABLE api_tokens ADD COLUMN expires_at BIGINT;
+   ${UNIQUE_TOKEN_NAMES}`,
 ];
 
 /** The advisory lock the migrations run under: any constant no other tool of the database uses ("subs" in ASCII). */
@@ -125,6 +133,11 @@ const DECLARATIONS_LOCK = 0x73756274;
  */
 export const REFRESH_LOCKS = 0x73756275;
 const CONSENT_LOCKS = 0x73756276;
+/**
+ * The advisory lock every write of API tokens takes first: two creations do not both pass the
+ * count, and two revocations of the last two admin tokens do not both find the other still there.
+ */
+const TOKENS_LOCK = 0x73756277;
 /**
  * A refresh waits this long for another replica's: one exchange with an authorization server.
  * Set per transaction, overriding the 5 s statement timeout that would otherwise cancel a waiting
@@ -159,6 +172,8 @@ type Options = {
   redacted: string;
   key: Key | undefined;
   now?: () => number;
+  /** Refuse, creating nothing, a database subs has never made a store in (sqlite.ts, the same option). */
+  mustExist?: boolean;
 };
 
 type Queryable = Pick<PoolClient, "query">;
@@ -221,7 +236,7 @@ export async function openPostgresStore(options: Options): Promise<PostgresStore
   pool.on("error", () => {});
   const store = new PostgresStore(pool, redacted, passwordFrom, options.key, options.now ?? Date.now);
   try {
-    await store.migrate();
+    await store.migrate(options.mustExist ?? false);
     await store.checkKey();
     return store;
   } catch (error) {
@@ -309,9 +324,18 @@ export class PostgresStore implements RekeyableStore {
     }
   }
 
-  async migrate(): Promise<void> {
+  async migrate(mustExist = false): Promise<void> {
     this.migrationsRun = await this.#transaction(async (db) => {
       await this.#rows("SELECT pg_advisory_xact_lock($1)", [MIGRATION_LOCK], db);
+      if (mustExist) {
+        const [made] = await this.#rows<{ made: boolean }>("SELECT to_regclass('schema_migrations') IS NOT NULL AS made", [], db);
+        if (!made?.made) {
+          throw refused(`no deployment store in ${this.path}; nothing was created`, {
+            hint: "give --store the database `subs deployment serve` runs with (it makes the store on its first start)",
+            code: "no_store",
+          });
+        }
+      }
       await this.#rows("CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, applied_at BIGINT NOT NULL)", [], db);
       const [row] = await this.#rows<{ version: number | null }>("SELECT max(version) AS version FROM schema_migrations", [], db);
       const at = row?.version ?? 0;
@@ -795,24 +819,38 @@ export class PostgresStore implements RekeyableStore {
     return (await this.#count("DELETE FROM mcp_sessions WHERE agent = $1 AND id = $2 AND last_used_at < $3", [agent, id, idleBefore])) > 0;
   }
 
-  async addToken(t: { id: string; name: string; role: Role; hash: Buffer }) {
-    await this.#rows("INSERT INTO api_tokens (id, name, role, hash, created_at) VALUES ($1, $2, $3, $4, $5)", [t.id, t.name, t.role, t.hash, this.#now()]);
+  async addToken(t: NewApiToken, max?: number): Promise<AddToken> {
+    const at = this.#now();
+    return this.#transaction(async (db): Promise<AddToken> => {
+      await this.#rows("SELECT pg_advisory_xact_lock($1)", [TOKENS_LOCK], db);
+      if (max !== undefined && checked(CountRow, (await this.#rows("SELECT count(*) AS count FROM api_tokens", [], db))[0], "api_tokens").count >= max) return { outcome: "too_many", max };
+      if ((await this.#rows("SELECT 1 FROM api_tokens WHERE name = $1", [t.name], db)).length > 0) return { outcome: "name_taken" };
+      const expiresAt = t.lifetimeMs == null ? null : at + t.lifetimeMs;
+      await this.#rows("INSERT INTO api_tokens (id, name, role, hash, created_at, expires_at) VALUES ($1, $2, $3, $4, $5, $6)", [t.id, t.name, t.role, t.hash, at, expiresAt], db);
+      return { outcome: "added", token: { id: t.id, name: t.name, role: t.role, createdAt: at, lastUsedAt: null, expiresAt } };
+    });
   }
 
   async listTokens(): Promise<ApiTokenRecord[]> {
     return checkedAll(TokenRow, await this.#rows("SELECT * FROM api_tokens ORDER BY created_at, id"), "api_tokens").map(tokenOf);
   }
 
-  async revokeToken(idOrName: string): Promise<ApiTokenRecord[]> {
-    const rows = await this.#transaction(async (db) => {
-      const deleted = await this.#rows("DELETE FROM api_tokens WHERE id = $1 OR name = $1 RETURNING *", [idOrName], db);
+  async revokeToken(id: string, now: number): Promise<RevokeToken> {
+    return this.#transaction(async (db): Promise<RevokeToken> => {
+      await this.#rows("SELECT pg_advisory_xact_lock($1)", [TOKENS_LOCK], db);
+      // FOR UPDATE, as putMcpSession takes it: a session starting for this token waits, then finds it gone.
+      const [found] = await this.#rows("SELECT * FROM api_tokens WHERE id = $1 FOR UPDATE", [id], db);
+      if (!found) return { outcome: "absent" };
+      const token = tokenOf(checked(TokenRow, found, "api_tokens"));
+      if (token.role === "admin" && !expired(token, now)) {
+        const others = await this.#rows("SELECT 1 FROM api_tokens WHERE role = 'admin' AND id <> $1 AND (expires_at IS NULL OR expires_at > $2) LIMIT 1", [id, now], db);
+        if (others.length === 0) return { outcome: "last_admin" };
+      }
+      await this.#rows("DELETE FROM api_tokens WHERE id = $1", [id], db);
       // Its sessions go with it; the replicas holding them close them at their next check.
-      await this.#rows("DELETE FROM mcp_sessions WHERE owner = ANY($1::text[])", [deleted.map((r) => r.id)], db);
-      return deleted;
+      await this.#rows("DELETE FROM mcp_sessions WHERE owner = $1", [id], db);
+      return { outcome: "revoked", token };
     });
-    return checkedAll(TokenRow, rows, "api_tokens")
-      .map(tokenOf)
-      .sort((a, b) => a.createdAt - b.createdAt || a.id.localeCompare(b.id));
   }
 
   async findToken(hash: Buffer) {
@@ -820,8 +858,9 @@ export class PostgresStore implements RekeyableStore {
     if (!found) return undefined;
     const row = checked(TokenRow, found, "api_tokens");
     const now = this.#now();
-    if (row.last_used_at === null || now - row.last_used_at >= LAST_USED_RESOLUTION_MS) await this.#rows("UPDATE api_tokens SET last_used_at = $1 WHERE id = $2", [now, row.id]);
-    return { ...tokenOf(row), hash: row.hash };
+    const token = tokenOf(row);
+    if (!expired(token, now) && (row.last_used_at === null || now - row.last_used_at >= LAST_USED_RESOLUTION_MS)) await this.#rows("UPDATE api_tokens SET last_used_at = $1 WHERE id = $2", [now, row.id]);
+    return { ...token, hash: row.hash };
   }
 
   async rekey(next: Key): Promise<number> {

@@ -26,6 +26,12 @@ export const LAST_USED_RESOLUTION_MS = 60_000;
 export const KEY_CHECK = "key_check";
 export const KEY_CHECK_TEXT = "subs deployment key check";
 
+/** The last statements of the migration that makes token names unique, alike in both databases. */
+export const UNIQUE_TOKEN_NAMES = `UPDATE api_tokens SET name = name || '-' || id WHERE EXISTS (
+     SELECT 1 FROM api_tokens AS earlier WHERE earlier.name = api_tokens.name
+       AND (earlier.created_at < api_tokens.created_at OR (earlier.created_at = api_tokens.created_at AND earlier.id < api_tokens.id)));
+   CREATE UNIQUE INDEX api_tokens_by_name ON api_tokens(name);`;
+
 /** Milliseconds since the epoch: a number from SQLite, a decimal string from a Postgres BIGINT (pg returns 64-bit integers as text). */
 const Ms = z.union([z.number().int(), z.string().regex(/^-?\d{1,16}$/).transform(Number)]);
 /** SQLite has no boolean: 0 or 1 there, a BOOLEAN in Postgres. */
@@ -69,6 +75,8 @@ export const SessionKeyRow = z.object({ agent: z.string(), id: z.string() }).nul
 export const OwnerRow = z.object({ id: z.string() });
 /** countMcpSessions's one row: how many, and the least recent last use (null when none). */
 export const SessionCountRow = z.object({ count: Ms, oldest: Ms.nullable() });
+/** A count of rows. */
+export const CountRow = z.object({ count: Ms });
 export const SealedRow = z.object({ key_id: z.string(), sealed: z.string() });
 export const AuthorizationRow = z.object({
   id: z.string(),
@@ -88,7 +96,7 @@ export const AuthorizationRow = z.object({
 });
 /** What rekey reads of a sealed authorization: the id is its additional authenticated data. */
 export const SealedAuthorizationRow = SealedRow.extend({ id: z.string() });
-export const TokenRow = z.object({ id: z.string(), name: z.string(), role: z.enum(ROLES as [ApiTokenRecord["role"], ...ApiTokenRecord["role"][]]), hash: z.instanceof(Buffer), created_at: Ms, last_used_at: Ms.nullable() });
+export const TokenRow = z.object({ id: z.string(), name: z.string(), role: z.enum(ROLES as [ApiTokenRecord["role"], ...ApiTokenRecord["role"][]]), hash: z.instanceof(Buffer), created_at: Ms, last_used_at: Ms.nullable(), expires_at: Ms.nullable() });
 
 /** Checks one row read back; a row that fails says which table and column, never its values. */
 export function checked<T>(schema: z.ZodType<T, any>, row: unknown, table: string): T {
@@ -117,7 +125,7 @@ export const declares = (row: { url: string; prefix_tools: number | boolean; oau
   row !== undefined && row.url === c.url && Boolean(row.prefix_tools) === c.prefixTools && row.oauth_json === (c.oauth === undefined ? null : JSON.stringify(c.oauth));
 
 export const agentOf = (row: z.output<typeof AgentRow>): AgentRecord => row.body_json as AgentRecord;
-export const tokenOf = (row: z.output<typeof TokenRow>): ApiTokenRecord => ({ id: row.id, name: row.name, role: row.role, createdAt: row.created_at, lastUsedAt: row.last_used_at });
+export const tokenOf = (row: z.output<typeof TokenRow>): ApiTokenRecord => ({ id: row.id, name: row.name, role: row.role, createdAt: row.created_at, lastUsedAt: row.last_used_at, expiresAt: row.expires_at });
 export const summaryOf = (r: z.output<typeof SummaryRow>): Omit<CredentialRecord, "secret"> => ({
   id: r.id,
   url: r.url,

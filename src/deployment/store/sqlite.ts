@@ -15,6 +15,8 @@ import {
   authorizationAad,
   checkKey,
   checked,
+  CountRow,
+  UNIQUE_TOKEN_NAMES,
   HeldSessionRow,
   McpSessionRow,
   OwnerRow,
@@ -47,29 +49,32 @@ import {
   TokenRow,
   tokenOf,
 } from "./rows.ts";
-import type {
-  AgentRecord,
-  ApiTokenRecord,
-  AuthorizationOutcome,
-  AuthorizationRecord,
-  ConnectionRecord,
-  CredentialRecord,
-  CredentialRefresh,
-  DeclaredState,
-  DeleteConnection,
-  HeldMcpSession,
-  McpSessionCheck,
-  McpSessionKey,
-  OwnerCap,
-  McpSessionRecord,
-  PutMcpSession,
-  PutAgent,
-  PutConnection,
-  PutState,
-  RefreshExchange,
-  RekeyableStore,
-  Role,
-  StateChange,
+import {
+  expired,
+  type AddToken,
+  type AgentRecord,
+  type ApiTokenRecord,
+  type AuthorizationOutcome,
+  type AuthorizationRecord,
+  type ConnectionRecord,
+  type CredentialRecord,
+  type CredentialRefresh,
+  type DeclaredState,
+  type DeleteConnection,
+  type HeldMcpSession,
+  type McpSessionCheck,
+  type McpSessionKey,
+  type OwnerCap,
+  type McpSessionRecord,
+  type NewApiToken,
+  type PutMcpSession,
+  type PutAgent,
+  type PutConnection,
+  type PutState,
+  type RefreshExchange,
+  type RekeyableStore,
+  type RevokeToken,
+  type StateChange,
 } from "./types.ts";
 
 /** Entry N takes the schema from version N to N+1. */
@@ -107,6 +112,11 @@ export const MIGRATIONS: readonly string[] = [
      agent TEXT NOT NULL, id TEXT NOT NULL, owner TEXT, initialize_json TEXT NOT NULL, snapshot_json TEXT NOT NULL,
      created_at INTEGER NOT NULL, last_used_at INTEGER NOT NULL, PRIMARY KEY (agent, id)) STRICT;
    CREATE INDEX mcp_sessions_by_use ON mcp_sessions(last_used_at);`,
+  // Tokens expire, and their names are unique (revoking by name hits one token). Names an older
+  // subs let two tokens share: the oldest keeps it, each other gets its id appended (`ci-3f9a61c0b2d4`),
+  // so every token still works and each can be told apart (docs/deployment-server.md, "API tokens").
+  `ALTER TABLE api_tokens ADD COLUMN expires_at INTEGER;
+   ${UNIQUE_TOKEN_NAMES}`,
 ];
 
 const BUSY_TIMEOUT_MS = 5000;
@@ -127,12 +137,18 @@ type Options = {
   dbPath: string;
   /** Absent for commands that handle no credential (tokens); sealed values then cannot be read. */
   key: Key | undefined;
+  /**
+   * Refuse, creating nothing, when there is no store there yet: a command on the host given a
+   * mistyped path must not make a new empty store that the running server never reads.
+   */
+  mustExist?: boolean;
   now?: () => number;
 };
 
 /** Opens (creating when absent) the store; refuses a key that does not open what it holds. */
 export async function openSqliteStore(options: Options): Promise<SqliteStore> {
   const { storeDir, dbPath } = options;
+  if (options.mustExist && lstatSync(dbPath, { throwIfNoEntry: false }) === undefined) throw noStore(storeDir);
   mkdirSync(storeDir, { recursive: true, mode: 0o700 });
   const dirStat = lstatSync(storeDir);
   if (!dirStat.isDirectory()) throw refused(`${storeDir} is not a directory`, { code: "unsafe_store" });
@@ -156,6 +172,7 @@ export async function openSqliteStore(options: Options): Promise<SqliteStore> {
   const { default: Database } = await import("better-sqlite3");
   const db = new Database(dbPath, { timeout: BUSY_TIMEOUT_MS });
   try {
+    if (options.mustExist && db.prepare("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'schema_version'").get() === undefined) throw noStore(storeDir);
     db.pragma("journal_mode = WAL");
     db.pragma("foreign_keys = ON");
     migrate(db);
@@ -166,6 +183,13 @@ export async function openSqliteStore(options: Options): Promise<SqliteStore> {
     db.close();
     throw error;
   }
+}
+
+function noStore(storeDir: string) {
+  return refused(`no deployment store in ${storeDir}; nothing was created`, {
+    hint: "give --store the data directory `subs deployment serve` runs with (it makes the store on its first start)",
+    code: "no_store",
+  });
 }
 
 function migrate(db: BetterSqlite3.Database) {
@@ -676,22 +700,38 @@ export class SqliteStore implements RekeyableStore {
     return this.#prepared("DELETE FROM mcp_sessions WHERE agent = ? AND id = ? AND last_used_at < ?").run(agent, id, idleBefore).changes > 0;
   }
 
-  async addToken(t: { id: string; name: string; role: Role; hash: Buffer }) {
-    this.#prepared("INSERT INTO api_tokens (id, name, role, hash, created_at) VALUES (?, ?, ?, ?, ?)").run(t.id, t.name, t.role, t.hash, this.#now());
+  async addToken(t: NewApiToken, max?: number): Promise<AddToken> {
+    const at = this.#now();
+    // IMMEDIATE: the write lock from the start, so the count and the name are checked in turn across processes.
+    return this.#db
+      .transaction((): AddToken => {
+        if (max !== undefined && checked(CountRow, this.#prepared("SELECT count(*) AS count FROM api_tokens").get(), "api_tokens").count >= max) return { outcome: "too_many", max };
+        if (this.#prepared("SELECT 1 FROM api_tokens WHERE name = ?").get(t.name) !== undefined) return { outcome: "name_taken" };
+        const expiresAt = t.lifetimeMs == null ? null : at + t.lifetimeMs;
+        this.#prepared("INSERT INTO api_tokens (id, name, role, hash, created_at, expires_at) VALUES (?, ?, ?, ?, ?, ?)").run(t.id, t.name, t.role, t.hash, at, expiresAt);
+        return { outcome: "added", token: { id: t.id, name: t.name, role: t.role, createdAt: at, lastUsedAt: null, expiresAt } };
+      })
+      .immediate();
   }
 
   async listTokens(): Promise<ApiTokenRecord[]> {
     return checkedAll(TokenRow, this.#prepared("SELECT * FROM api_tokens ORDER BY created_at, id").all(), "api_tokens").map(tokenOf);
   }
 
-  async revokeToken(idOrName: string): Promise<ApiTokenRecord[]> {
+  async revokeToken(id: string, now: number): Promise<RevokeToken> {
     return this.#db
-      .transaction(() => {
-        const rows = checkedAll(TokenRow, this.#prepared("SELECT * FROM api_tokens WHERE id = ? OR name = ?").all(idOrName, idOrName), "api_tokens");
-        this.#prepared("DELETE FROM api_tokens WHERE id = ? OR name = ?").run(idOrName, idOrName);
+      .transaction((): RevokeToken => {
+        const found = this.#prepared("SELECT * FROM api_tokens WHERE id = ?").get(id);
+        if (found === undefined) return { outcome: "absent" };
+        const token = tokenOf(checked(TokenRow, found, "api_tokens"));
+        if (token.role === "admin" && !expired(token, now)) {
+          const others = this.#prepared("SELECT 1 FROM api_tokens WHERE role = 'admin' AND id <> ? AND (expires_at IS NULL OR expires_at > ?) LIMIT 1").get(id, now);
+          if (others === undefined) return { outcome: "last_admin" };
+        }
+        this.#prepared("DELETE FROM api_tokens WHERE id = ?").run(id);
         // Its sessions go with it; the processes holding them close them at their next check.
-        for (const row of rows) this.#prepared("DELETE FROM mcp_sessions WHERE owner = ?").run(row.id);
-        return rows.map(tokenOf);
+        this.#prepared("DELETE FROM mcp_sessions WHERE owner = ?").run(id);
+        return { outcome: "revoked", token };
       })
       .immediate();
   }
@@ -701,8 +741,9 @@ export class SqliteStore implements RekeyableStore {
     if (!found) return undefined;
     const row = checked(TokenRow, found, "api_tokens");
     const now = this.#now();
-    if (row.last_used_at === null || now - row.last_used_at >= LAST_USED_RESOLUTION_MS) this.#prepared("UPDATE api_tokens SET last_used_at = ? WHERE id = ?").run(now, row.id);
-    return { ...tokenOf(row), hash: row.hash };
+    const token = tokenOf(row);
+    if (!expired(token, now) && (row.last_used_at === null || now - row.last_used_at >= LAST_USED_RESOLUTION_MS)) this.#prepared("UPDATE api_tokens SET last_used_at = ? WHERE id = ?").run(now, row.id);
+    return { ...token, hash: row.hash };
   }
 
   async rekey(next: Key): Promise<number> {

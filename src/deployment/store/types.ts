@@ -41,7 +41,17 @@ export type CredentialRecord = {
 export type Role = "admin" | "apply" | "use" | "read";
 export const ROLES: readonly Role[] = ["admin", "apply", "use", "read"];
 
-export type ApiTokenRecord = { id: string; name: string; role: Role; createdAt: number; lastUsedAt: number | null };
+/** `expiresAt`: from then on the token is refused as an unknown one (null: never). */
+export type ApiTokenRecord = { id: string; name: string; role: Role; createdAt: number; lastUsedAt: number | null; expiresAt: number | null };
+/** Whether a token may no longer be used at `now`. */
+export const expired = (token: Pick<ApiTokenRecord, "expiresAt">, now: number) => token.expiresAt !== null && token.expiresAt <= now;
+
+/** A token to store: `hash` is the SHA-256 of the token; the token itself is never stored. */
+export type NewApiToken = { id: string; name: string; role: Role; hash: Buffer; lifetimeMs?: number | null };
+/** `name_taken`: names are unique; `too_many`: the store already holds `max` tokens. Nothing is stored then. */
+export type AddToken = { outcome: "added"; token: ApiTokenRecord } | { outcome: "name_taken" } | { outcome: "too_many"; max: number };
+/** `last_admin`: it is the only admin token that has not expired, and is kept, so that someone can still manage tokens. */
+export type RevokeToken = { outcome: "revoked"; token: ApiTokenRecord } | { outcome: "absent" } | { outcome: "last_admin" };
 
 export type AuthorizationOutcome = { status: "pending" | "authorized" | "failed" | "expired"; error?: string; message?: string };
 
@@ -268,12 +278,21 @@ export interface DeploymentStore {
   /** Deletes it (DELETE on any replica), or with `idleBefore` only if it was last used before then; whether it did. */
   endMcpSession(agent: string, id: string, idleBefore?: number): Promise<boolean>;
 
-  /** `hash`: SHA-256 of the token; the token itself is never stored. */
-  addToken(token: { id: string; name: string; role: Role; hash: Buffer }): Promise<void>;
+  /**
+   * Stores a token, made now and expiring `lifetimeMs` later (never when absent), unless another has its name or the store holds `max` tokens already; token
+   * writes are serialized across processes, so neither check is raced past.
+   */
+  addToken(token: NewApiToken, max?: number): Promise<AddToken>;
   listTokens(): Promise<ApiTokenRecord[]>;
-  /** By id or name; the tokens it removed, and every MCP session they had, in one transaction. */
-  revokeToken(idOrName: string): Promise<ApiTokenRecord[]>;
-  /** The token whose hash this is (the caller compares the hash again, in constant time). */
+  /**
+   * By id, with every MCP session it had, in one transaction; refused (nothing changed) for the
+   * last admin token not expired at `now`. Serialized with addToken and every other revocation.
+   */
+  revokeToken(id: string, now: number): Promise<RevokeToken>;
+  /**
+   * The token whose hash this is (the caller compares the hash again, in constant time, and
+   * refuses an expired one). Its last use is recorded at most once a minute, and not once expired.
+   */
   findToken(hash: Buffer): Promise<(ApiTokenRecord & { hash: Buffer }) | undefined>;
 
   close(): Promise<void>;

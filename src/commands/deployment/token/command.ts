@@ -8,8 +8,11 @@ export const token: CommandDeclaration = {
   name: "token",
   declare(command) {
     command
-      .description("The deployment's API tokens: admin, apply (CI), use (MCP clients), read.")
-      .addHelpText("after", examples(["subs deployment token create --name ci --role apply", "subs deployment token list", "subs deployment token revoke ci"]));
+      .description("The deployment's API tokens: admin, apply (CI), use (MCP clients), read. Over its API (--url, or the project's [remote]) with an admin token, or on its host (--store).")
+      .addHelpText(
+        "after",
+        examples(["subs deployment token create --name ci --role apply --url https://subs.example.com", "subs deployment token list   # in a project with [remote]", "subs deployment token revoke ci --store /var/lib/subs"]),
+      );
   },
   commands: [tokenCreate, tokenList, tokenRevoke],
 };

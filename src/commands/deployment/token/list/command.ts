@@ -1,18 +1,18 @@
-// `subs deployment token list`: its declaration; the run code is src/deployment/commands.ts.
+// `subs deployment token list`: its declaration; the run code is ./run.ts beside it.
 import { examples, jsonOption, type CommandDeclaration } from "../../../options.ts";
-import { flagsOf, settings, type DeploymentFlags } from "../../options.ts";
+import { targetOf, targetOptions, type TargetFlags } from "../options.ts";
 
 export const tokenList: CommandDeclaration = {
   name: "list",
-  declare(command, { ctx, setJson }) {
-    settings(command)
-      .description("List the tokens: id, role, name, when made and last used (never a token or its hash).")
+  declare(command, { ctx, setJson, configOf }) {
+    targetOptions(command)
+      .description("List the tokens: id, role, name, when made, when they expire and were last used (never a token or its hash).")
       .addOption(jsonOption())
-      .addHelpText("after", examples(["subs deployment token list", "subs deployment token list --store /var/lib/subs --json"]))
-      .action(async (opts: DeploymentFlags & { json?: boolean }) => {
+      .addHelpText("after", examples(["subs deployment token list", "subs deployment token list --url https://subs.example.com --json", "subs deployment token list --store /var/lib/subs   # on the host"]))
+      .action(async (opts: TargetFlags & { json?: boolean }) => {
         setJson(Boolean(opts.json));
-        const { tokenListCommand } = await import("../../../../deployment/commands.ts");
-        await tokenListCommand(ctx, { flags: flagsOf(opts), json: Boolean(opts.json) });
+        const { tokenListCommand } = await import("./run.ts");
+        await tokenListCommand(ctx, { target: targetOf(opts, configOf), json: Boolean(opts.json) });
       });
   },
 };

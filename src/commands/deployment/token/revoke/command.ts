@@ -1,17 +1,17 @@
-// `subs deployment token revoke`: its declaration; the run code is src/deployment/commands.ts.
+// `subs deployment token revoke`: its declaration; the run code is ./run.ts beside it.
 import { examples, type CommandDeclaration } from "../../../options.ts";
-import { flagsOf, settings, type DeploymentFlags } from "../../options.ts";
+import { targetOf, targetOptions, type TargetFlags } from "../options.ts";
 
 export const tokenRevoke: CommandDeclaration = {
   name: "revoke",
-  declare(command, { ctx }) {
-    settings(command)
-      .description("Revoke tokens by id or name; the server refuses them from its next request.")
+  declare(command, { ctx, configOf }) {
+    targetOptions(command)
+      .description("Revoke one token, by its id or its exact name; the server refuses it from its next request. The last admin token is kept.")
       .argument("<id-or-name>", "as `token list` shows it")
-      .addHelpText("after", examples(["subs deployment token revoke ci", "subs deployment token revoke 3f9a61c0b2d4 --store /var/lib/subs"]))
-      .action(async (idOrName: string, opts: DeploymentFlags) => {
-        const { tokenRevokeCommand } = await import("../../../../deployment/commands.ts");
-        await tokenRevokeCommand(ctx, { flags: flagsOf(opts), token: idOrName });
+      .addHelpText("after", examples(["subs deployment token revoke ci", "subs deployment token revoke 3f9a61c0b2d4 --url https://subs.example.com", "subs deployment token revoke ci --store /var/lib/subs   # on the host"]))
+      .action(async (idOrName: string, opts: TargetFlags) => {
+        const { tokenRevokeCommand } = await import("./run.ts");
+        await tokenRevokeCommand(ctx, { target: targetOf(opts, configOf), token: idOrName });
       });
   },
 };

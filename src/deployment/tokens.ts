@@ -1,0 +1,203 @@
+// The deployment's API tokens, managed in two places with one set of rules: over its API
+// (POST/GET/DELETE /v1/tokens, docs/deployment-protocol.md section 3.11), from anywhere with an
+// admin token, and in its store, on its host (`--store`). `subs deployment token` is written once
+// against `TokenPlace`; the deployment's routes (routes/tokens.ts) apply the same rules.
+import { z } from "zod";
+import type { RemoteConfig } from "../config/types.ts";
+import type { Context } from "../context.ts";
+import { failed, refused, SubsError, usage } from "../errors.ts";
+import type { Reporter } from "../report.ts";
+import { createToken } from "./access.ts";
+import { deploymentConfig, isLoopbackHost, type Flags } from "./config.ts";
+import { ROLES, type ApiTokenRecord, type DeploymentStore, type Role } from "./store/types.ts";
+
+/** How many tokens a deployment holds at most: a small team's people, laptops and CI jobs, with room to spare. */
+export const MAX_TOKENS = 1000;
+/** The longest life a token may be given: ten years, in seconds. */
+export const MAX_EXPIRES_IN = 10 * 366 * 24 * 3600;
+const NAME = /^[A-Za-z0-9][A-Za-z0-9 ._@-]{0,63}$/;
+export const NAME_RULE = "1-64 letters, digits, spaces and . _ @ -, starting with a letter or digit";
+
+/** `POST /v1/tokens`'s body (section 3.11). */
+export const CreateTokenBody = z.strictObject({
+  name: z.string().regex(NAME, NAME_RULE),
+  role: z.enum(ROLES as [Role, ...Role[]]),
+  expires_in: z.number().int().min(1).max(MAX_EXPIRES_IN).optional(),
+});
+export type CreateTokenRequest = z.output<typeof CreateTokenBody>;
+
+/** A token as section 3.11 lists it: never its value, nor its hash. */
+export type TokenJson = { id: string; name: string; role: string; created_at: string; expires_at: string | null; last_used_at: string | null };
+/** A new token, its value shown this once. */
+export type CreatedTokenJson = Omit<TokenJson, "last_used_at"> & { token: string };
+
+const iso = (ms: number | null) => (ms === null ? null : new Date(ms).toISOString());
+export const tokenJson = (t: ApiTokenRecord): TokenJson => ({ id: t.id, name: t.name, role: t.role, created_at: iso(t.createdAt)!, expires_at: iso(t.expiresAt), last_used_at: iso(t.lastUsedAt) });
+
+export const NAME_TAKEN = (name: string) => `a token named ${JSON.stringify(name)} exists; names are unique`;
+export const LAST_ADMIN = "this is the last admin token that has not expired: revoking it would leave nobody able to manage tokens";
+export const TOO_MANY = (max: number) => `the deployment holds ${max} tokens, the most it keeps`;
+
+/** Where the tokens are managed: the deployment's API, or its store on this host. */
+export interface TokenPlace {
+  /** The deployment's URL or the store, as messages name it. */
+  readonly where: string;
+  create(request: CreateTokenRequest): Promise<CreatedTokenJson>;
+  list(): Promise<TokenJson[]>;
+  /** By id. */
+  revoke(id: string): Promise<void>;
+  close(): Promise<void>;
+}
+
+/** The tokens in a store, as the deployment's routes manage them. */
+export function storeTokens(store: DeploymentStore, now: () => number): TokenPlace {
+  return {
+    where: store.path,
+    async create(request) {
+      const made = await createToken(store, { name: request.name, role: request.role, lifetimeMs: request.expires_in === undefined ? null : request.expires_in * 1000 }, MAX_TOKENS);
+      if (made.outcome === "name_taken") throw refused(NAME_TAKEN(request.name), { code: "name_taken", hint: "choose another --name (`subs deployment token list` shows those in use)" });
+      if (made.outcome === "too_many") throw refused(TOO_MANY(made.max), { code: "too_many_tokens", hint: "revoke tokens no longer used first" });
+      const { last_used_at: _, ...json } = tokenJson(made.record);
+      return { ...json, token: made.token };
+    },
+    list: async () => (await store.listTokens()).map(tokenJson),
+    async revoke(id) {
+      const gone = await store.revokeToken(id, now());
+      if (gone.outcome === "absent") throw failed(`no token has the id ${JSON.stringify(id)}`, { code: "not_found", hint: "`subs deployment token list` shows them" });
+      if (gone.outcome === "last_admin") throw refused(LAST_ADMIN, { code: "last_admin", hint: "create another admin token first, then revoke this one" });
+    },
+    close: () => store.close(),
+  };
+}
+
+/** The tokens of a deployment, over its API (section 3.11), with the admin token the client sends. */
+async function apiTokens(ctx: TokenCtx, remote: RemoteConfig, reporter: Reporter): Promise<TokenPlace> {
+  const { DeploymentClient } = await import("../remote/client.ts");
+  const client = new DeploymentClient({ remote, ctx, reporter });
+  return {
+    where: client.base.href.replace(/\/$/, ""),
+    create: async (request) => {
+      const made = await client.createToken(request);
+      return { ...made, expires_at: made.expires_at ?? null };
+    },
+    // An absent optional field and null mean the same (section 1).
+    list: async () => (await client.listTokens()).map((t) => ({ ...t, expires_at: t.expires_at ?? null, last_used_at: t.last_used_at ?? null })),
+    revoke: (id) => client.revokeToken(id),
+    close: async () => {},
+  };
+}
+
+type TokenCtx = Pick<Context, "env" | "cwd" | "fetch" | "signal">;
+
+/** Which deployment's tokens: `--url`, `--store` (on its host), else the project's `[remote]`. */
+export type TokenTarget = { url?: string; config?: string; flags: Flags };
+
+/**
+ * `--store` (or $SUBS_DEPLOYMENT_STORE) is the store on this host, refused when there is none yet;
+ * `--url` the API of the deployment there, with the token in $SUBSTRUCTURE_TOKEN; neither, the
+ * API of the project's `[remote]`, with its token_env. Both is a usage error.
+ */
+export async function tokenPlace(ctx: TokenCtx, target: TokenTarget, reporter: Reporter): Promise<TokenPlace> {
+  const storeGiven = target.flags.store !== undefined || Boolean(ctx.env.SUBS_DEPLOYMENT_STORE);
+  if (storeGiven && target.url !== undefined) {
+    throw usage("--url and --store name two places; give one", { hint: "--url for the deployment's API (from anywhere), --store for its store (on its host)" });
+  }
+  if (storeGiven) {
+    const config = deploymentConfig(target.flags, ctx, { serve: false });
+    for (const warning of config.warnings) reporter.warn(warning);
+    const { openStore } = await import("./commands.ts");
+    return storeTokens(await openStore(config, undefined, { mustExist: true }), Date.now);
+  }
+  if (target.url !== undefined) return apiTokens(ctx, { url: checkedUrl(target.url), tokenEnv: "SUBSTRUCTURE_TOKEN" }, reporter);
+  const remote = await projectRemote(ctx, target.config);
+  if (!remote) {
+    throw usage("which deployment? no --url, no --store, and no substructure.toml with [remote] here", {
+      hint: "give --url https://subs.example.com (an admin token in $SUBSTRUCTURE_TOKEN), or --store DIR|URL on the deployment's host",
+    });
+  }
+  return apiTokens(ctx, remote, reporter);
+}
+
+/** `--url`: https, or plain http to a loopback host only (the protocol's rule for `[remote].url`). */
+function checkedUrl(text: string): string {
+  let url: URL;
+  try {
+    url = new URL(text);
+  } catch {
+    throw usage(`--url ${JSON.stringify(text)}: not a URL`, { hint: "e.g. --url https://subs.example.com" });
+  }
+  if (url.protocol !== "https:" && !(url.protocol === "http:" && isLoopbackHost(url.hostname))) {
+    throw usage(`--url ${JSON.stringify(text)}: must be https (plain http only to a loopback host)`, { hint: "the admin token goes with every request: never over plain http" });
+  }
+  if (url.search || url.hash || url.username || url.password) throw usage(`--url ${JSON.stringify(text)}: give the deployment's base URL, without a query, a fragment or credentials`);
+  return url.href;
+}
+
+/** The `[remote]` of the file `--config` or $SUBS_CONFIG names, else of the nearest substructure.toml upward, if any. */
+async function projectRemote(ctx: TokenCtx, config: string | undefined): Promise<RemoteConfig | undefined> {
+  const { findConfigPath } = await import("../config/find.ts");
+  let file: string;
+  try {
+    file = findConfigPath({ explicit: config, env: ctx.env, cwd: ctx.cwd });
+  } catch (error) {
+    // No file anywhere upward (a file named and missing is an error of its own).
+    if (error instanceof SubsError && error.kind === "usage" && config === undefined && !ctx.env.SUBS_CONFIG) return undefined;
+    throw error;
+  }
+  const { loadConfig } = await import("../config/load.ts");
+  return loadConfig({ configPath: file, env: ctx.env, cwd: ctx.cwd }).remote;
+}
+
+/** A token named by its id, or by its exact name; never two tokens: an id of one that is another's name is refused. */
+export function pickToken(tokens: readonly TokenJson[], idOrName: string): TokenJson {
+  const byId = tokens.filter((t) => t.id === idOrName);
+  const byName = tokens.filter((t) => t.name === idOrName);
+  const matches = [...new Set([...byId, ...byName])];
+  if (matches.length === 0) throw failed(`no token has the id or name ${JSON.stringify(idOrName)}`, { code: "not_found", hint: "`subs deployment token list` shows them" });
+  if (matches.length > 1) {
+    throw refused(`${JSON.stringify(idOrName)} names ${matches.length} tokens (${matches.map((t) => t.id).join(", ")}); nothing was revoked`, { code: "ambiguous_token", hint: "revoke by id, as `subs deployment token list` shows it" });
+  }
+  return matches[0]!;
+}
+
+/** Makes a token where `target` says; its value is in the answer only. */
+export async function createApiToken(ctx: TokenCtx, target: TokenTarget, request: { name: string; role: string; expires_in?: number }, reporter: Reporter): Promise<{ where: string; created: CreatedTokenJson }> {
+  const checked = CreateTokenBody.safeParse(request);
+  if (!checked.success) throw usage(issueText(checked.error, request));
+  const place = await tokenPlace(ctx, target, reporter);
+  try {
+    return { where: place.where, created: await place.create(checked.data) };
+  } finally {
+    await place.close();
+  }
+}
+
+export async function listApiTokens(ctx: TokenCtx, target: TokenTarget, reporter: Reporter): Promise<{ where: string; tokens: TokenJson[] }> {
+  const place = await tokenPlace(ctx, target, reporter);
+  try {
+    return { where: place.where, tokens: await place.list() };
+  } finally {
+    await place.close();
+  }
+}
+
+/** Revokes the one token `idOrName` names (pickToken). */
+export async function revokeApiToken(ctx: TokenCtx, target: TokenTarget, idOrName: string, reporter: Reporter): Promise<{ where: string; revoked: TokenJson }> {
+  const place = await tokenPlace(ctx, target, reporter);
+  try {
+    const token = pickToken(await place.list(), idOrName);
+    await place.revoke(token.id);
+    return { where: place.where, revoked: token };
+  } finally {
+    await place.close();
+  }
+}
+
+const FLAG_OF: Record<string, string> = { name: "--name", role: "--role", expires_in: "--expires-in" };
+
+/** A refused request in the words of the command's flags. */
+function issueText(error: z.ZodError, request: Record<string, unknown>): string {
+  const field = String(error.issues[0]?.path[0] ?? "name");
+  const rule = field === "role" ? `must be one of ${ROLES.join(", ")}` : field === "expires_in" ? `from 1 second to ${MAX_EXPIRES_IN / (366 * 86400)} years` : NAME_RULE;
+  return `${FLAG_OF[field] ?? field} ${JSON.stringify(request[field])}: ${rule}`;
+}
