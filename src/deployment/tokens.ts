@@ -87,7 +87,7 @@ async function apiTokens(ctx: TokenCtx, remote: RemoteConfig, reporter: Reporter
   };
 }
 
-type TokenCtx = Pick<Context, "env" | "cwd" | "fetch" | "signal">;
+type TokenCtx = Pick<Context, "env" | "cwd" | "fetch" | "signal" | "now">;
 
 /** Which deployment's tokens: `--url`, `--store` (on its host), else the project's `[remote]`. */
 export type TokenTarget = { url?: string; config?: string; flags: Flags };
@@ -106,7 +106,7 @@ export async function tokenPlace(ctx: TokenCtx, target: TokenTarget, reporter: R
     const config = deploymentConfig(target.flags, ctx, { serve: false });
     for (const warning of config.warnings) reporter.warn(warning);
     const { openStore } = await import("./commands.ts");
-    return storeTokens(await openStore(config, undefined, { mustExist: true }), Date.now);
+    return storeTokens(await openStore(config, undefined, { mustExist: true }), ctx.now);
   }
   if (target.url !== undefined) return apiTokens(ctx, { url: checkedUrl(target.url), tokenEnv: "SUBSTRUCTURE_TOKEN" }, reporter);
   const remote = await projectRemote(ctx, target.config);
