@@ -35,7 +35,7 @@ export function tokenRoutes(o: { store: DeploymentStore; now: () => number }): R
       run: async (_m, _req, [id]) => {
         const gone = await store.revokeToken(id!, o.now());
         if (gone.outcome === "absent") return fail(404, "not_found", `no token has the id ${id}`);
-        if (gone.outcome === "last_admin") return fail(409, "last_admin", `${LAST_ADMIN}; create another admin token first`);
+        if (gone.outcome === "last_admin") return fail(409, "last_admin", LAST_ADMIN);
         return { status: 204 };
       },
     },
