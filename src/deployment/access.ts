@@ -48,6 +48,25 @@ export function allows(role: Role, need: Need): boolean {
   }
 }
 
+/** What a request of each need does, as a 403 says it. */
+export const DOING: Record<Need, string> = {
+  read: "reading the deployment",
+  apply: "changing the deployment",
+  use: "using agents' MCP endpoints",
+  admin: "managing API tokens",
+};
+
+/**
+ * A 403's message: what was refused, the roles that may do it (from `allows`, so the two never
+ * disagree) and the role the token has, so its holder knows which token to ask the operator for.
+ */
+export function forbidden(doing: string, need: Need, role: Role): string {
+  const may = ROLE_ORDER.filter((r) => allows(r, need));
+  const roles = may.length === 1 ? `the ${may[0]} role` : `the role ${may.slice(0, -1).join(", ")} or ${may.at(-1)}`;
+  return `${doing} needs a token with ${roles}; this one's role is ${role}`;
+}
+const ROLE_ORDER: readonly Role[] = ["read", "use", "apply", "admin"];
+
 /** `Authorization: Bearer <token>` (RFC 6750 section 2.1: the scheme is case-insensitive). */
 export function bearerOf(header: string | undefined): string | undefined {
   const match = header === undefined ? null : /^Bearer +(\S+) *$/i.exec(header);

@@ -3,7 +3,7 @@
 // Section numbers in comments are the protocol document's.
 import { randomUUID } from "node:crypto";
 import type { IncomingMessage, ServerResponse } from "node:http";
-import { allows, authenticate, bearerOf } from "./access.ts";
+import { allows, authenticate, bearerOf, DOING, forbidden } from "./access.ts";
 import type { Log, Metrics } from "./ops.ts";
 import { Refusal, type OAuth } from "./oauth.ts";
 import { agentRoutes, type AgentEndpoint } from "./routes/agents.ts";
@@ -110,7 +110,7 @@ export function createApp(o: AppOptions) {
     o.authenticated?.(req);
     if (isMetrics) {
       if (!allows(token.role, "read")) {
-        send(fail(403, "forbidden", `a ${token.role} token may not read metrics`));
+        send(fail(403, "forbidden", forbidden("reading metrics", "read", token.role)));
       } else {
         res.writeHead(200, { "content-type": "text/plain; version=0.0.4; charset=utf-8" }).end(o.metrics.text());
       }
@@ -132,11 +132,7 @@ export function createApp(o: AppOptions) {
       return { route: r.route, token };
     }
     if (!allows(token.role, r.need)) {
-      const message =
-        r.need === "admin"
-          ? `managing API tokens needs an admin token; this one's role is ${token.role}`
-          : `a ${token.role} token may not ${r.need === "use" ? "use agents' MCP endpoints" : r.need === "apply" ? "change the deployment" : "read the deployment"}`;
-      send(fail(403, "forbidden", message));
+      send(fail(403, "forbidden", forbidden(DOING[r.need], r.need, token.role)));
       return { route: r.route, token };
     }
     try {

@@ -366,6 +366,14 @@ export class DeploymentClient {
         details: { catalog },
       });
     }
+    // Section 1: this token's role may not do it; the deployment's message names the roles that may.
+    if (status === 403 && code === "forbidden") {
+      return new DeploymentError("failed", `the deployment refused ${what}${said}`, {
+        status,
+        ...(body ? { body } : {}),
+        hint: `ask the deployment's operator for a token with that role (\`subs deployment token create --role ROLE\`) and set ${this.remote.tokenEnv} to it`,
+      });
+    }
     // The deployment's own rules, which its operator sets: retrying cannot change the answer.
     if (status === 403 && (code === "address_not_allowed" || code === "client_secret_elsewhere")) {
       return new DeploymentError("refused", `the deployment refused ${what}${said}`, {

@@ -110,7 +110,7 @@ for (const store of STORES) describe(`agents served by subs deployment serve (${
     assert.deepEqual(await refusal(undefined), UNAUTHORIZED);
     assert.deepEqual(await refusal("subsd_not-a-token"), UNAUTHORIZED);
     for (const role of ["read", "apply"]) {
-      assert.deepEqual(await refusal(tokens[role]), { status: 403, body: { error: "forbidden", message: `a ${role} token may not use agents' MCP endpoints` } });
+      assert.deepEqual(await refusal(tokens[role]), { status: 403, body: { error: "forbidden", message: `using agents' MCP endpoints needs a token with the role use or admin; this one's role is ${role}` } });
     }
     assert.deepEqual(await refusal(tokens.use, "nobody"), { status: 404, body: { error: "not_found", message: "no agent nobody" } });
     assert.equal((await post(d.token)).status, 200, "an admin token may use agents too");
@@ -171,7 +171,7 @@ for (const store of STORES) describe(`agents served by subs deployment serve (${
     assert.equal(called.code, 0, called.stderr);
     assert.deepEqual((called.result as Called).content, [{ type: "text", text: '{"via":"inspector"}' }]);
     // The Inspector says the deployment's refusal (code 3 is its auth error), with its body.
-    const forbidden = { error: "forbidden", message: "a read token may not use agents' MCP endpoints" };
+    const forbidden = { error: "forbidden", message: "using agents' MCP endpoints needs a token with the role use or admin; this one's role is read" };
     for (const [headers, error] of [
       [[], { code: "auth_required", message: `Error POSTing to endpoint: ${JSON.stringify(UNAUTHORIZED.body)}` }],
       [bearer(tokens.read!), { code: "auth_required", message: `Error POSTing to endpoint: ${JSON.stringify(forbidden)}`, status: 403 }],

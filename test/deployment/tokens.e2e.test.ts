@@ -118,11 +118,12 @@ for (const store of STORES) describe(`API tokens over the API and on the host ($
       ] as const) {
         const raw = await callServed(d, method, pathname, body, token);
         assert.deepEqual([raw.status, raw.body.error], [403, "forbidden"], `${role} ${method}`);
-        assert.match(raw.body.message, /needs an admin token; this one's role is /);
+        assert.equal(raw.body.message, `managing API tokens needs a token with the admin role; this one's role is ${role}`);
       }
       const listed = await subs(["list", "--url", d.url], token);
       assert.equal(listed.code, 1);
-      assert.match(listed.stderr, /403 forbidden: managing API tokens needs an admin token/);
+      assert.match(listed.stderr, new RegExp(`^error: the deployment refused GET /v1/tokens: managing API tokens needs a token with the admin role; this one's role is ${role}$`, "m"));
+      assert.match(listed.stderr, /^hint: ask the deployment's operator for a token with that role/m);
     }
     assert.ok(!(await list()).some((t) => t.name.startsWith("by-")), "none was made");
   });

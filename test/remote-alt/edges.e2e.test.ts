@@ -81,7 +81,8 @@ describe("deployment freedoms the document grants, against the real CLI", () => 
       h.dep.fail({ status: 403, error: "forbidden" });
       const forbidden = await h.run(["mcp", "list"]);
       assert.equal(forbidden.code, 1, forbidden.stderr);
-      assert.match(forbidden.stderr, /^error: the deployment answered GET \/v1\/mcp with 403 forbidden: injected forbidden$/m);
+      assert.match(forbidden.stderr, /^error: the deployment refused GET \/v1\/mcp: injected forbidden$/m);
+      assert.match(forbidden.stderr, /^hint: ask the deployment's operator for a token with that role \(`subs deployment token create --role ROLE`\) and set ALT_DEPLOY_TOKEN to it$/m);
       assert.equal(h.dep.requests.length - before, 1, "one request, no retry");
     }));
 
