@@ -111,6 +111,10 @@ for (const store of STORES) describe(`subs deployment serve (${store})`, () => {
     const line = await waitFor(() => d.logs.find((l) => l.request_id === "req-42"), "the request's log line");
     assert.deepEqual(Object.keys(line).sort(), ["duration_ms", "level", "method", "msg", "path", "request_id", "status", "time", "token"]);
     assert.equal(line.path, "/v1/agents");
+    // Health probes that succeed are counted, not logged: the req-42 line came after them.
+    assert.deepEqual(d.logs.filter((l) => l.msg === "request" && (l.path === "/healthz" || l.path === "/readyz")), [], "no log line for a probe answered 200");
+    assert.match(metrics.body, /subs_deployment_http_requests_total\{method="GET",route="\/healthz",status="200"\} 1/);
+    assert.match(metrics.body, /subs_deployment_http_requests_total\{method="GET",route="\/readyz",status="200"\} 1/);
     const everything = JSON.stringify(d.logs) + d.stderr();
     for (const t of [d.token, ...Object.values(tokens)]) assert.ok(!everything.includes(t), "no token in the logs");
     assert.doesNotMatch(everything, /SECRETCODE/);
@@ -130,6 +134,8 @@ for (const store of STORES) describe(`subs deployment serve (${store})`, () => {
       try {
         const ready = await call(d, "GET", "/readyz", undefined);
         assert.deepEqual([ready.status, ready.body.error, ready.body.message], [503, "unavailable", "the store does not answer"]);
+        // A probe that fails is logged, unlike one answered 200.
+        await waitFor(() => d.logs.some((l) => l.msg === "request" && l.path === "/readyz" && l.status === 503), "the failed probe's log line");
         // That it comes fast is outage.e2e's to show, by a count over a longer outage.
         const listed = await call(d, "GET", "/v1/mcp", tokens.read);
         assert.deepEqual([listed.status, listed.body.error], [503, "store_unavailable"]);
