@@ -426,7 +426,8 @@ export function deploymentConfig(flags: Flags, ctx: { env: Env; cwd: string }, n
     const general = "`subs deployment serve --help` lists every setting and its variable";
     if (problems.length === 1) throw usage(problems[0]!, { hint: hints.get(problems[0]!) ?? general });
     const listed = problems.map((p) => (hints.has(p) ? `${p} (${hints.get(p)})` : p));
-    throw usage(`the deployment's settings have ${problems.length} problems:\n  ${listed.join("\n  ")}`, { hint: general });
+    // One line: an error's message is shown on one line, its line breaks escaped (src/run.ts).
+    throw usage(`the deployment's settings have ${problems.length} problems: ${listed.map((p, i) => `(${i + 1}) ${p}`).join(" ")}`, { hint: general });
   }
   return { listen: listen!, publicUrl, storeDir, dbPath: path.join(storeDir, DB_FILE), postgres, key, catalog, clientSecrets, allowed, warnings };
 }

@@ -64,6 +64,9 @@ describe("settings", () => {
     assert.match(both, /2 problems/);
     assert.match(both, /--listen "host:99999": must be PORT, HOST:PORT/);
     assert.match(both, /--public-url "ftp:\/\/x": must be https/);
+    // On one line, numbered: an error's message is shown with its line breaks escaped (a literal \n).
+    assert.match(both, /^the deployment's settings have 2 problems: \(1\) --listen "host:99999": .* \(2\) --public-url "ftp:\/\/x": /);
+    assert.ok(!both.includes("\n"), "one line");
     assert.match(problem(() => deploymentConfig({ listen: "0.0.0.0:8080" }, ctx, { serve: true })), /--public-url is required when --listen 0\.0\.0\.0:8080 is not loopback/);
   });
 
