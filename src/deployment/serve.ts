@@ -13,6 +13,9 @@ import { OAuth } from "./oauth.ts";
 import { jsonLog, Metrics } from "./ops.ts";
 import { CALLBACK_PATH, createApp, requestId } from "./server.ts";
 
+/** The health probes (docs/deployment-server.md, "Operations"). */
+const PROBES = ["/healthz", "/readyz"] as const;
+
 const DRAIN_MS = 10_000;
 /**
  * What one deployment holds open at most (docs/deployment-server.md, "Limits"): connections (a new
@@ -113,39 +116,40 @@ export async function deploymentServeCommand(ctx: Context, options: { flags: Fla
       inFlight++;
       let route = "unknown";
       let tokenId: string | undefined;
-      const handled = app(req, res).then(
-        (answered) => {
-          route = answered.route;
-          tokenId = answered.token?.id;
+      res.on("close", () => {
+        const seconds = Number(process.hrtime.bigint() - started) / 1e9;
+        const path = (req.url ?? "/").split("?")[0]!;
+        // A probe is answered at once, and its answer can close before the handler's promise has
+        // said its route; the path says it. Logged at close, so the log keeps the order in which
+        // answers ended (tests read "everything before this request" from it).
+        const probe = PROBES.find((p) => path === `${base}${p}`);
+        if (probe) route = probe;
+        metrics.request(req.method ?? "", route, res.statusCode, seconds);
+        // A balancer's or orchestrator's health probes (every few seconds, per replica) would
+        // bury the requests people make; one that fails is logged. /metrics counts them all.
+        // Never the query (the callback's code and state are there), a header or a body.
+        if (!(probe && res.statusCode === 200)) {
+          log("info", "request", {
+            request_id: id,
+            method: req.method,
+            path,
+            status: res.statusCode,
+            duration_ms: Math.round(seconds * 1e5) / 100,
+            ...(tokenId ? { token: tokenId } : {}),
+          });
+        }
+        if (--inFlight === 0) drained?.();
+      });
+      app(req, res).then(
+        (handled) => {
+          route = handled.route;
+          tokenId = handled.token?.id;
         },
         () => {
           if (!res.headersSent) res.writeHead(500, { "content-type": "application/json" }).end(JSON.stringify({ error: "internal_error", message: "the deployment failed" }));
           else res.destroy();
         },
       );
-      res.on("close", () => {
-        const seconds = Number(process.hrtime.bigint() - started) / 1e9;
-        // An answer made at once (/healthz) can be closed before the handler's promise has told
-        // which route it was: the line waits for it, so nothing is counted as "unknown".
-        void handled.then(() => {
-          metrics.request(req.method ?? "", route, res.statusCode, seconds);
-          // A balancer's or orchestrator's health probes (every few seconds, per replica) would
-          // bury the requests people make; one that fails is logged. /metrics counts them all.
-          const probe = route === "/healthz" || route === "/readyz";
-          // Never the query (the callback's code and state are there), a header or a body.
-          if (!(probe && res.statusCode === 200)) {
-            log("info", "request", {
-              request_id: id,
-              method: req.method,
-              path: (req.url ?? "/").split("?")[0],
-              status: res.statusCode,
-              duration_ms: Math.round(seconds * 1e5) / 100,
-              ...(tokenId ? { token: tokenId } : {}),
-            });
-          }
-          if (--inFlight === 0) drained?.();
-        });
-      });
     });
     await warnOutsideCatalog(store, config.catalog, log);
     log("info", "listening", { url: publicText, listen: `${host}:${bound.port}`, store: config.postgres?.redacted ?? config.dbPath, catalog: config.catalog?.length ?? null, redirect_uri: `${publicText}${CALLBACK_PATH}`, max_connections: maxConnections, max_sessions_per_token: maxSessionsPerToken });

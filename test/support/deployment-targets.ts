@@ -91,7 +91,8 @@ async function startServed(store: StoreKind, options: TargetOptions = {}): Promi
       // The process logs each request as it ends, in order: once a request sent now is in the
       // log, every one answered before it is too.
       const marker = randomUUID();
-      const res = await fetch(`${d.direct}/healthz`, { headers: { "x-request-id": marker } });
+      // Not a health probe (one answered 200 is not logged) and not under /v1 (not one of the requests).
+      const res = await fetch(`${d.direct}/seen-marker`, { headers: { "x-request-id": marker } });
       await res.body?.cancel();
       const deadline = Date.now() + 30_000;
       while (!d.logs.some((l) => l.request_id === marker)) {
