@@ -7,6 +7,7 @@ import type { RemoteConfig } from "../config/types.ts";
 import type { Context } from "../context.ts";
 import { failed, refused, SubsError, usage } from "../errors.ts";
 import type { Reporter } from "../report.ts";
+import { TOKEN_REFUSAL_HINTS } from "../remote/protocol.ts";
 import { createToken } from "./access.ts";
 import { deploymentConfig, isLoopbackHost, type Flags } from "./config.ts";
 import { ROLES, type ApiTokenRecord, type DeploymentStore, type Role } from "./store/types.ts";
@@ -55,8 +56,8 @@ export function storeTokens(store: DeploymentStore, now: () => number): TokenPla
     where: store.path,
     async create(request) {
       const made = await createToken(store, { name: request.name, role: request.role, lifetimeMs: request.expires_in === undefined ? null : request.expires_in * 1000 }, MAX_TOKENS);
-      if (made.outcome === "name_taken") throw refused(NAME_TAKEN(request.name), { code: "name_taken", hint: "choose another --name (`subs deployment token list` shows those in use)" });
-      if (made.outcome === "too_many") throw refused(TOO_MANY(made.max), { code: "too_many_tokens", hint: "revoke tokens no longer used first" });
+      if (made.outcome === "name_taken") throw refused(NAME_TAKEN(request.name), { code: "name_taken", hint: TOKEN_REFUSAL_HINTS.name_taken });
+      if (made.outcome === "too_many") throw refused(TOO_MANY(made.max), { code: "too_many_tokens", hint: TOKEN_REFUSAL_HINTS.too_many_tokens });
       const { last_used_at: _, ...json } = tokenJson(made.record);
       return { ...json, token: made.token };
     },
@@ -64,7 +65,7 @@ export function storeTokens(store: DeploymentStore, now: () => number): TokenPla
     async revoke(id) {
       const gone = await store.revokeToken(id, now());
       if (gone.outcome === "absent") throw failed(`no token has the id ${JSON.stringify(id)}`, { code: "not_found", hint: "`subs deployment token list` shows them" });
-      if (gone.outcome === "last_admin") throw refused(LAST_ADMIN, { code: "last_admin", hint: "create another admin token first, then revoke this one" });
+      if (gone.outcome === "last_admin") throw refused(LAST_ADMIN, { code: "last_admin", hint: TOKEN_REFUSAL_HINTS.last_admin });
     },
     close: () => store.close(),
   };

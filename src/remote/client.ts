@@ -25,6 +25,7 @@ import {
   type ApiTokenBody,
   type CreatedApiToken,
   type RemoteApiToken,
+  TOKEN_REFUSAL_HINTS,
   type AuthorizationStatus,
   type ConnectionBody,
   type ErrorBody,
@@ -390,7 +391,7 @@ export class DeploymentClient {
       return new DeploymentError("refused", `the deployment refused ${what}${said}`, {
         status,
         ...(body ? { body } : {}),
-        hint: code === "name_taken" ? "choose another --name (`subs deployment token list` shows those in use)" : code === "last_admin" ? "create another admin token first, then revoke this one" : "revoke tokens no longer used first",
+        hint: TOKEN_REFUSAL_HINTS[code],
       });
     }
     if (status === 400 && code === "local_only_field") {

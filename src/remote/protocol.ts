@@ -167,3 +167,14 @@ export const CreatedApiTokenSchema = z.object({
 export type CreatedApiToken = z.output<typeof CreatedApiTokenSchema>;
 /** `POST /v1/tokens`'s body; `expires_in` in seconds. */
 export type ApiTokenBody = { name: string; role: string; expires_in?: number };
+
+/**
+ * What to do about each refusal of section 3.11 (a name in use, the last admin token, the most
+ * tokens a deployment keeps), in the words of `subs deployment token`: the same whether the
+ * refusal came over the API or from the store on the host.
+ */
+export const TOKEN_REFUSAL_HINTS = {
+  name_taken: "choose another --name (`subs deployment token list` shows those in use)",
+  last_admin: "create another admin token first, then revoke this one",
+  too_many_tokens: "revoke tokens no longer used first",
+} as const;
