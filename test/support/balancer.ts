@@ -48,22 +48,31 @@ export async function startBalancer(backends: string[], options: BalancerOptions
     balancer.next = index + 1;
     balancer.served.push(index);
     const target = new URL(req.url ?? "/", balancer.backends[index]);
-    const upstream = request(target, { method: req.method, headers: { ...req.headers, host: target.host } }, (answer) => {
-      res.writeHead(answer.statusCode ?? 502, answer.headers);
-      // At once, as a balancer does: node:http would hold them until the first byte of the body,
-      // which for an event stream may be a keep-alive comment many seconds later.
-      res.flushHeaders();
-      answer.pipe(res);
-      res.on("close", () => answer.destroy());
-    });
-    upstream.on("error", () => {
-      if (!res.headersSent) res.writeHead(502, { "content-type": "text/plain" }).end("backend unreachable\n");
-      else res.destroy();
-    });
+    const forward = (fresh: boolean) => {
+      // `agent: false` for the retry: a connection of its own, never one from the pool.
+      const upstream = request(target, { method: req.method, headers: { ...req.headers, host: target.host }, ...(fresh ? { agent: false } : {}) }, (answer) => {
+        res.writeHead(answer.statusCode ?? 502, answer.headers);
+        // At once, as a balancer does: node:http would hold them until the first byte of the body,
+        // which for an event stream may be a keep-alive comment many seconds later.
+        res.flushHeaders();
+        answer.pipe(res);
+        res.on("close", () => answer.destroy());
+      });
+      upstream.on("error", () => {
+        // A kept-alive connection the backend closed as this request went out on it: a balancer
+        // (Caddy's Go transport, nginx's proxy_next_upstream) sends an idempotent request again on
+        // a new connection; a POST it cannot know was not received, so it answers 502.
+        if (!fresh && upstream.reusedSocket && !res.headersSent && (req.method === "GET" || req.method === "HEAD")) return void forward(true).end();
+        if (!res.headersSent) res.writeHead(502, { "content-type": "text/plain" }).end("backend unreachable\n");
+        else res.destroy();
+      });
+      res.on("close", () => {
+        if (!res.writableFinished) upstream.destroy();
+      });
+      return upstream;
+    };
+    const upstream = forward(false);
     req.pipe(upstream);
-    res.on("close", () => {
-      if (!res.writableFinished) upstream.destroy();
-    });
   });
   // An idle connection is closed by the client, never by the balancer: the tests' fetch (undici)
   // drops one after about 4 s, on a timer with a one-second tick, which node:http's default 5 s
