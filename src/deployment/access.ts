@@ -32,25 +32,31 @@ export async function authenticate(store: DeploymentStore, bearer: string | unde
   return expired(record, now) ? undefined : record;
 }
 
-/** What a request needs: `read` lists, `apply` changes and authorizes, `use` calls agents' MCP endpoints, `admin` manages API tokens. */
-export type Need = "read" | "apply" | "use" | "admin";
+/**
+ * What a request needs: `read` lists, `consent` starts a consent for a connection already declared,
+ * `apply` changes the declarations, `use` calls agents' MCP endpoints, `admin` manages API tokens.
+ * A teammate's one `use` token covers their day (list, `subs mcp login`, their MCP client) without
+ * the power to change or delete a declaration; CI's `apply` token consents but calls no tool.
+ */
+export type Need = "read" | "consent" | "apply" | "use" | "admin";
 
 export function allows(role: Role, need: Need): boolean {
   switch (role) {
     case "admin":
       return true;
     case "apply":
-      return need === "read" || need === "apply";
+      return need === "read" || need === "consent" || need === "apply";
+    case "use":
+      return need === "read" || need === "consent" || need === "use";
     case "read":
       return need === "read";
-    case "use":
-      return need === "use";
   }
 }
 
 /** What a request of each need does, as a 403 says it. */
 export const DOING: Record<Need, string> = {
   read: "reading the deployment",
+  consent: "authorizing a connection",
   apply: "changing the deployment",
   use: "using agents' MCP endpoints",
   admin: "managing API tokens",

@@ -168,8 +168,11 @@ export class OAuth {
     return client;
   }
 
-  /** Section 3.4: discovery, client, scopes, PKCE and state; a newer start supersedes a pending one. */
-  async start(connection: ConnectionRecord, exchange = this.exchange()): Promise<{ authorizationUrl: string; id: string }> {
+  /**
+   * Section 3.4: discovery, client, scopes, PKCE and state; a newer start supersedes a pending one.
+   * `by`: the name of the API token that asked, which the credential records as `authorized_by`.
+   */
+  async start(connection: ConnectionRecord, by: string | null, exchange = this.exchange()): Promise<{ authorizationUrl: string; id: string }> {
     this.#allowed(connection);
     await this.#sweep();
     let discovery: Awaited<ReturnType<typeof discover>>;
@@ -203,6 +206,7 @@ export class OAuth {
         url: connection.url,
         stateHash: stateHash(state),
         issuer: discovery.issuer,
+        by,
         issAdvertised: (discovery.metadata as { authorization_response_iss_parameter_supported?: unknown }).authorization_response_iss_parameter_supported === true,
         expiresAt: this.#o.now() + this.#o.ttlSeconds * 1000,
         secret: {
@@ -291,6 +295,7 @@ export class OAuth {
       url: a.url,
       issuer: a.issuer,
       authorizedAt: at,
+      authorizedBy: a.by,
       expiresAt: tokens.expires_in !== undefined ? at + Math.round(tokens.expires_in * 1000) : null,
       secret: {
         tokens,
@@ -391,6 +396,7 @@ export class OAuth {
           url: current.url,
           issuer: current.issuer,
           authorizedAt: current.authorizedAt,
+          authorizedBy: current.authorizedBy,
           expiresAt: tokens.expires_in !== undefined ? at + Math.round(tokens.expires_in * 1000) : null,
           // The old refresh token stays when the server sends none (no rotation).
           secret: { ...secret, tokens: { ...tokens, refresh_token: tokens.refresh_token ?? refreshToken } },

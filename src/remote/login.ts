@@ -5,8 +5,8 @@ import type { Loopback } from "../auth/loopback.ts";
 import type { ConnectionConfig } from "../config/types.ts";
 import type { Context } from "../context.ts";
 import { failed, SubsError } from "../errors.ts";
-import { sleep, type DeploymentClient } from "./client.ts";
-import { connectionBody } from "./plan.ts";
+import { DeploymentError, sleep, type DeploymentClient } from "./client.ts";
+import { connectionBody, connectionChanges, type ConnectionField } from "./plan.ts";
 import type { RemoteConnection } from "./protocol.ts";
 
 export type RemoteLoginEvents = {
@@ -31,9 +31,19 @@ export type RemoteLoginOptions = {
 /** Resolves with the deployment's view of the connection once authorized; throws otherwise. */
 export async function loginOnDeployment(options: RemoteLoginOptions): Promise<RemoteConnection> {
   const { ctx, client, connection, events } = options;
-  // Declaring first is what `subs apply` would do for this section; a changed url drops the old
-  // credential there, as it must (product.md: a credential is bound to its url).
-  await client.putConnection(connection.id, connectionBody(connection));
+  // Declared there already as the file says, only the consent is asked for, which a `use` token
+  // may start (docs/deployment-server.md, "Roles"): declaring it again would change nothing. Else
+  // it is declared first, as `subs apply` would; a changed url drops the old credential there, as
+  // it must (a credential is bound to its url).
+  const body = connectionBody(connection);
+  const declared = (await client.listConnections()).find((c) => c.id === connection.id);
+  const changed = declared ? connectionChanges(declared, body) : undefined;
+  if (changed === undefined || changed.length > 0) {
+    await client.putConnection(connection.id, body).catch((error: unknown) => {
+      if (error instanceof DeploymentError && error.status === 403 && error.body?.error === "forbidden") throw cannotDeclare(connection.id, changed);
+      throw error;
+    });
+  }
   const started = ctx.now();
   const authorization = await client.startAuthorization(connection.id);
   const url = authorization.authorizationUrl.href;
@@ -60,6 +70,15 @@ export async function loginOnDeployment(options: RemoteLoginOptions): Promise<Re
   } finally {
     await link?.close();
   }
+}
+
+/** The token may consent but not declare, and the deployment does not hold the file's section yet. */
+function cannotDeclare(id: string, changed: ConnectionField[] | undefined): SubsError {
+  const what = changed === undefined ? "is not declared on the deployment" : `is declared on the deployment with another ${changed.join(", ")} than the file's`;
+  return failed(`${id} ${what}, and this token's role may not declare it`, {
+    code: "forbidden",
+    hint: `ask someone with an apply token to run \`subs apply\`, then run \`subs mcp login ${id}\` again`,
+  });
 }
 
 async function poll(

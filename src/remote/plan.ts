@@ -82,6 +82,15 @@ export async function readRemoteState(client: DeploymentClient): Promise<RemoteS
   }
 }
 
+/** What of a declared connection differs from the body subs would send for it: nothing when declaring it again changes nothing. */
+export function connectionChanges(remote: RemoteConnection, body: ConnectionBody): ConnectionField[] {
+  const changed: ConnectionField[] = [];
+  if (remote.url !== body.url) changed.push("url");
+  if (remote.prefix_tools !== body.prefix_tools) changed.push("prefix_tools");
+  if (canonical(normalOAuth(remote.oauth)) !== canonical(normalOAuth(body.oauth))) changed.push("oauth");
+  return changed;
+}
+
 export function connectionBody(connection: ConnectionConfig): ConnectionBody {
   const oauth: OAuthSettingsBody = {};
   // client_secret_env is local only and refused before planning; it is never sent.
@@ -126,10 +135,7 @@ export function planRemote(config: Config, state: RemoteState): RemotePlan {
       connections.push({ kind: "connection", id: connection.id, action: "add", changed: [], url: body.url, credential: "none", body });
       continue;
     }
-    const changed: ConnectionField[] = [];
-    if (remote.url !== body.url) changed.push("url");
-    if (remote.prefix_tools !== body.prefix_tools) changed.push("prefix_tools");
-    if (canonical(normalOAuth(remote.oauth)) !== canonical(normalOAuth(body.oauth))) changed.push("oauth");
+    const changed = connectionChanges(remote, body);
     const held = remote.status === "authorized";
     if (changed.length === 0) {
       connections.push({ kind: "connection", id: connection.id, action: "unchanged", changed, url: body.url, credential: held ? "kept" : "none" });

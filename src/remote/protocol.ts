@@ -33,6 +33,7 @@ export const ConnectionSchema = z.object({
   oauth: orNull(ConnectionOAuthSchema),
   status: z.enum(["declared", "authorized"]),
   authorized_at: orNull(timestamp),
+  authorized_by: orNull(text()),
   expires_at: orNull(timestamp),
   refused: orNull(RefusedSchema),
 });

@@ -28,18 +28,27 @@ for (const store of STORES) describe(`subs deployment serve (${store})`, () => {
   });
   after(() => d.close());
 
-  test("401 before anything else; each role may do what it says and is refused the rest with 403", async () => {
+  test("401 before anything else; each role may do what it says (a use token reads and consents, and changes nothing) and is refused the rest with 403 naming the roles that may", async () => {
     assert.deepEqual((await call(d, "GET", "/v1/nowhere", undefined)).status, 401);
     const bad = await call(d, "PUT", "/v1/mcp/x", "subsd_wrong", { url: "https://a.example/mcp", prefix_tools: true });
     assert.deepEqual([bad.status, bad.body.error], [401, "unauthorized"]);
     const read = await call(d, "PUT", "/v1/mcp/x", tokens.read, { url: "https://a.example/mcp", prefix_tools: true });
     assert.deepEqual([read.status, read.body.error], [403, "forbidden"]);
-    const use = await call(d, "GET", "/v1/mcp", tokens.use);
-    assert.deepEqual([use.status, use.body.error], [403, "forbidden"]);
+    // A teammate's use token reads and consents, and changes no declaration.
+    const usePut = await call(d, "PUT", "/v1/mcp/x", tokens.use, { url: "https://a.example/mcp", prefix_tools: true });
+    assert.deepEqual([usePut.status, usePut.body.error, usePut.body.message], [403, "forbidden", "changing the deployment needs a token with the role apply or admin; this one's role is use"]);
+    assert.deepEqual((await call(d, "GET", "/v1/mcp", tokens.use)).body.connections, []);
+    // Past the role check, to the connection it names: 404, as for an apply token.
+    const useConsent = await call(d, "POST", "/v1/mcp/x/authorizations", tokens.use, {});
+    assert.deepEqual([useConsent.status, useConsent.body.error], [404, "not_found"]);
+    const readConsent = await call(d, "POST", "/v1/mcp/x/authorizations", tokens.read, {});
+    assert.deepEqual([readConsent.status, readConsent.body.error, readConsent.body.message], [403, "forbidden", "authorizing a connection needs a token with the role use, apply or admin; this one's role is read"]);
     const put = await call(d, "PUT", "/v1/mcp/x", tokens.apply, { url: "https://a.example/mcp", prefix_tools: true });
     assert.equal(put.status, 201);
     assert.equal((await call(d, "GET", "/v1/mcp", tokens.read)).body.connections[0].id, "x");
+    assert.equal((await call(d, "GET", "/v1/mcp", tokens.use)).body.connections[0].id, "x");
     assert.equal((await call(d, "DELETE", "/v1/mcp/x", tokens.read)).status, 403);
+    assert.equal((await call(d, "DELETE", "/v1/mcp/x", tokens.use)).status, 403);
     assert.equal((await call(d, "DELETE", "/v1/mcp/x", tokens.apply)).status, 204);
   });
 
@@ -99,7 +108,7 @@ for (const store of STORES) describe(`subs deployment serve (${store})`, () => {
     assert.deepEqual((await call(d, "GET", "/healthz", undefined)).body, { status: "ok" });
     assert.deepEqual((await call(d, "GET", "/readyz", undefined)).body, { status: "ready" });
     assert.equal((await call(d, "GET", "/metrics", undefined)).status, 401);
-    assert.equal((await call(d, "GET", "/metrics", tokens.use)).status, 403);
+    assert.equal((await call(d, "GET", "/metrics", tokens.use)).status, 200, "use may do all that read may");
     const metrics = await call(d, "GET", "/metrics", tokens.read);
     assert.match(metrics.body, /subs_deployment_http_requests_total\{method="PUT",route="\/v1\/mcp\/\{id\}",status="201"\} 1/);
     assert.match(metrics.body, /subs_deployment_http_request_duration_seconds_bucket\{route="\/v1\/mcp",le="\+Inf"\} \d+/);

@@ -170,6 +170,7 @@ const credential = (id: string, url: string) => ({
   url,
   issuer: "https://auth.example",
   authorizedAt: 1,
+  authorizedBy: "alice laptop",
   expiresAt: null,
   secret: { tokens: { access_token: `ACCESS-${id}-SECRET`, refresh_token: `REFRESH-${id}-SECRET`, token_type: "Bearer" }, client: { client_id: "c", client_secret: "CLIENT-SECRET" }, authorizationServerUrl: "https://auth.example" },
 });
@@ -315,12 +316,13 @@ for (const kind of KINDS) {
         await store.putConnection({ id: "a", url: "https://a.example/mcp", prefixTools: false, oauth: undefined });
         await store.putCredential(credential("a", "https://a.example/mcp"));
         const held = (await store.getCredential("a"))!;
-        assert.equal(held.version, 1);
+        assert.deepEqual([held.version, held.authorizedBy], [1, "alice laptop"]);
+        assert.deepEqual((await store.credentialSummaries()).map((c) => c.authorizedBy), ["alice laptop"], "who consented is in the clear columns GET /v1/mcp reads");
         const refreshed = (n: number) => ({ ...credential("a", "https://a.example/mcp"), secret: { ...credential("a", "").secret, tokens: { access_token: `NEW-${n}`, token_type: "Bearer" } } });
         const outcomes = await Promise.all([1, 2, 3, 4].map((n) => store.replaceCredential(held.version, refreshed(n))));
         assert.equal(outcomes.filter(Boolean).length, 1, "exactly one refresh of version 1 wins");
         const after = (await store.getCredential("a"))!;
-        assert.equal(after.version, 2);
+        assert.deepEqual([after.version, after.authorizedBy], [2, "alice laptop"], "a refresh keeps who consented");
         assert.equal(after.secret.tokens.access_token, `NEW-${outcomes.indexOf(true) + 1}`);
         assert.equal(await store.replaceCredential(2, { ...refreshed(9), url: "https://moved.example/mcp" }), false, "never for another url");
         assert.equal(await store.deleteCredential("a", 1), false);
@@ -361,8 +363,9 @@ for (const kind of KINDS) {
       assert.equal(await authenticate(store, `${token.slice(0, -1)}x`, Date.now()), undefined);
       assert.equal(await authenticate(store, undefined, Date.now()), undefined);
       assert.notEqual((await store.listTokens())[0]?.lastUsedAt, null, "its use is recorded");
-      assert.ok(allows("apply", "read") && allows("apply", "apply") && !allows("apply", "use"));
-      assert.ok(allows("use", "use") && !allows("use", "read") && !allows("read", "apply") && allows("admin", "use"));
+      assert.ok(allows("apply", "read") && allows("apply", "apply") && allows("apply", "consent") && !allows("apply", "use"));
+      assert.ok(allows("use", "use") && allows("use", "read") && allows("use", "consent") && !allows("use", "apply") && !allows("use", "admin"));
+      assert.ok(!allows("read", "apply") && !allows("read", "consent") && !allows("read", "use") && allows("admin", "use"));
 
       const revoked = await runInProcess(["deployment", "token", "revoke", "ci", "--store", storeArg], { cwd: dir });
       assert.equal(revoked.code, 0, revoked.stderr);
@@ -452,7 +455,7 @@ for (const kind of KINDS) {
       const b = await at.open(key);
       await a.putConnection({ id: "gh", url: "https://a.example/mcp", prefixTools: false, oauth: undefined });
       const secret = { tokens: { access_token: "at-0", token_type: "bearer", refresh_token: "rt-0" }, client: { client_id: "c" }, authorizationServerUrl: "https://as.example" };
-      assert.equal(await a.putCredential({ id: "gh", url: "https://a.example/mcp", issuer: "https://as.example", authorizedAt: 1, expiresAt: 2, secret }), true);
+      assert.equal(await a.putCredential({ id: "gh", url: "https://a.example/mcp", issuer: "https://as.example", authorizedAt: 1, authorizedBy: null, expiresAt: 2, secret }), true);
       return { at, a, b, version: (await a.getCredential("gh"))!.version, close: () => Promise.all([a.close(), b.close()]) };
     };
     const rotated = (n: number, ms = 200) => async (current: CredentialRecord) => {
@@ -543,6 +546,7 @@ for (const kind of KINDS) {
       stateHash: `state-hash-${n}`,
       issuer: "https://as.example",
       issAdvertised: n % 2 === 0,
+      by: n % 2 === 0 ? `token-${n}` : null,
       expiresAt,
       secret: secret(n),
     });

@@ -29,11 +29,12 @@ describe("subs mcp login / list / tools / agent tools against deployment-alt", (
       assert.equal(entry.url, h.mcp.url);
       assert.ok(entry.authorized_at, "authorized_at comes from the deployment's Connection");
 
-      // The sequence of section 4: PUT, POST, the browser at the deployment's callback, polls, GET.
+      // The sequence of section 4: GET (is it declared as the file says?), PUT, POST, the browser at
+      // the deployment's callback, polls, GET.
       const seen = h.dep.requests.map((r) => `${r.method} ${r.path.replace(/authorizations\/[0-9a-f]+$/, "authorizations/ID")}`);
       // (The browser runs beside subs's polling, so the callback falls somewhere among the polls.)
-      assert.deepEqual(seen.slice(0, 2), ["PUT /v1/mcp/sentry", "POST /v1/mcp/sentry/authorizations"]);
-      assert.ok(seen.indexOf("GET /oauth/callback") > 1, seen.join(", "));
+      assert.deepEqual(seen.slice(0, 3), ["GET /v1/mcp", "PUT /v1/mcp/sentry", "POST /v1/mcp/sentry/authorizations"]);
+      assert.ok(seen.indexOf("GET /oauth/callback") > 2, seen.join(", "));
       assert.ok(seen.lastIndexOf("GET /v1/authorizations/ID") > seen.indexOf("GET /oauth/callback"), seen.join(", "));
       assert.equal(seen.at(-1), "GET /v1/mcp");
       // The deployment is the OAuth client: the redirect went to its own callback, with PKCE and resource.

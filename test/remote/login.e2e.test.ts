@@ -9,7 +9,7 @@ import { after, before, describe, test } from "node:test";
 import { browserCommand } from "../support/browser.ts";
 import { runCli, signalOnce } from "../support/cli.ts";
 import type { RunningDeployment } from "../support/deployment/server.ts";
-import { startServedDeployment, STORES } from "../support/deployment-serve.ts";
+import { callServed, startServedDeployment, STORES, type ServedDeployment } from "../support/deployment-serve.ts";
 import { annotatedTool, startMcpServer, type RunningMcpServer } from "../support/mcp-server.ts";
 import { startAuthServer, type RunningAuthServer } from "../support/oauth-server.ts";
 
@@ -106,6 +106,40 @@ for (const [kind, start] of Object.entries(DEPLOYMENTS)) describe(`against ${kin
 
       const output = [result, list, tools, table].map((r) => r.stdout + r.stderr).join("\n") + everythingWritten(p.dir);
       for (const secret of [...secrets, tokenOf(deployment)]) assert.ok(!output.includes(secret), "a token reached this machine's output or files");
+    });
+
+    test("a teammate's use token consents to a connection already applied; one not declared, or declared otherwise, is refused with whom to ask, and nothing is changed", async () => {
+      const served = deployment as ServedDeployment;
+      const use = await served.tokenFor("use");
+      const p = project(`[mcp.teamed]\nurl = "${mcp.url}"\n\n[mcp.undeclared]\nurl = "${mcp.url}"\n`);
+      const applied = await p.run(["apply", "--yes"]);
+      assert.equal(applied.code, 0, applied.stderr);
+      await callServed(served, "DELETE", "/v1/mcp/undeclared");
+      const asUse = (args: string[]) => p.run(args, { SUBSTRUCTURE_TOKEN: use });
+
+      const consented = await asUse(["mcp", "login", "teamed", "--timeout", "20"]);
+      assert.equal(consented.code, 0, consented.stderr);
+      assert.match(consented.stdout, /✔ teamed: authorized on /);
+      assert.equal(deployment.credentials.get("teamed")?.url, mcp.url);
+      // Who consented: the use token's name, in the protocol's Connection and in `subs mcp list`.
+      const useName = (await callServed(served, "GET", "/v1/tokens")).body.tokens.find((t: { role: string; name: string }) => t.role === "use").name;
+      assert.equal((await callServed(served, "GET", "/v1/mcp")).body.connections.find((c: { id: string }) => c.id === "teamed").authorized_by, useName);
+      const listed = await asUse(["mcp", "list", "--json"]);
+      assert.equal(listed.code, 0, listed.stderr);
+      assert.deepEqual(JSON.parse(listed.stdout).filter((c: { id: string }) => c.id === "teamed").map((c: { authorized_by: string }) => c.authorized_by), [useName]);
+      assert.match((await asUse(["mcp", "list"])).stdout, new RegExp(`teamed\t.*\tauthorized by ${useName.replace(/[.]/g, "\\.")}`));
+
+      const before = (await callServed(served, "GET", "/v1/mcp")).body;
+      const refused = await asUse(["mcp", "login", "undeclared", "--timeout", "20"]);
+      assert.equal(refused.code, 1, refused.stderr);
+      assert.match(refused.stderr, /undeclared is not declared on the deployment, and this token's role may not declare it/);
+      assert.match(refused.stderr, /ask someone with an apply token to run `subs apply`, then run `subs mcp login undeclared` again/);
+      writeFileSync(path.join(p.dir, "substructure.toml"), `[remote]\nurl = "${deployment.url}"\n\n[mcp.teamed]\nurl = "${mcp.url}?v=2"\n`);
+      const moved = await asUse(["mcp", "login", "teamed", "--timeout", "20"]);
+      assert.equal(moved.code, 1, moved.stderr);
+      assert.match(moved.stderr, /teamed is declared on the deployment with another url than the file's, and this token's role may not declare it/);
+      assert.deepEqual((await callServed(served, "GET", "/v1/mcp")).body, before, "a use token changed the declarations");
+      assert.equal(deployment.credentials.get("teamed")?.url, mcp.url, "the credential is kept");
     });
 
     test("--all logs in only the connections the deployment does not hold authorized", async () => {

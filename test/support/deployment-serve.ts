@@ -168,6 +168,7 @@ export async function startServedDeployment(options: ServeOptions = {}): Promise
         url: c.url,
         issuer: "https://test-issuer.invalid",
         authorizedAt: c.authorizedAt,
+        authorizedBy: null,
         expiresAt: c.expiresAt,
         secret: { tokens: c.tokens, client: { client_id: "test" }, authorizationServerUrl: "https://test-issuer.invalid" },
       });

@@ -40,7 +40,7 @@ export type ConnectionRoutesOptions = {
   ttlSeconds: number;
 };
 
-type Held = { id: string; url: string; authorizedAt: number; expiresAt: number | null };
+type Held = { id: string; url: string; authorizedAt: number; authorizedBy: string | null; expiresAt: number | null };
 
 /**
  * Section 2: a Connection; `authorized` only with a credential for its current url that the
@@ -58,6 +58,7 @@ export function connectionJson(c: ConnectionRecord, held: Held | undefined, cata
     ...(c.oauth ? { oauth: c.oauth } : {}),
     status: authorized ? "authorized" : "declared",
     ...(authorized ? { authorized_at: iso(held.authorizedAt) } : {}),
+    ...(authorized && held.authorizedBy !== null ? { authorized_by: held.authorizedBy } : {}),
     ...(authorized && held.expiresAt !== null ? { expires_at: iso(held.expiresAt) } : {}),
     ...(allowed ? {} : { refused: { error: NOT_IN_CATALOG, message: notInCatalogMessage(c) } }),
   };
@@ -120,16 +121,16 @@ export function connectionRoutes(o: ConnectionRoutesOptions): Route[] {
     {
       pattern: /^\/v1\/mcp\/([^/]+)\/authorizations\/?$/,
       route: "/v1/mcp/{id}/authorizations",
-      need: "apply",
+      need: "consent",
       methods: ["POST"],
-      run: async (_m, req, [id], _token, _res, secrets) => {
+      run: async (_m, req, [id], token, _res, secrets) => {
         // Section 3.4: the body defines no fields and its content is ignored (JSON or not).
         await readJson(req).catch((error) => {
           if (error instanceof BadBody && /larger/.test(error.message)) throw error;
         });
         const connection = await store.getConnection(id!);
         if (!connection) return fail(404, "not_found", `no connection ${id}; declare it first (subs apply)`);
-        const started = await oauth.start(connection, oauth.exchange(secrets));
+        const started = await oauth.start(connection, token.name, oauth.exchange(secrets));
         return {
           status: 201,
           body: { authorization_url: started.authorizationUrl, poll_url: `${o.base}/v1/authorizations/${started.id}`, interval: o.pollInterval, expires_in: o.ttlSeconds },

@@ -19,6 +19,7 @@ import {
   checked,
   CountRow,
   UNIQUE_TOKEN_NAMES,
+  AUTHORIZED_BY,
   HeldSessionRow,
   McpSessionRow,
   OwnerRow,
@@ -114,6 +115,8 @@ export const PG_MIGRATIONS: readonly string[] = [
   // Token expiry and unique names (sqlite.ts's fifth migration, which says what becomes of a shared name).
   `ALTER TABLE api_tokens ADD COLUMN expires_at BIGINT;
    ${UNIQUE_TOKEN_NAMES}`,
+  // Who consented (sqlite.ts's sixth migration).
+  AUTHORIZED_BY,
 ];
 
 /** The advisory lock the migrations run under: any constant no other tool of the database uses ("subs" in ASCII). */
@@ -571,7 +574,7 @@ export class PostgresStore implements RekeyableStore {
   }
 
   async credentialSummaries(): Promise<Array<Omit<CredentialRecord, "secret">>> {
-    return checkedAll(SummaryRow, await this.#rows("SELECT id, url, issuer, authorized_at, expires_at, version FROM credentials ORDER BY id"), "credentials").map(summaryOf);
+    return checkedAll(SummaryRow, await this.#rows("SELECT id, url, issuer, authorized_at, authorized_by, expires_at, version FROM credentials ORDER BY id"), "credentials").map(summaryOf);
   }
 
   async getCredential(id: string): Promise<CredentialRecord | undefined> {
@@ -586,10 +589,10 @@ export class PostgresStore implements RekeyableStore {
       const [declared] = await this.#rows<{ url: string }>("SELECT url FROM connections WHERE id = $1 FOR SHARE", [c.id], db);
       if (!declared || declared.url !== c.url) return false;
       await this.#rows(
-        `INSERT INTO credentials (id, url, issuer, authorized_at, expires_at, version, key_id, sealed) VALUES ($1, $2, $3, $4, $5, 1, $6, $7)
+        `INSERT INTO credentials (id, url, issuer, authorized_at, authorized_by, expires_at, version, key_id, sealed) VALUES ($1, $2, $3, $4, $8, $5, 1, $6, $7)
          ON CONFLICT (id) DO UPDATE SET url = excluded.url, issuer = excluded.issuer, authorized_at = excluded.authorized_at,
-           expires_at = excluded.expires_at, version = credentials.version + 1, key_id = excluded.key_id, sealed = excluded.sealed`,
-        [c.id, c.url, c.issuer, c.authorizedAt, c.expiresAt, sealed.keyId, sealed.value],
+           authorized_by = excluded.authorized_by, expires_at = excluded.expires_at, version = credentials.version + 1, key_id = excluded.key_id, sealed = excluded.sealed`,
+        [c.id, c.url, c.issuer, c.authorizedAt, c.expiresAt, sealed.keyId, sealed.value, c.authorizedBy],
         db,
       );
       return true;
@@ -693,9 +696,9 @@ export class PostgresStore implements RekeyableStore {
       await this.#rows("SELECT pg_advisory_xact_lock($1, hashtext($2))", [CONSENT_LOCKS, a.connectionId], db);
       await this.#endPending(db, a.connectionId, superseded, at);
       await this.#rows(
-        `INSERT INTO authorizations (id, connection_id, url, state_hash, issuer, iss_advertised, expires_at, status, claimed, key_id, sealed)
-         VALUES ($1, $2, $3, $4, $5, $6, $7, 'pending', false, $8, $9)`,
-        [a.id, a.connectionId, a.url, a.stateHash, a.issuer, a.issAdvertised, a.expiresAt, sealed.keyId, sealed.value],
+        `INSERT INTO authorizations (id, connection_id, url, state_hash, issuer, iss_advertised, authorized_by, expires_at, status, claimed, key_id, sealed)
+         VALUES ($1, $2, $3, $4, $5, $6, $10, $7, 'pending', false, $8, $9)`,
+        [a.id, a.connectionId, a.url, a.stateHash, a.issuer, a.issAdvertised, a.expiresAt, sealed.keyId, sealed.value, a.by],
         db,
       );
     });

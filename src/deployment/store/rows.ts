@@ -63,7 +63,7 @@ const json = <T>(schema: z.ZodType<T>) => z.string().transform((text, ctx) => {
 
 export const ConnectionRow = z.object({ id: z.string(), url: z.string(), prefix_tools: Flag, oauth_json: json(OAuthSettingsSchema).nullable() });
 export const AgentRow = z.object({ body_json: json(AgentSchema) });
-export const SummaryRow = z.object({ id: z.string(), url: z.string(), issuer: z.string(), authorized_at: Ms, expires_at: Ms.nullable(), version: z.number().int() });
+export const SummaryRow = z.object({ id: z.string(), url: z.string(), issuer: z.string(), authorized_at: Ms, authorized_by: z.string().nullable(), expires_at: Ms.nullable(), version: z.number().int() });
 export const CredentialRow = SummaryRow.extend({ key_id: z.string(), sealed: z.string() });
 /** An agent's MCP session row (no secret in it: the snapshot was scrubbed before it was stored). */
 export const McpSessionRow = z.object({ owner: z.string().nullable(), initialize_json: json(z.unknown()), snapshot_json: json(z.unknown()), last_used_at: Ms });
@@ -85,6 +85,7 @@ export const AuthorizationRow = z.object({
   state_hash: z.string(),
   issuer: z.string(),
   iss_advertised: Flag,
+  authorized_by: z.string().nullable(),
   expires_at: Ms,
   status: z.enum(["pending", "authorized", "failed", "expired"]),
   error: z.string().nullable(),
@@ -131,9 +132,17 @@ export const summaryOf = (r: z.output<typeof SummaryRow>): Omit<CredentialRecord
   url: r.url,
   issuer: r.issuer,
   authorizedAt: r.authorized_at,
+  authorizedBy: r.authorized_by,
   expiresAt: r.expires_at,
   version: r.version,
 });
+
+/**
+ * Who consented: the name of the API token that started the consent, on its pending authorization
+ * and on the credential it ends in (docs/deployment-protocol.md, Connection `authorized_by`).
+ */
+export const AUTHORIZED_BY = `ALTER TABLE credentials ADD COLUMN authorized_by TEXT;
+   ALTER TABLE authorizations ADD COLUMN authorized_by TEXT;`;
 
 /** The additional authenticated data of a sealed value: the row it belongs to. */
 export const credentialAad = (id: string, url: string) => `credential\0${id}\0${url}`;
@@ -168,6 +177,7 @@ export function authorizationOf(key: Key | undefined, row: z.output<typeof Autho
     stateHash: row.state_hash,
     issuer: row.issuer,
     issAdvertised: row.iss_advertised,
+    by: row.authorized_by,
     expiresAt: row.expires_at,
     outcome,
     finalAt: row.final_at,

@@ -17,6 +17,7 @@ import {
   checked,
   CountRow,
   UNIQUE_TOKEN_NAMES,
+  AUTHORIZED_BY,
   HeldSessionRow,
   McpSessionRow,
   OwnerRow,
@@ -117,6 +118,7 @@ export const MIGRATIONS: readonly string[] = [
   // so every token still works and each can be told apart (docs/deployment-server.md, "API tokens").
   `ALTER TABLE api_tokens ADD COLUMN expires_at INTEGER;
    ${UNIQUE_TOKEN_NAMES}`,
+  AUTHORIZED_BY,
 ];
 
 const BUSY_TIMEOUT_MS = 5000;
@@ -432,7 +434,7 @@ export class SqliteStore implements RekeyableStore {
   }
 
   async credentialSummaries(): Promise<Array<Omit<CredentialRecord, "secret">>> {
-    return checkedAll(SummaryRow, this.#prepared("SELECT id, url, issuer, authorized_at, expires_at, version FROM credentials").all(), "credentials").map(summaryOf);
+    return checkedAll(SummaryRow, this.#prepared("SELECT id, url, issuer, authorized_at, authorized_by, expires_at, version FROM credentials").all(), "credentials").map(summaryOf);
   }
 
   async getCredential(id: string): Promise<CredentialRecord | undefined> {
@@ -444,11 +446,11 @@ export class SqliteStore implements RekeyableStore {
     const sealed = sealCredential(this.#key, c);
     this.#db
       .prepare(
-        `INSERT INTO credentials (id, url, issuer, authorized_at, expires_at, version, key_id, sealed) VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+        `INSERT INTO credentials (id, url, issuer, authorized_at, authorized_by, expires_at, version, key_id, sealed) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
          ON CONFLICT(id) DO UPDATE SET url = excluded.url, issuer = excluded.issuer, authorized_at = excluded.authorized_at,
-           expires_at = excluded.expires_at, version = excluded.version, key_id = excluded.key_id, sealed = excluded.sealed`,
+           authorized_by = excluded.authorized_by, expires_at = excluded.expires_at, version = excluded.version, key_id = excluded.key_id, sealed = excluded.sealed`,
       )
-      .run(c.id, c.url, c.issuer, c.authorizedAt, c.expiresAt, version, sealed.keyId, sealed.value);
+      .run(c.id, c.url, c.issuer, c.authorizedAt, c.authorizedBy, c.expiresAt, version, sealed.keyId, sealed.value);
   }
 
   async putCredential(c: Omit<CredentialRecord, "version">): Promise<boolean> {
@@ -558,9 +560,9 @@ export class SqliteStore implements RekeyableStore {
       .transaction(() => {
         this.#endPending(a.connectionId, superseded, at);
         this.#prepared(
-          `INSERT INTO authorizations (id, connection_id, url, state_hash, issuer, iss_advertised, expires_at, status, claimed, key_id, sealed)
-           VALUES (?, ?, ?, ?, ?, ?, ?, 'pending', 0, ?, ?)`,
-        ).run(a.id, a.connectionId, a.url, a.stateHash, a.issuer, a.issAdvertised ? 1 : 0, a.expiresAt, sealed.keyId, sealed.value);
+          `INSERT INTO authorizations (id, connection_id, url, state_hash, issuer, iss_advertised, authorized_by, expires_at, status, claimed, key_id, sealed)
+           VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'pending', 0, ?, ?)`,
+        ).run(a.id, a.connectionId, a.url, a.stateHash, a.issuer, a.issAdvertised ? 1 : 0, a.by, a.expiresAt, sealed.keyId, sealed.value);
       })
       .immediate();
   }

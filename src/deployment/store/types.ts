@@ -32,6 +32,8 @@ export type CredentialRecord = {
   url: string;
   issuer: string;
   authorizedAt: number;
+  /** The name of the API token that started the consent (kept through refreshes); null for a credential stored before it was recorded. */
+  authorizedBy: string | null;
   expiresAt: number | null;
   /** Bumped on every replacement: a refresh replaces only the version it refreshed. */
   version: number;
@@ -81,6 +83,8 @@ export type AuthorizationRecord = {
   issuer: string;
   /** RFC 9207: the server's metadata says it sends `iss` on the redirect. */
   issAdvertised: boolean;
+  /** The name of the API token that started it: the credential it ends in is `authorizedBy` it. */
+  by: string | null;
   expiresAt: number;
   outcome: AuthorizationOutcome;
   /** When it became final (null while pending). */

@@ -143,6 +143,7 @@ export function remoteConnectionJson(e: RemoteListEntry) {
     agents: e.agents,
     target: "remote" as const,
     authorized_at: e.status === "authorized" ? (e.deployment?.authorized_at ?? null) : null,
+    authorized_by: e.status === "authorized" ? (e.deployment?.authorized_by ?? null) : null,
     drift: e.drift,
     differs: e.differs,
     deployment: e.deployment ? { url: e.deployment.url, prefix_tools: e.deployment.prefix_tools, status: e.deployment.status } : null,
@@ -195,7 +196,9 @@ function describeRemote(e: RemoteListEntry, now: number, style: Style): string {
   switch (e.status) {
     case "authorized": {
       const expires = e.deployment?.expires_at ? Date.parse(e.deployment.expires_at) : null;
-      return style.green(`authorized${expires !== null && expires > now ? ` (expires in ${shortDuration(expires - now)})` : ""}`) + differs;
+      // The token name comes from the deployment: shown, never interpreted (SECURITY.md, "What subs shows of server text").
+      const by = e.deployment?.authorized_by ? ` by ${shown(e.deployment.authorized_by)}` : "";
+      return style.green(`authorized${by}${expires !== null && expires > now ? ` (expires in ${shortDuration(expires - now)})` : ""}`) + differs;
     }
     case "needs_login":
       return style.yellow(`needs login · subs mcp login ${e.id}`) + differs;
