@@ -66,6 +66,11 @@ export type AgentEndpointOptions = {
 
 export type AgentEndpoints = {
   endpoint: AgentEndpoint;
+  /**
+   * Ends the sessions' GET streams here, the sessions left alive: their clients reconnect, through
+   * the balancer to another replica, which continues them from the store. For a replica stopping.
+   */
+  endStreams(): void;
   /** Ends every session (their upstream connections with them), waiting a little for each. */
   close(): Promise<void>;
 };
@@ -116,6 +121,9 @@ export function agentEndpoints(o: AgentEndpointOptions): AgentEndpoints {
       // 404, and a revoked token is 401 before it gets here (every request is authenticated);
       // what it still holds open is closed by the next check (checkHeld).
       await sessions.handle(req, res, token.id);
+    },
+    endStreams() {
+      for (const sessions of byAgent.values()) sessions.endStreams();
     },
     async close() {
       clearInterval(checks);

@@ -1,6 +1,9 @@
 // `subs deployment serve`: the settings checked, the store opened with its key, then the HTTP
-// server until SIGINT or SIGTERM; then no new connection is accepted, requests in flight are
-// given DRAIN_MS to finish, and the store is closed.
+// server until SIGINT or SIGTERM. Then (docs/deployment-server.md, "Stopping") /readyz answers 503,
+// no new connection is accepted (a balancer sends a refused connection to another replica), every
+// answer closes its connection (none is reused as it closes), agents' GET streams end (their
+// clients reconnect, elsewhere, and continue their sessions from the store), the requests in
+// flight are given DRAIN_MS to finish, and the process exits as soon as none is left.
 import { createServer, type Server } from "node:http";
 import type { AddressInfo, Socket } from "node:net";
 import type { Context } from "../context.ts";
@@ -97,12 +100,16 @@ export async function deploymentServeCommand(ctx: Context, options: { flags: Fla
       pollInterval,
       ttlSeconds,
       ready: async () => (await store.listTokens(), true),
+      stopping: () => stopping,
       agentEndpoint: agents.endpoint,
       authenticated: connections.trust,
       now: ctx.now,
     });
 
     let inFlight = 0;
+    let stopping = false;
+    /** The requests in flight, as the "stopped" line names those it cut: method and path, never the query. */
+    const open = new Set<string>();
     let drained: (() => void) | undefined;
     const sockets = new Set<Socket>();
     listening.on("connection", (socket: Socket) => {
@@ -113,6 +120,9 @@ export async function deploymentServeCommand(ctx: Context, options: { flags: Fla
       const started = process.hrtime.bigint();
       const id = requestId(req);
       res.setHeader("x-request-id", id);
+      if (stopping) res.setHeader("connection", "close");
+      const what = `${req.method} ${(req.url ?? "/").split("?")[0]}`;
+      open.add(what);
       inFlight++;
       let route = "unknown";
       let tokenId: string | undefined;
@@ -138,6 +148,7 @@ export async function deploymentServeCommand(ctx: Context, options: { flags: Fla
             ...(tokenId ? { token: tokenId } : {}),
           });
         }
+        open.delete(what);
         if (--inFlight === 0) drained?.();
       });
       app(req, res).then(
@@ -155,18 +166,21 @@ export async function deploymentServeCommand(ctx: Context, options: { flags: Fla
     log("info", "listening", { url: publicText, listen: `${host}:${bound.port}`, store: config.postgres?.redacted ?? config.dbPath, catalog: config.catalog?.length ?? null, redirect_uri: `${publicText}${CALLBACK_PATH}`, max_connections: maxConnections, max_sessions_per_token: maxSessionsPerToken });
 
     await new Promise<void>((resolve) => (ctx.signal.aborted ? resolve() : ctx.signal.addEventListener("abort", () => resolve(), { once: true })));
+    stopping = true;
     log("info", "stopping", { in_flight: inFlight });
     listening.close();
     listening.closeIdleConnections();
+    agents.endStreams();
     if (inFlight > 0) {
       await new Promise<void>((resolve) => {
         drained = resolve;
         setTimeout(resolve, DRAIN_MS).unref();
       });
     }
+    const cut = [...open];
     await agents.close();
     for (const socket of sockets) socket.destroy();
-    log("info", "stopped", { unfinished: inFlight });
+    log(cut.length ? "warn" : "info", "stopped", { unfinished: cut.length, ...(cut.length ? { cut } : {}) });
   } finally {
     server?.close();
     await store.close();

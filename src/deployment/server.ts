@@ -31,6 +31,8 @@ export type AppOptions = {
   ttlSeconds: number;
   /** Whether the store answers (readiness). */
   ready: () => Promise<boolean>;
+  /** True once the process is stopping: /readyz then answers 503 whatever the store says. */
+  stopping?: () => boolean;
   /** An agent's Streamable HTTP endpoint (src/deployment/agents.ts); absent, such requests get 404. */
   agentEndpoint?: AgentEndpoint;
   /** Told of each request whose token is valid, as soon as it is checked (its connection is then kept: serve.ts). */
@@ -87,6 +89,10 @@ export function createApp(o: AppOptions) {
       return { route: "/healthz" };
     }
     if (path === "/readyz") {
+      if (o.stopping?.()) {
+        send(fail(503, "unavailable", "stopping: finishing the requests in flight"));
+        return { route: "/readyz" };
+      }
       const ready = await o.ready().catch(() => false);
       send(ready ? { status: 200, body: { status: "ready" } } : { ...fail(503, "unavailable", "the store does not answer"), headers: { "retry-after": "2" } });
       return { route: "/readyz" };

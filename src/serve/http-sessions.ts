@@ -106,6 +106,7 @@ export class McpSessions {
   /** Sessions being rebuilt from the registry, by id: concurrent requests wait on the same. */
   private readonly resuming = new Map<string, Promise<Live | undefined>>();
   private stopping = false;
+  private streamsEnded = false;
 
   constructor(
     private readonly ctx: Pick<Context, "stderr" | "now">,
@@ -119,7 +120,7 @@ export class McpSessions {
    * deployment: its API token's id): a session is continued only by the caller that started it.
    */
   async handle(req: IncomingMessage, res: ServerResponse, owner?: string): Promise<void> {
-    if (this.stopping) return jsonRpcError(res, 503, -32000, "the server is shutting down");
+    if (this.stopping || (this.streamsEnded && req.method === "GET")) return jsonRpcError(res, 503, -32000, "the server is shutting down", { "Retry-After": "1" });
     if (req.method !== "POST" && req.method !== "GET" && req.method !== "DELETE") {
       return jsonRpcError(res, 405, -32000, "Method not allowed", { Allow: "GET, POST, DELETE" });
     }
@@ -154,6 +155,15 @@ export class McpSessions {
   }
 
   /** Refuses new requests, then closes every session, waiting up to `graceMs` for them. */
+  /**
+   * Ends every session's GET stream, the session kept: its client reconnects (transports, "Listening
+   * for Messages from the Server"), and a GET that comes here meanwhile is 503, to be retried.
+   */
+  endStreams(): void {
+    this.streamsEnded = true;
+    for (const live of this.all) live.transport.closeStandaloneSSEStream();
+  }
+
   async stop(graceMs: number): Promise<void> {
     this.stopping = true;
     await stopSessions([...this.all], (live) => this.endSession(live), graceMs, this.ctx);

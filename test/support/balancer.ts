@@ -21,6 +21,12 @@ export type Balancer = {
 
 export type BalancerOptions = {
   /**
+   * Sends a request a backend refused the connection for to the next one, as Caddy and nginx
+   * configured for several replicas do (docs/deployment-server.md, "Two replicas"); the body is
+   * read whole first. Without it a refused connection is a 502.
+   */
+  retryRefused?: boolean;
+  /**
    * Called for each request before it is forwarded: a promise holds it (its body waits unread)
    * until it settles; undefined forwards it at once.
    */
@@ -44,11 +50,23 @@ export async function startBalancer(backends: string[], options: BalancerOptions
     const held = (balancer.hold ?? options.hold)?.(req);
     if (held) await held.catch(() => {});
     if (req.socket.destroyed) return;
-    const index = balancer.next % balancer.backends.length;
-    balancer.next = index + 1;
-    balancer.served.push(index);
-    const target = new URL(req.url ?? "/", balancer.backends[index]);
-    const forward = (fresh: boolean) => {
+    // With retryRefused the body is read first, so that it can be sent to another backend.
+    const body = options.retryRefused ? await new Promise<Buffer>((resolve) => {
+      const chunks: Buffer[] = [];
+      req.on("data", (c: Buffer) => chunks.push(c));
+      req.on("end", () => resolve(Buffer.concat(chunks)));
+      req.on("error", () => resolve(Buffer.alloc(0)));
+    }) : undefined;
+    /** The next backend in turn, past those that refused this request's connection. */
+    const refused = new Set<number>();
+    const pick = () => {
+      let index = balancer.next % balancer.backends.length;
+      while (refused.has(index)) index = (index + 1) % balancer.backends.length;
+      balancer.next = index + 1;
+      balancer.served.push(index);
+      return { index, target: new URL(req.url ?? "/", balancer.backends[index]) };
+    };
+    const forward = ({ index, target }: ReturnType<typeof pick>, fresh: boolean) => {
       // `agent: false` for the retry: a connection of its own, never one from the pool.
       const upstream = request(target, { method: req.method, headers: { ...req.headers, host: target.host }, ...(fresh ? { agent: false } : {}) }, (answer) => {
         res.writeHead(answer.statusCode ?? 502, answer.headers);
@@ -58,11 +76,16 @@ export async function startBalancer(backends: string[], options: BalancerOptions
         answer.pipe(res);
         res.on("close", () => answer.destroy());
       });
-      upstream.on("error", () => {
+      upstream.on("error", (error: NodeJS.ErrnoException) => {
+        // A backend that refuses the connection got nothing: Caddy (lb_try_duration) and nginx
+        // (proxy_next_upstream error) send any request to the next one.
+        if (body && error.code === "ECONNREFUSED" && !res.headersSent && refused.add(index).size < balancer.backends.length) {
+          return void forward(pick(), fresh).end(body);
+        }
         // A kept-alive connection the backend closed as this request went out on it: a balancer
         // (Caddy's Go transport, nginx's proxy_next_upstream) sends an idempotent request again on
         // a new connection; a POST it cannot know was not received, so it answers 502.
-        if (!fresh && upstream.reusedSocket && !res.headersSent && (req.method === "GET" || req.method === "HEAD")) return void forward(true).end();
+        if (!fresh && upstream.reusedSocket && !res.headersSent && (req.method === "GET" || req.method === "HEAD")) return void forward({ index, target }, true).end(body);
         if (!res.headersSent) res.writeHead(502, { "content-type": "text/plain" }).end("backend unreachable\n");
         else res.destroy();
       });
@@ -71,8 +94,9 @@ export async function startBalancer(backends: string[], options: BalancerOptions
       });
       return upstream;
     };
-    const upstream = forward(false);
-    req.pipe(upstream);
+    const upstream = forward(pick(), false);
+    if (body) upstream.end(body);
+    else req.pipe(upstream);
   });
   // An idle connection is closed by the client, never by the balancer: the tests' fetch (undici)
   // drops one after about 4 s, on a timer with a one-second tick, which node:http's default 5 s

@@ -5,7 +5,7 @@
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
-import { startBalancer, type Balancer } from "./balancer.ts";
+import { startBalancer, type Balancer, type BalancerOptions } from "./balancer.ts";
 import { startServedDeployment, type ServedDeployment, type ServeOptions } from "./deployment-serve.ts";
 
 export type Replicas = {
@@ -22,9 +22,9 @@ export type Replicas = {
   close(): Promise<void>;
 };
 
-export async function startReplicas(count: number, options: Omit<ServeOptions, "dir"> = {}): Promise<Replicas> {
+export async function startReplicas(count: number, options: Omit<ServeOptions, "dir"> = {}, balancing: BalancerOptions = {}): Promise<Replicas> {
   const dir = mkdtempSync(path.join(tmpdir(), "subs-replicas-"));
-  const balancer = await startBalancer([]);
+  const balancer = await startBalancer([], balancing);
   const env = { ...options.env, SUBS_DEPLOYMENT_PUBLIC_URL: balancer.url };
   const startAll = async () => {
     // One after the other: the first creates the store and its key check.
