@@ -6,7 +6,7 @@ import { readdirSync } from "node:fs";
 import { availableParallelism } from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
-import { ensureTools } from "./tools.mjs";
+import { DEBIAN_PEERS, ensureDebian, ensureTools } from "./tools.mjs";
 
 // Above the slowest test that names no limit of its own, on a loaded two-core machine. A test that
 // needs longer says so with its own `{ timeout }`.
@@ -29,10 +29,14 @@ const named = args.filter((a) => a.endsWith(".ts"));
 const timeout = args.find((a) => a.startsWith("--test-timeout="))?.slice("--test-timeout=".length) ?? String(TEST_TIMEOUT_MS);
 const runnerArgs = args.filter((a) => !a.endsWith(".ts") && !a.startsWith("--test-timeout="));
 // The whole suite installs the dev tools its real-client tests drive (tools/conformance,
-// tools/clients; scripts/tools.mjs) before any test starts. Left to the first test that needs
+// tools/clients; scripts/tools.mjs) and the Debian packages its real peers need (Caddy) before any
+// test starts. Left to the first test that needs
 // them, a fresh clone's install ran inside that test's time limit, which two suites at once on a
 // 2-core machine exceeded (150 s). A named file installs what it needs itself.
-if (named.length === 0) for (const name of ["conformance", "clients"]) ensureTools(name, "npm test");
+if (named.length === 0) {
+  for (const name of ["conformance", "clients"]) ensureTools(name, "npm test");
+  ensureDebian(DEBIAN_PEERS, "npm test");
+}
 const result = spawnSync(
   process.execPath,
   ["--import", "tsx", "--import", "./scripts/test-limits.mjs", "--test", `--test-concurrency=${concurrency}`, ...runnerArgs, ...(named.length ? named : files)],

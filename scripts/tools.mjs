@@ -65,3 +65,31 @@ export function ensureTools(name, label) {
   }
   return dir;
 }
+
+/**
+ * Debian packages a test drives as a real peer (caddy: the two-replica configuration of
+ * docs/deployment-server.md): each whose command is not on PATH is installed with apt-get, as
+ * root, from Debian's own packages (no other source). Elsewhere it says what to install. Throws
+ * when one cannot be had.
+ */
+export function ensureDebian(packages, label) {
+  const missing = packages.filter(({ command }) => spawnSync("sh", ["-c", `command -v ${command}`]).status !== 0);
+  if (missing.length === 0) return;
+  const names = missing.map((p) => p.package);
+  const apt = spawnSync("sh", ["-c", "command -v apt-get"]).status === 0;
+  if (!apt || process.getuid?.() !== 0) {
+    throw new Error(`${label}: needs ${missing.map((p) => p.command).join(", ")}: install Debian's ${names.join(", ")} (sudo apt-get install -y ${names.join(" ")})`);
+  }
+  process.stderr.write(`${label}: installing ${names.join(", ")} (apt-get install -y ${names.join(" ")})\n`);
+  const install = () => spawnSync("apt-get", ["install", "-y", "-qq", "--no-install-recommends", ...names], { encoding: "utf8", env: { ...process.env, DEBIAN_FRONTEND: "noninteractive" } });
+  let result = install();
+  if (result.status !== 0) {
+    // A machine that never read the package lists knows no package yet.
+    spawnSync("apt-get", ["update", "-qq"], { encoding: "utf8" });
+    result = install();
+  }
+  if (result.status !== 0) throw new Error(`${label}: apt-get install ${names.join(" ")} failed (exit ${result.status}):\n${result.stderr}`);
+}
+
+/** The Debian packages the test suite drives. */
+export const DEBIAN_PEERS = [{ command: "caddy", package: "caddy" }];

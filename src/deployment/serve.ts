@@ -16,6 +16,36 @@ import { OAuth } from "./oauth.ts";
 import { jsonLog, Metrics } from "./ops.ts";
 import { CALLBACK_PATH, createApp, requestId } from "./server.ts";
 
+/**
+ * The /readyz probes a balancer sends: from the time between the last two, how long a stopping
+ * replica waits for the next one (answered 503) before it refuses connections.
+ */
+class ReadinessProbes {
+  #last: number | undefined;
+  #interval: number | undefined;
+  #answered503: (() => void) | undefined;
+
+  probed(at: number, stopping: boolean): void {
+    if (stopping) return void this.#answered503?.();
+    if (this.#last !== undefined) this.#interval = at - this.#last;
+    this.#last = at;
+  }
+
+  /** Resolves true once a probe is answered while stopping, false past twice the probe interval (at most `maxMs`); undefined when never probed twice. */
+  untilOutOfRotation(maxMs: number): Promise<boolean> | undefined {
+    if (this.#interval === undefined) return undefined;
+    const limit = Math.min(maxMs, 2 * this.#interval + 1000);
+    return new Promise<boolean>((resolve) => {
+      const timer = setTimeout(() => resolve(false), limit);
+      timer.unref();
+      this.#answered503 = () => {
+        clearTimeout(timer);
+        resolve(true);
+      };
+    });
+  }
+}
+
 /** The health probes (docs/deployment-server.md, "Operations"). */
 const PROBES = ["/healthz", "/readyz"] as const;
 
@@ -108,6 +138,7 @@ export async function deploymentServeCommand(ctx: Context, options: { flags: Fla
 
     let inFlight = 0;
     let stopping = false;
+    const readiness = new ReadinessProbes();
     /** The requests in flight, as the "stopped" line names those it cut: method and path, never the query. */
     const open = new Set<string>();
     let drained: (() => void) | undefined;
@@ -134,6 +165,7 @@ export async function deploymentServeCommand(ctx: Context, options: { flags: Fla
         // answers ended (tests read "everything before this request" from it).
         const probe = PROBES.find((p) => path === `${base}${p}`);
         if (probe) route = probe;
+        if (probe === "/readyz") readiness.probed(ctx.now(), stopping);
         metrics.request(req.method ?? "", route, res.statusCode, seconds);
         // A balancer's or orchestrator's health probes (every few seconds, per replica) would
         // bury the requests people make; one that fails is logged. /metrics counts them all.
@@ -168,6 +200,15 @@ export async function deploymentServeCommand(ctx: Context, options: { flags: Fla
     await new Promise<void>((resolve) => (ctx.signal.aborted ? resolve() : ctx.signal.addEventListener("abort", () => resolve(), { once: true })));
     stopping = true;
     log("info", "stopping", { in_flight: inFlight });
+    // Behind a balancer that probes /readyz, the replica serves on until a probe has been answered
+    // 503, so that the balancer takes it out of rotation before its connections are refused: a
+    // balancer that cannot send a refused request elsewhere (Caddy before 2.11 with a request body,
+    // nginx for a request it already sent) would otherwise fail it. Never probed, it stops at once.
+    const wait = readiness.untilOutOfRotation(DRAIN_MS);
+    if (wait) {
+      const seen = await wait;
+      log("info", seen ? "out of rotation" : "no readiness probe came", { in_flight: inFlight });
+    }
     listening.close();
     listening.closeIdleConnections();
     agents.endStreams();

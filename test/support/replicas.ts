@@ -25,7 +25,8 @@ export type Replicas = {
 export async function startReplicas(count: number, options: Omit<ServeOptions, "dir"> = {}, balancing: BalancerOptions = {}): Promise<Replicas> {
   const dir = mkdtempSync(path.join(tmpdir(), "subs-replicas-"));
   const balancer = await startBalancer([], balancing);
-  const env = { ...options.env, SUBS_DEPLOYMENT_PUBLIC_URL: balancer.url };
+  // The balancer's URL is their public URL, unless the test puts another front before them (Caddy).
+  const env = { SUBS_DEPLOYMENT_PUBLIC_URL: balancer.url, ...options.env };
   const startAll = async () => {
     // One after the other: the first creates the store and its key check.
     const started: ServedDeployment[] = [];
