@@ -92,4 +92,7 @@ export function ensureDebian(packages, label) {
 }
 
 /** The Debian packages the test suite drives. */
-export const DEBIAN_PEERS = [{ command: "caddy", package: "caddy" }];
+export const DEBIAN_PEERS = [
+  { command: "caddy", package: "caddy" },
+  { command: "systemd-analyze", package: "systemd" },
+];

@@ -13,7 +13,7 @@ import { openWithKey } from "./commands.ts";
 import { deploymentConfig, type Flags } from "./config.ts";
 import { warnOutsideCatalog } from "./catalog.ts";
 import { OAuth } from "./oauth.ts";
-import { jsonLog, Metrics } from "./ops.ts";
+import { jsonLog, Metrics, type Log } from "./ops.ts";
 import { CALLBACK_PATH, createApp, requestId } from "./server.ts";
 
 /**
@@ -44,6 +44,58 @@ class ReadinessProbes {
       };
     });
   }
+}
+
+/** The requests in flight: how many, and each as the "stopped" line names those it cut (method and path, never the query). */
+class InFlight {
+  readonly #open = new Map<string, number>();
+  #count = 0;
+  #drained: (() => void) | undefined;
+
+  get count(): number {
+    return this.#count;
+  }
+  add(what: string): void {
+    this.#open.set(what, (this.#open.get(what) ?? 0) + 1);
+    this.#count++;
+  }
+  done(what: string): void {
+    const left = (this.#open.get(what) ?? 1) - 1;
+    if (left > 0) this.#open.set(what, left);
+    else this.#open.delete(what);
+    if (--this.#count === 0) this.#drained?.();
+  }
+  list(): string[] {
+    return [...this.#open.keys()];
+  }
+  /** Resolves once none is in flight, or after `ms`. */
+  drained(ms: number): Promise<void> {
+    if (this.#count === 0) return Promise.resolve();
+    return new Promise<void>((resolve) => {
+      this.#drained = resolve;
+      setTimeout(resolve, ms).unref();
+    });
+  }
+}
+
+/** SIGINT or SIGTERM (docs/deployment-server.md, "Operations": the order matters to a balancer). */
+async function stopServing(o: { server: Server; sockets: Set<Socket>; agents: { endStreams(): void; close(): Promise<void> }; readiness: ReadinessProbes; requests: InFlight; log: Log }) {
+  const { server, requests, log } = o;
+  log("info", "stopping", { in_flight: requests.count });
+  // Behind a balancer that probes /readyz, the replica serves on until a probe has been answered
+  // 503, so that the balancer takes it out of rotation before its connections are refused: a
+  // balancer that cannot send a refused request elsewhere (Caddy before 2.11 with a request body,
+  // nginx for a request it already sent) would otherwise fail it. Never probed, it stops at once.
+  const wait = o.readiness.untilOutOfRotation(DRAIN_MS);
+  if (wait) log("info", (await wait) ? "out of rotation" : "no readiness probe came", { in_flight: requests.count });
+  server.close();
+  server.closeIdleConnections();
+  o.agents.endStreams();
+  await requests.drained(DRAIN_MS);
+  const [unfinished, cut] = [requests.count, requests.list()];
+  await o.agents.close();
+  for (const socket of o.sockets) socket.destroy();
+  log(cut.length ? "warn" : "info", "stopped", { unfinished, ...(cut.length ? { cut } : {}) });
 }
 
 /** The health probes (docs/deployment-server.md, "Operations"). */
@@ -136,12 +188,9 @@ export async function deploymentServeCommand(ctx: Context, options: { flags: Fla
       now: ctx.now,
     });
 
-    let inFlight = 0;
     let stopping = false;
     const readiness = new ReadinessProbes();
-    /** The requests in flight, as the "stopped" line names those it cut: method and path, never the query. */
-    const open = new Set<string>();
-    let drained: (() => void) | undefined;
+    const requests = new InFlight();
     const sockets = new Set<Socket>();
     listening.on("connection", (socket: Socket) => {
       sockets.add(socket);
@@ -153,8 +202,7 @@ export async function deploymentServeCommand(ctx: Context, options: { flags: Fla
       res.setHeader("x-request-id", id);
       if (stopping) res.setHeader("connection", "close");
       const what = `${req.method} ${(req.url ?? "/").split("?")[0]}`;
-      open.add(what);
-      inFlight++;
+      requests.add(what);
       let route = "unknown";
       let tokenId: string | undefined;
       res.on("close", () => {
@@ -180,8 +228,7 @@ export async function deploymentServeCommand(ctx: Context, options: { flags: Fla
             ...(tokenId ? { token: tokenId } : {}),
           });
         }
-        open.delete(what);
-        if (--inFlight === 0) drained?.();
+        requests.done(what);
       });
       app(req, res).then(
         (handled) => {
@@ -199,29 +246,7 @@ export async function deploymentServeCommand(ctx: Context, options: { flags: Fla
 
     await new Promise<void>((resolve) => (ctx.signal.aborted ? resolve() : ctx.signal.addEventListener("abort", () => resolve(), { once: true })));
     stopping = true;
-    log("info", "stopping", { in_flight: inFlight });
-    // Behind a balancer that probes /readyz, the replica serves on until a probe has been answered
-    // 503, so that the balancer takes it out of rotation before its connections are refused: a
-    // balancer that cannot send a refused request elsewhere (Caddy before 2.11 with a request body,
-    // nginx for a request it already sent) would otherwise fail it. Never probed, it stops at once.
-    const wait = readiness.untilOutOfRotation(DRAIN_MS);
-    if (wait) {
-      const seen = await wait;
-      log("info", seen ? "out of rotation" : "no readiness probe came", { in_flight: inFlight });
-    }
-    listening.close();
-    listening.closeIdleConnections();
-    agents.endStreams();
-    if (inFlight > 0) {
-      await new Promise<void>((resolve) => {
-        drained = resolve;
-        setTimeout(resolve, DRAIN_MS).unref();
-      });
-    }
-    const cut = [...open];
-    await agents.close();
-    for (const socket of sockets) socket.destroy();
-    log(cut.length ? "warn" : "info", "stopped", { unfinished: cut.length, ...(cut.length ? { cut } : {}) });
+    await stopServing({ server: listening, sockets, agents, readiness, requests, log });
   } finally {
     server?.close();
     await store.close();
