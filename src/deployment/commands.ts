@@ -11,7 +11,11 @@ import type { RekeyableStore } from "./store/types.ts";
 type Ctx = Pick<Context, "env" | "cwd" | "stdout" | "stderr">;
 
 /** The store the settings name: the SQLite file of one machine, or a Postgres database replicas share. */
-export type OpenedStore = RekeyableStore & { hasKeyCheck(): Promise<boolean> };
+export type OpenedStore = RekeyableStore & {
+  hasKeyCheck(): Promise<boolean>;
+  /** Refuses (wrong_key) when the key this store was opened with no longer opens its check value: it was rotated meanwhile. */
+  checkKey(): Promise<void>;
+};
 
 /**
  * Opens the store the settings name; only the module of that kind of store is loaded. `mustExist`:

@@ -73,7 +73,10 @@ export function seal(key: Key, plaintext: string, aad: string): Sealed {
 }
 
 /** Thrown when a value cannot be opened with the key given: never with any of the value. */
-export class KeyMismatch extends Error {}
+/** A sealed value this key does not open: another key's (a rotation this process did not see), or damaged. */
+export class KeyMismatch extends Error {
+  override name = "KeyMismatch";
+}
 
 export function open(key: Key, sealed: Sealed, aad: string): string {
   if (sealed.keyId !== key.id) throw new KeyMismatch(`sealed under key ${sealed.keyId}, not ${key.id}`);

@@ -7,7 +7,7 @@
 import { createServer, type Server } from "node:http";
 import type { AddressInfo, Socket } from "node:net";
 import type { Context } from "../context.ts";
-import { failed, usage } from "../errors.ts";
+import { failed, SubsError, usage } from "../errors.ts";
 import { connectionsCheckingInterval, guardConnections } from "../serve/connections.ts";
 import { openWithKey } from "./commands.ts";
 import { deploymentConfig, type Flags } from "./config.ts";
@@ -181,7 +181,16 @@ export async function deploymentServeCommand(ctx: Context, options: { flags: Fla
       catalog: config.catalog,
       pollInterval,
       ttlSeconds,
-      ready: async () => (await store.listTokens(), true),
+      ready: async () => {
+        await store.listTokens();
+        // Another process rotated the key (rotate-key while this one served): every sealed value
+        // it reads now fails, so it says so here, to the balancer and once in its log.
+        await store.checkKey().catch((error: unknown) => {
+          if (!keyGone && error instanceof SubsError) log("error", "key rotated away", { error: `${error.message}; ${error.hint ?? ""}` });
+          keyGone = true;
+          throw error;
+        });
+      },
       stopping: () => stopping,
       agentEndpoint: agents.endpoint,
       authenticated: connections.trust,
@@ -189,6 +198,7 @@ export async function deploymentServeCommand(ctx: Context, options: { flags: Fla
     });
 
     let stopping = false;
+    let keyGone = false;
     const readiness = new ReadinessProbes();
     const requests = new InFlight();
     const sockets = new Set<Socket>();

@@ -8,6 +8,8 @@ import type { Log, Metrics } from "./ops.ts";
 import { Refusal, type OAuth } from "./oauth.ts";
 import { agentRoutes, type AgentEndpoint } from "./routes/agents.ts";
 import { isValidName } from "../config/rules.ts";
+import { SubsError } from "../errors.ts";
+import { foreignText } from "./foreign.ts";
 import { scrubbedJson, Secrets } from "../secrets.ts";
 import { BadBody, fail, segment, STORE_DOWN_MESSAGE, type Answer } from "./routes/answer.ts";
 import { connectionRoutes } from "./routes/connections.ts";
@@ -29,8 +31,11 @@ export type AppOptions = {
   catalog: string[] | undefined;
   pollInterval: number;
   ttlSeconds: number;
-  /** Whether the store answers (readiness). */
-  ready: () => Promise<boolean>;
+  /**
+   * Readiness: resolves when the store answers and this process's key still opens it; else throws
+   * why not (a SubsError whose message /readyz says, or anything else: "the store does not answer").
+   */
+  ready: () => Promise<void>;
   /** True once the process is stopping: /readyz then answers 503 whatever the store says. */
   stopping?: () => boolean;
   /** An agent's Streamable HTTP endpoint (src/deployment/agents.ts); absent, such requests get 404. */
@@ -93,8 +98,11 @@ export function createApp(o: AppOptions) {
         send(fail(503, "unavailable", "stopping: finishing the requests in flight"));
         return { route: "/readyz" };
       }
-      const ready = await o.ready().catch(() => false);
-      send(ready ? { status: 200, body: { status: "ready" } } : { ...fail(503, "unavailable", "the store does not answer"), headers: { "retry-after": "2" } });
+      const problem = await o.ready().then(
+        () => undefined,
+        (error: unknown) => (error instanceof SubsError && !(error instanceof StoreUnavailable) ? `${error.message}${error.hint ? `; ${error.hint}` : ""}` : "the store does not answer"),
+      );
+      send(problem === undefined ? { status: 200, body: { status: "ready" } } : { ...fail(503, "unavailable", problem), headers: { "retry-after": "2" } });
       return { route: "/readyz" };
     }
     if (path === CALLBACK_PATH) {
@@ -154,7 +162,9 @@ export function createApp(o: AppOptions) {
       } else if (error instanceof StoreUnavailable) {
         throw error;
       } else {
-        o.log("error", "handler failed", { route: r.route, error: error instanceof Error ? error.name : "unknown" });
+        // Named, and said: a message may quote a server (an upstream error), so it is made visible,
+        // cut and scrubbed of this request's secrets, as every answer is.
+        o.log("error", "handler failed", { route: r.route, error: error instanceof Error ? `${error.name}: ${foreignText(error.message, secrets, 500)}` : "unknown" });
         send(fail(500, "internal_error", "the deployment failed; its log says more"));
       }
     }
