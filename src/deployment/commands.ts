@@ -3,9 +3,9 @@
 // directly: they need no running server, and a token made while it runs is good at once (the
 // server reads tokens from the store).
 import type { Context } from "../context.ts";
-import { refused, usage } from "../errors.ts";
+import { failed, refused, SubsError, usage } from "../errors.ts";
 import { deploymentConfig, type DeploymentConfig, type Flags } from "./config.ts";
-import { createKeyFile, readKey, type Key } from "./keys.ts";
+import { createKeyFile, readKey, type Key, type Sealed } from "./keys.ts";
 import type { RekeyableStore } from "./store/types.ts";
 
 type Ctx = Pick<Context, "env" | "cwd" | "stdout" | "stderr">;
@@ -13,6 +13,7 @@ type Ctx = Pick<Context, "env" | "cwd" | "stdout" | "stderr">;
 /** The store the settings name: the SQLite file of one machine, or a Postgres database replicas share. */
 export type OpenedStore = RekeyableStore & {
   hasKeyCheck(): Promise<boolean>;
+  keyCheck(): Promise<Sealed | undefined>;
   /** Refuses (wrong_key) when the key this store was opened with no longer opens its check value: it was rotated meanwhile. */
   checkKey(): Promise<void>;
 };
@@ -88,5 +89,87 @@ export async function rotateKeyCommand(ctx: Ctx, options: { flags: Flags; newKey
     ctx.stderr.write(`subs: re-encrypted ${count} values from key ${key.id} to key ${next.id}; start the deployment with --key-file ${options.newKeyFile} from now on, and keep the old key until a backup made after this is verified\n`);
   } finally {
     await store.close();
+  }
+}
+
+/**
+ * `subs deployment backup FILE`: a consistent copy of the SQLite store, made while it serves, 0600,
+ * never over an existing file (a Postgres store is refused, naming pg_dump). Says which key opens it.
+ */
+export async function backupCommand(ctx: Ctx, options: { flags: Flags; file: string }): Promise<void> {
+  const config = deploymentConfig(options.flags, ctx, { serve: false });
+  // Postgres's own tools make a backup a copy by subs could not match (and it is refused before any connection).
+  if (config.postgres) {
+    throw refused("a Postgres store is backed up with pg_dump, not subs", {
+      hint: `(umask 077; pg_dump --format=custom --file "/backup/subs-$(date +%F).dump" "$SUBS_DEPLOYMENT_STORE") (docs/deployment-server.md, "Postgres")`,
+      code: "backup_postgres",
+    });
+  }
+  const { openSqliteStore } = await import("./store/sqlite.ts");
+  const store = await openSqliteStore({ storeDir: config.storeDir, dbPath: config.dbPath, key: undefined, mustExist: true });
+  try {
+    const { resolve } = await import("node:path");
+    await store.backup(resolve(ctx.cwd, options.file));
+    const check = await store.keyCheck();
+    const opens = check ? `; it opens with key ${check.keyId} alone: keep that key as long as you keep this backup` : "";
+    ctx.stderr.write(`subs: backed up ${store.path} to ${options.file} (mode 0600)${opens}\n`);
+  } finally {
+    await store.close();
+  }
+}
+
+/**
+ * `subs deployment check-key [FILE]`: whether the key (--key-file, $SUBS_DEPLOYMENT_KEY) opens the
+ * store, or the backup FILE. Nothing is decrypted but the store's key check value; nothing is written.
+ */
+export async function checkKeyCommand(ctx: Ctx, options: { flags: Flags; file?: string }): Promise<void> {
+  const config = deploymentConfig(options.flags, ctx, { serve: false });
+  if (!config.key) throw usage("no key to check: give --key-file PATH or $SUBS_DEPLOYMENT_KEY");
+  const key = readKey(config.key);
+  if (!key) throw refused(`${config.key.from} ${"file" in config.key ? config.key.file : ""}: no such file`, { code: "no_key" });
+  const { check, where } = options.file === undefined ? await storeKeyCheck(config) : await backupKeyCheck(ctx, options.file);
+  if (!check) {
+    ctx.stdout.write(`${where} has sealed nothing yet: key ${key.id} would become its key\n`);
+    return;
+  }
+  const { open, KeyMismatch } = await import("./keys.ts");
+  const { KEY_CHECK, KEY_CHECK_TEXT } = await import("./store/rows.ts");
+  try {
+    if (open(key, check, KEY_CHECK) !== KEY_CHECK_TEXT) throw new KeyMismatch("check");
+  } catch {
+    throw failed(`key ${key.id} does not open ${where}: its values are sealed under key ${check.keyId}`, {
+      code: "wrong_key",
+      hint: `run \`subs deployment check-key\` with each old key file (deployment.key.until-…) to find key ${check.keyId}`,
+    });
+  }
+  ctx.stdout.write(`key ${key.id} opens ${where}\n`);
+}
+
+async function storeKeyCheck(config: DeploymentConfig): Promise<{ check: Sealed | undefined; where: string }> {
+  const store = await openStore(config, undefined, { mustExist: true });
+  try {
+    return { check: await store.keyCheck(), where: store.path };
+  } finally {
+    await store.close();
+  }
+}
+
+/** A backup file, opened read-only: nothing in it is changed, not even its journal mode. */
+async function backupKeyCheck(ctx: Ctx, file: string): Promise<{ check: Sealed | undefined; where: string }> {
+  const { resolve } = await import("node:path");
+  const { default: Database } = await import("better-sqlite3");
+  const { readKeyCheck } = await import("./store/sqlite.ts");
+  let db: import("better-sqlite3").Database | undefined;
+  try {
+    db = new Database(resolve(ctx.cwd, file), { readonly: true, fileMustExist: true });
+    return { check: readKeyCheck(db), where: file };
+  } catch (error) {
+    if (error instanceof SubsError) throw error;
+    throw refused(`${file} is not a backup of a subs deployment's store (${(error as { code?: string }).code ?? (error as Error).message})`, {
+      hint: "give a file `subs deployment backup` made, or leave FILE out to check the store itself",
+      code: "not_a_backup",
+    });
+  } finally {
+    db?.close();
   }
 }

@@ -8,7 +8,7 @@
 import type { ClientConfig, Pool, PoolClient, QueryResultRow } from "pg";
 import { failed, refused, SubsError } from "../../errors.ts";
 import { passwordInUrl } from "../config.ts";
-import { seal, type Key } from "../keys.ts";
+import { seal, type Key, type Sealed } from "../keys.ts";
 import {
   AgentRow,
   agentOf,
@@ -356,12 +356,7 @@ export class PostgresStore implements RekeyableStore {
   /** A key that does not open the store's check value is refused before anything is decrypted. */
   async checkKey() {
     await checkKey(this.#key, this.path, {
-      read: async () => {
-        const [row] = await this.#rows("SELECT key_id, value AS sealed FROM meta WHERE name = $1", [KEY_CHECK]);
-        if (!row) return undefined;
-        const { key_id, sealed } = checked(SealedRow, row, "meta");
-        return { keyId: key_id, value: sealed };
-      },
+      read: () => this.keyCheck(),
       anySealedKeyId: async () => (await this.#rows<{ key_id: string }>("SELECT key_id FROM credentials UNION SELECT key_id FROM registrations UNION SELECT key_id FROM authorizations LIMIT 1"))[0]?.key_id,
       write: async (sealed) => void (await this.#rows("INSERT INTO meta (name, key_id, value) VALUES ($1, $2, $3) ON CONFLICT (name) DO NOTHING", [KEY_CHECK, sealed.keyId, sealed.value])),
     });
@@ -370,6 +365,14 @@ export class PostgresStore implements RekeyableStore {
   /** Whether a key has ever sealed anything here (a new store may get a new key). */
   async hasKeyCheck(): Promise<boolean> {
     return (await this.#rows("SELECT 1 FROM meta WHERE name = $1", [KEY_CHECK])).length > 0;
+  }
+
+  /** The key check value (its key id says which key the store's values are sealed under), if any. */
+  async keyCheck(): Promise<Sealed | undefined> {
+    const [row] = await this.#rows("SELECT key_id, value AS sealed FROM meta WHERE name = $1", [KEY_CHECK]);
+    if (!row) return undefined;
+    const { key_id, sealed } = checked(SealedRow, row, "meta");
+    return { keyId: key_id, value: sealed };
   }
 
   /** A round trip to the database: what /readyz asks. */

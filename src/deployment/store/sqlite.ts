@@ -7,7 +7,7 @@ import { closeSync, constants, lstatSync, mkdirSync, openSync, chmodSync } from 
 import path from "node:path";
 import type BetterSqlite3 from "better-sqlite3";
 import { failed, refused } from "../../errors.ts";
-import { seal, type Key } from "../keys.ts";
+import { seal, type Key, type Sealed } from "../keys.ts";
 import {
   AgentRow,
   AuthorizationRow,
@@ -77,6 +77,14 @@ import {
   type RevokeToken,
   type StateChange,
 } from "./types.ts";
+
+/** The key check row of an SQLite store or backup, checked; undefined when it has none. */
+export function readKeyCheck(db: BetterSqlite3.Database): Sealed | undefined {
+  const row = db.prepare("SELECT key_id, value AS sealed FROM meta WHERE name = ?").get(KEY_CHECK);
+  if (row === undefined) return undefined;
+  const { key_id, sealed } = checked(SealedRow, row, "meta");
+  return { keyId: key_id, value: sealed };
+}
 
 /** Entry N takes the schema from version N to N+1. */
 export const MIGRATIONS: readonly string[] = [
@@ -235,12 +243,7 @@ export class SqliteStore implements RekeyableStore {
   /** A key that does not open the store's check value is refused before anything is decrypted. */
   async checkKey() {
     await checkKey(this.#key, path.basename(this.path), {
-      read: async () => {
-        const row = this.#prepared("SELECT key_id, value AS sealed FROM meta WHERE name = ?").get(KEY_CHECK);
-        if (!row) return undefined;
-        const { key_id, sealed } = checked(SealedRow, row, "meta");
-        return { keyId: key_id, value: sealed };
-      },
+      read: async () => readKeyCheck(this.#db),
       anySealedKeyId: async () => (this.#prepared("SELECT key_id FROM credentials UNION SELECT key_id FROM registrations UNION SELECT key_id FROM authorizations LIMIT 1").get() as { key_id: string } | undefined)?.key_id,
       write: async (sealed) => void this.#prepared("INSERT OR IGNORE INTO meta (name, key_id, value) VALUES (?, ?, ?)").run(KEY_CHECK, sealed.keyId, sealed.value),
     });
@@ -249,6 +252,25 @@ export class SqliteStore implements RekeyableStore {
   /** Whether a key has ever sealed anything here (a new store may get a new key). */
   async hasKeyCheck(): Promise<boolean> {
     return this.#prepared("SELECT 1 FROM meta WHERE name = ?").get(KEY_CHECK) !== undefined;
+  }
+
+  /** The key check value (its key id says which key the store's values are sealed under), if any. */
+  async keyCheck(): Promise<Sealed | undefined> {
+    return readKeyCheck(this.#db);
+  }
+
+  /**
+   * A consistent copy of the whole store in `file`, made with SQLite's online backup while other
+   * processes read and write it; 0600 from its first byte; never over an existing file.
+   */
+  async backup(file: string): Promise<void> {
+    try {
+      closeSync(openSync(file, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL, 0o600));
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code === "EEXIST") throw refused(`${file} exists: a backup never replaces a file`, { hint: "give a new file name (e.g. with the date in it)", code: "backup_exists" });
+      throw refused(`cannot make ${file}: ${(error as NodeJS.ErrnoException).code ?? String(error)}`, { code: "backup_failed" });
+    }
+    await this.#db.backup(file);
   }
 
   async listConnections(): Promise<ConnectionRecord[]> {
