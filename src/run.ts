@@ -203,7 +203,7 @@ export const COMMAND_TREE: Readonly<Record<string, readonly string[]>> = {
   completion: [],
   schema: [],
   agent: ["list", "tools", "serve", "connect"],
-  deployment: ["serve", "token", "rotate-key"],
+  deployment: ["serve", "token", "rotate-key", "backup", "check-key"],
 };
 
 /**

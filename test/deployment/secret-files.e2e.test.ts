@@ -159,18 +159,20 @@ test("the rules on a file's stat, whoever runs the tests: another owner, group o
 
 /**
  * The docs' shell blocks that make a file (a redirection, `touch`, `install`, `cp`, `tee`,
- * SQLite's `.backup`, `--file`, `--new-key-file`), run as written in a temporary root under umask
+ * `subs deployment backup`, `--file`, `--new-key-file`), run as written in a temporary root under umask
  * 022, in document order (the rotation finds the key the first recipe made). The directories they
  * name (/etc/subs, /var/lib/subs, /backup) are moved into that root; the real `subs` (the built
  * CLI), `openssl` and the shell's own tools run; stand-ins take the place of `systemctl` (nothing
- * to stop) and of `sqlite3` and `pg_dump` (no server here), which make their output file as those
- * programs do: created with the usual mode, less the umask, never chmod-ed, so only the recipe
- * decides the mode.
+ * to stop), `useradd`, `chown`, `journalctl` and `npm root -g`, and of `pg_dump` (no server here),
+ * which makes its output file as pg_dump does: created with the usual mode, less the umask, never
+ * chmod-ed, so only the recipe decides the mode.
  */
 describe("the recipes of docs/deployment-server.md", () => {
   const DOC = path.join(REPO, "docs", "deployment-server.md");
-  const MAKES_A_FILE = /(?<![-=0-9])>(?!&)|\btouch\b|\binstall\b|\bcp\b|\btee\b|\.backup\b|--file\b|--new-key-file\b/;
-  const MOVED = ["/etc/subs", "/var/lib/subs", "/backup"];
+  const MAKES_A_FILE = /(?<![-=0-9])>(?!&)|\btouch\b|\binstall\b|\bcp\b|\btee\b|\bdeployment backup\b|--file\b|--new-key-file\b/;
+  const MOVED = ["/etc/subs", "/var/lib/subs", "/backup", "/etc/systemd/system"];
+  /** Absolute paths a recipe names that are no file it makes or reads (useradd's shell). */
+  const NAMED_ONLY = ["/dev/null", "/usr/sbin/nologin"];
 
   /** Each ```sh block (list items' indented ones too), its indentation taken off. */
   function shellBlocks(markdown: string): string[] {
@@ -188,13 +190,27 @@ describe("the recipes of docs/deployment-server.md", () => {
     mkdirSync(stubs);
     const stub = (name: string, body: string) => writeFileSync(path.join(stubs, name), `#!/bin/sh\n${body}\n`, { mode: 0o755 });
     stub("systemctl", "exit 0");
-    // SQLite opens a new database file with mode 0644, less the umask (SQLITE_DEFAULT_FILE_PERMISSIONS).
-    stub("sqlite3", `for a in "$@"; do case "$a" in .backup*) f=\${a#.backup }; f=\${f#"'"}; f=\${f%"'"}; : > "$f"; chmod "$(printf '%o' $((0644 & ~$(umask))))" "$f";; esac; done`);
+    // The systemd recipe's user and its log: no user is made here, no journal read.
+    stub("useradd", "exit 0");
+    stub("chown", "exit 0");
+    stub("journalctl", "exit 0");
+    // install(1) as written, but for -o and -g, which name the user no stand-in made.
+    stub("install", `args=""; while [ $# -gt 0 ]; do case "$1" in -o|-g) shift;; *) args="$args $1";; esac; shift; done; exec /usr/bin/install $args`);
+    // The package's files where a global install puts them.
+    const globalRoot = path.join(root, ".npm-global");
+    mkdirSync(globalRoot);
+    symlinkSync(REPO, path.join(globalRoot, "substructure"));
+    stub("npm", `[ "$1 $2" = "root -g" ] && echo "${globalRoot}"`);
     // pg_dump opens --file with fopen: 0666, less the umask.
     stub("pg_dump", `while [ $# -gt 0 ]; do case "$1" in --file) : > "$2"; shift;; --file=*) : > "\${1#--file=}";; esac; shift; done`);
     stub("pg_restore", "exit 0");
     stub("subs", `exec "${process.execPath}" "${BIN}" "$@"`);
     for (const dir of MOVED) mkdirSync(path.join(root, dir), { recursive: true, mode: 0o755 });
+    // The store the server makes on its first start (no recipe starts one): the backup and the
+    // rotation run against it. Empty, nothing sealed yet: the rotation seals its check with the key the first recipe made.
+    chmodSync(path.join(root, "/var/lib/subs"), 0o700);
+    const made = spawnSync(process.execPath, ["--import", "tsx", "-e", `const { openSqliteStore } = await import(${JSON.stringify(path.join(REPO, "src/deployment/store/sqlite.ts"))}); const s = await openSqliteStore({ storeDir: ${JSON.stringify(path.join(root, "/var/lib/subs"))}, dbPath: ${JSON.stringify(path.join(root, "/var/lib/subs/deployment.db"))}, key: undefined }); await s.close();`], { cwd: REPO, encoding: "utf8" });
+    assert.equal(made.status, 0, made.stderr);
     const work = path.join(root, "work");
     mkdirSync(work);
 
@@ -204,7 +220,8 @@ describe("the recipes of docs/deployment-server.md", () => {
       let script = recipe;
       for (const dir of MOVED) script = script.replaceAll(dir, path.join(root, dir));
       // Every absolute path is one moved into the root (or /dev/null): a new one must be added to MOVED.
-      const elsewhere = [...script.matchAll(/(?<![\w.$}-])\/[A-Za-z][\w./-]*/g)].map((m) => m[0]).filter((p) => !p.startsWith(root) && p !== "/dev/null");
+      // (Not after a URL's scheme, nor after a command substitution, whose output it extends.)
+      const elsewhere = [...script.matchAll(/(?<![\w.$}/)-])\/[A-Za-z][\w./-]*/g)].map((m) => m[0]).filter((p) => !p.startsWith(root) && !NAMED_ONLY.includes(p));
       assert.deepEqual(elsewhere, [], `a recipe names a path outside ${MOVED.join(", ")}:\n${recipe}`);
       const run = spawnSync("bash", ["-c", `set -euo pipefail\numask 022\n${script}`], {
         cwd: work,
@@ -219,17 +236,26 @@ describe("the recipes of docs/deployment-server.md", () => {
     const walk = (dir: string) => {
       for (const entry of readdirSync(dir, { withFileTypes: true })) {
         const full = path.join(dir, entry.name);
-        if (full === stubs) continue;
+        if (full === stubs || full === path.join(root, ".npm-global")) continue;
         if (entry.isDirectory()) walk(full);
         else files.push(full);
       }
     };
     walk(root);
-    const made = files.map((f) => path.relative(root, f)).sort();
-    const open = files.filter((f) => (statSync(f).mode & 0o077) !== 0).map((f) => `${path.relative(root, f)} ${(statSync(f).mode & 0o777).toString(8)}`);
+    const madeFiles = files.map((f) => path.relative(root, f)).sort();
+    // A systemd unit holds no secret, and systemd expects it readable (0644): the one exception.
+    const open = files.filter((f) => !f.startsWith(path.join(root, "/etc/systemd/system")) && (statSync(f).mode & 0o077) !== 0).map((f) => `${path.relative(root, f)} ${(statSync(f).mode & 0o777).toString(8)}`);
     assert.deepEqual(open, [], "every file a recipe made is 0600");
-    for (const expected of [/^etc\/subs\/deployment\.key$/, /^etc\/subs\/deployment\.key\.old$/, /^etc\/subs\/client-secrets\.json$/, /^etc\/subs\/store-password$/, /^backup\/deployment-\d{4}-\d\d-\d\d\.db$/, /^backup\/subs-\d{4}-\d\d-\d\d\.dump$/]) {
-      assert.ok(made.some((f) => expected.test(f)), `a recipe made ${expected}: ${made.join(", ")}`);
+    for (const expected of [
+      /^etc\/subs\/deployment\.key$/,
+      /^etc\/subs\/deployment\.key\.until-\d{4}-\d\d-\d\d-\d{6}$/,
+      /^etc\/subs\/deployment\.env$/,
+      /^etc\/subs\/client-secrets\.json$/,
+      /^etc\/subs\/store-password$/,
+      /^backup\/subs-\d{4}-\d\d-\d\d\.db$/,
+      /^backup\/subs-\d{4}-\d\d-\d\d\.dump$/,
+    ]) {
+      assert.ok(madeFiles.some((f) => expected.test(f)), `a recipe made ${expected}: ${madeFiles.join(", ")}`);
     }
   });
 });
