@@ -6,7 +6,7 @@ import type { Context } from "../context.ts";
 import { failed, refused, SubsError, usage } from "../errors.ts";
 import { deploymentConfig, type DeploymentConfig, type Flags } from "./config.ts";
 import { createKeyFile, readKey, type Key, type Sealed } from "./keys.ts";
-import type { RekeyableStore } from "./store/types.ts";
+import type { DeploymentStore, RekeyableStore } from "./store/types.ts";
 
 type Ctx = Pick<Context, "env" | "cwd" | "stdout" | "stderr">;
 
@@ -39,7 +39,7 @@ export async function openStore(config: DeploymentConfig, key: Key | undefined, 
  * sealed nothing yet, so the first start on a fresh machine needs no other step; for a store that
  * has, a missing or wrong key refuses to start.
  */
-export async function openWithKey(ctx: Ctx, config: DeploymentConfig): Promise<{ store: OpenedStore; key: Key }> {
+export async function openWithKey(ctx: Ctx, config: DeploymentConfig, options: { mustExist?: boolean } = {}): Promise<{ store: OpenedStore; key: Key }> {
   warn(ctx, config);
   if (!config.key) {
     throw refused("no encryption key: the deployment keeps credentials encrypted and needs one", {
@@ -49,7 +49,7 @@ export async function openWithKey(ctx: Ctx, config: DeploymentConfig): Promise<{
   }
   let key = readKey(config.key);
   if (!key) {
-    const probe = await openStore(config, undefined);
+    const probe = await openStore(config, undefined, options);
     const sealedBefore = await probe.hasKeyCheck();
     await probe.close();
     const file = "file" in config.key ? config.key.file : "";
@@ -62,7 +62,7 @@ export async function openWithKey(ctx: Ctx, config: DeploymentConfig): Promise<{
     key = createKeyFile(file);
     ctx.stderr.write(`subs: made a new encryption key in ${file} (key id ${key.id}); back it up apart from the store\n`);
   }
-  return { store: await openStore(config, key), key };
+  return { store: await openStore(config, key, options), key };
 }
 
 /** The settings' warnings, on stderr, before anything is opened. */
@@ -74,10 +74,19 @@ function warn(ctx: Ctx, config: DeploymentConfig) {
  * Re-encrypts every sealed value under a new key in one transaction. The server holds its key in
  * memory: stop it first, then start it with the new key (docs/deployment-server.md).
  */
-export async function rotateKeyCommand(ctx: Ctx, options: { flags: Flags; newKeyFile: string }) {
+export async function rotateKeyCommand(ctx: Ctx & Pick<Context, "now">, options: { flags: Flags; newKeyFile: string; force?: boolean }) {
   const config = deploymentConfig(options.flags, ctx, { serve: false });
-  const { store, key } = await openWithKey(ctx, config);
+  const { store, key } = await openWithKey(ctx, config, { mustExist: true });
   try {
+    // A process serving the store holds the old key: after the rotation it could open nothing.
+    const live = await store.liveReplicas(ctx.now() - REPLICA_GONE_AFTER_MS);
+    if (live.length > 0 && !options.force) {
+      const seen = live.map((r) => `${r.listen} (last said so ${Math.max(0, Math.round((ctx.now() - r.seenAt) / 1000))} s ago)`).join(", ");
+      throw refused(`${live.length === 1 ? "a process serves" : `${live.length} processes serve`} this store: ${seen}; nothing was re-encrypted`, {
+        hint: `stop ${live.length === 1 ? "it" : "every one"} first (\`systemctl stop subs-deployment\`), then rotate; one killed without stopping counts for ${REPLICA_GONE_AFTER_MS / 1000} s after its last word (--force rotates anyway)`,
+        code: "store_in_use",
+      });
+    }
     const file = (await import("node:path")).resolve(ctx.cwd, options.newKeyFile);
     let next = readKey({ file, from: "--new-key-file" });
     if (!next) {
@@ -172,4 +181,27 @@ async function backupKeyCheck(ctx: Ctx, file: string): Promise<{ check: Sealed |
   } finally {
     db?.close();
   }
+}
+
+/** How often a serving process says so in the store, and after how long without a word it counts as gone (a process killed without stopping). */
+export const REPLICA_HEARTBEAT_MS = 5000;
+export const REPLICA_GONE_AFTER_MS = 15_000;
+
+/**
+ * Says in the store, now and every REPLICA_HEARTBEAT_MS, that this process serves it at `listen`,
+ * so that `rotate-key` can refuse while any does; `end()` takes the word back (a clean stop). A store
+ * that does not answer misses a beat, no more: the process serves on.
+ */
+export async function sayServing(store: Pick<DeploymentStore, "heartbeat" | "endReplica">, listen: string, now: () => number): Promise<{ end(): Promise<void> }> {
+  const { randomUUID } = await import("node:crypto");
+  const replica = { id: randomUUID(), listen };
+  await store.heartbeat(replica, now());
+  const beat = setInterval(() => void store.heartbeat(replica, now()).catch(() => {}), REPLICA_HEARTBEAT_MS);
+  beat.unref();
+  return {
+    async end() {
+      clearInterval(beat);
+      await store.endReplica(replica.id).catch(() => {});
+    },
+  };
 }

@@ -9,7 +9,7 @@ import type { AddressInfo, Socket } from "node:net";
 import type { Context } from "../context.ts";
 import { failed, SubsError, usage } from "../errors.ts";
 import { connectionsCheckingInterval, guardConnections } from "../serve/connections.ts";
-import { openWithKey } from "./commands.ts";
+import { openWithKey, sayServing } from "./commands.ts";
 import { deploymentConfig, type Flags } from "./config.ts";
 import { warnOutsideCatalog } from "./catalog.ts";
 import { OAuth } from "./oauth.ts";
@@ -137,6 +137,7 @@ export async function deploymentServeCommand(ctx: Context, options: { flags: Fla
   const log = jsonLog(ctx.stdout, ctx.now);
   const metrics = new Metrics();
   let server: Server | undefined;
+  let serving: { end(): Promise<void> } | undefined;
   try {
     server = createServer({ headersTimeout: LIMITS.headersTimeoutMs, requestTimeout: LIMITS.requestTimeoutMs, connectionsCheckingInterval: connectionsCheckingInterval(LIMITS) });
     const connections = guardConnections(server, { maxConnections, preAuthMs: LIMITS.preAuthMs });
@@ -252,6 +253,7 @@ export async function deploymentServeCommand(ctx: Context, options: { flags: Fla
       );
     });
     await warnOutsideCatalog(store, config.catalog, log);
+    serving = await sayServing(store, `${host}:${bound.port}`, ctx.now);
     log("info", "listening", { url: publicText, listen: `${host}:${bound.port}`, store: config.postgres?.redacted ?? config.dbPath, catalog: config.catalog?.length ?? null, redirect_uri: `${publicText}${CALLBACK_PATH}`, max_connections: maxConnections, max_sessions_per_token: maxSessionsPerToken });
 
     await new Promise<void>((resolve) => (ctx.signal.aborted ? resolve() : ctx.signal.addEventListener("abort", () => resolve(), { once: true })));
@@ -259,6 +261,7 @@ export async function deploymentServeCommand(ctx: Context, options: { flags: Fla
     await stopServing({ server: listening, sockets, agents, readiness, requests, log });
   } finally {
     server?.close();
+    await serving?.end();
     await store.close();
   }
 }

@@ -309,6 +309,26 @@ for (const kind of KINDS) {
       await store.close();
     });
 
+    test("serving processes: a heartbeat makes or renews a row, one silent since the cut-off is not live, one that ended is gone", async () => {
+      const at = await kind.fresh();
+      const [a, b] = [await at.open(undefined), await at.open(undefined)];
+      try {
+        await a.heartbeat({ id: "r1", listen: "127.0.0.1:8081" }, 1000);
+        await b.heartbeat({ id: "r2", listen: "127.0.0.1:8082" }, 2000);
+        await a.heartbeat({ id: "r1", listen: "127.0.0.1:8081" }, 5000);
+        assert.deepEqual(await b.liveReplicas(0), [
+          { id: "r1", listen: "127.0.0.1:8081", startedAt: 1000, seenAt: 5000 },
+          { id: "r2", listen: "127.0.0.1:8082", startedAt: 2000, seenAt: 2000 },
+        ]);
+        assert.deepEqual((await b.liveReplicas(3000)).map((r) => r.id), ["r1"], "r2 said nothing since 3000");
+        await a.endReplica("r1");
+        assert.deepEqual((await b.liveReplicas(0)).map((r) => r.id), ["r2"]);
+      } finally {
+        await a.close();
+        await b.close();
+      }
+    });
+
     test("a refresh is a compare-and-swap on the version: of two at once only one replaces it; a delete at an old version does nothing", async () => {
       const at = await kind.fresh();
       const store = await at.open(parseKey(newKeyText(), "test"));

@@ -20,6 +20,8 @@ import {
   CountRow,
   UNIQUE_TOKEN_NAMES,
   AUTHORIZED_BY,
+  ReplicaRow,
+  replicaOf,
   HeldSessionRow,
   McpSessionRow,
   OwnerRow,
@@ -78,6 +80,7 @@ import {
   type RekeyableStore,
   type RevokeToken,
   type StateChange,
+  type ReplicaRecord,
 } from "./types.ts";
 
 /** Entry N takes the schema from version N to N+1: sqlite.ts's MIGRATIONS in Postgres's types. */
@@ -117,6 +120,8 @@ export const PG_MIGRATIONS: readonly string[] = [
    ${UNIQUE_TOKEN_NAMES}`,
   // Who consented (sqlite.ts's sixth migration).
   AUTHORIZED_BY,
+  // The processes serving the store (sqlite.ts's seventh migration).
+  `CREATE TABLE replicas (id TEXT PRIMARY KEY, listen TEXT NOT NULL, started_at BIGINT NOT NULL, seen_at BIGINT NOT NULL);`,
 ];
 
 /** The advisory lock the migrations run under: any constant no other tool of the database uses ("subs" in ASCII). */
@@ -839,6 +844,18 @@ export class PostgresStore implements RekeyableStore {
 
   async listTokens(): Promise<ApiTokenRecord[]> {
     return checkedAll(TokenRow, await this.#rows("SELECT * FROM api_tokens ORDER BY created_at, id"), "api_tokens").map(tokenOf);
+  }
+
+  async heartbeat(replica: { id: string; listen: string }, now: number): Promise<void> {
+    await this.#rows("INSERT INTO replicas (id, listen, started_at, seen_at) VALUES ($1, $2, $3, $3) ON CONFLICT (id) DO UPDATE SET seen_at = excluded.seen_at", [replica.id, replica.listen, now]);
+  }
+
+  async endReplica(id: string): Promise<void> {
+    await this.#rows("DELETE FROM replicas WHERE id = $1", [id]);
+  }
+
+  async liveReplicas(since: number): Promise<ReplicaRecord[]> {
+    return checkedAll(ReplicaRow, await this.#rows("SELECT id, listen, started_at, seen_at FROM replicas WHERE seen_at >= $1 ORDER BY started_at, id", [since]), "replicas").map(replicaOf);
   }
 
   async revokeToken(id: string, now: number): Promise<RevokeToken> {

@@ -18,6 +18,7 @@ import {
   type HeldMcpSession,
   type McpSessionCheck,
   type McpSessionKey,
+  type ReplicaRecord,
 } from "./types.ts";
 
 /** To the minute: a write on every request of every MCP call would cost more than the rest of the request. */
@@ -98,6 +99,9 @@ export const AuthorizationRow = z.object({
 /** What rekey reads of a sealed authorization: the id is its additional authenticated data. */
 export const SealedAuthorizationRow = SealedRow.extend({ id: z.string() });
 export const TokenRow = z.object({ id: z.string(), name: z.string(), role: z.enum(ROLES as [ApiTokenRecord["role"], ...ApiTokenRecord["role"][]]), hash: z.instanceof(Buffer), created_at: Ms, last_used_at: Ms.nullable(), expires_at: Ms.nullable() });
+
+export const ReplicaRow = z.object({ id: z.string(), listen: z.string(), started_at: Ms, seen_at: Ms });
+export const replicaOf = (r: z.output<typeof ReplicaRow>): ReplicaRecord => ({ id: r.id, listen: r.listen, startedAt: r.started_at, seenAt: r.seen_at });
 
 /** Checks one row read back; a row that fails says which table and column, never its values. */
 export function checked<T>(schema: z.ZodType<T, any>, row: unknown, table: string): T {

@@ -18,6 +18,8 @@ import {
   CountRow,
   UNIQUE_TOKEN_NAMES,
   AUTHORIZED_BY,
+  ReplicaRow,
+  replicaOf,
   HeldSessionRow,
   McpSessionRow,
   OwnerRow,
@@ -76,6 +78,7 @@ import {
   type RekeyableStore,
   type RevokeToken,
   type StateChange,
+  type ReplicaRecord,
 } from "./types.ts";
 
 /** The key check row of an SQLite store or backup, checked; undefined when it has none. */
@@ -127,6 +130,8 @@ export const MIGRATIONS: readonly string[] = [
   `ALTER TABLE api_tokens ADD COLUMN expires_at INTEGER;
    ${UNIQUE_TOKEN_NAMES}`,
   AUTHORIZED_BY,
+  // The processes serving the store, each renewing its row while it does (rotate-key asks).
+  `CREATE TABLE replicas (id TEXT PRIMARY KEY, listen TEXT NOT NULL, started_at INTEGER NOT NULL, seen_at INTEGER NOT NULL) STRICT;`,
 ];
 
 const BUSY_TIMEOUT_MS = 5000;
@@ -740,6 +745,18 @@ export class SqliteStore implements RekeyableStore {
 
   async listTokens(): Promise<ApiTokenRecord[]> {
     return checkedAll(TokenRow, this.#prepared("SELECT * FROM api_tokens ORDER BY created_at, id").all(), "api_tokens").map(tokenOf);
+  }
+
+  async heartbeat(replica: { id: string; listen: string }, now: number): Promise<void> {
+    this.#prepared("INSERT INTO replicas (id, listen, started_at, seen_at) VALUES (?, ?, ?, ?) ON CONFLICT(id) DO UPDATE SET seen_at = excluded.seen_at").run(replica.id, replica.listen, now, now);
+  }
+
+  async endReplica(id: string): Promise<void> {
+    this.#prepared("DELETE FROM replicas WHERE id = ?").run(id);
+  }
+
+  async liveReplicas(since: number): Promise<ReplicaRecord[]> {
+    return checkedAll(ReplicaRow, this.#prepared("SELECT id, listen, started_at, seen_at FROM replicas WHERE seen_at >= ? ORDER BY started_at, id").all(since), "replicas").map(replicaOf);
   }
 
   async revokeToken(id: string, now: number): Promise<RevokeToken> {

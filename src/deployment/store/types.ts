@@ -94,6 +94,9 @@ export type AuthorizationRecord = {
   secret: AuthorizationSecret;
 };
 
+/** A `subs deployment serve` process, as it says in the store that it serves it (rotate-key asks). */
+export type ReplicaRecord = { id: string; listen: string; startedAt: number; seenAt: number };
+
 /** What a refresh under the credential's lock does with the credential it was given. */
 export type RefreshExchange = (current: CredentialRecord) => Promise<Omit<CredentialRecord, "version"> | "delete">;
 /**
@@ -293,6 +296,13 @@ export interface DeploymentStore {
    * last admin token not expired at `now`. Serialized with addToken and every other revocation.
    */
   revokeToken(id: string, now: number): Promise<RevokeToken>;
+
+  /** Says that the process `replica.id` serves this store, at `now` (its row made or renewed). */
+  heartbeat(replica: { id: string; listen: string }, now: number): Promise<void>;
+  /** Its row removed: it stopped serving (a clean stop). */
+  endReplica(id: string): Promise<void>;
+  /** The processes that said they serve this store at or after `since`, the longest serving first. */
+  liveReplicas(since: number): Promise<ReplicaRecord[]>;
   /**
    * The token whose hash this is (the caller compares the hash again, in constant time, and
    * refuses an expired one). Its last use is recorded at most once a minute, and not once expired.
