@@ -67,6 +67,15 @@ const UNTRUSTED_CERTIFICATE = new Set([
   "ERR_TLS_CERT_ALTNAME_INVALID",
 ]);
 
+/** The TLS handshake refused the server's certificate: retrying cannot change that. */
+export function isUntrustedCertificate(error: unknown): boolean {
+  const code = errorCode(error);
+  return code !== undefined && UNTRUSTED_CERTIFICATE.has(code);
+}
+
+/** What to do about an untrusted certificate, wherever it was met. */
+export const UNTRUSTED_CERTIFICATE_HINT = "point NODE_EXTRA_CA_CERTS at the certificate of the CA that issued it (a PEM file), if it is your own CA's";
+
 /** The innermost system error code of a failed fetch (fetch failed → cause → AggregateError). */
 export function errorCode(error: unknown): string | undefined {
   for (let e: unknown = error, depth = 0; e && typeof e === "object" && depth < 5; depth++) {
@@ -126,7 +135,7 @@ export function networkFailure(origin: string, error: unknown): SubsError {
     return failed(`the certificate of ${origin} is not trusted (${code}); nothing was sent`, {
       cause: error,
       code: "untrusted_certificate",
-      hint: "check the url; for a server whose certificate your own CA issued, point NODE_EXTRA_CA_CERTS at that CA's certificate",
+      hint: `check the url; ${UNTRUSTED_CERTIFICATE_HINT}`,
     });
   }
   if (code === undefined && isBlockedPort(error)) {

@@ -8,7 +8,7 @@ import { remoteNotAllowed } from "../config/secret-pins.ts";
 import { failed, interrupted, refused, SubsError, usage } from "../errors.ts";
 import type { Reporter } from "../report.ts";
 import { withDeadline } from "../http/deadline.ts";
-import { guardedFetch, HttpGuardError, httpTimeoutMs, isBlockedPort, isDnsFailure } from "../http/guarded-fetch.ts";
+import { errorCode, guardedFetch, HttpGuardError, httpTimeoutMs, isBlockedPort, isDnsFailure, isUntrustedCertificate, UNTRUSTED_CERTIFICATE_HINT } from "../http/guarded-fetch.ts";
 import {
   AgentListSchema,
   ApiTokenListSchema,
@@ -285,6 +285,14 @@ export class DeploymentClient {
             throw new DeploymentUnreachableError("failed", `cannot resolve ${this.base.hostname}: the deployment at ${this.base.origin} cannot be reached (${what}: ${reason})`, {
               code: "deployment_unreachable",
               hint: "check the host name in [remote].url, and your network or DNS",
+              cause: error,
+            });
+          }
+          // The handshake refused its certificate: nothing was sent, and the next try meets the same one.
+          if (isUntrustedCertificate(error)) {
+            throw new DeploymentUnreachableError("failed", `the certificate of the deployment at ${this.base.origin} is not trusted (${errorCode(error)}); nothing was sent`, {
+              code: "untrusted_certificate",
+              hint: `check [remote].url; ${UNTRUSTED_CERTIFICATE_HINT}`,
               cause: error,
             });
           }
