@@ -7,6 +7,8 @@
 // and scrubbed of every secret of that exchange.
 import { OAuthError, ServerError } from "@modelcontextprotocol/sdk/server/auth/errors.js";
 import { addressRefusal, ALLOW_PRIVATE_HINT } from "../http/address-refusal.ts";
+import { errorCode, isUntrustedCertificate, UNTRUSTED_CERTIFICATE_HINT } from "../http/guarded-fetch.ts";
+import { SubsError } from "../errors.ts";
 import type { Secrets } from "../secrets.ts";
 import { cut } from "../text/cut.ts";
 import { escaped } from "../text/unsafe.ts";
@@ -28,6 +30,9 @@ export function oauthErrorCode(text: string): string {
 export function foreignProblem(error: unknown, secrets: Pick<Secrets, "scrub">): string {
   const refusal = addressRefusal(error);
   if (refusal) return `${refusal.message}; ${ALLOW_PRIVATE_HINT}`;
+  // The handshake refused the server's certificate: the deployment's operator decides what it trusts.
+  if (error instanceof SubsError && error.code === "untrusted_certificate") return `${error.message}. The deployment's operator can ${UNTRUSTED_CERTIFICATE_HINT}`;
+  if (isUntrustedCertificate(error)) return `its certificate is not trusted (${errorCode(error)}); nothing was sent. The deployment's operator can ${UNTRUSTED_CERTIFICATE_HINT}`;
   // The SDK's answer to an error body it cannot parse quotes the whole body: its status only.
   if (error instanceof ServerError) return /^HTTP (\d{3})/.exec(error.message)?.[0] ?? "server_error";
   if (error instanceof OAuthError) {

@@ -60,3 +60,13 @@ test("an untrusted certificate: exit 1 at the first try, the code and NODE_EXTRA
   assert.equal(trusted.code, 0, trusted.stderr);
   assert.deepEqual(JSON.parse(trusted.stdout).map((c: { id: string; status: string }) => [c.id, c.status]), [["tracker", "not_applied"]]);
 });
+
+test("the deployment meeting an MCP server whose certificate it does not trust: the consent is refused at once, saying so and naming NODE_EXTRA_CA_CERTS", async () => {
+  const { callServed } = await import("../support/deployment-serve.ts");
+  assert.equal((await callServed(d, "PUT", "/v1/mcp/secure", { url: `${url}/mcp`, prefix_tools: false })).status, 201);
+  const before = refusedHandshakes;
+  const started = await callServed(d, "POST", "/v1/mcp/secure/authorizations", {});
+  assert.equal(started.status, 502, JSON.stringify(started.body));
+  assert.match(started.body.message, /the certificate of https:\/\/127\.0\.0\.1:\d+ is not trusted \(DEPTH_ZERO_SELF_SIGNED_CERT\); nothing was sent\. The deployment's operator can point NODE_EXTRA_CA_CERTS at/);
+  assert.equal(refusedHandshakes - before, 1, "one handshake, not retried");
+});
