@@ -3,48 +3,31 @@
 // certificate is verified (a self-signed one is refused unless NODE_EXTRA_CA_CERTS names it), and
 // a verified server works for `mcp tools` and `mcp call`.
 import assert from "node:assert/strict";
-import { execFileSync } from "node:child_process";
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
-import { createServer as createHttpsServer, type Server } from "node:https";
-import { request as httpRequest } from "node:http";
-import type { AddressInfo } from "node:net";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { after, before, it } from "node:test";
 import { runCli } from "./support/cli.ts";
 import { annotatedTool, startMcpServer, type RunningMcpServer } from "./support/mcp-server.ts";
+import { startTlsFront, type TlsFront } from "./support/tls-front.ts";
 
 let dir: string;
 let upstream: RunningMcpServer;
-let tls: Server;
+let front: TlsFront;
 let httpsUrl: string;
 let certFile: string;
 
 before(async () => {
   dir = mkdtempSync(path.join(tmpdir(), "subs-https-"));
-  certFile = path.join(dir, "cert.pem");
-  const keyFile = path.join(dir, "key.pem");
-  // A self-signed certificate for 127.0.0.1 (an IP SAN), made for this run only.
-  execFileSync("openssl", ["req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", keyFile, "-out", certFile, "-days", "1", "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1"], { stdio: "ignore" });
   upstream = await startMcpServer({ tools: [annotatedTool("search", { readOnlyHint: true })] });
-  const target = new URL(upstream.url);
-  // TLS in front of the plain test server: every request and answer passed through as they are.
-  tls = createHttpsServer({ key: readFileSync(keyFile), cert: readFileSync(certFile) }, (req, res) => {
-    const forward = httpRequest({ host: target.hostname, port: target.port, path: req.url, method: req.method, headers: { ...req.headers, host: target.host } }, (answer) => {
-      res.writeHead(answer.statusCode ?? 502, answer.headers);
-      answer.pipe(res);
-    });
-    forward.on("error", () => res.destroy());
-    req.pipe(forward);
-  });
-  await new Promise<void>((resolve) => tls.listen(0, "127.0.0.1", resolve));
-  httpsUrl = `https://127.0.0.1:${(tls.address() as AddressInfo).port}/mcp`;
+  front = await startTlsFront(new URL(upstream.url));
+  certFile = front.certFile;
+  httpsUrl = `${front.url}/mcp`;
   writeFileSync(path.join(dir, "substructure.toml"), `[mcp.docs]\nurl = "${httpsUrl}"\nauth = { token_env = "DOCS_TOKEN" }\n`);
 });
 
 after(async () => {
-  tls.closeAllConnections();
-  await new Promise((resolve) => tls.close(resolve));
+  await front.close();
   await upstream.close();
   rmSync(dir, { recursive: true, force: true });
 });
