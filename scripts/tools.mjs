@@ -81,11 +81,13 @@ export function ensureDebian(packages, label) {
     throw new Error(`${label}: needs ${missing.map((p) => p.command).join(", ")}: install Debian's ${names.join(", ")} (sudo apt-get install -y ${names.join(" ")})`);
   }
   process.stderr.write(`${label}: installing ${names.join(", ")} (apt-get install -y ${names.join(" ")})\n`);
-  const install = () => spawnSync("apt-get", ["install", "-y", "-qq", "--no-install-recommends", ...names], { encoding: "utf8", env: { ...process.env, DEBIAN_FRONTEND: "noninteractive" } });
+  // Another install at the same time (a second suite on this machine) holds dpkg's lock: wait for it.
+  const install = () =>
+    spawnSync("apt-get", ["install", "-y", "-qq", "--no-install-recommends", "-o", "DPkg::Lock::Timeout=300", ...names], { encoding: "utf8", env: { ...process.env, DEBIAN_FRONTEND: "noninteractive" } });
   let result = install();
   if (result.status !== 0) {
     // A machine that never read the package lists knows no package yet.
-    spawnSync("apt-get", ["update", "-qq"], { encoding: "utf8" });
+    spawnSync("apt-get", ["update", "-qq", "-o", "DPkg::Lock::Timeout=300"], { encoding: "utf8" });
     result = install();
   }
   if (result.status !== 0) throw new Error(`${label}: apt-get install ${names.join(" ")} failed (exit ${result.status}):\n${result.stderr}`);

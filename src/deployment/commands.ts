@@ -95,7 +95,7 @@ export async function rotateKeyCommand(ctx: Ctx & Pick<Context, "now">, options:
     }
     if (next.id === key.id) throw usage("--new-key-file holds the key the store already uses", { hint: "give a file with another key, or a path where a new one is made" });
     const count = await store.rekey(next);
-    ctx.stderr.write(`subs: re-encrypted ${count} values from key ${key.id} to key ${next.id}; start the deployment with --key-file ${options.newKeyFile} from now on, and keep the old key until a backup made after this is verified\n`);
+    ctx.stderr.write(`subs: re-encrypted ${count} values from key ${key.id} to key ${next.id}; start the deployment with --key-file ${options.newKeyFile} from now on, and keep the old key (key ${key.id}) as long as you keep a backup made before now: those open with it alone\n`);
   } finally {
     await store.close();
   }

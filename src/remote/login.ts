@@ -74,8 +74,8 @@ export async function loginOnDeployment(options: RemoteLoginOptions): Promise<Re
 
 /** The token may consent but not declare, and the deployment does not hold the file's section yet. */
 function cannotDeclare(id: string, changed: ConnectionField[] | undefined): SubsError {
-  const what = changed === undefined ? "is not declared on the deployment" : `is declared on the deployment with another ${changed.join(", ")} than the file's`;
-  return failed(`${id} ${what}, and this token's role may not declare it`, {
+  const what = changed === undefined ? "not declared on the deployment" : `declared on the deployment with another ${changed.join(", ")} than the file's`;
+  return failed(`${id}: ${what}, and this token's role may not declare it`, {
     code: "forbidden",
     hint: `ask someone with an apply token to run \`subs apply\`, then run \`subs mcp login ${id}\` again`,
   });

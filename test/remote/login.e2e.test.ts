@@ -132,12 +132,12 @@ for (const [kind, start] of Object.entries(DEPLOYMENTS)) describe(`against ${kin
       const before = (await callServed(served, "GET", "/v1/mcp")).body;
       const refused = await asUse(["mcp", "login", "undeclared", "--timeout", "20"]);
       assert.equal(refused.code, 1, refused.stderr);
-      assert.match(refused.stderr, /undeclared is not declared on the deployment, and this token's role may not declare it/);
+      assert.match(refused.stderr, /error: undeclared: not declared on the deployment, and this token's role may not declare it/);
       assert.match(refused.stderr, /ask someone with an apply token to run `subs apply`, then run `subs mcp login undeclared` again/);
       writeFileSync(path.join(p.dir, "substructure.toml"), `[remote]\nurl = "${deployment.url}"\n\n[mcp.teamed]\nurl = "${mcp.url}?v=2"\n`);
       const moved = await asUse(["mcp", "login", "teamed", "--timeout", "20"]);
       assert.equal(moved.code, 1, moved.stderr);
-      assert.match(moved.stderr, /teamed is declared on the deployment with another url than the file's, and this token's role may not declare it/);
+      assert.match(moved.stderr, /error: teamed: declared on the deployment with another url than the file's, and this token's role may not declare it/);
       assert.deepEqual((await callServed(served, "GET", "/v1/mcp")).body, before, "a use token changed the declarations");
       assert.equal(deployment.credentials.get("teamed")?.url, mcp.url, "the credential is kept");
     });
