@@ -4,7 +4,7 @@
 // answer closes its connection (none is reused as it closes), agents' GET streams end (their
 // clients reconnect, elsewhere, and continue their sessions from the store), the requests in
 // flight are given DRAIN_MS to finish, and the process exits as soon as none is left.
-import { createServer, type Server } from "node:http";
+import { createServer, type IncomingMessage, type Server } from "node:http";
 import type { AddressInfo, Socket } from "node:net";
 import type { Context } from "../context.ts";
 import { failed, SubsError, usage } from "../errors.ts";
@@ -194,7 +194,12 @@ export async function deploymentServeCommand(ctx: Context, options: { flags: Fla
       },
       stopping: () => stopping,
       agentEndpoint: agents.endpoint,
-      authenticated: connections.trust,
+      // The token is known from here on, for the log line at the answer's close: an event stream
+      // can close before its handler's promise has said which token it served.
+      authenticated: (req, token) => {
+        connections.trust(req);
+        tokenOf.set(req, token.id);
+      },
       now: ctx.now,
     });
 
@@ -202,6 +207,7 @@ export async function deploymentServeCommand(ctx: Context, options: { flags: Fla
     let keyGone = false;
     const readiness = new ReadinessProbes();
     const requests = new InFlight();
+    const tokenOf = new WeakMap<IncomingMessage, string>();
     const sockets = new Set<Socket>();
     listening.on("connection", (socket: Socket) => {
       sockets.add(socket);
@@ -236,7 +242,7 @@ export async function deploymentServeCommand(ctx: Context, options: { flags: Fla
             path,
             status: res.statusCode,
             duration_ms: Math.round(seconds * 1e5) / 100,
-            ...(tokenId ? { token: tokenId } : {}),
+            ...(tokenOf.has(req) || tokenId ? { token: tokenId ?? tokenOf.get(req) } : {}),
           });
         }
         requests.done(what);

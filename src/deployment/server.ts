@@ -41,7 +41,7 @@ export type AppOptions = {
   /** An agent's Streamable HTTP endpoint (src/deployment/agents.ts); absent, such requests get 404. */
   agentEndpoint?: AgentEndpoint;
   /** Told of each request whose token is valid, as soon as it is checked (its connection is then kept: serve.ts). */
-  authenticated?: (req: IncomingMessage) => void;
+  authenticated?: (req: IncomingMessage, token: ApiTokenRecord) => void;
   /** The clock tokens expire by (Date.now unless given). */
   now?: () => number;
 };
@@ -121,7 +121,7 @@ export function createApp(o: AppOptions) {
       send({ ...fail(401, "unauthorized", "missing or invalid API token"), headers: { "www-authenticate": 'Bearer realm="subs-deployment"' } });
       return { route: isMetrics ? "/metrics" : "/v1" };
     }
-    o.authenticated?.(req);
+    o.authenticated?.(req, token);
     if (isMetrics) {
       if (!allows(token.role, "read")) {
         send(fail(403, "forbidden", forbidden("reading metrics", "read", token.role)));

@@ -35,9 +35,21 @@ export type CreatedTokenJson = Omit<TokenJson, "last_used_at"> & { token: string
 const iso = (ms: number | null) => (ms === null ? null : new Date(ms).toISOString());
 export const tokenJson = (t: ApiTokenRecord): TokenJson => ({ id: t.id, name: t.name, role: t.role, created_at: iso(t.createdAt)!, expires_at: iso(t.expiresAt), last_used_at: iso(t.lastUsedAt) });
 
-export const NAME_TAKEN = (name: string) => `a token named ${JSON.stringify(name)} exists; names are unique`;
+const NAME_TAKEN = (name: string) => `a token named ${JSON.stringify(name)} exists; names are unique`;
 export const LAST_ADMIN = "this is the last admin token that has not expired: revoking it would leave nobody able to manage tokens";
-export const TOO_MANY = (max: number) => `the deployment holds ${max} tokens, the most it keeps`;
+const TOO_MANY = (max: number) => `the deployment holds ${max} tokens, the most it keeps`;
+
+/**
+ * Makes a token by section 3.11's rules, wherever it is asked for (the API's route, the store on
+ * the host): its 201 body, or the refusal (`name_taken`, `too_many_tokens`) with its message.
+ */
+export async function makeToken(store: DeploymentStore, request: CreateTokenRequest): Promise<{ created: CreatedTokenJson } | { refused: "name_taken" | "too_many_tokens"; message: string }> {
+  const made = await createToken(store, { name: request.name, role: request.role, lifetimeMs: request.expires_in === undefined ? null : request.expires_in * 1000 }, MAX_TOKENS);
+  if (made.outcome === "name_taken") return { refused: "name_taken", message: NAME_TAKEN(request.name) };
+  if (made.outcome === "too_many") return { refused: "too_many_tokens", message: TOO_MANY(made.max) };
+  const { last_used_at: _, ...json } = tokenJson(made.record);
+  return { created: { ...json, token: made.token } };
+}
 
 /** Where the tokens are managed: the deployment's API, or its store on this host. */
 export interface TokenPlace {
@@ -55,11 +67,9 @@ export function storeTokens(store: DeploymentStore, now: () => number): TokenPla
   return {
     where: store.path,
     async create(request) {
-      const made = await createToken(store, { name: request.name, role: request.role, lifetimeMs: request.expires_in === undefined ? null : request.expires_in * 1000 }, MAX_TOKENS);
-      if (made.outcome === "name_taken") throw refused(NAME_TAKEN(request.name), { code: "name_taken", hint: TOKEN_REFUSAL_HINTS.name_taken });
-      if (made.outcome === "too_many") throw refused(TOO_MANY(made.max), { code: "too_many_tokens", hint: TOKEN_REFUSAL_HINTS.too_many_tokens });
-      const { last_used_at: _, ...json } = tokenJson(made.record);
-      return { ...json, token: made.token };
+      const made = await makeToken(store, request);
+      if ("refused" in made) throw refused(made.message, { code: made.refused, hint: TOKEN_REFUSAL_HINTS[made.refused] });
+      return made.created;
     },
     list: async () => (await store.listTokens()).map(tokenJson),
     async revoke(id) {

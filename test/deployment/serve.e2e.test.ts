@@ -185,6 +185,33 @@ for (const store of STORES) describe(`starting and stopping (${store})`, () => {
     rmSync(d.dir, { recursive: true, force: true });
   });
 
+  test("a request its client leaves while the deployment still works on it is logged with its token", async () => {
+    const d = await startServedDeployment({ store });
+    // A server that accepts and never answers: the consent's discovery waits on it.
+    const { createServer } = await import("node:net");
+    const silent = createServer(() => {});
+    const held: Array<import("node:net").Socket> = [];
+    silent.on("connection", (s) => held.push(s));
+    await new Promise<void>((resolve) => silent.listen(0, "127.0.0.1", resolve));
+    try {
+      const port = (silent.address() as import("node:net").AddressInfo).port;
+      assert.equal((await call(d, "PUT", "/v1/mcp/silent", d.token, { url: `http://127.0.0.1:${port}/mcp`, prefix_tools: false })).status, 201);
+      const left = new AbortController();
+      const started = fetch(`${d.url}/v1/mcp/silent/authorizations`, { method: "POST", headers: { authorization: `Bearer ${d.token}`, "content-type": "application/json" }, body: "{}", signal: left.signal }).catch(() => "left");
+      await waitFor(() => held.length > 0, "the deployment to reach the silent server");
+      left.abort();
+      assert.equal(await started, "left");
+      // Its answer closed (the client left) before its handler returned: the log line is written
+      // then, and names the token all the same.
+      const line = await waitFor(() => d.logs.find((l) => l.msg === "request" && l.path === "/v1/mcp/silent/authorizations"), "the left request's log line");
+      assert.equal(typeof line.token, "string", JSON.stringify(line));
+    } finally {
+      held.forEach((s) => s.destroy());
+      silent.close();
+      await d.close();
+    }
+  });
+
   test("SIGTERM lets a request in flight finish, then exits 0", async () => {
     const d = await startServedDeployment({ store });
     try {

@@ -131,6 +131,10 @@ describe("SIGTERM on one of two replicas behind the tests' balancer (SQLite)", (
     assert.match(probeAnswer, /\r\nconnection: close\r\n/i, "an answer while stopping closes its connection");
     // Its GET streams ended cleanly during the drain (each logged at its close), not cut at its limit.
     assert.equal(getsOn(victim).length - getsBefore, CLIENTS, "every GET stream on the stopping replica ended");
+    // Each answer to a token names it in the log, though an answer (a stream's above all) can
+    // close before its handler's promise has said which token it served.
+    const unnamed = set.replicas.flatMap((r) => r.logs).filter((l) => l.msg === "request" && String(l.path).startsWith("/v1/") && Number(l.status) < 400 && typeof l.token !== "string");
+    assert.deepEqual(unnamed, [], "an answer to a token logged without it");
     for (const c of clients) await c.close().catch(() => {});
   });
 });

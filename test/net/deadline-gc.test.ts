@@ -78,11 +78,14 @@ describe("deadlines under garbage collection", () => {
     try {
       const dir = mkdtempSync(path.join(tmpdir(), "subs-deadline-gc-login-"));
       writeFileSync(path.join(dir, "substructure.toml"), `[mcp.demo]\nurl = "${mcp.url}"\n`);
-      const r = await runWithGc([BIN, "mcp", "login", "demo", "--no-browser"], { cwd: dir, env: { SUBS_HTTP_TIMEOUT: "1" }, limitMs: 20_000 });
+      // 3 s, not 1: the MCP server's own answers (this process, the child collecting every 50 ms)
+      // must come within the deadline for the silent server to be the one it ends; under two
+      // suites at once on two cores, 1 s was once not enough for them.
+      const r = await runWithGc([BIN, "mcp", "login", "demo", "--no-browser"], { cwd: dir, env: { SUBS_HTTP_TIMEOUT: "3" }, limitMs: 30_000 });
       rmSync(dir, { recursive: true, force: true });
-      assert.equal(r.killed, false, `still waiting after 20 s: the deadline was lost\n${r.stderr}`);
+      assert.equal(r.killed, false, `still waiting after 30 s: the deadline was lost\n${r.stderr}`);
       assert.equal(r.code, 1, r.stderr);
-      assert.match(r.stderr, /cannot read the authorization server metadata of http:\/\/127\.0\.0\.1:\d+\/ \(no complete answer from http:\/\/127\.0\.0\.1:\d+ within 1s\)/);
+      assert.match(r.stderr, /cannot read the authorization server metadata of http:\/\/127\.0\.0\.1:\d+\/ \(no complete answer from http:\/\/127\.0\.0\.1:\d+ within 3s\)/);
     } finally {
       await mcp.close();
     }

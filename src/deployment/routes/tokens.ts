@@ -2,8 +2,7 @@
 // token made over the API is shown in its 201 answer and nowhere else; a listing never carries a
 // token nor its hash; the last admin token that has not expired is never revoked.
 import type { DeploymentStore } from "../store/types.ts";
-import { createToken } from "../access.ts";
-import { CreateTokenBody, LAST_ADMIN, MAX_TOKENS, NAME_TAKEN, TOO_MANY, tokenJson } from "../tokens.ts";
+import { CreateTokenBody, LAST_ADMIN, makeToken, tokenJson } from "../tokens.ts";
 import { fail, issueText, readJson, type Route } from "./answer.ts";
 
 /** `now`: the clock a revocation tells expired admin tokens by. */
@@ -19,12 +18,9 @@ export function tokenRoutes(o: { store: DeploymentStore; now: () => number }): R
         if (method === "GET") return { status: 200, body: { tokens: (await store.listTokens()).map(tokenJson) } };
         const parsed = CreateTokenBody.safeParse(await readJson(req));
         if (!parsed.success) return fail(400, "invalid_request", issueText(parsed.error));
-        const { name, role, expires_in } = parsed.data;
-        const made = await createToken(store, { name, role, lifetimeMs: expires_in === undefined ? null : expires_in * 1000 }, MAX_TOKENS);
-        if (made.outcome === "name_taken") return fail(409, "name_taken", NAME_TAKEN(name));
-        if (made.outcome === "too_many") return fail(409, "too_many_tokens", TOO_MANY(made.max));
-        const { last_used_at: _, ...created } = tokenJson(made.record);
-        return { status: 201, body: { ...created, token: made.token } };
+        const made = await makeToken(store, parsed.data);
+        if ("refused" in made) return fail(409, made.refused, made.message);
+        return { status: 201, body: made.created };
       },
     },
     {
