@@ -128,12 +128,22 @@ const KINDS: Kind[] = [
           raw.prepare(statement).run(...params);
           raw.close();
         },
-        // A lease that nobody renews: what a holder killed mid-refresh leaves; it lapses after 400 ms.
+        // A lease that nobody renews: what a holder killed mid-refresh leaves. It runs out when the
+        // test kills the holder (its end set to the past), not on a clock of its own, so the
+        // exchange that follows can only start after the kill, however late a loaded machine runs
+        // the test's timer.
         holdRefreshLock: async (id) => {
-          const raw = new Database(path.join(storeDir, "deployment.db"));
-          raw.prepare("INSERT INTO credential_leases (id, holder, until) VALUES (?, 'killed', ?)").run(id, Date.now() + 400);
+          const db = path.join(storeDir, "deployment.db");
+          const raw = new Database(db);
+          raw.prepare("INSERT INTO credential_leases (id, holder, until) VALUES (?, 'killed', ?)").run(id, Date.now() + 3_600_000);
           raw.close();
-          return { kill: () => {} };
+          return {
+            kill: () => {
+              const at = new Database(db);
+              at.prepare("UPDATE credential_leases SET until = 0 WHERE id = ? AND holder = 'killed'").run(id);
+              at.close();
+            },
+          };
         },
       };
     },
