@@ -9,6 +9,7 @@ import { after, before, test } from "node:test";
 import { runCli } from "../support/cli.ts";
 import { startServedDeployment, type ServedDeployment } from "../support/deployment-serve.ts";
 import { startTlsFront, type TlsFront } from "../support/tls-front.ts";
+import { waitFor } from "../support/wait.ts";
 
 let dir: string;
 let d: ServedDeployment;
@@ -34,6 +35,8 @@ test("an untrusted certificate: exit 1 at the first try, the code and NODE_EXTRA
   assert.match(refused.stderr, new RegExp(`the certificate of the deployment at ${url.replace(/\./g, "\\.")} is not trusted \\(DEPTH_ZERO_SELF_SIGNED_CERT\\); nothing was sent`));
   assert.match(refused.stderr, /NODE_EXTRA_CA_CERTS/);
   assert.doesNotMatch(refused.stderr, /retrying|attempt/i);
+  // The front hears of a refused handshake a moment after the client does: waited for, then counted.
+  await waitFor(() => front.refusedHandshakes() >= 1, "the front to see the refused handshake");
   assert.equal(front.refusedHandshakes(), 1, "tried once, not retried");
 
   const trusted = await runCli(["mcp", "list", "--json"], { cwd: dir, env: { SUBSTRUCTURE_TOKEN: d.token, NODE_EXTRA_CA_CERTS: front.certFile } });
@@ -48,5 +51,6 @@ test("the deployment meeting an MCP server whose certificate it does not trust: 
   const started = await callServed(d, "POST", "/v1/mcp/secure/authorizations", {});
   assert.equal(started.status, 502, JSON.stringify(started.body));
   assert.match(started.body.message, /the certificate of https:\/\/127\.0\.0\.1:\d+ is not trusted \(DEPTH_ZERO_SELF_SIGNED_CERT\); nothing was sent\. The deployment's operator can point NODE_EXTRA_CA_CERTS at/);
+  await waitFor(() => front.refusedHandshakes() - before >= 1, "the front to see the refused handshake");
   assert.equal(front.refusedHandshakes() - before, 1, "one handshake, not retried");
 });
