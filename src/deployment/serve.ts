@@ -218,13 +218,12 @@ export async function deploymentServeCommand(ctx: Context, options: { flags: Fla
       const id = requestId(req);
       res.setHeader("x-request-id", id);
       if (stopping) res.setHeader("connection", "close");
-      const what = `${req.method} ${(req.url ?? "/").split("?")[0]}`;
+      const path = (req.url ?? "/").split("?")[0]!;
+      const what = `${req.method} ${path}`;
       requests.add(what);
       let route = "unknown";
-      let tokenId: string | undefined;
       res.on("close", () => {
         const seconds = Number(process.hrtime.bigint() - started) / 1e9;
-        const path = (req.url ?? "/").split("?")[0]!;
         // A probe is answered at once, and its answer can close before the handler's promise has
         // said its route; the path says it. Logged at close, so the log keeps the order in which
         // answers ended (tests read "everything before this request" from it).
@@ -242,7 +241,7 @@ export async function deploymentServeCommand(ctx: Context, options: { flags: Fla
             path,
             status: res.statusCode,
             duration_ms: Math.round(seconds * 1e5) / 100,
-            ...(tokenOf.has(req) || tokenId ? { token: tokenId ?? tokenOf.get(req) } : {}),
+            ...(tokenOf.has(req) ? { token: tokenOf.get(req) } : {}),
           });
         }
         requests.done(what);
@@ -250,7 +249,6 @@ export async function deploymentServeCommand(ctx: Context, options: { flags: Fla
       app(req, res).then(
         (handled) => {
           route = handled.route;
-          tokenId = handled.token?.id;
         },
         () => {
           if (!res.headersSent) res.writeHead(500, { "content-type": "application/json" }).end(JSON.stringify({ error: "internal_error", message: "the deployment failed" }));
