@@ -1,14 +1,17 @@
-// API tokens without a shell on the host: `subs deployment token create|list|revoke` through the
-// built CLI against a real `subs deployment serve`, on each store, over its API (--url, or the
+// API tokens without a shell on the host: `subs deployment token create|list|revoke` against a real
+// `subs deployment serve`, on each store, over its API (--url, or the
 // project's [remote]) and on its host (--store). The token shown once and nowhere else; unique
 // names; admin only, the 403 naming the role needed; expiry; last use; the last admin token kept;
-// revoking by exact name; a --store that does not exist refused and not made.
+// revoking by exact name; a --store that does not exist refused and not made. The first test, the
+// project's [remote] and the host's --store run the built CLI (bin/subs.cjs) as a person does; the
+// rest run the same `run()` in this process (what they check is the deployment's answer and what
+// is printed, not the process; a child per step cost a Node start-up and the bundle's load each).
 import assert from "node:assert/strict";
 import { existsSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { after, before, describe, test } from "node:test";
-import { runCli } from "../support/cli.ts";
+import { runCli, runInProcess } from "../support/cli.ts";
 import { callServed, startServedDeployment, STORES, type ServedDeployment } from "../support/deployment-serve.ts";
 import { waitFor } from "../support/wait.ts";
 
@@ -19,7 +22,8 @@ for (const store of STORES) describe(`API tokens over the API and on the host ($
   let cwd: string;
   /** Every token value seen in these tests: none may appear in a listing, a log line or stderr. */
   const values: string[] = [];
-  const subs = (args: string[], token: string = d.token, env: Record<string, string> = {}) => runCli(["deployment", "token", ...args], { cwd, env: { SUBSTRUCTURE_TOKEN: token, ...env } });
+  const subs = (args: string[], token: string = d.token, how: "cli" | "in-process" = "in-process") =>
+    (how === "cli" ? runCli : runInProcess)(["deployment", "token", ...args], { cwd, env: { SUBSTRUCTURE_TOKEN: token } });
   const create = async (name: string, role: string, extra: string[] = [], token?: string) => {
     const made = await subs(["create", "--name", name, "--role", role, "--url", d.url, "--json", ...extra], token);
     assert.equal(made.code, 0, made.stderr);
@@ -45,7 +49,7 @@ for (const store of STORES) describe(`API tokens over the API and on the host ($
   });
 
   test("create over the API prints the token once on stdout (never on stderr); list shows it without its value or hash; the new token works at once", async () => {
-    const plain = await subs(["create", "--name", "alice laptop", "--role", "use", "--url", d.url]);
+    const plain = await subs(["create", "--name", "alice laptop", "--role", "use", "--url", d.url], d.token, "cli");
     assert.equal(plain.code, 0, plain.stderr);
     const value = plain.stdout.trim();
     values.push(value);
@@ -69,7 +73,7 @@ for (const store of STORES) describe(`API tokens over the API and on the host ($
     const put = await callServed(d, "PUT", "/v1/mcp/x", { url: "https://a.example/mcp", prefix_tools: true }, body.token);
     assert.equal(put.status, 201);
 
-    const table = await subs(["list", "--url", d.url]);
+    const table = await subs(["list", "--url", d.url], d.token, "cli");
     assert.equal(table.code, 0, table.stderr);
     assert.match(table.stdout, new RegExp(`^${body.id}\\tapply\\tci\\tcreated \\S+\\tnever expires\\tlast used \\S+$`, "m"));
   });
