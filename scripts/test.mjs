@@ -1,7 +1,8 @@
 // Runs every test/**/*.test.ts with Node's own runner. Node 20's --test takes no globs, so the
 // files are listed here. Extra arguments go to the runner (e.g. --test-name-pattern), except
 // --test-timeout=MS, which here bounds each test, not each file (scripts/test-limits.mjs).
-import { spawnSync } from "node:child_process";
+import { spawn } from "node:child_process";
+import { createInterface } from "node:readline";
 import { readdirSync } from "node:fs";
 import { availableParallelism } from "node:os";
 import path from "node:path";
@@ -37,9 +38,56 @@ if (named.length === 0) {
   for (const name of ["conformance", "clients"]) ensureTools(name, "npm test");
   ensureDebian(DEBIAN_PEERS, "npm test");
 }
-const result = spawnSync(
+// The whole suite: the type check runs beside the test files rather than before them (a
+// minute of the run is not spent on one core), and one Postgres serves every file that needs one
+// (test/support/postgres-shared.ts; each file's own initdb cost about two seconds of CPU).
+const typecheck = named.length === 0 ? exited(spawn(process.execPath, [path.join(root, "node_modules", "typescript", "bin", "tsc"), "--noEmit"], { cwd: root, stdio: ["ignore", "pipe", "pipe"] }), { keepOutput: true }) : undefined;
+const postgres = named.length === 0 ? await sharedPostgres() : undefined;
+const runner = spawn(
   process.execPath,
   ["--import", "tsx", "--import", "./scripts/test-limits.mjs", "--test", `--test-concurrency=${concurrency}`, ...runnerArgs, ...(named.length ? named : files)],
-  { cwd: root, stdio: "inherit", env: { ...process.env, TEST_TIMEOUT_MS: timeout } },
+  { cwd: root, stdio: "inherit", env: { ...process.env, TEST_TIMEOUT_MS: timeout, ...(postgres ? { SUBS_TEST_POSTGRES: postgres.address } : {}) } },
 );
-process.exit(result.status ?? 1);
+// Ctrl-C reaches the runner and the Postgres child in this process group by itself; this process
+// waits for them rather than dying first.
+for (const signal of ["SIGINT", "SIGTERM"]) process.on(signal, () => runner.kill(signal));
+const tests = await exited(runner);
+await postgres?.stop();
+let status = tests.code;
+if (typecheck) {
+  const checked = await typecheck;
+  if (checked.code !== 0) {
+    process.stderr.write(`\ntsc --noEmit failed (exit ${checked.code}):\n${checked.output}`);
+    status ||= checked.code;
+  } else process.stderr.write("tsc --noEmit: no type errors\n");
+}
+process.exit(status);
+
+/** A child's exit code (1 for a signal), and with keepOutput what it wrote on stdout and stderr. */
+function exited(child, { keepOutput = false } = {}) {
+  let output = "";
+  if (keepOutput) for (const stream of [child.stdout, child.stderr]) stream.on("data", (d) => (output += d));
+  return new Promise((resolve) => {
+    child.once("error", (error) => resolve({ code: 1, output: `${output}${error.message}\n` }));
+    child.once("close", (code) => resolve({ code: code ?? 1, output }));
+  });
+}
+
+/** Starts test/support/postgres-shared.ts: the address it prints, and how to stop it (its stdin ends). */
+async function sharedPostgres() {
+  const child = spawn(process.execPath, ["--import", "tsx", path.join("test", "support", "postgres-shared.ts")], { cwd: root, stdio: ["pipe", "pipe", "inherit"] });
+  const done = exited(child);
+  let timer;
+  const line = await Promise.race([
+    new Promise((resolve) => createInterface({ input: child.stdout }).once("line", resolve)),
+    done.then(({ code }) => Promise.reject(new Error(`the suite's Postgres did not start (exit ${code})`))),
+    new Promise((_, reject) => (timer = setTimeout(() => reject(new Error("the suite's Postgres did not start within 120 s")), 120_000))),
+  ]).finally(() => clearTimeout(timer));
+  return {
+    address: String(line),
+    async stop() {
+      child.stdin.end();
+      await done;
+    },
+  };
+}

@@ -14,6 +14,10 @@ import { authorizeServed, callServed, startServedDeployment, type ServedDeployme
 import { waitFor, within } from "../support/wait.ts";
 import { annotatedTool, startMcpServer, type RunningMcpServer } from "../support/mcp-server.ts";
 import { startAuthServer, type RunningAuthServer } from "../support/oauth-server.ts";
+import { ownPostgresForThisFile } from "../support/postgres.ts";
+
+// Postgres is stopped and started here: a server of this file's own, not the run's shared one.
+ownPostgresForThisFile();
 
 type Called = { content: Array<{ type: string; text: string }>; isError?: boolean };
 /** One request of the traffic: its loop, when it started and ended (ms since the epoch), and how it ended. */

@@ -8,6 +8,10 @@ import { after, before, describe, test } from "node:test";
 import { runCli } from "../support/cli.ts";
 import { startServedDeployment, STORES, type ServedDeployment } from "../support/deployment-serve.ts";
 import { waitFor, within } from "../support/wait.ts";
+import { ownPostgresForThisFile } from "../support/postgres.ts";
+
+// Postgres is stopped and started here: a server of this file's own, not the run's shared one.
+ownPostgresForThisFile();
 
 const call = async (d: ServedDeployment, method: string, pathname: string, token: string | undefined, body?: unknown) => {
   const res = await fetch(`${d.url}${pathname}`, {

