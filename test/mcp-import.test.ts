@@ -2,6 +2,10 @@
 // and Gemini CLI into substructure.toml. Real files in temp dirs; HOME points at a temp dir through
 // the environment (of the child process for the real CLI, of the Context in process). A token
 // written in a client's file never reaches the file, stdout, stderr or --json.
+// Each client's test (Claude Code's with the `subs mcp list` that loads what it wrote) runs the
+// built CLI (bin/subs.cjs) as a person does, and SIGTERM the process; the rest run the same `run()`
+// in this process, where what is checked is the file written and what is printed, not the process
+// (a tenth of the CPU: a child costs a Node start-up and the bundle's load per run).
 import assert from "node:assert/strict";
 import { mkdirSync, mkdtempSync, readFileSync, readdirSync, statSync, utimesSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -267,17 +271,17 @@ test("a literal secret never reaches the file, stdout, stderr, --json or --debug
     ".gemini/settings.json": JSON.stringify({ mcpServers: { q: { httpUrl: `https://q.example/mcp?api_key=${secret}` } } }),
   });
   for (const argv of [["--dry-run"], ["--dry-run", "--json"], ["--dry-run", "--debug"], ["--json"]]) {
-    const r = await cli(f, argv, { SUBS_DEBUG: "1" });
+    const r = await inProcess(f, argv, { SUBS_DEBUG: "1" });
     assert.equal(r.code, 0, `${argv.join(" ")}: ${r.stderr}`);
     assertNoSecret(secret, r, f.read());
   }
-  const r = await cli(f, ["--dry-run"]);
+  const r = await inProcess(f, ["--dry-run"]);
   assert.match(r.stderr, /warning: \.cursor\/mcp\.json is not valid JSON \(line 1, column \d+\); its servers were not read/);
   assert.match(r.stderr, /warning: \.codex\/config\.toml is not valid TOML \(line 3, column \d+\); its servers were not read/);
   assert.match(r.stderr, /- gemini \.gemini\/settings\.json: "q": its url carries a credential/);
   assert.match(f.read(), /\[mcp\.pay\]\nurl = "https:\/\/pay\.example\/mcp"\n/);
   // Named on the command line, a file that does not parse is the command's failure (exit 2), still without the secret.
-  const named = await cli(f, ["--from", ".cursor/mcp.json"]);
+  const named = await inProcess(f, ["--from", ".cursor/mcp.json"]);
   assert.equal(named.code, 2);
   assert.match(named.stderr, /mcp\.json is not valid JSON \(line 1, column \d+\)/);
   assertNoSecret(secret, named, f.read());
@@ -298,7 +302,7 @@ test("ids are made valid and unique (against the file's sections and each other)
     }),
     "~/.cursor/mcp.json": JSON.stringify({ mcpServers: { linear: { url: "https://mcp.linear.app/mcp" }, "my-server": { url: "https://my2.example/mcp" } } }),
   });
-  const r = await cli(f, ["--json"]);
+  const r = await inProcess(f, ["--json"]);
   assert.equal(r.code, 0, r.stderr);
   const out = JSON.parse(r.stdout);
   assert.deepEqual(
@@ -319,12 +323,12 @@ test("ids are made valid and unique (against the file's sections and each other)
     ],
   );
   assert.match(r.stderr, /= claude \.mcp\.json: "docs-again": its url is \[mcp\.docs\] in substructure\.toml/);
-  const list = await runCli(["mcp", "list", "--json"], { cwd: f.dir, env: { HOME: f.home } });
+  const list = await runInProcess(["mcp", "list", "--json"], { cwd: f.dir, env: { HOME: f.home } });
   assert.equal(list.code, 0, list.stderr);
   assert.equal(JSON.parse(list.stdout).length, 7);
   // A second run finds every url declared: nothing to add, the file untouched.
   const before = f.read();
-  const again = await cli(f, []);
+  const again = await inProcess(f, []);
   assert.equal(again.code, 0, again.stderr);
   assert.match(again.stderr, /Nothing to add\./);
   assert.equal(f.read(), before);
@@ -334,7 +338,7 @@ test("--dry-run writes nothing (same bytes, same mtime) and creates no file; the
   const f = fixture({ "substructure.toml": EXISTING, ".mcp.json": JSON.stringify({ mcpServers: { linear: { type: "http", url: "https://mcp.linear.app/mcp" } } }) });
   const old = new Date("2020-01-01T00:00:00Z");
   utimesSync(f.toml, old, old);
-  const r = await cli(f, ["--dry-run", "--json"]);
+  const r = await inProcess(f, ["--dry-run", "--json"]);
   assert.equal(r.code, 0, r.stderr);
   assert.equal(f.read(), EXISTING);
   assert.equal(statSync(f.toml).mtimeMs, old.getTime());
@@ -364,21 +368,21 @@ test("--dry-run writes nothing (same bytes, same mtime) and creates no file; the
   assert.deepEqual(readdirSync(f.dir).sort(), [".mcp.json", "substructure.toml"]);
 
   const none = fixture({ ".mcp.json": JSON.stringify({ mcpServers: { linear: { type: "http", url: "https://mcp.linear.app/mcp" } } }) });
-  const dry = await cli(none, ["--dry-run"]);
+  const dry = await inProcess(none, ["--dry-run"]);
   assert.equal(dry.code, 0, dry.stderr);
   assert.deepEqual(readdirSync(none.dir), [".mcp.json"]);
 });
 
 test("no substructure.toml: written as `subs init` writes it, with the servers declared; it loads", async () => {
   const f = fixture({ ".mcp.json": JSON.stringify({ mcpServers: { linear: { type: "http", url: "https://mcp.linear.app/mcp", headers: { Authorization: "Bearer ${LINEAR_TOKEN}" } } } }) });
-  const r = await cli(f, []);
+  const r = await inProcess(f, []);
   assert.equal(r.code, 0, r.stderr);
   assert.match(r.stderr, /Adding to substructure\.toml \(a new file, as `subs init` writes it\):/);
   assert.match(r.stderr, /✔ Wrote substructure\.toml with 1 connection\./);
   const text = f.read();
   assert.match(text, /^# substructure\.toml: the MCP servers your agents connect to/);
   assert.match(text, /\n\[mcp\.linear\]\nurl = "https:\/\/mcp\.linear\.app\/mcp"\nauth = \{ token_env = "LINEAR_TOKEN" \}\n/);
-  const list = await runCli(["mcp", "list", "--json"], { cwd: f.dir, env: { HOME: f.home } });
+  const list = await runInProcess(["mcp", "list", "--json"], { cwd: f.dir, env: { HOME: f.home } });
   assert.equal(list.code, 0, list.stderr);
   assert.deepEqual(JSON.parse(list.stdout).map((c: { id: string }) => c.id), ["linear"]);
 });
@@ -513,7 +517,7 @@ http_headers = { "X-\\u001b[31mEvil" = "v" }
 env_http_headers = { "Authorization" = "CATALOG_AUTH" }
 `,
   });
-  const r = await cli(f, ["--from", "codex"]);
+  const r = await inProcess(f, ["--from", "codex"]);
   assert.equal(r.code, 0, r.stderr);
   for (const raw of ["\u001b", "\u0007", "\r"]) assert.ok(!r.stderr.includes(raw), `a raw ${JSON.stringify(raw)} reached stderr:\n${JSON.stringify(r.stderr)}`);
   assertNoSecret(token, r, f.read());
@@ -526,7 +530,7 @@ env_http_headers = { "Authorization" = "CATALOG_AUTH" }
   assert.match(r.stderr, /header X-\\x1b\[31mEvil not imported/);
   assert.match(r.stderr, /Authorization is the whole of \$CATALOG_AUTH/);
   assert.equal(f.read(), `[mcp.na-2-me]\nurl = "https://named.example/mcp"\n`);
-  const json = JSON.parse((await cli(f, ["--from", "codex", "--dry-run", "--json"])).stdout);
+  const json = JSON.parse((await inProcess(f, ["--from", "codex", "--dry-run", "--json"])).stdout);
   assert.deepEqual(
     json.skipped.map((s: { from: { name: string }; reason: string }) => [s.from.name, s.reason]),
     [
@@ -570,7 +574,7 @@ test("urls carrying a secret in a fragment, a signature parameter or a random pa
     ...Object.entries(ordinary).map(([name, url]) => [name, { type: "http", url }]),
   ]);
   const f = fixture({ "substructure.toml": "", ".mcp.json": JSON.stringify({ mcpServers: servers }) });
-  const r = await cli(f, ["--from", "claude", "--json"]);
+  const r = await inProcess(f, ["--from", "claude", "--json"]);
   assert.equal(r.code, 0, r.stderr);
   const out = JSON.parse(r.stdout);
   assert.deepEqual(out.added.map((a: { id: string }) => a.id), Object.keys(ordinary));
@@ -587,7 +591,7 @@ test("urls carrying a secret in a fragment, a signature parameter or a random pa
     apikey: "url_path_looks_secret",
   });
   for (const [, secret] of Object.values(secrets)) assertNoSecret(secret!, r, f.read());
-  const human = await cli(f, ["--from", "claude", "--dry-run"]);
+  const human = await inProcess(f, ["--from", "claude", "--dry-run"]);
   assert.match(human.stderr, /"zapier": its url path holds what looks like a key \(a long random segment\), which is never copied: .* declare it with `subs mcp add <id> <url>`/);
   assert.match(human.stderr, /"fragment": its url carries a credential \(in its query, its fragment or user:password@\)/);
   for (const [, secret] of Object.values(secrets)) assertNoSecret(secret!, human);
@@ -614,7 +618,7 @@ test("one bad entry is skipped with its reason or renamed, the rest import; no e
       },
     }).replace('"good"', '"__proto__": {"type": "http", "url": "https://p.example/mcp"}, "good"'),
   });
-  const r = await cli(f, ["--from", "claude", "--json"]);
+  const r = await inProcess(f, ["--from", "claude", "--json"]);
   assert.equal(r.code, 0, r.stderr);
   const out = JSON.parse(r.stdout);
   assert.deepEqual(
@@ -684,7 +688,7 @@ test("a client file past the caps is refused with a clear message, the others im
     ".mcp.json": JSON.stringify({ mcpServers: Object.fromEntries(Array.from({ length: 10_001 }, (_, i) => [`s${i}`, { type: "http", url: `https://s${i}.example/mcp` }])) }),
     ".gemini/settings.json": JSON.stringify({ mcpServers: { fine: { httpUrl: "https://fine.example/mcp" } } }),
   });
-  const r = await cli(f, []);
+  const r = await inProcess(f, []);
   assert.equal(r.code, 0, r.stderr);
   assert.match(r.stderr, /warning: ~\/\.codex\/config\.toml is larger than 4 MiB, the most subs reads of such a file; its servers were not read/);
   assert.match(r.stderr, /warning: \.cursor\/mcp\.json holds more than 1,000,000 JSON values, the most subs reads; its servers were not read/);
@@ -696,7 +700,7 @@ test("a client file past the caps is refused with a clear message, the others im
     [".cursor/mcp.json", /holds more than 1,000,000 JSON values/],
     [".mcp.json", /declares more than 10,000 MCP servers/],
   ] as const) {
-    const named = await cli(f, ["--from", from]);
+    const named = await inProcess(f, ["--from", from]);
     assert.equal(named.code, 2, named.stderr);
     assert.match(named.stderr, message);
     assert.equal(f.read(), `[mcp.fine]\nurl = "https://fine.example/mcp"\n`);

@@ -1,8 +1,14 @@
 // `subs apply` against the second deployment implementation (written only from
-// docs/deployment-protocol.md), run as the real CLI.
+// docs/deployment-protocol.md). The first test runs the built CLI (bin/subs.cjs) as a person does;
+// the rest run the same `run()` in this process, where what is checked is the deployment's state
+// and requests and what is printed, not the process (a tenth of the CPU: a child costs a Node
+// start-up and the bundle's load per run).
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
-import { withHarness, type Harness } from "./harness.ts";
+import { withHarness as withFreshHarness, type Harness } from "./harness.ts";
+
+const withHarness = (fn: (h: Harness) => Promise<void>, options: Parameters<typeof withFreshHarness>[1] = {}, how: Parameters<typeof withFreshHarness>[3] = "in-process") =>
+  withFreshHarness(fn, options, {}, how);
 
 const file = (h: Harness, extra = "") => `[mcp.sentry]
 url = "${h.mcp.url}"
@@ -21,7 +27,7 @@ agents = ["support"]
 mcp = ["sentry"]
 ${extra}`;
 
-/** Logs sentry in through the deployment with the redirect-following browser. */
+/** Logs sentry in through the deployment, the browser (or in-process its opener) following the redirects. */
 async function login(h: Harness, id = "sentry") {
   const result = await h.run(["mcp", "login", id]);
   assert.equal(result.code, 0, `login ${id} failed: ${result.stderr}`);
@@ -76,7 +82,7 @@ describe("subs apply against deployment-alt", () => {
       const secondJson = JSON.parse((await h.run(["apply", "--json"])).stdout);
       assert.equal(secondJson.changed, false);
       assert.ok(secondJson.connections.every((c: any) => c.action === "unchanged"));
-    }));
+    }, {}, "cli"));
 
   it("removing a [mcp.x] section deletes the declaration and its credential (revoked at the authorization server)", () =>
     withHarness(async (h) => {

@@ -1,6 +1,11 @@
-// The freedoms docs/deployment-protocol.md gives a deployment, each exercised against the real CLI
-// with deployment-alt: a base path (section 1), optional fields left out, "no oauth" spelled {},
+// The freedoms docs/deployment-protocol.md gives a deployment, each exercised against subs with
+// deployment-alt: a base path (section 1), optional fields left out, "no oauth" spelled {},
 // unknown answer fields (sections 1, 2, 9), retried faults (sections 6, 7), re-consent (3.4).
+// The base path (apply, login with its $BROWSER, tools) and the redirect not followed (mcp list:
+// what the process's own fetch does with a 3xx) run the built CLI (bin/subs.cjs) as a person does;
+// the rest run the same `run()` in this process, where what is checked is the requests the
+// deployment saw and what is printed, not the process (a tenth of the CPU: a child costs a Node
+// start-up and the bundle's load per run, and its $BROWSER another).
 import assert from "node:assert/strict";
 import { createServer } from "node:http";
 import type { AddressInfo } from "node:net";
@@ -8,8 +13,12 @@ import { describe, it } from "node:test";
 import { startHarness, withHarness as withFreshHarness, type Harness } from "./harness.ts";
 
 // These cases read best with the deployment's options first.
-const withHarness = (options: Parameters<typeof startHarness>[0], fn: (h: Harness) => Promise<void>, authOptions: Parameters<typeof startHarness>[1] = {}) =>
-  withFreshHarness(fn, options, authOptions);
+const withHarness = (
+  options: Parameters<typeof startHarness>[0],
+  fn: (h: Harness) => Promise<void>,
+  authOptions: Parameters<typeof startHarness>[1] = {},
+  how: Parameters<typeof startHarness>[2] = "in-process",
+) => withFreshHarness(fn, options, authOptions, how);
 
 const file = (h: Harness) => `[mcp.sentry]
 url = "${h.mcp.url}"
@@ -34,7 +43,7 @@ describe("deployment freedoms the document grants, against the real CLI", () => 
       assert.equal(JSON.parse(tools.stdout).tools.length, 3);
       const api = h.dep.requests.filter((r) => r.path !== "/team-a/oauth/callback");
       assert.ok(api.length > 0 && api.every((r) => r.path.startsWith("/team-a/v1/")), api.map((r) => r.path).join(", "));
-    }));
+    }, {}, "cli"));
 
   it("answers that leave optional fields out, spell no-oauth as {}, and carry unknown fields are read the same", () =>
     withHarness({ answers: { absent: "omit", noOauth: "empty", extraFields: true } }, async (h) => {
@@ -121,7 +130,7 @@ describe("deployment freedoms the document grants, against the real CLI", () => 
         elsewhere.closeAllConnections();
         await new Promise<void>((resolve) => elsewhere.close(() => resolve()));
       }
-    }));
+    }, {}, "cli"));
 
   it("an error answer that is not JSON is handled by its status (a 502 page is retried)", () =>
     withHarness({}, async (h) => {

@@ -1,11 +1,13 @@
 // Shared set-up for the second-implementation tests: a test authorization server, an
 // OAuth-protected MCP server, and test/support/deployment-alt (written from the protocol document
-// alone), with the real CLI run against them from a temp dir.
+// alone), with subs run against them from a temp dir: the built CLI as a child with the
+// redirect-following $BROWSER, or (`how` "in-process") the same `run()` in this process with an
+// opener that follows the URL as that $BROWSER does.
 import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
-import { browserCommand } from "../support/browser.ts";
-import { runCli, type RunResult } from "../support/cli.ts";
+import { browserCommand, consentingBrowser } from "../support/browser.ts";
+import { runCli, runInProcess, type RunResult } from "../support/cli.ts";
 import { annotatedTool, startMcpServer, type RunningMcpServer } from "../support/mcp-server.ts";
 import { startAuthServer, type RunningAuthServer } from "../support/oauth-server.ts";
 import { startDeployment, type DeploymentOptions, type RunningDeployment } from "../support/deployment-alt/server.ts";
@@ -21,6 +23,10 @@ export type Harness = {
   dir: string;
   /** Writes substructure.toml: a [remote] section for the deployment, then `body`. */
   write(body: string): void;
+  /**
+   * Runs subs with the deployment's token in its environment. In-process, SUBS_TEST_BROWSER=ignore
+   * gives an opener that only records the URL, as the $BROWSER script then does.
+   */
   run(argv: string[], env?: Record<string, string | undefined>): Promise<RunResult>;
   /** Every output seen so far (stdout and stderr of every run), for leak checks. */
   outputs: string[];
@@ -33,10 +39,14 @@ export type Harness = {
   close(): Promise<void>;
 };
 
-/** `options` may be a function of the first MCP server's url (e.g. a catalog naming it). */
+/**
+ * `options` may be a function of the first MCP server's url (e.g. a catalog naming it). `how`:
+ * every run is the built CLI as a child (`cli`), or `run()` in this process.
+ */
 export async function startHarness(
   options: DeploymentOptions | ((mcpUrl: string) => DeploymentOptions) = {},
   authOptions: Parameters<typeof startAuthServer>[0] = {},
+  how: "cli" | "in-process" = "cli",
 ): Promise<Harness> {
   const auth = await startAuthServer(authOptions);
   const tools = [
@@ -60,10 +70,11 @@ export async function startHarness(
       writeFileSync(path.join(dir, "substructure.toml"), `[remote]\nurl = "${dep.apiUrl}"\ntoken_env = "${TOKEN_ENV}"\n\n${body}`);
     },
     async run(argv, env = {}) {
-      const result = await runCli(argv, {
-        cwd: dir,
-        env: { [TOKEN_ENV]: dep.token, BROWSER: browserCommand(), NO_COLOR: "1", ...env },
-      });
+      const given: Record<string, string | undefined> = { [TOKEN_ENV]: dep.token, NO_COLOR: "1", ...env };
+      const result =
+        how === "cli"
+          ? await runCli(argv, { cwd: dir, env: { BROWSER: browserCommand(), ...given } })
+          : await runInProcess(argv, { cwd: dir, env: given, ...(given.SUBS_TEST_BROWSER === "ignore" ? {} : { openBrowser: consentingBrowser() }) });
       outputs.push(result.stdout, result.stderr);
       return result;
     },
@@ -99,8 +110,9 @@ export async function withHarness(
   fn: (h: Harness) => Promise<void>,
   options: Parameters<typeof startHarness>[0] = {},
   authOptions: Parameters<typeof startHarness>[1] = {},
+  how: Parameters<typeof startHarness>[2] = "cli",
 ): Promise<void> {
-  const h = await startHarness(options, authOptions);
+  const h = await startHarness(options, authOptions, how);
   try {
     await fn(h);
   } finally {

@@ -1,8 +1,14 @@
 // `subs mcp login`, `mcp list`, `mcp tools` and `agent tools` against the second deployment
-// implementation, run as the real CLI with the redirect-following browser.
+// implementation. The first test (login, tools, list) and `agent tools` run the built CLI
+// (bin/subs.cjs) with the redirect-following $BROWSER, as a person does; the rest run the same
+// `run()` in this process with an opener that follows the URL as that $BROWSER does, where what is
+// checked is the deployment's state and what is printed, not the process (a tenth of the CPU: a
+// child costs a Node start-up and the bundle's load per run, and its $BROWSER another).
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
-import { startHarness, withHarness, type Harness } from "./harness.ts";
+import { startHarness, withHarness as withFreshHarness, type Harness } from "./harness.ts";
+
+const withHarness = (fn: (h: Harness) => Promise<void>, how: Parameters<typeof startHarness>[2] = "in-process") => withFreshHarness(fn, {}, {}, how);
 
 const file = (h: Harness) => `[mcp.sentry]
 url = "${h.mcp.url}"
@@ -59,7 +65,7 @@ describe("subs mcp login / list / tools / agent tools against deployment-alt", (
       }
       // Nothing OAuth went into a local db: the deployment holds the credential.
       assert.ok(!h.localFiles().some((f) => f.file.endsWith(".db")), `local files: ${h.localFiles().map((f) => f.file).join(", ")}`);
-    }));
+    }, "cli"));
 
   it("a refused consent ends the login with failed / access_denied", () =>
     withHarness(async (h) => {
@@ -73,7 +79,7 @@ describe("subs mcp login / list / tools / agent tools against deployment-alt", (
     }));
 
   it("a login nobody completes ends `expired` when the deployment's expires_in passes", async () => {
-    const h = await startHarness({ expiresIn: 1 });
+    const h = await startHarness({ expiresIn: 1 }, {}, "in-process");
     try {
       h.write(file(h));
       const result = await h.run(["mcp", "login", "sentry"], { SUBS_TEST_BROWSER: "ignore" });
@@ -163,7 +169,7 @@ describe("subs mcp login / list / tools / agent tools against deployment-alt", (
       assert.deepEqual(out.tools.map((t: any) => t.name), ["summarize", "sentry__search_issues", "sentry__get_issue", "other_tool"]);
       assert.deepEqual(out.filtered.map((f: any) => [f.tool, f.step]), [["delete_issue", "read_only"]]);
       assert.ok(h.dep.requests.some((r) => r.path === "/v1/mcp/other/tools"));
-    }));
+    }, "cli"));
 
   it("the deployment refreshes a refused access token itself; a rejected refresh makes the connection need a login", () =>
     withHarness(async (h) => {

@@ -1,12 +1,17 @@
-// `subs apply` with [remote], end to end: the real CLI as a child process against the test
-// deployment (test/support/deployment/), which implements docs/deployment-protocol.md, the same
-// deployment speaking only the requests of v1 (no PUT /v1/state), and a real `subs deployment serve`.
+// `subs apply` with [remote], end to end, against the test deployment
+// (test/support/deployment/), which implements docs/deployment-protocol.md, the same deployment
+// speaking only the requests of v1 (no PUT /v1/state), and a real `subs deployment serve`. On each
+// deployment the first test, the apply that removes (no terminal: applied without asking) and
+// `subs mcp list` naming a refused connection run the built CLI (bin/subs.cjs) as a person does, as
+// does `subs mcp login` refusing a poll_url; the rest run the same `run()` in this process, where
+// what is checked is the deployment's requests and state and what is printed, not the process (a
+// tenth of the CPU: a child costs a Node start-up and the bundle's load per run).
 import assert from "node:assert/strict";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { after, afterEach, beforeEach, describe, test } from "node:test";
-import { runCli } from "../support/cli.ts";
+import { runCli, runInProcess } from "../support/cli.ts";
 import { startDeployment, type RunningDeployment } from "../support/deployment/server.ts";
 import { startServedDeployment, STORES } from "../support/deployment-serve.ts";
 import { waitFor } from "../support/wait.ts";
@@ -27,12 +32,13 @@ const tokenOf = (deployment: RunningDeployment) => (deployment as { token?: stri
 const dirs: string[] = [];
 after(() => dirs.forEach((d) => rmSync(d, { recursive: true, force: true })));
 
-function project(deployment: RunningDeployment, body: string) {
+/** `cli`: every apply of this project runs the built CLI as a child, not `run()` in-process. */
+function project(deployment: RunningDeployment, body: string, how: "cli" | "in-process" = "in-process") {
   const dir = mkdtempSync(path.join(tmpdir(), "subs-remote-"));
   dirs.push(dir);
   const write = (text: string) => writeFileSync(path.join(dir, "substructure.toml"), `[remote]\nurl = "${deployment.url}"\n\n${text}`);
   write(body);
-  const apply = (...args: string[]) => runCli(["apply", ...args], { cwd: dir, env: { SUBSTRUCTURE_TOKEN: tokenOf(deployment) } });
+  const apply = (...args: string[]) => (how === "cli" ? runCli : runInProcess)(["apply", ...args], { cwd: dir, env: { SUBSTRUCTURE_TOKEN: tokenOf(deployment) } });
   return { dir, write, apply };
 }
 
@@ -67,7 +73,7 @@ for (const [kind, start] of Object.entries(DEPLOYMENTS)) describe(`subs apply wi
   afterEach(() => deployment.close());
 
   test("first apply creates; a second reports no change and sends no write", async () => {
-    const p = project(deployment, FILE);
+    const p = project(deployment, FILE, "cli");
     const first = await p.apply();
     assert.equal(first.code, 0, first.stderr);
     assert.match(first.stdout, /\+ sentry/);
@@ -96,8 +102,11 @@ for (const [kind, start] of Object.entries(DEPLOYMENTS)) describe(`subs apply wi
     assert.equal((await p.apply()).code, 0);
     await authorize(deployment, "linear");
     p.write(`[mcp.sentry]\nurl = "https://mcp.sentry.dev/mcp"\n\n[agent.support]\nmcp = ["sentry"]\n`);
+    // A served deployment logs a request after answering it, so the first apply's write may reach
+    // its log after the apply returned: waited for before the log is emptied.
+    await waitFor(() => deployment.requests.includes("PUT /v1/state"), () => `the first apply's PUT /v1/state in the deployment's log (so far: ${deployment.requests.join(", ")})`);
     deployment.requests.length = 0;
-    const result = await p.apply();
+    const result = await runCli(["apply"], { cwd: p.dir, env: { SUBSTRUCTURE_TOKEN: tokenOf(deployment) } });
     assert.equal(result.code, 0, result.stderr);
     assert.match(result.stdout, /- linear .*credential dropped: declaration removed/);
     assert.match(result.stdout, /- triage/);
@@ -166,18 +175,18 @@ for (const [kind, start] of Object.entries(DEPLOYMENTS)) describe(`subs apply wi
     assert.match(list.stderr, /warning: substructure\.toml:10:\d+: \[mcp\.linear\] has `oauth\.client_secret_env`/);
     assert.match(list.stderr, /`subs apply` and `subs mcp login` refuse such a connection while \[remote\] is set/);
     p.write(`[mcp.sentry]\nurl = "https://mcp.sentry.dev/mcp"\n`);
-    const none = await runCli(["mcp", "list"], { cwd: p.dir, env: { SUBSTRUCTURE_TOKEN: tokenOf(deployment) } });
+    const none = await runInProcess(["mcp", "list"], { cwd: p.dir, env: { SUBSTRUCTURE_TOKEN: tokenOf(deployment) } });
     assert.equal(none.code, 0, none.stderr);
     assert.doesNotMatch(none.stderr, /warning/);
   });
 
   test("a missing or rejected API token names the variable", async () => {
     const p = project(deployment, FILE);
-    const unset = await runCli(["apply"], { cwd: p.dir });
+    const unset = await runInProcess(["apply"], { cwd: p.dir });
     assert.equal(unset.code, 2);
     assert.match(unset.stderr, /\$SUBSTRUCTURE_TOKEN is not set/);
     assert.deepEqual(deployment.requests, []);
-    const wrong = await runCli(["apply"], { cwd: p.dir, env: { SUBSTRUCTURE_TOKEN: "wrong" } });
+    const wrong = await runInProcess(["apply"], { cwd: p.dir, env: { SUBSTRUCTURE_TOKEN: "wrong" } });
     assert.equal(wrong.code, 1);
     assert.match(wrong.stderr, /rejected the credential in \$SUBSTRUCTURE_TOKEN/);
     assert.match(wrong.stderr, /set SUBSTRUCTURE_TOKEN to a valid API token/);

@@ -1,13 +1,18 @@
-// `subs mcp login`, `subs mcp list` and `subs mcp tools` with [remote], end to end: the real CLI
-// against the test deployment, which runs the OAuth flow itself against a test authorization
-// server and keeps the tokens. A redirect-following $BROWSER plays the person who consents.
+// `subs mcp login`, `subs mcp list` and `subs mcp tools` with [remote], end to end, against a real
+// `subs deployment serve`, which runs the OAuth flow itself against a test authorization server and
+// keeps the tokens. On each store the first test (login, list and tools), --no-browser (no $BROWSER
+// started) and Ctrl-C run the built CLI (bin/subs.cjs) as a person does, a redirect-following
+// $BROWSER playing the person who consents; the rest run the same `run()` in this process with an
+// opener that follows the URL as that $BROWSER does (consentingBrowser), where what is checked is
+// the deployment's state and what is printed, not the process (a tenth of the CPU: a child costs a
+// Node start-up and the bundle's load per run, and its $BROWSER another).
 import assert from "node:assert/strict";
 import { existsSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { after, before, describe, test } from "node:test";
-import { browserCommand } from "../support/browser.ts";
-import { runCli, signalOnce } from "../support/cli.ts";
+import { browserCommand, consentingBrowser } from "../support/browser.ts";
+import { runCli, runInProcess, signalOnce } from "../support/cli.ts";
 import type { RunningDeployment } from "../support/deployment/server.ts";
 import { callServed, startServedDeployment, STORES, type ServedDeployment } from "../support/deployment-serve.ts";
 import { annotatedTool, startMcpServer, type RunningMcpServer } from "../support/mcp-server.ts";
@@ -44,13 +49,19 @@ after(async () => {
   dirs.forEach((d) => rmSync(d, { recursive: true, force: true }));
 });
 
-function project(body: string) {
+/**
+ * `cli`: every run of this project is the built CLI as a child, its $BROWSER the redirect-following
+ * script logging each URL to `log`; else `run()` in-process, its opener consentingBrowser().
+ */
+function project(body: string, how: "cli" | "in-process" = "in-process") {
   const dir = mkdtempSync(path.join(tmpdir(), "subs-remote-login-"));
   dirs.push(dir);
   writeFileSync(path.join(dir, "substructure.toml"), `[remote]\nurl = "${deployment.url}"\n\n${body}`);
   const log = path.join(dir, "browser.log");
   const run = (args: string[], env: Record<string, string> = {}) =>
-    runCli(args, { cwd: dir, env: { SUBSTRUCTURE_TOKEN: tokenOf(deployment), BROWSER: browserCommand(), SUBS_TEST_BROWSER_LOG: log, ...env } });
+    how === "cli"
+      ? runCli(args, { cwd: dir, env: { SUBSTRUCTURE_TOKEN: tokenOf(deployment), BROWSER: browserCommand(), SUBS_TEST_BROWSER_LOG: log, ...env } })
+      : runInProcess(args, { cwd: dir, env: { SUBSTRUCTURE_TOKEN: tokenOf(deployment), ...env }, openBrowser: consentingBrowser() });
   return { dir, run, log };
 }
 
@@ -70,7 +81,7 @@ for (const [kind, start] of Object.entries(DEPLOYMENTS)) describe(`against ${kin
 
   describe("subs mcp login with [remote]", () => {
     test("declares, opens the deployment's URL, polls to authorized; no token on this side", async () => {
-      const p = project(`[mcp.tracker]\nurl = "${mcp.url}"\n\n[mcp.tracker2]\nurl = "${mcp.url}"\n`);
+      const p = project(`[mcp.tracker]\nurl = "${mcp.url}"\n\n[mcp.tracker2]\nurl = "${mcp.url}"\n`, "cli");
       const result = await p.run(["mcp", "login", "tracker", "--timeout", "20"]);
       assert.equal(result.code, 0, result.stderr);
       assert.match(result.stdout, /✔ tracker: authorized on http:\/\/127\.0\.0\.1/);
@@ -169,7 +180,7 @@ for (const [kind, start] of Object.entries(DEPLOYMENTS)) describe(`against ${kin
     });
 
     test("--no-browser prints the URL on stderr and opens nothing", async () => {
-      const p = project(`[mcp.nobrowser]\nurl = "${mcp.url}"\n`);
+      const p = project(`[mcp.nobrowser]\nurl = "${mcp.url}"\n`, "cli");
       const result = await p.run(["mcp", "login", "nobrowser", "--no-browser", "--timeout", "1"]);
       assert.equal(result.code, 1);
       // The words of a local login under --no-browser.
@@ -216,7 +227,7 @@ for (const [kind, start] of Object.entries(DEPLOYMENTS)) describe(`against ${kin
         const dir = mkdtempSync(path.join(tmpdir(), "subs-remote-login-"));
         dirs.push(dir);
         writeFileSync(path.join(dir, "substructure.toml"), `[remote]\nurl = "${short.url}"\n\n[mcp.slow]\nurl = "${mcp.url}"\n`);
-        const result = await runCli(["mcp", "login", "slow", "--no-browser"], { cwd: dir, env: { SUBSTRUCTURE_TOKEN: tokenOf(short) } });
+        const result = await runInProcess(["mcp", "login", "slow", "--no-browser"], { cwd: dir, env: { SUBSTRUCTURE_TOKEN: tokenOf(short) } });
         assert.equal(result.code, 1, result.stderr);
         assert.match(result.stderr, /no consent within 0s \(the deployment's authorization expired\)|authorization expired on the deployment/);
         assert.equal(short.connections.has("slow"), true, "login declared the connection");
@@ -327,7 +338,7 @@ for (const [kind, start] of Object.entries(DEPLOYMENTS)) describe(`against ${kin
       dirs.push(localDir);
       writeFileSync(path.join(localDir, "substructure.toml"), `[mcp.tracker]\nurl = "${mcp.url}"\n`);
       writeFileSync(path.join(localDir, ".gitignore"), "*.db*\n");
-      const localRun = await runCli(["mcp", "login", "tracker", "--timeout", "20"], { cwd: localDir, env: { BROWSER: browserCommand() } });
+      const localRun = await runInProcess(["mcp", "login", "tracker", "--timeout", "20"], { cwd: localDir, openBrowser: consentingBrowser() });
       assert.equal(localRun.code, 0, localRun.stderr);
       const expected = [
         "Contacting tracker <where>",
