@@ -86,6 +86,9 @@ for (const [kind, start] of Object.entries(DEPLOYMENTS)) describe(`subs apply wi
     assert.equal(deployment.connections.get("linear")!.prefix_tools, false);
     assert.deepEqual(deployment.agents.get("triage")!.mcp, [{ id: "sentry", tools: { read_only: true } }, { id: "linear" }]);
 
+    // A served deployment logs a request after answering it: the first apply's write, waited for
+    // before the log is emptied, cannot arrive late and pass for a write of the second.
+    await waitFor(() => deployment.requests.includes("PUT /v1/state"), () => `the first apply's PUT /v1/state in the deployment's log (so far: ${deployment.requests.join(", ")})`);
     deployment.requests.length = 0;
     const second = await p.apply("--json");
     assert.equal(second.code, 0, second.stderr);
