@@ -1,12 +1,14 @@
-// Runs every test/**/*.test.ts with Node's own runner. Node 20's --test takes no globs, so the
-// files are listed here. Extra arguments go to the runner (e.g. --test-name-pattern), except
-// --test-timeout=MS, which here bounds each test, not each file (scripts/test-limits.mjs).
+// Runs every test/**/*.test.ts (or the files named) with Node's own runner, each bundled first into
+// plain JavaScript under .test-build/ (scripts/test-bundle.mjs). Node 20's --test takes no globs,
+// so the files are listed here. Extra arguments go to the runner (e.g. --test-name-pattern),
+// except --test-timeout=MS, which here bounds each test, not each file (scripts/test-limits.mjs).
 import { spawn } from "node:child_process";
 import { createInterface } from "node:readline";
-import { readdirSync } from "node:fs";
+import { readdirSync, rmSync } from "node:fs";
 import { availableParallelism } from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
+import { bundleTests } from "./test-bundle.mjs";
 import { DEBIAN_PEERS, ensureDebian, ensureTools } from "./tools.mjs";
 
 // Above the slowest test that names no limit of its own, on a loaded two-core machine. A test that
@@ -43,15 +45,29 @@ if (named.length === 0) {
 // (test/support/postgres-shared.ts; each file's own initdb cost about two seconds of CPU).
 const typecheck = named.length === 0 ? exited(spawn(process.execPath, [path.join(root, "node_modules", "typescript", "bin", "tsc"), "--noEmit"], { cwd: root, stdio: ["ignore", "pipe", "pipe"] }), { keepOutput: true }) : undefined;
 const postgres = named.length === 0 ? await sharedPostgres() : undefined;
+// This run's bundles, in a directory of its own (two runs in one checkout at once do not share
+// one), removed when it ends; one a killed run left behind goes at the next run.
+const builds = path.join(root, ".test-build");
+removeAbandoned(builds);
+const outdir = path.join(builds, `run-${process.pid}`);
+let bundles;
+try {
+  bundles = await bundleTests(root, named.length ? named.map((f) => path.relative(root, path.resolve(f))) : files, outdir);
+} catch {
+  // esbuild has printed what it could not build, at its file and line.
+  rmSync(outdir, { recursive: true, force: true });
+  process.exit(1);
+}
 const runner = spawn(
   process.execPath,
-  ["--import", "tsx", "--import", "./scripts/test-limits.mjs", "--test", `--test-concurrency=${concurrency}`, ...runnerArgs, ...(named.length ? named : files)],
+  ["--enable-source-maps", "--import", "./scripts/test-limits.mjs", "--test", `--test-concurrency=${concurrency}`, ...runnerArgs, ...bundles],
   { cwd: root, stdio: "inherit", env: { ...process.env, TEST_TIMEOUT_MS: timeout, ...(postgres ? { SUBS_TEST_POSTGRES: postgres.address } : {}) } },
 );
 // Ctrl-C reaches the runner and the Postgres child in this process group by itself; this process
 // waits for them rather than dying first.
 for (const signal of ["SIGINT", "SIGTERM"]) process.on(signal, () => runner.kill(signal));
 const tests = await exited(runner);
+rmSync(outdir, { recursive: true, force: true });
 await postgres?.stop();
 let status = tests.code;
 if (typecheck) {
@@ -62,6 +78,25 @@ if (typecheck) {
   } else process.stderr.write("tsc --noEmit: no type errors\n");
 }
 process.exit(status);
+
+/** Removes the bundles of runs whose process is gone (run-<pid>). */
+function removeAbandoned(dir) {
+  let entries = [];
+  try {
+    entries = readdirSync(dir);
+  } catch {
+    return;
+  }
+  for (const entry of entries) {
+    const pid = Number(/^run-(\d+)$/.exec(entry)?.[1]);
+    if (!pid) continue;
+    try {
+      process.kill(pid, 0);
+    } catch (error) {
+      if (error.code === "ESRCH") rmSync(path.join(dir, entry), { recursive: true, force: true });
+    }
+  }
+}
 
 /** A child's exit code (1 for a signal), and with keepOutput what it wrote on stdout and stderr. */
 function exited(child, { keepOutput = false } = {}) {
