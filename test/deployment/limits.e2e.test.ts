@@ -274,7 +274,8 @@ for (const { store, replicas } of TOPOLOGIES) describe(`MCP sessions per API tok
     for (const [n, replica] of set.replicas.entries()) {
       await waitFor(
         () => replica.logs.some((l) => l.msg === "ended the sessions of a revoked token" && l.token === leaverId),
-        () => `replica ${n} to log the sessions it ended`,
+        // What it logged of sessions instead, should it never say so: the failure's only witness.
+        () => `replica ${n} to log the sessions it ended (it logged: ${JSON.stringify(replica.logs.filter((l) => /session/.test(String(l.msg))).slice(-8))})`,
       );
     }
     for (let n = 0; n < replicas; n++) {
