@@ -43,7 +43,8 @@ if (named.length === 0) {
 // The whole suite: the type check runs beside the test files rather than before them (a
 // minute of the run is not spent on one core), and one Postgres serves every file that needs one
 // (test/support/postgres-shared.ts; each file's own initdb cost about two seconds of CPU).
-const typecheck = named.length === 0 ? exited(spawn(process.execPath, [path.join(root, "node_modules", "typescript", "bin", "tsc"), "--noEmit"], { cwd: root, stdio: ["ignore", "pipe", "pipe"] }), { keepOutput: true }) : undefined;
+const typecheckChild = named.length === 0 ? spawn(process.execPath, [path.join(root, "node_modules", "typescript", "bin", "tsc"), "--noEmit"], { cwd: root, stdio: ["ignore", "pipe", "pipe"] }) : undefined;
+const typecheck = typecheckChild && exited(typecheckChild, { keepOutput: true });
 const postgres = named.length === 0 ? await sharedPostgres() : undefined;
 // This run's bundles, in a directory of its own (two runs in one checkout at once do not share
 // one), removed when it ends; one a killed run left behind goes at the next run.
@@ -64,11 +65,20 @@ const runner = spawn(
   { cwd: root, stdio: "inherit", env: { ...process.env, TEST_TIMEOUT_MS: timeout, ...(postgres ? { SUBS_TEST_POSTGRES: postgres.address } : {}) } },
 );
 // Ctrl-C reaches the runner and the Postgres child in this process group by itself; this process
-// waits for them rather than dying first.
-for (const signal of ["SIGINT", "SIGTERM"]) process.on(signal, () => runner.kill(signal));
+// waits for them rather than dying first, then ends as an interrupted command does (130, 143),
+// saying nothing of a type check the same Ctrl-C stopped.
+let interrupted;
+for (const [signal, code] of [["SIGINT", 130], ["SIGTERM", 143]]) {
+  process.on(signal, () => {
+    interrupted ??= code;
+    runner.kill(signal);
+    typecheckChild?.kill(signal);
+  });
+}
 const tests = await exited(runner);
 rmSync(outdir, { recursive: true, force: true });
 await postgres?.stop();
+if (interrupted) process.exit(interrupted);
 let status = tests.code;
 if (typecheck) {
   const checked = await typecheck;
@@ -112,6 +122,8 @@ function exited(child, { keepOutput = false } = {}) {
 async function sharedPostgres() {
   const child = spawn(process.execPath, ["--import", "tsx", path.join("test", "support", "postgres-shared.ts")], { cwd: root, stdio: ["pipe", "pipe", "inherit"] });
   const done = exited(child);
+  // Gone already (Ctrl-C reached it too): ending its stdin then is no error.
+  child.stdin.on("error", () => {});
   let timer;
   const line = await Promise.race([
     new Promise((resolve) => createInterface({ input: child.stdout }).once("line", resolve)),
