@@ -55,8 +55,10 @@ let bundles;
 try {
   bundles = await bundleTests(root, named.length ? named.map((f) => path.relative(root, path.resolve(f))) : files, outdir);
 } catch {
-  // esbuild has printed what it could not build, at its file and line.
+  // esbuild has printed what it could not build, at its file and line. Nothing started is left.
   rmSync(outdir, { recursive: true, force: true });
+  typecheckChild?.kill();
+  await postgres?.stop();
   process.exit(1);
 }
 const runner = spawn(

@@ -13,7 +13,7 @@ import { chmodSync, existsSync, lstatSync, mkdirSync, mkdtempSync, readdirSync, 
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { test } from "node:test";
-import { BIN, runCli, runInProcess, type RunResult } from "./support/cli.ts";
+import { BIN, runAs, type How, type RunResult } from "./support/cli.ts";
 
 const NODE = process.execPath;
 const SUBS = realpathSync(BIN);
@@ -34,10 +34,10 @@ mcp = ["sentry", "linear"]
 mcp = ["linear"]
 `;
 
-/** `cli`: every step of this world runs the built CLI as a child, not `run()` in-process. */
-type World = { root: string; home: string; proj: string; config: string; cli: boolean };
+/** `how`: whether every step of this world runs the built CLI as a child or `run()` in-process. */
+type World = { root: string; home: string; proj: string; config: string; how: How };
 
-function world(toml = SUBS_TOML, how: "cli" | "in-process" = "in-process"): World {
+function world(toml = SUBS_TOML, how: How = "in-process"): World {
   const root = realpathSync(mkdtempSync(path.join(tmpdir(), "subs-connect-")));
   const home = path.join(root, "home");
   const proj = path.join(root, "proj");
@@ -45,12 +45,11 @@ function world(toml = SUBS_TOML, how: "cli" | "in-process" = "in-process"): Worl
   mkdirSync(proj);
   const config = path.join(proj, "substructure.toml");
   writeFileSync(config, toml);
-  return { root, home, proj, config, cli: how === "cli" };
+  return { root, home, proj, config, how };
 }
 
 async function subs(w: World, args: string[], options: { cwd?: string; env?: Record<string, string> } = {}): Promise<RunResult> {
-  const how = { cwd: options.cwd ?? w.proj, env: { HOME: w.home, SENTRY_TOKEN: TOKEN, ...options.env } };
-  const r = w.cli ? await runCli(args, how) : await runInProcess(args, how);
+  const r = await runAs(w.how, args, { cwd: options.cwd ?? w.proj, env: { HOME: w.home, SENTRY_TOKEN: TOKEN, ...options.env } });
   assert.ok(!r.stdout.includes(TOKEN) && !r.stderr.includes(TOKEN), "the token's value is never printed");
   return r;
 }

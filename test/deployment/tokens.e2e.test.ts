@@ -11,7 +11,7 @@ import { existsSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { after, before, describe, test } from "node:test";
-import { runCli, runInProcess } from "../support/cli.ts";
+import { runAs, runCli, type How } from "../support/cli.ts";
 import { callServed, startServedDeployment, STORES, type ServedDeployment } from "../support/deployment-serve.ts";
 import { waitFor } from "../support/wait.ts";
 
@@ -22,8 +22,7 @@ for (const store of STORES) describe(`API tokens over the API and on the host ($
   let cwd: string;
   /** Every token value seen in these tests: none may appear in a listing, a log line or stderr. */
   const values: string[] = [];
-  const subs = (args: string[], token: string = d.token, how: "cli" | "in-process" = "in-process") =>
-    (how === "cli" ? runCli : runInProcess)(["deployment", "token", ...args], { cwd, env: { SUBSTRUCTURE_TOKEN: token } });
+  const subs = (args: string[], token: string = d.token, how: How = "in-process") => runAs(how, ["deployment", "token", ...args], { cwd, env: { SUBSTRUCTURE_TOKEN: token } });
   const create = async (name: string, role: string, extra: string[] = [], token?: string) => {
     const made = await subs(["create", "--name", name, "--role", role, "--url", d.url, "--json", ...extra], token);
     assert.equal(made.code, 0, made.stderr);

@@ -6,8 +6,9 @@
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 import { withHarness as withFreshHarness, type Harness } from "./harness.ts";
+import type { How } from "../support/cli.ts";
 
-const withHarness = (fn: (h: Harness) => Promise<void>, options: Parameters<typeof withFreshHarness>[1] = {}, how: Parameters<typeof withFreshHarness>[3] = "in-process") =>
+const withHarness = (fn: (h: Harness) => Promise<void>, options: Parameters<typeof withFreshHarness>[1] = {}, how: How = "in-process") =>
   withFreshHarness(fn, options, {}, how);
 
 const file = (h: Harness, extra = "") => `[mcp.sentry]

@@ -11,13 +11,14 @@ import { createServer } from "node:http";
 import type { AddressInfo } from "node:net";
 import { describe, it } from "node:test";
 import { startHarness, withHarness as withFreshHarness, type Harness } from "./harness.ts";
+import type { How } from "../support/cli.ts";
 
 // These cases read best with the deployment's options first.
 const withHarness = (
   options: Parameters<typeof startHarness>[0],
   fn: (h: Harness) => Promise<void>,
   authOptions: Parameters<typeof startHarness>[1] = {},
-  how: Parameters<typeof startHarness>[2] = "in-process",
+  how: How = "in-process",
 ) => withFreshHarness(fn, options, authOptions, how);
 
 const file = (h: Harness) => `[mcp.sentry]

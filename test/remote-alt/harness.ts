@@ -6,8 +6,7 @@
 import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
-import { browserCommand, consentingBrowser } from "../support/browser.ts";
-import { runCli, runInProcess, type RunResult } from "../support/cli.ts";
+import { runAs, type How, type RunResult } from "../support/cli.ts";
 import { annotatedTool, startMcpServer, type RunningMcpServer } from "../support/mcp-server.ts";
 import { startAuthServer, type RunningAuthServer } from "../support/oauth-server.ts";
 import { startDeployment, type DeploymentOptions, type RunningDeployment } from "../support/deployment-alt/server.ts";
@@ -46,7 +45,7 @@ export type Harness = {
 export async function startHarness(
   options: DeploymentOptions | ((mcpUrl: string) => DeploymentOptions) = {},
   authOptions: Parameters<typeof startAuthServer>[0] = {},
-  how: "cli" | "in-process" = "cli",
+  how: How = "cli",
 ): Promise<Harness> {
   const auth = await startAuthServer(authOptions);
   const tools = [
@@ -71,10 +70,7 @@ export async function startHarness(
     },
     async run(argv, env = {}) {
       const given: Record<string, string | undefined> = { [TOKEN_ENV]: dep.token, NO_COLOR: "1", ...env };
-      const result =
-        how === "cli"
-          ? await runCli(argv, { cwd: dir, env: { BROWSER: browserCommand(), ...given } })
-          : await runInProcess(argv, { cwd: dir, env: given, ...(given.SUBS_TEST_BROWSER === "ignore" ? {} : { openBrowser: consentingBrowser() }) });
+      const result = await runAs(how, argv, { cwd: dir, env: given, consents: true });
       outputs.push(result.stdout, result.stderr);
       return result;
     },
@@ -110,7 +106,7 @@ export async function withHarness(
   fn: (h: Harness) => Promise<void>,
   options: Parameters<typeof startHarness>[0] = {},
   authOptions: Parameters<typeof startHarness>[1] = {},
-  how: Parameters<typeof startHarness>[2] = "cli",
+  how: How = "cli",
 ): Promise<void> {
   const h = await startHarness(options, authOptions, how);
   try {

@@ -7,8 +7,9 @@
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 import { startHarness, withHarness as withFreshHarness, type Harness } from "./harness.ts";
+import type { How } from "../support/cli.ts";
 
-const withHarness = (fn: (h: Harness) => Promise<void>, how: Parameters<typeof startHarness>[2] = "in-process") => withFreshHarness(fn, {}, {}, how);
+const withHarness = (fn: (h: Harness) => Promise<void>, how: How = "in-process") => withFreshHarness(fn, {}, {}, how);
 
 const file = (h: Harness) => `[mcp.sentry]
 url = "${h.mcp.url}"

@@ -11,7 +11,7 @@ import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { after, afterEach, beforeEach, describe, test } from "node:test";
-import { runCli, runInProcess } from "../support/cli.ts";
+import { runAs, runCli, runInProcess, type How } from "../support/cli.ts";
 import { startDeployment, type RunningDeployment } from "../support/deployment/server.ts";
 import { startServedDeployment, STORES } from "../support/deployment-serve.ts";
 import { waitFor } from "../support/wait.ts";
@@ -33,12 +33,12 @@ const dirs: string[] = [];
 after(() => dirs.forEach((d) => rmSync(d, { recursive: true, force: true })));
 
 /** `cli`: every apply of this project runs the built CLI as a child, not `run()` in-process. */
-function project(deployment: RunningDeployment, body: string, how: "cli" | "in-process" = "in-process") {
+function project(deployment: RunningDeployment, body: string, how: How = "in-process") {
   const dir = mkdtempSync(path.join(tmpdir(), "subs-remote-"));
   dirs.push(dir);
   const write = (text: string) => writeFileSync(path.join(dir, "substructure.toml"), `[remote]\nurl = "${deployment.url}"\n\n${text}`);
   write(body);
-  const apply = (...args: string[]) => (how === "cli" ? runCli : runInProcess)(["apply", ...args], { cwd: dir, env: { SUBSTRUCTURE_TOKEN: tokenOf(deployment) } });
+  const apply = (...args: string[]) => runAs(how, ["apply", ...args], { cwd: dir, env: { SUBSTRUCTURE_TOKEN: tokenOf(deployment) } });
   return { dir, write, apply };
 }
 

@@ -11,8 +11,8 @@ import { existsSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSy
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { after, before, describe, test } from "node:test";
-import { browserCommand, consentingBrowser } from "../support/browser.ts";
-import { runCli, runInProcess, signalOnce } from "../support/cli.ts";
+import { consentingBrowser } from "../support/browser.ts";
+import { runAs, runCli, runInProcess, signalOnce, type How } from "../support/cli.ts";
 import type { RunningDeployment } from "../support/deployment/server.ts";
 import { callServed, startServedDeployment, STORES, type ServedDeployment } from "../support/deployment-serve.ts";
 import { annotatedTool, startMcpServer, type RunningMcpServer } from "../support/mcp-server.ts";
@@ -53,15 +53,13 @@ after(async () => {
  * `cli`: every run of this project is the built CLI as a child, its $BROWSER the redirect-following
  * script logging each URL to `log`; else `run()` in-process, its opener consentingBrowser().
  */
-function project(body: string, how: "cli" | "in-process" = "in-process") {
+function project(body: string, how: How = "in-process") {
   const dir = mkdtempSync(path.join(tmpdir(), "subs-remote-login-"));
   dirs.push(dir);
   writeFileSync(path.join(dir, "substructure.toml"), `[remote]\nurl = "${deployment.url}"\n\n${body}`);
   const log = path.join(dir, "browser.log");
   const run = (args: string[], env: Record<string, string> = {}) =>
-    how === "cli"
-      ? runCli(args, { cwd: dir, env: { SUBSTRUCTURE_TOKEN: tokenOf(deployment), BROWSER: browserCommand(), SUBS_TEST_BROWSER_LOG: log, ...env } })
-      : runInProcess(args, { cwd: dir, env: { SUBSTRUCTURE_TOKEN: tokenOf(deployment), ...env }, openBrowser: consentingBrowser() });
+    runAs(how, args, { cwd: dir, env: { SUBSTRUCTURE_TOKEN: tokenOf(deployment), SUBS_TEST_BROWSER_LOG: log, ...env }, consents: true });
   return { dir, run, log };
 }
 

@@ -7,6 +7,7 @@ import path from "node:path";
 import { fileURLToPath } from "node:url";
 import type { Context } from "../../src/context.ts";
 import { run } from "../../src/run.ts";
+import { browserCommand, consentingBrowser } from "./browser.ts";
 
 export const REPO = fileURLToPath(new URL("../..", import.meta.url));
 export const BIN = path.join(REPO, "bin", "subs.cjs");
@@ -116,6 +117,22 @@ export function runCli(argv: string[], options: ChildOptions): Promise<RunResult
     if (options.input !== undefined) child.stdin.end(options.input);
     else child.stdin.end();
   });
+}
+
+/** How a test runs subs: the built CLI (bin/subs.cjs) as a child, as a person does, or `run()` in this process. */
+export type How = "cli" | "in-process";
+
+/**
+ * Runs subs as `how` says, in `cwd` with `env` either way. With `consents`, a person consents to
+ * what a login opens: the child's $BROWSER is the redirect-following script (browser.mjs), the
+ * in-process opener does what that script does (consentingBrowser), and SUBS_TEST_BROWSER=ignore in
+ * `env` makes either only record the URL.
+ */
+export function runAs(how: How, argv: string[], options: { cwd: string; env?: Record<string, string | undefined>; consents?: boolean }): Promise<RunResult> {
+  const { cwd, env = {}, consents = false } = options;
+  if (how === "cli") return runCli(argv, { cwd, env: consents ? { BROWSER: browserCommand(), ...env } : env });
+  const follows = consents && env.SUBS_TEST_BROWSER !== "ignore";
+  return runInProcess(argv, { cwd, env, ...(follows ? { openBrowser: consentingBrowser() } : {}) });
 }
 
 /**

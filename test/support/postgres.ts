@@ -54,7 +54,7 @@ let own = false;
  * the run's shared one, which other files are using. Call at the top level, before any test runs.
  */
 export function ownPostgresForThisFile(): void {
-  if (started) throw new Error("ownPostgresForThisFile() is called before any test reaches Postgres");
+  if (started) throw new Error("ownPostgresForThisFile() must be called before any test reaches Postgres");
   own = true;
 }
 
@@ -168,8 +168,8 @@ export async function startCluster(): Promise<SharedPostgres & { stop(): Promise
 
 async function startOwn(): Promise<{ pg: TestPostgres; stop: () => Promise<void> }> {
   const cluster = await startCluster();
-  const reached = reach(cluster, { stop: () => cluster.stop(), start: () => cluster.start() });
-  return { pg: reached.pg, stop: () => cluster.remove() };
+  // Its databases go with it.
+  return { pg: reach(cluster, cluster).pg, stop: () => cluster.remove() };
 }
 
 /**
