@@ -2,6 +2,10 @@
 // `subs mcp login` finds that out instead of failing on metadata the server has no reason to
 // publish, stores the finding, and every command then uses the server without a credential, until
 // its url changes or the server starts to ask for one.
+// The built CLI (bin/subs.cjs) runs `mcp login --json`, one `mcp list --check`, and the first two
+// tests of a connection never logged in (`mcp tools`, `mcp list`, `mcp call`, `agent tools`), as a
+// person does; the rest run the same `run()` in this process, where what is checked is the output,
+// the exit code and what is stored, not the process.
 import assert from "node:assert/strict";
 import { mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -224,31 +228,31 @@ describe("a connection never logged in is tried without a credential", () => {
 
   it("mcp list --check lists the tools, and its own row already says open", async () => {
     const dir = fresh(open.url);
-    const json = await runCli(["mcp", "list", "--check", "--json"], { cwd: dir });
+    const json = await runInProcess(["mcp", "list", "--check", "--json"], { cwd: dir });
     assert.equal(json.code, 0, json.stderr);
     const [entry] = JSON.parse(json.stdout);
     assert.deepEqual([entry.auth, entry.status, entry.usable], ["none", "open", true]);
     assert.deepEqual(entry.check, { reachable: true, authorized: true, tools: 1, error: null });
-    const human = await runCli(["mcp", "list", "--check"], { cwd: fresh(open.url) });
+    const human = await runInProcess(["mcp", "list", "--check"], { cwd: fresh(open.url) });
     assert.equal(human.code, 0, human.stderr);
     assert.match(human.stdout, /^docs\t\S+\tnone\topen \(the server asks for no credential\)\t1 tool\treader\n$/);
-    assert.equal(JSON.parse((await runCli(["mcp", "list", "--json"], { cwd: dir })).stdout)[0].status, "open");
+    assert.equal(JSON.parse((await runInProcess(["mcp", "list", "--json"], { cwd: dir })).stdout)[0].status, "open");
   });
 
   it("a server that answers 401: needs login (exit 4) in every command, tried without a credential, nothing stored", async () => {
     const dir = fresh(closed.url);
     const before = refused.length;
-    const tools = await runCli(["mcp", "tools", "docs", "--json"], { cwd: dir });
+    const tools = await runInProcess(["mcp", "tools", "docs", "--json"], { cwd: dir });
     assert.equal(tools.code, 4, tools.stderr);
     assert.deepEqual(JSON.parse(tools.stdout).error, { code: "needs_login", message: "docs: not logged in", hint: "run `subs mcp login docs`" });
     assert.ok(refused.length > before, "the server was asked");
-    const call = await runCli(["mcp", "call", "docs", "search"], { cwd: dir });
+    const call = await runInProcess(["mcp", "call", "docs", "search"], { cwd: dir });
     assert.equal(call.code, 4, call.stderr);
     assert.match(call.stderr, /docs: not logged in\nhint: run `subs mcp login docs`/);
-    const agent = await runCli(["agent", "tools", "reader", "--json"], { cwd: dir });
+    const agent = await runInProcess(["agent", "tools", "reader", "--json"], { cwd: dir });
     assert.equal(agent.code, 4, agent.stderr);
     assert.deepEqual(JSON.parse(agent.stdout).unavailable, [{ connection: "docs", code: "needs_login", message: "docs: not logged in", hint: "run `subs mcp login docs`" }]);
-    const check = await runCli(["mcp", "list", "--check"], { cwd: dir });
+    const check = await runInProcess(["mcp", "list", "--check"], { cwd: dir });
     assert.equal(check.code, 4, check.stderr);
     assert.match(check.stdout, /^docs\t\S+\toauth\tneeds login · subs mcp login docs\treachable · needs login\treader\n$/);
     assert.match(check.stderr, /^docs: not logged in\n  run `subs mcp login docs`\n/m);
@@ -265,16 +269,16 @@ describe("a connection never logged in is tried without a credential", () => {
     });
     try {
       const dir = fresh(halfOpen.url);
-      const agent = await runCli(["agent", "tools", "reader", "--json"], { cwd: dir });
+      const agent = await runInProcess(["agent", "tools", "reader", "--json"], { cwd: dir });
       assert.equal(agent.code, 4, agent.stderr);
       assert.equal(JSON.parse(agent.stdout).unavailable[0]?.code, "needs_login");
-      const call = await runCli(["mcp", "call", "docs", "search"], { cwd: dir });
+      const call = await runInProcess(["mcp", "call", "docs", "search"], { cwd: dir });
       assert.equal(call.code, 4, call.stderr);
       assert.match(call.stderr, /docs: not logged in\nhint: run `subs mcp login docs`/);
       assert.doesNotMatch(agent.stderr + call.stderr, /asks for no credential/);
       const left = await stored(dir);
       assert.deepEqual(left?.open ?? [], [], "not recorded as a server that asks for no credential");
-      const list = await runCli(["mcp", "list", "--json"], { cwd: dir });
+      const list = await runInProcess(["mcp", "list", "--json"], { cwd: dir });
       assert.notEqual(JSON.parse(list.stdout)[0].status, "open");
     } finally {
       await Promise.all([halfOpen.close(), as.close()]);
@@ -283,12 +287,12 @@ describe("a connection never logged in is tried without a credential", () => {
 
   it("a server that cannot be reached: exit 1, cannot reach, with what to check", async () => {
     const dir = fresh(downUrl);
-    const tools = await runCli(["mcp", "tools", "docs", "--json"], { cwd: dir });
+    const tools = await runInProcess(["mcp", "tools", "docs", "--json"], { cwd: dir });
     assert.equal(tools.code, 1, tools.stderr);
     const { error } = JSON.parse(tools.stdout);
     assert.match(error.message, /^docs: cannot reach http:\/\/127\.0\.0\.1:\d+/);
     assert.equal(error.hint, "check the url in the file and that the server is up");
-    const check = await runCli(["mcp", "list", "--check"], { cwd: dir });
+    const check = await runInProcess(["mcp", "list", "--check"], { cwd: dir });
     assert.equal(check.code, 1, check.stderr);
     assert.match(check.stdout, /\tunreachable\t/);
     assert.match(check.stderr, /docs: cannot reach http:\/\/127\.0\.0\.1:\d+ .*\n  check the url in the file and that the server is up\n/);
@@ -299,7 +303,7 @@ describe("a connection never logged in is tried without a credential", () => {
     const dir = fresh(open.url);
     await seedCredentials(path.join(dir, "substructure.db"), [{ id: "docs", url: `${open.url}/old` }]);
     const before = open.requests.length;
-    const tools = await runCli(["mcp", "tools", "docs", "--json"], { cwd: dir });
+    const tools = await runInProcess(["mcp", "tools", "docs", "--json"], { cwd: dir });
     assert.equal(tools.code, 4, tools.stderr);
     assert.equal(JSON.parse(tools.stdout).error.code, "url_changed");
     assert.equal(open.requests.length, before);
