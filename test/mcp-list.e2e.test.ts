@@ -1,4 +1,8 @@
-// The real CLI, as a child process, on the example file and on temp environments.
+// `subs mcp list` and local `subs apply` on the example file and on temp environments. The built CLI
+// (bin/subs.cjs) runs, as a person does, the statuses from the db (with its file mode), the piped
+// output, the usage errors with --help and --version (which bin/subs.cjs answers itself) and the
+// apply test; the rest run the same `run()` in this process, where what is checked is the output,
+// the exit code and the db, not the process.
 import assert from "node:assert/strict";
 import { copyFileSync, existsSync, mkdtempSync, statSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -21,7 +25,7 @@ describe("subs mcp list", () => {
   test("--json on the example file lists every connection with its status and agents", async () => {
     const dir = tempDir();
     copyFileSync(path.join(REPO, "substructure.toml.example"), path.join(dir, "substructure.toml"));
-    const result = await runCli(["mcp", "list", "--json"], { cwd: dir, env: { GITHUB_TOKEN: "ghp_SECRETVALUE" } });
+    const result = await runInProcess(["mcp", "list", "--json"], { cwd: dir, env: { GITHUB_TOKEN: "ghp_SECRETVALUE" } });
     assert.equal(result.code, 0, result.stderr);
     const list = JSON.parse(result.stdout);
     assert.deepEqual(
@@ -165,7 +169,7 @@ describe("subs mcp list", () => {
     for (const [toml, expected] of cases) {
       const { dir, dbPath } = environment(toml);
       for (const argv of [["mcp", "list"], ["mcp", "list", "--json"], ["apply"]]) {
-        const result = await runCli(argv, { cwd: dir });
+        const result = await runInProcess(argv, { cwd: dir });
         assert.equal(result.code, 2, `${argv.join(" ")}: ${result.stderr}`);
         assert.match(result.stderr, expected);
         assert.doesNotMatch(result.stderr, /\n\s+at .+\(.*:\d+:\d+\)/, "no stack trace");
@@ -177,7 +181,7 @@ describe("subs mcp list", () => {
 
   test("--json errors are JSON on stdout too, for scripts", async () => {
     const { dir } = environment('[mcp.a]\nurl = "ftp://a.example/mcp"\n');
-    const result = await runCli(["mcp", "list", "--json"], { cwd: dir });
+    const result = await runInProcess(["mcp", "list", "--json"], { cwd: dir });
     assert.equal(result.code, 2);
     const body = JSON.parse(result.stdout);
     assert.equal(body.error.code, "invalid_config");
