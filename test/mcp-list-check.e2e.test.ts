@@ -1,14 +1,17 @@
 // `subs mcp list --check` end to end (product.md, "subs mcp list": "--check opts in to probing:
 // every server at once, a short timeout each, reporting reachable / authorized / tool count"):
 // the real CLI against loopback MCP servers, locally and through a deployment (the reference and
-// a real `subs deployment serve`).
+// a real `subs deployment serve`). The built CLI (bin/subs.cjs) runs, as a person does, the first
+// check (every server at once, each kind of answer) and the [remote] check against the real
+// `subs deployment serve`; the rest run the same `run()` in this process, where what is checked is
+// the output and the exit code, not the process.
 import assert from "node:assert/strict";
 import { mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { after, before, describe, it } from "node:test";
 import { environment as oauthEnvironment } from "./auth/harness.ts";
-import { runCli } from "./support/cli.ts";
+import { runAs, runCli, runInProcess } from "./support/cli.ts";
 import { targets, type TargetDeployment } from "./support/deployment-targets.ts";
 import { annotatedTool, startMcpServer, type RunningMcpServer } from "./support/mcp-server.ts";
 import { refusedUrl } from "./support/ports.ts";
@@ -63,10 +66,10 @@ describe("subs mcp list --check", () => {
 
   it("exit 4 when the only problem is a login; exit 0 when every server lists its tools; the table gains a CHECK column", async () => {
     const both = environment(`[mcp.ok]\nurl = "${ok.url}"\nauth = { token_env = "MCP_TOKEN" }\n\n[mcp.login]\nurl = "${login.url}"\n`);
-    const needsLogin = await runCli(["mcp", "list", "--check"], { cwd: both, env: { MCP_TOKEN } });
+    const needsLogin = await runInProcess(["mcp", "list", "--check"], { cwd: both, env: { MCP_TOKEN } });
     assert.equal(needsLogin.code, 4, needsLogin.stderr);
     const fine = environment(`[mcp.ok]\nurl = "${ok.url}"\nauth = { token_env = "MCP_TOKEN" }\n`);
-    const allGood = await runCli(["mcp", "list", "--check"], { cwd: fine, env: { MCP_TOKEN } });
+    const allGood = await runInProcess(["mcp", "list", "--check"], { cwd: fine, env: { MCP_TOKEN } });
     assert.equal(allGood.code, 0, allGood.stderr);
     assert.equal(allGood.stdout, `ok\t${ok.url}\tstatic\t$MCP_TOKEN set\t2 tools\t-\n`);
   });
@@ -74,7 +77,7 @@ describe("subs mcp list --check", () => {
   it("without --check nothing is sent to any server, and no entry has a check", async () => {
     const dir = environment(`[mcp.ok]\nurl = "${ok.url}"\nauth = { token_env = "MCP_TOKEN" }\n`);
     const before = ok.requests.length;
-    const r = await runCli(["mcp", "list", "--json"], { cwd: dir, env: { MCP_TOKEN } });
+    const r = await runInProcess(["mcp", "list", "--json"], { cwd: dir, env: { MCP_TOKEN } });
     assert.equal(r.code, 0, r.stderr);
     assert.equal((JSON.parse(r.stdout) as Checked[])[0]!.check, undefined);
     assert.equal(ok.requests.length, before);
@@ -82,12 +85,12 @@ describe("subs mcp list --check", () => {
 
   it("an unset token_env says to set the variable, on the row and on stderr, not to log in", async () => {
     const dir = environment(`[mcp.ok]\nurl = "${ok.url}"\nauth = { token_env = "MCP_TOKEN" }\n`);
-    const r = await runCli(["mcp", "list", "--check"], { cwd: dir });
+    const r = await runInProcess(["mcp", "list", "--check"], { cwd: dir });
     assert.equal(r.code, 4, r.stderr);
     assert.equal(r.stdout, `ok\t${ok.url}\tstatic\t$MCP_TOKEN unset\treachable · set $MCP_TOKEN\t-\n`);
     assert.match(r.stderr, /^ok: \$MCP_TOKEN is not set\n  export MCP_TOKEN=…/m);
     assert.doesNotMatch(r.stdout + r.stderr, /log ?in/i);
-    const json = await runCli(["mcp", "list", "--check", "--json"], { cwd: dir });
+    const json = await runInProcess(["mcp", "list", "--check", "--json"], { cwd: dir });
     assert.equal((JSON.parse(json.stdout) as Checked[])[0]!.check?.error?.code, "token_env_unset");
   });
 
@@ -104,7 +107,7 @@ describe("subs mcp list --check", () => {
         `[mcp.ok]\nurl = "${ok.url}"\nauth = { token_env = "MCP_TOKEN" }\n\n[mcp.login]\nurl = "${login.url}"\n\n` +
           `[mcp.down]\nurl = "${downUrl}"\n\n[mcp.broken]\nurl = "${broken.url}"\nauth = { token_env = "MCP_TOKEN" }\n`,
       );
-      const r = await runCli(["mcp", "list", "--check", "--timeout", "2"], { cwd: dir, env: { MCP_TOKEN } });
+      const r = await runInProcess(["mcp", "list", "--check", "--timeout", "2"], { cwd: dir, env: { MCP_TOKEN } });
       assert.equal(r.code, 1, r.stderr);
       const lines = r.stderr.split("\n");
       for (const id of ["login", "down", "broken"]) {
@@ -124,7 +127,7 @@ describe("subs mcp list --check", () => {
 
   it("a --timeout that is not a positive number is a usage error (exit 2)", async () => {
     const dir = environment(`[mcp.ok]\nurl = "${ok.url}"\n`);
-    const r = await runCli(["mcp", "list", "--check", "--timeout", "soon"], { cwd: dir });
+    const r = await runInProcess(["mcp", "list", "--check", "--timeout", "soon"], { cwd: dir });
     assert.equal(r.code, 2);
     assert.match(r.stderr, /--timeout must be a positive number of seconds/);
   });
@@ -140,16 +143,16 @@ describe("subs mcp list --check after a rejected refresh", () => {
       };
       assert.equal((await env.subs(["mcp", "login", "demo"])).code, 0);
       expireAndRevoke();
-      const human = await runCli(["mcp", "list", "--check"], { cwd: env.dir });
+      const human = await runInProcess(["mcp", "list", "--check"], { cwd: env.dir });
       assert.equal(human.code, 4, human.stderr);
       assert.equal(human.stdout, `demo\t${env.mcp.url}\toauth\tneeds login · subs mcp login demo\treachable · needs login\t-\n`);
       assert.match(human.stderr, /^demo: the authorization server rejected the refresh token \(.*invalid_grant.*\)\n  run `subs mcp login demo`$/m);
-      const after = await runCli(["mcp", "list", "--json"], { cwd: env.dir });
+      const after = await runInProcess(["mcp", "list", "--json"], { cwd: env.dir });
       assert.equal(JSON.parse(after.stdout)[0].status, "needs_login", "the plain listing agrees with the check");
 
       assert.equal((await env.subs(["mcp", "login", "demo"])).code, 0);
       expireAndRevoke();
-      const json = await runCli(["mcp", "list", "--check", "--json"], { cwd: env.dir });
+      const json = await runInProcess(["mcp", "list", "--check", "--json"], { cwd: env.dir });
       assert.equal(json.code, 4, json.stderr);
       const [entry] = JSON.parse(json.stdout) as Array<Checked & { usable: boolean }>;
       assert.deepEqual([entry!.status, entry!.usable], ["needs_login", false]);
@@ -177,7 +180,9 @@ for (const target of targets()) describe(`subs mcp list --check with [remote] ($
     const dir = environment(`[remote]\nurl = "${deployment.url}"\n\n[mcp.held]\nurl = "${server.url}"\n\n[mcp.fresh]\nurl = "${server.url}"\n`);
     for (const id of ["held", "fresh"]) await deployment.declare(id, server.url);
     await deployment.hold("held", { url: server.url, tokens: { access_token: "at-SECRET", token_type: "Bearer" }, authorizedAt: Date.now(), expiresAt: null });
-    const r = await runCli(["mcp", "list", "--check", "--json"], { cwd: dir, env: { SUBSTRUCTURE_TOKEN: deployment.token } });
+    // The built CLI against the real `subs deployment serve`; run() in-process against the reference.
+    const how = target.kind === "reference" ? "in-process" : "cli";
+    const r = await runAs(how, ["mcp", "list", "--check", "--json"], { cwd: dir, env: { SUBSTRUCTURE_TOKEN: deployment.token } });
     assert.equal(r.code, 4, r.stderr);
     const byId = new Map((JSON.parse(r.stdout) as Checked[]).map((e) => [e.id, e.check]));
     assert.deepEqual(byId.get("held"), { reachable: true, authorized: true, tools: 3, error: null });
