@@ -1,12 +1,23 @@
 // `subs completion bash` completes commands, flags, and ids from the file, in a real bash.
+// Every completion runs in a real bash, whose script calls the built CLI (`subs __complete`) on
+// PATH, as a shell does on TAB. The bash script is printed by the built CLI in the first test; the
+// other tests take it, and the zsh and fish scripts, from `run()` in this process, where what is
+// checked is the script printed, not the process.
 import assert from "node:assert/strict";
 import { spawnSync } from "node:child_process";
 import { mkdirSync, mkdtempSync, symlinkSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { test } from "node:test";
-import { BIN, ensureBuilt, runInProcess } from "./support/cli.ts";
+import { BIN, ensureBuilt, runAs, runInProcess, type How } from "./support/cli.ts";
 
+/** Writes `subs completion bash`, run as `how` says, to dir/subs.bash, for bashComplete to source. */
+async function writeBashScript(dir: string, how: How): Promise<void> {
+  const script = (await runAs(how, ["completion", "bash"], { cwd: dir })).stdout;
+  writeFileSync(path.join(dir, "subs.bash"), script);
+}
+
+/** The candidates bash's completion function gives for `line` in dir, with the script writeBashScript wrote. */
 function bashComplete(dir: string, line: string): string[] {
   ensureBuilt();
   const binDir = path.join(dir, "bin");
@@ -14,8 +25,6 @@ function bashComplete(dir: string, line: string): string[] {
   try {
     symlinkSync(BIN, path.join(binDir, "subs"));
   } catch {}
-  const script = spawnSync(process.execPath, [BIN, "completion", "bash"], { encoding: "utf8" }).stdout;
-  writeFileSync(path.join(dir, "subs.bash"), script);
   // Split the line as readline would, then ask the completion function, as bash does on TAB.
   const program = `
     source ./subs.bash
@@ -31,9 +40,10 @@ function bashComplete(dir: string, line: string): string[] {
   return result.stdout.split("\n").filter(Boolean);
 }
 
-test("bash: commands, subcommands, flags and shells", () => {
+test("bash: commands, subcommands, flags and shells", async () => {
   const dir = mkdtempSync(path.join(tmpdir(), "subs-complete-"));
   writeFileSync(path.join(dir, "substructure.toml"), '[mcp.sentry]\nurl = "https://s.example/mcp"\n');
+  await writeBashScript(dir, "cli");
   assert.ok(bashComplete(dir, "subs ").includes("mcp"));
   assert.ok(bashComplete(dir, "subs ").includes("apply"));
   assert.deepEqual(bashComplete(dir, "subs mcp li"), ["list"]);
@@ -60,12 +70,13 @@ test("zsh and fish scripts call back into subs; an unknown shell is a usage erro
   assert.match(bad.stderr, /no completion for shell 'tcsh'/);
 });
 
-test("bash: connection ids for `mcp login`, `mcp tools`, `mcp call`; agent names for `agent tools`; --config is honoured", () => {
+test("bash: connection ids for `mcp login`, `mcp tools`, `mcp call`; agent names for `agent tools`; --config is honoured", async () => {
   const dir = mkdtempSync(path.join(tmpdir(), "subs-complete-"));
   writeFileSync(
     path.join(dir, "substructure.toml"),
     '[mcp.sentry]\nurl = "https://s.example/mcp"\n[mcp.linear]\nurl = "https://l.example/mcp"\n[agent.triage]\nmcp = ["sentry"]\n[agent.support]\nmcp = ["linear"]\n',
   );
+  await writeBashScript(dir, "in-process");
   assert.deepEqual(bashComplete(dir, "subs mcp login "), ["linear", "sentry"]);
   assert.deepEqual(bashComplete(dir, "subs mcp login se"), ["sentry"]);
   // variadic: an id already given is not offered again
