@@ -1,6 +1,9 @@
 // `subs mcp add` and `subs mcp remove` edit substructure.toml as text. Every byte outside
 // the added or removed section stays as it was, the result is checked before it is written, a
 // mistake writes nothing, and `remove` disconnects: the credential is deleted and revoked.
+// The first `mcp add` test (with the `mcp list` that loads what it wrote) and the `mcp remove` that
+// revokes a stored credential run the built CLI (bin/subs.cjs) as a person does; the rest run the
+// same `run()` in this process, where what is checked is the file and the output, not the process.
 import assert from "node:assert/strict";
 import { chmodSync, mkdtempSync, readFileSync, readdirSync, statSync, utimesSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -85,7 +88,7 @@ test("mcp add: a mistake writes nothing (same bytes, same mtime); exit 2; a secr
     [["mcp", "add", "x", "https://x.example/mcp", "--token-env", "T", "--scopes", "a"], /--token-env declares a static token/],
   ];
   for (const [argv, message] of cases) {
-    const r = await runCli(argv, { cwd: p.dir });
+    const r = await runInProcess(argv, { cwd: p.dir });
     assert.equal(r.code, 2, `${argv.join(" ")}: ${r.stderr}`);
     assert.match(r.stderr, message, argv.join(" "));
     assert.doesNotMatch(r.stderr + r.stdout, /SECRETVALUE/, argv.join(" "));
@@ -93,7 +96,7 @@ test("mcp add: a mistake writes nothing (same bytes, same mtime); exit 2; a secr
     assert.equal(statSync(p.file).mtimeMs, old.getTime(), argv.join(" "));
   }
   // Under a CI pin every later command would refuse a token sent elsewhere: so is the edit.
-  const pinned = await runCli(["mcp", "add", "x", "https://x.example/mcp", "--token-env", "T"], { cwd: p.dir, env: { SUBS_ALLOWED_TOKEN_HOSTS: "s.example" } });
+  const pinned = await runInProcess(["mcp", "add", "x", "https://x.example/mcp", "--token-env", "T"], { cwd: p.dir, env: { SUBS_ALLOWED_TOKEN_HOSTS: "s.example" } });
   assert.equal(pinned.code, 2, pinned.stderr);
   assert.match(pinned.stderr, /SUBS_ALLOWED_TOKEN_HOSTS/);
   assert.equal(p.read(), HEAD + TAIL);
@@ -130,7 +133,7 @@ mcp = ["sentry"]
 
 test("mcp remove: exactly that section goes (its keys, the comments among and right after them); every other byte kept", async () => {
   const p = project(REMOVE_BEFORE);
-  const r = await runCli(["mcp", "remove", "linear"], { cwd: p.dir });
+  const r = await runInProcess(["mcp", "remove", "linear"], { cwd: p.dir });
   assert.equal(r.code, 0, r.stderr);
   assert.equal(
     p.read(),
@@ -138,7 +141,7 @@ test("mcp remove: exactly that section goes (its keys, the comments among and ri
   );
   assert.match(r.stderr, /Removed \[mcp\.linear\] from substructure\.toml\./);
   // Its sub-tables go with it, wherever they are; the blank line before [agent] stays single.
-  const github = await runCli(["mcp", "remove", "github"], { cwd: p.dir });
+  const github = await runInProcess(["mcp", "remove", "github"], { cwd: p.dir });
   assert.equal(github.code, 0, github.stderr);
   assert.equal(
     p.read(),
@@ -156,20 +159,20 @@ test("mcp remove: refused, nothing written, when an agent still uses the id, whe
   const p = project(REMOVE_BEFORE);
   const old = new Date("2020-01-01T00:00:00Z");
   utimesSync(p.file, old, old);
-  const used = await runCli(["mcp", "remove", "sentry"], { cwd: p.dir });
+  const used = await runInProcess(["mcp", "remove", "sentry"], { cwd: p.dir });
   assert.equal(used.code, 2);
   assert.match(used.stderr, /agent `triage` still uses `sentry`; nothing was written\nhint: remove "sentry" from the mcp list of \[agent\.triage\] first/);
-  const unknown = await runCli(["mcp", "remove", "linaer"], { cwd: p.dir });
+  const unknown = await runInProcess(["mcp", "remove", "linaer"], { cwd: p.dir });
   assert.equal(unknown.code, 2);
   assert.match(unknown.stderr, /`linaer` is not declared in substructure\.toml\nhint: did you mean `linear`\?/);
   // Nothing close: no advice to declare what is being removed.
-  const far = await runCli(["mcp", "remove", "jira"], { cwd: p.dir });
+  const far = await runInProcess(["mcp", "remove", "jira"], { cwd: p.dir });
   assert.equal(far.code, 2);
   assert.match(far.stderr, /hint: declared: [^\n]*; a credential still stored for it is deleted by `subs apply`/);
   assert.doesNotMatch(far.stderr, /declare it with/);
   assert.equal(p.read(), REMOVE_BEFORE);
   assert.equal(statSync(p.file).mtimeMs, old.getTime());
-  const json = await runCli(["mcp", "remove", "sentry", "--config", "substructure.toml"], { cwd: p.dir });
+  const json = await runInProcess(["mcp", "remove", "sentry", "--config", "substructure.toml"], { cwd: p.dir });
   assert.equal(json.code, 2);
   const inline = project('[mcp]\nx = { url = "https://x.example/mcp" }\n');
   const r = await runInProcess(["mcp", "remove", "x"], { cwd: inline.dir });

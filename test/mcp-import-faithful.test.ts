@@ -5,6 +5,10 @@
 // helper, a WebSocket server, a setting without a key) is named with what to do. The client files
 // are the ones the clients' own `mcp add` wrote (test/fixtures/import/README.md), put back where
 // each client keeps them in a temp HOME.
+// Claude Code's pre-registered client test (its import written and loaded by `mcp list`), `subs init`
+// and the hostile-files test (a FIFO or /dev/zero that hung would block this very process, which no
+// timeout could stop) run the built CLI (bin/subs.cjs); the rest run the same `run()` in this
+// process, where what is checked is the file written and what is printed, not the process.
 import assert from "node:assert/strict";
 import { execFileSync } from "node:child_process";
 import { cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from "node:fs";
@@ -240,7 +244,7 @@ test("Codex (config.toml by `codex mcp add`): enabled = false says where; oauth 
     { kind: "setting_left_out", setting: "tool_timeout_sec" },
   ]);
 
-  const r = await runCli(["mcp", "import", "--from", "codex"], { cwd: dir, env });
+  const r = await runInProcess(["mcp", "import", "--from", "codex"], { cwd: dir, env });
   assert.equal(r.code, 0, r.stderr);
   assertNowhere("codex_CLIENT_SECRET_literal_37", r, path.join(dir, "substructure.toml"));
   const toml = readFileSync(path.join(dir, "substructure.toml"), "utf8");
@@ -252,7 +256,7 @@ test("Codex (config.toml by `codex mcp add`): enabled = false says where; oauth 
   assert.match(r.stderr, /! enabled_tools \(Codex\) not imported: filter the tools per agent instead, `mcp = \[\{ id = "tools", tools = \{ include = \[\.\.\.\] \} \}\]` in its \[agent\.\*\]\n/);
   assert.match(r.stderr, /! tool_timeout_sec \(Codex\) not imported: substructure\.toml has no such setting\n/);
   assert.match(r.stderr, /- codex ~\/\.codex\/config\.toml: "off": disabled in Codex: enabled = false in ~\/\.codex\/config\.toml\n/);
-  const list = await runCli(["mcp", "list", "--json"], { cwd: dir, env });
+  const list = await runInProcess(["mcp", "list", "--json"], { cwd: dir, env });
   assert.equal(list.code, 0, list.stderr);
   assertNowhere("codex_CLIENT_SECRET_literal_37", list);
 });
@@ -325,14 +329,14 @@ test("Gemini CLI: oauth clientId and scopes carried, a $VAR client secret as cli
     { kind: "setting_left_out", setting: "excludeTools" },
     { kind: "setting_left_out", setting: "timeout" },
   ]);
-  const r = await runCli(["mcp", "import", "--from", "gemini"], { cwd: t.dir, env: t.env });
+  const r = await runInProcess(["mcp", "import", "--from", "gemini"], { cwd: t.dir, env: t.env });
   assert.equal(r.code, 0, r.stderr);
   assertNowhere("gemini_CLIENT_SECRET_literal_55", r, path.join(t.dir, "substructure.toml"));
   assert.match(
     readFileSync(path.join(t.dir, "substructure.toml"), "utf8"),
     /\[mcp\.linear\]\nurl = "https:\/\/mcp\.linear\.app\/mcp"\noauth = \{ client_id = "gemini-linear-client", client_secret_env = "GEMINI_LINEAR_SECRET", scopes = \["read", "write"\] \}\n/,
   );
-  const list = await runCli(["mcp", "list", "--json"], { cwd: t.dir, env: t.env });
+  const list = await runInProcess(["mcp", "list", "--json"], { cwd: t.dir, env: t.env });
   assert.equal(list.code, 0, list.stderr);
 
   // GEMINI_CLI_HOME replaces the home directory for Gemini CLI's own files.
@@ -400,9 +404,9 @@ test("a pre-registered client subs cannot write as it is: an id using a variable
   assert.deepEqual(remote.both?.oauth, { client_id: "c2" });
   // Written, each loads as the file's rules check it.
   writeFileSync(path.join(dir, "substructure.toml"), "");
-  const r = await runCli(["mcp", "import", "--from", "gemini"], { cwd: dir, env: { HOME: path.join(root, "home") } });
+  const r = await runInProcess(["mcp", "import", "--from", "gemini"], { cwd: dir, env: { HOME: path.join(root, "home") } });
   assert.equal(r.code, 0, r.stderr);
-  const list = await runCli(["mcp", "list", "--json"], { cwd: dir, env: { HOME: path.join(root, "home") } });
+  const list = await runInProcess(["mcp", "list", "--json"], { cwd: dir, env: { HOME: path.join(root, "home") } });
   assert.equal(list.code, 0, list.stderr);
 });
 
@@ -411,14 +415,14 @@ test("--config in a directory that does not exist: a usage error naming the dire
   const dir = path.join(root, "project");
   write(path.join(dir, ".mcp.json"), JSON.stringify({ mcpServers: { linear: { type: "http", url: "https://mcp.linear.app/mcp" } } }));
   for (const extra of [[], ["--dry-run"]]) {
-    const r = await runCli(["mcp", "import", "--config", "deploy/substructure.toml", ...extra], { cwd: dir, env: { HOME: path.join(root, "home") } });
+    const r = await runInProcess(["mcp", "import", "--config", "deploy/substructure.toml", ...extra], { cwd: dir, env: { HOME: path.join(root, "home") } });
     assert.equal(r.code, 2, r.stderr);
     assert.equal(r.stderr, "error: cannot create deploy/substructure.toml: the directory deploy does not exist; nothing was written\nhint: create it first (`mkdir -p deploy`), or give a path in an existing directory\n");
   }
-  const asJson = await runCli(["mcp", "import", "--config", "deploy/substructure.toml", "--json"], { cwd: dir, env: { HOME: path.join(root, "home") } });
+  const asJson = await runInProcess(["mcp", "import", "--config", "deploy/substructure.toml", "--json"], { cwd: dir, env: { HOME: path.join(root, "home") } });
   assert.equal(JSON.parse(asJson.stdout).error.code, "usage");
   writeFileSync(path.join(dir, "file"), "");
-  const notDir = await runCli(["mcp", "import", "--config", "file/substructure.toml"], { cwd: dir, env: { HOME: path.join(root, "home") } });
+  const notDir = await runInProcess(["mcp", "import", "--config", "file/substructure.toml"], { cwd: dir, env: { HOME: path.join(root, "home") } });
   assert.equal(notDir.code, 2);
   assert.match(notDir.stderr, /^error: cannot create file\/substructure\.toml: file is not a directory; nothing was written\n/);
   assert.deepEqual(readdirSync(dir).sort(), [".mcp.json", "file"]);
@@ -433,7 +437,7 @@ test("a server named as the file names a secret (`secret`, `token`) is imported 
   const dir = path.join(root, "project");
   write(path.join(dir, "substructure.toml"), "");
   write(path.join(dir, ".mcp.json"), JSON.stringify({ mcpServers: { secret: { type: "http", url: "https://a.example/mcp" }, token: { type: "http", url: "https://b.example/mcp" } } }));
-  const r = await runCli(["mcp", "import", "--from", "claude"], { cwd: dir, env: { HOME: path.join(root, "home") } });
+  const r = await runInProcess(["mcp", "import", "--from", "claude"], { cwd: dir, env: { HOME: path.join(root, "home") } });
   assert.equal(r.code, 0, r.stderr);
   assert.match(readFileSync(path.join(dir, "substructure.toml"), "utf8"), /^\[mcp\.secret-2\]\nurl = "https:\/\/a\.example\/mcp"\n\n\[mcp\.token-2\]\nurl = "https:\/\/b\.example\/mcp"\n/m);
 });
@@ -449,6 +453,7 @@ test("what is read to find the project and the switches is read as hostile files
   mkdirSync(path.join(dir, ".claude"));
   execFileSync("mkfifo", [path.join(dir, ".claude", "settings.json")]);
   write(path.join(home, ".claude.json"), JSON.stringify({ projects: { [path.join(root, "proj")]: { disabledMcpServers: [] } } }));
+  // The built CLI: a read that blocked on a FIFO would hang this process; a child is killed after 15 s.
   const run = () => runCli(["mcp", "import", "--from", "claude", "--dry-run", "--json"], { cwd: dir, env: { HOME: home }, timeoutMs: 15_000 });
   let r = await run();
   assert.equal(r.code, 0, r.stderr);

@@ -3,6 +3,10 @@
 // user's, with one name, SQLite or absent; its -wal and -shm likewise; access by others is removed
 // with a warning. Everything here runs on real files in temp dirs, and as root the tests can make
 // files "another user's" with chown.
+// The e2e refusal of a `db` outside (every command, for the relative path), the attack on
+// authorized_keys, and the 0644 db made 0600 (a file mode) run the built CLI (bin/subs.cjs) as a
+// person does; the other runs use the same `run()` in this process, where what is checked is
+// the refusal printed and the files left, not the process.
 import assert from "node:assert/strict";
 import { createServer } from "node:http";
 import { chmodSync, chownSync, existsSync, linkSync, lstatSync, mkdirSync, mkdtempSync, readFileSync, statSync, symlinkSync, writeFileSync } from "node:fs";
@@ -18,7 +22,7 @@ import { silentReporter } from "../../src/report.ts";
 import { openEnvironmentStore } from "../../src/store/environment.ts";
 import { openStore } from "../../src/store/store.ts";
 import { environment } from "../auth/harness.ts";
-import { runCli } from "../support/cli.ts";
+import { runAs, runCli, runInProcess } from "../support/cli.ts";
 import { seedCredentials } from "../support/credentials.ts";
 
 const NO_STACK = /\n\s+at .*:\d+:\d+\)?\n/;
@@ -89,10 +93,10 @@ describe("`db` stays inside the file's directory tree", () => {
     const dir = tempDir();
     const server = await countingServer();
     try {
-      for (const db of ["../" + path.basename(outside) + "/stolen.db", path.join(outside, "abs.db")]) {
+      for (const [db, how] of [["../" + path.basename(outside) + "/stolen.db", "cli"], [path.join(outside, "abs.db"), "in-process"]] as const) {
         writeFileSync(path.join(dir, "substructure.toml"), `db = ${JSON.stringify(db)}\n[mcp.a]\nurl = "${server.url}"\n`);
         for (const argv of [["mcp", "login", "a"], ["mcp", "tools", "a"], ["mcp", "list", "--check"], ["apply"]]) {
-          const result = await runCli(argv, { cwd: dir });
+          const result = await runAs(how, argv, { cwd: dir });
           assert.equal(result.code, 2, `${argv.join(" ")}: ${result.stderr}`);
           assert.match(result.stderr, /substructure\.toml:1:1: `db` must name a file inside this file's directory/);
           assert.doesNotMatch(result.stderr, NO_STACK);
@@ -164,7 +168,7 @@ describe("the db is a regular file of this user's, SQLite or absent", () => {
     writeFileSync(path.join(dir, "substructure.toml"), '[mcp.mine]\nurl = "https://mine.example/mcp"\n');
     symlinkSync(otherDb, path.join(dir, "substructure.db"));
     for (const argv of [["apply"], ["mcp", "list", "--json"], ["mcp", "login", "mine"]]) {
-      const result = await runCli(argv, { cwd: dir });
+      const result = await runInProcess(argv, { cwd: dir });
       assert.equal(result.code, 2, `${argv.join(" ")}: ${result.stderr}`);
       assert.match(result.stderr, /substructure\.db is a symbolic link; subs never follows one/);
       assert.doesNotMatch(result.stderr, NO_STACK);
@@ -182,7 +186,7 @@ describe("the db is a regular file of this user's, SQLite or absent", () => {
     await assert.rejects(openStore({ dbPath, create: true }), refusedWith(/is a symbolic link/));
     await assert.rejects(openStore({ dbPath, create: false }), refusedWith(/is a symbolic link/), "a reading command does not take it for 'no db'");
     writeFileSync(path.join(dir, "substructure.toml"), '[mcp.a]\nurl = "https://a.example/mcp"\n');
-    const result = await runCli(["apply"], { cwd: dir });
+    const result = await runInProcess(["apply"], { cwd: dir });
     assert.equal(result.code, 2, result.stderr);
     assert.equal(existsSync(target), false);
     assert.ok(lstatSync(dbPath).isSymbolicLink(), "left as it was");
@@ -240,7 +244,7 @@ describe("the db is a regular file of this user's, SQLite or absent", () => {
     assert.equal(statSync(dbPath + "-wal").nlink, 2);
     await assert.rejects(seedCredentials(dbPath, [{ id: "a", url: "https://a.example/mcp" }]), refusedWith(/substructure\.db-wal has 2 names \(hard links\)/));
     writeFileSync(path.join(dir, "substructure.toml"), '[mcp.a]\nurl = "https://a.example/mcp"\n');
-    const result = await runCli(["mcp", "list"], { cwd: dir });
+    const result = await runInProcess(["mcp", "list"], { cwd: dir });
     assert.equal(result.code, 2, result.stderr);
     assert.match(result.stderr, /substructure\.db-wal has 2 names/);
     assert.equal(statSync(attacker).size, 0, "nothing written to the attacker's file");
@@ -271,7 +275,7 @@ describe("the db is a regular file of this user's, SQLite or absent", () => {
     await seedCredentials(dbPath, [{ id: "a", url: "https://a.example/mcp" }, { id: "gone", url: "https://gone.example/mcp" }]);
     chownSync(dbPath, 65534, 65534);
     assert.equal(statSync(dbPath).uid, 65534, "chown works here");
-    const result = await runCli(["apply"], { cwd: dir });
+    const result = await runInProcess(["apply"], { cwd: dir });
     assert.equal(result.code, 2, result.stderr);
     assert.match(result.stderr, /substructure\.db belongs to another user \(uid 65534\); the db and its files must be yours/);
     assert.doesNotMatch(result.stderr, NO_STACK);
@@ -293,7 +297,7 @@ describe("the db is a regular file of this user's, SQLite or absent", () => {
     const text = "ssh-ed25519 AAAA user@host\n";
     writeFileSync(dbPath, text, { mode: 0o600 });
     for (const argv of [["mcp", "list"], ["mcp", "login", "a"]]) {
-      const result = await runCli(argv, { cwd: dir });
+      const result = await runInProcess(argv, { cwd: dir });
       assert.equal(result.code, 1, result.stderr);
       assert.match(result.stderr, /substructure\.db is not a valid database \(not a SQLite file\); subs left it as it is/);
       assert.match(result.stderr, /move .*substructure\.db aside/);

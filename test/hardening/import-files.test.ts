@@ -3,14 +3,19 @@
 // directory, a file of secrets it was linked to (/etc/shadow), one this user may not read, or
 // JSON and TOML nested past any real config. Each is answered at once, in one line naming the file
 // (and a hint), never with a stack trace or a byte of what the file holds; found among a client's
-// usual places, it is one warning and the other files are still read. Through the built CLI.
+// usual places, it is one warning and the other files are still read. Runs meeting a FIFO or an
+// endless device (/dev/zero, /dev/urandom) use the built CLI (bin/subs.cjs): a read that blocked or
+// never ended would hang this very process, where a child is killed after 15 s; so does the
+// unreadable file (a file mode, met by a process of another user when the tests run as root). The
+// other files go to the same `run()` in this process: what is checked is the answer and the file
+// left, not the process.
 import assert from "node:assert/strict";
 import { execFileSync, spawnSync } from "node:child_process";
 import { chmodSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { after, before, describe, it } from "node:test";
-import { BIN, ensureBuilt, runCli, type RunResult } from "../support/cli.ts";
+import { BIN, ensureBuilt, runCli, runInProcess, type RunResult } from "../support/cli.ts";
 
 const MARK = "SECRET-in-the-file-7c1d";
 const DEPTH = 100_000;
@@ -36,6 +41,9 @@ describe("subs mcp import and hostile client files", () => {
   let home: string;
   const toml = '[mcp.kept]\nurl = "https://kept.example/mcp"\n';
   const cli = (argv: string[]) => runCli(["mcp", "import", ...argv], { cwd: dir, env: { HOME: home }, timeoutMs: 15_000 });
+  const inProcess = (argv: string[]) => runInProcess(["mcp", "import", ...argv], { cwd: dir, env: { HOME: home } });
+  /** What a read could wait on forever or never finish: given to the built CLI, whose child a timeout ends. */
+  const endless = new Set(["fifo.json", "/dev/zero", "/dev/urandom"]);
 
   before(() => {
     root = mkdtempSync(path.join(tmpdir(), "subs-import-hostile-"));
@@ -61,7 +69,7 @@ describe("subs mcp import and hostile client files", () => {
     const files = ["fifo.json", "/dev/zero", "/dev/urandom", "a-directory.json", "deep-array.json", "config.toml", "broken.json", "quoted.json", "broken.toml", ...(shadow !== undefined ? ["/etc/shadow"] : [])];
     for (const file of files) {
       for (const extra of [[], ["--json"]]) {
-        const r = await cli(["--from", file, ...extra]);
+        const r = await (endless.has(file) ? cli : inProcess)(["--from", file, ...extra]);
         assert.equal(r.code, 2, `${file}: ${r.stderr}`);
         const lines = r.stderr.trimEnd().split("\n");
         assert.match(lines[0]!, new RegExp(`^error: ${file.replace(/[.*+?^${}()|[\]\\/]/g, "\\$&")} `), `${file}: ${r.stderr}`);
@@ -127,7 +135,7 @@ describe("subs mcp import and hostile client files", () => {
 
   it("deep values inside a server entry of a well-formed file: the entry is skipped or imported without them, the run ends normally", async () => {
     for (const file of ["deep-servers.json", "deep-header.json"]) {
-      const r = await cli(["--from", file, "--dry-run"]);
+      const r = await inProcess(["--from", file, "--dry-run"]);
       assert.equal(r.code, 0, `${file}: ${r.stderr}`);
       nothingOfTheFile(r, file);
       assert.match(r.stderr, /^Read /);
