@@ -2,6 +2,9 @@
 // MCP servers on loopback: annotated and unannotated tools, two connectors sharing a tool name,
 // a declared tool and a sub-agent id colliding with connector tools, prefix_tools = false, one
 // server down, one that never answers, and one that needs a credential.
+// The human `agent tools` (tab-separated on a pipe), its Ctrl-C and the human `agent list` run the
+// built CLI (bin/subs.cjs) as a person does; the rest run the same `run()` in this process, where
+// what is checked is what is printed and asked of the servers, not the process.
 import assert from "node:assert/strict";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -9,7 +12,7 @@ import path from "node:path";
 import { after, before, describe, it } from "node:test";
 import type { AgentToolsJson } from "../src/commands/agent/tools/run.ts";
 import type { AgentJson } from "../src/commands/agent/list/run.ts";
-import { runCli } from "./support/cli.ts";
+import { runCli, runInProcess, type ChildOptions, type How } from "./support/cli.ts";
 import { annotatedTool, startMcpServer, type RunningMcpServer } from "./support/mcp-server.ts";
 import { refusedUrl } from "./support/ports.ts";
 
@@ -116,11 +119,18 @@ mcp = ["locked"]
     rmSync(dir, { recursive: true, force: true });
   });
 
-  const run = (argv: string[], options: Omit<Parameters<typeof runCli>[1], "cwd"> = {}) =>
-    runCli(argv, { ...options, cwd: dir, env: { MCP_TOKEN, ...options.env } }).then((r) => {
+  /**
+   * subs in the project: `run()` in-process unless `how` is "cli" (the built CLI, which `onSpawn`
+   * may signal); HOME is the project either way, as runCli gives the child.
+   */
+  const run = (argv: string[], options: { how?: How; env?: Record<string, string>; onSpawn?: ChildOptions["onSpawn"] } = {}) => {
+    const env = { HOME: dir, MCP_TOKEN, ...options.env };
+    const ran = options.how === "cli" ? runCli(argv, { cwd: dir, env, onSpawn: options.onSpawn }) : runInProcess(argv, { cwd: dir, env });
+    return ran.then((r) => {
       assert.ok(!r.stdout.includes(MCP_TOKEN) && !r.stderr.includes(MCP_TOKEN), "the token reached the output");
       return r;
     });
+  };
 
   const listCalls = (server: RunningMcpServer) => server.requests.filter((m) => m === "tools/list").length;
 
@@ -183,7 +193,7 @@ mcp = ["locked"]
   });
 
   it("triage, human: names on stdout (tab-separated when piped), dropped and unavailable on stderr", async () => {
-    const r = await run(["agent", "tools", "triage", "-v"]);
+    const r = await run(["agent", "tools", "triage", "-v"], { how: "cli" });
     assert.equal(r.code, 1);
     assert.deepEqual(r.stdout.trimEnd().split("\n"), [
       "summarize\t(declared)\t-",
@@ -265,6 +275,7 @@ mcp = ["locked"]
   it("Ctrl-C while a server keeps the command waiting: interrupted, exit 130, nothing on stdout", async () => {
     const asked = new Promise<void>((resolve) => (slowAsked = resolve));
     const r = await run(["agent", "tools", "waiting", "--json", "--timeout", "60"], {
+      how: "cli",
       onSpawn: (child) => void asked.then(() => child.kill("SIGINT")),
     });
     slowAsked = () => {};
@@ -325,7 +336,7 @@ mcp = ["locked"]
   });
 
   it("subs agent list: one line per agent", async () => {
-    const r = await run(["agent", "list"]);
+    const r = await run(["agent", "list"], { how: "cli" });
     assert.equal(r.code, 0, r.stderr);
     const lines = r.stdout.trimEnd().split("\n");
     assert.equal(lines.length, 6);

@@ -3,12 +3,15 @@
 // from a variable; each client must expand that variable itself, connect to a real
 // `subs deployment serve`, and see exactly the agent's tools (Claude and Gemini get a call answered
 // with the deployment's credential).
+// Claude Code's `subs agent connect` runs the built CLI (bin/subs.cjs) as a person does; Codex's and
+// Gemini CLI's run the same `run()` in this process, where what is checked is the file written and
+// what the client then does with it, not the process.
 import assert from "node:assert/strict";
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { after, before, describe, it } from "node:test";
-import { runCli } from "./support/cli.ts";
+import { runCli, runInProcess } from "./support/cli.ts";
 import { claudeSession, ensureClaude } from "./support/claude-code.ts";
 import { cleanEnv } from "./support/clients.ts";
 import { codexServers, ensureCodex } from "./support/codex.ts";
@@ -86,7 +89,7 @@ describe("MCP clients after subs agent connect, with [remote]", () => {
   it("Codex: its app-server connects to the deployment with the token from $DEPLOY_TOKEN and lists exactly the agent's tools; none without it", async () => {
     const codexHome = path.join(root, "codex-home");
     mkdirSync(path.join(codexHome, ".codex"), { recursive: true });
-    const connected = await runCli(["agent", "connect", "triage", "--to", "codex"], { cwd: project, env: cleanEnv(codexHome, { DEPLOY_TOKEN: useToken }) });
+    const connected = await runInProcess(["agent", "connect", "triage", "--to", "codex"], { cwd: project, env: cleanEnv(codexHome, { DEPLOY_TOKEN: useToken }) });
     assert.equal(connected.code, 0, connected.stderr);
     const written = readFileSync(path.join(codexHome, ".codex", "config.toml"), "utf8");
     assert.ok(written.includes(`${d.url}/v1/agents/triage/mcp`) && written.includes("DEPLOY_TOKEN") && !written.includes(useToken), written);
@@ -106,7 +109,7 @@ describe("MCP clients after subs agent connect, with [remote]", () => {
     const geminiHome = path.join(root, "gemini-home");
     mkdirSync(path.join(geminiHome, ".gemini"), { recursive: true });
     writeFileSync(path.join(geminiHome, ".gemini", "settings.json"), `${JSON.stringify(BASE_SETTINGS, null, 2)}\n`);
-    const connected = await runCli(["agent", "connect", "triage", "--to", "gemini"], { cwd: project, env: cleanEnv(geminiHome, { DEPLOY_TOKEN: useToken }) });
+    const connected = await runInProcess(["agent", "connect", "triage", "--to", "gemini"], { cwd: project, env: cleanEnv(geminiHome, { DEPLOY_TOKEN: useToken }) });
     assert.equal(connected.code, 0, connected.stderr);
     const env = { DEPLOY_TOKEN: useToken };
     assert.deepEqual((await geminiList({ home: geminiHome, cwd: project, env })).filter((s) => s.name === "triage"), [{ name: "triage", status: "Connected" }]);

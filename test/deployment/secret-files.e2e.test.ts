@@ -3,6 +3,9 @@
 // refuses one that group or others may use, that another user owns, or that is not a regular
 // file, naming it, its mode or owner and the fix; and the shell recipes of
 // docs/deployment-server.md, run as written under a permissive umask, make every file 0600.
+// `subs deployment serve` and the recipes' `subs` run the built CLI (bin/subs.cjs) in a child, as
+// do token create and rotate-key for the first mode refused; their other runs are the same `run()`
+// in this process, where what is checked is the refusal printed and the files left, not the process.
 import assert from "node:assert/strict";
 import { spawnSync } from "node:child_process";
 import { chmodSync, chownSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, symlinkSync, writeFileSync } from "node:fs";
@@ -11,7 +14,7 @@ import path from "node:path";
 import { after, describe, test } from "node:test";
 import { newKeyText } from "../../src/deployment/keys.ts";
 import { privateFileProblems, type FileFacts } from "../../src/deployment/private-file.ts";
-import { BIN, REPO, runCli } from "../support/cli.ts";
+import { BIN, REPO, runAs, type How } from "../support/cli.ts";
 import { serveOnce } from "../support/serve-once.ts";
 
 const dirs: string[] = [];
@@ -28,6 +31,8 @@ const giveAway = (file: string) => {
   chownSync(file, NOBODY, NOBODY);
   assert.equal(statSync(file).uid, NOBODY, "chown works here (the tests run as root)");
 };
+/** `subs` in `dir`, as `how` says (HOME there either way, as the child gets it). */
+const subs = (how: How, argv: string[], dir: string) => runAs(how, argv, { cwd: dir, env: { HOME: dir } });
 /** A directory holding a key file with this mode. */
 function withKey(mode: number) {
   const dir = tempDir();
@@ -40,6 +45,8 @@ function withKey(mode: number) {
 describe("the key file", () => {
   test("group or others may read it (0644, 0640, 0604): serve, token create and rotate-key refuse it (exit 2) naming the file, its mode, chmod 600 and a rotation; nothing is opened", async () => {
     for (const mode of [0o644, 0o640, 0o604]) {
+      // The first mode as a person meets it, from the built CLI; the others in-process.
+      const how: How = mode === 0o644 ? "cli" : "in-process";
       const { dir, file } = withKey(mode);
       const shown = (mode & 0o7777).toString(8).padStart(4, "0");
       const refusal = new RegExp(`--key-file ${escape(file)}: others may read it \\(mode ${shown}\\); it must be a regular file of the user running subs that no one else may read \\(mode 0600\\)`);
@@ -49,11 +56,11 @@ describe("the key file", () => {
       assert.equal(served.listening, undefined);
       assert.match(served.stderr, refusal);
       assert.match(served.stderr, fix);
-      const token = await runCli(["deployment", "token", "create", "--name", "ci", "--role", "apply", "--key-file", "deployment.key", "--store", "subs-deployment"], { cwd: dir });
+      const token = await subs(how, ["deployment", "token", "create", "--name", "ci", "--role", "apply", "--key-file", "deployment.key", "--store", "subs-deployment"], dir);
       assert.equal(token.code, 2, token.stderr);
       assert.equal(token.stdout, "", "no token made");
       assert.match(token.stderr, refusal);
-      const rotated = await runCli(["deployment", "rotate-key", "--key-file", "deployment.key", "--new-key-file", "new.key"], { cwd: dir });
+      const rotated = await subs(how, ["deployment", "rotate-key", "--key-file", "deployment.key", "--new-key-file", "new.key"], dir);
       assert.equal(rotated.code, 2, rotated.stderr);
       assert.match(rotated.stderr, refusal);
       assert.equal(existsSync(path.join(dir, "subs-deployment")), false, `${shown}: no store opened or made`);
@@ -76,7 +83,7 @@ describe("the key file", () => {
     assert.equal(served.code, 2, served.stderr);
     assert.match(served.stderr, owner);
     assert.match(served.stderr, new RegExp(`\`chown 0 ${escape(file)}\` \\(or run subs as its owner\\)`));
-    const token = await runCli(["deployment", "token", "create", "--name", "ci", "--role", "apply", "--key-file", "deployment.key", "--store", "subs-deployment"], { cwd: dir });
+    const token = await subs("in-process", ["deployment", "token", "create", "--name", "ci", "--role", "apply", "--key-file", "deployment.key", "--store", "subs-deployment"], dir);
     assert.equal(token.code, 2);
     assert.equal(token.stdout, "");
     assert.match(token.stderr, owner);
@@ -114,7 +121,7 @@ describe("the key file", () => {
     assert.equal(made.code, 0, made.stderr);
     writeFileSync(path.join(dir, "new.key"), `${newKeyText()}\n`);
     chmodSync(path.join(dir, "new.key"), 0o644);
-    const rotated = await runCli(["deployment", "rotate-key", "--key-file", "deployment.key", "--new-key-file", "new.key"], { cwd: dir });
+    const rotated = await subs("in-process", ["deployment", "rotate-key", "--key-file", "deployment.key", "--new-key-file", "new.key"], dir);
     assert.equal(rotated.code, 2, rotated.stderr);
     assert.match(rotated.stderr, /--new-key-file .*new\.key: others may read it \(mode 0644\)/);
     assert.doesNotMatch(rotated.stderr, /re-encrypted/);

@@ -4,6 +4,10 @@
 // /proc/<pid>/cmdline) while the variable form is not, that the pg client is handed the password
 // subs resolved and looks for none of its own, and that no error shows any of a password, even
 // of a URL that does not parse.
+// `subs deployment serve` always runs as the built CLI (bin/subs.cjs) in a child, as do the
+// `deployment token list` of the command-line warning and the one refusing a password file others
+// may read; the other token commands run the same `run()` in this process, where what is checked
+// is what they print and their exit code, not the process.
 import assert from "node:assert/strict";
 import { chmodSync, chownSync, existsSync, mkdtempSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -97,7 +101,7 @@ describe("the Postgres store's password", () => {
     assert.equal(given.code, 0, given.stderr);
     assert.match(given.stdout, /^subsd_/);
     // None anywhere: refused at once, saying where one may be given.
-    const none = await runCli(["deployment", "token", "list", "--store", db.without], { cwd });
+    const none = await runInProcess(["deployment", "token", "list", "--store", db.without], { cwd, env: { HOME: cwd } });
     assert.equal(none.code, 2, none.stderr);
     assert.match(none.stderr, new RegExp(`the Postgres store postgres://subs@127\\.0\\.0\\.1:${db.port}/${db.name} asks for a password, and none is given`));
     assert.match(none.stderr, /--store-password-file FILE \(mode 0600\), \$PGPASSWORD or a pgpass file/);
@@ -107,16 +111,16 @@ describe("the Postgres store's password", () => {
     const db = await database();
     const cwd = tempDir();
     writeFileSync(path.join(cwd, "store-password"), "not-the-password-4711\n", { mode: 0o600 });
-    const wrong = await runCli(["deployment", "token", "list", "--store", db.without, "--store-password-file", "store-password"], { cwd });
+    const wrong = await runInProcess(["deployment", "token", "list", "--store", db.without, "--store-password-file", "store-password"], { cwd, env: { HOME: cwd } });
     assert.equal(wrong.code, 2, wrong.stderr);
     assert.match(wrong.stderr, /refused the connection/);
     assert.match(wrong.stderr, /check the user, password \(from --store-password-file store-password\) and database of the store/);
     assert.ok(!wrong.stderr.includes("not-the-password-4711"));
-    const twice = await runCli(["deployment", "token", "list", "--store-password-file", "store-password"], { cwd, env: { SUBS_DEPLOYMENT_STORE: db.withPassword } });
+    const twice = await runInProcess(["deployment", "token", "list", "--store-password-file", "store-password"], { cwd, env: { HOME: cwd, SUBS_DEPLOYMENT_STORE: db.withPassword } });
     assert.equal(twice.code, 2);
     assert.match(twice.stderr, /the store's password is given twice, in \$SUBS_DEPLOYMENT_STORE and in --store-password-file/);
     assert.ok(!twice.stderr.includes(db.password));
-    const noPostgres = await runCli(["deployment", "token", "list", "--store", "data", "--store-password-file", "store-password"], { cwd });
+    const noPostgres = await runInProcess(["deployment", "token", "list", "--store", "data", "--store-password-file", "store-password"], { cwd, env: { HOME: cwd } });
     assert.equal(noPostgres.code, 2);
     assert.match(noPostgres.stderr, /--store-password-file is the password of a Postgres store/);
   });
@@ -136,20 +140,20 @@ describe("the Postgres store's password", () => {
     chmodSync(file, 0o600);
     chownSync(file, 65534, 65534);
     assert.equal(statSync(file).uid, 65534, "chown works here");
-    const foreign = await runCli(["deployment", "token", "list", "--store", db.without, "--store-password-file", "store-password"], { cwd });
+    const foreign = await runInProcess(["deployment", "token", "list", "--store", db.without, "--store-password-file", "store-password"], { cwd, env: { HOME: cwd } });
     assert.equal(foreign.code, 2, foreign.stderr);
     assert.match(foreign.stderr, /--store-password-file store-password: belongs to another user \(uid 65534\), not to the user subs runs as \(uid 0\)/);
     assert.match(foreign.stderr, /`chown 0 store-password`/);
 
     writeFileSync(path.join(cwd, "pgpass"), `*:*:*:*:${db.password}\n`);
     chmodSync(path.join(cwd, "pgpass"), 0o640);
-    const named = await runCli(["deployment", "token", "list", "--store", db.without], { cwd, env: { PGPASSFILE: "pgpass" } });
+    const named = await runInProcess(["deployment", "token", "list", "--store", db.without], { cwd, env: { HOME: cwd, PGPASSFILE: "pgpass" } });
     assert.equal(named.code, 2);
     assert.match(named.stderr, /\$PGPASSFILE pgpass: others may read it \(mode 0640\)/);
     // libpq's rule for the file nobody named: ignored, with a warning (then no password at all).
     writeFileSync(path.join(cwd, ".pgpass"), `*:*:*:*:${db.password}\n`);
     chmodSync(path.join(cwd, ".pgpass"), 0o644);
-    const home = await runCli(["deployment", "token", "list", "--store", db.without], { cwd, env: { HOME: cwd } });
+    const home = await runInProcess(["deployment", "token", "list", "--store", db.without], { cwd, env: { HOME: cwd } });
     assert.equal(home.code, 2);
     assert.match(home.stderr, new RegExp(`subs: warning: the pgpass file ${cwd.replace(/[.*+?^${}()|[\]\\]/g, "\\$&")}/\\.pgpass: others may read it \\(mode 0644\\).*; not used`));
     assert.match(home.stderr, /asks for a password, and none is given/);
@@ -171,14 +175,14 @@ describe("the Postgres store's password", () => {
         [["--store", url], {}, "--store"],
         [[], { SUBS_DEPLOYMENT_STORE: url }, "$SUBS_DEPLOYMENT_STORE"],
       ] as const) {
-        const result = await runCli(["deployment", "token", "list", ...args], { cwd, env });
+        const result = await runInProcess(["deployment", "token", "list", ...args], { cwd, env: { HOME: cwd, ...env } });
         assert.equal(result.code, 2, result.stderr);
         assert.ok(result.stderr.includes(`${where} "${url.startsWith("postgresql") ? "postgresql" : "postgres"}://***": `), `${url}: ${result.stderr}`);
         for (const fragment of fragments) assert.ok(!result.stderr.includes(fragment), `${url}: ${fragment} shown in ${result.stderr}`);
       }
     }
     // A password that ran past the host is named as such, with the encoding to use.
-    const spilt = await runCli(["deployment", "token", "list", "--store", "postgres://subs:12/db?x@db.internal/subs"], { cwd });
+    const spilt = await runInProcess(["deployment", "token", "list", "--store", "postgres://subs:12/db?x@db.internal/subs"], { cwd, env: { HOME: cwd } });
     assert.equal(spilt.code, 2);
     assert.match(spilt.stderr, /--store "postgres:\/\/\*\*\*": has an `@` after the host: percent-encode `@`, `\/`, `\?` and `#` in the password/);
     assert.equal(existsSync(path.join(cwd, "subs-deployment")), false, "no store was made");
