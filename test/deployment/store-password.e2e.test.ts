@@ -18,6 +18,7 @@ import { pgpassPassword } from "../../src/deployment/pgpass.ts";
 import { runCli, runInProcess } from "../support/cli.ts";
 import { postgresForThisFile } from "../support/postgres.ts";
 import { serveOnce } from "../support/serve-once.ts";
+import { waitFor } from "../support/wait.ts";
 
 const postgres = postgresForThisFile();
 const dirs: string[] = [];
@@ -105,6 +106,14 @@ describe("the Postgres store's password", () => {
     assert.equal(none.code, 2, none.stderr);
     assert.match(none.stderr, new RegExp(`the Postgres store postgres://subs@127\\.0\\.0\\.1:${db.port}/${db.name} asks for a password, and none is given`));
     assert.match(none.stderr, /--store-password-file FILE \(mode 0600\), \$PGPASSWORD or a pgpass file/);
+    // And the half-made connection is closed: pg leaves it open after such a refusal, and the server
+    // would hold it for its authentication_timeout (60 s), in a long-running caller as here.
+    const refusedAt = Date.now();
+    const halfMade = async () => {
+      const [row] = await (await postgres()).query<{ n: number }>(db.withPassword, "SELECT count(*)::int AS n FROM pg_stat_activity WHERE state = 'starting' AND backend_start <= to_timestamp($1 / 1000.0)", [refusedAt]);
+      return row!.n === 0;
+    };
+    await waitFor(halfMade, "the server to have no connection still starting from before the refusal", 10_000);
   });
 
   test("a wrong password is refused (exit 2), the hint naming where it came from; the password given twice is a usage error", async () => {

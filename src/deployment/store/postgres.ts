@@ -221,6 +221,10 @@ export async function openPostgresStore(options: Options): Promise<PostgresStore
       super(config);
       (this as unknown as { password: () => string }).password = () => {
         if (password !== undefined) return password;
+        // pg fails the connect with this refusal but leaves its socket open, and the server holds
+        // the half-made connection until its authentication_timeout (60 s by default); pg-pool
+        // drops the client without ending it. So it is ended here, once the refusal is reported.
+        setImmediate(() => void this.end().catch(() => {}));
         throw refused(`the Postgres store ${redacted} asks for a password, and none is given`, {
           hint: "give it with --store-password-file FILE (mode 0600), $PGPASSWORD or a pgpass file ($PGPASSFILE, ~/.pgpass)",
           code: "store_refused",
