@@ -31,10 +31,12 @@ const ownImportMeta = {
 
 /**
  * Bundles `files` (paths relative to `root`) into `outdir` (inside `root`, so that packages resolve
- * from its node_modules); returns each file's bundle, in the same order.
+ * from its node_modules); returns each file's bundle, in the same order, with the repository's files
+ * it runs (relative to `root`: its own, what it imports, and their imports, at once or later).
  */
 export async function bundleTests(root, files, outdir) {
-  await build({
+  const { metafile } = await build({
+    metafile: true,
     absWorkingDir: root,
     entryPoints: files,
     outdir,
@@ -51,5 +53,15 @@ export async function bundleTests(root, files, outdir) {
     plugins: [ownImportMeta],
     logLevel: "error",
   });
-  return files.map((file) => path.join(outdir, file.replace(/\.ts$/, ".mjs")));
+  const sources = (output, seen = new Set()) => {
+    if (seen.has(output)) return seen;
+    seen.add(output);
+    for (const { path: chunk } of metafile.outputs[output]?.imports ?? []) if (metafile.outputs[chunk]) sources(chunk, seen);
+    return seen;
+  };
+  return files.map((file) => {
+    const bundle = path.join(outdir, file.replace(/\.ts$/, ".mjs"));
+    const inputs = new Set([...sources(path.relative(root, bundle))].flatMap((output) => Object.keys(metafile.outputs[output].inputs)));
+    return { bundle, inputs };
+  });
 }

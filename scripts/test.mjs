@@ -9,7 +9,7 @@ import { availableParallelism } from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { bundleTests } from "./test-bundle.mjs";
-import { DEBIAN_PEERS, ensureDebian, ensureTools } from "./tools.mjs";
+import { DEBIAN_PEERS, ensureDebian, missingDebian, toolsCurrent } from "./tools.mjs";
 
 // Above the slowest test that names no limit of its own, on a loaded two-core machine. A test that
 // needs longer says so with its own `{ timeout }`.
@@ -32,14 +32,24 @@ const named = args.filter((a) => a.endsWith(".ts"));
 const timeout = args.find((a) => a.startsWith("--test-timeout="))?.slice("--test-timeout=".length) ?? String(TEST_TIMEOUT_MS);
 const runnerArgs = args.filter((a) => !a.endsWith(".ts") && !a.startsWith("--test-timeout="));
 // The whole suite installs the dev tools its real-client tests drive (tools/conformance,
-// tools/clients; scripts/tools.mjs) and the Debian packages its real peers need (Caddy) before any
-// test starts. Left to the first test that needs
-// them, a fresh clone's install ran inside that test's time limit, which two suites at once on a
-// 2-core machine exceeded (150 s). A named file installs what it needs itself.
-if (named.length === 0) {
-  for (const name of ["conformance", "clients"]) ensureTools(name, "npm test");
-  ensureDebian(DEBIAN_PEERS, "npm test");
-}
+// tools/clients; scripts/tools.mjs) and the Debian packages its real peers need (Caddy), when a
+// fresh machine lacks them, in a child beside the first test files, and starts the files that
+// use scripts/tools.mjs last: by then the install is done. Left to the first test that needs them,
+// a fresh clone's install ran inside that test's time limit, which two suites at once on a 2-core
+// machine exceeded (150 s); done before any test started, the whole run waited for the download.
+// A named file installs what it needs itself.
+// A Debian package this machine cannot install (not root, no apt-get) stops the run at once, saying what to install.
+if (named.length === 0 && missingDebian(DEBIAN_PEERS).length > 0 && process.getuid?.() !== 0) ensureDebian(DEBIAN_PEERS, "npm test");
+const installing =
+  named.length === 0 && (!toolsCurrent("conformance") || !toolsCurrent("clients") || missingDebian(DEBIAN_PEERS).length > 0)
+    ? spawn(
+        process.execPath,
+        ["--input-type=module", "-e", `import { DEBIAN_PEERS, ensureDebian, ensureTools } from "./scripts/tools.mjs"; for (const name of ["conformance", "clients"]) ensureTools(name, "npm test"); ensureDebian(DEBIAN_PEERS, "npm test");`],
+        { cwd: root, stdio: ["ignore", "ignore", "pipe"] },
+      )
+    : undefined;
+installing?.stderr.pipe(process.stderr);
+const installed = installing && exited(installing);
 // The whole suite: the type check runs beside the test files rather than before them (a
 // minute of the run is not spent on one core), and one Postgres serves every file that needs one
 // (test/support/postgres-shared.ts; each file's own initdb cost about two seconds of CPU).
@@ -53,11 +63,14 @@ removeAbandoned(builds);
 const outdir = path.join(builds, `run-${process.pid}`);
 let bundles;
 try {
-  bundles = await bundleTests(root, named.length ? named.map((f) => path.relative(root, path.resolve(f))) : files, outdir);
+  const built = await bundleTests(root, named.length ? named.map((f) => path.relative(root, path.resolve(f))) : files, outdir);
+  const usesTools = ({ inputs }) => inputs.has("scripts/tools.mjs");
+  bundles = (installing ? [...built.filter((b) => !usesTools(b)), ...built.filter(usesTools)] : built).map((b) => b.bundle);
 } catch {
   // esbuild has printed what it could not build, at its file and line. Nothing started is left.
   rmSync(outdir, { recursive: true, force: true });
   typecheckChild?.kill();
+  installing?.kill();
   await postgres?.stop();
   process.exit(1);
 }
@@ -75,6 +88,7 @@ for (const [signal, code] of [["SIGINT", 130], ["SIGTERM", 143]]) {
     interrupted ??= code;
     runner.kill(signal);
     typecheckChild?.kill(signal);
+    installing?.kill(signal);
   });
 }
 const tests = await exited(runner);
@@ -82,6 +96,8 @@ rmSync(outdir, { recursive: true, force: true });
 await postgres?.stop();
 if (interrupted) process.exit(interrupted);
 let status = tests.code;
+// What failed to install has said why on stderr; the tests that needed it failed too.
+if (installed && (await installed).code !== 0) status ||= 1;
 if (typecheck) {
   const checked = await typecheck;
   if (checked.code !== 0) {

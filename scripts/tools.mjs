@@ -34,6 +34,16 @@ function run(label, dir, args) {
   if (npm.status !== 0) throw new Error(`${label}: npm ${args.join(" ")} --prefix ${dir} failed (exit ${npm.status}):\n${npm.stderr}${npm.error ?? ""}`);
 }
 
+/** Whether tools/NAME holds a complete install from its lock file (nothing for ensureTools to do). */
+export function toolsCurrent(name) {
+  return current(toolsDir(name));
+}
+
+/** The Debian packages of `packages` whose command is not on PATH. */
+export function missingDebian(packages) {
+  return packages.filter(({ command }) => spawnSync("sh", ["-c", `command -v ${command}`]).status !== 0);
+}
+
 /**
  * Installs tools/NAME from its lock file (`npm ci --ignore-scripts`, the npm registry, then the
  * folder's own postinstall) unless a complete install from this very lock file is there already.
@@ -73,7 +83,7 @@ export function ensureTools(name, label) {
  * when one cannot be had.
  */
 export function ensureDebian(packages, label) {
-  const missing = packages.filter(({ command }) => spawnSync("sh", ["-c", `command -v ${command}`]).status !== 0);
+  const missing = missingDebian(packages);
   if (missing.length === 0) return;
   const names = missing.map((p) => p.package);
   const apt = spawnSync("sh", ["-c", "command -v apt-get"]).status === 0;
