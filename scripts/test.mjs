@@ -4,10 +4,10 @@
 // except --test-timeout=MS, which here bounds each test, not each file (scripts/test-limits.mjs).
 import { spawn } from "node:child_process";
 import { createInterface } from "node:readline";
-import { readdirSync, rmSync } from "node:fs";
+import { mkdirSync, readdirSync, rmSync, writeFileSync } from "node:fs";
 import { availableParallelism } from "node:os";
 import path from "node:path";
-import { fileURLToPath } from "node:url";
+import { fileURLToPath, pathToFileURL } from "node:url";
 import { bundleTests } from "./test-bundle.mjs";
 import { DEBIAN_PEERS, ensureDebian, missingDebian, toolsCurrent } from "./tools.mjs";
 
@@ -65,7 +65,7 @@ let bundles;
 try {
   const built = await bundleTests(root, named.length ? named.map((f) => path.relative(root, path.resolve(f))) : files, outdir);
   const usesTools = ({ inputs }) => inputs.has("scripts/tools.mjs");
-  bundles = (installing ? [...built.filter((b) => !usesTools(b)), ...built.filter(usesTools)] : built).map((b) => b.bundle);
+  bundles = installing ? inOrder([...built.filter((b) => !usesTools(b)), ...built.filter(usesTools)]) : built.map((b) => b.bundle);
 } catch {
   // esbuild has printed what it could not build, at its file and line. Nothing started is left.
   rmSync(outdir, { recursive: true, force: true });
@@ -106,6 +106,21 @@ if (typecheck) {
   } else process.stderr.write("tsc --noEmit: no type errors\n");
 }
 process.exit(status);
+
+/**
+ * Node 20's runner sorts the files it is given by path before it starts them: to have them start in
+ * `built`'s order, each bundle is run through a file named by its place (order/012-test_x.test.mjs)
+ * that only imports it. The order changes no result.
+ */
+function inOrder(built) {
+  const dir = path.join(outdir, "order");
+  mkdirSync(dir);
+  return built.map(({ bundle }, i) => {
+    const entry = path.join(dir, `${String(i).padStart(3, "0")}-${path.relative(outdir, bundle).replaceAll(path.sep, "_")}`);
+    writeFileSync(entry, `import ${JSON.stringify(pathToFileURL(bundle).href)};\n`);
+    return entry;
+  });
+}
 
 /** Removes the bundles of runs whose process is gone (run-<pid>). */
 function removeAbandoned(dir) {
