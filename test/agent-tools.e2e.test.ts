@@ -12,7 +12,7 @@ import path from "node:path";
 import { after, before, describe, it } from "node:test";
 import type { AgentToolsJson } from "../src/commands/agent/tools/run.ts";
 import type { AgentJson } from "../src/commands/agent/list/run.ts";
-import { runCli, runInProcess, type ChildOptions, type How } from "./support/cli.ts";
+import { runAs, type ChildOptions, type How } from "./support/cli.ts";
 import { annotatedTool, startMcpServer, type RunningMcpServer } from "./support/mcp-server.ts";
 import { refusedUrl } from "./support/ports.ts";
 
@@ -125,8 +125,7 @@ mcp = ["locked"]
    */
   const run = (argv: string[], options: { how?: How; env?: Record<string, string>; onSpawn?: ChildOptions["onSpawn"] } = {}) => {
     const env = { HOME: dir, MCP_TOKEN, ...options.env };
-    const ran = options.how === "cli" ? runCli(argv, { cwd: dir, env, onSpawn: options.onSpawn }) : runInProcess(argv, { cwd: dir, env });
-    return ran.then((r) => {
+    return runAs(options.how ?? "in-process", argv, { cwd: dir, env, ...(options.onSpawn ? { onSpawn: options.onSpawn } : {}) }).then((r) => {
       assert.ok(!r.stdout.includes(MCP_TOKEN) && !r.stderr.includes(MCP_TOKEN), "the token reached the output");
       return r;
     });

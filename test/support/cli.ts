@@ -126,11 +126,15 @@ export type How = "cli" | "in-process";
  * Runs subs as `how` says, in `cwd` with `env` either way. With `consents`, a person consents to
  * what a login opens: the child's $BROWSER is the redirect-following script (browser.mjs), the
  * in-process opener does what that script does (consentingBrowser), and SUBS_TEST_BROWSER=ignore in
- * `env` makes either only record the URL.
+ * `env` makes either only record the URL. `onSpawn` is given the child, when there is one.
  */
-export function runAs(how: How, argv: string[], options: { cwd: string; env?: Record<string, string | undefined>; consents?: boolean }): Promise<RunResult> {
-  const { cwd, env = {}, consents = false } = options;
-  if (how === "cli") return runCli(argv, { cwd, env: consents ? { BROWSER: browserCommand(), ...env } : env });
+export function runAs(
+  how: How,
+  argv: string[],
+  options: { cwd: string; env?: Record<string, string | undefined>; consents?: boolean; onSpawn?: ChildOptions["onSpawn"] },
+): Promise<RunResult> {
+  const { cwd, env = {}, consents = false, onSpawn } = options;
+  if (how === "cli") return runCli(argv, { cwd, env: consents ? { BROWSER: browserCommand(), ...env } : env, ...(onSpawn ? { onSpawn } : {}) });
   const follows = consents && env.SUBS_TEST_BROWSER !== "ignore";
   return runInProcess(argv, { cwd, env, ...(follows ? { openBrowser: consentingBrowser() } : {}) });
 }
