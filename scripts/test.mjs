@@ -39,9 +39,10 @@ const runnerArgs = args.filter((a) => !a.endsWith(".ts") && !a.startsWith("--tes
 // machine exceeded (150 s); done before any test started, the whole run waited for the download.
 // A named file installs what it needs itself.
 // A Debian package this machine cannot install (not root, no apt-get) stops the run at once, saying what to install.
-if (named.length === 0 && missingDebian(DEBIAN_PEERS).length > 0 && process.getuid?.() !== 0) ensureDebian(DEBIAN_PEERS, "npm test");
+const missingPeers = named.length === 0 ? missingDebian(DEBIAN_PEERS) : [];
+if (missingPeers.length > 0 && process.getuid?.() !== 0) ensureDebian(DEBIAN_PEERS, "npm test");
 const installing =
-  named.length === 0 && (!toolsCurrent("conformance") || !toolsCurrent("clients") || missingDebian(DEBIAN_PEERS).length > 0)
+  named.length === 0 && (!toolsCurrent("conformance") || !toolsCurrent("clients") || missingPeers.length > 0)
     ? spawn(
         process.execPath,
         ["--input-type=module", "-e", `import { DEBIAN_PEERS, ensureDebian, ensureTools } from "./scripts/tools.mjs"; for (const name of ["conformance", "clients"]) ensureTools(name, "npm test"); ensureDebian(DEBIAN_PEERS, "npm test");`],
