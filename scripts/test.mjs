@@ -56,7 +56,10 @@ const installed = installing && exited(installing);
 // (test/support/postgres-shared.ts; each file's own initdb cost about two seconds of CPU).
 const typecheckChild = named.length === 0 ? spawn(process.execPath, [path.join(root, "node_modules", "typescript", "bin", "tsc"), "--noEmit"], { cwd: root, stdio: ["ignore", "pipe", "pipe"] }) : undefined;
 const typecheck = typecheckChild && exited(typecheckChild, { keepOutput: true });
-const postgres = named.length === 0 ? await sharedPostgres() : undefined;
+// Postgres starts (about two seconds) while the files are bundled.
+const postgresStarting = named.length === 0 ? sharedPostgres() : undefined;
+// Its failure is reported where it is awaited, after the bundling.
+postgresStarting?.catch(() => {});
 // This run's bundles, in a directory of its own (two runs in one checkout at once do not share
 // one), removed when it ends; one a killed run left behind goes at the next run.
 const builds = path.join(root, ".test-build");
@@ -72,9 +75,10 @@ try {
   rmSync(outdir, { recursive: true, force: true });
   typecheckChild?.kill();
   installing?.kill();
-  await postgres?.stop();
+  await (await postgresStarting?.catch(() => undefined))?.stop();
   process.exit(1);
 }
+const postgres = await postgresStarting;
 const runner = spawn(
   process.execPath,
   ["--enable-source-maps", "--import", "./scripts/test-limits.mjs", "--test", `--test-concurrency=${concurrency}`, ...runnerArgs, ...bundles],

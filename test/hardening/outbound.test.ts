@@ -32,7 +32,6 @@ import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { ReadBuffer, serializeMessage } from "@modelcontextprotocol/sdk/shared/stdio.js";
 import type { Transport } from "@modelcontextprotocol/sdk/shared/transport.js";
 import type { JSONRPCMessage } from "@modelcontextprotocol/sdk/types.js";
-import { mcpFetch } from "../../src/http/mcp-fetch.ts";
 import { run } from "../../src/run.ts";
 import { browserCommand, consentingBrowser } from "../support/browser.ts";
 import { runCli, runInProcess, testContext, type How, type RunResult, type TestContextOptions } from "../support/cli.ts";
@@ -120,14 +119,12 @@ function redirecting(state: { redirect?: number; to: () => string }) {
 
 /**
  * What an in-process run is given of what the built CLI's child had: its cwd, HOME (runCli sets
- * HOME=cwd), its environment, a browser that consents as $BROWSER's script does (browser.mjs), and
- * the process's fetch (src/main.ts: MCP requests over node:http, src/http/mcp-fetch.ts, the rest
- * through Node's fetch), so a redirect or a certificate meets the same code either way.
+ * HOME=cwd), its environment, and a browser that consents as $BROWSER's script does (browser.mjs);
+ * testContext gives the process's fetch, so a redirect or a certificate meets the same code either way.
  */
 const inProcess = (dir: string, env: Record<string, string>, visited?: string[]): TestContextOptions => ({
   cwd: dir,
   env: { HOME: dir, ...env },
-  fetch: mcpFetch(globalThis.fetch),
   openBrowser: consentingBrowser(visited),
 });
 
