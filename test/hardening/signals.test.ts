@@ -3,6 +3,10 @@
 // SUBS_DEBUG=1 log (each request is logged before it is sent). After it: the command failed
 // clearly (SIGINT: exit 130, SIGTERM: 143, "Interrupted"), the db passes SQLite's integrity check and holds
 // either the old or the new credential whole, and a rerun works.
+// Every interrupted run is the built CLI (the process and its signal are the subject). What runs
+// before it (the first login) and after it (the reruns, whose subject is what the interrupt left
+// in the db and on the deployment) runs run() in this process, as a person's next command would
+// find that state.
 import assert from "node:assert/strict";
 import { createServer, type Server } from "node:http";
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
@@ -13,7 +17,7 @@ import { describe, test } from "node:test";
 import Database from "better-sqlite3";
 import { credential, environment, leakedTokens } from "../auth/harness.ts";
 import { browserCommand } from "../support/browser.ts";
-import { runCli, signalOnce, type ChildOptions, type RunResult } from "../support/cli.ts";
+import { runAs, runCli, signalOnce, type ChildOptions, type RunResult } from "../support/cli.ts";
 import { seedCredentials } from "../support/credentials.ts";
 import { startDeployment } from "../support/deployment/server.ts";
 
@@ -28,6 +32,10 @@ async function interrupted(argv: string[], options: ChildOptions & { at: RegExp;
   const result = await runCli(argv, { ...options, env: { ...options.env, SUBS_DEBUG: "1" }, onSpawn });
   return { ...result, sent: state.sent };
 }
+
+/** A command before or after the interrupted one: run() in this process, HOME as the child's, consenting as $BROWSER's script does. */
+const inProcess = (argv: string[], cwd: string, options: { env?: Record<string, string>; consents?: boolean } = {}) =>
+  runAs("in-process", argv, { cwd, env: { HOME: cwd, ...options.env }, consents: options.consents ?? false });
 
 function assertSignalled(result: RunResult & { sent: boolean }, signal: Signal) {
   assert.ok(result.sent, `the signal was sent at the marked moment:\n${result.stderr}`);
@@ -61,9 +69,9 @@ for (const signal of ["SIGINT", "SIGTERM", "SIGKILL"] as const) {
         assertSignalled(result, signal);
         assert.equal(credential(env, "demo"), undefined);
         integrity(path.join(env.dir, "substructure.db"));
-        const rerun = await runCli(["mcp", "login", "demo"], { cwd: env.dir, env: { BROWSER: browserCommand() } });
+        const rerun = await inProcess(["mcp", "login", "demo"], env.dir, { consents: true });
         assert.equal(rerun.code, 0, rerun.stderr);
-        assert.equal((await runCli(["mcp", "tools", "demo"], { cwd: env.dir })).code, 0);
+        assert.equal((await inProcess(["mcp", "tools", "demo"], env.dir)).code, 0);
         assert.deepEqual(leakedTokens(env), []);
       } finally {
         await env.close();
@@ -79,7 +87,7 @@ for (const signal of ["SIGINT", "SIGTERM", "SIGKILL"] as const) {
         assert.equal(credential(env, "demo"), undefined);
         integrity(path.join(env.dir, "substructure.db"));
         env.as.set({ codeExchangeDelayMs: 0 });
-        const rerun = await runCli(["mcp", "login", "demo"], { cwd: env.dir, env: { BROWSER: browserCommand() } });
+        const rerun = await inProcess(["mcp", "login", "demo"], env.dir, { consents: true });
         assert.equal(rerun.code, 0, rerun.stderr);
         assert.ok(credential(env, "demo"));
         assert.deepEqual(leakedTokens(env), []);
@@ -91,7 +99,7 @@ for (const signal of ["SIGINT", "SIGTERM", "SIGKILL"] as const) {
     test(`${signal} during a token refresh: the db holds the old or the new credential whole, never a lock; a rerun works or asks for login`, async () => {
       const env = await environment({ as: { refreshDelayMs: 400 } });
       try {
-        assert.equal((await runCli(["mcp", "login", "demo"], { cwd: env.dir, env: { BROWSER: browserCommand() } })).code, 0);
+        assert.equal((await inProcess(["mcp", "login", "demo"], env.dir, { consents: true })).code, 0);
         env.db().prepare("UPDATE subs_credentials SET expires_at = ?").run(Date.now() - 1000);
         const before = credential(env, "demo")!;
         const result = await interrupted(["mcp", "tools", "demo"], { cwd: env.dir, at: /→ POST \S+\/token/, signal });
@@ -104,7 +112,7 @@ for (const signal of ["SIGINT", "SIGTERM", "SIGKILL"] as const) {
         assert.ok(whole, "old or new, never half of each");
         // SIGINT and SIGTERM let the refresh in flight finish and be stored: the rotated token is kept.
         if (graceful(signal)) assert.notEqual(after.refresh_token, before.refresh_token, "the rotated refresh token was stored, not lost");
-        const rerun = await runCli(["mcp", "tools", "demo"], { cwd: env.dir });
+        const rerun = await inProcess(["mcp", "tools", "demo"], env.dir);
         if (graceful(signal)) assert.equal(rerun.code, 0, rerun.stderr);
         else {
           // Killed after the server rotated: the stored refresh token is dead. Clear message, exit 4, and a login heals it.
@@ -112,8 +120,8 @@ for (const signal of ["SIGINT", "SIGTERM", "SIGKILL"] as const) {
           if (rerun.code === 4) assert.match(rerun.stderr, /subs mcp login demo/);
         }
         assert.doesNotMatch(rerun.stderr, /locked/);
-        assert.equal((await runCli(["mcp", "login", "demo"], { cwd: env.dir, env: { BROWSER: browserCommand() } })).code, 0);
-        assert.equal((await runCli(["mcp", "tools", "demo"], { cwd: env.dir })).code, 0);
+        assert.equal((await inProcess(["mcp", "login", "demo"], env.dir, { consents: true })).code, 0);
+        assert.equal((await inProcess(["mcp", "tools", "demo"], env.dir)).code, 0);
         assert.deepEqual(leakedTokens(env), []);
       } finally {
         await env.close();
@@ -148,7 +156,7 @@ for (const signal of ["SIGINT", "SIGTERM", "SIGKILL"] as const) {
         const ids = (db.prepare("SELECT id FROM subs_credentials ORDER BY id").all() as { id: string }[]).map((r) => r.id);
         db.close();
         assert.deepEqual(ids, ["kept"], "the removed credential is deleted, the kept one kept");
-        const rerun = await runCli(["apply"], { cwd: dir });
+        const rerun = await inProcess(["apply"], dir);
         assert.equal(rerun.code, 0, rerun.stderr);
         assert.match(rerun.stdout + rerun.stderr, /Nothing to do/);
         assert.ok(!readFileSync(path.join(dir, "substructure.toml"), "utf8").includes("SECRET"));
@@ -176,11 +184,11 @@ for (const signal of ["SIGINT", "SIGTERM", "SIGKILL"] as const) {
         assertSignalled(result, signal);
         assert.ok(!result.stderr.includes(TOKEN) && !result.stdout.includes(TOKEN));
         await new Promise((r) => setTimeout(r, 500)); // the delayed PUT lands (or not) on the deployment
-        const rerun = await runCli(["apply"], { cwd: dir, env });
+        const rerun = await inProcess(["apply"], dir, { env });
         assert.equal(rerun.code, 0, rerun.stderr);
         assert.deepEqual([...deployment.connections.keys()].sort(), ["linear", "sentry"]);
         deployment.requests.length = 0;
-        const third = await runCli(["apply", "--json"], { cwd: dir, env });
+        const third = await inProcess(["apply", "--json"], dir, { env });
         assert.equal(third.code, 0, third.stderr);
         assert.equal(JSON.parse(third.stdout).changed, false);
         assert.deepEqual(deployment.requests.filter((r) => !r.startsWith("GET")), [], "nothing left to write");
