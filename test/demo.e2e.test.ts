@@ -1,31 +1,64 @@
 // `npm run demo` walks a new user through login, list and tools, offline. Here a
 // "person" ($BROWSER = click-approve.mjs) reads the consent page and clicks a button.
 // On a machine where no browser opens, the person answers the consent page on stdin instead.
+// Every test runs the demo as a process of its own, and the demo runs the built CLI (bin/subs.cjs)
+// for each step. The first test runs the command `npm run demo` runs (package.json's "demo",
+// through tsx); the others run scripts/demo.ts bundled once for this file into plain JavaScript
+// (scripts/test-bundle.mjs, as the test files are) with plain `node`: loading tsx cost about a
+// second of CPU in each run, and what they check is the demo's answers, not how it is loaded.
 import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
-import { existsSync, rmSync } from "node:fs";
+import { existsSync, readFileSync, rmSync } from "node:fs";
 import path from "node:path";
-import { test } from "node:test";
+import { after, test } from "node:test";
+import { pathToFileURL } from "node:url";
 import { ensureBuilt, REPO } from "./support/cli.ts";
 import { browserlessPath } from "./support/fake-browser.ts";
 
 const CLICK = path.join(REPO, "test", "support", "click-approve.mjs");
 
+/** What `npm run demo` runs, from package.json: `node` and its arguments (npm runs it in the repository). */
+function npmRunDemo(): string[] {
+  const script = (JSON.parse(readFileSync(path.join(REPO, "package.json"), "utf8")) as { scripts: Record<string, string> }).scripts.demo;
+  const [command, ...args] = script?.split(" ") ?? [];
+  assert.equal(command, "node", `package.json's "demo" script runs node: ${script}`);
+  return args;
+}
+
+// Named as scripts/test.mjs names its own runs' bundles (run-<pid>), so that the next `npm test`
+// removes it if this process was killed before `after` did.
+const BUNDLES = path.join(REPO, ".test-build", `run-${process.pid}`);
+let bundled: Promise<string> | undefined;
+/** scripts/demo.ts as one plain ES module (and its chunks), its `import.meta.url` its own source's. */
+function demoBundle(): Promise<string> {
+  bundled ??= (async () => {
+    // Loaded from its own file, not bundled into this one: the bundler writes each module's own
+    // `import.meta.url` into its source, and in scripts/test-bundle.mjs those words are its code.
+    const { bundleTests } = (await import(pathToFileURL(path.join(REPO, "scripts", "test-bundle.mjs")).href)) as typeof import("../scripts/test-bundle.mjs");
+    const [built] = await bundleTests(REPO, [path.join("scripts", "demo.ts")], BUNDLES);
+    return built!.bundle;
+  })();
+  return bundled;
+}
+after(() => rmSync(BUNDLES, { recursive: true, force: true }));
+
 type DemoRun = { code: number | null; stdout: string; stderr: string; ms: number };
 
 /**
- * Runs `npm run demo` (piped: no terminal). `input` is written to its stdin, which then ends;
- * `keepStdin` leaves stdin open for `onStderr` to write to.
+ * Runs the demo (piped: no terminal): bundled, or with `asNpmRuns` the command `npm run demo` runs.
+ * `input` is written to its stdin, which then ends; `keepStdin` leaves stdin open for `onStderr`
+ * to write to.
  */
-function runDemo(
+async function runDemo(
   env: Record<string, string>,
   onStderr?: (text: string, child: ReturnType<typeof spawn>) => void,
-  options: { input?: string; keepStdin?: boolean } = {},
+  options: { input?: string; keepStdin?: boolean; asNpmRuns?: boolean } = {},
 ) {
   ensureBuilt();
+  const args = options.asNpmRuns ? npmRunDemo() : [await demoBundle()];
   const started = Date.now();
   return new Promise<DemoRun>((resolve, reject) => {
-    const child = spawn(process.execPath, ["--import", "tsx", path.join("scripts", "demo.ts")], {
+    const child = spawn(process.execPath, args, {
       cwd: REPO,
       env: { PATH: process.env.PATH ?? "/usr/bin:/bin", HOME: REPO, ...env },
       stdio: ["pipe", "pipe", "pipe"],
@@ -50,7 +83,7 @@ function runDemo(
 const demoDir = (stderr: string) => stderr.match(/The demo's file is (\S+)substructure\.toml/)?.[1];
 
 test("npm run demo: a person approves on the consent page; login, list and tools complete; exit 0", async () => {
-  const r = await runDemo({ BROWSER: `${process.execPath} ${CLICK}` });
+  const r = await runDemo({ BROWSER: `${process.execPath} ${CLICK}` }, undefined, { asNpmRuns: true });
   assert.equal(r.code, 0, r.stderr);
   assert.match(r.stdout, /✔ demo: authorized by http:\/\/127\.0\.0\.1:\d+\//);
   assert.match(r.stdout, /^demo\thttp:\/\/127\.0\.0\.1:\d+\/mcp\toauth\tauthorized/m, "subs mcp list shows the connection authorized");
