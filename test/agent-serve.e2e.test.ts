@@ -1,7 +1,12 @@
-// `subs agent serve` end to end: the real CLI (bin/subs.cjs) spawned by the MCP SDK's
-// StdioClientTransport and driven by its Client, as Claude Code or Cursor would, in front of real
-// MCP servers on loopback (one down, one whose token is unset), and with a real OAuth server for
-// the credential cases.
+// `subs agent serve` end to end: driven by the MCP SDK's Client, as Claude Code or Cursor would, in
+// front of real MCP servers on loopback (one down, one whose token is unset), and with a real OAuth
+// server for the credential cases. The built CLI (bin/subs.cjs), spawned by the SDK's
+// StdioClientTransport, serves the first test (what is served and left out, on stdout and stderr),
+// the tests whose subject is the process (stdin closing, a piped stdin, SIGTERM and SIGINT), the
+// one where a real $BROWSER would show a browser opened, and the 8 processes sharing one db. The
+// rest run the same `run()` in this process, its stdin and stdout in-memory streams
+// (serveInProcess): what they check is what is served and sent upstream, not the process (a child
+// costs a Node start-up and the bundle's load per session).
 import assert from "node:assert/strict";
 import { randomUUID } from "node:crypto";
 import { createServer } from "node:http";
@@ -18,10 +23,10 @@ import { StreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/
 import { CallToolRequestSchema, ListToolsRequestSchema, McpError, type Progress } from "@modelcontextprotocol/sdk/types.js";
 import type { AgentToolsJson } from "../src/commands/agent/tools/run.ts";
 import { environment, TOOLS as OAUTH_TOOLS, type Env } from "./auth/harness.ts";
-import { runCli } from "./support/cli.ts";
+import { runCli, runInProcess } from "./support/cli.ts";
 import { annotatedTool, startMcpServer, type RunningMcpServer, type TestTool } from "./support/mcp-server.ts";
 import { refusedUrl } from "./support/ports.ts";
-import { serveSession, type ServeSession } from "./support/serve-client.ts";
+import { runServeInProcess, serveInProcess, serveSession, type ClientSession, type ServeSession } from "./support/serve-client.ts";
 import { waitFor, within } from "./support/wait.ts";
 
 const MCP_TOKEN = "mcp-static-SECRET-value";
@@ -32,9 +37,16 @@ describe("subs agent serve (end to end, static tokens)", () => {
   let beta: RunningMcpServer;
   let gamma: RunningMcpServer;
   let alphaTools: TestTool[];
-  const sessions: ServeSession[] = [];
+  const sessions: ClientSession[] = [];
 
+  /** A session of `run()` in this process. */
   const serve = async (agent = "triage") => {
+    const session = await serveInProcess(["agent", "serve", agent], { cwd: dir, env: { MCP_TOKEN } });
+    sessions.push(session);
+    return session;
+  };
+  /** A session of the built CLI, a child as a client starts it. */
+  const serveCli = async (agent = "triage") => {
     const session = await serveSession(["agent", "serve", agent], { cwd: dir, env: { MCP_TOKEN } });
     sessions.push(session);
     return session;
@@ -126,21 +138,22 @@ agents = ["helper"]
     return { ended: () => ended };
   };
 
-  const noToken = (s: ServeSession) => {
+  const noToken = (s: ClientSession) => {
     assert.deepEqual(s.errors, [], "stdout carried only JSON-RPC");
     assert.ok(!s.stderr().includes(MCP_TOKEN), "the token reached stderr");
     assert.ok(!s.received.some((m) => m.includes(MCP_TOKEN)), "the token reached the client");
   };
 
   it("serves exactly what `subs agent tools --json` lists, without declared tools and sub-agents; what is left out is reported on stderr and to the client", async () => {
-    const listed = await runCli(["agent", "tools", "triage", "--json"], { cwd: dir, env: { MCP_TOKEN } });
+    // What `agent tools` lists is the reference here, not its subject (test/agent-tools.e2e.test.ts).
+    const listed = await runInProcess(["agent", "tools", "triage", "--json"], { cwd: dir, env: { HOME: dir, MCP_TOKEN } });
     const expected = (JSON.parse(listed.stdout) as AgentToolsJson).tools.filter((t) => t.kind === "connector");
     assert.deepEqual(
       expected.map((t) => t.name),
       ["alpha__search", "alpha__echo", "alpha__rich", "alpha__broken", "alpha__slow", "alpha__refuses", "beta_only"],
     );
 
-    const s = await serve();
+    const s = await serveCli();
     const { tools } = await s.client.listTools();
     assert.deepEqual(
       tools.map((t) => [t.name, t.description, t.inputSchema, t.annotations ?? null]),
@@ -268,6 +281,11 @@ agents = ["helper"]
     assert.deepEqual((await s.client.callTool({ name: "gamma__ping", arguments: { x: 1 } })).content, [{ type: "text", text: '{"x":1}' }]);
     assert.equal(slowEnded, false, "answered while alpha__slow still runs");
     await gamma.close();
+    // One turn of the event loop, in which the server serving in this process reads the end of its
+    // kept-alive connection to gamma, as a serving process has read it by the time the client's
+    // next request comes through its stdin: the call then meets a server that is gone, not a
+    // connection it is closing (src/http/mcp-fetch.ts).
+    await new Promise((resolve) => setImmediate(resolve));
     const gone = await s.client.callTool({ name: "gamma__ping", arguments: {} });
     assert.equal(gone.isError, true);
     assert.match((gone.content as Array<{ text: string }>)[0]!.text, /^gamma: cannot reach http:\/\/127\.0\.0\.1:\d+/);
@@ -277,7 +295,7 @@ agents = ["helper"]
   });
 
   it("ends cleanly and at once when the client closes stdin", async () => {
-    const s = await serve();
+    const s = await serveCli();
     await s.client.listTools();
     const clock = await slowClock();
     s.child.stdin!.end();
@@ -312,7 +330,7 @@ agents = ["helper"]
       { jsonrpc: "2.0", method: "notifications/initialized" },
       { jsonrpc: "2.0", id: 2, method: "tools/list" },
     ];
-    const r = await runCli(["agent", "serve", "nothing"], { cwd: dir, input: lines.map((l) => JSON.stringify(l)).join("\n") + "\n" });
+    const r = await runServeInProcess(["agent", "serve", "nothing"], { cwd: dir, input: lines.map((l) => JSON.stringify(l)).join("\n") + "\n" });
     assert.equal(r.code, 0, r.stderr);
     const out = r.stdout.trimEnd().split("\n").map((l) => JSON.parse(l) as { id?: number; method?: string; result?: unknown });
     assert.deepEqual(
@@ -324,7 +342,7 @@ agents = ["helper"]
 
   it("ends cleanly (exit 0) and at once on SIGTERM and on SIGINT, mid-call too", async () => {
     for (const sig of ["SIGTERM", "SIGINT"] as const) {
-      const s = await serve();
+      const s = await serveCli();
       await s.client.listTools();
       const clock = await slowClock();
       let working!: () => void;
@@ -345,7 +363,7 @@ agents = ["helper"]
     const remote = mkdtempSync(path.join(tmpdir(), "subs-agent-serve-remote-"));
     try {
       writeFileSync(path.join(remote, "substructure.toml"), `[remote]\nurl = "https://deploy.example"\n\n[mcp.a]\nurl = "https://a.example/mcp"\n\n[agent.triage]\nmcp = ["a"]\n`);
-      const r = await runCli(["agent", "serve", "triage"], { cwd: remote });
+      const r = await runServeInProcess(["agent", "serve", "triage"], { cwd: remote });
       assert.equal(r.code, 2, r.stderr);
       assert.equal(r.stdout, "");
       assert.match(r.stderr, /error: subs agent serve works only without \[remote\]: with \[remote\], the deployment holds the credentials and runs the agent's tool calls/);
@@ -355,7 +373,7 @@ agents = ["helper"]
   });
 
   it("an unknown agent: exit 2 with a suggestion, before anything is served", async () => {
-    const r = await runCli(["agent", "serve", "triag"], { cwd: dir, env: { MCP_TOKEN } });
+    const r = await runServeInProcess(["agent", "serve", "triag"], { cwd: dir, env: { MCP_TOKEN } });
     assert.equal(r.code, 2);
     assert.equal(r.stdout, "");
     assert.match(r.stderr, /no agent `triag`.*\n.*did you mean `triage`\?/);
@@ -408,10 +426,10 @@ describe("subs agent serve (end to end, an upstream with sessions)", () => {
   it("a session the upstream ended (404) is replaced by a new one and the call sent again, once", async () => {
     const upstream = await startSessionServer();
     const dir = mkdtempSync(path.join(tmpdir(), "subs-agent-serve-sessions-"));
-    let s: ServeSession | undefined;
+    let s: ClientSession | undefined;
     try {
       writeFileSync(path.join(dir, "substructure.toml"), `[mcp.keep]\nurl = "${upstream.url}"\nauth = { token_env = "MCP_TOKEN" }\n\n[agent.bot]\nmcp = ["keep"]\n`);
-      s = await serveSession(["agent", "serve", "bot"], { cwd: dir, env: { MCP_TOKEN } });
+      s = await serveInProcess(["agent", "serve", "bot"], { cwd: dir, env: { MCP_TOKEN } });
       const text = async () => {
         const result = await s!.client.callTool({ name: "keep__whoami", arguments: {} });
         assert.equal(result.isError, undefined, JSON.stringify(result) + "\nSTDERR:" + s!.stderr());
@@ -440,16 +458,16 @@ describe("subs agent serve (end to end, an upstream with sessions)", () => {
 describe("subs agent serve (end to end, OAuth credentials)", () => {
   const agentToml = (url: string) => `[mcp.demo]\nurl = "${url}"\n\n[agent.bot]\nmcp = ["demo"]\n`;
 
-  const leaks = (env: Env, sessions: ServeSession[]) => {
+  const leaks = (env: Env, sessions: ClientSession[]) => {
     const seen = sessions.flatMap((s) => [s.stderr(), ...s.received]).join("\n");
     return env.as.issuedTokens().filter((token) => seen.includes(token));
   };
 
   it("a connection not logged in is left out at the start and reported with `subs mcp login <id>`; nothing waits for a browser", { timeout: 30_000 }, async () => {
     const env = await environment({ toml: agentToml });
-    let s: ServeSession | undefined;
+    let s: ClientSession | undefined;
     try {
-      s = await serveSession(["agent", "serve", "bot"], { cwd: env.dir });
+      s = await serveInProcess(["agent", "serve", "bot"], { cwd: env.dir });
       assert.deepEqual((await s.client.listTools()).tools, []);
       assert.deepEqual(
         s.logs.map((l) => l.data),
@@ -466,10 +484,10 @@ describe("subs agent serve (end to end, OAuth credentials)", () => {
 
   it("an access token that expires mid-session is refreshed before a call, with no failed call", { timeout: 30_000 }, async () => {
     const env = await environment({ as: { accessTokenTtlSeconds: 2 }, toml: agentToml });
-    const sessions: ServeSession[] = [];
+    const sessions: ClientSession[] = [];
     try {
       assert.equal((await env.subs(["mcp", "login", "demo"])).code, 0);
-      const s = await serveSession(["agent", "serve", "bot"], { cwd: env.dir });
+      const s = await serveInProcess(["agent", "serve", "bot"], { cwd: env.dir });
       sessions.push(s);
       assert.deepEqual((await s.client.listTools()).tools.map((t) => t.name), OAUTH_TOOLS.map((t) => `demo__${t.name}`));
       const refreshes = env.as.counters.refreshes;
@@ -492,10 +510,10 @@ describe("subs agent serve (end to end, OAuth credentials)", () => {
 
   it("a 401 to a token the store thinks valid: one refresh and the same call again, which succeeds", { timeout: 30_000 }, async () => {
     const env = await environment({ toml: agentToml });
-    const sessions: ServeSession[] = [];
+    const sessions: ClientSession[] = [];
     try {
       assert.equal((await env.subs(["mcp", "login", "demo"])).code, 0);
-      const s = await serveSession(["agent", "serve", "bot"], { cwd: env.dir });
+      const s = await serveInProcess(["agent", "serve", "bot"], { cwd: env.dir });
       sessions.push(s);
       await s.client.listTools();
       env.as.forgetAccessTokens(); // a restarted server: the token answers 401 before its expiry

@@ -3,10 +3,11 @@
 // (absolute paths, the variables passed, nothing secret); a second run changes no byte; a changed
 // substructure.toml updates the entry in place; --remove gives back the original bytes; an entry
 // subs did not write is refused without --force; --dry-run writes nothing and prints the diff.
-// Each client's first test, and the [remote] one, run every step through the built CLI
-// (bin/subs.cjs), as a person does; the rest run the same `run()` in this process, where what is
-// checked is the file written and the output, not the process (a tenth of the CPU: a child costs a
-// Node start-up and the bundle's load per step).
+// Claude Code's first test (`subs agent connect`) and its linked-worktree test (`subs mcp connect`)
+// run every step through the built CLI (bin/subs.cjs), as a person does: the command and path they
+// write are the process's own node and real entry script. The rest run the same `run()` in this
+// process, where what is checked is the file written and the output, not the process (a tenth of
+// the CPU: a child costs a Node start-up and the bundle's load per step).
 import assert from "node:assert/strict";
 import { execFileSync } from "node:child_process";
 import { chmodSync, existsSync, lstatSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, realpathSync, statSync, symlinkSync, writeFileSync } from "node:fs";
@@ -155,7 +156,7 @@ test("claude, local scope: run from a subdirectory of a git repository, the entr
 });
 
 test("claude, local scope in a linked git worktree: keyed by the main repository's root, as Claude Code keys it", async () => {
-  const w = world();
+  const w = world(SUBS_TOML, "cli");
   execFileSync("git", ["init", "-q", w.proj]);
   execFileSync("git", ["-C", w.proj, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "--allow-empty", "-m", "x"]);
   const linked = path.join(w.root, "linked");
@@ -207,7 +208,7 @@ model = "o4"
 `;
 
 test("codex: [mcp_servers.<name>] with env_vars after the last MCP table, every other byte kept; again: same bytes; --remove: the original bytes; 0600 for a new file", async () => {
-  const w = world(SUBS_TOML, "cli");
+  const w = world();
   const file = path.join(w.home, ".codex", "config.toml");
   put(file, CODEX_TOML, 0o644);
   const r = await subs(w, ["agent", "connect", "support", "--to", "codex"]);
@@ -274,7 +275,7 @@ test("codex: a token_env added to substructure.toml updates the entry in place; 
 });
 
 test("gemini: env maps each variable to $VAR, `_` in the name becomes `-`; comments and 4-space indentation kept; the mcpServers it created goes again with --remove", async () => {
-  const w = world(SUBS_TOML, "cli");
+  const w = world();
   const original = `{\n    // my settings\n    "ui": { "theme": "Dracula" },\n    "security": {\n        "auth": { "selectedType": "gemini-api-key" }\n    }\n}\n`;
   const file = path.join(w.proj, ".gemini", "settings.json");
   put(file, original);
@@ -298,7 +299,7 @@ test("gemini: env maps each variable to $VAR, `_` in the name becomes `-`; comme
 });
 
 test("cursor: ${env:VAR}; a one-line neighbour holding a token is masked in the --dry-run diff, and --dry-run writes nothing", async () => {
-  const w = world(SUBS_TOML, "cli");
+  const w = world();
   const file = path.join(w.home, ".cursor", "mcp.json");
   const original = `{\n  "mcpServers": {\n    "github": { "url": "https://api.githubcopilot.com/mcp/", "headers": { "Authorization": "Bearer ghp_neighbourtoken" } }\n  }\n}\n`;
   put(file, original);
@@ -334,7 +335,7 @@ test("cursor: ${env:VAR}; a one-line neighbour holding a token is masked in the 
 });
 
 test("vscode: `servers`, type stdio, ${env:VAR}, in a tab-indented CRLF file with comments and inputs; a missing user directory is said", async () => {
-  const w = world(SUBS_TOML, "cli");
+  const w = world();
   const missing = await subs(w, ["agent", "connect", "support", "--to", "vscode"]);
   assert.equal(missing.code, 2);
   assert.match(missing.stderr, /VS Code's configuration directory was not found \(looked in .*Code\/User/);
@@ -371,7 +372,7 @@ test("vscode: `servers`, type stdio, ${env:VAR}, in a tab-indented CRLF file wit
 });
 
 test("claude-desktop: mcpServers with command and args; a variable it cannot pass is said, never written", async () => {
-  const w = world(SUBS_TOML, "cli");
+  const w = world();
   const file = path.join(w.home, ".config", "Claude", "claude_desktop_config.json");
   const original = `{\n  "globalShortcut": "",\n  "mcpServers": {\n    "fs": {\n      "command": "npx",\n      "args": ["-y", "@modelcontextprotocol/server-filesystem", "/tmp"]\n    }\n  }\n}\n`;
   put(file, original);
@@ -453,7 +454,7 @@ const ENDPOINT = "https://deploy.example/team/v1/agents/support/mcp";
 const DEPLOY_TOKEN = "subsd_d3pl0y-t0ken-9a7b";
 
 test("[remote], each client: the agent's endpoint on the deployment with the API token read from $DEPLOY_TOKEN in the client's own syntax, never the token; again: no change; --remove takes it out", async () => {
-  const w = world(REMOTE_TOML, "cli");
+  const w = world(REMOTE_TOML);
   const cases: Array<{ to: string; file: string; container: string; entry: Record<string, unknown> }> = [
     { to: "claude", file: path.join(w.proj, ".mcp.json"), container: "mcpServers", entry: { type: "http", url: ENDPOINT, headers: { Authorization: "Bearer ${DEPLOY_TOKEN}" } } },
     { to: "gemini", file: path.join(w.proj, ".gemini", "settings.json"), container: "mcpServers", entry: { httpUrl: ENDPOINT, headers: { Authorization: "Bearer $DEPLOY_TOKEN" } } },

@@ -1,10 +1,14 @@
 // The `--http` endpoint of `subs mcp proxy` and `subs agent serve` as a local attacker meets it:
 // another program on the machine, or a web page in its browser reaching loopback through DNS
-// rebinding (MCP transports, "Security Warning"). Each check goes through the built CLI as a user
-// starts it, with raw requests that choose every header: the bearer token (only the exact one),
-// Host and Origin (only loopback), the address it binds (only loopback), the token file (0600,
-// never through a symbolic link), request bodies (401 before reading, 413 over 4 MiB) and session
-// ids (random, 404 when guessed, one GET stream each).
+// rebinding (MCP transports, "Security Warning"), with raw requests that choose every header: the
+// bearer token (only the exact one), Host and Origin (only loopback), the address it binds (only
+// loopback), the token file (0600, never through a symbolic link), request bodies (401 before
+// reading, 413 over 4 MiB) and session ids (random, 404 when guessed, one GET stream each).
+// The endpoints attacked run the built CLI (bin/subs.cjs) as a user starts it, as does the token
+// file made under a process's umask 000. Of the refusals to start (an address not loopback, a
+// token file that is a link), each command's first runs the built CLI and the rest run the same
+// `run()` in this process: what they check is the refusal and the files left, not the process (a
+// child costs a Node start-up and the bundle's load per run).
 import assert from "node:assert/strict";
 import { randomUUID } from "node:crypto";
 import { existsSync, mkdtempSync, readFileSync, rmSync, statSync, symlinkSync, writeFileSync } from "node:fs";
@@ -12,13 +16,24 @@ import { request, type IncomingMessage } from "node:http";
 import { networkInterfaces, tmpdir } from "node:os";
 import path from "node:path";
 import { after, afterEach, before, describe, it } from "node:test";
-import { runCli } from "../support/cli.ts";
+import { runCli, runInProcess, type RunResult } from "../support/cli.ts";
 import { startRichServer, type RichServer } from "../support/mcp-rich-server.ts";
 import { rawExchange, INITIALIZE, rawRequest, serveOverHttp, type ServedHttp } from "../support/served-http.ts";
 
 const MCP_TOKEN = "surface-upstream-SECRET-token";
 /** 4 MiB: what the endpoint reads of a request body at most (docs/serve.md). */
 const MAX_BODY = 4 * 1024 * 1024;
+
+/**
+ * A refusal to start: the built CLI, or `run()` in this process. Either is stopped after 15 s: a
+ * serve that wrongly started is then ended (the child killed, the in-process run's signal aborted,
+ * as Ctrl-C would), and the checks on its exit code and stderr fail: with [::] let through by
+ * src/serve/address.ts, the in-process `mcp proxy --http [::]:0` served, was ended and failed here.
+ */
+function refusal(how: "cli" | "in-process", argv: string[], dir: string): Promise<RunResult> {
+  if (how === "cli") return runCli(argv, { cwd: dir, env: { MCP_TOKEN }, timeoutMs: 15_000 });
+  return runInProcess(argv, { cwd: dir, env: { HOME: dir, MCP_TOKEN }, signal: AbortSignal.timeout(15_000) });
+}
 
 /** One served endpoint, in front of an upstream of its own. */
 type Endpoint = {
@@ -298,7 +313,7 @@ describe("--http as an attacker meets it (subs mcp proxy and subs agent serve, t
   });
 });
 
-describe("--http binds loopback only (the built CLI)", () => {
+describe("--http binds loopback only", () => {
   it("0.0.0.0, ::, a LAN address, this machine's own addresses, a host name (resolving anywhere) are refused with exit 2 before anything is served", async () => {
     const dir = mkdtempSync(path.join(tmpdir(), "subs-surface-bind-"));
     try {
@@ -322,9 +337,9 @@ describe("--http binds loopback only (the built CLI)", () => {
         "[::ffff:0.0.0.0]:0",
       ];
       for (const command of [["mcp", "proxy", "rich"], ["agent", "serve", "triage"]]) {
-        for (const spec of specs) {
+        for (const [n, spec] of specs.entries()) {
           const argv = [...command, "--http", spec, "--token-file", "bind.token"];
-          const r = await runCli(argv, { cwd: dir, env: { MCP_TOKEN }, timeoutMs: 15_000 });
+          const r = await refusal(n === 0 ? "cli" : "in-process", argv, dir);
           assert.equal(r.code, 2, `${argv.join(" ")}: ${r.stderr}`);
           assert.match(r.stderr, /loopback/, argv.join(" "));
           assert.doesNotMatch(r.stderr, /serving MCP/, argv.join(" "));
@@ -338,7 +353,7 @@ describe("--http binds loopback only (the built CLI)", () => {
   });
 });
 
-describe("--token-file (the built CLI)", () => {
+describe("--token-file", () => {
   let dir: string;
   let rich: RichServer;
 
@@ -370,9 +385,9 @@ describe("--token-file (the built CLI)", () => {
     const dangling = path.join(dir, "readable-by-others.txt");
     symlinkSync(dangling, path.join(dir, "dangling.token"));
     for (const command of [["mcp", "proxy", "rich"], ["agent", "serve", "triage"]]) {
-      for (const link of ["to-victim.token", "dangling.token"]) {
+      for (const [n, link] of ["to-victim.token", "dangling.token"].entries()) {
         const argv = [...command, "--http", "127.0.0.1:0", "--token-file", link];
-        const r = await runCli(argv, { cwd: dir, env: { MCP_TOKEN }, timeoutMs: 15_000 });
+        const r = await refusal(n === 0 ? "cli" : "in-process", argv, dir);
         assert.equal(r.code, 2, `${argv.join(" ")}: ${r.stderr}`);
         assert.match(r.stderr, /--token-file[\s\S]*(symbolic link|ELOOP)/, argv.join(" "));
         assert.doesNotMatch(r.stderr, /serving MCP/);
