@@ -1,7 +1,10 @@
 // `--http` of `subs agent serve` and `subs mcp proxy`, end to end: the built CLI
 // (bin/subs.cjs) as a child, exactly as a user starts it, driven by the SDK's own Streamable HTTP
 // client with the bearer token it wrote to --token-file. Each client session gets its own upstream
-// session and its own snapshot of the agent's tools.
+// session and its own snapshot of the agent's tools. Every endpoint served is the built CLI's, as
+// is each command's first refusal to start; the other refusals run the same `run()` in this
+// process (test/support/serve-client.ts, runServeInProcess): what they check is the refusal, its
+// code and an empty stdout, not the process (a child costs a Node start-up and the bundle's load).
 import assert from "node:assert/strict";
 import { spawn, type ChildProcess } from "node:child_process";
 import { chmodSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
@@ -10,9 +13,9 @@ import path from "node:path";
 import { after, before, describe, it } from "node:test";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
-import { BIN, ensureBuilt, runCli } from "./support/cli.ts";
+import { BIN, ensureBuilt, runCli, type How, type RunResult } from "./support/cli.ts";
 import { RICH_TOOLS, startRichServer, type RichServer } from "./support/mcp-rich-server.ts";
-import { halfOpen, rawCall } from "./support/serve-client.ts";
+import { halfOpen, rawCall, runServeInProcess } from "./support/serve-client.ts";
 import { within } from "./support/wait.ts";
 
 const MCP_TOKEN = "serve-http-SECRET-upstream-token";
@@ -71,7 +74,7 @@ async function initialize(served: Served): Promise<{ status: number; retryAfter:
   return { status: answer.status, retryAfter: answer.headers.get("retry-after"), session: answer.headers.get("mcp-session-id") };
 }
 
-describe("--http, through the built CLI", () => {
+describe("--http", () => {
   let dir: string;
   let rich: RichServer;
 
@@ -169,7 +172,16 @@ describe("--http, through the built CLI", () => {
   });
 
   it("refuses what it cannot serve safely, before serving: a host not on loopback, --token-file or a limit without --http, a limit that is not a count (exit 2)", async () => {
-    for (const [argv, why] of [
+    /**
+     * The built CLI, or `run()` in this process, its stdin at an end and its stdout everything it
+     * wrote (ctx.stdout and the protocol's); either is stopped after 30 s, as the child is, so a
+     * refusal that wrongly serves ends and fails the checks on its code: with --max-calls 0 let
+     * through by src/commands/flags.ts, the in-process `mcp proxy rich --http 0` served, was ended
+     * and failed here (0 !== 2).
+     */
+    const refusal = (how: How, argv: string[]): Promise<RunResult> =>
+      how === "cli" ? runCli(argv, { cwd: dir, env: { MCP_TOKEN } }) : runServeInProcess(argv, { cwd: dir, env: { MCP_TOKEN }, signal: AbortSignal.timeout(30_000) });
+    for (const [n, [argv, why]] of ([
       [["mcp", "proxy", "rich", "--http", "0.0.0.0:0"], /loopback/],
       [["agent", "serve", "triage", "--http", "192.168.1.5:8931"], /loopback/],
       [["mcp", "proxy", "rich", "--token-file", "t"], /--token-file goes with --http/],
@@ -178,8 +190,9 @@ describe("--http, through the built CLI", () => {
       [["mcp", "proxy", "rich", "--http", "0", "--max-calls", "0"], /--max-calls must be a whole number from 1/],
       [["agent", "serve", "triage", "--http", "0", "--max-connections", "ten"], /--max-connections must be a whole number from 1/],
       [["agent", "serve", "triage", "--http", "0", "--idle-timeout", "-1"], /--idle-timeout must be a positive number of seconds/],
-    ] as const) {
-      const r = await runCli([...argv], { cwd: dir, env: { MCP_TOKEN } });
+    ] as const).entries()) {
+      // Each command's first (mcp proxy, then agent serve) from the built CLI.
+      const r = await refusal(n < 2 ? "cli" : "in-process", [...argv]);
       assert.equal(r.code, 2, `${argv.join(" ")}: ${r.stderr}`);
       assert.match(r.stderr, why, argv.join(" "));
       assert.equal(r.stdout, "");

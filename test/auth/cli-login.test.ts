@@ -1,10 +1,16 @@
 // End to end: the real CLI as child processes, $BROWSER set to a script that consents, as the
-// conformance adapter and a person at a terminal run it.
+// conformance adapter and a person at a terminal run it. The built CLI (bin/subs.cjs) runs the
+// first login (the db files it makes, a real $BROWSER) and one run of each command after it (what a
+// real process prints, Node's own warnings included), the processes racing to refresh, and the
+// Ctrl-C; the --json runs of the first test, the login before the race and the exact-redirect_uri
+// logins run the same `run()` in this process, with an opener that follows the URL as the $BROWSER
+// script does: what they check is what is printed and what the servers saw, not the process (a
+// child costs a Node start-up and the bundle's load per run, and its $BROWSER another).
 import assert from "node:assert/strict";
 import { existsSync, readFileSync, statSync } from "node:fs";
 import path from "node:path";
 import { test } from "node:test";
-import { runCli, signalOnce, type RunResult } from "../support/cli.ts";
+import { runAs, runCli, signalOnce, type How, type RunResult } from "../support/cli.ts";
 import { browserCommand } from "../support/browser.ts";
 import { connectionRefused } from "../support/ports.ts";
 import { credential, environment, leakedTokens } from "./harness.ts";
@@ -12,8 +18,8 @@ import { credential, environment, leakedTokens } from "./harness.ts";
 test("cli: login with $BROWSER, then tools and call; the db is 0600 and no token is ever printed", async () => {
   const env = await environment({ protect: { requiredScopes: ["files:read"] } });
   try {
-    const cli = async (argv: string[]) => {
-      const result = await runCli(argv, { cwd: env.dir, env: { BROWSER: browserCommand() } });
+    const cli = async (argv: string[], how: How = "cli") => {
+      const result = await runAs(how, argv, { cwd: env.dir, consents: true });
       env.outputs.push(result.stdout, result.stderr);
       return result;
     };
@@ -24,14 +30,16 @@ test("cli: login with $BROWSER, then tools and call; the db is 0600 and no token
       const file = path.join(env.dir, `substructure.db${suffix}`);
       if (suffix === "" || existsSync(file)) assert.equal(statSync(file).mode & 0o777, 0o600, `substructure.db${suffix}`);
     }
+    // Each command once from the built CLI; the --json forms in this process (their output is what
+    // run() writes, all of which reaches the checks).
     const outputs: RunResult[] = [
-      await cli(["mcp", "login", "demo", "--json"]),
+      await cli(["mcp", "login", "demo", "--json"], "in-process"),
       await cli(["mcp", "tools", "demo"]),
-      await cli(["mcp", "tools", "demo", "--json"]),
+      await cli(["mcp", "tools", "demo", "--json"], "in-process"),
       await cli(["mcp", "call", "demo", "echo", "--args", '{"x":1}']),
-      await cli(["mcp", "call", "demo", "echo", "--json"]),
+      await cli(["mcp", "call", "demo", "echo", "--json"], "in-process"),
       await cli(["mcp", "list"]),
-      await cli(["mcp", "list", "--json"]),
+      await cli(["mcp", "list", "--json"], "in-process"),
     ];
     for (const r of outputs) assert.equal(r.code, 0, r.stderr);
     assert.equal(outputs[3]!.stdout, 'echo:{"x":1}\n');
@@ -45,7 +53,8 @@ test("cli: login with $BROWSER, then tools and call; the db is 0600 and no token
 test("cli: several processes racing to refresh a rotating refresh token refresh it exactly once", async () => {
   const env = await environment({ as: { refreshDelayMs: 200 } });
   try {
-    const login = await runCli(["mcp", "login", "demo"], { cwd: env.dir, env: { BROWSER: browserCommand() } });
+    // The login before the race in this process: the racers are the subject.
+    const login = await runAs("in-process", ["mcp", "login", "demo"], { cwd: env.dir, consents: true });
     assert.equal(login.code, 0, login.stderr);
     env.db().prepare("UPDATE subs_credentials SET expires_at = ?").run(Date.now() - 1000);
     const results = await Promise.all(Array.from({ length: 4 }, () => runCli(["mcp", "tools", "demo", "--json"], { cwd: env.dir })));
@@ -90,7 +99,8 @@ test("cli: Ctrl-C while waiting for consent exits 130, closes the port and store
 test("cli: against a server that compares redirect_uri exactly, a second login and one after the server forgot every client succeed without --port", async () => {
   const env = await environment({ as: { exactRedirectUris: true } });
   try {
-    const login = () => runCli(["mcp", "login", "demo", "--timeout", "10"], { cwd: env.dir, env: { BROWSER: browserCommand() } });
+    // In this process: what is checked is what the authorization server saw, not the process.
+    const login = () => runAs("in-process", ["mcp", "login", "demo", "--timeout", "10"], { cwd: env.dir, consents: true });
     const first = await login();
     assert.equal(first.code, 0, first.stderr);
     const second = await login();
@@ -106,7 +116,7 @@ test("cli: against a server that compares redirect_uri exactly, a second login a
       [],
       "the browser never got an error page",
     );
-    const tools = await runCli(["mcp", "tools", "demo", "--json"], { cwd: env.dir });
+    const tools = await runAs("in-process", ["mcp", "tools", "demo", "--json"], { cwd: env.dir });
     assert.equal(tools.code, 0, tools.stderr);
   } finally {
     await env.close();

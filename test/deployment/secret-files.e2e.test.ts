@@ -3,9 +3,12 @@
 // refuses one that group or others may use, that another user owns, or that is not a regular
 // file, naming it, its mode or owner and the fix; and the shell recipes of
 // docs/deployment-server.md, run as written under a permissive umask, make every file 0600.
-// `subs deployment serve` and the recipes' `subs` run the built CLI (bin/subs.cjs) in a child, as
-// do token create and rotate-key for the first mode refused; their other runs are the same `run()`
-// in this process, where what is checked is the refusal printed and the files left, not the process.
+// The recipes' `subs` run the built CLI (bin/subs.cjs) in a child, as do serve, token create and
+// rotate-key for the first mode refused, serve's refusals of a key named by $SUBS_DEPLOYMENT_KEY_FILE,
+// of a FIFO, a directory and a device (read in this process, a wrong open of a FIFO or /dev/zero
+// would block or fill the test's own process, not fail it) and of another user's client-secrets
+// file; their other runs are the same `run()` in this process, where what is checked is the refusal
+// printed and the files left, not the process (a child costs a Node start-up and the bundle's load).
 import assert from "node:assert/strict";
 import { spawnSync } from "node:child_process";
 import { chmodSync, chownSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, symlinkSync, writeFileSync } from "node:fs";
@@ -14,6 +17,7 @@ import path from "node:path";
 import { after, describe, test } from "node:test";
 import { newKeyText } from "../../src/deployment/keys.ts";
 import { privateFileProblems, type FileFacts } from "../../src/deployment/private-file.ts";
+import { openSqliteStore } from "../../src/deployment/store/sqlite.ts";
 import { BIN, REPO, runAs, type How } from "../support/cli.ts";
 import { serveOnce } from "../support/serve-once.ts";
 
@@ -45,13 +49,15 @@ function withKey(mode: number) {
 describe("the key file", () => {
   test("group or others may read it (0644, 0640, 0604): serve, token create and rotate-key refuse it (exit 2) naming the file, its mode, chmod 600 and a rotation; nothing is opened", async () => {
     for (const mode of [0o644, 0o640, 0o604]) {
-      // The first mode as a person meets it, from the built CLI; the others in-process.
+      // The first mode as a person meets it, from the built CLI; the others in-process. (With 0640
+      // let through by src/deployment/private-file.ts, the in-process serve listened, was stopped
+      // on its `listening` line and failed here: 0 !== 2.)
       const how: How = mode === 0o644 ? "cli" : "in-process";
       const { dir, file } = withKey(mode);
       const shown = (mode & 0o7777).toString(8).padStart(4, "0");
       const refusal = new RegExp(`--key-file ${escape(file)}: others may read it \\(mode ${shown}\\); it must be a regular file of the user running subs that no one else may read \\(mode 0600\\)`);
       const fix = new RegExp(`hint: \`chmod 600 ${escape(file)}\`; what it holds may have been copied: once it is private, move to a new key \\(\`subs deployment rotate-key\`\\)`);
-      const served = await serveOnce(["--key-file", "deployment.key"], { cwd: dir });
+      const served = await serveOnce(["--key-file", "deployment.key"], { cwd: dir, how });
       assert.equal(served.code, 2, `${shown}: ${served.stderr}`);
       assert.equal(served.listening, undefined);
       assert.match(served.stderr, refusal);
@@ -79,7 +85,7 @@ describe("the key file", () => {
     const { dir, file } = withKey(0o600);
     giveAway(file);
     const owner = new RegExp(`--key-file ${escape(file)}: belongs to another user \\(uid ${NOBODY}\\), not to the user subs runs as \\(uid 0\\)`);
-    const served = await serveOnce(["--key-file", "deployment.key"], { cwd: dir });
+    const served = await serveOnce(["--key-file", "deployment.key"], { cwd: dir, how: "in-process" });
     assert.equal(served.code, 2, served.stderr);
     assert.match(served.stderr, owner);
     assert.match(served.stderr, new RegExp(`\`chown 0 ${escape(file)}\` \\(or run subs as its owner\\)`));
@@ -92,11 +98,11 @@ describe("the key file", () => {
   test("a symbolic link is followed and the file it leads to checked; a FIFO, a directory or a device is refused at once", async () => {
     const { dir, file } = withKey(0o600);
     symlinkSync(file, path.join(dir, "link.key"));
-    const linked = await serveOnce(["--key-file", "link.key"], { cwd: dir });
+    const linked = await serveOnce(["--key-file", "link.key"], { cwd: dir, how: "in-process" });
     assert.equal(linked.code, 0, linked.stderr);
     assert.ok(linked.listening, "a link to a private key serves");
     chmodSync(file, 0o644);
-    const open = await serveOnce(["--key-file", "link.key"], { cwd: dir });
+    const open = await serveOnce(["--key-file", "link.key"], { cwd: dir, how: "in-process" });
     assert.equal(open.code, 2);
     assert.match(open.stderr, /link\.key: others may read it \(mode 0644\)/);
 
@@ -117,7 +123,7 @@ describe("the key file", () => {
   test("rotate-key: an existing --new-key-file others may read is refused, and nothing is re-encrypted", async () => {
     const { dir } = withKey(0o600);
     // A store the server made (rotate-key refuses one that does not exist).
-    const made = await serveOnce(["--key-file", "deployment.key"], { cwd: dir });
+    const made = await serveOnce(["--key-file", "deployment.key"], { cwd: dir, how: "in-process" });
     assert.equal(made.code, 0, made.stderr);
     writeFileSync(path.join(dir, "new.key"), `${newKeyText()}\n`);
     chmodSync(path.join(dir, "new.key"), 0o644);
@@ -191,7 +197,7 @@ describe("the recipes of docs/deployment-server.md", () => {
     );
   }
 
-  test("every recipe that makes a file makes it 0600 under umask 022: the key, client secrets, the store password, SQLite and pg_dump backups, the rotated keys", () => {
+  test("every recipe that makes a file makes it 0600 under umask 022: the key, client secrets, the store password, SQLite and pg_dump backups, the rotated keys", async () => {
     const root = tempDir();
     const stubs = path.join(root, ".stubs");
     mkdirSync(stubs);
@@ -215,9 +221,11 @@ describe("the recipes of docs/deployment-server.md", () => {
     for (const dir of MOVED) mkdirSync(path.join(root, dir), { recursive: true, mode: 0o755 });
     // The store the server makes on its first start (no recipe starts one): the backup and the
     // rotation run against it. Empty, nothing sealed yet: the rotation seals its check with the key the first recipe made.
+    // Made in this process, as the server makes it (src/deployment/store/sqlite.ts: created 0600, so
+    // no umask opens it to group or others).
     chmodSync(path.join(root, "/var/lib/subs"), 0o700);
-    const made = spawnSync(process.execPath, ["--import", "tsx", "-e", `const { openSqliteStore } = await import(${JSON.stringify(path.join(REPO, "src/deployment/store/sqlite.ts"))}); const s = await openSqliteStore({ storeDir: ${JSON.stringify(path.join(root, "/var/lib/subs"))}, dbPath: ${JSON.stringify(path.join(root, "/var/lib/subs/deployment.db"))}, key: undefined }); await s.close();`], { cwd: REPO, encoding: "utf8" });
-    assert.equal(made.status, 0, made.stderr);
+    const made = await openSqliteStore({ storeDir: path.join(root, "/var/lib/subs"), dbPath: path.join(root, "/var/lib/subs/deployment.db"), key: undefined });
+    await made.close();
     const work = path.join(root, "work");
     mkdirSync(work);
 

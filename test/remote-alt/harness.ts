@@ -23,10 +23,11 @@ export type Harness = {
   /** Writes substructure.toml: a [remote] section for the deployment, then `body`. */
   write(body: string): void;
   /**
-   * Runs subs with the deployment's token in its environment. In-process, SUBS_TEST_BROWSER=ignore
-   * gives an opener that only records the URL, as the $BROWSER script then does.
+   * Runs subs with the deployment's token in its environment, as the harness's `how` says unless
+   * `runHow` says otherwise. In-process, SUBS_TEST_BROWSER=ignore gives an opener that only records
+   * the URL, as the $BROWSER script then does.
    */
-  run(argv: string[], env?: Record<string, string | undefined>): Promise<RunResult>;
+  run(argv: string[], env?: Record<string, string | undefined>, runHow?: How): Promise<RunResult>;
   /** Every output seen so far (stdout and stderr of every run), for leak checks. */
   outputs: string[];
   /** A request to the deployment's API with its token, outside subs (to read its state). */
@@ -68,9 +69,9 @@ export async function startHarness(
     write(body) {
       writeFileSync(path.join(dir, "substructure.toml"), `[remote]\nurl = "${dep.apiUrl}"\ntoken_env = "${TOKEN_ENV}"\n\n${body}`);
     },
-    async run(argv, env = {}) {
+    async run(argv, env = {}, runHow = how) {
       const given: Record<string, string | undefined> = { [TOKEN_ENV]: dep.token, NO_COLOR: "1", ...env };
-      const result = await runAs(how, argv, { cwd: dir, env: given, consents: true });
+      const result = await runAs(runHow, argv, { cwd: dir, env: given, consents: true });
       outputs.push(result.stdout, result.stderr);
       return result;
     },

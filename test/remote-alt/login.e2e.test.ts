@@ -1,9 +1,11 @@
 // `subs mcp login`, `mcp list`, `mcp tools` and `agent tools` against the second deployment
-// implementation. The first test (login, tools, list) and `agent tools` run the built CLI
-// (bin/subs.cjs) with the redirect-following $BROWSER, as a person does; the rest run the same
-// `run()` in this process with an opener that follows the URL as that $BROWSER does, where what is
-// checked is the deployment's state and what is printed, not the process (a tenth of the CPU: a
-// child costs a Node start-up and the bundle's load per run, and its $BROWSER another).
+// implementation. The first test's login, `mcp tools` and `mcp list`, and the first `agent tools`
+// (exit 4, one connection needing a login) run the built CLI (bin/subs.cjs) with the
+// redirect-following $BROWSER, as a person does; the rest, the logins and `apply` that set up the
+// `agent tools` test included, run the same `run()` in this process with an opener that follows the
+// URL as that $BROWSER does, where what is checked is the deployment's state and what is printed,
+// not the process (a tenth of the CPU: a child costs a Node start-up and the bundle's load per run,
+// and its $BROWSER another).
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 import { startHarness, withHarness as withFreshHarness, type Harness } from "./harness.ts";
@@ -54,7 +56,9 @@ describe("subs mcp login / list / tools / agent tools against deployment-alt", (
 
       // Use the credential too, so every command has had a chance to leak it.
       assert.equal((await h.run(["mcp", "tools", "sentry", "--json"])).code, 0);
-      assert.equal((await h.run(["mcp", "list", "--json"])).code, 0);
+      // Once from the built CLI is enough for `mcp list`; its --json form in this process (all it
+      // prints reaches the check below).
+      assert.equal((await h.run(["mcp", "list", "--json"], {}, "in-process")).code, 0);
       assert.equal((await h.run(["mcp", "list"])).code, 0);
 
       const secrets = [...h.auth.issuedTokens(), ...h.dep.secretsSeen()];
@@ -152,8 +156,9 @@ describe("subs mcp login / list / tools / agent tools against deployment-alt", (
   it("agent tools with [remote] takes each list from the deployment", () =>
     withHarness(async (h) => {
       h.write(file(h));
-      assert.equal((await h.run(["apply"])).code, 0);
-      assert.equal((await h.run(["mcp", "login", "sentry"])).code, 0);
+      // The set-up in this process; the first `agent tools` from the built CLI.
+      assert.equal((await h.run(["apply"], {}, "in-process")).code, 0);
+      assert.equal((await h.run(["mcp", "login", "sentry"], {}, "in-process")).code, 0);
 
       // `other` is declared but not authorized: unavailable, needing a login (exit 4).
       const partial = await h.run(["agent", "tools", "triage", "--json"]);
@@ -162,8 +167,8 @@ describe("subs mcp login / list / tools / agent tools against deployment-alt", (
       assert.equal(p.target, "remote");
       assert.deepEqual(p.unavailable.map((u: any) => [u.connection, u.code]), [["other", "needs_login"]]);
 
-      assert.equal((await h.run(["mcp", "login", "other"])).code, 0);
-      const result = await h.run(["agent", "tools", "triage", "--json"]);
+      assert.equal((await h.run(["mcp", "login", "other"], {}, "in-process")).code, 0);
+      const result = await h.run(["agent", "tools", "triage", "--json"], {}, "in-process");
       assert.equal(result.code, 0, result.stderr);
       const out = JSON.parse(result.stdout);
       assert.equal(out.target, "remote");

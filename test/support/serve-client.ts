@@ -178,13 +178,15 @@ export async function serveInProcess(argv: string[], options: { cwd: string; env
  * serve x` does): its code, stderr, and as stdout everything it wrote to ctx.stdout and to its
  * protocol stdout, in the order written, as the process's one stdout would carry them. (A line
  * written to either by `agent serve` before its refusal failed agent-serve.e2e's "nothing on stdout".)
+ * `signal` stops it as SIGTERM stops the process (src/main.ts): e.g. a bound on a refusal that
+ * wrongly serves `--http`, which no end of stdin stops.
  */
-export async function runServeInProcess(argv: string[], options: { cwd: string; env?: Record<string, string>; input?: string }): Promise<RunResult> {
+export async function runServeInProcess(argv: string[], options: { cwd: string; env?: Record<string, string>; input?: string; signal?: AbortSignal }): Promise<RunResult> {
   const toServer = new PassThrough();
   const fromServer = new PassThrough();
   let stdout = "";
   fromServer.on("data", (chunk: Buffer) => (stdout += chunk.toString("utf8")));
-  const t = testContext({ ...served(options), protocolStreams: () => ({ input: toServer, output: fromServer }) });
+  const t = testContext({ ...served(options), ...(options.signal ? { signal: options.signal } : {}), protocolStreams: () => ({ input: toServer, output: fromServer }) });
   t.ctx.stdout = { write: (text: string) => (stdout += text) };
   toServer.end(options.input ?? "");
   const code = await run(argv, t.ctx);
