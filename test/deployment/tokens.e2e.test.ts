@@ -2,22 +2,33 @@
 // `subs deployment serve`, on each store, over its API (--url, or the
 // project's [remote]) and on its host (--store). The token shown once and nowhere else; unique
 // names; admin only, the 403 naming the role needed; expiry; last use; the last admin token kept;
-// revoking by exact name; a --store that does not exist refused and not made. The first test, the
-// project's [remote] and the host's --store run the built CLI (bin/subs.cjs) as a person does; the
-// rest run the same `run()` in this process (what they check is the deployment's answer and what
-// is printed, not the process; a child per step cost a Node start-up and the bundle's load each).
+// revoking by exact name; a --store that does not exist refused and not made. On the SQLite store
+// the first test and the project's [remote] run the built CLI (bin/subs.cjs) as a person does;
+// on each store the host's first --store create and its refusal of a store that does not exist
+// do too (the process opens the store itself, SQLite's native module or a Postgres connection,
+// and must exit after). The rest, the same first tests on Postgres included, run the same `run()`
+// in this process (what they check is the deployment's answer and what is printed, not the
+// process; a child per step cost a Node start-up and the bundle's load each). The deployments
+// themselves stay real processes.
 import assert from "node:assert/strict";
 import { existsSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { after, before, describe, test } from "node:test";
-import { runAs, runCli, type How } from "../support/cli.ts";
+import { runAs, type How } from "../support/cli.ts";
 import { callServed, startServedDeployment, STORES, type ServedDeployment } from "../support/deployment-serve.ts";
 import { waitFor } from "../support/wait.ts";
 
 type Listed = { id: string; name: string; role: string; created_at: string; expires_at: string | null; last_used_at: string | null };
 
+/**
+ * The store whose tests over the API run the built CLI. Over --url the store is the deployment's,
+ * not the CLI's: on the other, the same runs are `run()` in-process.
+ */
+const CLI_ON: (typeof STORES)[number] = "sqlite";
+
 for (const store of STORES) describe(`API tokens over the API and on the host (${store})`, () => {
+  const how: How = store === CLI_ON ? "cli" : "in-process";
   let d: ServedDeployment;
   let cwd: string;
   /** Every token value seen in these tests: none may appear in a listing, a log line or stderr. */
@@ -48,7 +59,7 @@ for (const store of STORES) describe(`API tokens over the API and on the host ($
   });
 
   test("create over the API prints the token once on stdout (never on stderr); list shows it without its value or hash; the new token works at once", async () => {
-    const plain = await subs(["create", "--name", "alice laptop", "--role", "use", "--url", d.url], d.token, "cli");
+    const plain = await subs(["create", "--name", "alice laptop", "--role", "use", "--url", d.url], d.token, how);
     assert.equal(plain.code, 0, plain.stderr);
     const value = plain.stdout.trim();
     values.push(value);
@@ -72,7 +83,7 @@ for (const store of STORES) describe(`API tokens over the API and on the host ($
     const put = await callServed(d, "PUT", "/v1/mcp/x", { url: "https://a.example/mcp", prefix_tools: true }, body.token);
     assert.equal(put.status, 201);
 
-    const table = await subs(["list", "--url", d.url], d.token, "cli");
+    const table = await subs(["list", "--url", d.url], d.token, how);
     assert.equal(table.code, 0, table.stderr);
     assert.match(table.stdout, new RegExp(`^${body.id}\\tapply\\tci\\tcreated \\S+\\tnever expires\\tlast used \\S+$`, "m"));
   });
@@ -202,10 +213,10 @@ for (const store of STORES) describe(`API tokens over the API and on the host ($
     const project = mkdtempSync(path.join(tmpdir(), "subs-tokens-project-"));
     try {
       writeFileSync(path.join(project, "substructure.toml"), `[remote]\nurl = "${d.url}"\ntoken_env = "TEAM_TOKEN"\n`);
-      const listed = await runCli(["deployment", "token", "list", "--json"], { cwd: project, env: { TEAM_TOKEN: d.token } });
+      const listed = await runAs(how, ["deployment", "token", "list", "--json"], { cwd: project, env: { TEAM_TOKEN: d.token } });
       assert.equal(listed.code, 0, listed.stderr);
       assert.ok(JSON.parse(listed.stdout).some((t: Listed) => t.role === "admin"));
-      const nowhere = await runCli(["deployment", "token", "list"], { cwd });
+      const nowhere = await runAs(how, ["deployment", "token", "list"], { cwd });
       assert.equal(nowhere.code, 2);
       assert.match(nowhere.stderr, /which deployment\?/);
       const both = await subs(["list", "--url", d.url, "--store", d.storeArg]);
@@ -217,19 +228,20 @@ for (const store of STORES) describe(`API tokens over the API and on the host ($
   });
 
   test("on the host: --store manages the same tokens; a store that does not exist is refused (exit 2) and nothing is made", async () => {
-    const made = await runCli(["deployment", "token", "create", "--name", "from-host", "--role", "read", "--store", d.storeArg, "--json"], { cwd });
+    const made = await runAs("cli", ["deployment", "token", "create", "--name", "from-host", "--role", "read", "--store", d.storeArg, "--json"], { cwd });
     assert.equal(made.code, 0, made.stderr);
     values.push(JSON.parse(made.stdout).token);
     assert.ok((await list()).some((t) => t.name === "from-host"), "the server lists a token made in its store");
-    const dup = await runCli(["deployment", "token", "create", "--name", "from-host", "--role", "read", "--store", d.storeArg], { cwd });
+    const dup = await runAs("in-process", ["deployment", "token", "create", "--name", "from-host", "--role", "read", "--store", d.storeArg], { cwd });
     assert.equal(dup.code, 2);
     assert.match(dup.stderr, /a token named "from-host" exists/);
-    const revoked = await runCli(["deployment", "token", "revoke", "from-host", "--store", d.storeArg], { cwd });
+    const revoked = await runAs("in-process", ["deployment", "token", "revoke", "from-host", "--store", d.storeArg], { cwd });
     assert.equal(revoked.code, 0, revoked.stderr);
 
     const missing = store === "sqlite" ? path.join(cwd, "typo") : await d.postgres!.database();
-    for (const args of [["create", "--name", "x", "--role", "admin"], ["list"], ["revoke", "x"]]) {
-      const refused = await runCli(["deployment", "token", ...args, "--store", missing], { cwd });
+    // The first refusal is the built CLI's (it must exit after the store it could not open).
+    for (const [i, args] of [["create", "--name", "x", "--role", "admin"], ["list"], ["revoke", "x"]].entries()) {
+      const refused = await runAs(i === 0 ? "cli" : "in-process", ["deployment", "token", ...args, "--store", missing], { cwd });
       assert.equal(refused.code, 2, refused.stderr);
       assert.match(refused.stderr, /no deployment store in .*; nothing was created/);
       assert.equal(refused.stdout, "");

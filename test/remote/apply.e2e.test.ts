@@ -1,11 +1,13 @@
 // `subs apply` with [remote], end to end, against the test deployment
 // (test/support/deployment/), which implements docs/deployment-protocol.md, the same deployment
-// speaking only the requests of v1 (no PUT /v1/state), and a real `subs deployment serve`. On each
-// deployment the first test, the apply that removes (no terminal: applied without asking) and
-// `subs mcp list` naming a refused connection run the built CLI (bin/subs.cjs) as a person does, as
-// does `subs mcp login` refusing a poll_url; the rest run the same `run()` in this process, where
-// what is checked is the deployment's requests and state and what is printed, not the process (a
-// tenth of the CPU: a child costs a Node start-up and the bundle's load per run).
+// speaking only the requests of v1 (no PUT /v1/state), and a real `subs deployment serve`. Against
+// the served deployment on SQLite (what users run), the first test (apply, then apply --json), the
+// apply that removes (no terminal: applied without asking) and `subs mcp list` naming a refused
+// connection run the built CLI (bin/subs.cjs) as a person does, as does `subs mcp login` refusing
+// a poll_url; everything else, the same tests against the other deployments included, runs the
+// same `run()` in this process, where what is checked is the deployment's requests and state and
+// what is printed, not the process (a tenth of the CPU: a child costs a Node start-up and the
+// bundle's load per run). The deployments themselves stay real processes.
 import assert from "node:assert/strict";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -23,10 +25,18 @@ const TOKEN = "deploy-api-token-SECRET";
  * is left out: it ran the same CLI paths as the served process, which is what users run.
  */
 const V1_ONLY = "reference, v1 only";
+/**
+ * The deployment whose tests run the built CLI where they do. What differs from one deployment to
+ * another is what is sent and answered, which `run()` in-process does alike: against the others
+ * the same runs are in-process.
+ */
+const CLI_ON = "subs deployment serve, sqlite";
 const DEPLOYMENTS: Record<string, (catalog?: string[]) => Promise<RunningDeployment>> = {
   [V1_ONLY]: (catalog) => startDeployment({ token: TOKEN, protocol: "v1", ...(catalog ? { catalog } : {}) }),
   ...Object.fromEntries(STORES.map((store) => [`subs deployment serve, ${store}`, (catalog?: string[]) => startServedDeployment({ store, ...(catalog ? { catalog } : {}) })])),
 };
+// A renamed deployment would leave no test on the built CLI.
+assert.ok(CLI_ON in DEPLOYMENTS, `no deployment named ${CLI_ON}`);
 /** The API token the deployment accepts. */
 const tokenOf = (deployment: RunningDeployment) => (deployment as { token?: string }).token ?? TOKEN;
 const dirs: string[] = [];
@@ -40,6 +50,23 @@ function project(deployment: RunningDeployment, body: string, how: How = "in-pro
   write(body);
   const apply = (...args: string[]) => runAs(how, ["apply", ...args], { cwd: dir, env: { SUBSTRUCTURE_TOKEN: tokenOf(deployment) } });
   return { dir, write, apply };
+}
+
+let marks = 0;
+/**
+ * Resolves once the deployment's log holds every request answered so far. A served deployment logs
+ * a request when its answer has ended, in that order (src/deployment/serve.ts), and the log reaches
+ * this process through a pipe: a request of ours made now, once logged, has every earlier one
+ * logged before it (the mark itself is taken out again). An apply in-process returns as soon as its
+ * last answer has come, before the child's exit a built-CLI run waited for; "no write was sent"
+ * read at once could miss one. The reference logs a request as it receives it.
+ */
+async function allLogged(deployment: RunningDeployment) {
+  if (!("logs" in deployment)) return;
+  const mark = `GET /v1/logged-${++marks}`;
+  await (await fetch(`${deployment.url}/v1/logged-${marks}`)).body?.cancel();
+  await waitFor(() => deployment.requests.includes(mark), () => `${mark} in the deployment's log (so far: ${deployment.requests.join(", ")})`);
+  deployment.requests.splice(deployment.requests.indexOf(mark), 1);
 }
 
 const FILE = `
@@ -71,9 +98,10 @@ for (const [kind, start] of Object.entries(DEPLOYMENTS)) describe(`subs apply wi
     deployment = await start();
   });
   afterEach(() => deployment.close());
+  const how: How = kind === CLI_ON ? "cli" : "in-process";
 
   test("first apply creates; a second reports no change and sends no write", async () => {
-    const p = project(deployment, FILE, "cli");
+    const p = project(deployment, FILE, how);
     const first = await p.apply();
     assert.equal(first.code, 0, first.stderr);
     assert.match(first.stdout, /\+ sentry/);
@@ -91,6 +119,10 @@ for (const [kind, start] of Object.entries(DEPLOYMENTS)) describe(`subs apply wi
     await waitFor(() => deployment.requests.includes("PUT /v1/state"), () => `the first apply's PUT /v1/state in the deployment's log (so far: ${deployment.requests.join(", ")})`);
     deployment.requests.length = 0;
     const second = await p.apply("--json");
+    // With src/backend/deployment.ts made to send PUT /v1/state for a plan without changes, this
+    // test failed against each deployment; without this wait, the in-process run against Postgres
+    // passed, its log not yet holding the write.
+    await allLogged(deployment);
     assert.equal(second.code, 0, second.stderr);
     const json = JSON.parse(second.stdout);
     assert.equal(json.changed, false);
@@ -109,15 +141,17 @@ for (const [kind, start] of Object.entries(DEPLOYMENTS)) describe(`subs apply wi
     // its log after the apply returned: waited for before the log is emptied.
     await waitFor(() => deployment.requests.includes("PUT /v1/state"), () => `the first apply's PUT /v1/state in the deployment's log (so far: ${deployment.requests.join(", ")})`);
     deployment.requests.length = 0;
-    const result = await runCli(["apply"], { cwd: p.dir, env: { SUBSTRUCTURE_TOKEN: tokenOf(deployment) } });
+    const result = await runAs(how, ["apply"], { cwd: p.dir, env: { SUBSTRUCTURE_TOKEN: tokenOf(deployment) } });
     assert.equal(result.code, 0, result.stderr);
     assert.match(result.stdout, /- linear .*credential dropped: declaration removed/);
     assert.match(result.stdout, /- triage/);
-    // Without a terminal (a child's pipes, as in CI) a plan that removes is applied without asking.
+    // Without a terminal (a child's pipes, as in CI; in-process, a context with no TTY) a plan that
+    // removes is applied without asking.
     assert.doesNotMatch(result.stderr, /Apply\?/);
     assert.equal(deployment.connections.has("linear"), false);
     assert.equal(deployment.credentials.has("linear"), false);
     assert.equal(deployment.agents.has("triage"), false);
+    await allLogged(deployment);
     const writes = deployment.requests.filter((r) => !r.startsWith("GET"));
     // One request for the whole file; a deployment without it answers 404 and gets the v1
     // requests in the safe order: the agent naming linear is deleted before linear itself.
@@ -172,7 +206,7 @@ for (const [kind, start] of Object.entries(DEPLOYMENTS)) describe(`subs apply wi
     assert.equal(JSON.parse(json.stdout).error.code, "local_only_auth");
     assert.deepEqual(deployment.requests, []);
     // The commands that only look say so too, instead of a bare "not applied · subs apply".
-    const list = await runCli(["mcp", "list"], { cwd: p.dir, env: { SUBSTRUCTURE_TOKEN: tokenOf(deployment) } });
+    const list = await runAs(how, ["mcp", "list"], { cwd: p.dir, env: { SUBSTRUCTURE_TOKEN: tokenOf(deployment) } });
     assert.equal(list.code, 0, list.stderr);
     assert.match(list.stderr, /warning: substructure\.toml:6:1: \[mcp\.github\] has `auth`/);
     assert.match(list.stderr, /warning: substructure\.toml:10:\d+: \[mcp\.linear\] has `oauth\.client_secret_env`/);

@@ -1,13 +1,15 @@
 // `subs mcp login`, `subs mcp list` and `subs mcp tools` with [remote], end to end, against a real
 // `subs deployment serve`, which runs the OAuth flow itself against a test authorization server and
-// keeps the tokens. On each store the first test (login, list and tools), --no-browser (no $BROWSER
-// started) and Ctrl-C run the built CLI (bin/subs.cjs) as a person does, a redirect-following
-// $BROWSER playing the person who consents; the rest run the same `run()` in this process with an
-// opener that follows the URL as that $BROWSER does (consentingBrowser), where what is checked is
-// the deployment's state and what is printed, not the process (a tenth of the CPU: a child costs a
-// Node start-up and the bundle's load per run, and its $BROWSER another).
+// keeps the tokens. On the SQLite store the first test (login, list and tools) and --no-browser (no
+// $BROWSER started) run the built CLI (bin/subs.cjs) as a person does, a redirect-following
+// $BROWSER playing the person who consents, and so does Ctrl-C (a signal to the process) on each
+// store; the rest, the same first tests on Postgres included, run the same `run()` in this process
+// with an opener that follows the URL as that $BROWSER does (consentingBrowser) and logs it as
+// that $BROWSER does, where what is checked is the deployment's state and what is printed, not the
+// process (a tenth of the CPU: a child costs a Node start-up and the bundle's load per run, and
+// its $BROWSER another). The deployments themselves stay real processes.
 import assert from "node:assert/strict";
-import { existsSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from "node:fs";
+import { appendFileSync, existsSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { after, before, describe, test } from "node:test";
@@ -29,6 +31,14 @@ type Timing = { pollInterval: number; authorizationTtl?: number };
 const DEPLOYMENTS: Record<string, (timing: Timing) => Promise<RunningDeployment>> = {
   ...Object.fromEntries(STORES.map((store) => [`subs deployment serve, ${store}`, (timing: Timing) => startServedDeployment({ store, ...timing })])),
 };
+/**
+ * The deployment whose first tests run the built CLI. The store is the deployment's: the CLI's
+ * requests, its $BROWSER and what it prints are the same on either, so on the other they are
+ * `run()` in-process.
+ */
+const CLI_ON = "subs deployment serve, sqlite";
+// A renamed deployment would leave no test on the built CLI.
+assert.ok(CLI_ON in DEPLOYMENTS, `no deployment named ${CLI_ON}`);
 const tokenOf = (d: RunningDeployment) => (d as { token?: string }).token ?? TOKEN;
 
 let authServer: RunningAuthServer;
@@ -51,15 +61,23 @@ after(async () => {
 
 /**
  * `cli`: every run of this project is the built CLI as a child, its $BROWSER the redirect-following
- * script logging each URL to `log`; else `run()` in-process, its opener consentingBrowser().
+ * script logging each URL to `log`; else `run()` in-process, its opener consentingBrowser() after
+ * logging the URL to `log` as that script does (so "no browser was started" reads the same file).
  */
 function project(body: string, how: How = "in-process") {
   const dir = mkdtempSync(path.join(tmpdir(), "subs-remote-login-"));
   dirs.push(dir);
   writeFileSync(path.join(dir, "substructure.toml"), `[remote]\nurl = "${deployment.url}"\n\n${body}`);
   const log = path.join(dir, "browser.log");
-  const run = (args: string[], env: Record<string, string> = {}) =>
-    runAs(how, args, { cwd: dir, env: { SUBSTRUCTURE_TOKEN: tokenOf(deployment), SUBS_TEST_BROWSER_LOG: log, ...env }, consents: true });
+  const consent = consentingBrowser();
+  const openBrowser = async (url: string) => {
+    appendFileSync(log, `${url}\n`);
+    await consent(url);
+  };
+  const run = (args: string[], env: Record<string, string> = {}) => {
+    const all = { SUBSTRUCTURE_TOKEN: tokenOf(deployment), SUBS_TEST_BROWSER_LOG: log, ...env };
+    return how === "cli" ? runAs(how, args, { cwd: dir, env: all, consents: true }) : runInProcess(args, { cwd: dir, env: all, openBrowser });
+  };
   return { dir, run, log };
 }
 
@@ -76,10 +94,11 @@ for (const [kind, start] of Object.entries(DEPLOYMENTS)) describe(`against ${kin
     deployment = await start({ pollInterval: 0.05 });
   });
   after(() => deployment.close());
+  const how: How = kind === CLI_ON ? "cli" : "in-process";
 
   describe("subs mcp login with [remote]", () => {
     test("declares, opens the deployment's URL, polls to authorized; no token on this side", async () => {
-      const p = project(`[mcp.tracker]\nurl = "${mcp.url}"\n\n[mcp.tracker2]\nurl = "${mcp.url}"\n`, "cli");
+      const p = project(`[mcp.tracker]\nurl = "${mcp.url}"\n\n[mcp.tracker2]\nurl = "${mcp.url}"\n`, how);
       const result = await p.run(["mcp", "login", "tracker", "--timeout", "20"]);
       assert.equal(result.code, 0, result.stderr);
       assert.match(result.stdout, /✔ tracker: authorized on http:\/\/127\.0\.0\.1/);
@@ -178,16 +197,20 @@ for (const [kind, start] of Object.entries(DEPLOYMENTS)) describe(`against ${kin
     });
 
     test("--no-browser prints the URL on stderr and opens nothing", async () => {
-      const p = project(`[mcp.nobrowser]\nurl = "${mcp.url}"\n`, "cli");
+      const p = project(`[mcp.nobrowser]\nurl = "${mcp.url}"\n`, how);
       const result = await p.run(["mcp", "login", "nobrowser", "--no-browser", "--timeout", "1"]);
       assert.equal(result.code, 1);
       // The words of a local login under --no-browser.
       assert.match(result.stderr, new RegExp(`Open this URL in a browser to authorize nobrowser:\\n  ${authServer.url}/authorize\\?`));
       assert.match(result.stderr, /no consent within 1s \(--timeout\)/);
+      // In-process, the opener writes the log the $BROWSER script writes: with src/remote/login.ts
+      // made to open the URL under --no-browser (once the wait was over), this failed here on both
+      // stores, the built CLI's and the in-process run's.
       assert.equal(existsSync(p.log), false, "no browser was started");
       assert.equal(result.stdout, "");
-      // The same code as a local login's --timeout (docs/exit-codes.md).
-      const json = await p.run(["mcp", "login", "nobrowser", "--no-browser", "--timeout", "1", "--json"]);
+      // The same code as a local login's --timeout (docs/exit-codes.md). What --json prints is
+      // run()'s, read in-process on either store.
+      const json = await runInProcess(["mcp", "login", "nobrowser", "--no-browser", "--timeout", "1", "--json"], { cwd: p.dir, env: { SUBSTRUCTURE_TOKEN: tokenOf(deployment) } });
       assert.equal(json.code, 1);
       assert.equal(JSON.parse(json.stdout).error.code, "timeout");
     });
