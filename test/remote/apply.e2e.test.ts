@@ -188,6 +188,7 @@ for (const [kind, start] of Object.entries(DEPLOYMENTS)) describe(`subs apply wi
     assert.match(result.stderr, /Dry run: nothing was changed/);
     assert.equal(deployment.connections.size, 0);
     assert.equal(deployment.agents.size, 0);
+    await allLogged(deployment);
     assert.deepEqual(deployment.requests.filter((r) => !r.startsWith("GET")), []);
   });
 
@@ -201,9 +202,11 @@ for (const [kind, start] of Object.entries(DEPLOYMENTS)) describe(`subs apply wi
     assert.match(result.stderr, /substructure\.toml:6:1: \[mcp\.github\] has `auth`/);
     assert.match(result.stderr, /substructure\.toml:10:\d+: \[mcp\.linear\] has `oauth\.client_secret_env`/);
     assert.match(result.stderr, /remove `auth` and authorize on the deployment instead/);
+    await allLogged(deployment);
     assert.deepEqual(deployment.requests, []);
     const json = await p.apply("--json");
     assert.equal(JSON.parse(json.stdout).error.code, "local_only_auth");
+    await allLogged(deployment);
     assert.deepEqual(deployment.requests, []);
     // The commands that only look say so too, instead of a bare "not applied · subs apply".
     const list = await runAs(how, ["mcp", "list"], { cwd: p.dir, env: { SUBSTRUCTURE_TOKEN: tokenOf(deployment) } });
@@ -222,6 +225,7 @@ for (const [kind, start] of Object.entries(DEPLOYMENTS)) describe(`subs apply wi
     const unset = await runInProcess(["apply"], { cwd: p.dir });
     assert.equal(unset.code, 2);
     assert.match(unset.stderr, /\$SUBSTRUCTURE_TOKEN is not set/);
+    await allLogged(deployment);
     assert.deepEqual(deployment.requests, []);
     const wrong = await runInProcess(["apply"], { cwd: p.dir, env: { SUBSTRUCTURE_TOKEN: "wrong" } });
     assert.equal(wrong.code, 1);
