@@ -93,10 +93,12 @@ test("errors without a hint of their own end with the next command: --help for u
   assert.equal(unreachable.code, 1);
   assert.match(unreachable.stderr, new RegExp(`down: cannot reach ${new URL(refused).origin.replaceAll(".", "\\.")} \\(ECONNREFUSED\\)\nhint: check the url in the file and that the server is up\n`));
   assert.doesNotMatch(unreachable.stderr, /not-a-real-token/);
-  // Port 9 is one fetch will not connect to at all: a server up there is no help, so the hint is not "that the server is up".
-  const blocked = await runInProcess(["mcp", "tools", "down", "--config", "substructure.toml"], { cwd, env: { DOWN_TOKEN: "not-a-real-token" } });
-  assert.equal(blocked.code, 1);
-  assert.match(blocked.stderr, /down: cannot reach http:\/\/127\.0\.0\.1:9: fetch refuses port 9 \(a port the Fetch standard blocks\) without connecting\nhint: serve it on another port and change the url in the file\n/);
+  // Port 9 is one fetch will not connect to at all (Fetch standard, "port blocking"): a deployment
+  // up there is no help, so the hint is not "that the server is up". (An MCP request is sent with
+  // node:http, which has no such list: test/net/blocked-port.test.ts.)
+  const blocked = await runInProcess(["mcp", "list"], { cwd: project('[remote]\nurl = "http://127.0.0.1:9"\n\n[mcp.sentry]\nurl = "https://s.example/mcp"\n'), env: { SUBSTRUCTURE_TOKEN: "not-a-real-token" } });
+  assert.equal(blocked.code, 1, blocked.stderr);
+  assert.match(blocked.stderr, /cannot reach the deployment at http:\/\/127\.0\.0\.1:9: fetch refuses port 9, one the Fetch standard blocks as browsers do\nhint: serve the deployment on another port and change \[remote\]\.url\n/);
   // A server error has no fix subs can name: the same command with --debug shows the exchange.
   const broken = createServer((_req, res) => res.writeHead(500, { "content-type": "text/plain" }).end("boom"));
   await new Promise<void>((resolve) => broken.listen(0, "127.0.0.1", resolve));
