@@ -22,11 +22,12 @@ import { startReplicas, type Replicas } from "../support/replicas.ts";
 
 const CALLER = fileURLToPath(new URL("../support/agent-caller.mjs", import.meta.url));
 const TTL_SECONDS = 3;
-// Calls per MCP client process: about two access-token lifetimes with the pauses, where 150 (five)
-// ran. Tried: with the refresh lock taken out of the Postgres store, 50 calls failed each of two
-// runs (a refresh token sent twice; a credential lost with it, its tools gone); passing, the
-// credentials were refreshed 29 times while in use.
-const CALLS = 50;
+// Calls per MCP client process, where 150 and then 50 ran. Tried: with the refresh lock taken out
+// of the Postgres store, 20 calls failed each of three runs (one of them: 5 refresh tokens sent
+// twice), as 50 had failed each of two (a refresh token sent twice; a credential lost with it, its
+// tools gone); with the lock, 20 calls passed, the credentials refreshed 20-21 times while in use,
+// each command run 3 to 5 times meanwhile.
+const CALLS = 20;
 
 type Outcome = { what: string; result: RunResult };
 
