@@ -17,8 +17,6 @@ import { after, before, describe, it } from "node:test";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
-import { ReadBuffer, serializeMessage } from "@modelcontextprotocol/sdk/shared/stdio.js";
-import type { Transport } from "@modelcontextprotocol/sdk/shared/transport.js";
 import {
   CancelledNotificationSchema,
   CreateMessageRequestSchema,
@@ -31,7 +29,6 @@ import {
   type ClientCapabilities,
 } from "@modelcontextprotocol/sdk/types.js";
 import { z } from "zod";
-import { mcpFetch } from "../src/http/mcp-fetch.ts";
 import { run } from "../src/run.ts";
 import { BIN, ensureBuilt, runCli, testContext } from "./support/cli.ts";
 import { browserCommand } from "./support/browser.ts";
@@ -39,6 +36,7 @@ import { RICH_TOOLS, startRichServer, type RichServer } from "./support/mcp-rich
 import { startAuthServer, type RunningAuthServer } from "./support/oauth-server.ts";
 import { unusedPort } from "./support/ports.ts";
 import { within } from "./support/wait.ts";
+import { StreamClientTransport } from "./support/serve-client.ts";
 
 const MCP_TOKEN = "proxy-static-SECRET-token-value";
 
@@ -89,25 +87,6 @@ async function proxied(dir: string, id: string, options: { env?: Record<string, 
   };
   await client.connect(transport);
   return { client, received, stderr: () => stderr, exited, close: () => client.close() };
-}
-
-/** The client's end of two in-memory pipes to a proxy run in-process: JSON-RPC lines, as the SDK's stdio transports write and read them. */
-function pipeTransport(toServer: PassThrough, fromServer: PassThrough): Transport {
-  const buffer = new ReadBuffer();
-  const transport: Transport = {
-    start: async () => {
-      fromServer.on("data", (chunk: Buffer) => {
-        buffer.append(chunk);
-        for (let message = buffer.readMessage(); message; message = buffer.readMessage()) transport.onmessage?.(message);
-      });
-    },
-    send: async (message) => void toServer.write(serializeMessage(message)),
-    close: async () => {
-      toServer.end();
-      transport.onclose?.();
-    },
-  };
-  return transport;
 }
 
 function noTokenIn(texts: string[], tokens: string[]): void {
@@ -398,12 +377,13 @@ describe("subs mcp proxy (end to end)", () => {
     try {
       const toProxy = new PassThrough();
       const fromProxy = new PassThrough();
-      const t = testContext({ cwd: dir, env: { HOME: dir, MCP_TOKEN }, fetch: mcpFetch(globalThis.fetch), protocolStreams: () => ({ input: toProxy, output: fromProxy }) });
+      const t = testContext({ cwd: dir, env: { HOME: dir, MCP_TOKEN }, protocolStreams: () => ({ input: toProxy, output: fromProxy }) });
       const ran = run(["mcp", "proxy", "rich"], t.ctx);
       const client = new Client({ name: "proxy-test", version: "1.0.0" });
       let kept = 0;
       try {
-        await client.connect(pipeTransport(toProxy, fromProxy));
+        // Closing ends the proxy's stdin only, as a client's exit ends a child's: `ran` must then end by itself.
+        await client.connect(new StreamClientTransport(toProxy, fromProxy, async () => void toProxy.end()));
         let next = 0;
         let answered = 0;
         const callUpTo = (total: number) =>

@@ -26,18 +26,13 @@ import { createServer as createHttpsServer, type Server as HttpsServer } from "n
 import type { AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
 import path from "node:path";
-import { PassThrough } from "node:stream";
 import { after, before, describe, it } from "node:test";
-import { Client } from "@modelcontextprotocol/sdk/client/index.js";
-import { ReadBuffer, serializeMessage } from "@modelcontextprotocol/sdk/shared/stdio.js";
-import type { Transport } from "@modelcontextprotocol/sdk/shared/transport.js";
-import type { JSONRPCMessage } from "@modelcontextprotocol/sdk/types.js";
-import { run } from "../../src/run.ts";
+import type { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { browserCommand, consentingBrowser } from "../support/browser.ts";
-import { runCli, runInProcess, testContext, type How, type RunResult, type TestContextOptions } from "../support/cli.ts";
+import { runCli, runInProcess, type How, type RunResult, type TestContextOptions } from "../support/cli.ts";
 import { annotatedTool, startMcpServer, type RunningMcpServer } from "../support/mcp-server.ts";
 import { startAuthServer, type RunningAuthServer } from "../support/oauth-server.ts";
-import { serveSession } from "../support/serve-client.ts";
+import { runServeInProcess, serveInProcess, serveSession } from "../support/serve-client.ts";
 
 const STATIC = "outbound-static-SECRET-token";
 const CLIENT_SECRET = "outbound-client-SECRET-value";
@@ -133,72 +128,11 @@ function subsIn(how: How, dir: string, argv: string[], env: Record<string, strin
   return how === "cli" ? runCli(argv, { cwd: dir, env: { BROWSER: browserCommand(), ...env } }) : runInProcess(argv, inProcess(dir, env));
 }
 
-/** An MCP client's side of stdio: newline-delimited JSON-RPC (the SDK's own framing) written to `toServer`, read from `fromServer`. */
-class StreamsTransport implements Transport {
-  onmessage?: (message: JSONRPCMessage) => void;
-  onclose?: () => void;
-  onerror?: (error: Error) => void;
-  private readonly buffer = new ReadBuffer();
-  private closed = false;
-  constructor(
-    private readonly toServer: PassThrough,
-    private readonly fromServer: PassThrough,
-  ) {}
-  async start(): Promise<void> {
-    this.fromServer.on("data", (chunk: Buffer) => {
-      this.buffer.append(chunk);
-      try {
-        for (let message = this.buffer.readMessage(); message !== null; message = this.buffer.readMessage()) this.onmessage?.(message);
-      } catch (error) {
-        this.onerror?.(error as Error);
-      }
-    });
-    this.fromServer.on("end", () => void this.close());
-  }
-  async send(message: JSONRPCMessage): Promise<void> {
-    this.toServer.write(serializeMessage(message));
-  }
-  async close(): Promise<void> {
-    if (this.closed) return;
-    this.closed = true;
-    this.toServer.end();
-    this.onclose?.();
-  }
-}
-
-/** A serving command (`mcp proxy`, `agent serve`) run() in this process on `input` and `output`, as the child on its stdin and stdout. */
-function serving(argv: string[], dir: string, env: Record<string, string>, input: PassThrough, output: PassThrough) {
-  const t = testContext({ ...inProcess(dir, env), protocolStreams: () => ({ input, output }) });
-  // Its end is the end of the child's stdout: the client sees the server gone.
-  const code = run(argv, t.ctx).finally(() => output.end());
-  return { code, stderr: t.stderr };
-}
-
 type Served = { client: Client; stderr(): string; close(): Promise<void> };
 
 /** An MCP client's session with `subs <argv>` (a serving command), as `how` says: serveSession's child, or run() in this process. */
-async function serve(how: How, argv: string[], options: { cwd: string; env: Record<string, string> }): Promise<Served> {
-  if (how === "cli") return serveSession(argv, options);
-  const input = new PassThrough();
-  const output = new PassThrough();
-  const served = serving(argv, options.cwd, options.env, input, output);
-  const client = new Client({ name: "subs-test-client", version: "1.0.0" });
-  try {
-    await client.connect(new StreamsTransport(input, output));
-  } catch (error) {
-    input.end();
-    await served.code;
-    throw error;
-  }
-  // Closing ends the server's input; it answers what it read, closes its upstream connections and returns.
-  return {
-    client,
-    stderr: served.stderr,
-    close: async () => {
-      await client.close();
-      await served.code;
-    },
-  };
+function serve(how: How, argv: string[], options: { cwd: string; env: Record<string, string> }): Promise<Served> {
+  return how === "cli" ? serveSession(argv, options) : serveInProcess(argv, options);
 }
 
 /** `subs mcp proxy <id>` given a client's initialize and then the end of its input: it opens the upstream, or says why not. */
@@ -206,14 +140,7 @@ async function proxyStart(how: How, dir: string, id: string, env: Record<string,
   const initialize = { jsonrpc: "2.0", id: 1, method: "initialize", params: { protocolVersion: "2025-06-18", capabilities: {}, clientInfo: { name: "test", version: "1" } } };
   const line = `${JSON.stringify(initialize)}\n`;
   if (how === "cli") return runCli(["mcp", "proxy", id], { cwd: dir, env: { BROWSER: browserCommand(), ...env }, input: line });
-  const input = new PassThrough();
-  const output = new PassThrough();
-  let stdout = "";
-  output.on("data", (d: Buffer) => (stdout += d.toString("utf8")));
-  const served = serving(["mcp", "proxy", id], dir, env, input, output);
-  input.end(line);
-  const code = await served.code;
-  return { code, stdout, stderr: served.stderr() };
+  return runServeInProcess(["mcp", "proxy", id], { cwd: dir, env, input: line });
 }
 
 /** The refusal of a redirect to another origin (the SDK's redirectPolicy), as every command words it. */

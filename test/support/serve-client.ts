@@ -15,7 +15,6 @@ import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js"
 import { ReadBuffer, serializeMessage } from "@modelcontextprotocol/sdk/shared/stdio.js";
 import type { Transport } from "@modelcontextprotocol/sdk/shared/transport.js";
 import { LoggingMessageNotificationSchema, type JSONRPCMessage, type LoggingMessageNotification } from "@modelcontextprotocol/sdk/types.js";
-import { mcpFetch } from "../../src/http/mcp-fetch.ts";
 import { run } from "../../src/run.ts";
 import { BIN, ensureBuilt, testContext, type RunResult } from "./cli.ts";
 
@@ -84,7 +83,7 @@ export async function serveSession(argv: string[], options: { cwd: string; env?:
  * The client's end of a server's stdin and stdout as in-memory streams: newline-delimited JSON-RPC,
  * read with the SDK's own ReadBuffer, as its StdioClientTransport reads a child's stdout.
  */
-class StreamClientTransport implements Transport {
+export class StreamClientTransport implements Transport {
   onclose?: () => void;
   onerror?: (error: Error) => void;
   onmessage?: (message: JSONRPCMessage) => void;
@@ -132,8 +131,8 @@ class StreamClientTransport implements Transport {
   }
 }
 
-/** What the child would have: HOME is `cwd`, and the process's fetch (src/main.ts), MCP requests over node:http. */
-const served = (options: { cwd: string; env?: Record<string, string> }) => ({ cwd: options.cwd, env: { HOME: options.cwd, ...options.env }, fetch: mcpFetch(globalThis.fetch) });
+/** What the child would have: HOME is `cwd` (testContext gives the process's fetch). */
+const served = (options: { cwd: string; env?: Record<string, string> }) => ({ cwd: options.cwd, env: { HOME: options.cwd, ...options.env } });
 
 /**
  * `subs <argv>` as serveSession runs it, but `run()` in this process with a test-built Context:
@@ -164,7 +163,13 @@ export async function serveInProcess(argv: string[], options: { cwd: string; env
   client.setNotificationHandler(LoggingMessageNotificationSchema, (n) => void logs.push(n.params));
   const received: string[] = [];
   client.onerror = (error) => void errors.push(error);
-  await client.connect(transport);
+  try {
+    await client.connect(transport);
+  } catch (error) {
+    // A refused start (the initialize answered with an error): the command is stopped before the error is handed on.
+    await stop();
+    throw error;
+  }
   const onmessage = transport.onmessage!.bind(transport);
   transport.onmessage = ((message: JSONRPCMessage) => {
     received.push(JSON.stringify(message));
