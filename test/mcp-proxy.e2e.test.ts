@@ -347,15 +347,16 @@ describe("subs mcp proxy (end to end)", () => {
     // judged by what stays after full collections, not by a resident-memory figure (which V8's
     // lazy heap growth and a loaded machine move by tens of MiB): read after 1,000 calls (code
     // compiled, pools and tables at their size), then after 2,000 more, the difference is what
-    // those calls kept. Without a leak it is 1.0 to 1.2 MB, idle or beside a busy loop (V8's
-    // optimized code; the test server's event log; on Node 20, the WeakRef each AbortSignal.any
-    // leaves in its long-lived source's set of dependants). The bound, 4 MB, is over three times
-    // that. Tried with an array of 625 numbers kept per request in the proxy's request path (5 KB
-    // a call): 10.9 MB kept, the test fails; with 312 (2.5 KB a call): 6.1 MB, fails. A listener
-    // added per call on the context's signal, or on `process`, fails on the
-    // MaxListenersExceededWarning, which comes to this process's 'warning' event as it came to the
-    // child's stderr. This replaced the proxy as a child under --max-old-space-size=24, which died
-    // "out of memory" on the 5 KB leak but, its heap capped, collected all the time: two and a
+    // those calls kept. Without a leak it was 1.0 to 1.2 MB, idle or beside a busy loop (V8's
+    // optimized code; the test server's event log; on Node 20, about 0.2 MB of the WeakRefs that
+    // AbortSignal.any, then used per request, left in the transport's signal's set of dependants),
+    // and 0.8 MB in a run once those went (test/serve-signals.test.ts counts them). The bound,
+    // 4 MB, is over three times that. Tried with an array of 625 numbers kept per request in the
+    // proxy's request path (5 KB a call): 10.9 MB kept, the test fails; with 312 (2.5 KB a call):
+    // 6.1 MB, fails. A listener added per call on the context's signal, or on `process`, fails on
+    // the MaxListenersExceededWarning, which comes to this process's 'warning' event as it came to
+    // the child's stderr. This replaced the proxy as a child under --max-old-space-size=24, which
+    // died "out of memory" on the 5 KB leak but, its heap capped, collected all the time: two and a
     // half times the CPU of this whole test (10,000 calls under a 40 MiB cap, tried before that,
     // three times more again). The proxy as a child, the process itself, is what the other tests
     // here run.

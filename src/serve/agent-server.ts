@@ -22,6 +22,7 @@ import { findAgent, inspectAgentTools, type Inspection } from "../agents/inspect
 import type { Config, ConnectionConfig } from "../config/types.ts";
 import type { Context } from "../context.ts";
 import { SubsError } from "../errors.ts";
+import { anySignal } from "../http/deadline.ts";
 import { listAllTools } from "../mcp/connect.ts";
 import { mcpError } from "../mcp/open.ts";
 import { scrubbedJson } from "../secrets.ts";
@@ -74,7 +75,8 @@ export async function startSession(
 ): Promise<SessionServer> {
   const { reporter } = options;
   const ended = new AbortController();
-  const sessionSignal = AbortSignal.any([ctx.signal, ended.signal]);
+  // Lets go of ctx.signal once close() aborts `ended` (AbortSignal.any never does: src/http/deadline.ts).
+  const sessionSignal = anySignal([ctx.signal, ended.signal]).signal;
   // Only what an upstream connection needs: a served session never opens a browser, whatever
   // a server answers (a login needs a person; the call says which command gives it).
   const { secrets, fetch } = learnt;

@@ -27,6 +27,7 @@ import {
 import { z } from "zod";
 import type { Config, ConnectionConfig } from "../config/types.ts";
 import { SubsError } from "../errors.ts";
+import { anySignal } from "../http/deadline.ts";
 import { connectionError } from "../mcp/open.ts";
 import { VERSION } from "../version.ts";
 import { initializeParams, type InitializeParams } from "./handshake.ts";
@@ -158,7 +159,8 @@ class ProxiedSession {
       config,
       connection,
       reporter: options.reporter,
-      sessionSignal: AbortSignal.any([ctx.signal, this.ended.signal]),
+      // Lets go of ctx.signal once close() aborts `ended` (AbortSignal.any never does: src/http/deadline.ts).
+      sessionSignal: anySignal([ctx.signal, this.ended.signal]).signal,
       capabilities: this.clientCapabilities,
       // The initialize of the upstream: the client waits for its answer, and cancels or times
       // out on its own terms.

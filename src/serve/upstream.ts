@@ -22,6 +22,7 @@ import { assertSameAuthorizationServer, challengeRecorder, openConnection, type 
 import type { Reporter } from "../report.ts";
 import type { CredentialRow } from "../store/schema.ts";
 import { openEnvironmentStore } from "../store/environment.ts";
+import { anySignal, type AnySignal } from "../http/deadline.ts";
 import type { UpstreamHandshake } from "../mcp/client-handshake.ts";
 
 export type UpstreamContext = Pick<Context, "env" | "fetch" | "now">;
@@ -157,55 +158,54 @@ async function openClient(options: OpenUpstreamOptions, openSignal: AbortSignal 
   const bearer = connection.auth ? undefined : new Bearer(options);
   // Until the connection is open, the session's end and the opening's own signal (a timeout)
   // end its requests; from then on the session ends them by closing the client, which aborts
-  // the transport's own signal.
+  // the transport's own signal. What follows the session's signal here is let go of once the
+  // opening is over, open or not: that signal outlives it.
   let opening = true;
-  const openingSignal = AbortSignal.any(openSignal ? [options.sessionSignal, openSignal] : [options.sessionSignal]);
-  const fetch = endingCancelledExchanges(upstreamFetch(ctx.fetch, connection, bearer, () => (opening ? openingSignal : undefined)));
-  // Refreshed here, one at a time in this process, so openConnection finds the token fresh and
-  // never takes the db's write lock beside another connection's refresh (see `serially`).
-  await bearer?.load();
-  // While it opens, openConnection owns the token (and its own 401 retry); from then on the
-  // session does, starting from what openConnection left stored.
-  const client = await openConnection({
-    ctx: { env: ctx.env, now: ctx.now, fetch },
-    config: options.config,
-    connection,
-    signal: openingSignal,
-    reporter: options.reporter,
-    requestTimeoutMs: options.requestTimeoutMs,
-    ...(options.capabilities ? { capabilities: options.capabilities } : {}),
-    ...(adopt ? { adopt } : {}),
-  });
+  const openingSignal = anySignal([options.sessionSignal, openSignal]);
+  const fetch = perRequestSignals(upstreamFetch(ctx.fetch, connection, bearer), () => (opening ? openingSignal.signal : undefined));
   try {
+    // Refreshed here, one at a time in this process, so openConnection finds the token fresh and
+    // never takes the db's write lock beside another connection's refresh (see `serially`).
     await bearer?.load();
-  } catch (error) {
-    await client.close().catch(() => {});
-    throw error;
+    // While it opens, openConnection owns the token (and its own 401 retry); from then on the
+    // session does, starting from what openConnection left stored.
+    const client = await openConnection({
+      ctx: { env: ctx.env, now: ctx.now, fetch },
+      config: options.config,
+      connection,
+      signal: openingSignal.signal,
+      reporter: options.reporter,
+      requestTimeoutMs: options.requestTimeoutMs,
+      ...(options.capabilities ? { capabilities: options.capabilities } : {}),
+      ...(adopt ? { adopt } : {}),
+    });
+    try {
+      await bearer?.load();
+    } catch (error) {
+      await client.close().catch(() => {});
+      throw error;
+    }
+    opening = false;
+    bearer?.take();
+    return client;
+  } finally {
+    openingSignal.release();
   }
-  opening = false;
-  bearer?.take();
-  return client;
 }
 
 /**
  * Sends each request with the current token: the Authorization header openConnection set is
  * replaced, so the transport (opened once) never sends one the session has since replaced.
  */
-function upstreamFetch(inner: typeof globalThis.fetch, connection: ConnectionConfig, bearer: Bearer | undefined, opening: () => AbortSignal | undefined): typeof globalThis.fetch {
+function upstreamFetch(inner: typeof globalThis.fetch, connection: ConnectionConfig, bearer: Bearer | undefined): typeof globalThis.fetch {
   return async (input, init) => {
-    // A signal of its own per request: fetch (undici) adds a listener to the signal it is given
-    // and removes it only when the request is garbage-collected, so the transport's one signal for
-    // the whole session collected thousands (MaxListenersExceededWarning on stderr, and memory).
-    // A dependent signal (AbortSignal.any) holds no listener on its source.
-    const sources = [init?.signal, opening()].filter((s): s is AbortSignal => s !== undefined && s !== null);
-    const bound = sources.length > 0 ? AbortSignal.any(sources) : undefined;
-    if (!bearer?.active) return inner(input, bound ? { ...init, signal: bound } : init);
+    if (!bearer?.active) return inner(input, init);
     const headers = new Headers(init?.headers);
     const sent = /^Bearer\s+(\S+)$/i.exec(headers.get("authorization") ?? "")?.[1];
-    if (sent === undefined) return inner(input, { ...init, signal: bound });
+    if (sent === undefined) return inner(input, init);
     const token = await bearer.current();
     headers.set("authorization", `Bearer ${token}`);
-    const response = await inner(input, { ...init, headers, signal: bound });
+    const response = await inner(input, { ...init, headers });
     // Only a request that can be sent again is retried: every MCP POST body is a string.
     if (response.status !== 401 || (init?.body !== undefined && init?.body !== null && typeof init.body !== "string")) return response;
     let challenge: AuthChallenge | undefined;
@@ -219,49 +219,58 @@ function upstreamFetch(inner: typeof globalThis.fetch, connection: ConnectionCon
       throw new CredentialRejected(problem);
     }
     headers.set("authorization", `Bearer ${next}`);
-    return inner(input, { ...init, headers, signal: bound });
+    return inner(input, { ...init, headers });
   };
 }
 
 /**
- * A cancelled request's HTTP exchange ends once the cancellation is sent. A server stops a
+ * Gives every request a signal of its own, and ends a cancelled request's HTTP exchange.
+ *
+ * A signal of its own, aborted with the transport's signal (one for the whole session) and, while
+ * opening, with the opening's: fetch (undici) adds a listener to the signal it is given and
+ * removes it only when the request is garbage-collected, so the transport's one signal collected
+ * thousands (MaxListenersExceededWarning on stderr, and memory). Nor is it made by
+ * AbortSignal.any(), which on Node 20 leaves one dependant per call in each source's set for as
+ * long as the source lives (src/http/deadline.ts): anySignal follows the sources instead and lets
+ * go of them once the request is over, its answer's body read to its end, failed or cancelled (an
+ * SSE answer is over when its stream is, not when fetch resolves), or the request failed.
+ *
+ * A cancelled request: its HTTP exchange ends once the cancellation is sent. A server stops a
  * request it is told is cancelled and sends no answer (MCP "Cancellation": receivers SHOULD NOT
  * respond), and the SDK's transport reads the POST's SSE answer until it ends, so without this
  * every call a client gave up on (or that timed out) would hold a socket here and a request at
  * the server for as long as the session lasts. Each POST the SDK's transport sends carries one
  * message; a request's is tracked by its id until its answer's body ends.
  */
-function endingCancelledExchanges(inner: typeof globalThis.fetch): typeof globalThis.fetch {
-  const exchanges = new Map<RequestId, AbortController>();
+function perRequestSignals(inner: typeof globalThis.fetch, opening: () => AbortSignal | undefined): typeof globalThis.fetch {
+  const exchanges = new Map<RequestId, AnySignal>();
   return async (input, init) => {
     const message = typeof init?.body === "string" ? sentMessage(init.body) : undefined;
-    if (message?.cancels !== undefined) {
-      const cancelled = message.cancels;
-      try {
-        return await inner(input, init);
-      } finally {
+    const own = anySignal([init?.signal, opening()]);
+    const id = message?.request;
+    if (id !== undefined) exchanges.set(id, own);
+    const forget = () => {
+      if (id !== undefined && exchanges.get(id) === own) exchanges.delete(id);
+    };
+    const over = () => {
+      forget();
+      own.release();
+    };
+    let response: Response;
+    try {
+      response = await inner(input, { ...init, signal: own.signal });
+    } catch (error) {
+      over();
+      throw error;
+    } finally {
+      const cancelled = message?.cancels;
+      if (cancelled !== undefined) {
         exchanges.get(cancelled)?.abort(new Error("the request was cancelled"));
         exchanges.delete(cancelled);
       }
     }
-    if (message?.request === undefined) return inner(input, init);
-    const id = message.request;
-    const exchange = new AbortController();
-    exchanges.set(id, exchange);
-    const release = () => {
-      if (exchanges.get(id) === exchange) exchanges.delete(id);
-    };
-    try {
-      const response = await inner(input, { ...init, signal: init?.signal ? AbortSignal.any([init.signal, exchange.signal]) : exchange.signal });
-      if (!response.ok || response.body === null) {
-        release();
-        return response;
-      }
-      return new Response(untilEnd(response.body, release), { status: response.status, statusText: response.statusText, headers: response.headers });
-    } catch (error) {
-      release();
-      throw error;
-    }
+    if (!response.ok) forget();
+    return untilEnd(response, over);
   };
 }
 
@@ -280,10 +289,17 @@ function sentMessage(body: string): { request?: RequestId; cancels?: RequestId }
   return typeof method === "string" && isId(id) ? { request: id } : undefined;
 }
 
-/** `body` as it is, calling `ended` once it is read to its end, fails, or is cancelled. */
-function untilEnd(body: ReadableStream<Uint8Array>, ended: () => void): ReadableStream<Uint8Array> {
-  const reader = body.getReader();
-  return new ReadableStream<Uint8Array>({
+/** Statuses whose answer has no body (Fetch standard, "null body status"). */
+const NULL_BODY = new Set([101, 103, 204, 205, 304]);
+
+/** `response` as it is, calling `ended` once its body is read to its end, fails, or is cancelled (at once when it has none). */
+function untilEnd(response: Response, ended: () => void): Response {
+  if (response.body === null || NULL_BODY.has(response.status)) {
+    ended();
+    return response;
+  }
+  const reader = response.body.getReader();
+  const body = new ReadableStream<Uint8Array>({
     async pull(controller) {
       try {
         const { done, value } = await reader.read();
@@ -301,6 +317,9 @@ function untilEnd(body: ReadableStream<Uint8Array>, ended: () => void): Readable
       return reader.cancel(reason);
     },
   });
+  const tracked = new Response(body, { status: response.status, statusText: response.statusText, headers: response.headers });
+  Object.defineProperty(tracked, "url", { value: response.url });
+  return tracked;
 }
 
 /** The OAuth access token of one connection for the life of a session. */

@@ -7,6 +7,7 @@
 // can stretch.
 import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
+import { getEventListeners } from "node:events";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import net from "node:net";
 import type { AddressInfo } from "node:net";
@@ -137,5 +138,38 @@ describe("withDeadline", () => {
     assert.equal(d.signal.aborted, true);
     assert.equal(d.signal.reason, "gone");
     d.clear();
+  });
+});
+
+describe("anySignal", () => {
+  it("aborts with the reason of the signal that aborted, at once when one already has, and keeps one listener per source for all that follow it", async () => {
+    const { anySignal, followersOf } = await import("../../src/http/deadline.ts");
+    const session = new AbortController();
+    const followers = Array.from({ length: 20 }, () => anySignal([session.signal, new AbortController().signal, undefined, null]));
+    assert.equal(followersOf(session.signal), 20);
+    assert.equal(getEventListeners(session.signal, "abort").length, 1, "one listener, not 20 (MaxListenersExceededWarning at 11)");
+    followers[0]!.release();
+    followers[1]!.abort(new Error("cancelled"));
+    assert.equal((followers[1]!.signal.reason as Error).message, "cancelled");
+    assert.equal(followersOf(session.signal), 18);
+    session.abort(new Error("session over"));
+    assert.equal(followers[0]!.signal.aborted, false, "released: no longer follows");
+    assert.equal((followers[1]!.signal.reason as Error).message, "cancelled");
+    for (const f of followers.slice(2)) assert.equal((f.signal.reason as Error).message, "session over");
+    assert.equal(followersOf(session.signal), 0);
+    assert.equal(getEventListeners(session.signal, "abort").length, 0);
+
+    const gone = anySignal([new AbortController().signal, AbortSignal.abort("gone")]);
+    assert.equal(gone.signal.reason, "gone");
+  });
+
+  it("once every follower is released, the source keeps nothing", async () => {
+    const { anySignal, followersOf } = await import("../../src/http/deadline.ts");
+    const long = new AbortController();
+    for (let n = 0; n < 1000; n++) anySignal([long.signal, new AbortController().signal]).release();
+    assert.equal(followersOf(long.signal), 0);
+    assert.equal(getEventListeners(long.signal, "abort").length, 0);
+    const key = Object.getOwnPropertySymbols(long.signal).find((s) => s.description === "kDependantSignals");
+    assert.equal(key === undefined ? 0 : (long.signal as unknown as Record<symbol, Set<unknown> | undefined>)[key]?.size ?? 0, 0, "no dependants (AbortSignal.any)");
   });
 });
