@@ -6,14 +6,12 @@ import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { after, before, test } from "node:test";
-import { Client } from "@modelcontextprotocol/sdk/client/index.js";
-import { InMemoryTransport } from "@modelcontextprotocol/sdk/inMemory.js";
 import { loadConfig } from "../src/config/load.ts";
 import { silentReporter } from "../src/report.ts";
 import { agentSessionFactory } from "../src/serve/agent-session.ts";
-import type { SessionServer } from "../src/serve/session.ts";
 import { testContext } from "./support/cli.ts";
 import { annotatedTool, startMcpServer, type RunningMcpServer, type TestTool } from "./support/mcp-server.ts";
+import { connectSession } from "./support/serve-client.ts";
 
 let dir: string;
 let upstream: RunningMcpServer;
@@ -30,14 +28,6 @@ after(async () => {
   rmSync(dir, { recursive: true, force: true });
 });
 
-async function connect(session: SessionServer): Promise<Client> {
-  const [clientSide, serverSide] = InMemoryTransport.createLinkedPair();
-  await session.server.connect(serverSide);
-  const client = new Client({ name: "t", version: "1" });
-  await client.connect(clientSide);
-  return client;
-}
-
 test("one factory, many sessions: each fetches once, keeps its own snapshot, and closes only its own connections", async () => {
   const opened: string[] = [];
   const { ctx } = testContext({ cwd: dir, env: { T: "token-SECRET" }, openBrowser: async (url) => void opened.push(url) });
@@ -46,12 +36,12 @@ test("one factory, many sessions: each fetches once, keeps its own snapshot, and
   const lists = () => upstream.requests.filter((m) => m === "tools/list").length;
 
   const first = await factory().open();
-  const a = await connect(first);
+  const a = await connectSession(first);
   assert.deepEqual((await a.listTools()).tools.map((t) => t.name), ["up__search"]);
   tools.push(annotatedTool("added"));
   try {
     const second = await factory().open();
-    const b = await connect(second);
+    const b = await connectSession(second);
     assert.deepEqual((await b.listTools()).tools.map((t) => t.name), ["up__search", "up__added"]);
     assert.deepEqual((await a.listTools()).tools.map((t) => t.name), ["up__search"], "the first session keeps its snapshot");
     assert.equal(lists(), 2, "one fetch per session");

@@ -11,32 +11,22 @@ import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { after, before, describe, it } from "node:test";
-import { Client } from "@modelcontextprotocol/sdk/client/index.js";
-import { InMemoryTransport } from "@modelcontextprotocol/sdk/inMemory.js";
 import { loadConfig } from "../src/config/load.ts";
 import { followersOf } from "../src/http/deadline.ts";
 import { silentReporter } from "../src/report.ts";
 import { agentSessionFactory } from "../src/serve/agent-session.ts";
 import { proxySessionFactory } from "../src/serve/proxy-session.ts";
-import type { SessionServer } from "../src/serve/session.ts";
 import { openUpstream } from "../src/serve/upstream.ts";
 import { testContext } from "./support/cli.ts";
 import { annotatedTool, startMcpServer, type RunningMcpServer } from "./support/mcp-server.ts";
 import { waitFor, within } from "./support/wait.ts";
+import { connectSession } from "./support/serve-client.ts";
 
 /** The dependants a signal keeps (AbortSignal.any), its abort listeners, and the signals of anySignal() that follow it. */
 function kept(signal: AbortSignal): { dependants: number; listeners: number; followers: number } {
   const key = Object.getOwnPropertySymbols(signal).find((s) => s.description === "kDependantSignals");
   const dependants = key === undefined ? undefined : (signal as unknown as Record<symbol, Set<unknown> | undefined>)[key];
   return { dependants: dependants?.size ?? 0, listeners: getEventListeners(signal, "abort").length, followers: followersOf(signal) };
-}
-
-async function connect(session: SessionServer): Promise<Client> {
-  const [clientSide, serverSide] = InMemoryTransport.createLinkedPair();
-  await session.server.connect(serverSide);
-  const client = new Client({ name: "t", version: "1" });
-  await client.connect(clientSide);
-  return client;
 }
 
 describe("the signals a served session outlives or shares", () => {
@@ -126,7 +116,7 @@ describe("the signals a served session outlives or shares", () => {
     ] as const) {
       for (let n = 0; n < 20; n++) {
         const session = await factory().open();
-        const client = await connect(session);
+        const client = await connectSession(session);
         assert.deepEqual((await client.callTool({ name: tool, arguments: { n } })).content, [{ type: "text", text: JSON.stringify({ n }) }]);
         await client.close();
         await session.close();

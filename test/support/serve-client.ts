@@ -11,10 +11,12 @@ import { connect as tcpConnect, type Socket } from "node:net";
 import { PassThrough } from "node:stream";
 import { finished } from "node:stream/promises";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
+import { InMemoryTransport } from "@modelcontextprotocol/sdk/inMemory.js";
 import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
 import { ReadBuffer, serializeMessage } from "@modelcontextprotocol/sdk/shared/stdio.js";
 import type { Transport } from "@modelcontextprotocol/sdk/shared/transport.js";
 import { LoggingMessageNotificationSchema, type JSONRPCMessage, type LoggingMessageNotification } from "@modelcontextprotocol/sdk/types.js";
+import type { SessionServer } from "../../src/serve/session.ts";
 import { run } from "../../src/run.ts";
 import { BIN, ensureBuilt, testContext, type RunResult } from "./cli.ts";
 
@@ -232,4 +234,13 @@ export async function halfOpen(url: URL): Promise<{ socket: Socket; closed: () =
   });
   socket.write(`POST /mcp HTTP/1.1\r\nHost: ${url.host}\r\n`);
   return { socket, closed: () => closed };
+}
+
+/** An SDK Client connected in memory to one session of a served agent or proxy (src/serve/session.ts). */
+export async function connectSession(session: SessionServer): Promise<Client> {
+  const [clientSide, serverSide] = InMemoryTransport.createLinkedPair();
+  await session.server.connect(serverSide);
+  const client = new Client({ name: "t", version: "1" });
+  await client.connect(clientSide);
+  return client;
 }
