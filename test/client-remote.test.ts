@@ -112,7 +112,8 @@ describe("MCP clients after subs agent connect, with [remote]", () => {
     const connected = await runInProcess(["agent", "connect", "triage", "--to", "gemini"], { cwd: project, env: cleanEnv(geminiHome, { DEPLOY_TOKEN: useToken }) });
     assert.equal(connected.code, 0, connected.stderr);
     const env = { DEPLOY_TOKEN: useToken };
-    assert.deepEqual((await geminiList({ home: geminiHome, cwd: project, env })).filter((s) => s.name === "triage"), [{ name: "triage", status: "Connected" }]);
+    // Connected: the model is offered the deployment's tools and the call is answered (no `gemini
+    // mcp list` first: each gemini run costs about three seconds of CPU, and this one says as much).
     const run = await geminiRun({ home: geminiHome, cwd: project, env, call: { tool: "mcp_triage_tracker__search_issues", args: { q: "crash" } } });
     assert.deepEqual(run.offered, ["mcp_triage_tracker__search_issues"], run.stderr);
     assert.deepEqual(run.results, [{ tool: "mcp_triage_tracker__search_issues", status: "success", output: '{"q":"crash"}' }], run.stderr);
