@@ -4,7 +4,7 @@
 // except --test-timeout=MS, which here bounds each test, not each file (scripts/test-limits.mjs).
 import { spawn } from "node:child_process";
 import { createInterface } from "node:readline";
-import { mkdirSync, readdirSync, rmSync, writeFileSync } from "node:fs";
+import { mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { availableParallelism } from "node:os";
 import path from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
@@ -30,7 +30,15 @@ const concurrency = Number(process.env.SUBS_TEST_CONCURRENCY) || Math.max(2, ava
 const args = process.argv.slice(2);
 const named = args.filter((a) => a.endsWith(".ts"));
 const timeout = args.find((a) => a.startsWith("--test-timeout="))?.slice("--test-timeout=".length) ?? String(TEST_TIMEOUT_MS);
-const runnerArgs = args.filter((a) => !a.endsWith(".ts") && !a.startsWith("--test-timeout="));
+// --record-durations writes this run's seconds per file into DURATIONS (a whole run that passes).
+const recording = args.includes("--record-durations");
+const runnerArgs = args.filter((a) => !a.endsWith(".ts") && !a.startsWith("--test-timeout=") && a !== "--record-durations");
+// The whole suite starts its files longest first, by the seconds each took in a full run on a 2-core
+// machine (this file; a file not in it, new, comes after them, in path order). In path order, a long
+// file that started late ran on alone after the others had ended (16 s of one file on two cores at
+// the end of a run); longest first, the short files fill the end. A stale list costs time, never a
+// result: `npm test -- --record-durations` writes it again.
+const DURATIONS = path.join(root, "scripts", "test-durations.json");
 // The whole suite installs the dev tools its real-client tests drive (tools/conformance,
 // tools/clients; scripts/tools.mjs) and the Debian packages its real peers need (Caddy), when a
 // fresh machine lacks them, in a child beside the first test files, and starts the files that
@@ -66,10 +74,20 @@ const builds = path.join(root, ".test-build");
 removeAbandoned(builds);
 const outdir = path.join(builds, `run-${process.pid}`);
 let bundles;
+/** Each bundle the runner starts (through inOrder's entries) and the test file it is made from. */
+const bundleSources = new Map();
 try {
   const built = await bundleTests(root, named.length ? named.map((f) => path.relative(root, path.resolve(f))) : files, outdir);
   const usesTools = ({ inputs }) => inputs.has("scripts/tools.mjs");
-  bundles = installing ? inOrder([...built.filter((b) => !usesTools(b)), ...built.filter(usesTools)]) : built.map((b) => b.bundle);
+  const sources = named.length ? named.map((f) => path.relative(root, path.resolve(f))) : files;
+  built.forEach((b, i) => (b.source = sources[i].split(path.sep).join("/")));
+  if (named.length > 0) bundles = built.map((b) => b.bundle);
+  else {
+    const seconds = recordedSeconds();
+    const longestFirst = [...built].sort((a, b) => (seconds[b.source] ?? -1) - (seconds[a.source] ?? -1));
+    // Installing, the files that use the dev tools start after the others: by then the install is done.
+    bundles = inOrder(installing ? [...longestFirst.filter((b) => !usesTools(b)), ...longestFirst.filter(usesTools)] : longestFirst);
+  }
 } catch {
   // esbuild has printed what it could not build, at its file and line. Nothing started is left.
   rmSync(outdir, { recursive: true, force: true });
@@ -81,7 +99,7 @@ try {
 const postgres = await postgresStarting;
 const runner = spawn(
   process.execPath,
-  ["--enable-source-maps", "--import", "./scripts/test-limits.mjs", "--test", `--test-concurrency=${concurrency}`, ...runnerArgs, ...bundles],
+  ["--enable-source-maps", "--import", "./scripts/test-limits.mjs", "--test", `--test-concurrency=${concurrency}`, ...reporters(), ...runnerArgs, ...bundles],
   { cwd: root, stdio: "inherit", env: { ...process.env, TEST_TIMEOUT_MS: timeout, ...(postgres ? { SUBS_TEST_POSTGRES: postgres.address } : {}) } },
 );
 // Ctrl-C reaches the runner and the Postgres child in this process group by itself; this process
@@ -97,6 +115,7 @@ for (const [signal, code] of [["SIGINT", 130], ["SIGTERM", 143]]) {
   });
 }
 const tests = await exited(runner);
+if (recording && named.length === 0 && tests.code === 0 && !interrupted) recordDurations();
 rmSync(outdir, { recursive: true, force: true });
 await postgres?.stop();
 if (interrupted) process.exit(interrupted);
@@ -120,11 +139,44 @@ process.exit(status);
 function inOrder(built) {
   const dir = path.join(outdir, "order");
   mkdirSync(dir);
-  return built.map(({ bundle }, i) => {
+  return built.map(({ bundle, source }, i) => {
     const entry = path.join(dir, `${String(i).padStart(3, "0")}-${path.relative(outdir, bundle).replaceAll(path.sep, "_")}`);
     writeFileSync(entry, `import ${JSON.stringify(pathToFileURL(bundle).href)};\n`);
+    // The runner names a test by the file that called test(): the bundle the entry imports.
+    bundleSources.set(bundle, source);
     return entry;
   });
+}
+
+/** DURATIONS: seconds per test file (its path from the repository's root, with "/"); none when it is missing. */
+function recordedSeconds() {
+  try {
+    return JSON.parse(readFileSync(DURATIONS, "utf8"));
+  } catch (error) {
+    if (error.code === "ENOENT") return {};
+    throw error;
+  }
+}
+
+/** With --record-durations, the runner's usual reporter and scripts/test-durations.mjs, into this run's directory. */
+function reporters() {
+  if (!recording) return [];
+  const usual = process.stdout.isTTY ? "spec" : "tap";
+  return [`--test-reporter=${usual}`, "--test-reporter-destination=stdout", "--test-reporter=./scripts/test-durations.mjs", `--test-reporter-destination=${path.join(outdir, "durations.json")}`];
+}
+
+/** This run's seconds per file, from the bundles back to the test files. */
+function recordDurations() {
+  const byBundle = JSON.parse(readFileSync(path.join(outdir, "durations.json"), "utf8"));
+  const seconds = {};
+  for (const [bundle, source] of bundleSources) seconds[source] = Math.round(byBundle[bundle] ?? byBundle[path.join(root, source)] ?? 0);
+  if (Object.values(seconds).every((n) => n === 0)) {
+    process.stderr.write(`no file's seconds were recorded (the runner named no bundle); ${path.relative(root, DURATIONS)} is unchanged\n`);
+    return;
+  }
+  const sorted = Object.fromEntries(Object.entries(seconds).sort(([a], [b]) => (a < b ? -1 : 1)));
+  writeFileSync(DURATIONS, `${JSON.stringify(sorted, null, 2)}\n`);
+  process.stderr.write(`recorded each file's seconds in ${path.relative(root, DURATIONS)}\n`);
 }
 
 /** Removes the bundles of runs whose process is gone (run-<pid>). */
