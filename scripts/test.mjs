@@ -33,8 +33,12 @@ const timeout = args.find((a) => a.startsWith("--test-timeout="))?.slice("--test
 // --record-durations writes this run's seconds per file into DURATIONS (a whole run that passes).
 const recording = args.includes("--record-durations");
 const runnerArgs = args.filter((a) => !a.endsWith(".ts") && !a.startsWith("--test-timeout=") && a !== "--record-durations");
+if (recording && named.length > 0) {
+  process.stderr.write("--record-durations records a run of the whole suite; run `npm test -- --record-durations` without naming files\n");
+  process.exit(2);
+}
 // The whole suite starts its files longest first, by the seconds each took in a full run on a 2-core
-// machine (this file; a file not in it, new, comes after them, in path order). In path order, a long
+// machine (DURATIONS; a file not in it, new, comes after them, in path order). In path order, a long
 // file that started late ran on alone after the others had ended (16 s of one file on two cores at
 // the end of a run); longest first, the short files fill the end. A stale list costs time, never a
 // result: `npm test -- --record-durations` writes it again.
@@ -77,9 +81,9 @@ let bundles;
 /** Each bundle the runner starts (through inOrder's entries) and the test file it is made from. */
 const bundleSources = new Map();
 try {
-  const built = await bundleTests(root, named.length ? named.map((f) => path.relative(root, path.resolve(f))) : files, outdir);
-  const usesTools = ({ inputs }) => inputs.has("scripts/tools.mjs");
   const sources = named.length ? named.map((f) => path.relative(root, path.resolve(f))) : files;
+  const built = await bundleTests(root, sources, outdir);
+  const usesTools = ({ inputs }) => inputs.has("scripts/tools.mjs");
   built.forEach((b, i) => (b.source = sources[i].split(path.sep).join("/")));
   if (named.length > 0) bundles = built.map((b) => b.bundle);
   else {
@@ -115,7 +119,7 @@ for (const [signal, code] of [["SIGINT", 130], ["SIGTERM", 143]]) {
   });
 }
 const tests = await exited(runner);
-if (recording && named.length === 0 && tests.code === 0 && !interrupted) recordDurations();
+if (recording && tests.code === 0 && !interrupted) recordDurations();
 rmSync(outdir, { recursive: true, force: true });
 await postgres?.stop();
 if (interrupted) process.exit(interrupted);
