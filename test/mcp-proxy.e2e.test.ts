@@ -1,9 +1,13 @@
-// `subs mcp proxy <id>` end to end: the real CLI (bin/subs.cjs) as a child, driven over
-// stdio by the SDK's own Client, in front of a real stateful MCP server on loopback
-// (test/support/mcp-rich-server.ts), an OAuth-protected one with a real authorization server, and
-// one of the SDK's example servers (a server this project did not write). One test runs run() in
-// this process instead, stdin and stdout two in-memory pipes: the 3,000 calls, whose memory is
-// judged by this process's own heap.
+// `subs mcp proxy <id>` end to end, driven over stdio by the SDK's own Client, in front of a real
+// stateful MCP server on loopback (test/support/mcp-rich-server.ts), an OAuth-protected one with a
+// real authorization server, and one of the SDK's example servers (a server this project did not
+// write). The built CLI (bin/subs.cjs) as a child runs: the pass-through of tools, resources,
+// prompts and completions, the pipe that sends before initialize is answered, the end on a closed
+// stdin and on SIGTERM, the refusal under [remote], the refusal that needs a login (exit 4, no
+// browser), the SDK's example server, and every `subs mcp login`. The other tests run run() in this
+// process, stdin and stdout two in-memory pipes (proxied's how): the same code a child runs, a
+// third of a second of CPU less each; the 3,000 calls among them, whose memory is judged by this
+// process's own heap.
 import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
@@ -17,6 +21,7 @@ import { after, before, describe, it } from "node:test";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
+import type { Transport } from "@modelcontextprotocol/sdk/shared/transport.js";
 import {
   CancelledNotificationSchema,
   CreateMessageRequestSchema,
@@ -27,6 +32,8 @@ import {
   ResourceUpdatedNotificationSchema,
   ToolListChangedNotificationSchema,
   type ClientCapabilities,
+  type JSONRPCMessage,
+  type MessageExtraInfo,
 } from "@modelcontextprotocol/sdk/types.js";
 import { z } from "zod";
 import { run } from "../src/run.ts";
@@ -50,8 +57,42 @@ type Proxied = {
   close: () => Promise<void>;
 };
 
-/** Starts `subs mcp proxy <id>` in `dir` and connects an SDK Client to it over stdio. */
-async function proxied(dir: string, id: string, options: { env?: Record<string, string>; capabilities?: ClientCapabilities; setup?: (client: Client) => void } = {}): Promise<Proxied> {
+/**
+ * Starts `subs mcp proxy <id>` in `dir` and connects an SDK Client to it over stdio: the built CLI
+ * as a child (how: "cli"), or run() in this process with stdin and stdout two in-memory pipes
+ * (how: "in-process", the default; its exit code is run()'s, and closing the client ends its stdin,
+ * as a client's exit ends a child's).
+ */
+async function proxied(dir: string, id: string, options: { env?: Record<string, string>; capabilities?: ClientCapabilities; setup?: (client: Client) => void; how?: "cli" | "in-process" } = {}): Promise<Proxied> {
+  const client = new Client({ name: "proxy-test", version: "1.0.0" }, { capabilities: options.capabilities ?? {} });
+  options.setup?.(client);
+  const received: string[] = [];
+  // The raw messages, as the client's transport delivers them: checked for tokens.
+  const record = (transport: Transport) => {
+    let inner: ((message: JSONRPCMessage, extra?: MessageExtraInfo) => void) | undefined;
+    const recorder = (message: JSONRPCMessage, extra?: MessageExtraInfo) => {
+      received.push(JSON.stringify(message));
+      inner?.(message, extra);
+    };
+    // Undefined until the client sets its handler: the SDK chains to what it finds there.
+    Object.defineProperty(transport, "onmessage", {
+      get: () => (inner ? recorder : undefined),
+      set: (handler) => (inner = handler),
+      configurable: true,
+    });
+  };
+  if (options.how !== "cli") {
+    const toProxy = new PassThrough();
+    const fromProxy = new PassThrough();
+    const t = testContext({ cwd: dir, env: { HOME: dir, ...options.env }, protocolStreams: () => ({ input: toProxy, output: fromProxy }) });
+    const exited = run(["mcp", "proxy", id], t.ctx);
+    // The command's end closes its stdout, as a process's exit does: a client waiting on it is told.
+    void exited.finally(() => fromProxy.end()).catch(() => {});
+    const transport = new StreamClientTransport(toProxy, fromProxy, async () => void toProxy.end());
+    record(transport);
+    await client.connect(transport);
+    return { client, received, stderr: t.stderr, exited, close: () => client.close() };
+  }
   ensureBuilt();
   const transport = new StdioClientTransport({
     command: process.execPath,
@@ -62,21 +103,7 @@ async function proxied(dir: string, id: string, options: { env?: Record<string, 
   });
   let stderr = "";
   transport.stderr?.on("data", (d) => (stderr += d));
-  const received: string[] = [];
-  // The raw messages, as the client's transport delivers them: checked for tokens.
-  let inner: ((message: unknown, extra?: unknown) => void) | undefined;
-  const recorder = (message: unknown, extra?: unknown) => {
-    received.push(JSON.stringify(message));
-    inner?.(message, extra);
-  };
-  // Undefined until the client sets its handler: the SDK chains to what it finds there.
-  Object.defineProperty(transport, "onmessage", {
-    get: () => (inner ? recorder : undefined),
-    set: (handler) => (inner = handler),
-    configurable: true,
-  });
-  const client = new Client({ name: "proxy-test", version: "1.0.0" }, { capabilities: options.capabilities ?? {} });
-  options.setup?.(client);
+  record(transport);
   let exit: (code: number | null) => void = () => {};
   const exited = new Promise<number | null>((resolve) => (exit = resolve));
   const started = transport.start.bind(transport);
@@ -110,7 +137,7 @@ describe("subs mcp proxy (end to end)", () => {
   });
 
   it("passes tools, resources (paged, templates, read), prompts, completions and ping through; advertises the upstream", async () => {
-    const p = await proxied(dir, "rich", { env: { MCP_TOKEN } });
+    const p = await proxied(dir, "rich", { env: { MCP_TOKEN }, how: "cli" });
     try {
       const { client } = p;
       assert.deepEqual(client.getServerVersion(), { name: "rich-upstream", version: "2.3.4" });
@@ -503,7 +530,7 @@ describe("subs mcp proxy with OAuth (end to end)", () => {
 
   it("a connection that needs a login fails initialize with an error naming `subs mcp login`, exits 4, opens no browser", async () => {
     const authorizations = as.counters.authorizations;
-    await assert.rejects(proxied(dir, "locked", { env: { BROWSER: browserCommand() } }), (error: McpError) => {
+    await assert.rejects(proxied(dir, "locked", { env: { BROWSER: browserCommand() }, how: "cli" }), (error: McpError) => {
       assert.equal(error.code, -32603);
       assert.match(error.message, /locked: not logged in; run `subs mcp login locked`/);
       assert.deepEqual(error.data, { code: "needs_login", hint: "run `subs mcp login locked`" });
@@ -630,6 +657,7 @@ describe("subs mcp proxy in front of the SDK's example server (a server this pro
   it("lists and calls its tools, gets its prompt, reads its resources, relays its logging and its elicitation", async () => {
     const logs: string[] = [];
     const p = await proxied(dir, "example", {
+      how: "cli",
       capabilities: { elicitation: { form: {} } },
       setup: (client) => {
         client.setNotificationHandler(LoggingMessageNotificationSchema, (n) => void logs.push(String(n.params.data)));
