@@ -51,7 +51,10 @@ describe("subs mcp list --check", () => {
       `[mcp.ok]\nurl = "${ok.url}"\nauth = { token_env = "MCP_TOKEN" }\n\n[mcp.login]\nurl = "${login.url}"\n\n` +
         `[mcp.down]\nurl = "${downUrl}"\nauth = { token_env = "MCP_TOKEN" }\n\n[mcp.slow]\nurl = "${slow.url}"\nauth = { token_env = "MCP_TOKEN" }\n`,
     );
-    const r = await runCli(["mcp", "list", "--check", "--timeout", "1", "--json"], { cwd: dir, env: { MCP_TOKEN } });
+    // 10 s, the time the silent server is waited for: the others must answer within it, and with
+    // 1 s the one that answers failed as "no answer within 1s" on a 2-core machine running two
+    // suites at once (the test's wait, not the server).
+    const r = await runCli(["mcp", "list", "--check", "--timeout", "10", "--json"], { cwd: dir, env: { MCP_TOKEN } });
     assert.equal(r.code, 1, r.stderr);
     const byId = new Map((JSON.parse(r.stdout) as Checked[]).map((e) => [e.id, e.check]));
     assert.deepEqual(byId.get("ok"), { reachable: true, authorized: true, tools: 2, error: null });
@@ -107,7 +110,8 @@ describe("subs mcp list --check", () => {
         `[mcp.ok]\nurl = "${ok.url}"\nauth = { token_env = "MCP_TOKEN" }\n\n[mcp.login]\nurl = "${login.url}"\n\n` +
           `[mcp.down]\nurl = "${downUrl}"\n\n[mcp.broken]\nurl = "${broken.url}"\nauth = { token_env = "MCP_TOKEN" }\n`,
       );
-      const r = await runInProcess(["mcp", "list", "--check", "--timeout", "2"], { cwd: dir, env: { MCP_TOKEN } });
+      // No server here is silent: a longer wait costs nothing, and the one that answers has time to on a loaded machine.
+      const r = await runInProcess(["mcp", "list", "--check", "--timeout", "10"], { cwd: dir, env: { MCP_TOKEN } });
       assert.equal(r.code, 1, r.stderr);
       const lines = r.stderr.split("\n");
       for (const id of ["login", "down", "broken"]) {
