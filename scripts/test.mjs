@@ -43,6 +43,8 @@ if (recording && named.length > 0) {
 // the end of a run); longest first, the short files fill the end. A stale list costs time, never a
 // result: `npm test -- --record-durations` writes it again.
 const DURATIONS = path.join(root, "scripts", "test-durations.json");
+// Read before anything starts: a file that cannot be read stops the run here, saying so.
+const seconds = named.length === 0 ? recordedSeconds() : {};
 // The whole suite installs the dev tools its real-client tests drive (tools/conformance,
 // tools/clients; scripts/tools.mjs) and the Debian packages its real peers need (Caddy), when a
 // fresh machine lacks them, in a child beside the first test files, and starts the files that
@@ -78,16 +80,15 @@ const builds = path.join(root, ".test-build");
 removeAbandoned(builds);
 const outdir = path.join(builds, `run-${process.pid}`);
 let bundles;
-/** Each bundle the runner starts (through inOrder's entries) and the test file it is made from. */
-const bundleSources = new Map();
+/** Each test file's bundle, with what it was made from (`source`, its path with "/") and what it runs (`inputs`). */
+let built;
 try {
   const sources = named.length ? named.map((f) => path.relative(root, path.resolve(f))) : files;
-  const built = await bundleTests(root, sources, outdir);
+  built = await bundleTests(root, sources, outdir);
   const usesTools = ({ inputs }) => inputs.has("scripts/tools.mjs");
   built.forEach((b, i) => (b.source = sources[i].split(path.sep).join("/")));
   if (named.length > 0) bundles = built.map((b) => b.bundle);
   else {
-    const seconds = recordedSeconds();
     const longestFirst = [...built].sort((a, b) => (seconds[b.source] ?? -1) - (seconds[a.source] ?? -1));
     // Installing, the files that use the dev tools start after the others: by then the install is done.
     bundles = inOrder(installing ? [...longestFirst.filter((b) => !usesTools(b)), ...longestFirst.filter(usesTools)] : longestFirst);
@@ -143,11 +144,9 @@ process.exit(status);
 function inOrder(built) {
   const dir = path.join(outdir, "order");
   mkdirSync(dir);
-  return built.map(({ bundle, source }, i) => {
+  return built.map(({ bundle }, i) => {
     const entry = path.join(dir, `${String(i).padStart(3, "0")}-${path.relative(outdir, bundle).replaceAll(path.sep, "_")}`);
     writeFileSync(entry, `import ${JSON.stringify(pathToFileURL(bundle).href)};\n`);
-    // The runner names a test by the file that called test(): the bundle the entry imports.
-    bundleSources.set(bundle, source);
     return entry;
   });
 }
@@ -158,7 +157,8 @@ function recordedSeconds() {
     return JSON.parse(readFileSync(DURATIONS, "utf8"));
   } catch (error) {
     if (error.code === "ENOENT") return {};
-    throw error;
+    process.stderr.write(`${path.relative(root, DURATIONS)}: ${error.message}; fix it or remove it (the files then start in path order)\n`);
+    process.exit(2);
   }
 }
 
@@ -171,14 +171,15 @@ function reporters() {
 
 /** This run's seconds per file, from the bundles back to the test files. */
 function recordDurations() {
+  // The runner names a test by the file that called test(): the bundle an entry of inOrder imports.
   const byBundle = JSON.parse(readFileSync(path.join(outdir, "durations.json"), "utf8"));
-  const seconds = {};
-  for (const [bundle, source] of bundleSources) seconds[source] = Math.round(byBundle[bundle] ?? byBundle[path.join(root, source)] ?? 0);
-  if (Object.values(seconds).every((n) => n === 0)) {
+  const recorded = {};
+  for (const { bundle, source } of built) recorded[source] = Math.round(byBundle[bundle] ?? byBundle[path.join(root, source)] ?? 0);
+  if (Object.values(recorded).every((n) => n === 0)) {
     process.stderr.write(`no file's seconds were recorded (the runner named no bundle); ${path.relative(root, DURATIONS)} is unchanged\n`);
     return;
   }
-  const sorted = Object.fromEntries(Object.entries(seconds).sort(([a], [b]) => (a < b ? -1 : 1)));
+  const sorted = Object.fromEntries(Object.entries(recorded).sort(([a], [b]) => (a < b ? -1 : 1)));
   writeFileSync(DURATIONS, `${JSON.stringify(sorted, null, 2)}\n`);
   process.stderr.write(`recorded each file's seconds in ${path.relative(root, DURATIONS)}\n`);
 }
