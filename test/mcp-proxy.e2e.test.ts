@@ -52,16 +52,29 @@ type Proxied = {
   /** Every JSON-RPC message the client received, as sent. */
   received: string[];
   stderr: () => string;
-  /** Resolves with the child's exit code once it has ended. */
+  /** Resolves with the command's exit code once it has ended (the child's, or run()'s). */
   exited: Promise<number | null>;
   close: () => Promise<void>;
 };
 
 /**
+ * `subs mcp proxy <id>` run() in this process, its stdin and stdout two in-memory pipes: the
+ * client's transport (closing it ends the proxy's stdin, as a client's exit ends a child's), the
+ * command's exit code once it ends, and its stderr.
+ */
+function proxyInProcess(dir: string, id: string, env: Record<string, string> = {}): { transport: StreamClientTransport; exited: Promise<number>; stderr: () => string } {
+  const toProxy = new PassThrough();
+  const fromProxy = new PassThrough();
+  const t = testContext({ cwd: dir, env: { HOME: dir, ...env }, protocolStreams: () => ({ input: toProxy, output: fromProxy }) });
+  const exited = run(["mcp", "proxy", id], t.ctx);
+  // The command's end closes its stdout, as a process's exit does: a client waiting on it is told.
+  void exited.finally(() => fromProxy.end()).catch(() => {});
+  return { transport: new StreamClientTransport(toProxy, fromProxy, async () => void toProxy.end()), exited, stderr: t.stderr };
+}
+
+/**
  * Starts `subs mcp proxy <id>` in `dir` and connects an SDK Client to it over stdio: the built CLI
- * as a child (how: "cli"), or run() in this process with stdin and stdout two in-memory pipes
- * (how: "in-process", the default; its exit code is run()'s, and closing the client ends its stdin,
- * as a client's exit ends a child's).
+ * as a child (how: "cli"), or in this process (how: "in-process", the default: proxyInProcess).
  */
 async function proxied(dir: string, id: string, options: { env?: Record<string, string>; capabilities?: ClientCapabilities; setup?: (client: Client) => void; how?: "cli" | "in-process" } = {}): Promise<Proxied> {
   const client = new Client({ name: "proxy-test", version: "1.0.0" }, { capabilities: options.capabilities ?? {} });
@@ -82,16 +95,10 @@ async function proxied(dir: string, id: string, options: { env?: Record<string, 
     });
   };
   if (options.how !== "cli") {
-    const toProxy = new PassThrough();
-    const fromProxy = new PassThrough();
-    const t = testContext({ cwd: dir, env: { HOME: dir, ...options.env }, protocolStreams: () => ({ input: toProxy, output: fromProxy }) });
-    const exited = run(["mcp", "proxy", id], t.ctx);
-    // The command's end closes its stdout, as a process's exit does: a client waiting on it is told.
-    void exited.finally(() => fromProxy.end()).catch(() => {});
-    const transport = new StreamClientTransport(toProxy, fromProxy, async () => void toProxy.end());
+    const { transport, exited, stderr } = proxyInProcess(dir, id, options.env);
     record(transport);
     await client.connect(transport);
-    return { client, received, stderr: t.stderr, exited, close: () => client.close() };
+    return { client, received, stderr, exited, close: () => client.close() };
   }
   ensureBuilt();
   const transport = new StdioClientTransport({
@@ -385,8 +392,8 @@ describe("subs mcp proxy (end to end)", () => {
     // the child's stderr. This replaced the proxy as a child under --max-old-space-size=24, which
     // died "out of memory" on the 5 KB leak but, its heap capped, collected all the time: two and a
     // half times the CPU of this whole test (10,000 calls under a 40 MiB cap, tried before that,
-    // three times more again). The proxy as a child, the process itself, is what the other tests
-    // here run.
+    // three times more again). The proxy as a child, the process itself, is what the tests here
+    // with how: "cli" run.
     setFlagsFromString("--expose-gc");
     const gc = runInNewContext("gc") as () => void;
     /** The heap (and the memory outside it that Buffers hold) left after full collections, with the turns between them where what a collection freed is let go (FinalizationRegistry callbacks, async hooks' destroy). */
@@ -403,15 +410,13 @@ describe("subs mcp proxy (end to end)", () => {
     const onWarning = (warning: Error) => void warnings.push(warning);
     process.on("warning", onWarning);
     try {
-      const toProxy = new PassThrough();
-      const fromProxy = new PassThrough();
-      const t = testContext({ cwd: dir, env: { HOME: dir, MCP_TOKEN }, protocolStreams: () => ({ input: toProxy, output: fromProxy }) });
-      const ran = run(["mcp", "proxy", "rich"], t.ctx);
+      // Not proxied(): it keeps every message the client receives, in this heap.
+      const proxy = proxyInProcess(dir, "rich", { MCP_TOKEN });
       const client = new Client({ name: "proxy-test", version: "1.0.0" });
       let kept = 0;
       try {
-        // Closing ends the proxy's stdin only, as a client's exit ends a child's: `ran` must then end by itself.
-        await client.connect(new StreamClientTransport(toProxy, fromProxy, async () => void toProxy.end()));
+        // Closing ends the proxy's stdin only, as a client's exit ends a child's: the proxy must then end by itself.
+        await client.connect(proxy.transport);
         let next = 0;
         let answered = 0;
         const callUpTo = (total: number) =>
@@ -433,9 +438,9 @@ describe("subs mcp proxy (end to end)", () => {
       } finally {
         await client.close();
       }
-      assert.equal(await within(ran, "subs mcp proxy to end"), 0, t.stderr());
+      assert.equal(await within(proxy.exited, "subs mcp proxy to end"), 0, proxy.stderr());
       assert.deepEqual(warnings.filter((w) => w.name === "MaxListenersExceededWarning" || /memory leak/i.test(w.message)).map((w) => `${w.name}: ${w.message}`), []);
-      assert.doesNotMatch(t.stderr(), /MaxListenersExceededWarning|memory leak/);
+      assert.doesNotMatch(proxy.stderr(), /MaxListenersExceededWarning|memory leak/);
       assert.ok(kept < 4_000_000, `the last 2,000 calls kept ${(kept / 1e6).toFixed(1)} MB (${Math.round(kept / 2_000)} B a call)`);
     } finally {
       process.off("warning", onWarning);
