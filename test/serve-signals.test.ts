@@ -21,12 +21,11 @@ import { testContext } from "./support/cli.ts";
 import { annotatedTool, startMcpServer, type RunningMcpServer } from "./support/mcp-server.ts";
 import { waitFor, within } from "./support/wait.ts";
 import { connectSession } from "./support/serve-client.ts";
+import { dependantsOf } from "./support/signals.ts";
 
 /** The dependants a signal keeps (AbortSignal.any), its abort listeners, and the signals of anySignal() that follow it. */
 function kept(signal: AbortSignal): { dependants: number; listeners: number; followers: number } {
-  const key = Object.getOwnPropertySymbols(signal).find((s) => s.description === "kDependantSignals");
-  const dependants = key === undefined ? undefined : (signal as unknown as Record<symbol, Set<unknown> | undefined>)[key];
-  return { dependants: dependants?.size ?? 0, listeners: getEventListeners(signal, "abort").length, followers: followersOf(signal) };
+  return { dependants: dependantsOf(signal), listeners: getEventListeners(signal, "abort").length, followers: followersOf(signal) };
 }
 
 describe("the signals a served session outlives or shares", () => {
