@@ -100,7 +100,10 @@ export type CodexRun = {
 /**
  * `codex exec` in CWD with HOME against a fake model that asks, once, for TOOL of SERVER (as Codex
  * offered it: the namespace `mcp__SERVER`) with ARGS. Calls of that server are approved up front
- * (`default_tools_approval_mode`), as exec's approval policy would otherwise refuse them.
+ * (`default_tools_approval_mode`), as exec's approval policy would otherwise refuse them. SERVER is
+ * `required`: Codex starts a turn without an optional server that is still starting after a short
+ * grace ("omitting pending optional MCP server"), and on a loaded machine subs can take longer than
+ * that, so the model would be offered no MCP tools at all.
  */
 export async function codexExec(options: { home: string; cwd: string; env?: Record<string, string>; server: string; tool: string; args: Record<string, unknown> }): Promise<CodexRun> {
   const namespace = `mcp__${options.server}`;
@@ -117,7 +120,7 @@ export async function codexExec(options: { home: string; cwd: string; env?: Reco
   try {
     const provider = `{name="fake",base_url="${model.url}/v1",wire_api="responses",env_key="FAKE_MODEL_KEY"}`;
     const ran = await runClient(
-      [...CODEX, "exec", ...OFFLINE, "--json", "--skip-git-repo-check", "-c", "model_provider=fake", "-c", `model_providers.fake=${provider}`, "-c", "model=gpt-fake", "-c", `mcp_servers.${options.server}.default_tools_approval_mode="approve"`, `Use ${options.tool}.`],
+      [...CODEX, "exec", ...OFFLINE, "--json", "--skip-git-repo-check", "-c", "model_provider=fake", "-c", `model_providers.fake=${provider}`, "-c", "model=gpt-fake", "-c", `mcp_servers.${options.server}.default_tools_approval_mode="approve"`, "-c", `mcp_servers.${options.server}.required=true`, `Use ${options.tool}.`],
       { cwd: options.cwd, env: cleanEnv(options.home, { FAKE_MODEL_KEY: "dummy-not-a-key", ...options.env }) },
     );
     const events = ran.stdout
