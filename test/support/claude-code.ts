@@ -13,8 +13,8 @@ import { CLIENTS_DIR, cleanEnv, ensureClient, runClient, sse, startFakeModel } f
 /** The native binary, which the folder's postinstall put in place of the bin stub. */
 export const CLAUDE = path.join(CLIENTS_DIR, "node_modules", "@anthropic-ai", "claude-code", "bin", "claude.exe");
 
-export function ensureClaude(): string {
-  return ensureClient("@anthropic-ai/claude-code", [CLAUDE]);
+export function ensureClaude(): void {
+  ensureClient("@anthropic-ai/claude-code", [CLAUDE]);
 }
 
 export type ClaudeSession = {

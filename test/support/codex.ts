@@ -22,8 +22,8 @@ export const CODEX = [process.execPath, path.join(CLIENTS_DIR, "node_modules", "
  */
 const OFFLINE = ['openai_base_url="http://127.0.0.1:9/v1"', 'chatgpt_base_url="http://127.0.0.1:9/"', "features.plugins=false", "features.remote_plugin=false", "features.apps=false", "features.api_key_model_discovery=false", "analytics.enabled=false", "check_for_update_on_startup=false"].flatMap((c) => ["-c", c]);
 
-export function ensureCodex(): string {
-  return ensureClient("@openai/codex", CODEX);
+export function ensureCodex(): void {
+  ensureClient("@openai/codex", CODEX);
 }
 
 export type CodexServer = {

@@ -152,14 +152,9 @@ export async function startServedDeployment(options: ServeOptions = {}): Promise
       [Symbol.iterator]: () => read().entries(),
     }) as unknown as Map<string, V>;
   let pending: Promise<unknown> = Promise.resolve();
-  const credentials = {
-    ...view(held),
-    get size() {
-      return held().size;
-    },
-    has: (k: string) => held().has(k),
-    get: (k: string) => held().get(k),
-    keys: () => held().keys(),
+  // The view itself, given `set`: a spread would read its `size` (a query, and on Postgres the
+  // reader's first, which waits for its worker to connect) while the deployment starts.
+  const credentials = Object.assign(view(held), {
     // A credential as if consent had finished, written through the store: SQLite's write is done
     // before the promise settles; a test on Postgres awaits `settled()` before relying on it.
     set(id: string, c: Credential) {
@@ -174,7 +169,7 @@ export async function startServedDeployment(options: ServeOptions = {}): Promise
       });
       return credentials;
     },
-  } as unknown as Map<string, Credential>;
+  }) as unknown as Map<string, Credential>;
 
   const storeContents = async () => (pgUrl ? pg!.dump(pgUrl) : readdirSync(storeDir).map((f) => readFileSync(path.join(storeDir, f)).toString("latin1")).join("\n"));
   // Its drain (10 s for requests in flight) is well within the wait.

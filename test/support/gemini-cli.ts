@@ -16,8 +16,8 @@ import { CLIENTS_DIR, cleanEnv, ensureClient, runClient, sse, startFakeModel, ty
 
 export const GEMINI = [process.execPath, path.join(CLIENTS_DIR, "node_modules", "@google", "gemini-cli", "bundle", "gemini.js")];
 
-export function ensureGemini(): string {
-  return ensureClient("@google/gemini-cli", GEMINI);
+export function ensureGemini(): void {
+  ensureClient("@google/gemini-cli");
 }
 
 /**
