@@ -113,14 +113,23 @@ async function proxied(dir: string, id: string, options: { env?: Record<string, 
   record(transport);
   let exit: (code: number | null) => void = () => {};
   const exited = new Promise<number | null>((resolve) => (exit = resolve));
+  let child: ReturnType<typeof spawn> | undefined;
   const started = transport.start.bind(transport);
   transport.start = async () => {
     await started();
-    const child = (transport as unknown as { _process: ReturnType<typeof spawn> })._process;
+    child = (transport as unknown as { _process: ReturnType<typeof spawn> })._process;
     child.once("exit", (code) => exit(code));
   };
   await client.connect(transport);
-  return { client, received, stderr: () => stderr, exited, close: () => client.close() };
+  // Closing ends the proxy's stdin, as a client's exit does, and waits for the proxy to end by
+  // itself: the SDK's close() sends SIGTERM 2 s after stdin's end, which a loaded machine outlasted
+  // (exit code null where 0 was asserted).
+  const close = async () => {
+    child?.stdin?.end();
+    await within(exited, () => `subs mcp proxy to exit once its stdin ended; its stderr:\n${stderr}`);
+    await client.close();
+  };
+  return { client, received, stderr: () => stderr, exited, close };
 }
 
 function noTokenIn(texts: string[], tokens: string[]): void {

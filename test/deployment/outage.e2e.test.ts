@@ -203,8 +203,9 @@ describe("Postgres down for 10 s under traffic on two replicas", () => {
     // Every failure said the store was unavailable.
     for (const o of outcomes) {
       if (o.ok) continue;
-      if (o.kind === "read") assert.match(o.error!, /^503 2 \{"error":"store_unavailable","message":"the deployment's store does not answer; retry in a few seconds"\}$/);
-      else assert.ok((o.error!.startsWith("503 ") && STORE_DOWN.test(o.error!)) || o.error === "tool error: the deployment's store does not answer; retry in a few seconds", o.error);
+      const when = `${o.loop} on replica ${o.replica}: ${o.error} (from ${o.start - down} to ${o.end - down} ms after the store went down; up again at ${up - down} ms, ready at ${recovered - down} ms)`;
+      if (o.kind === "read") assert.match(o.error!, /^503 2 \{"error":"store_unavailable","message":"the deployment's store does not answer; retry in a few seconds"\}$/, when);
+      else assert.ok((o.error!.startsWith("503 ") && STORE_DOWN.test(o.error!)) || o.error === "tool error: the deployment's store does not answer; retry in a few seconds", when);
     }
     // Nothing answered while the database was down, on either replica, and every loop was answered
     // again and again meanwhile; everything after it came back.
