@@ -12,6 +12,7 @@ import { after, before, describe, test } from "node:test";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import { runCli } from "../support/cli.ts";
+import { waitFor } from "../support/wait.ts";
 import { authorizeServed, callServed, startServedDeployment, STORES, type ServedDeployment } from "../support/deployment-serve.ts";
 import { ensureInspector, inspect } from "../support/inspector.ts";
 import { annotatedTool, startMcpServer, type RunningMcpServer } from "../support/mcp-server.ts";
@@ -153,8 +154,11 @@ for (const store of STORES) describe(`agents served by subs deployment serve (${
         "the SDK client's next call fails with the deployment's 401",
       );
       // The call's POST (the session's GET stream, ended by the revocation, is logged when it ends).
-      const tried = d.logs.slice(logged).filter((l) => l.msg === "request" && l.path === "/v1/agents/triage/mcp" && l.method === "POST");
-      assert.ok(tried.length > 0 && tried.every((l) => l.status === 401 && l.token === undefined), `the call reached the deployment and was refused there: ${JSON.stringify(tried)}`);
+      // Its line is written once the answer is sent, and read from the deployment's stderr after
+      // the client has the answer: waited for.
+      const posts = () => d.logs.slice(logged).filter((l) => l.msg === "request" && l.path === "/v1/agents/triage/mcp" && l.method === "POST");
+      const tried = await waitFor(() => posts().length > 0 && posts(), "the deployment to log the call's POST");
+      assert.ok(tried.every((l) => l.status === 401 && l.token === undefined), `the call reached the deployment and was refused there: ${JSON.stringify(tried)}`);
     } finally {
       await a.close().catch(() => {});
     }
