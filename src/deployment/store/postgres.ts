@@ -791,7 +791,9 @@ export class PostgresStore implements RekeyableStore {
 
   async checkMcpSessions(held: HeldMcpSession[], busy: McpSessionKey[], now: number, touchBefore: number): Promise<McpSessionCheck> {
     if (held.length === 0) return { kept: [], revoked: [] };
-    const owners = checkedAll(OwnerRow, await this.#rows("SELECT id FROM api_tokens WHERE id = ANY($1::text[])", [ownersOf(held)]), "api_tokens");
+    // The sessions first, then their owners' tokens: a revoked token's sessions go after (or with)
+    // the token, so a session found gone here has an owner found gone next, and is said revoked.
+    // Read the other way round, a revocation between the two reads ended it as "on another process".
     const rows = checkedAll(
       HeldSessionRow,
       await this.#rows(
@@ -801,6 +803,7 @@ export class PostgresStore implements RekeyableStore {
       ),
       "mcp_sessions",
     );
+    const owners = checkedAll(OwnerRow, await this.#rows("SELECT id FROM api_tokens WHERE id = ANY($1::text[])", [ownersOf(held)]), "api_tokens");
     const { kept, revoked, touch } = sortHeldSessions(held, new Set(owners.map((o) => o.id)), rows, busy, touchBefore);
     // Written only when there is something to write: this runs every second or so on every replica.
     if (revoked.length > 0) await this.#rows("DELETE FROM mcp_sessions WHERE owner = ANY($1::text[])", [revoked]);

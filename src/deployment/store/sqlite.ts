@@ -685,7 +685,7 @@ export class SqliteStore implements RekeyableStore {
 
   async checkMcpSessions(held: HeldMcpSession[], busy: McpSessionKey[], now: number, touchBefore: number): Promise<McpSessionCheck> {
     if (held.length === 0) return { kept: [], revoked: [] };
-    const owners = checkedAll(OwnerRow, this.#prepared("SELECT id FROM api_tokens WHERE id IN (SELECT value FROM json_each(?))").all(JSON.stringify(ownersOf(held))), "api_tokens");
+    // The sessions first, then their owners' tokens (postgres.ts says why).
     const rows = checkedAll(
       HeldSessionRow,
       this.#prepared(
@@ -694,6 +694,7 @@ export class SqliteStore implements RekeyableStore {
       ).all(JSON.stringify(held.map((k) => [k.agent, k.id]))),
       "mcp_sessions",
     );
+    const owners = checkedAll(OwnerRow, this.#prepared("SELECT id FROM api_tokens WHERE id IN (SELECT value FROM json_each(?))").all(JSON.stringify(ownersOf(held))), "api_tokens");
     const { kept, revoked, touch } = sortHeldSessions(held, new Set(owners.map((o) => o.id)), rows, busy, touchBefore);
     // Written only when there is something to write: this runs every second or so on every process.
     if (revoked.length > 0 || touch.length > 0) {
