@@ -31,10 +31,15 @@ class ReadinessProbes {
     this.#last = at;
   }
 
-  /** Resolves true once a probe is answered while stopping, false past twice the probe interval (at most `maxMs`); undefined when never probed twice. */
+  /**
+   * Resolves true once a probe is answered while stopping, false past three probe intervals and two
+   * seconds (at most `maxMs`); undefined when never probed twice. The slack is for a loaded host,
+   * where a balancer's probe (or this process's answer to it) comes late: giving up on it early
+   * refuses connections the balancer still sends.
+   */
   untilOutOfRotation(maxMs: number): Promise<boolean> | undefined {
     if (this.#interval === undefined) return undefined;
-    const limit = Math.min(maxMs, 2 * this.#interval + 1000);
+    const limit = Math.min(maxMs, 3 * this.#interval + 2000);
     return new Promise<boolean>((resolve) => {
       const timer = setTimeout(() => resolve(false), limit);
       timer.unref();
