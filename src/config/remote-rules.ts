@@ -1,6 +1,7 @@
 // Under [remote] the deployment holds credentials, so settings that name a variable on this
 // machine cannot work there: `auth.token_env` and `oauth.client_secret_env` belong to a local
-// engine (product.md, "The file"; connectors.md, "Where the credential lives").
+// engine (product.md, "The file"; connectors.md, "Where the credential lives"). Nor can a local
+// server (`command`): it is a process on the machine that starts it.
 import { ConfigError, formatDiagnostic, type Diagnostic } from "../errors.ts";
 import type { Reporter } from "../report.ts";
 import type { Config } from "./types.ts";
@@ -11,6 +12,16 @@ export function localOnlyAuthDiagnostics(config: Config, ids?: readonly string[]
   const diagnostics: Diagnostic[] = [];
   for (const connection of config.connections) {
     if (wanted && !wanted.has(connection.id)) continue;
+    if (connection.process) {
+      const { line, col } = config.locate(["mcp", connection.id, "command"]);
+      diagnostics.push({
+        file: config.displayPath,
+        line,
+        col,
+        message: `[mcp.${connection.id}] has \`command\`: a local server runs on the machine that starts it; the deployment in [remote] cannot run it`,
+        hint: `declare the server's url instead (a server the deployment reaches over HTTP), or keep this connection in a file without [remote]`,
+      });
+    }
     if (connection.auth) {
       const { line, col } = config.locate(["mcp", connection.id, "auth"]);
       diagnostics.push({

@@ -47,6 +47,8 @@ export type UpstreamHandshakeOptions = {
 /** The upstream's answer to an initialize sent by hand, or undefined for the SDK's client to do it all. */
 export async function upstreamHandshake(options: UpstreamHandshakeOptions): Promise<UpstreamHandshake | undefined> {
   const { ctx, connection } = options;
+  // A local server is started by the SDK's client, not greeted by hand.
+  if (connection.url === undefined) return undefined;
   try {
     const url = new URL(connection.url);
     if (url.protocol !== "http:" && url.protocol !== "https:") return undefined;

@@ -1,6 +1,7 @@
 // Each connection's state, from the file, the environment and the db only: `subs mcp list`
 // never touches the network, so 200 connections cost what 10 do (product.md, "Commands").
-import type { Config, ConnectionConfig } from "../config/types.ts";
+import { isLocalServer, type Config, type ConnectionConfig } from "../config/types.ts";
+import { templateNames } from "../config/templates.ts";
 import type { CredentialRow, OpenConnectionRow } from "../store/schema.ts";
 
 /** What a call carries: an OAuth credential, a static token, or (the server asked for none) nothing. */
@@ -18,11 +19,18 @@ export type LocalStatus =
   /** Static credential: the variable is not set. */
   | "env_unset"
   /** The server answered `subs mcp login` for this url without asking for a credential. */
-  | "open";
+  | "open"
+  /** A local server whose variables are all set: subs starts it when a command uses it. */
+  | "local";
 
 export type ConnectionStatus = {
   id: string;
-  url: string;
+  /** Null for a local server. */
+  url: string | null;
+  /** The program a local server runs; null for a remote one. */
+  command: string | null;
+  /** The variables a local server's templates name that are not set (it cannot start until they are). */
+  unsetEnv: string[];
   auth: AuthKind;
   status: LocalStatus;
   usable: boolean;
@@ -59,6 +67,10 @@ export function localStatuses(config: Config, stored: StoredState, env: Readonly
   }
   return config.connections.map((connection) => {
     const agents = agentsByConnection.get(connection.id) ?? [];
+    if (isLocalServer(connection)) {
+      const unset = localVariables(connection.process).filter((name) => env[name] === undefined);
+      return statusOf(connection, agents, unset.length > 0 ? "env_unset" : "local", undefined, unset);
+    }
     if (connection.auth) return statusOf(connection, agents, env[connection.auth.tokenEnv] ? "env_set" : "env_unset");
     const row = credentials.get(connection.id);
     // Found open for another url: that finding says nothing about this one.
@@ -72,13 +84,15 @@ export function localStatuses(config: Config, stored: StoredState, env: Readonly
 
 /** One object literal per connection, every key in one order: `mcp list` builds one per declared
  *  connection on every run, and spreading partial objects cost several copies each. */
-function statusOf(connection: ConnectionConfig, agents: string[], status: LocalStatus, row?: CredentialRow): ConnectionStatus {
+function statusOf(connection: ConnectionConfig, agents: string[], status: LocalStatus, row?: CredentialRow, unsetEnv: string[] = []): ConnectionStatus {
   return {
     id: connection.id,
-    url: connection.url,
-    auth: connection.auth ? "static" : status === "open" ? "none" : "oauth",
+    url: connection.url ?? null,
+    command: connection.process ? connection.process.command : null,
+    unsetEnv,
+    auth: connection.auth ? "static" : status === "open" || connection.process ? "none" : "oauth",
     status,
-    usable: status === "authorized" || status === "env_set" || status === "open",
+    usable: status === "authorized" || status === "env_set" || status === "open" || status === "local",
     issuer: row ? row.issuer : null,
     scopes: row?.scopes ? row.scopes.split(" ") : [],
     expiresAt: row ? row.expires_at : null,
@@ -87,4 +101,11 @@ function statusOf(connection: ConnectionConfig, agents: string[], status: LocalS
     loggedInUrl: row && status === "url_changed" ? row.url : null,
     agents,
   };
+}
+
+/** The variables a local server's `args` and `env` name, in order, each once. */
+export function localVariables(process: { args: readonly string[]; env: Readonly<Record<string, string>> }): string[] {
+  const names = new Set<string>();
+  for (const value of [...process.args, ...Object.values(process.env)]) for (const name of templateNames(value)) names.add(name);
+  return [...names];
 }
