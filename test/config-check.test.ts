@@ -117,6 +117,7 @@ prefix_tools = false
 
 [mcp.local]
 url = "http://[::1]:8080/mcp"
+headers = { "X-API-Key" = "\${LOCAL_KEY}", "X-Client" = "subs" }
 
 [mcp.fs]
 command = "npx"

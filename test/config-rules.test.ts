@@ -55,6 +55,10 @@ const cases: Array<[rule: string, fixture: string, expected: string[]]> = [
   ["a remote server: `cwd` is a local server's", "remote-with-cwd.toml", [
     "remote-with-cwd.toml:3:1: `cwd` belongs to a local server, started with `command` | [mcp.sentry] is reached at its `url`",
   ]],
+  ["headers: a literal in a credential's header, and Authorization, which subs sets", "headers-literal-secret.toml", [
+    'headers-literal-secret.toml:3:34: `X-API-Key` would put a secret in the file | read it from the environment instead: "X-API-Key" = "${X_API_KEY}"',
+    'headers-literal-secret.toml:3:66: `Authorization` is the credential\'s header: subs sets it | for "Bearer <token>", write auth = { token_env = "MY_TOKEN" }; without it subs uses OAuth',
+  ]],
   ["an id with uppercase letters", "bad-id-uppercase.toml", [
     "bad-id-uppercase.toml:1:1: [mcp.Sentry]: a connection id may contain only lowercase letters, digits, '-' and '_'",
   ]],
@@ -103,7 +107,7 @@ describe("substructure.toml rules", () => {
   }
 
   test("no error message repeats a secret value written in the file", () => {
-    for (const fixture of ["token-in-auth.toml", "token-top-level.toml", "client-secret.toml", "url-with-credentials.toml", "many-errors.toml", "local-env-literal-secret.toml"]) {
+    for (const fixture of ["token-in-auth.toml", "token-top-level.toml", "client-secret.toml", "url-with-credentials.toml", "many-errors.toml", "local-env-literal-secret.toml", "headers-literal-secret.toml"]) {
       const text = diagnosticsOf(fixture).join("\n");
       assert.doesNotMatch(text, /ghp_not_a_real_token|s3cr3t|hunter2/);
     }

@@ -251,3 +251,78 @@ mcp = ["own", "notes", { id = "fs", tools = { include = ["read_text_file", "list
     }
   });
 });
+
+describe("header templates on a server at a url", () => {
+  const KEY = "exa-key-value-71c4d9";
+  let keyed: RunningMcpServer;
+  let cwd: string;
+  const seen: string[] = [];
+
+  before(async () => {
+    // An API-key server: without the right X-API-Key, 401; a call of `leak` answers an error that quotes the key back.
+    keyed = await startMcpServer({
+      tools: [annotatedTool("search"), annotatedTool("leak")],
+      gate: (req, res, body) => {
+        const key = req.headers["x-api-key"];
+        seen.push(String(key));
+        if (key !== KEY) {
+          res.writeHead(401, { "content-type": "text/plain" }).end("missing or wrong X-API-Key");
+          return true;
+        }
+        if ((body as { params?: { name?: string } } | undefined)?.params?.name === "leak") {
+          res.writeHead(500, { "content-type": "text/plain" }).end(`upstream refused key ${KEY}`);
+          return true;
+        }
+        return false;
+      },
+    });
+    cwd = mkdtempSync(path.join(tmpdir(), "subs-headers-"));
+    writeFileSync(
+      path.join(cwd, "substructure.toml"),
+      `[mcp.exa]\nurl = "${keyed.url}"\nheaders = { "X-API-Key" = "\${EXA_API_KEY}", "X-Client" = "subs-test" }\n\n[agent.search]\nmcp = ["exa"]\n`,
+    );
+  });
+  after(async () => {
+    await keyed.close();
+  });
+
+  it("the header is sent with every request, its value read from the environment; the server's quote of it is scrubbed", async () => {
+    const tools = await runCli(["mcp", "tools", "exa"], { cwd, env: { EXA_API_KEY: KEY } });
+    assert.equal(tools.code, 0, tools.stderr);
+    assert.match(tools.stdout, /^search\t/m);
+    assert.ok(seen.length > 0 && seen.every((key) => key === KEY), `every request carried the key: ${seen.length}`);
+    const leaked = await runCli(["mcp", "call", "exa", "leak", "--json"], { cwd, env: { EXA_API_KEY: KEY } });
+    assert.equal(leaked.code, 1);
+    assert.match(leaked.stdout + leaked.stderr, /upstream refused key \[redacted\]/);
+    assert.doesNotMatch(leaked.stdout + leaked.stderr, new RegExp(KEY));
+  });
+
+  it("served: `agent serve` and `mcp proxy` send it too", async () => {
+    for (const argv of [["agent", "serve", "search"], ["mcp", "proxy", "exa"]]) {
+      const session = await serveSession(argv, { cwd, env: { EXA_API_KEY: KEY } });
+      try {
+        const names = (await session.client.listTools()).tools.map((t) => t.name);
+        assert.ok(names.includes(argv[0] === "agent" ? "exa__search" : "search"), `${argv.join(" ")}: ${names.join(", ")}`);
+        const called = await session.client.callTool({ name: argv[0] === "agent" ? "exa__search" : "search", arguments: {} });
+        assert.equal(called.isError, undefined, JSON.stringify(called));
+        assert.doesNotMatch(session.received.join("\n") + session.stderr(), new RegExp(KEY));
+      } finally {
+        await session.close();
+      }
+    }
+  });
+
+  it("an unset variable is said by `mcp list` and stops a command before any request, naming it", async () => {
+    const before = seen.length;
+    const listed = await runCli(["mcp", "list"], { cwd });
+    assert.match(listed.stdout, /\$EXA_API_KEY unset \(headers\)/);
+    const json = await runCli(["mcp", "list", "--json"], { cwd });
+    const [entry] = JSON.parse(json.stdout) as Array<{ unset_env: string[]; usable: boolean }>;
+    assert.deepEqual([entry!.unset_env, entry!.usable], [["EXA_API_KEY"], false]);
+    const tools = await runCli(["mcp", "tools", "exa"], { cwd });
+    assert.equal(tools.code, 2, tools.stderr);
+    assert.match(tools.stderr, /exa: \$EXA_API_KEY is not set; \[mcp\.exa\] sends it in its headers/);
+    assert.equal(seen.length, before, "no request went out");
+  });
+});
+

@@ -76,7 +76,7 @@ class LocalBackend implements Backend {
       return { result: "static", id: connection.id, tokenEnv: connection.auth.tokenEnv, tokenEnvSet: Boolean(ctx.env[connection.auth.tokenEnv]) };
     }
     if (isLocalServer(connection)) {
-      const { localVariables } = await import("../status/status.ts");
+      const { localVariables } = await import("../config/templates.ts");
       return { result: "local", id: connection.id, unsetEnv: localVariables(connection.process).filter((name) => ctx.env[name] === undefined) };
     }
     await this.openForLogin([connection]);

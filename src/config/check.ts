@@ -18,7 +18,7 @@ import path from "node:path";
 import { hasUnsafe } from "../text/unsafe.ts";
 import { ENV_NAME_PATTERN, isSecretKey, isValidName, RESERVED_NAMES, SCOPE_PATTERN, urlProblem } from "./rules.ts";
 import type { FileShape } from "./schema.ts";
-import { literalSecretProblem, templateProblem } from "./templates.ts";
+import { HEADER_NAME_PATTERN, literalSecretProblem, reservedHeaderProblem, templateProblem } from "./templates.ts";
 
 type Table = Record<string, unknown>;
 type Connection = FileShape["mcp"][string];
@@ -47,7 +47,7 @@ function onlyKeys(table: Table, known: readonly string[]): boolean {
 
 const FILE_KEYS = ["db", "remote", "mcp", "agent"];
 const REMOTE_KEYS = ["url", "token_env"];
-const CONNECTION_KEYS = ["url", "command", "args", "env", "cwd", "auth", "oauth", "prefix_tools"];
+const CONNECTION_KEYS = ["url", "command", "args", "env", "cwd", "headers", "auth", "oauth", "prefix_tools"];
 const AUTH_KEYS = ["token_env"];
 const OAUTH_KEYS = ["client_id", "client_secret_env", "client_metadata_url", "scopes"];
 const AGENT_KEYS = ["mcp", "tools", "agents"];
@@ -131,6 +131,16 @@ function checkedConnection(c: unknown): Connection | typeof NO {
   const prefix_tools = c.prefix_tools ?? true;
   if (c.command !== undefined) return checkedLocal(c, prefix_tools);
   if (!isUrl(c.url) || c.args !== undefined || c.env !== undefined || c.cwd !== undefined) return NO;
+  let headers: Connection["headers"];
+  if (c.headers !== undefined) {
+    if (!isPlainObject(c.headers)) return NO;
+    headers = {};
+    for (const name of Object.keys(c.headers)) {
+      const value = c.headers[name];
+      if (!HEADER_NAME_PATTERN.test(name) || RESERVED_NAMES.has(name) || isSecretKey(name) || reservedHeaderProblem(name) || !isTemplated(value) || literalSecretProblem(name, value) !== undefined) return NO;
+      headers[name] = value;
+    }
+  }
   let auth: Connection["auth"];
   if (c.auth !== undefined) {
     const a = c.auth;
@@ -166,15 +176,18 @@ function checkedConnection(c: unknown): Connection | typeof NO {
       if (o.client_id !== undefined && o.client_metadata_url !== undefined) return NO;
     }
   }
-  if (auth !== undefined && oauth !== undefined) return { url: c.url, auth, oauth, prefix_tools };
-  if (auth !== undefined) return { url: c.url, auth, prefix_tools };
-  if (oauth !== undefined) return { url: c.url, oauth, prefix_tools };
-  return { url: c.url, prefix_tools };
+  // The schema's key order: url, headers, auth, oauth, prefix_tools.
+  const out = { url: c.url } as Connection;
+  if (headers !== undefined) out.headers = headers;
+  if (auth !== undefined) out.auth = auth;
+  if (oauth !== undefined) out.oauth = oauth;
+  out.prefix_tools = prefix_tools;
+  return out;
 }
 
 /** A local server's table (`command`): none of a remote one's keys, its own checked, in the schema's key order. */
 function checkedLocal(c: Table, prefix_tools: boolean): Connection | typeof NO {
-  if (!isText(c.command) || c.url !== undefined || c.auth !== undefined || c.oauth !== undefined) return NO;
+  if (!isText(c.command) || c.url !== undefined || c.auth !== undefined || c.oauth !== undefined || c.headers !== undefined) return NO;
   const out = { command: c.command } as Connection;
   if (c.args !== undefined) {
     const args = arrayOf(c.args, isTemplated);

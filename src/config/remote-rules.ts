@@ -10,37 +10,36 @@ import type { Config } from "./types.ts";
 export function localOnlyAuthDiagnostics(config: Config, ids?: readonly string[]): Diagnostic[] {
   const wanted = ids ? new Set(ids) : undefined;
   const diagnostics: Diagnostic[] = [];
+  const refuse = (keyPath: string[], message: string, hint: string) => {
+    const { line, col } = config.locate(keyPath);
+    diagnostics.push({ file: config.displayPath, line, col, message, hint });
+  };
   for (const connection of config.connections) {
     if (wanted && !wanted.has(connection.id)) continue;
+    const id = connection.id;
     if (connection.process) {
-      const { line, col } = config.locate(["mcp", connection.id, "command"]);
-      diagnostics.push({
-        file: config.displayPath,
-        line,
-        col,
-        message: `[mcp.${connection.id}] has \`command\`: a local server runs on the machine that starts it; the deployment in [remote] cannot run it`,
-        hint: `declare the server's url instead (a server the deployment reaches over HTTP), or keep this connection in a file without [remote]`,
-      });
+      refuse(
+        ["mcp", id, "command"],
+        `[mcp.${id}] has \`command\`: a local server runs on the machine that starts it; the deployment in [remote] cannot run it`,
+        "declare the server's url instead (a server the deployment reaches over HTTP), or keep this connection in a file without [remote]",
+      );
+    }
+    if (connection.headers) {
+      refuse(["mcp", id, "headers"], `[mcp.${id}] has \`headers\`, which the deployment in [remote] does not send`, "remove `headers`, or keep this connection in a file without [remote]");
     }
     if (connection.auth) {
-      const { line, col } = config.locate(["mcp", connection.id, "auth"]);
-      diagnostics.push({
-        file: config.displayPath,
-        line,
-        col,
-        message: `[mcp.${connection.id}] has \`auth\`, which names a variable on this machine; the deployment in [remote] cannot use it`,
-        hint: `remove \`auth\` and authorize on the deployment instead: subs mcp login ${connection.id}`,
-      });
+      refuse(
+        ["mcp", id, "auth"],
+        `[mcp.${id}] has \`auth\`, which names a variable on this machine; the deployment in [remote] cannot use it`,
+        `remove \`auth\` and authorize on the deployment instead: subs mcp login ${id}`,
+      );
     }
     if (connection.oauth?.clientSecretEnv) {
-      const { line, col } = config.locate(["mcp", connection.id, "oauth", "client_secret_env"]);
-      diagnostics.push({
-        file: config.displayPath,
-        line,
-        col,
-        message: `[mcp.${connection.id}] has \`oauth.client_secret_env\`, which names a variable on this machine; the deployment in [remote] cannot use it`,
-        hint: `remove \`client_secret_env\` and authorize on the deployment instead: subs mcp login ${connection.id}`,
-      });
+      refuse(
+        ["mcp", id, "oauth", "client_secret_env"],
+        `[mcp.${id}] has \`oauth.client_secret_env\`, which names a variable on this machine; the deployment in [remote] cannot use it`,
+        `remove \`client_secret_env\` and authorize on the deployment instead: subs mcp login ${id}`,
+      );
     }
   }
   return diagnostics.sort((a, b) => a.line - b.line || a.col - b.col);

@@ -7,7 +7,7 @@
 import * as z from "zod/mini";
 import { lazily } from "../lazy.ts";
 import { ENV_NAME_PATTERN, ID_PATTERN, isValidName, SCOPE_PATTERN, urlProblem } from "./rules.ts";
-import { templateProblem } from "./templates.ts";
+import { HEADER_NAME_PATTERN, templateProblem } from "./templates.ts";
 
 // The rules themselves, for whoever imports them from here.
 export * from "./rules.ts";
@@ -45,6 +45,8 @@ const httpUrl = (opts: { httpsOnly?: boolean } = {}) =>
 
 const nonEmpty = () => z.string().check(z.minLength(1));
 
+const headerName = () => z.string().check(z.regex(HEADER_NAME_PATTERN, { error: "is not a header name (RFC 9110: letters, digits and !#$%&'*+.^_`|~-)" }));
+
 /** Literal text and `${NAME}` templates (templates.ts). */
 const templated = () =>
   z.string().check(
@@ -72,6 +74,7 @@ const connectionSchema = () =>
     args: z.optional(z.array(templated())),
     env: z.optional(z.record(envName(), templated())),
     cwd: z.optional(nonEmpty()),
+    headers: z.optional(z.record(headerName(), templated())),
     auth: z.optional(z.strictObject({ token_env: envName() })),
     oauth: z.optional(
       z.strictObject({

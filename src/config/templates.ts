@@ -54,3 +54,31 @@ export function literalSecretProblem(name: string, value: string): string | unde
   if (!SECRET_NAME.test(name) || hasTemplate(value) || value === "") return undefined;
   return `\`${name}\` would put a secret in the file`;
 }
+
+/** The variables a local server's `args` and `env` name, in order, each once. */
+export function localVariables(process: { args: readonly string[]; env: Readonly<Record<string, string>> }): string[] {
+  const names = new Set<string>();
+  for (const value of [...process.args, ...Object.values(process.env)]) for (const name of templateNames(value)) names.add(name);
+  return [...names];
+}
+
+/** RFC 9110 §5.1: field-name = token. */
+export const HEADER_NAME_PATTERN = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/;
+
+/**
+ * Headers a connection may not set: the credential (`auth` or OAuth sets Authorization) and what
+ * the MCP transport itself sends (MCP "Streamable HTTP"), which a second value would corrupt.
+ */
+export function reservedHeaderProblem(name: string): { message: string; hint: string } | undefined {
+  const lower = name.toLowerCase();
+  if (lower === "authorization" || lower === "proxy-authorization") {
+    return { message: `\`${name}\` is the credential's header: subs sets it`, hint: 'for "Bearer <token>", write auth = { token_env = "MY_TOKEN" }; without it subs uses OAuth' };
+  }
+  if (["host", "content-length", "content-type", "accept", "connection", "transfer-encoding", "te", "upgrade", "mcp-session-id", "mcp-protocol-version", "last-event-id"].includes(lower)) {
+    return { message: `\`${name}\` is set by the MCP transport itself`, hint: "remove it" };
+  }
+  return undefined;
+}
+
+/** A variable name for a header's value, for a hint or an import: `X-API-Key` → `X_API_KEY`. */
+export const envNameFor = (header: string): string => header.toUpperCase().replace(/[^A-Z0-9_]/g, "_").replace(/^([0-9])/, "_$1");

@@ -35,6 +35,8 @@ export type RemoteConnection = ConnectionBase & {
   /** Static credential read from $tokenEnv at call time (local only). */
   auth?: { tokenEnv: string };
   oauth?: OAuthSettings;
+  /** Headers sent with every MCP request to `url`, as written: literals and `${NAME}` templates (templates.ts). */
+  headers?: Record<string, string>;
   process?: undefined;
 };
 
@@ -44,6 +46,7 @@ export type LocalConnection = ConnectionBase & {
   url?: undefined;
   auth?: undefined;
   oauth?: undefined;
+  headers?: undefined;
 };
 
 export type ConnectionConfig = RemoteConnection | LocalConnection;

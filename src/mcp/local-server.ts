@@ -20,7 +20,7 @@ import path from "node:path";
 import type { Transport } from "@modelcontextprotocol/sdk/shared/transport.js";
 import { JSONRPCMessageSchema, type JSONRPCMessage } from "@modelcontextprotocol/sdk/types.js";
 import type { LocalConnection } from "../config/types.ts";
-import { expandTemplates } from "../config/templates.ts";
+import { expandTemplates, localVariables } from "../config/templates.ts";
 import type { Context } from "../context.ts";
 import { failed, SubsError } from "../errors.ts";
 import { escaped } from "../text/unsafe.ts";
@@ -56,23 +56,9 @@ export function localEnvironment(connection: LocalConnection, env: Readonly<Reco
   return { env: out, args, missing: [...missing] };
 }
 
-/** The variables `connection`'s templates name that `env` does not set. */
-export function unsetVariables(connection: LocalConnection, env: Readonly<Record<string, string | undefined>>): string[] {
-  return localEnvironment(connection, env).missing;
-}
-
 /** The values a template put in the process's variables or arguments: secrets of the run. */
 function templateValues(connection: LocalConnection, env: Readonly<Record<string, string | undefined>>): string[] {
-  const values: string[] = [];
-  const collect = (text: string) => {
-    for (const match of text.matchAll(/\$\{([^}]*)\}/g)) {
-      const value = env[match[1]!];
-      if (value) values.push(value);
-    }
-  };
-  for (const value of Object.values(connection.process.env)) collect(value);
-  connection.process.args.forEach(collect);
-  return values;
+  return localVariables(connection.process).flatMap((name) => (env[name] ? [env[name]] : []));
 }
 
 /** Where `connection`'s stderr is written: one file per connection of one substructure.toml. */

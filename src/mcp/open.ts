@@ -15,7 +15,7 @@ import { networkFailure } from "../http/guarded-fetch.ts";
 import { cut } from "../text/cut.ts";
 import { silentReporter, type Reporter } from "../report.ts";
 import { answerLimitMiB } from "./answer-cap.ts";
-import { OPEN, UNTRIED, oauthAccessToken, staticAuthorization } from "./credential.ts";
+import { fileHeaders, OPEN, UNTRIED, oauthAccessToken, staticAuthorization } from "./credential.ts";
 import { connectMcp, requestOptions } from "./connect.ts";
 
 export type OpenConnectionOptions = {
@@ -76,7 +76,7 @@ export async function openConnection(options: OpenConnectionOptions): Promise<Cl
 async function openRemote(options: OpenConnectionOptions & { connection: RemoteConnection }): Promise<Client> {
   const { ctx, connection } = options;
   const answerLimit = { id: connection.id, mib: answerLimitMiB(ctx.env) };
-  const headers: Record<string, string> = {};
+  const headers: Record<string, string> = fileHeaders(ctx, connection);
   if (connection.auth) headers.authorization = staticAuthorization(ctx, connection);
   let last: AuthChallenge | undefined;
   const fetch = challengeRecorder(ctx.fetch, (challenge) => {

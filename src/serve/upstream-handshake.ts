@@ -13,7 +13,7 @@ import type { Config, ConnectionConfig } from "../config/types.ts";
 import type { Context } from "../context.ts";
 import { answerLimitMiB } from "../mcp/answer-cap.ts";
 import { SUBS_CLIENT_INFO, type UpstreamHandshake, type UpstreamInitializeResult } from "../mcp/client-handshake.ts";
-import { firstCredential } from "../mcp/credential.ts";
+import { fileHeaders, firstCredential } from "../mcp/credential.ts";
 import type { Reporter } from "../report.ts";
 import { isObject, LATEST_PROTOCOL_VERSION, SUPPORTED_PROTOCOL_VERSIONS } from "./handshake.ts";
 
@@ -61,6 +61,8 @@ export async function upstreamHandshake(options: UpstreamHandshakeOptions): Prom
       "user-agent": "node",
       "accept-encoding": "identity",
     };
+    // The file's headers, then the credential: what openConnection sends (src/mcp/open.ts).
+    for (const [name, value] of Object.entries(fileHeaders({ env: ctx.env, secrets: options.secrets }, connection))) headers[name.toLowerCase()] = value;
     if (credential.authorization) {
       options.secrets.add(/^\S+\s+(\S+)$/.exec(credential.authorization)?.[1]);
       headers.authorization = credential.authorization;

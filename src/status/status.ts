@@ -1,7 +1,7 @@
 // Each connection's state, from the file, the environment and the db only: `subs mcp list`
 // never touches the network, so 200 connections cost what 10 do (product.md, "Commands").
 import { isLocalServer, type Config, type ConnectionConfig } from "../config/types.ts";
-import { templateNames } from "../config/templates.ts";
+import { localVariables, templateNames } from "../config/templates.ts";
 import type { CredentialRow, OpenConnectionRow } from "../store/schema.ts";
 
 /** What a call carries: an OAuth credential, a static token, or (the server asked for none) nothing. */
@@ -71,6 +71,14 @@ export function localStatuses(config: Config, stored: StoredState, env: Readonly
       const unset = localVariables(connection.process).filter((name) => env[name] === undefined);
       return statusOf(connection, agents, unset.length > 0 ? "env_unset" : "local", undefined, unset);
     }
+    // Variables the headers read, unset: said beside the status, and the connection is not usable until they are.
+    const unsetHeaders = connection.headers ? Object.values(connection.headers).flatMap(templateNames).filter((name, n, all) => env[name] === undefined && all.indexOf(name) === n) : [];
+    if (unsetHeaders.length > 0) {
+      const status = statusOf(connection, agents, "needs_login", undefined, unsetHeaders);
+      status.status = connection.auth ? (env[connection.auth.tokenEnv] ? "env_set" : "env_unset") : stored.open.get(connection.id)?.url === connection.url ? "open" : credentials.has(connection.id) ? "authorized" : "needs_login";
+      status.usable = false;
+      return status;
+    }
     if (connection.auth) return statusOf(connection, agents, env[connection.auth.tokenEnv] ? "env_set" : "env_unset");
     const row = credentials.get(connection.id);
     // Found open for another url: that finding says nothing about this one.
@@ -103,9 +111,3 @@ function statusOf(connection: ConnectionConfig, agents: string[], status: LocalS
   };
 }
 
-/** The variables a local server's `args` and `env` name, in order, each once. */
-export function localVariables(process: { args: readonly string[]; env: Readonly<Record<string, string>> }): string[] {
-  const names = new Set<string>();
-  for (const value of [...process.args, ...Object.values(process.env)]) for (const name of templateNames(value)) names.add(name);
-  return [...names];
-}

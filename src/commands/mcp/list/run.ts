@@ -225,6 +225,13 @@ function describeRemote(e: RemoteListEntry, now: number, style: Style): string {
 }
 
 export function describeStatus(s: ConnectionStatus, now: number, style: Style): string {
+  const described = statusWords(s, now, style);
+  // A remote server's headers read variables that are not set: said whatever its credential's state.
+  if (s.command === null && s.unsetEnv.length > 0) return `${described} · ${style.red(`${s.unsetEnv.map((name) => `$${name}`).join(", ")} unset (headers)`)}`;
+  return described;
+}
+
+function statusWords(s: ConnectionStatus, now: number, style: Style): string {
   switch (s.status) {
     case "authorized": {
       if (s.expiresAt === null) return style.green("authorized");
