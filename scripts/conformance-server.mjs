@@ -9,6 +9,7 @@
 //   node scripts/conformance-server.mjs                          # every server scenario, directly
 //   node scripts/conformance-server.mjs --scenario ping          # one scenario
 //   node scripts/conformance-server.mjs --proxy                  # and again through `subs mcp proxy --http`
+//   node scripts/conformance-server.mjs --proxy-stdio            # the same, the proxy's upstream a local (stdio) server
 //   node scripts/conformance-server.mjs --via "CMD" [--via-setup "CMD"]   # through any such command
 //   node scripts/conformance-server.mjs --via "node --import {tsx} {root}/test/support/forwarding-server.ts {upstream} --http 127.0.0.1:0 --token-file {tokenFile}"
 //                                          # through the tests' throwaway forwarder (checks this script)
@@ -60,16 +61,19 @@ function fail(message) {
 }
 
 function parseArgs(argv) {
-  const options = { scenario: undefined, via: undefined, viaSetup: undefined };
+  const options = { scenario: undefined, via: undefined, viaSetup: undefined, stdio: false };
   for (let i = 0; i < argv.length; i++) {
     const arg = argv[i];
     if (arg === "--proxy") {
       options.via = PROXY_VIA;
       options.viaSetup = PROXY_SETUP;
+    } else if (arg === "--proxy-stdio") {
+      options.via = PROXY_VIA;
+      options.stdio = true;
     } else if (arg === "--scenario" && argv[i + 1]) options.scenario = argv[++i];
     else if (arg === "--via" && argv[i + 1]) options.via = argv[++i];
     else if (arg === "--via-setup" && argv[i + 1]) options.viaSetup = argv[++i];
-    else fail(`unknown argument ${arg} (use --scenario NAME, --proxy, --via CMD, --via-setup CMD)`);
+    else fail(`unknown argument ${arg} (use --scenario NAME, --proxy, --proxy-stdio, --via CMD, --via-setup CMD)`);
   }
   return options;
 }
@@ -218,7 +222,11 @@ if (options.via) {
   if (build.status !== 0) fail("build failed");
   const dir = mkdtempSync(path.join(tmpdir(), "subs-conformance-server-"));
   cleanups.push(() => rmSync(dir, { recursive: true, force: true }));
-  writeFileSync(path.join(dir, "substructure.toml"), `[mcp.everything]\nurl = ${JSON.stringify(upstream)}\n`);
+  // --proxy-stdio: the same server as a local one, which subs starts over stdio (one per proxied session).
+  const declared = options.stdio
+    ? `[mcp.everything]\ncommand = ${JSON.stringify(process.execPath)}\nargs = ["--import", ${JSON.stringify(import.meta.resolve("tsx"))}, ${JSON.stringify(everythingServer)}]\nenv = { EVERYTHING_STDIO = "1", PORT = "0" }\n`
+    : `[mcp.everything]\nurl = ${JSON.stringify(upstream)}\n`;
+  writeFileSync(path.join(dir, "substructure.toml"), declared);
   const vars = { tokenFile: path.join(dir, "subs-token"), upstream, root: root.replace(/\/$/, ""), tsx: import.meta.resolve("tsx") };
   const env = { ...process.env, BROWSER: "false", NO_COLOR: "1" };
   if (options.viaSetup) {
@@ -241,6 +249,12 @@ if (options.via) {
   proxy.closeAllConnections();
   via.stopped = await stop(served.child, "the --via command");
   via.stderr = served.output();
+  if (options.stdio) {
+    // The proxy names the upstream it connected each session to: the local server, never a url.
+    const sessions = via.stderr.match(/connected to the local server/g)?.length ?? 0;
+    if (sessions === 0 || /connected to http/.test(via.stderr)) fail(`--proxy-stdio: the proxy did not connect to the local server:\n${via.stderr}`);
+    process.stderr.write(`conformance-server: --proxy-stdio: ${sessions} proxied sessions, each with the everything server started over stdio\n`);
+  }
 }
 await stop(everything.child, "the everything server");
 for (const cleanup of cleanups.splice(0)) cleanup();

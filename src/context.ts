@@ -57,6 +57,13 @@ export type Context = {
    * answer issues; code that holds a secret it has not sent yet and may print near one can add it
    * here.
    */
+  /**
+   * The process groups of the local MCP servers this process started (src/mcp/local-server.ts),
+   * while they run. main.ts kills every group still in it when the process exits, however it exits.
+   */
+  processGroups?: Set<number>;
+  /** Under --debug: a line of the run's trace for stderr (scrubbed there). Unset otherwise. */
+  debugLog?: (text: string) => void;
   secrets?: {
     add(value: string | null | undefined): void;
     /** `text` with every known secret replaced, for text that leaves by another way than stdout and stderr (an MCP message). */

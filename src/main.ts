@@ -31,7 +31,20 @@ export async function main(argv: readonly string[]): Promise<never> {
     });
   stop("SIGINT", 130);
   stop("SIGTERM", 143);
-  const ran = await run(argv, await processContext(controller.signal, quietOnBrokenPipe));
+  const ctx = await processContext(controller.signal, quietOnBrokenPipe);
+  // Local MCP servers run in process groups of their own (src/mcp/local-server.ts): a command ends
+  // them as it finishes, and any still running when this process exits, by whatever way (a second
+  // Ctrl-C, a crash, process.exit below), are killed with it.
+  const groups = new Set<number>();
+  ctx.processGroups = groups;
+  process.once("exit", () => {
+    for (const pid of groups) {
+      try {
+        process.kill(-pid, "SIGKILL");
+      } catch {}
+    }
+  });
+  const ran = await run(argv, ctx);
   // run() answers an abort with 130, Ctrl-C's code; a SIGTERM ends the same way with its own.
   const code = ran === 130 && terminated ? 143 : ran;
   // The command is done: best-effort work it gave up on (a capped revocation, a DNS lookup) must

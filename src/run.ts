@@ -55,6 +55,7 @@ export async function run(given_argv: readonly string[], given: Context): Promis
     if (next.debug) {
       const { debugFetch } = await import("./output/debug-fetch.ts");
       ctx.fetch = debugFetch(learningFetch(given.fetch, secrets), ctx.stderr, ctx.now, secrets);
+      ctx.debugLog = (text) => ctx.stderr.write(`${text}\n`);
     }
   };
   // The commonest run, `subs mcp list` as it is usually spelled, needs no parser (directMcpList);

@@ -117,12 +117,20 @@ prefix_tools = false
 
 [mcp.local]
 url = "http://[::1]:8080/mcp"
+headers = { "X-API-Key" = "\${LOCAL_KEY}", "X-Client" = "subs" }
+
+[mcp.fs]
+command = "npx"
+args = ["-y", "@modelcontextprotocol/server-filesystem", "./docs", "\${HOME}/notes"]
+env = { LOG_LEVEL = "info", API_TOKEN = "\${FS_TOKEN}", EMPTY = "" }
+cwd = "tools"
+prefix_tools = false
 
 [agent.support]
 mcp = ["sentry", { id = "github", tools = { include = ["a*"], exclude = ["b"], read_only = true, non_destructive = false, idempotent = true } }]
 
 [agent.triage]
-mcp = [{ id = "linear" }, "local"]
+mcp = [{ id = "linear" }, "local", "fs"]
 tools = ["summarize"]
 agents = ["support"]
 `;

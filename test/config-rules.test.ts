@@ -39,7 +39,26 @@ const cases: Array<[rule: string, fixture: string, expected: string[]]> = [
     "unknown-key-filter.toml:5:35: unknown key `readonly` in [agent.triage.mcp[0].tools] | did you mean `read_only`?",
   ]],
   ["a wrong type", "wrong-type.toml", ["wrong-type.toml:3:1: `prefix_tools` must be a boolean"]],
-  ["a missing url", "missing-url.toml", ["missing-url.toml:1:1: [mcp.sentry] is missing `url`"]],
+  ["a missing url", "missing-url.toml", ["missing-url.toml:1:1: [mcp.sentry] needs `url` (a server reached over HTTP) or `command` (a server subs starts on this machine)"]],
+  ["a local server: `command` and `url` together", "local-command-and-url.toml", [
+    "local-command-and-url.toml:3:1: [mcp.fs] has `command` and `url` | a connection is reached at `url` or started with `command`, not both",
+  ]],
+  ["a local server: `auth` is a remote server's", "local-with-auth.toml", [
+    'local-with-auth.toml:3:1: [mcp.fs] has `command` and `auth` | a local server takes its credentials in `env`, e.g. env = { API_TOKEN = "${MY_TOKEN}" }',
+  ]],
+  ["a local server: a literal value for a variable named as a credential, never echoed", "local-env-literal-secret.toml", [
+    'local-env-literal-secret.toml:3:29: `API_KEY` would put a secret in the file | read it from this machine\'s environment instead: API_KEY = "${API_KEY}"',
+  ]],
+  ["a local server: a template left open", "local-template-unclosed.toml", [
+    "local-template-unclosed.toml:3:19: entry 2 of `args` has a `${` that is not closed with `}`",
+  ]],
+  ["a remote server: `cwd` is a local server's", "remote-with-cwd.toml", [
+    "remote-with-cwd.toml:3:1: `cwd` belongs to a local server, started with `command` | [mcp.sentry] is reached at its `url`",
+  ]],
+  ["headers: a literal in a credential's header, and Authorization, which subs sets", "headers-literal-secret.toml", [
+    'headers-literal-secret.toml:3:34: `X-API-Key` would put a secret in the file | read it from the environment instead: "X-API-Key" = "${X_API_KEY}"',
+    'headers-literal-secret.toml:3:66: `Authorization` is the credential\'s header: subs sets it | for "Bearer <token>", write auth = { token_env = "MY_TOKEN" }; without it subs uses OAuth',
+  ]],
   ["an id with uppercase letters", "bad-id-uppercase.toml", [
     "bad-id-uppercase.toml:1:1: [mcp.Sentry]: a connection id may contain only lowercase letters, digits, '-' and '_'",
   ]],
@@ -88,7 +107,7 @@ describe("substructure.toml rules", () => {
   }
 
   test("no error message repeats a secret value written in the file", () => {
-    for (const fixture of ["token-in-auth.toml", "token-top-level.toml", "client-secret.toml", "url-with-credentials.toml", "many-errors.toml"]) {
+    for (const fixture of ["token-in-auth.toml", "token-top-level.toml", "client-secret.toml", "url-with-credentials.toml", "many-errors.toml", "local-env-literal-secret.toml", "headers-literal-secret.toml"]) {
       const text = diagnosticsOf(fixture).join("\n");
       assert.doesNotMatch(text, /ghp_not_a_real_token|s3cr3t|hunter2/);
     }

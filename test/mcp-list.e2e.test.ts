@@ -77,6 +77,8 @@ describe("subs mcp list", () => {
     assert.deepEqual(byId.removed, {
       id: "removed",
       url: "https://removed.example/mcp",
+      command: null,
+      unset_env: [],
       auth: "oauth",
       status: "undeclared",
       usable: false,

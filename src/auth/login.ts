@@ -6,7 +6,7 @@
 import { randomBytes } from "node:crypto";
 import { exchangeAuthorization, startAuthorization } from "@modelcontextprotocol/sdk/client/auth.js";
 import type { OAuthTokens } from "@modelcontextprotocol/sdk/shared/auth.js";
-import type { ConnectionConfig } from "../config/types.ts";
+import type { RemoteConnection as ConnectionConfig } from "../config/types.ts";
 import type { Context } from "../context.ts";
 import { failed, interrupted, SubsError } from "../errors.ts";
 import type { Store } from "../store/store.ts";

@@ -5,7 +5,7 @@ import type { ToolSource } from "../agents/fetch.ts";
 import type { ConnectorTool } from "../agents/resolve.ts";
 import { findConnections } from "../config/lookup.ts";
 import { assertNoLocalOnlyAuth, warnLocalOnlyAuth } from "../config/remote-rules.ts";
-import type { Config, ConnectionConfig, RemoteConfig } from "../config/types.ts";
+import { isLocalServer, type Config, type ConnectionConfig, type RemoteConfig } from "../config/types.ts";
 import type { Context } from "../context.ts";
 import { failed, refused, SubsError } from "../errors.ts";
 import { DeploymentClient, deploymentBase } from "../remote/client.ts";
@@ -143,6 +143,8 @@ async function authorizeOnDeployment(
   options: { browser: boolean; timeoutMs: number },
 ): Promise<Authorized> {
   const id = connection.id;
+  // Refused before any login starts (loginTargets); a local server runs on the machine that starts it.
+  if (isLocalServer(connection)) throw new Error(`${id} is a local server, which a deployment cannot run`);
   const deployment = client.base.origin;
   steps({ step: "contacting_deployment", id, deployment });
   let waiting = false;

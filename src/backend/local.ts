@@ -5,7 +5,7 @@
 // operation imports what it needs when it runs (the MCP SDK, the OAuth flow, revocation).
 import path from "node:path";
 import type { ToolSource } from "../agents/fetch.ts";
-import type { Config, ConnectionConfig } from "../config/types.ts";
+import { isLocalServer, type Config, type ConnectionConfig } from "../config/types.ts";
 import type { Context } from "../context.ts";
 import { failed, type SubsError } from "../errors.ts";
 import { withDeadline } from "../http/deadline.ts";
@@ -43,7 +43,7 @@ class LocalBackend implements Backend {
   }
 
   private async openForLogin(connections: readonly ConnectionConfig[]): Promise<void> {
-    if (this.opened === undefined && connections.some((c) => !c.auth)) this.opened = await openEnvironmentStore(this.config, { create: true, reporter: this.reporter });
+    if (this.opened === undefined && connections.some((c) => !c.auth && !c.process)) this.opened = await openEnvironmentStore(this.config, { create: true, reporter: this.reporter });
   }
 
   async list({ check }: { check?: { timeoutMs: number } }): Promise<Listing> {
@@ -74,6 +74,10 @@ class LocalBackend implements Backend {
     const { ctx, config, reporter } = this;
     if (connection.auth) {
       return { result: "static", id: connection.id, tokenEnv: connection.auth.tokenEnv, tokenEnvSet: Boolean(ctx.env[connection.auth.tokenEnv]) };
+    }
+    if (isLocalServer(connection)) {
+      const { localVariables } = await import("../config/templates.ts");
+      return { result: "local", id: connection.id, unsetEnv: localVariables(connection.process).filter((name) => ctx.env[name] === undefined) };
     }
     await this.openForLogin([connection]);
     const store = this.opened!.store;
@@ -170,6 +174,8 @@ async function checkLocal(
     targets: config.connections.map((connection) => ({ connection })),
     source: localToolSource(ctx, config, reporter, timeoutMs),
     reach: async (connection, signal) => {
+      // Never asked of a local server (checkConnections): it is reached by starting it.
+      if (connection.url === undefined) return;
       const response = await unauthenticatedInitialize(connection.url, ctx.fetch, signal);
       await response.body?.cancel().catch(() => {});
     },

@@ -37,6 +37,8 @@ export type AuthorizeOptions = {
 /** One connection authorized (or found to need no credential), as the place reports it. */
 export type Authorized =
   | { result: "static"; id: string; tokenEnv: string; tokenEnvSet: boolean }
+  /** A local server: nothing to log in; `unsetEnv` are the variables it reads that are not set. */
+  | { result: "local"; id: string; unsetEnv: string[] }
   /** The server answered without asking for a credential; none is stored or sent. */
   | { result: "open"; id: string; tools: number | null }
   | {

@@ -18,6 +18,7 @@ import path from "node:path";
 import { hasUnsafe } from "../text/unsafe.ts";
 import { ENV_NAME_PATTERN, isSecretKey, isValidName, RESERVED_NAMES, SCOPE_PATTERN, urlProblem } from "./rules.ts";
 import type { FileShape } from "./schema.ts";
+import { HEADER_NAME_PATTERN, literalSecretProblem, reservedHeaderProblem, templateProblem } from "./templates.ts";
 
 type Table = Record<string, unknown>;
 type Connection = FileShape["mcp"][string];
@@ -46,7 +47,7 @@ function onlyKeys(table: Table, known: readonly string[]): boolean {
 
 const FILE_KEYS = ["db", "remote", "mcp", "agent"];
 const REMOTE_KEYS = ["url", "token_env"];
-const CONNECTION_KEYS = ["url", "auth", "oauth", "prefix_tools"];
+const CONNECTION_KEYS = ["url", "command", "args", "env", "cwd", "headers", "auth", "oauth", "prefix_tools"];
 const AUTH_KEYS = ["token_env"];
 const OAUTH_KEYS = ["client_id", "client_secret_env", "client_metadata_url", "scopes"];
 const AGENT_KEYS = ["mcp", "tools", "agents"];
@@ -72,6 +73,8 @@ function arrayOf<T>(v: unknown, ok: (item: unknown) => item is T): T[] | undefin
   return out;
 }
 
+/** An `args` or `env` value: literal text and `${NAME}` templates, possibly empty. */
+const isTemplated = (v: unknown): v is string => typeof v === "string" && !hasUnsafe(v) && templateProblem(v) === undefined;
 const isScope = (v: unknown): v is string => typeof v === "string" && SCOPE_PATTERN.test(v);
 const isString = (v: unknown): v is string => typeof v === "string";
 const isBoolean = (v: unknown): v is boolean => typeof v === "boolean";
@@ -123,7 +126,21 @@ export function checkedFile(raw: unknown, dir: string): FileShape | undefined {
 }
 
 function checkedConnection(c: unknown): Connection | typeof NO {
-  if (!isObject(c) || !onlyKeys(c, CONNECTION_KEYS) || !isUrl(c.url)) return NO;
+  if (!isObject(c) || !onlyKeys(c, CONNECTION_KEYS)) return NO;
+  if (c.prefix_tools !== undefined && !isBoolean(c.prefix_tools)) return NO;
+  const prefix_tools = c.prefix_tools ?? true;
+  if (c.command !== undefined) return checkedLocal(c, prefix_tools);
+  if (!isUrl(c.url) || c.args !== undefined || c.env !== undefined || c.cwd !== undefined) return NO;
+  let headers: Connection["headers"];
+  if (c.headers !== undefined) {
+    if (!isPlainObject(c.headers)) return NO;
+    headers = {};
+    for (const name of Object.keys(c.headers)) {
+      const value = c.headers[name];
+      if (!HEADER_NAME_PATTERN.test(name) || RESERVED_NAMES.has(name) || isSecretKey(name) || reservedHeaderProblem(name) || !isTemplated(value) || literalSecretProblem(name, value) !== undefined) return NO;
+      headers[name] = value;
+    }
+  }
   let auth: Connection["auth"];
   if (c.auth !== undefined) {
     const a = c.auth;
@@ -159,12 +176,40 @@ function checkedConnection(c: unknown): Connection | typeof NO {
       if (o.client_id !== undefined && o.client_metadata_url !== undefined) return NO;
     }
   }
-  if (c.prefix_tools !== undefined && !isBoolean(c.prefix_tools)) return NO;
-  const prefix_tools = c.prefix_tools ?? true;
-  if (auth !== undefined && oauth !== undefined) return { url: c.url, auth, oauth, prefix_tools };
-  if (auth !== undefined) return { url: c.url, auth, prefix_tools };
-  if (oauth !== undefined) return { url: c.url, oauth, prefix_tools };
-  return { url: c.url, prefix_tools };
+  // The schema's key order: url, headers, auth, oauth, prefix_tools.
+  const out = { url: c.url } as Connection;
+  if (headers !== undefined) out.headers = headers;
+  if (auth !== undefined) out.auth = auth;
+  if (oauth !== undefined) out.oauth = oauth;
+  out.prefix_tools = prefix_tools;
+  return out;
+}
+
+/** A local server's table (`command`): none of a remote one's keys, its own checked, in the schema's key order. */
+function checkedLocal(c: Table, prefix_tools: boolean): Connection | typeof NO {
+  if (!isText(c.command) || c.url !== undefined || c.auth !== undefined || c.oauth !== undefined || c.headers !== undefined) return NO;
+  const out = { command: c.command } as Connection;
+  if (c.args !== undefined) {
+    const args = arrayOf(c.args, isTemplated);
+    if (!args) return NO;
+    out.args = args;
+  }
+  if (c.env !== undefined) {
+    if (!isPlainObject(c.env)) return NO;
+    const env: Record<string, string> = {};
+    for (const name of Object.keys(c.env)) {
+      const value = c.env[name];
+      if (!isEnvName(name) || RESERVED_NAMES.has(name) || isSecretKey(name) || !isTemplated(value) || literalSecretProblem(name, value) !== undefined) return NO;
+      env[name] = value;
+    }
+    out.env = env;
+  }
+  if (c.cwd !== undefined) {
+    if (!isText(c.cwd)) return NO;
+    out.cwd = c.cwd;
+  }
+  out.prefix_tools = prefix_tools;
+  return out;
 }
 
 function checkedAgent(name: string, a: unknown, connections: Record<string, Connection>, agents: Table): Agent | typeof NO {

@@ -14,6 +14,7 @@ import type { KeyPath } from "./positions.ts";
 import { readConfigFile } from "./read.ts";
 import { assertSecretDestinations } from "./secret-pins.ts";
 import { fileSchema, isSecretKey, RESERVED_NAMES, SECRET_KEYS, type FileShape } from "./schema.ts";
+import { envNameFor, literalSecretProblem, reservedHeaderProblem } from "./templates.ts";
 import type { Config } from "./types.ts";
 
 export { displayPathOf, MAX_DEPTH, type LoadOptions } from "./parse.ts";
@@ -21,7 +22,7 @@ export { displayPathOf, MAX_DEPTH, type LoadOptions } from "./parse.ts";
 const KNOWN_KEYS: Array<[pattern: (p: KeyPath) => boolean, keys: string[]]> = [
   [(p) => p.length === 0, ["db", "remote", "mcp", "agent"]],
   [(p) => p.length === 1 && p[0] === "remote", ["url", "token_env"]],
-  [(p) => p.length === 2 && p[0] === "mcp", ["url", "auth", "oauth", "prefix_tools"]],
+  [(p) => p.length === 2 && p[0] === "mcp", ["url", "command", "args", "env", "cwd", "headers", "auth", "oauth", "prefix_tools"]],
   [(p) => p.length === 3 && p[0] === "mcp" && p[2] === "auth", ["token_env"]],
   [(p) => p.length === 3 && p[0] === "mcp" && p[2] === "oauth", ["client_id", "client_secret_env", "client_metadata_url", "scopes"]],
   [(p) => p.length === 2 && p[0] === "agent", ["mcp", "tools", "agents"]],
@@ -264,8 +265,41 @@ export function crossReferenceDiagnostics(raw: unknown, at: (keyPath: KeyPath, m
   const declaredAgents = new Set(agentNames);
   const suggest = suggester();
   for (const [id, c] of Object.entries(mcp)) {
+    // zod's object takes a date, as a table of no keys: it then has neither `url` nor `command`.
+    if (c instanceof Date) out.push(at(["mcp", id], `[mcp.${id}] needs \`url\` (a server reached over HTTP) or \`command\` (a server subs starts on this machine)`));
     if (!isTable(c)) continue;
     const oauth = isTable(c.oauth) ? c.oauth : undefined;
+    if (c.url === undefined && c.command === undefined) {
+      out.push(at(["mcp", id], `[mcp.${id}] needs \`url\` (a server reached over HTTP) or \`command\` (a server subs starts on this machine)`));
+    }
+    if (c.command !== undefined) {
+      for (const key of ["url", "auth", "oauth", "headers"] as const) {
+        if (c[key] === undefined) continue;
+        const why = key === "url" ? "a connection is reached at `url` or started with `command`, not both" : "a local server takes its credentials in `env`, e.g. env = { API_TOKEN = \"${MY_TOKEN}\" }";
+        out.push(at(["mcp", id, key], `[mcp.${id}] has \`command\` and \`${key}\``, why));
+      }
+    } else {
+      for (const key of ["args", "env", "cwd"] as const) {
+        if (c[key] !== undefined) out.push(at(["mcp", id, key], `\`${key}\` belongs to a local server, started with \`command\``, `[mcp.${id}] is reached at its \`url\``));
+      }
+    }
+    if (isTable(c.env)) {
+      for (const [name, value] of Object.entries(c.env)) {
+        const problem = typeof value === "string" ? literalSecretProblem(name, value) : undefined;
+        if (problem) out.push(at(["mcp", id, "env", name], problem, `read it from this machine's environment instead: ${name} = "\${${name}}"`));
+      }
+    }
+    if (isTable(c.headers)) {
+      for (const [name, value] of Object.entries(c.headers)) {
+        const reserved = reservedHeaderProblem(name);
+        if (reserved) {
+          out.push(at(["mcp", id, "headers", name], reserved.message, reserved.hint));
+          continue;
+        }
+        const problem = typeof value === "string" ? literalSecretProblem(name, value) : undefined;
+        if (problem) out.push(at(["mcp", id, "headers", name], problem, `read it from the environment instead: "${name}" = "\${${envNameFor(name)}}"`));
+      }
+    }
     if (c.auth !== undefined && oauth) {
       out.push(at(["mcp", id, "oauth"], `[mcp.${id}] has both \`auth\` and \`oauth\``, "a connection uses a static token (auth) or OAuth, not both"));
     }

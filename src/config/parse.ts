@@ -8,7 +8,7 @@ import { parse, TomlError } from "smol-toml";
 import { ConfigError, type Diagnostic } from "../errors.ts";
 import { indexPositions, type KeyPath, type PositionIndex } from "./positions.ts";
 import type { FileShape } from "./schema.ts";
-import type { AgentConfig, Config, ConnectionConfig } from "./types.ts";
+import type { AgentConfig, Config, ConnectionConfig, RemoteConnection } from "./types.ts";
 
 /** How deep tables and arrays may nest: the deepest real path, [agent.x.mcp[0].tools.include[0]], has 6. */
 export const MAX_DEPTH = 64;
@@ -77,10 +77,16 @@ export function configOf(data: FileShape, parsed: Parsed, where: Where): Config 
   const connections: ConnectionConfig[] = [];
   for (const id of Object.keys(data.mcp)) {
     const c = data.mcp[id]!;
-    const connection: ConnectionConfig = { id, url: c.url, prefixTools: c.prefix_tools };
+    if (c.command !== undefined) {
+      const cwd = path.resolve(path.dirname(where.path), c.cwd ?? ".");
+      connections.push({ id, prefixTools: c.prefix_tools, process: { command: c.command, args: c.args ?? [], env: c.env ?? {}, cwd } });
+      continue;
+    }
+    const connection: RemoteConnection = { id, url: c.url!, prefixTools: c.prefix_tools };
+    if (c.headers) connection.headers = c.headers;
     if (c.auth) connection.auth = { tokenEnv: c.auth.token_env };
     if (c.oauth) {
-      const oauth: NonNullable<ConnectionConfig["oauth"]> = {};
+      const oauth: NonNullable<RemoteConnection["oauth"]> = {};
       if (c.oauth.client_id !== undefined) oauth.clientId = c.oauth.client_id;
       if (c.oauth.client_secret_env !== undefined) oauth.clientSecretEnv = c.oauth.client_secret_env;
       if (c.oauth.client_metadata_url !== undefined) oauth.clientMetadataUrl = c.oauth.client_metadata_url;

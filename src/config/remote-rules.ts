@@ -1,6 +1,7 @@
 // Under [remote] the deployment holds credentials, so settings that name a variable on this
 // machine cannot work there: `auth.token_env` and `oauth.client_secret_env` belong to a local
-// engine (product.md, "The file"; connectors.md, "Where the credential lives").
+// engine (product.md, "The file"; connectors.md, "Where the credential lives"). Nor can a local
+// server (`command`): it is a process on the machine that starts it.
 import { ConfigError, formatDiagnostic, type Diagnostic } from "../errors.ts";
 import type { Reporter } from "../report.ts";
 import type { Config } from "./types.ts";
@@ -9,27 +10,36 @@ import type { Config } from "./types.ts";
 export function localOnlyAuthDiagnostics(config: Config, ids?: readonly string[]): Diagnostic[] {
   const wanted = ids ? new Set(ids) : undefined;
   const diagnostics: Diagnostic[] = [];
+  const refuse = (keyPath: string[], message: string, hint: string) => {
+    const { line, col } = config.locate(keyPath);
+    diagnostics.push({ file: config.displayPath, line, col, message, hint });
+  };
   for (const connection of config.connections) {
     if (wanted && !wanted.has(connection.id)) continue;
+    const id = connection.id;
+    if (connection.process) {
+      refuse(
+        ["mcp", id, "command"],
+        `[mcp.${id}] has \`command\`: a local server runs on the machine that starts it; the deployment in [remote] cannot run it`,
+        "declare the server's url instead (a server the deployment reaches over HTTP), or keep this connection in a file without [remote]",
+      );
+    }
+    if (connection.headers) {
+      refuse(["mcp", id, "headers"], `[mcp.${id}] has \`headers\`, which the deployment in [remote] does not send`, "remove `headers`, or keep this connection in a file without [remote]");
+    }
     if (connection.auth) {
-      const { line, col } = config.locate(["mcp", connection.id, "auth"]);
-      diagnostics.push({
-        file: config.displayPath,
-        line,
-        col,
-        message: `[mcp.${connection.id}] has \`auth\`, which names a variable on this machine; the deployment in [remote] cannot use it`,
-        hint: `remove \`auth\` and authorize on the deployment instead: subs mcp login ${connection.id}`,
-      });
+      refuse(
+        ["mcp", id, "auth"],
+        `[mcp.${id}] has \`auth\`, which names a variable on this machine; the deployment in [remote] cannot use it`,
+        `remove \`auth\` and authorize on the deployment instead: subs mcp login ${id}`,
+      );
     }
     if (connection.oauth?.clientSecretEnv) {
-      const { line, col } = config.locate(["mcp", connection.id, "oauth", "client_secret_env"]);
-      diagnostics.push({
-        file: config.displayPath,
-        line,
-        col,
-        message: `[mcp.${connection.id}] has \`oauth.client_secret_env\`, which names a variable on this machine; the deployment in [remote] cannot use it`,
-        hint: `remove \`client_secret_env\` and authorize on the deployment instead: subs mcp login ${connection.id}`,
-      });
+      refuse(
+        ["mcp", id, "oauth", "client_secret_env"],
+        `[mcp.${id}] has \`oauth.client_secret_env\`, which names a variable on this machine; the deployment in [remote] cannot use it`,
+        `remove \`client_secret_env\` and authorize on the deployment instead: subs mcp login ${id}`,
+      );
     }
   }
   return diagnostics.sort((a, b) => a.line - b.line || a.col - b.col);

@@ -7,6 +7,7 @@
 import * as z from "zod/mini";
 import { lazily } from "../lazy.ts";
 import { ENV_NAME_PATTERN, ID_PATTERN, isValidName, SCOPE_PATTERN, urlProblem } from "./rules.ts";
+import { HEADER_NAME_PATTERN, templateProblem } from "./templates.ts";
 
 // The rules themselves, for whoever imports them from here.
 export * from "./rules.ts";
@@ -44,6 +45,17 @@ const httpUrl = (opts: { httpsOnly?: boolean } = {}) =>
 
 const nonEmpty = () => z.string().check(z.minLength(1));
 
+const headerName = () => z.string().check(z.regex(HEADER_NAME_PATTERN, { error: "is not a header name (RFC 9110: letters, digits and !#$%&'*+.^_`|~-)" }));
+
+/** Literal text and `${NAME}` templates (templates.ts). */
+const templated = () =>
+  z.string().check(
+    z.check<string>((payload) => {
+      const problem = templateProblem(payload.value);
+      if (problem) payload.issues.push({ code: "custom", message: problem, input: payload.value });
+    }),
+  );
+
 const mcpToolsFilterSchema = () =>
   z.strictObject({
     include: z.optional(z.array(nonEmpty())),
@@ -53,9 +65,16 @@ const mcpToolsFilterSchema = () =>
     idempotent: z.optional(z.boolean()),
   });
 
+// `url` (a remote server) or `command` (a local one), never both: load.ts's cross-references say
+// which is missing or extra, at the table.
 const connectionSchema = () =>
   z.strictObject({
-    url: httpUrl(),
+    url: z.optional(httpUrl()),
+    command: z.optional(nonEmpty()),
+    args: z.optional(z.array(templated())),
+    env: z.optional(z.record(envName(), templated())),
+    cwd: z.optional(nonEmpty()),
+    headers: z.optional(z.record(headerName(), templated())),
     auth: z.optional(z.strictObject({ token_env: envName() })),
     oauth: z.optional(
       z.strictObject({

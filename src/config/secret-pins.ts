@@ -10,6 +10,7 @@
 // before it sends anything) and again where each secret is attached. Set but empty allows nothing.
 import { ConfigError, usage, type Diagnostic } from "../errors.ts";
 import type { Config, ConnectionConfig, RemoteConfig } from "./types.ts";
+import { templateNames } from "./templates.ts";
 
 export const ALLOWED_REMOTE = "SUBS_ALLOWED_REMOTE";
 export const ALLOWED_TOKEN_HOSTS = "SUBS_ALLOWED_TOKEN_HOSTS";
@@ -107,13 +108,16 @@ export function remoteNotAllowed(env: Env, remote: RemoteConfig, url?: URL): { m
 
 /** Why `connection`'s static token may not go to its url, or undefined (OAuth connections: always). */
 export function tokenHostNotAllowed(env: Env, connection: ConnectionConfig): { message: string; hint: string } | undefined {
-  if (!connection.auth) return undefined;
+  if (connection.url === undefined) return undefined;
+  // What it would send of this machine's environment: the static token's variable, and those its headers' templates read.
+  const sent = [...(connection.auth ? [connection.auth.tokenEnv] : []), ...Object.values(connection.headers ?? {}).flatMap(templateNames)];
+  if (sent.length === 0) return undefined;
   const allowed = allowedTokenHosts(env);
   if (allowed === undefined) return undefined;
   const url = new URL(connection.url);
   if (hostAllowed(url, allowed)) return undefined;
   return {
-    message: `[mcp.${connection.id}] would send $${connection.auth.tokenEnv} to ${url.host}, which $${ALLOWED_TOKEN_HOSTS} does not list (${shown(allowed)}); refusing`,
+    message: `[mcp.${connection.id}] would send ${[...new Set(sent)].map((name) => `$${name}`).join(", ")} to ${url.host}, which $${ALLOWED_TOKEN_HOSTS} does not list (${shown(allowed)}); refusing`,
     hint: `${ALLOWED_TOKEN_HOSTS} pins where static tokens may go; if the file's url is meant, add its host to the variable where the job is set up`,
   };
 }

@@ -9,6 +9,7 @@ import { replaceFile } from "../config/edit.ts";
 import { loadConfig } from "../config/load.ts";
 import { findAgent, findConnection, findConnections } from "../config/lookup.ts";
 import { remoteNotAllowed } from "../config/secret-pins.ts";
+import { localVariables } from "../config/templates.ts";
 import type { Context } from "../context.ts";
 import { homeOf, shownPath } from "../clients/where.ts";
 import { ConfigError, failed, refused, usage } from "../errors.ts";
@@ -170,7 +171,10 @@ type LaunchInput = { config: ReturnType<typeof loadConfig>; options: ConnectOpti
 
 function launchFor(ctx: Pick<Context, "installation">, { config, options, spec, words }: LaunchInput): Launch {
   const connections = options.kind === "agent" ? findConnections(config, findAgent(config, options.name).mcp.map((m) => m.id)) : [findConnection(config, options.name)];
-  const variables = [...new Set(connections.flatMap((c) => [c.auth?.tokenEnv, c.oauth?.clientSecretEnv].filter((v): v is string => v !== undefined)))];
+  // A local server's templates read the client's environment too: subs starts it from there.
+  const variables = [
+    ...new Set(connections.flatMap((c) => (c.process ? localVariables(c.process) : [c.auth?.tokenEnv, c.oauth?.clientSecretEnv].filter((v): v is string => v !== undefined)))),
+  ];
   const self = ctx.installation?.();
   if (!self) throw failed("cannot tell which node and which subs are running");
   const launch: Launch = { command: self.node, args: [self.subs, ...words, options.name, "--config", config.path], variables };

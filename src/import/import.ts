@@ -10,6 +10,7 @@ import { starterFile } from "../config/init.ts";
 import { loadConfigText } from "../config/load.ts";
 import { withConfigLock } from "../config/lock.ts";
 import { readConfigFile } from "../config/read.ts";
+import { remoteConnectionsOf } from "../config/types.ts";
 import type { Context } from "../context.ts";
 import { interrupted, SubsError, usage } from "../errors.ts";
 import type { Reporter } from "../report.ts";
@@ -117,7 +118,7 @@ export async function importServers(
     const exists = existsSync(target.path);
     const text = exists ? readConfigFile(target.path) : undefined;
     const config = text !== undefined ? loadConfigText(target.path, text, ctx) : undefined;
-    const planner = createPlanner({ existing: config?.connections ?? [], remote: config?.remote !== undefined, secret: (value) => ctx.secrets?.add(value) });
+    const planner = createPlanner({ existing: config ? remoteConnectionsOf(config) : [], remote: config?.remote !== undefined, secret: (value) => ctx.secrets?.add(value) });
     for (const file of found) {
       await stopIfAsked(ctx.signal);
       planner.add(file);

@@ -69,6 +69,48 @@ class SubsClient extends Client {
 }
 
 /**
+ * The client of a local server (src/mcp/local-server.ts). A shared one serves every session of one
+ * serve from one process: a session's close leaves it running, and its pool ends it (`end`).
+ */
+export class LocalClient extends SubsClient {
+  shared = false;
+
+  // A request the process's end cut short fails with the SDK's "Connection closed"; the transport
+  // knows how it ended (its exit status, its last words), which is what a person needs.
+  #transport: { ended?: SubsError } | undefined;
+
+  override connect(...args: Parameters<Client["connect"]>): ReturnType<Client["connect"]> {
+    // Kept here: the SDK lets go of its transport before it fails the requests the close cut short.
+    this.#transport = args[0] as { ended?: SubsError };
+    return super.connect(...args);
+  }
+
+  override async request(...args: Parameters<Client["request"]>): ReturnType<Client["request"]> {
+    try {
+      return await super.request(...args);
+    } catch (error) {
+      const ended = this.#transport?.ended;
+      throw error instanceof McpError && error.code === ErrorCode.ConnectionClosed && ended ? ended : error;
+    }
+  }
+
+  override async close(): Promise<void> {
+    if (!this.shared) await super.close();
+  }
+
+  end(): Promise<void> {
+    return super.close();
+  }
+}
+
+/** A client for a local server, its answers bounded by `limit` (the transport bounds one message; a listing is bounded here). */
+export function localClient(limit: AnswerLimit, origin: string, capabilities?: ClientCapabilities): LocalClient {
+  const client = new LocalClient(SUBS_CLIENT_INFO, capabilities ? { capabilities } : undefined);
+  client.limit = { answer: limit, origin };
+  return client;
+}
+
+/**
  * The transport of a session opened by hand (src/serve/upstream-handshake.ts), taken over: the
  * client's initialize is answered with what the server answered then, and not sent; its
  * `notifications/initialized` and everything after go to the server on that session. So the

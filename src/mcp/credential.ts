@@ -6,6 +6,7 @@ import { tokenHostNotAllowed } from "../config/secret-pins.ts";
 import type { Config, ConnectionConfig } from "../config/types.ts";
 import type { Context } from "../context.ts";
 import { needsLogin, refused, SubsError } from "../errors.ts";
+import { expandTemplates, hasTemplate } from "../config/templates.ts";
 import { silentReporter, type Reporter } from "../report.ts";
 
 export type CredentialOptions = {
@@ -29,6 +30,32 @@ export function staticAuthorization(ctx: Pick<Context, "env">, connection: Conne
     });
   }
   return `Bearer ${token}`;
+}
+
+/**
+ * The file's `headers` of `connection`, their templates read from the environment now: sent with
+ * every MCP request to its url, beside the credential. Their values are secrets of the run
+ * (`secrets` learns them). An unset variable is a usage error naming it (exit 2).
+ */
+export function fileHeaders(ctx: Pick<Context, "env"> & { secrets?: { add(value: string | null | undefined): void } }, connection: ConnectionConfig): Record<string, string> {
+  const written = connection.headers;
+  if (!written) return {};
+  const notAllowed = tokenHostNotAllowed(ctx.env, connection);
+  if (notAllowed) throw refused(notAllowed.message, { code: "token_host_not_allowed", hint: notAllowed.hint });
+  const missing = new Set<string>();
+  const out: Record<string, string> = {};
+  for (const [name, value] of Object.entries(written)) {
+    out[name] = expandTemplates(value, ctx.env, missing);
+    if (hasTemplate(value)) ctx.secrets?.add(out[name]);
+  }
+  if (missing.size > 0) {
+    const names = [...missing];
+    throw new SubsError("usage", `${connection.id}: ${names.map((n) => `$${n}`).join(", ")} ${names.length === 1 ? "is" : "are"} not set; [mcp.${connection.id}] sends ${names.length === 1 ? "it" : "them"} in its headers`, {
+      hint: `export ${names[0]}=… and run again`,
+      code: "variable_unset",
+    });
+  }
+  return out;
 }
 
 /**

@@ -8,18 +8,18 @@ import type { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import type { ClientCapabilities } from "@modelcontextprotocol/sdk/types.js";
 import type { UpstreamHandshake } from "./client-handshake.ts";
 import { UnauthorizedError } from "@modelcontextprotocol/sdk/client/auth.js";
-import type { Config, ConnectionConfig } from "../config/types.ts";
+import { isLocalServer, whereIs, type Config, type ConnectionConfig, type RemoteConnection } from "../config/types.ts";
 import type { Context } from "../context.ts";
 import { aboutId, failed, needsLogin, refused, SubsError } from "../errors.ts";
 import { networkFailure } from "../http/guarded-fetch.ts";
 import { cut } from "../text/cut.ts";
 import { silentReporter, type Reporter } from "../report.ts";
 import { answerLimitMiB } from "./answer-cap.ts";
-import { OPEN, UNTRIED, oauthAccessToken, staticAuthorization } from "./credential.ts";
+import { fileHeaders, OPEN, UNTRIED, oauthAccessToken, staticAuthorization } from "./credential.ts";
 import { connectMcp, requestOptions } from "./connect.ts";
 
 export type OpenConnectionOptions = {
-  ctx: Pick<Context, "env" | "fetch" | "now">;
+  ctx: Pick<Context, "env" | "fetch" | "now"> & Partial<Pick<Context, "processGroups" | "debugLog" | "secrets">>;
   config: Config;
   connection: ConnectionConfig;
   signal?: AbortSignal;
@@ -38,6 +38,8 @@ export type OpenConnectionOptions = {
   capabilities?: ClientCapabilities;
   /** A session opened by hand with the credential firstCredential gave, to take over (src/mcp/connect.ts). */
   adopt?: UpstreamHandshake;
+  /** A local server: one process for every session of this subs process (src/mcp/local-client.ts). */
+  shareLocal?: boolean;
 };
 
 export type AuthChallenge = { status: 401 | 403; error?: string; scope?: string; resourceMetadataUrl?: string };
@@ -55,9 +57,26 @@ export class InsufficientScopeError extends SubsError {
 }
 
 export async function openConnection(options: OpenConnectionOptions): Promise<Client> {
+  const { connection } = options;
+  if (isLocalServer(connection)) {
+    const { openLocalClient } = await import("./local-client.ts");
+    return openLocalClient({
+      ctx: options.ctx,
+      config: options.config,
+      connection,
+      ...(options.shareLocal ? { shared: true } : {}),
+      ...(options.signal ? { signal: options.signal } : {}),
+      ...(options.requestTimeoutMs !== undefined ? { requestTimeoutMs: options.requestTimeoutMs } : {}),
+      ...(options.capabilities ? { capabilities: options.capabilities } : {}),
+    });
+  }
+  return openRemote({ ...options, connection });
+}
+
+async function openRemote(options: OpenConnectionOptions & { connection: RemoteConnection }): Promise<Client> {
   const { ctx, connection } = options;
   const answerLimit = { id: connection.id, mib: answerLimitMiB(ctx.env) };
-  const headers: Record<string, string> = {};
+  const headers: Record<string, string> = fileHeaders(ctx, connection);
   if (connection.auth) headers.authorization = staticAuthorization(ctx, connection);
   let last: AuthChallenge | undefined;
   const fetch = challengeRecorder(ctx.fetch, (challenge) => {
@@ -157,7 +176,7 @@ async function answeredPastHandshake(client: Client, options: OpenConnectionOpti
  * so `subs mcp list` says `open`, as this command saw. Creates the db if there is none (the
  * finding has nowhere else to go). A failure to record is a warning: the server did answer.
  */
-async function recordOpen(options: OpenConnectionOptions): Promise<void> {
+async function recordOpen(options: OpenConnectionOptions & { connection: RemoteConnection }): Promise<void> {
   const { ctx, config, connection } = options;
   const reporter = options.reporter ?? silentReporter;
   const { openEnvironmentStore } = await import("../store/environment.ts");
@@ -183,6 +202,7 @@ async function recordOpen(options: OpenConnectionOptions): Promise<void> {
  */
 export async function assertSameAuthorizationServer(options: Pick<OpenConnectionOptions, "ctx" | "config" | "connection">, challenge: AuthChallenge | undefined): Promise<void> {
   const { ctx, config, connection } = options;
+  if (isLocalServer(connection)) return;
   const { openStore } = await import("../store/store.ts");
   const opened = await openStore({ dbPath: config.dbPath, create: false, root: path.dirname(config.path) });
   let issuer: string | undefined;
@@ -203,7 +223,7 @@ export async function assertSameAuthorizationServer(options: Pick<OpenConnection
 }
 
 /** The authorization server the MCP server's resource metadata names now, or undefined when unknown. */
-async function authorizationServerNow(fetch: typeof globalThis.fetch, connection: ConnectionConfig, challenge: AuthChallenge | undefined): Promise<string | undefined> {
+async function authorizationServerNow(fetch: typeof globalThis.fetch, connection: RemoteConnection, challenge: AuthChallenge | undefined): Promise<string | undefined> {
   const { discoverOAuthProtectedResourceMetadata } = await import("@modelcontextprotocol/sdk/client/auth.js");
   try {
     let metadataUrl: URL | undefined;
@@ -266,7 +286,7 @@ export function mcpError(connection: ConnectionConfig, error: unknown, challenge
 export function connectionError(connection: ConnectionConfig, error: unknown): SubsError {
   if (error instanceof SubsError) return error;
   const reason = cut(error instanceof Error ? error.message : String(error), 300);
-  const origin = new URL(connection.url).origin;
+  const origin = whereIs(connection);
   const status = (error as { code?: unknown }).code;
   if (error instanceof Error && error.name === "McpError") {
     // The SDK's own deadline (RequestTimeout, -32001): the server said nothing at all.

@@ -105,7 +105,10 @@ export function stepUpScopes(connection: ConnectionConfig, held: readonly string
 }
 
 async function stepUp(options: StepUpOptions, challenged: string | undefined): Promise<void> {
-  const { ctx, config, connection, reporter } = options;
+  const { ctx, config, reporter } = options;
+  const connection = options.connection;
+  // A 403 insufficient_scope comes over HTTP only (mcpError): a local server never asks for one.
+  if (connection.url === undefined) throw failed(`${connection.id}: a local server cannot be re-authorized`);
   const [{ openEnvironmentStore }, { login }] = await Promise.all([import("../store/environment.ts"), import("../auth/login.ts")]);
   const opened = await openEnvironmentStore(config, { create: true, reporter });
   try {

@@ -1,7 +1,7 @@
 // `subs mcp list` with [remote]: the deployment's view merged with the file's. Each id in either
 // gets one entry: its status on the deployment and its drift (declared in the file but not
 // applied, or on the deployment but no longer in the file).
-import type { Config } from "../config/types.ts";
+import { remoteConnectionsOf, type Config } from "../config/types.ts";
 import type { DeploymentClient } from "./client.ts";
 import { connectionBody, planRemote, type ConnectionField } from "./plan.ts";
 import type { RemoteConnection } from "./protocol.ts";
@@ -52,7 +52,7 @@ export function mergeRemoteView(config: Config, remote: RemoteConnection[], cata
   const plan = planRemote(config, { connections: remote, agents: [] });
   const steps = new Map(plan.connections.map((s) => [s.id, s]));
   const agentsOf = (id: string) => config.agents.filter((a) => a.mcp.some((e) => e.id === id)).map((a) => a.name);
-  const entries: RemoteListEntry[] = config.connections.map((connection) => {
+  const entries: RemoteListEntry[] = remoteConnectionsOf(config).map((connection) => {
     const deployed = byId.get(connection.id) ?? null;
     const step = steps.get(connection.id)!;
     const base = { id: connection.id, url: connectionBody(connection).url, deployment: deployed, agents: agentsOf(connection.id), differs: step.changed, refused: refusalOf(deployed) };

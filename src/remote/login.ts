@@ -2,7 +2,7 @@
 // send the person to its authorization URL, and poll until the deployment reports authorized,
 // failed or expired (docs/deployment-protocol.md, "Authorizing"). The credential stays there.
 import type { Loopback } from "../auth/loopback.ts";
-import type { ConnectionConfig } from "../config/types.ts";
+import type { RemoteConnection as ConnectionConfig } from "../config/types.ts";
 import type { Context } from "../context.ts";
 import { failed, SubsError } from "../errors.ts";
 import { DeploymentError, sleep, type DeploymentClient } from "./client.ts";

@@ -4,7 +4,7 @@
 // step by step in an order in which no agent ever names a missing connection: connections put,
 // agents put, agents deleted, connections deleted. Every step is an idempotent PUT or DELETE, so a
 // run that stopped part-way converges when rerun.
-import type { AgentConfig, Config, ConnectionConfig } from "../config/types.ts";
+import { remoteConnectionsOf, type AgentConfig, type Config, type RemoteConnection as FileConnection } from "../config/types.ts";
 import type { DeploymentClient } from "./client.ts";
 import type {
   AgentBody,
@@ -91,7 +91,7 @@ export function connectionChanges(remote: RemoteConnection, body: ConnectionBody
   return changed;
 }
 
-export function connectionBody(connection: ConnectionConfig): ConnectionBody {
+export function connectionBody(connection: FileConnection): ConnectionBody {
   const oauth: OAuthSettingsBody = {};
   // client_secret_env is local only and refused before planning; it is never sent.
   if (connection.oauth?.clientId !== undefined) oauth.client_id = connection.oauth.clientId;
@@ -113,7 +113,7 @@ export function agentBody(agent: AgentConfig): AgentBody {
 /** The whole file as PUT /v1/state carries it: every connection and agent, the rest pruned. */
 export function stateBody(config: Config, revision?: string): StateBody {
   return {
-    connections: config.connections.map((c) => ({ id: c.id, ...connectionBody(c) })),
+    connections: remoteConnectionsOf(config).map((c) => ({ id: c.id, ...connectionBody(c) })),
     agents: config.agents.map((a) => ({ name: a.name, ...agentBody(a) })),
     prune: true,
     ...(revision !== undefined ? { revision } : {}),
@@ -128,7 +128,7 @@ function remoteAgentBody(remote: RemoteAgent): AgentBody {
 export function planRemote(config: Config, state: RemoteState): RemotePlan {
   const remoteConnections = new Map(state.connections.map((c) => [c.id, c]));
   const connections: ConnectionStep[] = [];
-  for (const connection of config.connections) {
+  for (const connection of remoteConnectionsOf(config)) {
     const body = connectionBody(connection);
     const remote = remoteConnections.get(connection.id);
     if (!remote) {

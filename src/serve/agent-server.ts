@@ -32,7 +32,7 @@ import { agentServerInfo, AGENT_SERVER_CAPABILITIES, type AgentSessionOptions } 
 import { ServedServer } from "./served-server.ts";
 import type { Scrubber, SessionServer } from "./session.ts";
 import { passedOn, rpcError } from "./rpc-error.ts";
-import { openUpstream, type Upstream } from "./upstream.ts";
+import { localServerEffects, openUpstream, type Upstream, type UpstreamContext } from "./upstream.ts";
 
 /**
  * An upstream's tools/call result, passed on unchanged (as `subs mcp proxy` passes every result):
@@ -80,13 +80,13 @@ export async function startSession(
   // Only what an upstream connection needs: a served session never opens a browser, whatever
   // a server answers (a login needs a person; the call says which command gives it).
   const { secrets, fetch } = learnt;
-  const upstreamCtx = { env: ctx.env, fetch, now: ctx.now };
+  const upstreamCtx: UpstreamContext = { env: ctx.env, fetch, now: ctx.now, ...localServerEffects(ctx) };
   const upstreams = new Map<string, Upstream>();
 
   const source: ToolSource = {
     target: "local",
     async listTools(connection, signal) {
-      const upstream = await openUpstream({ ctx: upstreamCtx, config, connection, reporter, sessionSignal, openSignal: signal, requestTimeoutMs: options.requestTimeoutMs });
+      const upstream = await openUpstream({ ctx: upstreamCtx, config, connection, reporter, sessionSignal, openSignal: signal, requestTimeoutMs: options.requestTimeoutMs, shareLocal: true });
       try {
         const tools = await listAllTools(upstream.client, { signal, requestTimeoutMs: options.timeoutMs });
         // Timed out meanwhile (the session goes on without it) or the session ended: not kept.
@@ -102,7 +102,7 @@ export async function startSession(
 
   // A resumed session's upstreams open at their first call: another process listed its tools.
   const lazy = upstreamOpener(upstreams, (id) =>
-    openUpstream({ ctx: upstreamCtx, config, connection: config.connections.find((c) => c.id === id)!, reporter, sessionSignal, openSignal: sessionSignal, requestTimeoutMs: options.requestTimeoutMs }),
+    openUpstream({ ctx: upstreamCtx, config, connection: config.connections.find((c) => c.id === id)!, reporter, sessionSignal, openSignal: sessionSignal, requestTimeoutMs: options.requestTimeoutMs, shareLocal: true }),
   );
   const snapshot: Promise<Snapshot> =
     resumed !== undefined

@@ -25,7 +25,7 @@ import {
   type Result,
 } from "@modelcontextprotocol/sdk/types.js";
 import { z } from "zod";
-import type { Config, ConnectionConfig } from "../config/types.ts";
+import { whereIs, type Config, type ConnectionConfig } from "../config/types.ts";
 import { SubsError } from "../errors.ts";
 import { anySignal } from "../http/deadline.ts";
 import { connectionError } from "../mcp/open.ts";
@@ -35,7 +35,7 @@ import { proxyInitializeResult, type ProxyContext, type ProxyOptions } from "./p
 import { ServedServer } from "./served-server.ts";
 import type { Scrubber, SessionServer } from "./session.ts";
 import { passedOn, rpcError, type RpcError } from "./rpc-error.ts";
-import { CredentialRejected, openUpstream, type Upstream } from "./upstream.ts";
+import { CredentialRejected, localServerEffects, openUpstream, type Upstream } from "./upstream.ts";
 import type { UpstreamHandshake } from "../mcp/client-handshake.ts";
 
 /**
@@ -155,7 +155,7 @@ class ProxiedSession {
     const { ctx, config, connection, options, learnt } = this.given;
     return openUpstream({
       ...(adopt ? { adopt } : {}),
-      ctx: { env: ctx.env, now: ctx.now, fetch: learnt.fetch },
+      ctx: { env: ctx.env, now: ctx.now, fetch: learnt.fetch, ...localServerEffects(ctx) },
       config,
       connection,
       reporter: options.reporter,
@@ -224,7 +224,7 @@ class ProxiedSession {
       },
       connection,
     );
-    reporter.info(`${connection.id}: connected to ${new URL(connection.url).origin}; proxying for ${request.params.clientInfo.name}`);
+    reporter.info(`${connection.id}: connected to ${whereIs(connection)}; proxying for ${request.params.clientInfo.name}`);
     return result;
   }
 

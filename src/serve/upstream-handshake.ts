@@ -13,7 +13,7 @@ import type { Config, ConnectionConfig } from "../config/types.ts";
 import type { Context } from "../context.ts";
 import { answerLimitMiB } from "../mcp/answer-cap.ts";
 import { SUBS_CLIENT_INFO, type UpstreamHandshake, type UpstreamInitializeResult } from "../mcp/client-handshake.ts";
-import { firstCredential } from "../mcp/credential.ts";
+import { fileHeaders, firstCredential } from "../mcp/credential.ts";
 import type { Reporter } from "../report.ts";
 import { isObject, LATEST_PROTOCOL_VERSION, SUPPORTED_PROTOCOL_VERSIONS } from "./handshake.ts";
 
@@ -47,6 +47,8 @@ export type UpstreamHandshakeOptions = {
 /** The upstream's answer to an initialize sent by hand, or undefined for the SDK's client to do it all. */
 export async function upstreamHandshake(options: UpstreamHandshakeOptions): Promise<UpstreamHandshake | undefined> {
   const { ctx, connection } = options;
+  // A local server is started by the SDK's client, not greeted by hand.
+  if (connection.url === undefined) return undefined;
   try {
     const url = new URL(connection.url);
     if (url.protocol !== "http:" && url.protocol !== "https:") return undefined;
@@ -59,6 +61,8 @@ export async function upstreamHandshake(options: UpstreamHandshakeOptions): Prom
       "user-agent": "node",
       "accept-encoding": "identity",
     };
+    // The file's headers, then the credential: what openConnection sends (src/mcp/open.ts).
+    for (const [name, value] of Object.entries(fileHeaders({ env: ctx.env, secrets: options.secrets }, connection))) headers[name.toLowerCase()] = value;
     if (credential.authorization) {
       options.secrets.add(/^\S+\s+(\S+)$/.exec(credential.authorization)?.[1]);
       headers.authorization = credential.authorization;

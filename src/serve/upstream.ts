@@ -25,7 +25,16 @@ import { openEnvironmentStore } from "../store/environment.ts";
 import { anySignal, type AnySignal } from "../http/deadline.ts";
 import type { UpstreamHandshake } from "../mcp/client-handshake.ts";
 
-export type UpstreamContext = Pick<Context, "env" | "fetch" | "now">;
+export type UpstreamContext = Pick<Context, "env" | "fetch" | "now"> & Partial<Pick<Context, "processGroups" | "debugLog" | "secrets">>;
+
+/** What a local server's process needs of the run's context: its process-group registry, --debug's trace, the run's secrets. */
+export function localServerEffects(ctx: Partial<Pick<Context, "processGroups" | "debugLog" | "secrets">>): Partial<Pick<Context, "processGroups" | "debugLog" | "secrets">> {
+  return {
+    ...(ctx.processGroups ? { processGroups: ctx.processGroups } : {}),
+    ...(ctx.debugLog ? { debugLog: ctx.debugLog } : {}),
+    ...(ctx.secrets ? { secrets: ctx.secrets } : {}),
+  };
+}
 
 export type OpenUpstreamOptions = {
   ctx: UpstreamContext;
@@ -47,6 +56,8 @@ export type OpenUpstreamOptions = {
   onReopen?: (client: Client) => Promise<void>;
   /** The first session, opened by hand (src/serve/upstream-handshake.ts): taken over, not opened again. */
   adopt?: UpstreamHandshake;
+  /** A local server: one process for every session of this subs process (src/mcp/local-client.ts). */
+  shareLocal?: boolean;
 };
 
 export type Upstream = {
@@ -170,7 +181,7 @@ async function openClient(options: OpenUpstreamOptions, openSignal: AbortSignal 
     // While it opens, openConnection owns the token (and its own 401 retry); from then on the
     // session does, starting from what openConnection left stored.
     const client = await openConnection({
-      ctx: { env: ctx.env, now: ctx.now, fetch },
+      ctx: { ...ctx, fetch },
       config: options.config,
       connection,
       signal: openingSignal.signal,
@@ -178,6 +189,7 @@ async function openClient(options: OpenUpstreamOptions, openSignal: AbortSignal 
       requestTimeoutMs: options.requestTimeoutMs,
       ...(options.capabilities ? { capabilities: options.capabilities } : {}),
       ...(adopt ? { adopt } : {}),
+      ...(options.shareLocal ? { shareLocal: true } : {}),
     });
     try {
       await bearer?.load();

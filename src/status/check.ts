@@ -3,7 +3,7 @@
 // never touches the network; this is the one listing that does, and all of its requests run in
 // parallel, so 20 servers cost about what the slowest one does.
 import { fetchConnectionTools, type ToolSource } from "../agents/fetch.ts";
-import type { ConnectionConfig } from "../config/types.ts";
+import { whereIs, type ConnectionConfig } from "../config/types.ts";
 import type { ConnectionStatus } from "./status.ts";
 
 export type CheckProblem = { code: string; message: string; hint?: string; needsLogin: boolean };
@@ -38,7 +38,8 @@ export async function checkConnections(options: CheckOptions): Promise<Map<strin
   const listable = options.targets.filter((t) => !t.withoutCredential).map((t) => t.connection);
   const [outcomes, reached] = await Promise.all([
     fetchConnectionTools({ connections: listable, source: options.source, timeoutMs: options.timeoutMs, signal: options.signal }),
-    Promise.all(options.targets.map((t) => (options.reach ? withTimeout(options.reach, t.connection, options) : Promise.resolve(null)))),
+    // A local server is reached by starting it, which listing its tools does.
+    Promise.all(options.targets.map((t) => (options.reach && t.connection.url !== undefined ? withTimeout(options.reach, t.connection, options) : Promise.resolve(null)))),
   ]);
   const checks = new Map<string, ConnectionCheck>();
   options.targets.forEach(({ connection, withoutCredential }, n) => {
@@ -86,7 +87,7 @@ async function withTimeout(reach: NonNullable<CheckOptions["reach"]>, connection
 }
 
 function unreachable(connection: ConnectionConfig, reach: Extract<Reach, { ok: false }>, timeoutMs: number): CheckProblem {
-  const origin = new URL(connection.url).origin;
+  const origin = whereIs(connection);
   return reach.timedOut
     ? { code: "timeout", message: `${connection.id}: no answer from ${origin} within ${timeoutMs / 1000}s`, hint: "check the server, or wait longer with --timeout SECONDS", needsLogin: false }
     : { code: "unreachable", message: `${connection.id}: cannot reach ${origin} (${reach.reason})`, hint: "check the url in the file and that the server is up", needsLogin: false };

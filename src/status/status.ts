@@ -1,6 +1,7 @@
 // Each connection's state, from the file, the environment and the db only: `subs mcp list`
 // never touches the network, so 200 connections cost what 10 do (product.md, "Commands").
-import type { Config, ConnectionConfig } from "../config/types.ts";
+import { isLocalServer, type Config, type ConnectionConfig } from "../config/types.ts";
+import { localVariables, templateNames } from "../config/templates.ts";
 import type { CredentialRow, OpenConnectionRow } from "../store/schema.ts";
 
 /** What a call carries: an OAuth credential, a static token, or (the server asked for none) nothing. */
@@ -18,11 +19,18 @@ export type LocalStatus =
   /** Static credential: the variable is not set. */
   | "env_unset"
   /** The server answered `subs mcp login` for this url without asking for a credential. */
-  | "open";
+  | "open"
+  /** A local server whose variables are all set: subs starts it when a command uses it. */
+  | "local";
 
 export type ConnectionStatus = {
   id: string;
-  url: string;
+  /** Null for a local server. */
+  url: string | null;
+  /** The program a local server runs; null for a remote one. */
+  command: string | null;
+  /** The variables a local server's templates name that are not set (it cannot start until they are). */
+  unsetEnv: string[];
   auth: AuthKind;
   status: LocalStatus;
   usable: boolean;
@@ -59,6 +67,18 @@ export function localStatuses(config: Config, stored: StoredState, env: Readonly
   }
   return config.connections.map((connection) => {
     const agents = agentsByConnection.get(connection.id) ?? [];
+    if (isLocalServer(connection)) {
+      const unset = localVariables(connection.process).filter((name) => env[name] === undefined);
+      return statusOf(connection, agents, unset.length > 0 ? "env_unset" : "local", undefined, unset);
+    }
+    // Variables the headers read, unset: said beside the status, and the connection is not usable until they are.
+    const unsetHeaders = connection.headers ? Object.values(connection.headers).flatMap(templateNames).filter((name, n, all) => env[name] === undefined && all.indexOf(name) === n) : [];
+    if (unsetHeaders.length > 0) {
+      const status = statusOf(connection, agents, "needs_login", undefined, unsetHeaders);
+      status.status = connection.auth ? (env[connection.auth.tokenEnv] ? "env_set" : "env_unset") : stored.open.get(connection.id)?.url === connection.url ? "open" : credentials.has(connection.id) ? "authorized" : "needs_login";
+      status.usable = false;
+      return status;
+    }
     if (connection.auth) return statusOf(connection, agents, env[connection.auth.tokenEnv] ? "env_set" : "env_unset");
     const row = credentials.get(connection.id);
     // Found open for another url: that finding says nothing about this one.
@@ -72,13 +92,15 @@ export function localStatuses(config: Config, stored: StoredState, env: Readonly
 
 /** One object literal per connection, every key in one order: `mcp list` builds one per declared
  *  connection on every run, and spreading partial objects cost several copies each. */
-function statusOf(connection: ConnectionConfig, agents: string[], status: LocalStatus, row?: CredentialRow): ConnectionStatus {
+function statusOf(connection: ConnectionConfig, agents: string[], status: LocalStatus, row?: CredentialRow, unsetEnv: string[] = []): ConnectionStatus {
   return {
     id: connection.id,
-    url: connection.url,
-    auth: connection.auth ? "static" : status === "open" ? "none" : "oauth",
+    url: connection.url ?? null,
+    command: connection.process ? connection.process.command : null,
+    unsetEnv,
+    auth: connection.auth ? "static" : status === "open" || connection.process ? "none" : "oauth",
     status,
-    usable: status === "authorized" || status === "env_set" || status === "open",
+    usable: status === "authorized" || status === "env_set" || status === "open" || status === "local",
     issuer: row ? row.issuer : null,
     scopes: row?.scopes ? row.scopes.split(" ") : [],
     expiresAt: row ? row.expires_at : null,
@@ -88,3 +110,4 @@ function statusOf(connection: ConnectionConfig, agents: string[], status: LocalS
     agents,
   };
 }
+

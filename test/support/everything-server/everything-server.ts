@@ -11,6 +11,9 @@
 // - It listens on 127.0.0.1 only (the original listened on every interface), on $PORT, which may
 //   be 0; the "running on" line names the port actually bound, so a script can start it on port 0.
 // - EventStore, EventId and StreamId are imported as types (verbatimModuleSyntax).
+// - With EVERYTHING_STDIO=1 it also serves one session over stdio, as a local server: its own
+//   lines then go to stderr, stdout being the protocol's (scripts/conformance-server.mjs
+//   --proxy-stdio: `subs mcp proxy` in front of a stdio upstream).
 // - `// @ts-nocheck`: kept as written upstream rather than retyped for this repository's stricter
 //   compiler options (noUncheckedIndexedAccess and others).
 // @ts-nocheck
@@ -45,6 +48,9 @@ import {
 import { z } from 'zod';
 import { toJsonSchemaCompat } from '@modelcontextprotocol/sdk/server/zod-json-schema-compat.js';
 // subs: `import cors from 'cors';` removed (see the header).
+// subs: the stdio mode (see the header).
+import { StdioServerTransport } from '@modelcontextprotocol/sdk/server/stdio.js';
+if (process.env.EVERYTHING_STDIO === '1') console.log = console.error;
 import { randomUUID } from 'crypto';
 
 // Server state
@@ -1188,3 +1194,6 @@ const httpServer = app.listen(Number(PORT), '127.0.0.1', () => {
   );
   console.log(`  - MCP endpoint: http://localhost:${port}/mcp`);
 });
+
+// subs: the stdio mode (see the header).
+if (process.env.EVERYTHING_STDIO === '1') await createMcpServer().connect(new StdioServerTransport());

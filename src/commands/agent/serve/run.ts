@@ -28,11 +28,16 @@ export async function agentServeCommand(ctx: Context, options: AgentServeOptions
     timeoutMs: options.timeoutSeconds * 1000,
     requestTimeoutMs: options.requestTimeoutSeconds * 1000,
   });
-  if (options.http) {
-    const { serveHttp } = await import("../../../serve/http.ts");
-    await serveHttp(ctx, { ...options.http, ...(options.tokenFile !== undefined ? { tokenFile: options.tokenFile } : {}), ...(options.limits ? { limits: options.limits } : {}), newSession: factory });
-    return;
+  try {
+    if (options.http) {
+      const { serveHttp } = await import("../../../serve/http.ts");
+      await serveHttp(ctx, { ...options.http, ...(options.tokenFile !== undefined ? { tokenFile: options.tokenFile } : {}), ...(options.limits ? { limits: options.limits } : {}), newSession: factory });
+      return;
+    }
+    const { serveStdio } = await import("../../../serve/stdio.ts");
+    await serveStdio(ctx, factory);
+  } finally {
+    // The local servers every session shared end with the serve (src/mcp/local-client.ts).
+    if (config.connections.some((c) => c.process)) await (await import("../../../mcp/local-client.ts")).closeSharedServers(ctx.processGroups);
   }
-  const { serveStdio } = await import("../../../serve/stdio.ts");
-  await serveStdio(ctx, factory);
 }

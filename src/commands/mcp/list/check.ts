@@ -24,6 +24,8 @@ export function describeCheck(check: ConnectionCheck, style: Style, tokenEnv?: s
   // An unset variable needs the variable set, not a login.
   // A connection the deployment refuses to use (outside its catalog) was not asked for.
   const why =
+    check.problem?.code === "server_not_started" || check.problem?.code === "server_exited" ? "did not start" :
+    check.problem?.code === "variable_unset" ? "variable unset" :
     check.problem?.code === "token_env_unset" && tokenEnv ? `set $${tokenEnv}` : check.problem?.needsLogin ? "needs login" : check.problem?.code === "url_not_in_catalog" ? "refused" : "failed";
   return style.yellow(check.reachable ? `reachable · ${why}` : why);
 }

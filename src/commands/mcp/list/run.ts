@@ -23,7 +23,12 @@ export type McpListOptions = {
 /** The `--json` contract of `subs mcp list` (docs/commands.md, "subs mcp list"). Never holds a secret. */
 export type ConnectionJson = {
   id: string;
-  url: string;
+  /** Null for a local server. */
+  url: string | null;
+  /** The program a local server runs (its `command`); null for a remote one. */
+  command: string | null;
+  /** The variables a local server's templates name that are not set. */
+  unset_env: string[];
   auth: "oauth" | "static" | "none";
   /** `undeclared`: a credential stored for an id the file no longer declares, kept until `subs apply`. */
   status: ConnectionStatus["status"] | "undeclared";
@@ -41,6 +46,8 @@ export function connectionJson(s: ConnectionStatus): ConnectionJson {
   return {
     id: s.id,
     url: s.url,
+    command: s.command,
+    unset_env: s.unsetEnv,
     auth: s.auth,
     status: s.status,
     usable: s.usable,
@@ -63,6 +70,8 @@ export function undeclaredJson(row: CredentialRow): ConnectionJson {
   return {
     id: row.id,
     url: row.url,
+    command: null,
+    unset_env: [],
     auth: "oauth",
     status: "undeclared",
     usable: false,
@@ -113,7 +122,7 @@ function writeLocal(ctx: Context, config: Config, listing: Extract<Listing, { ta
   const rows = [
     ...statuses.map((s) => [
       s.id,
-      s.url,
+      s.url ?? `local: ${shown(s.command!)}`,
       s.auth,
       describeStatus(s, now, style),
       ...(checks ? [checked!.describeCheck(checks.get(s.id)!, style, s.tokenEnv)] : []),
@@ -131,6 +140,8 @@ export function remoteConnectionJson(e: RemoteListEntry) {
   return {
     id: e.id,
     url: e.url,
+    command: null,
+    unset_env: [] as string[],
     auth: "oauth" as const,
     status: e.status,
     usable: e.usable,
@@ -214,6 +225,13 @@ function describeRemote(e: RemoteListEntry, now: number, style: Style): string {
 }
 
 export function describeStatus(s: ConnectionStatus, now: number, style: Style): string {
+  const described = statusWords(s, now, style);
+  // A remote server's headers read variables that are not set: said whatever its credential's state.
+  if (s.command === null && s.unsetEnv.length > 0) return `${described} · ${style.red(`${s.unsetEnv.map((name) => `$${name}`).join(", ")} unset (headers)`)}`;
+  return described;
+}
+
+function statusWords(s: ConnectionStatus, now: number, style: Style): string {
   switch (s.status) {
     case "authorized": {
       if (s.expiresAt === null) return style.green("authorized");
@@ -228,8 +246,11 @@ export function describeStatus(s: ConnectionStatus, now: number, style: Style): 
     case "env_set":
       return style.green(`$${s.tokenEnv} set`);
     case "env_unset":
+      if (s.command !== null) return style.red(`${s.unsetEnv.map((name) => `$${name}`).join(", ")} unset · it reads ${s.unsetEnv.length === 1 ? "it" : "them"} when it starts`);
       return style.red(`$${s.tokenEnv} unset`);
     case "open":
       return style.green("open (the server asks for no credential)");
+    case "local":
+      return style.green("local · starts when used");
   }
 }

@@ -25,7 +25,8 @@ export type McpLoginOptions = {
 export type LoginJson = {
   id: string;
   /** `open`: the server answered without asking for a credential; none is stored or sent. */
-  result: "authorized" | "static" | "open";
+  /** `local`: a local server; there is nothing to log in. */
+  result: "authorized" | "static" | "open" | "local";
   issuer: string | null;
   scopes: string[];
   expires_at: string | null;
@@ -72,7 +73,10 @@ export async function mcpLoginCommand(ctx: Context, options: McpLoginOptions): P
         timeoutMs: options.timeoutSeconds * 1000,
       });
       results.push(loginJson(outcome));
-      if (outcome.result === "static") {
+      if (outcome.result === "local") {
+        reporter.info(`${outcome.id} is a local server: subs starts it when a command uses it; there is nothing to log in.`);
+        if (outcome.unsetEnv.length > 0) reporter.warn(`${outcome.unsetEnv.map((name) => `$${name}`).join(", ")} ${outcome.unsetEnv.length === 1 ? "is" : "are"} not set; ${outcome.id} cannot start until ${outcome.unsetEnv.length === 1 ? "it is" : "they are"}`);
+      } else if (outcome.result === "static") {
         reporter.info(`${outcome.id} uses a static token from $${outcome.tokenEnv}: there is nothing to log in.`);
         if (!outcome.tokenEnvSet) reporter.warn(`$${outcome.tokenEnv} is not set; ${outcome.id} cannot be used until it is`);
       } else if (!options.json) ctx.stdout.write(loginText(outcome, style, ctx.now()));
@@ -90,6 +94,8 @@ function loginJson(outcome: Authorized): LoginJson | RemoteLoginJson {
       return { id: outcome.id, result: "static", ...none, tools: null, token_env: outcome.tokenEnv, token_env_set: outcome.tokenEnvSet };
     case "open":
       return { id: outcome.id, result: "open", ...none, tools: outcome.tools, token_env: null, token_env_set: null };
+    case "local":
+      return { id: outcome.id, result: "local", ...none, tools: null, token_env: null, token_env_set: null };
   }
   if (outcome.target === "remote") {
     const { id, deployment, url, authorizedAt, expiresAt } = outcome;
@@ -100,7 +106,7 @@ function loginJson(outcome: Authorized): LoginJson | RemoteLoginJson {
 }
 
 /** What a person reads on stdout of one connection's login. */
-function loginText(outcome: Exclude<Authorized, { result: "static" }>, style: Style, now: number): string {
+function loginText(outcome: Exclude<Authorized, { result: "static" | "local" }>, style: Style, now: number): string {
   const toolCount = (tools: number | null) => (tools === null ? "" : `  ${tools} tool${tools === 1 ? "" : "s"} offered\n`);
   if (outcome.result === "open") return `${style.green(MARK.success)} ${outcome.id}: the server asks for no credential; calls to it carry none\n` + toolCount(outcome.tools);
   if (outcome.target === "remote") {

@@ -2,6 +2,7 @@ import { backendFor } from "../../../backend/choose.ts";
 import type { ListedTool } from "../../../backend/types.ts";
 import { loadConfig } from "../../../config/load.ts";
 import { findConnection } from "../../../config/lookup.ts";
+import { whereIs } from "../../../config/types.ts";
 import type { Context } from "../../../context.ts";
 import { writeJson } from "../../../output/json.ts";
 import { loginSteps } from "../../../output/login-words.ts";
@@ -43,7 +44,7 @@ export async function mcpToolsCommand(ctx: Context, options: McpToolsOptions): P
   const backend = await backendFor({ ctx, config, reporter, loginSteps: () => loginSteps(reporter) });
   backend.warnRefusals([connection.id]);
   // A deployment lists the tools with the credential it holds: the list is as it sees them.
-  const [from, seenBy] = backend.place.kind === "local" ? [new URL(connection.url).origin, ""] : [`the deployment at ${backend.place.url.origin}`, ", as the deployment sees them"];
+  const [from, seenBy] = backend.place.kind === "local" ? [whereIs(connection), ""] : [`the deployment at ${backend.place.url.origin}`, ", as the deployment sees them"];
   const fetching = fetchingProgress(ctx, reporter, `Fetching ${possessive(connection.id)} tools from ${from}`);
   let tools: ListedTool[];
   try {
