@@ -310,17 +310,27 @@ export function appendConnections(
 /** What `subs mcp add` declares. Secrets are only ever named by an environment variable. */
 export type NewConnection = {
   id: string;
-  url: string;
   tokenEnv?: string;
   clientId?: string;
   clientSecretEnv?: string;
   scopes?: readonly string[];
-};
+  headers?: Readonly<Record<string, string>>;
+} & ({ url: string; local?: undefined } | { url?: undefined; local: { command: string; args: readonly string[]; env: Readonly<Record<string, string>>; cwd?: string } });
 
 /** The `[mcp.<id>]` section for `c`, written as a person would write it. */
 export function connectionSection(c: NewConnection): string {
   const q = (s: string) => JSON.stringify(s);
+  const key = (k: string) => (/^[A-Za-z0-9_-]+$/.test(k) ? k : q(k));
+  const table = (t: Readonly<Record<string, string>>) => `{ ${Object.entries(t).map(([k, v]) => `${key(k)} = ${q(v)}`).join(", ")} }`;
+  if (c.local) {
+    const lines = [`[mcp.${c.id}]`, `command = ${q(c.local.command)}`];
+    if (c.local.args.length > 0) lines.push(`args = [${c.local.args.map(q).join(", ")}]`);
+    if (Object.keys(c.local.env).length > 0) lines.push(`env = ${table(c.local.env)}`);
+    if (c.local.cwd !== undefined) lines.push(`cwd = ${q(c.local.cwd)}`);
+    return `${lines.join("\n")}\n`;
+  }
   const lines = [`[mcp.${c.id}]`, `url = ${q(c.url)}`];
+  if (c.headers !== undefined && Object.keys(c.headers).length > 0) lines.push(`headers = ${table(c.headers)}`);
   if (c.tokenEnv !== undefined) lines.push(`auth = { token_env = ${q(c.tokenEnv)} }`);
   const oauth: string[] = [];
   if (c.clientId !== undefined) oauth.push(`client_id = ${q(c.clientId)}`);

@@ -10,7 +10,6 @@ import { starterFile } from "../config/init.ts";
 import { loadConfigText } from "../config/load.ts";
 import { withConfigLock } from "../config/lock.ts";
 import { readConfigFile } from "../config/read.ts";
-import { remoteConnectionsOf } from "../config/types.ts";
 import type { Context } from "../context.ts";
 import { interrupted, SubsError, usage } from "../errors.ts";
 import type { Reporter } from "../report.ts";
@@ -118,15 +117,16 @@ export async function importServers(
     const exists = existsSync(target.path);
     const text = exists ? readConfigFile(target.path) : undefined;
     const config = text !== undefined ? loadConfigText(target.path, text, ctx) : undefined;
-    const planner = createPlanner({ existing: config ? remoteConnectionsOf(config) : [], remote: config?.remote !== undefined, secret: (value) => ctx.secrets?.add(value) });
+    const planner = createPlanner({ existing: config?.connections ?? [], remote: config?.remote !== undefined, secret: (value) => ctx.secrets?.add(value) });
     for (const file of found) {
       await stopIfAsked(ctx.signal);
       planner.add(file);
     }
     const plan = planner.plan;
-    const connections: NewConnection[] = plan.added.map((a) => ({
+    const connections: NewConnection[] = plan.added.map((a): NewConnection => ({
       id: a.id,
-      url: a.url,
+      ...(a.url !== null ? { url: a.url } : { local: { command: a.command!, args: a.args, env: a.env, ...(a.cwd !== null ? { cwd: a.cwd } : {}) } }),
+      ...(Object.keys(a.headers).length > 0 ? { headers: a.headers } : {}),
       ...(a.token_env !== null ? { tokenEnv: a.token_env } : {}),
       ...(a.oauth?.client_id !== undefined ? { clientId: a.oauth.client_id } : {}),
       ...(a.oauth?.client_secret_env !== undefined ? { clientSecretEnv: a.oauth.client_secret_env } : {}),

@@ -4,7 +4,9 @@
 import { ENV_NAME_PATTERN, idProblem, isSecretKey, newUrlProblem } from "../config/schema.ts";
 import { firstUnsafe } from "../text/unsafe.ts";
 import { CLIENT_TITLES, type ClientName, type FoundOAuth, type FoundServer, type Header, type LeftOut, type Scope } from "./types.ts";
-import { bearerPart, looksLikeCredential, referenceIn, suggestedVariable } from "./values.ts";
+import { asTemplate, bearerPart, looksLikeCredential, referenceIn, suggestedVariable } from "./values.ts";
+import { envNameFor, HEADER_NAME_PATTERN, reservedHeaderProblem, SECRET_NAME } from "../config/templates.ts";
+import path from "node:path";
 
 /** Where a server was found: the client, its file, and the server's name there. */
 export type Origin = { client: ClientName; scope: Scope; file: string; name: string };
@@ -34,24 +36,41 @@ export type Note =
   /** The client runs a command for this server's headers (Claude Code's `headersHelper`, Codex's `http_headers_helper`); subs does not. */
   | { kind: "headers_helper"; setting: string; suggested_env: string }
   /** A per-server setting substructure.toml has no key for, named as the client's file names it. */
-  | { kind: "setting_left_out"; setting: string };
+  | { kind: "setting_left_out"; setting: string }
+  /**
+   * A value of a local server's `env` or `args`, or of a header, that the client's file holds as it
+   * is and that looks like a secret (or VS Code prompts for: `input`): not copied; the entry reads
+   * `${suggested_env}` instead, to be exported.
+   */
+  | { kind: "value_left_out"; where: "env" | "arg" | "header"; name: string; suggested_env: string; input?: string }
+  /** `${NAME:-default}`: subs has no defaults; the entry reads `${NAME}`, which must be set. */
+  | { kind: "default_dropped"; where: "env" | "arg" | "header"; name: string };
 
 /** What `oauth = { … }` the addition declares (`subs mcp add --client-id`'s keys), or null. */
 export type AddedOAuth = { client_id?: string; client_secret_env?: string; scopes?: string[] };
 
 export type Addition = {
   id: string;
-  url: string;
+  /** Null for a local server. */
+  url: string | null;
+  /** A local server's program, args, env and cwd as the entry declares them; null/empty for a server at a url. */
+  command: string | null;
+  args: string[];
+  env: Record<string, string>;
+  cwd: string | null;
+  /** Headers sent to `url`, as templates (src/config/templates.ts). */
+  headers: Record<string, string>;
   transport: "http" | "sse" | null;
   token_env: string | null;
   oauth: AddedOAuth | null;
   from: Origin;
   notes: Note[];
 };
-export type AlreadyDeclared = { id: string; url: string; from: Origin; by: "file" | "import" };
+export type AlreadyDeclared = { id: string; url: string | null; command?: string; from: Origin; by: "file" | "import" };
 /** Why a server is not imported (docs/commands.md lists them: `--json` consumers match on them). */
 export type SkipReason =
   | "stdio"
+  | "command_has_variable"
   | "disabled"
   | "unrecognized"
   | "unsupported_transport"
@@ -69,8 +88,8 @@ type Found = { origin: Omit<Origin, "name">; servers: readonly FoundServer[] };
 
 export type PlanInput = {
   found: readonly Found[];
-  /** The file's connections. */
-  existing: ReadonlyArray<{ id: string; url: string }>;
+  /** The file's connections (a local server's: its `process`). */
+  existing: ReadonlyArray<{ id: string; url?: string | undefined; process?: { command: string; args: readonly string[] } | undefined }>;
   /** The file has [remote]: no `auth` is written. */
   remote: boolean;
   /** Learns every literal value read, so the run's output scrubs it should anything quote it (src/secrets.ts). */
@@ -90,12 +109,46 @@ export function planImport(input: PlanInput): Plan {
 export function createPlanner(input: Omit<PlanInput, "found">): { plan: Plan; add: (found: Found) => void } {
   const plan: Plan = { added: [], already_declared: [], skipped: [] };
   const ids = new Set(input.existing.map((c) => c.id));
-  const urls = new Map<string, { id: string; by: "file" | "import" }>(input.existing.map((c) => [sameUrl(c.url), { id: c.id, by: "file" }]));
+  const urls = new Map<string, { id: string; by: "file" | "import" }>(input.existing.flatMap((c) => (c.url !== undefined ? [[sameUrl(c.url), { id: c.id, by: "file" as const }]] : [])));
+  const programs = new Map<string, { id: string; by: "file" | "import" }>(input.existing.flatMap((c) => (c.process ? [[programKey(c.process), { id: c.id, by: "file" as const }]] : [])));
   const add = ({ origin: where, servers }: Found) => {
     for (const server of servers) {
       const from: Origin = { ...where, name: server.name };
       if (server.kind === "stdio") {
-        plan.skipped.push({ from, reason: "stdio", message: "a local (stdio) server: subs connects to remote servers only" });
+        if (input.remote) {
+          plan.skipped.push({ from, reason: "stdio", message: "a local (stdio) server runs on the machine that starts it; the deployment in [remote] cannot run it" });
+          continue;
+        }
+        if (asTemplate(server.command) !== undefined || firstUnsafe(server.command)) {
+          plan.skipped.push({ from, reason: "command_has_variable", message: "its command uses a variable or holds a control character; substructure.toml runs a literal command" });
+          continue;
+        }
+        if (server.disabled) {
+          const disabledIn = { file: server.disabled.file ?? from.file, setting: server.disabled.setting };
+          plan.skipped.push({ from, reason: "disabled", message: disabledMessage(from.client, disabledIn), disabled_in: disabledIn });
+          continue;
+        }
+        const notes: Note[] = [];
+        const badName = Object.keys(server.env).find((name) => !ENV_NAME_PATTERN.test(name) || isSecretKey(name));
+        if (badName !== undefined) {
+          plan.skipped.push({ from, reason: "invalid_variable", message: "a name in its env is not a variable name subs can pass (letters, digits and '_')" });
+          continue;
+        }
+        const id = uniqueId(validId(server.name), ids);
+        const args = server.args.map((arg, n) => importedValue(arg, { where: "arg", name: String(n + 1), secretName: false, suggested: suggestedVariable(id, undefined, `ARG_${n + 1}`) }, notes, input.secret));
+        const env: Record<string, string> = {};
+        for (const [name, value] of Object.entries(server.env)) env[name] = importedValue(value, { where: "env", name, secretName: SECRET_NAME.test(name) || looksLikeCredential(name), suggested: name }, notes, input.secret);
+        const known = programs.get(programKey({ command: server.command, args }));
+        if (known) {
+          plan.already_declared.push({ id: known.id, url: null, command: server.command, from, by: known.by });
+          continue;
+        }
+        ids.add(id);
+        programs.set(programKey({ command: server.command, args }), { id, by: "import" });
+        const cwd = server.cwd !== undefined && !firstUnsafe(server.cwd) && asTemplate(server.cwd) === undefined ? path.resolve(path.dirname(from.file), server.cwd) : null;
+        if (server.cwd !== undefined && cwd === null) notes.push({ kind: "setting_left_out", setting: "cwd" });
+        notes.push(...(server.leftOut ?? []).map((left) => leftOutNote(id, left)));
+        plan.added.push({ id, url: null, command: server.command, args, env, cwd, headers: {}, transport: null, token_env: null, oauth: null, from, notes });
         continue;
       }
       if (server.kind === "unrecognized") {
@@ -132,12 +185,12 @@ export function createPlanner(input: Omit<PlanInput, "found">): { plan: Plan; ad
       const id = uniqueId(validId(server.name), ids);
       ids.add(id);
       urls.set(sameUrl(server.url), { id, by: "import" });
-      const { tokenEnv, notes } = authOf(id, server.headers);
+      const { tokenEnv, notes, headers } = authOf(id, server.headers, input.remote, input.secret);
       if (tokenEnv !== undefined && input.remote) notes.unshift({ kind: "auth_on_deployment", env: tokenEnv });
       const written = tokenEnv !== undefined && !input.remote ? tokenEnv : undefined;
       const oauth = server.oauth ? oauthOf(id, server.oauth, { staticToken: written !== undefined, remote: input.remote }, notes) : null;
       notes.push(...(server.leftOut ?? []).map((left) => leftOutNote(id, left)));
-      plan.added.push({ id, url: server.url, transport: server.transport ?? null, token_env: written ?? null, oauth, from, notes });
+      plan.added.push({ id, url: server.url, command: null, args: [], env: {}, cwd: null, headers, transport: server.transport ?? null, token_env: written ?? null, oauth, from, notes });
     }
   };
   return { plan, add };
@@ -207,13 +260,25 @@ function variableSkipReason(headers: readonly Header[], secret: (value: string) 
   };
 }
 
-/** What the headers say about authentication, as `auth.token_env` and notes; no value is kept. */
-function authOf(id: string, headers: readonly Header[]): { tokenEnv: string | undefined; notes: Note[] } {
+/**
+ * What the headers say: `auth.token_env` from Authorization, the other headers as templates (not
+ * under [remote], whose deployment does not send them), and notes; no secret value is kept.
+ */
+function authOf(id: string, headers: readonly Header[], remote: boolean, secret: (value: string) => void): { tokenEnv: string | undefined; notes: Note[]; headers: Record<string, string> } {
   const notes: Note[] = [];
+  const carried: Record<string, string> = {};
   let tokenEnv: string | undefined;
   let authorizationSeen = false;
   for (const header of headers) {
     const isAuthorization = header.name.toLowerCase() === "authorization";
+    if (!isAuthorization && !remote && HEADER_NAME_PATTERN.test(header.name) && !reservedHeaderProblem(header.name) && !isSecretKey(header.name) && !Object.hasOwn(carried, header.name)) {
+      const suggested = envNameFor(header.name);
+      carried[header.name] =
+        "fromEnv" in header
+          ? `\${${ENV_NAME_PATTERN.test(header.fromEnv) ? header.fromEnv : suggested}}`
+          : importedValue(header.value, { where: "header", name: header.name, secretName: SECRET_NAME.test(header.name) || looksLikeCredential(header.name), suggested }, notes, secret);
+      continue;
+    }
     if (!isAuthorization || authorizationSeen) {
       notes.push({ kind: "header_left_out", header: header.name, credential: looksLikeCredential(header.name) });
       continue;
@@ -235,8 +300,35 @@ function authOf(id: string, headers: readonly Header[]): { tokenEnv: string | un
       notes.push({ kind: "secret_left_out", header: header.name, suggested_env: suggestedVariable(id) });
     }
   }
-  return { tokenEnv, notes };
+  return { tokenEnv, notes, headers: carried };
 }
+
+/**
+ * A value of a local server's `env` or `args`, or of a header, as the file writes it: a reference
+ * in the client's syntax as a `${NAME}` template; literal text as it is, unless it looks like a
+ * secret (`secretName`: the variable or header is named as a credential; or the text looks random):
+ * then `${suggested}`, with a note saying what to export. Never the literal secret itself.
+ */
+function importedValue(value: string, what: { where: "env" | "arg" | "header"; name: string; secretName: boolean; suggested: string }, notes: Note[], secret: (value: string) => void): string {
+  const template = asTemplate(value);
+  if (template && "input" in template) {
+    notes.push({ kind: "value_left_out", where: what.where, name: what.name, suggested_env: what.suggested, input: template.input });
+    return `\${${what.suggested}}`;
+  }
+  if (template) {
+    if (template.droppedDefault) notes.push({ kind: "default_dropped", where: what.where, name: what.name });
+    return template.value;
+  }
+  const secretLooking = value !== "" && (what.secretName || secretLookingSegment(`/${value}`) !== undefined);
+  if (!secretLooking && !firstUnsafe(value)) return value;
+  // Learnt by the run's output, which scrubs it should anything quote it.
+  secret(value);
+  notes.push({ kind: "value_left_out", where: what.where, name: what.name, suggested_env: what.suggested });
+  return `\${${what.suggested}}`;
+}
+
+/** A local server as compared for "already declared": its program and arguments. */
+const programKey = (p: { command: string; args: readonly string[] }) => JSON.stringify([p.command, ...p.args]);
 
 /**
  * Why a url cannot go into the file as it is, if it cannot. A client may expand variables in its

@@ -14,6 +14,14 @@ const Entry = z.looseObject({
 });
 type EntryShape = z.output<typeof Entry>;
 
+/** A local server's entry, as every JSON client writes it: `command`, `args`, `env`, `cwd`. */
+const LocalEntry = z.looseObject({
+  command: z.string().check(z.minLength(1)),
+  args: z.optional(z.array(z.string())),
+  env: z.optional(z.record(z.string(), z.string())),
+  cwd: z.optional(z.string()),
+});
+
 export const ServerMap = z.record(z.string(), z.unknown());
 
 export type EntryRules = {
@@ -44,7 +52,13 @@ function entryToServer(name: string, raw: unknown, rules: EntryRules): FoundServ
   const parsed = z.safeParse(Entry, raw);
   if (!parsed.success) return { name, kind: "unrecognized", why: "its entry is not in the documented shape" };
   const entry = parsed.data;
-  if (entry.command !== undefined || entry.type === "stdio") return { name, kind: "stdio" };
+  if (entry.command !== undefined || entry.type === "stdio") {
+    const local = z.safeParse(LocalEntry, raw);
+    if (!local.success) return { name, kind: "unrecognized", why: "its command, args, env or cwd is not in the documented shape" };
+    const { command, args, env, cwd } = local.data;
+    const disabled = entry.disabled === true ? { setting: '"disabled": true' } : undefined;
+    return { name, kind: "stdio", command, args: args ?? [], env: env ?? {}, ...(cwd !== undefined ? { cwd } : {}), ...(disabled ? { disabled } : {}) };
+  }
   if (entry.type !== undefined && !KNOWN_TYPES.has(entry.type)) return { name, kind: "unsupported", transport: entry.type };
   const remote = rules.remote(entry);
   if (!remote) return { name, kind: "unrecognized", why: "it has neither a command nor a url" };

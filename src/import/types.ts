@@ -48,7 +48,8 @@ export type FoundServer = { name: string } & (
       oauth?: FoundOAuth;
       leftOut?: LeftOut[];
     }
-  | { kind: "stdio" }
+  /** A local server: the program the client starts, as its file writes it (values unexpanded). */
+  | { kind: "stdio"; command: string; args: string[]; env: Record<string, string>; cwd?: string; disabled?: TurnedOff; leftOut?: LeftOut[] }
   /** A transport subs does not speak (Claude Code's `ws`): named as the client names it. */
   | { kind: "unsupported"; transport: string }
   | { kind: "unrecognized"; why: string }

@@ -45,3 +45,26 @@ export function suggestedVariable(id: string, input?: string, suffix = "TOKEN"):
 
 /** Header names whose value is a credential even when it is not `Authorization`. */
 export const looksLikeCredential = (header: string) => /auth|token|key|secret|password|session|cookie|signature/i.test(header);
+
+/**
+ * `value` in substructure.toml's `${NAME}` templates (src/config/templates.ts), when it holds a
+ * reference in a client's syntax: `${env:NAME}` and `${NAME:-default}` become `${NAME}` (the
+ * default dropped: it may be a secret), a whole `$NAME` becomes `${NAME}`. `input`: VS Code's
+ * `${input:id}`, which subs cannot ask for. Undefined for literal text.
+ */
+export function asTemplate(value: string): { value: string; droppedDefault: boolean } | { input: string } | undefined {
+  const input = /\$\{input:([^}]+)\}/.exec(value);
+  if (input) return { input: input[1]! };
+  let droppedDefault = false;
+  const whole = new RegExp(`^\\$(${NAME})$`).exec(value.trim());
+  const converted = whole
+    ? `\${${whole[1]}}`
+    : value.replace(new RegExp(`\\$\\{(?:env:)?(${NAME})(:-[^}]*)?\\}`, "g"), (_, name: string, fallback: string | undefined) => {
+        if (fallback !== undefined) droppedDefault = true;
+        return `\${${name}}`;
+      });
+  if (!new RegExp(`\\$\\{${NAME}\\}`).test(converted)) return undefined;
+  // What is left must be a valid template string (no other `${`): else it is literal text.
+  if (converted.replace(new RegExp(`\\$\\{${NAME}\\}`, "g"), "").includes("${")) return undefined;
+  return { value: converted, droppedDefault };
+}

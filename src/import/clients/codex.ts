@@ -27,6 +27,13 @@ const Table = z.looseObject({
   oauth: z.optional(z.unknown()),
 });
 
+const LocalTable = z.looseObject({
+  command: z.string().check(z.minLength(1)),
+  args: z.optional(z.array(z.string())),
+  env: z.optional(z.record(z.string(), z.string())),
+  cwd: z.optional(z.string()),
+});
+
 const OAuthTable = z.looseObject({
   client_id: z.optional(z.string()),
   client_secret: z.optional(z.string()),
@@ -49,7 +56,23 @@ function codexServers(parsed: unknown): FoundServer[] {
     const table = z.safeParse(Table, raw);
     if (!table.success) return { name, kind: "unrecognized", why: "its table is not in the documented shape" };
     const t = table.data;
-    if (t.command !== undefined) return { name, kind: "stdio" };
+    if (t.command !== undefined) {
+      const local = z.safeParse(LocalTable, raw);
+      if (!local.success) return { name, kind: "unrecognized", why: "its command, args, env or cwd is not in the documented shape" };
+      const { command, args, env, cwd } = local.data;
+      // env_vars: variables Codex passes through by name; subs passes only what `env` names.
+      const leftOut: LeftOut[] = presentSettings(raw as Record<string, unknown>, ["env_vars", "enabled_tools", "disabled_tools", "startup_timeout_sec", "tool_timeout_sec"]);
+      return {
+        name,
+        kind: "stdio",
+        command,
+        args: args ?? [],
+        env: env ?? {},
+        ...(cwd !== undefined ? { cwd } : {}),
+        ...(t.enabled === false ? { disabled: { setting: "enabled = false" } } : {}),
+        ...(leftOut.length > 0 ? { leftOut } : {}),
+      };
+    }
     if (t.url === undefined) return { name, kind: "unrecognized", why: "it has neither a command nor a url" };
     const headers: Header[] = [];
     if (t.bearer_token_env_var !== undefined) headers.push({ name: "Authorization", fromEnv: t.bearer_token_env_var, bearer: true });

@@ -9,7 +9,7 @@ import type { Reporter } from "../../../report.ts";
 import { shellWord } from "../../../output/shell-word.ts";
 import { MARK, styleFor } from "../../../output/style.ts";
 
-export type McpAddOptions = NewConnection & { config?: string };
+export type McpAddOptions = NewConnection & { url: string; config?: string };
 
 export async function mcpAddCommand(ctx: Context, options: McpAddOptions): Promise<void> {
   const { config: configPath, ...connection } = options;
@@ -30,7 +30,7 @@ export async function mcpAddCommand(ctx: Context, options: McpAddOptions): Promi
  */
 export async function addConnection(
   ctx: Pick<Context, "env" | "cwd" | "signal">,
-  c: NewConnection,
+  c: NewConnection & { url: string },
   configPath: string | undefined,
   reporter?: Pick<Reporter, "info">,
 ): Promise<{ displayPath: string }> {

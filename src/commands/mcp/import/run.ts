@@ -4,6 +4,7 @@
 import path from "node:path";
 import type { Context } from "../../../context.ts";
 import { importServers, shownPath, type ImportResult } from "../../../import/import.ts";
+import { templateNames } from "../../../config/templates.ts";
 import { disabledMessage, type Addition, type Note, type Origin } from "../../../import/plan.ts";
 import { CLIENT_TITLES } from "../../../import/types.ts";
 import { writeJson } from "../../../output/json.ts";
@@ -68,7 +69,8 @@ function renderReport(ctx: Context, r: ImportResult, options: McpImportOptions):
     const width = Math.max(...r.added.map((a) => a.id.length));
     for (const a of r.added) {
       const auth = a.token_env !== null ? `  token from $${shown(a.token_env)}` : a.oauth?.client_id !== undefined ? `  OAuth client ${shown(a.oauth.client_id)}` : "";
-      out(`  ${style.green("+")} ${a.id.padEnd(width)}  ${shown(a.url)}${auth}  ${style.dim(`(${origin(a.from)})`)}`);
+      const where = a.url !== null ? shown(a.url) : `local: ${shown([a.command!, ...a.args].join(" "))}`;
+      out(`  ${style.green("+")} ${a.id.padEnd(width)}  ${where}${auth}  ${style.dim(`(${origin(a.from)})`)}`);
       for (const note of a.notes) out(`      ${style.yellow("!")} ${noteText(a, note)}`);
     }
   }
@@ -97,8 +99,10 @@ function renderReport(ctx: Context, r: ImportResult, options: McpImportOptions):
   }
   out(`${style.green(MARK.success)} ${r.config.created ? `Wrote ${target} with` : `Added`} ${n}${r.config.created ? "" : ` to ${target}`}.`);
   const configArg = options.config !== undefined ? ` --config ${shellWord(options.config)}` : "";
-  const login = r.added.filter((a) => a.token_env === null).map((a) => a.id);
-  const unset = [...new Set(r.added.flatMap((a) => (a.token_env !== null && !ctx.env[a.token_env] ? [a.token_env] : [])))];
+  // A local server needs no login; what it, or a header, reads must be exported.
+  const login = r.added.filter((a) => a.token_env === null && a.url !== null).map((a) => a.id);
+  const read = (a: (typeof r.added)[number]) => [...(a.token_env !== null ? [a.token_env] : []), ...[...a.args, ...Object.values(a.env), ...Object.values(a.headers)].flatMap(templateNames)];
+  const unset = [...new Set(r.added.flatMap((a) => read(a).filter((name) => !ctx.env[name])))];
   const steps: string[] = [];
   if (unset.length > 0) steps.push(`export ${listed(unset.map((name) => shown(name)))}`);
   if (login.length > 0) steps.push(login.length > LISTED ? `\`subs mcp login --all${configArg}\`` : `\`subs mcp login ${login.join(" ")}${configArg}\``);
@@ -162,6 +166,13 @@ function noteText(a: Addition, note: Note): string {
           : `its OAuth client id not written: it uses a variable or holds a control character; add \`client_id = "..."\` to the \`oauth\` of [mcp.${a.id}] by hand`;
     case "headers_helper":
       return `${client} runs a command for its headers (${shown(note.setting)}), which subs does not: imported without them. If the server takes a token, export it as ${note.suggested_env} and ${auth(note.suggested_env)}; else log in with OAuth: ${login}`;
+    case "value_left_out": {
+      const what = note.where === "env" ? `$${shown(note.name)} of its env` : note.where === "arg" ? `argument ${note.name}` : `header ${shown(note.name)}`;
+      const why = note.input !== undefined ? `VS Code prompts for it (\${input:${shown(note.input)}})` : `${client} holds it written in its file`;
+      return `${what}: ${why}; not copied: the entry reads \${${note.suggested_env}}: export ${note.suggested_env}`;
+    }
+    case "default_dropped":
+      return `${note.where === "env" ? `$${shown(note.name)} of its env` : note.where === "arg" ? `argument ${note.name}` : `header ${shown(note.name)}`}: its \${NAME:-default} is \${NAME} here (subs has no defaults): the variable must be set`;
     case "setting_left_out":
       return TOOL_FILTERS.has(note.setting)
         ? `${shown(note.setting)} (${client}) not imported: filter the tools per agent instead, \`mcp = [{ id = "${a.id}", tools = { include = [...] } }]\` in its [agent.*]`
