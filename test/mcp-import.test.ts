@@ -58,7 +58,7 @@ mcp = [
 ]
 `;
 
-test("Claude Code: .mcp.json and ~/.claude.json (user and this project's local servers); bearer from a variable is token_env; stdio skipped", async () => {
+test("Claude Code: .mcp.json and ~/.claude.json (user and this project's local servers); bearer from a variable is token_env; a local (stdio) server comes over", async () => {
   const f = fixture({
     "substructure.toml": EXISTING,
     ".mcp.json": JSON.stringify({
@@ -93,6 +93,10 @@ test("Claude Code: .mcp.json and ~/.claude.json (user and this project's local s
 url = "https://mcp.linear.app/mcp"
 auth = { token_env = "LINEAR_TOKEN" }
 
+[mcp.files]
+command = "npx"
+args = ["-y", "@modelcontextprotocol/server-filesystem", "."]
+
 [mcp.asana]
 url = "https://mcp.asana.com/sse"
 auth = { token_env = "ASANA_TOKEN" }
@@ -107,8 +111,9 @@ url = "https://mcp.stripe.com"
     ),
   );
   assert.match(r.stderr, /Read \.mcp\.json \(claude, 3 servers\), ~\/\.claude\.json \(claude, 2 servers\)\./);
-  assert.match(r.stderr, /- claude \.mcp\.json: "files": a local \(stdio\) server: subs connects to remote servers only/);
-  assert.match(r.stderr, /✔ Added 4 connections to substructure\.toml\.\nNext: export LINEAR_TOKEN, ASANA_TOKEN, then `subs mcp login notion stripe`, then `subs mcp list`\./);
+  assert.match(r.stderr, /\+ files {3}local: npx -y @modelcontextprotocol\/server-filesystem \. {2}\(claude \.mcp\.json: "files"\)/);
+  assert.doesNotMatch(r.stderr, /Skipped/);
+  assert.match(r.stderr, /✔ Added 5 connections to substructure\.toml\.\nNext: export LINEAR_TOKEN, ASANA_TOKEN, then `subs mcp login notion stripe`, then `subs mcp list`\./);
   assert.doesNotMatch(r.stderr, /other\.example/, "another project's local servers are not this project's");
   assertNoSecret("asana_DEFAULT_SECRET_1", r, f.read());
   // What it wrote loads.
@@ -116,7 +121,7 @@ url = "https://mcp.stripe.com"
   assert.equal(list.code, 0, list.stderr);
   assert.deepEqual(
     JSON.parse(list.stdout).map((c: { id: string }) => c.id),
-    ["sentry", "linear", "asana", "notion", "stripe"],
+    ["sentry", "linear", "files", "asana", "notion", "stripe"],
   );
 });
 
@@ -152,29 +157,28 @@ args = ["mcp-server-git"]
   assert.equal(r.code, 0, r.stderr);
   const out = JSON.parse(r.stdout);
   assert.deepEqual(
-    out.added.map((a: { id: string; token_env: string | null; notes: Array<{ kind: string; header: string }> }) => [a.id, a.token_env, a.notes.map((n) => `${n.kind}:${n.header}`)]),
+    out.added.map((a: { id: string; token_env: string | null; notes: Array<{ kind: string; header?: string; name?: string }> }) => [a.id, a.token_env, a.notes.map((n) => `${n.kind}:${n.header ?? n.name}`)]),
     [
       ["docs", null, []],
       ["github", "GITHUB_PAT", []],
       ["legacy", null, ["secret_left_out:Authorization"]],
-      ["catalog", null, ["header_left_out:X-Client", "header_left_out:X-Api-Key", "header_from_env:Authorization"]],
+      ["catalog", null, ["value_left_out:X-Client", "value_left_out:X-Api-Key", "header_from_env:Authorization"]],
+      ["local", null, []],
     ],
   );
   assert.deepEqual(
     out.skipped.map((s: { from: { name: string }; reason: string }) => [s.from.name, s.reason]),
-    [
-      ["off", "disabled"],
-      ["local", "stdio"],
-    ],
+    [["off", "disabled"]],
   );
+  // Header values written in Codex's file come over as templates to export, never as values.
   assert.equal(
     f.read(),
-    `[mcp.docs]\nurl = "https://docs.example/mcp"\n\n[mcp.github]\nurl = "https://api.githubcopilot.com/mcp/"\nauth = { token_env = "GITHUB_PAT" }\n\n[mcp.legacy]\nurl = "https://legacy.example/mcp"\n\n[mcp.catalog]\nurl = "https://catalog.example/mcp"\n`,
+    `[mcp.docs]\nurl = "https://docs.example/mcp"\n\n[mcp.github]\nurl = "https://api.githubcopilot.com/mcp/"\nauth = { token_env = "GITHUB_PAT" }\n\n[mcp.legacy]\nurl = "https://legacy.example/mcp"\n\n[mcp.catalog]\nurl = "https://catalog.example/mcp"\nheaders = { X-Client = "\${X_CLIENT}", X-Api-Key = "\${X_API_KEY}" }\n\n[mcp.local]\ncommand = "uvx"\nargs = ["mcp-server-git"]\n`,
   );
   assert.match(r.stderr, /Authorization held a token written in the file: not copied\. Export it as LEGACY_TOKEN and add `auth = \{ token_env = "LEGACY_TOKEN" \}` to \[mcp\.legacy\]/);
   assert.match(r.stderr, /Authorization is the whole of \$CATALOG_AUTH; subs sends "Bearer <token>"/);
-  assert.match(r.stderr, /X-Api-Key carries a credential subs cannot send/);
-  assert.match(r.stderr, /header X-Client not imported: substructure\.toml declares no custom headers/);
+  assert.match(r.stderr, /header X-Api-Key: Codex holds its value written in its file; not copied: the entry reads \$\{X_API_KEY\}: export X_API_KEY/);
+  assert.match(r.stderr, /header X-Client: Codex holds its value written in its file; not copied: the entry reads \$\{X_CLIENT\}: export X_CLIENT/);
   for (const secret of ["codex_LITERAL_SECRET_42", "codex_HEADER_SECRET_77", "release-review"]) assertNoSecret(secret, r, f.read());
 });
 
@@ -190,7 +194,7 @@ test("Cursor: .cursor/mcp.json and ~/.cursor/mcp.json; ${env:NAME} is token_env"
   assert.equal(r.code, 0, r.stderr);
   assert.equal(
     f.read(),
-    `[mcp.userjot]\nurl = "https://api.userjot.com/v1/mcp"\nauth = { token_env = "USERJOT_API_TOKEN" }\n\n[mcp.geonode]\nurl = "https://scraper.geonode.io/mcp"\n`,
+    `[mcp.userjot]\nurl = "https://api.userjot.com/v1/mcp"\nauth = { token_env = "USERJOT_API_TOKEN" }\n\n[mcp.geonode]\nurl = "https://scraper.geonode.io/mcp"\n\n[mcp.time]\ncommand = "uvx"\nargs = ["mcp-server-time"]\n`,
   );
   assert.match(r.stderr, /Read \.cursor\/mcp\.json \(cursor, 1 server\), ~\/\.cursor\/mcp\.json \(cursor, 2 servers\)\./);
   assert.match(r.stderr, /Export it as GEONODE_TOKEN and add `auth = \{ token_env = "GEONODE_TOKEN" \}` to \[mcp\.geonode\], or log in with OAuth: `subs mcp login geonode`/);
@@ -222,12 +226,14 @@ test("VS Code: .vscode/mcp.json (JSON with comments, inputs) and the user profil
     [
       ["github", "http", null],
       ["perplexity-search", "sse", "PPLX_KEY"],
+      ["py", null, null],
       ["context7", "http", null],
       ["deepwiki", "http", null],
     ],
   );
   assert.deepEqual(out.added[0].notes, [{ kind: "prompted_input", header: "Authorization", input: "github_token", suggested_env: "GITHUB_TOKEN" }]);
-  assert.deepEqual(out.skipped.map((s: { from: { name: string }; reason: string }) => [s.from.name, s.reason]), [["py", "stdio"]]);
+  assert.deepEqual(out.skipped, []);
+  assert.deepEqual([out.added[2].command, out.added[2].args], ["python", ["server.py"]]);
   assert.match(r.stderr, /VS Code prompts for Authorization \(\$\{input:github_token\}\); subs reads a variable: export GITHUB_TOKEN/);
   assert.match(f.read(), /\[mcp\.perplexity-search\]\nurl = "https:\/\/sse\.example\/sse"\nauth = \{ token_env = "PPLX_KEY" \}\n/);
 });
@@ -253,6 +259,7 @@ test("Gemini CLI: .gemini/settings.json and ~/.gemini/settings.json; httpUrl and
       ["talaria", "http", "TALARIA_MCP_TOKEN", []],
       ["github", "http", null, ["secret_left_out", "setting_left_out"]],
       ["events", "sse", null, []],
+      ["git", null, null, []],
     ],
   );
   assertNoSecret("gemini_RAW_PAT_123456", r, f.read());
@@ -353,6 +360,11 @@ test("--dry-run writes nothing (same bytes, same mtime) and creates no file; the
       {
         id: "linear",
         url: "https://mcp.linear.app/mcp",
+        command: null,
+        args: [],
+        env: {},
+        cwd: null,
+        headers: {},
         transport: "http",
         token_env: null,
         oauth: null,

@@ -305,9 +305,10 @@ function authOf(id: string, headers: readonly Header[], remote: boolean, secret:
 
 /**
  * A value of a local server's `env` or `args`, or of a header, as the file writes it: a reference
- * in the client's syntax as a `${NAME}` template; literal text as it is, unless it looks like a
- * secret (`secretName`: the variable or header is named as a credential; or the text looks random):
- * then `${suggested}`, with a note saying what to export. Never the literal secret itself.
+ * in the client's syntax as a `${NAME}` template. A literal `env` or header value is never copied
+ * (a variable's or a header's value is where tokens are pasted, whatever its name says): the entry
+ * reads `${suggested}`, with a note saying what to export. A literal argument is copied, unless it
+ * looks like a secret (`secretName`, or random-looking text).
  */
 function importedValue(value: string, what: { where: "env" | "arg" | "header"; name: string; secretName: boolean; suggested: string }, notes: Note[], secret: (value: string) => void): string {
   const template = asTemplate(value);
@@ -319,7 +320,7 @@ function importedValue(value: string, what: { where: "env" | "arg" | "header"; n
     if (template.droppedDefault) notes.push({ kind: "default_dropped", where: what.where, name: what.name });
     return template.value;
   }
-  const secretLooking = value !== "" && (what.secretName || secretLookingSegment(`/${value}`) !== undefined);
+  const secretLooking = value !== "" && (what.where !== "arg" || what.secretName || secretLookingSegment(`/${value}`) !== undefined);
   if (!secretLooking && !firstUnsafe(value)) return value;
   // Learnt by the run's output, which scrubs it should anything quote it.
   secret(value);

@@ -13,7 +13,7 @@ import type { AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { ensureTools, toolsDir } from "../../scripts/tools.mjs";
-import { BIN, ensureBuilt, runCli } from "./cli.ts";
+import { BIN, ensureBuilt, REPO, runCli } from "./cli.ts";
 import { startMcpServer } from "./mcp-server.ts";
 import { unusedPort } from "./ports.ts";
 import { stopChild } from "./wait.ts";
@@ -166,9 +166,10 @@ export type SupportProject = {
 export const TICKETS_TOKEN = "tickets-SECRET-bearer-0123456789";
 
 /**
- * A substructure.toml with an agent `support` of two connections to test MCP servers on loopback:
- * `docs` (no credential) and `tickets`, `auth = { token_env = "TICKETS_TOKEN" }`, whose server
- * answers 401 to any request without exactly that bearer token. Reads the tool names subs itself
+ * A substructure.toml with an agent `support` of three connections: two to test MCP servers on
+ * loopback, `docs` (no credential) and `tickets`, `auth = { token_env = "TICKETS_TOKEN" }`, whose
+ * server answers 401 to any request without exactly that bearer token; and `notes`, a local
+ * (stdio) server subs starts (test/support/stdio-server.mjs). Reads the tool names subs itself
  * lists (`subs agent tools`, `subs mcp tools`), the names a client must end up with.
  */
 export async function startSupportProject(): Promise<SupportProject> {
@@ -189,7 +190,8 @@ export async function startSupportProject(): Promise<SupportProject> {
   const elsewhere = path.join(root, "elsewhere");
   for (const dir of [project, home, elsewhere]) mkdirSync(dir);
   const config = path.join(project, "substructure.toml");
-  writeFileSync(config, `[mcp.docs]\nurl = "${docs.url}"\n\n[mcp.tickets]\nurl = "${tickets.url}"\nauth = { token_env = "TICKETS_TOKEN" }\n\n[agent.support]\nmcp = ["docs", "tickets"]\n`);
+  const notes = `[mcp.notes]\ncommand = ${JSON.stringify(process.execPath)}\nargs = [${JSON.stringify(path.join(REPO, "test", "support", "stdio-server.mjs"))}]\n`;
+  writeFileSync(config, `[mcp.docs]\nurl = "${docs.url}"\n\n[mcp.tickets]\nurl = "${tickets.url}"\nauth = { token_env = "TICKETS_TOKEN" }\n\n${notes}\n[agent.support]\nmcp = ["docs", "tickets", "notes"]\n`);
   const env = { TICKETS_TOKEN };
   const names = async (argv: string[]) => {
     const ran = await runCli([...argv, "--json"], { cwd: project, env });
@@ -197,6 +199,8 @@ export async function startSupportProject(): Promise<SupportProject> {
     return (JSON.parse(ran.stdout) as { tools: Array<{ name: string }> }).tools.map((t) => t.name).sort();
   };
   const agentTools = await names(["agent", "tools", "support"]);
+  // The local server answered: a client offered the agent's tools is offered its tools too.
+  if (!agentTools.includes("notes__echo")) throw new Error(`subs agent tools support lists no local tool: ${agentTools.join(", ")}`);
   const ticketsTools = await names(["mcp", "tools", "tickets"]);
   return {
     root,

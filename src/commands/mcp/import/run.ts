@@ -168,7 +168,7 @@ function noteText(a: Addition, note: Note): string {
       return `${client} runs a command for its headers (${shown(note.setting)}), which subs does not: imported without them. If the server takes a token, export it as ${note.suggested_env} and ${auth(note.suggested_env)}; else log in with OAuth: ${login}`;
     case "value_left_out": {
       const what = note.where === "env" ? `$${shown(note.name)} of its env` : note.where === "arg" ? `argument ${note.name}` : `header ${shown(note.name)}`;
-      const why = note.input !== undefined ? `VS Code prompts for it (\${input:${shown(note.input)}})` : `${client} holds it written in its file`;
+      const why = note.input !== undefined ? `VS Code prompts for it (\${input:${shown(note.input)}})` : `${client} holds its value written in its file`;
       return `${what}: ${why}; not copied: the entry reads \${${note.suggested_env}}: export ${note.suggested_env}`;
     }
     case "default_dropped":
