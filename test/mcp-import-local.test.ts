@@ -4,11 +4,11 @@
 // `${NAME}` template and the report says what to export.
 // Through the built CLI, from the files as Claude Code and Codex write them.
 import assert from "node:assert/strict";
-import { mkdirSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs";
+import { mkdirSync, mkdtempSync, readFileSync, realpathSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { describe, it } from "node:test";
-import { runCli } from "./support/cli.ts";
+import { REPO, runCli } from "./support/cli.ts";
 
 const GITHUB_PAT = "ghp_abcdefghijklmnopqrstuvwxyz0123456789";
 const OTHER_KEY = "sk-live-abcdefghijklmnopqrstuvwx";
@@ -83,5 +83,32 @@ describe("subs mcp import: local servers and headers", () => {
     assert.deepEqual(result.added, []);
     assert.equal(result.skipped[0]!.reason, "stdio");
     assert.match(result.skipped[0]!.message, /the deployment in \[remote\] cannot run it/);
+  });
+
+  it("from the files Claude Code's and Codex's own `mcp add` wrote (test/fixtures/import/README.md, \"local\")", async () => {
+    const fixtures = path.join(REPO, "test", "fixtures", "import", "local");
+    const dir = realpathSync(mkdtempSync(path.join(tmpdir(), "subs-import-real-")));
+    const home = path.join(dir, "home");
+    const project = path.join(dir, "proj");
+    mkdirSync(path.join(home, ".codex"), { recursive: true });
+    mkdirSync(project);
+    writeFileSync(path.join(home, ".claude.json"), readFileSync(path.join(fixtures, "claude.json"), "utf8").replaceAll("/work/tmp/realadd/proj", project));
+    writeFileSync(path.join(project, ".mcp.json"), readFileSync(path.join(fixtures, "mcp.json")));
+    writeFileSync(path.join(home, ".codex", "config.toml"), readFileSync(path.join(fixtures, "codex-config.toml")));
+    const pasted = /sk-literal-pasted-0123456789abcdef|pasted-key-abcdef0123456789/;
+    const claude = await runCli(["mcp", "import", "--from", "claude"], { cwd: project, env: { HOME: home } });
+    assert.equal(claude.code, 0, claude.stderr);
+    assert.doesNotMatch(claude.stdout + claude.stderr, pasted);
+    const file = declared(path.join(project, "substructure.toml"));
+    assert.doesNotMatch(file, pasted);
+    assert.match(file, /\[mcp\.keyed\]\nurl = "https:\/\/keyed\.example\/mcp"\nheaders = \{ X-API-Key = "\$\{X_API_KEY\}" \}/);
+    assert.match(file, /\[mcp\.fs\]\ncommand = "npx"\nargs = \["-y", "@modelcontextprotocol\/server-filesystem", "\.\/docs"\]\nenv = \{ LOG_LEVEL = "\$\{LOG_LEVEL\}", API_TOKEN = "\$\{API_TOKEN\}" \}/);
+    assert.match(file, /\[mcp\.exa\]\nurl = "https:\/\/mcp\.exa\.ai\/mcp"\nheaders = \{ X-API-Key = "\$\{EXA_API_KEY\}", X-Trace = "\$\{X_TRACE\}" \}/);
+    // Codex's fs is the same program with the same arguments: already declared, not added twice.
+    const codex = await runCli(["mcp", "import", "--from", "codex", "--json"], { cwd: project, env: { HOME: home, CODEX_HOME: path.join(home, ".codex") } });
+    assert.equal(codex.code, 0, codex.stderr);
+    assert.doesNotMatch(codex.stdout + codex.stderr, pasted);
+    const result = JSON.parse(codex.stdout) as { added: unknown[]; already_declared: Array<{ id: string; command?: string }> };
+    assert.deepEqual([result.added, result.already_declared.map((d) => [d.id, d.command])], [[], [["fs", "npx"]]]);
   });
 });
