@@ -36,10 +36,11 @@ const LOG_KEEP_BYTES = 1024 * 1024;
 /** Lines of stderr kept to say why a server ended, each cut to LAST_LINE_CHARS. */
 const LAST_LINES = 12;
 const LAST_LINE_CHARS = 400;
-/** How long a server has to end after its stdin closes, then after SIGTERM. */
+/** How long a server has to end after its stdin closes, then after SIGTERM; after SIGTERM when subs is being stopped. */
 const END_GRACE_MS = 2000;
+const URGENT_GRACE_MS = 500;
 
-export type LocalServerContext = Pick<Context, "env" | "now"> & Partial<Pick<Context, "processGroups" | "debugLog" | "secrets">>;
+export type LocalServerContext = Pick<Context, "env" | "now"> & Partial<Pick<Context, "processGroups" | "debugLog" | "secrets" | "signal">>;
 
 export type LocalEnvironment = { env: Record<string, string>; args: string[]; missing: string[] };
 
@@ -178,16 +179,22 @@ export class LocalServerTransport implements Transport {
     if (!stdin.write(line)) await new Promise<void>((resolve) => stdin.once("drain", resolve));
   }
 
-  /** Ends the process and its group: stdin closed, then SIGTERM, then SIGKILL (MCP "stdio": Shutdown). */
+  /**
+   * Ends the process and its group: stdin closed, then SIGTERM, then SIGKILL (MCP "stdio":
+   * Shutdown). When subs itself is being stopped (Ctrl-C, SIGTERM: the context's signal), SIGTERM
+   * goes at once: whoever stops subs may not wait long before a SIGKILL, which nothing outlives
+   * to end the group.
+   */
   async close(): Promise<void> {
     const child = this.#child;
     if (!child || this.#ending) return this.#exited;
     this.#ending = true;
     if (child.exitCode === null && child.signalCode === null) {
       child.stdin?.end();
-      if (!(await within(this.#exited!, END_GRACE_MS))) {
+      const urgent = this.ctx.signal?.aborted === true;
+      if (urgent || !(await within(this.#exited!, END_GRACE_MS))) {
         killGroup(child.pid, "SIGTERM");
-        if (!(await within(this.#exited!, END_GRACE_MS))) killGroup(child.pid, "SIGKILL");
+        if (!(await within(this.#exited!, urgent ? URGENT_GRACE_MS : END_GRACE_MS))) killGroup(child.pid, "SIGKILL");
       }
     }
     await this.#exited;

@@ -19,7 +19,7 @@ import { fileHeaders, OPEN, UNTRIED, oauthAccessToken, staticAuthorization } fro
 import { connectMcp, requestOptions } from "./connect.ts";
 
 export type OpenConnectionOptions = {
-  ctx: Pick<Context, "env" | "fetch" | "now"> & Partial<Pick<Context, "processGroups" | "debugLog" | "secrets">>;
+  ctx: Pick<Context, "env" | "fetch" | "now"> & Partial<Pick<Context, "processGroups" | "debugLog" | "secrets" | "signal">>;
   config: Config;
   connection: ConnectionConfig;
   signal?: AbortSignal;

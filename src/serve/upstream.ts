@@ -25,11 +25,12 @@ import { openEnvironmentStore } from "../store/environment.ts";
 import { anySignal, type AnySignal } from "../http/deadline.ts";
 import type { UpstreamHandshake } from "../mcp/client-handshake.ts";
 
-export type UpstreamContext = Pick<Context, "env" | "fetch" | "now"> & Partial<Pick<Context, "processGroups" | "debugLog" | "secrets">>;
+export type UpstreamContext = Pick<Context, "env" | "fetch" | "now"> & Partial<Pick<Context, "processGroups" | "debugLog" | "secrets" | "signal">>;
 
 /** What a local server's process needs of the run's context: its process-group registry, --debug's trace, the run's secrets. */
-export function localServerEffects(ctx: Partial<Pick<Context, "processGroups" | "debugLog" | "secrets">>): Partial<Pick<Context, "processGroups" | "debugLog" | "secrets">> {
+export function localServerEffects(ctx: Partial<Pick<Context, "processGroups" | "debugLog" | "secrets" | "signal">>): Partial<Pick<Context, "processGroups" | "debugLog" | "secrets" | "signal">> {
   return {
+    ...(ctx.signal ? { signal: ctx.signal } : {}),
     ...(ctx.processGroups ? { processGroups: ctx.processGroups } : {}),
     ...(ctx.debugLog ? { debugLog: ctx.debugLog } : {}),
     ...(ctx.secrets ? { secrets: ctx.secrets } : {}),
