@@ -153,7 +153,8 @@ export class LocalServerTransport implements Transport {
       // A line with no end yet is kept only up to a bound; what passes it is noted as it is.
       if (this.#stderr.size > LAST_LINE_CHARS * 4) this.#note(this.#stderr.take());
     });
-    child.stdin!.on("error", () => {});
+    // A pipe's error (EPIPE as the process dies) is the process ending, which "close" reports.
+    for (const stream of [child.stdin!, child.stdout!, child.stderr!]) stream.on("error", () => {});
     child.once("exit", (code, signal) => {
       this.#exit = { code, signal };
     });
