@@ -55,8 +55,9 @@ export async function claudeSession(options: { home: string; cwd: string; env?: 
         CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC: "1",
         ENABLE_TOOL_SEARCH: "false",
         // Claude Code's `-p` starts without a server still starting (`pending`, docs/serve.md): the
-        // test checks what Claude does with subs's tools, not how fast subs starts on a loaded machine.
-        MCP_CONNECTION_NONBLOCKING: "0",
+        // test checks what Claude does with subs's tools, not how fast subs starts on a loaded
+        // machine. (MCP_CONNECTION_NONBLOCKING=0 waits a few seconds only: a pair round still saw `pending`.)
+        CLAUDE_CODE_MCP_STARTUP_WAIT_MS: "60000",
         ...options.env,
       }),
     });
