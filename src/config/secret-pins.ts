@@ -10,7 +10,7 @@
 // before it sends anything) and again where each secret is attached. Set but empty allows nothing.
 import { ConfigError, usage, type Diagnostic } from "../errors.ts";
 import type { Config, ConnectionConfig, RemoteConfig } from "./types.ts";
-import { templateNames } from "./templates.ts";
+import { headerVariables } from "./templates.ts";
 
 export const ALLOWED_REMOTE = "SUBS_ALLOWED_REMOTE";
 export const ALLOWED_TOKEN_HOSTS = "SUBS_ALLOWED_TOKEN_HOSTS";
@@ -110,7 +110,7 @@ export function remoteNotAllowed(env: Env, remote: RemoteConfig, url?: URL): { m
 export function tokenHostNotAllowed(env: Env, connection: ConnectionConfig): { message: string; hint: string } | undefined {
   if (connection.url === undefined) return undefined;
   // What it would send of this machine's environment: the static token's variable, and those its headers' templates read.
-  const sent = [...(connection.auth ? [connection.auth.tokenEnv] : []), ...Object.values(connection.headers ?? {}).flatMap(templateNames)];
+  const sent = [...(connection.auth ? [connection.auth.tokenEnv] : []), ...headerVariables(connection.headers ?? {})];
   if (sent.length === 0) return undefined;
   const allowed = allowedTokenHosts(env);
   if (allowed === undefined) return undefined;

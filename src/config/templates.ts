@@ -55,6 +55,11 @@ export function literalSecretProblem(name: string, value: string): string | unde
   return `\`${name}\` would put a secret in the file`;
 }
 
+/** The variables a connection's `headers` values name, in order, each once. */
+export function headerVariables(headers: Readonly<Record<string, string>>): string[] {
+  return [...new Set(Object.values(headers).flatMap(templateNames))];
+}
+
 /** The variables a local server's `args` and `env` name, in order, each once. */
 export function localVariables(process: { args: readonly string[]; env: Readonly<Record<string, string>> }): string[] {
   const names = new Set<string>();

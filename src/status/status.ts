@@ -1,7 +1,7 @@
 // Each connection's state, from the file, the environment and the db only: `subs mcp list`
 // never touches the network, so 200 connections cost what 10 do (product.md, "Commands").
-import { isLocalServer, type Config, type ConnectionConfig } from "../config/types.ts";
-import { localVariables, templateNames } from "../config/templates.ts";
+import { isLocalServer, type Config, type ConnectionConfig, type RemoteConnection } from "../config/types.ts";
+import { headerVariables, localVariables } from "../config/templates.ts";
 import type { CredentialRow, OpenConnectionRow } from "../store/schema.ts";
 
 /** What a call carries: an OAuth credential, a static token, or (the server asked for none) nothing. */
@@ -71,14 +71,17 @@ export function localStatuses(config: Config, stored: StoredState, env: Readonly
       const unset = localVariables(connection.process).filter((name) => env[name] === undefined);
       return statusOf(connection, agents, unset.length > 0 ? "env_unset" : "local", undefined, unset);
     }
+    const status = remoteStatus(connection, agents);
     // Variables the headers read, unset: said beside the status, and the connection is not usable until they are.
-    const unsetHeaders = connection.headers ? Object.values(connection.headers).flatMap(templateNames).filter((name, n, all) => env[name] === undefined && all.indexOf(name) === n) : [];
+    const unsetHeaders = connection.headers ? headerVariables(connection.headers).filter((name) => env[name] === undefined) : [];
     if (unsetHeaders.length > 0) {
-      const status = statusOf(connection, agents, "needs_login", undefined, unsetHeaders);
-      status.status = connection.auth ? (env[connection.auth.tokenEnv] ? "env_set" : "env_unset") : stored.open.get(connection.id)?.url === connection.url ? "open" : credentials.has(connection.id) ? "authorized" : "needs_login";
+      status.unsetEnv = unsetHeaders;
       status.usable = false;
-      return status;
     }
+    return status;
+  });
+
+  function remoteStatus(connection: RemoteConnection, agents: string[]): ConnectionStatus {
     if (connection.auth) return statusOf(connection, agents, env[connection.auth.tokenEnv] ? "env_set" : "env_unset");
     const row = credentials.get(connection.id);
     // Found open for another url: that finding says nothing about this one.
@@ -87,7 +90,7 @@ export function localStatuses(config: Config, stored: StoredState, env: Readonly
     const expired = row.expires_at !== null && row.expires_at <= now;
     if (expired && row.refresh_token === null) return statusOf(connection, agents, "needs_login", row);
     return statusOf(connection, agents, "authorized", row);
-  });
+  }
 }
 
 /** One object literal per connection, every key in one order: `mcp list` builds one per declared
