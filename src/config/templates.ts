@@ -33,7 +33,8 @@ export const hasTemplate = (value: string): boolean => templateNames(value).leng
  */
 export function expandTemplates(value: string, env: Readonly<Record<string, string | undefined>>, missing: Set<string>): string {
   return value.replace(TEMPLATE, (_, name: string) => {
-    const found = env[name];
+    // Own keys only: `${constructor}` names a variable, not something every object inherits.
+    const found = Object.hasOwn(env, name) ? env[name] : undefined;
     if (found === undefined) {
       missing.add(name);
       return "";

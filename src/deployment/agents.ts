@@ -232,9 +232,9 @@ function agentSession(o: AgentEndpointOptions, name: string, resumed: unknown): 
 }
 
 /**
- * Sends each upstream request with the connection's current access token in place of its
- * stand-in (docs/deployment-protocol.md section 3.6: a 401 before expiry is refreshed once and
- * the request sent once more). No usable credential is `needs_login`, which a call answers as a
+ * Sends each upstream request with the values of the connection's headers (section 3.12) and its
+ * current access token in place of its stand-in (docs/deployment-protocol.md section 3.6: a 401
+ * before expiry is refreshed once and the request sent once more). No usable credential is `needs_login`, which a call answers as a
  * tool error naming `subs mcp login <id>`; a connection outside the catalog, one saying so. A
  * store that stops answering mid-call is a tool error saying to retry, as the 503 of every other
  * request does; its cause (the store's URL, the driver's words) is for the log, not for the
@@ -253,8 +253,10 @@ function withDeploymentCredential(
     if (!connection) return inner(input, init);
     const resendable = init?.body === undefined || init.body === null || typeof init.body === "string";
     try {
-      return await oauth.withCredential(connection, async (accessToken) => {
-        headers.set("authorization", `Bearer ${accessToken}`);
+      return await oauth.withAccess(connection, async (sent) => {
+        // The stand-in named the connection; it goes no further (a connection with header values only sends none).
+        headers.delete("authorization");
+        for (const [name, value] of Object.entries(sent)) headers.set(name, value);
         const response = await inner(input, { ...init, headers });
         if (response.status !== 401 || !resendable) return response;
         await response.body?.cancel().catch(() => {});

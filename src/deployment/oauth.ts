@@ -8,6 +8,7 @@ import { discoverOAuthProtectedResourceMetadata, exchangeAuthorization, refreshA
 import type { OAuthClientInformationMixed, OAuthTokens } from "@modelcontextprotocol/sdk/shared/auth.js";
 import type { Tool } from "@modelcontextprotocol/sdk/types.js";
 import { discover, revocationEndpoint, sameIssuer } from "../auth/discovery.ts";
+import { expandTemplates, headerVariables } from "../config/templates.ts";
 import { grantRejected } from "../auth/errors.ts";
 import { issProblem } from "../auth/login.ts";
 import { REFRESH_MARGIN_MS } from "../auth/refresh.ts";
@@ -452,18 +453,61 @@ export class OAuth {
   }
 
   /**
-   * Section 3.6: tools/list to the end, with the deployment's credential. What it returns is the
-   * server's and may quote the credential: its caller scrubs the answer with `secrets`.
+   * Section 3.12: the connection's headers, each template filled from the values held for it and
+   * its url, never from the deployment's own environment (a declaration is an `apply` token's to
+   * write; the operator's variables are not its to read). The values join `secrets`. A variable
+   * with no value held is `not_authorized`, naming it; {} when it declares no headers.
+   */
+  async headersFor(connection: ConnectionRecord, secrets?: Secrets): Promise<Record<string, string>> {
+    this.#allowed(connection);
+    if (!connection.headers) return {};
+    const held: Record<string, string> = Object.create(null);
+    for (const v of await this.#o.store.headerValues(connection.id, connection.url)) {
+      held[v.name] = v.value;
+      secrets?.add(v.value);
+    }
+    const missing = new Set<string>();
+    const headers: Record<string, string> = {};
+    for (const [name, template] of Object.entries(connection.headers)) headers[name] = expandTemplates(template, held, missing);
+    if (missing.size > 0) {
+      throw new Refusal(409, "not_authorized", `${connection.id}: the deployment holds no value of ${[...missing].join(", ")}; run \`subs mcp login ${connection.id}\``);
+    }
+    return headers;
+  }
+
+  /**
+   * Runs `use` with the headers a request to the connection carries (section 3.12): its headers'
+   * values, and `Authorization` with a usable access token when it holds an OAuth credential for
+   * the url (withCredential's refresh and retry). A connection whose headers name variables needs
+   * no credential: without one it is sent the headers alone, and a 401 then says to hand over new
+   * values. One that names none needs the credential, as before headers existed.
+   */
+  async withAccess<T>(connection: ConnectionRecord, use: (headers: Record<string, string>) => Promise<T | { refused: 401 }>, secrets?: Secrets): Promise<T> {
+    const fixed = await this.headersFor(connection, secrets);
+    if (headerVariables(connection.headers ?? {}).length > 0) {
+      const credential = await this.#o.store.getCredential(connection.id);
+      if (!credential || credential.url !== connection.url) {
+        const answer = await use(fixed);
+        if (!isRefused(answer)) return answer;
+        throw new Refusal(409, "not_authorized", `${connection.id}: ${connection.url} refused the values of its headers; run \`subs mcp login ${connection.id}\` to hand over new ones`);
+      }
+    }
+    return this.withCredential(connection, (accessToken) => use({ ...fixed, authorization: `Bearer ${accessToken}` }), secrets);
+  }
+
+  /**
+   * Section 3.6: tools/list to the end, with the deployment's credential and header values. What
+   * it returns is the server's and may quote either: its caller scrubs the answer with `secrets`.
    */
   async tools(connection: ConnectionRecord, secrets: Secrets): Promise<Tool[]> {
-    return this.withCredential(connection, async (accessToken) => {
+    return this.withAccess(connection, async (headers) => {
       const { connectMcp, listAllTools } = await import("../mcp/connect.ts");
       const { challengeRecorder } = await import("../mcp/open.ts");
       let challenge: { status: number; error?: string; scope?: string } | undefined;
       const fetch = challengeRecorder(learningFetch(this.#o.fetch, secrets, { answers: "issued" }), (c) => (challenge = c));
       let client: Awaited<ReturnType<typeof connectMcp>> | undefined;
       try {
-        client = await connectMcp({ url: connection.url, fetch, headers: { authorization: `Bearer ${accessToken}` }, requestTimeoutMs: 30_000 });
+        client = await connectMcp({ url: connection.url, fetch, headers, requestTimeoutMs: 30_000 });
         return await listAllTools(client, { requestTimeoutMs: 30_000 });
       } catch (error) {
         const status = (error as { code?: unknown }).code;

@@ -137,8 +137,13 @@ export function createApp(o: AppOptions) {
     }
     const { r, m } = found;
     const params = m!.slice(1).map(segment);
-    if (params.some((p) => p === undefined || !isValidName(p)) && r.route !== "/v1/authorizations/{id}" && r.route !== "/v1/tokens/{id}") {
-      send(fail(400, "invalid_request", `${JSON.stringify(params.find((p) => p === undefined || !isValidName(p)) ?? m![1])} is not a valid connection id or agent name`));
+    const badParams = r.checkParams
+      ? r.checkParams(params)
+      : params.some((p) => p === undefined || !isValidName(p)) && r.route !== "/v1/authorizations/{id}" && r.route !== "/v1/tokens/{id}"
+        ? `${JSON.stringify(params.find((p) => p === undefined || !isValidName(p)) ?? m![1])} is not a valid connection id or agent name`
+        : undefined;
+    if (badParams !== undefined) {
+      send(fail(400, "invalid_request", badParams));
       return { route: r.route, token };
     }
     if (!r.methods.includes(method)) {

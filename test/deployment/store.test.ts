@@ -297,6 +297,61 @@ for (const kind of KINDS) {
       await rotated.close();
     });
 
+    test("header values are sealed, bound to the url and the variables the headers name, re-sealed by rekey; a change of headers moves the revision", async () => {
+      const at = await kind.fresh();
+      const key = parseKey(newKeyText(), "test");
+      const store = await at.open(key);
+      const url = "https://keyed.example/mcp";
+      const headers = { "X-API-Key": "${API_KEY}", "X-Team": "${TEAM}-${API_KEY}" };
+      const value = (name: string, v: string, on = url) => ({ connectionId: "k", name, url: on, setAt: 1000, setBy: "alice laptop", value: v });
+      assert.equal(await store.putHeaderValue(value("API_KEY", "KEY-SECRET")), false, "not declared");
+      const before = await store.revision();
+      await store.putConnection({ id: "k", url, prefixTools: true, oauth: undefined, headers });
+      assert.deepEqual(await store.getConnection("k"), { id: "k", url, prefixTools: true, oauth: undefined, headers });
+      assert.notEqual(await store.revision(), before);
+      const declared = await store.revision();
+      await store.putConnection({ id: "k", url, prefixTools: true, oauth: undefined, headers: { ...headers } });
+      assert.equal(await store.revision(), declared, "the same headers again change nothing");
+      assert.equal(await store.putHeaderValue(value("OTHER", "x")), false, "a variable the headers do not name");
+      assert.equal(await store.putHeaderValue(value("API_KEY", "KEY-SECRET", "https://elsewhere.example/mcp")), false, "another url");
+      assert.equal(await store.putHeaderValue(value("API_KEY", "KEY-SECRET")), true);
+      assert.equal(await store.putHeaderValue(value("TEAM", "TEAM-SECRET")), true);
+      assert.deepEqual(
+        (await store.headerValues("k", url)).map((v) => [v.name, v.value, v.setBy]),
+        [
+          ["API_KEY", "KEY-SECRET", "alice laptop"],
+          ["TEAM", "TEAM-SECRET", "alice laptop"],
+        ],
+      );
+      assert.deepEqual(
+        (await store.headerValueSummaries()).map((v) => Object.keys(v).sort().join()),
+        ["connectionId,name,setAt,setBy,url", "connectionId,name,setAt,setBy,url"],
+        "a summary never carries the value",
+      );
+      assert.doesNotMatch(await at.contents(), /SECRET/);
+
+      const next = parseKey(newKeyText(), "test");
+      assert.equal(await store.rekey(next), 2);
+      await store.close();
+      const rotated = await at.open(next);
+      assert.deepEqual((await rotated.headerValues("k", url)).map((v) => v.value), ["KEY-SECRET", "TEAM-SECRET"]);
+
+      // TEAM no longer named: its value goes; API_KEY's stays.
+      await rotated.putConnection({ id: "k", url, prefixTools: true, oauth: undefined, headers: { "X-API-Key": "${API_KEY}" } });
+      assert.deepEqual((await rotated.headerValues("k", url)).map((v) => v.name), ["API_KEY"]);
+      const state = await rotated.putState({ connections: [{ id: "k", url: "https://moved.example/mcp", prefixTools: true, oauth: undefined, headers }], agents: [], prune: true });
+      assert.equal(state.outcome, "applied");
+      assert.deepEqual(state.outcome === "applied" && state.changes.map((c) => [c.id, c.action, c.credentialDropped]), [["k", "change", true]], "a url change through PUT /v1/state drops them too");
+      assert.deepEqual(await rotated.headerValueSummaries(), []);
+      assert.equal(await rotated.putHeaderValue(value("API_KEY", "KEY-SECRET", "https://moved.example/mcp")), true);
+      assert.equal(await rotated.deleteHeaderValue("k", "API_KEY"), true);
+      assert.equal(await rotated.deleteHeaderValue("k", "API_KEY"), false);
+      assert.equal(await rotated.putHeaderValue(value("API_KEY", "KEY-SECRET", "https://moved.example/mcp")), true);
+      assert.equal((await rotated.deleteConnection("k")).outcome, "deleted");
+      assert.deepEqual(await rotated.headerValueSummaries(), [], "they go with the connection");
+      await rotated.close();
+    });
+
     test("the revision moves with each change of a declaration, not with the same declaration again (a login re-declares before it authorizes)", async () => {
       const at = await kind.fresh();
       const store = await at.open(parseKey(newKeyText(), "test"));

@@ -65,6 +65,8 @@ export type Route = {
    * `secrets`: the request's own, learnt from every exchange it makes with servers and from the
    * credentials it uses; its answer is scrubbed of them before it is sent (server.ts).
    */
+  /** Why the path's segments are not valid (a message), or undefined; absent: each must be a connection id or agent name (section 1). */
+  checkParams?: (params: ReadonlyArray<string | undefined>) => string | undefined;
   run: (method: string, req: IncomingMessage, params: string[], token: ApiTokenRecord, res: ServerResponse, secrets: Secrets) => Promise<Answer | "streamed">;
 };
 

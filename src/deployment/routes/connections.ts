@@ -1,11 +1,41 @@
-// The connections' routes (docs/deployment-protocol.md sections 3.1 to 3.6): declarations, the
-// consent's start and poll, and the tools a connection answers with the deployment's credential.
+// The connections' routes (docs/deployment-protocol.md sections 3.1 to 3.6 and 3.12): declarations,
+// the consent's start and poll, the values of header templates, and the tools a connection answers
+// with the deployment's credential.
 import { z } from "zod";
+import { ENV_NAME_PATTERN, isValidName } from "../../config/rules.ts";
+import { HEADER_NAME_PATTERN, headerVariables, literalSecretProblem, reservedHeaderProblem, templateProblem } from "../../config/templates.ts";
 import type { OAuth } from "../oauth.ts";
-import type { ConnectionRecord, DeploymentStore } from "../store/types.ts";
+import type { ConnectionRecord, DeploymentStore, HeaderValueSummary } from "../store/types.ts";
 import { inCatalog, NOT_IN_CATALOG, notInCatalogMessage } from "../catalog.ts";
 import { isLoopbackHost } from "../config.ts";
 import { BadBody, fail, IdSchema, iso, issueText, readJson, type Route } from "./answer.ts";
+
+/** Section 3.2: how many headers a declaration may set, and how long a value (a template, or one held) may be. */
+export const MAX_HEADERS = 32;
+export const MAX_HEADER_VALUE_BYTES = 8192;
+/** RFC 9110 section 5.5: a field value holds no control character but a tab. */
+const CONTROL = /[\u0000-\u0008\u000a-\u001f\u007f]/;
+
+/** Why a declaration's `headers` are refused (section 3.2), or undefined. Never quotes a value: a literal one may be a secret. */
+export function headersProblem(headers: Readonly<Record<string, string>>): string | undefined {
+  const names = Object.keys(headers);
+  if (names.length > MAX_HEADERS) return `headers: at most ${MAX_HEADERS}`;
+  const seen = new Set<string>();
+  for (const [name, value] of Object.entries(headers)) {
+    if (!HEADER_NAME_PATTERN.test(name)) return `headers: ${JSON.stringify(name.slice(0, 100))} is not a header name`;
+    if (seen.has(name.toLowerCase())) return `headers: ${name} is set twice (header names ignore case)`;
+    seen.add(name.toLowerCase());
+    const reserved = reservedHeaderProblem(name);
+    if (reserved) return `headers: ${reserved.message}`;
+    if (Buffer.byteLength(value) > MAX_HEADER_VALUE_BYTES) return `headers: the value of ${name} is longer than ${MAX_HEADER_VALUE_BYTES} bytes`;
+    if (CONTROL.test(value)) return `headers: the value of ${name} has a control character`;
+    const template = templateProblem(value);
+    if (template) return `headers: the value of ${name} ${template}`;
+    // A literal credential would be listed to every `read` token: it is handed over as a value instead (section 3.12).
+    if (literalSecretProblem(name, value)) return `headers: ${name} has a literal value; write a \`\${NAME}\` template and hand the value over with PUT /v1/mcp/{id}/secrets/{NAME}`;
+  }
+  return undefined;
+}
 
 /** The fields of a declaration, shared by PUT /v1/mcp/{id} and each entry of PUT /v1/state. */
 export const connectionFields = {
@@ -18,8 +48,26 @@ export const connectionFields = {
       scopes: z.array(z.string()).optional(),
     })
     .optional(),
+  headers: z
+    .record(z.string(), z.string())
+    .superRefine((headers, ctx) => {
+      const problem = headersProblem(headers);
+      if (problem) ctx.addIssue({ code: "custom", message: problem });
+    })
+    .optional(),
 };
 const ConnectionBody = z.strictObject(connectionFields);
+
+/** A declaration as the store keeps it, from a checked body; `{}` headers are none. */
+export const connectionRecordOf = (id: string, body: z.output<typeof ConnectionBody>): ConnectionRecord => ({
+  id,
+  url: body.url,
+  prefixTools: body.prefix_tools,
+  oauth: body.oauth,
+  ...(body.headers && Object.keys(body.headers).length > 0 ? { headers: body.headers } : {}),
+});
+
+const ValueBody = z.strictObject({ value: z.string() });
 
 /** Section 3.2: a field that names or holds a secret of the developer's machine, checked before the rest of the body. */
 export function hasLocalOnlyField(body: unknown): boolean {
@@ -38,37 +86,51 @@ export type ConnectionRoutesOptions = {
   catalog: string[] | undefined;
   pollInterval: number;
   ttlSeconds: number;
+  now?: () => number;
 };
 
 type Held = { id: string; url: string; authorizedAt: number; authorizedBy: string | null; expiresAt: number | null };
 
 /**
  * Section 2: a Connection; `authorized` only with a credential for its current url that the
- * deployment would use. One outside the catalog is `declared` and says why in `refused`, whatever
- * it holds: a client that does not know `refused` then shows it needing a login (which the
- * deployment refuses with the catalog), never as usable.
+ * deployment would use, or a value held for every variable its headers name (section 3.12). One
+ * outside the catalog is `declared` and says why in `refused`, whatever it holds: a client that
+ * does not know `refused` then shows it needing a login (which the deployment refuses with the
+ * catalog), never as usable. `values`: the header values held for it (never a value itself).
  */
-export function connectionJson(c: ConnectionRecord, held: Held | undefined, catalog: readonly string[] | undefined) {
+export function connectionJson(c: ConnectionRecord, held: Held | undefined, catalog: readonly string[] | undefined, values: readonly HeaderValueSummary[] = []) {
   const allowed = inCatalog(catalog, c.url);
-  const authorized = allowed && held !== undefined && held.url === c.url;
+  const credential = held !== undefined && held.url === c.url ? held : undefined;
+  const variables = headerVariables(c.headers ?? {});
+  const secrets = variables.map((name) => {
+    const value = values.find((v) => v.name === name && v.url === c.url);
+    return { name, held: value !== undefined, ...(value ? { set_at: iso(value.setAt), ...(value.setBy !== null ? { set_by: value.setBy } : {}) } : {}) };
+  });
+  const valuesHeld = variables.length > 0 && secrets.every((s) => s.held);
+  // Missing values keep it from being used (section 3.12), whatever credential it also holds.
+  const authorized = allowed && (variables.length === 0 ? credential !== undefined : valuesHeld);
+  const latest = values.filter((v) => v.url === c.url && variables.includes(v.name)).sort((a, b) => b.setAt - a.setAt)[0];
+  const since = credential ? { at: credential.authorizedAt, by: credential.authorizedBy } : latest ? { at: latest.setAt, by: latest.setBy } : undefined;
   return {
     id: c.id,
     url: c.url,
     prefix_tools: c.prefixTools,
     ...(c.oauth ? { oauth: c.oauth } : {}),
+    ...(c.headers ? { headers: c.headers } : {}),
+    ...(secrets.length > 0 ? { secrets } : {}),
     status: authorized ? "authorized" : "declared",
-    ...(authorized ? { authorized_at: iso(held.authorizedAt) } : {}),
-    ...(authorized && held.authorizedBy !== null ? { authorized_by: held.authorizedBy } : {}),
-    ...(authorized && held.expiresAt !== null ? { expires_at: iso(held.expiresAt) } : {}),
+    ...(authorized && since ? { authorized_at: iso(since.at) } : {}),
+    ...(authorized && since && since.by !== null ? { authorized_by: since.by } : {}),
+    ...(authorized && credential && credential.expiresAt !== null ? { expires_at: iso(credential.expiresAt) } : {}),
     ...(allowed ? {} : { refused: { error: NOT_IN_CATALOG, message: notInCatalogMessage(c) } }),
   };
 }
 
 /** Every declared Connection, as GET /v1/mcp answers them. */
 export async function connectionsJson(store: DeploymentStore, catalog: readonly string[] | undefined) {
-  const [connections, held] = await Promise.all([store.listConnections(), store.credentialSummaries()]);
+  const [connections, held, values] = await Promise.all([store.listConnections(), store.credentialSummaries(), store.headerValueSummaries()]);
   const byId = new Map(held.map((h) => [h.id, h]));
-  return connections.map((c) => connectionJson(c, byId.get(c.id), catalog));
+  return connections.map((c) => connectionJson(c, byId.get(c.id), catalog, values.filter((v) => v.connectionId === c.id)));
 }
 
 export function connectionRoutes(o: ConnectionRoutesOptions): Route[] {
@@ -109,13 +171,14 @@ export function connectionRoutes(o: ConnectionRoutesOptions): Route[] {
         if (o.catalog && !o.catalog.includes(parsed.data.url)) {
           return fail(403, "url_not_in_catalog", `${parsed.data.url} is not in this deployment's catalog`, { catalog: o.catalog });
         }
-        const record: ConnectionRecord = { id: id!, url: parsed.data.url, prefixTools: parsed.data.prefix_tools, oauth: parsed.data.oauth };
+        const record = connectionRecordOf(id!, parsed.data);
         const put = await store.putConnection(record);
         // Section 5: a changed url ends pending consents too, whether or not a credential was held.
         if (put.urlChanged) await oauth.endPending(id!, "connection_changed", "the connection's url changed");
         await oauth.revoke(put.dropped);
         const held = (await store.credentialSummaries()).find((h) => h.id === id);
-        return { status: put.created ? 201 : 200, body: connectionJson(record, held, o.catalog) };
+        const values = (await store.headerValueSummaries()).filter((v) => v.connectionId === id);
+        return { status: put.created ? 201 : 200, body: connectionJson(record, held, o.catalog, values) };
       },
     },
     {
@@ -146,6 +209,45 @@ export function connectionRoutes(o: ConnectionRoutesOptions): Route[] {
         const outcome = await oauth.poll(aid!);
         if (!outcome) return fail(404, "not_found", "no such authorization (or it ended long ago)");
         return { status: 200, body: { status: outcome.status, ...(outcome.error ? { error: outcome.error } : {}), ...(outcome.message && outcome.status !== "authorized" ? { message: outcome.message } : {}) } };
+      },
+    },
+    {
+      pattern: /^\/v1\/mcp\/([^/]+)\/secrets\/([^/]+)\/?$/,
+      route: "/v1/mcp/{id}/secrets/{name}",
+      // Handing over an API key is consenting without a browser (section 3.12).
+      need: "consent",
+      methods: ["PUT", "DELETE"],
+      checkParams: ([id, name]) =>
+        id === undefined || !isValidName(id)
+          ? `${JSON.stringify(id ?? "")} is not a valid connection id`
+          : name === undefined || !ENV_NAME_PATTERN.test(name)
+            ? `${JSON.stringify((name ?? "").slice(0, 100))} is not a variable name (letters, digits and '_', not starting with a digit)`
+            : undefined,
+      run: async (method, req, [id, name], token, _res, secrets) => {
+        const connection = await store.getConnection(id!);
+        if (method === "DELETE") {
+          if (!connection) return fail(404, "not_found", `no connection ${id}`);
+          return (await store.deleteHeaderValue(id!, name!)) ? { status: 204 } : fail(404, "not_found", `the deployment holds no value of ${name} for ${id}`);
+        }
+        const body = await readJson(req);
+        const parsed = ValueBody.safeParse(body);
+        if (!parsed.success) return fail(400, "invalid_request", issueText(parsed.error));
+        const value = parsed.data.value;
+        secrets.add(value);
+        if (value === "") return fail(400, "invalid_request", "value: empty");
+        if (Buffer.byteLength(value) > MAX_HEADER_VALUE_BYTES) return fail(400, "invalid_request", `value: longer than ${MAX_HEADER_VALUE_BYTES} bytes`);
+        if (CONTROL.test(value)) return fail(400, "invalid_request", "value: a header value cannot hold a control character (RFC 9110 section 5.5)");
+        if (!connection) return fail(404, "not_found", `no connection ${id}; declare it first (subs apply)`);
+        if (!inCatalog(o.catalog, connection.url)) return fail(403, NOT_IN_CATALOG, notInCatalogMessage(connection), { catalog: o.catalog });
+        const named = headerVariables(connection.headers ?? {});
+        if (!named.includes(name!)) {
+          const which = named.length > 0 ? `its headers name ${named.join(", ")}` : "its headers name no variable";
+          return fail(400, "unknown_variable", `${id} on the deployment does not use ${name}: ${which}; run \`subs apply\` if the file says otherwise`);
+        }
+        const stored = await store.putHeaderValue({ connectionId: id!, name: name!, url: connection.url, setAt: (o.now ?? Date.now)(), setBy: token.name, value });
+        // Its url or headers changed between the read and the write: what was handed over may not apply any more.
+        if (!stored) return fail(409, "connection_changed", `${id} changed while the value was handed over; run \`subs mcp login ${id}\` again`);
+        return { status: 204 };
       },
     },
     {

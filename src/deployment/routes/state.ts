@@ -6,7 +6,7 @@ import type { OAuth } from "../oauth.ts";
 import type { AgentRecord, ConnectionRecord, DeploymentStore } from "../store/types.ts";
 import { agentFields, namesEachConnectionOnce } from "./agents.ts";
 import { fail, IdSchema, issueText, readJson, type Route } from "./answer.ts";
-import { connectionFields, connectionsJson, hasLocalOnlyField, LOCAL_ONLY_MESSAGE } from "./connections.ts";
+import { connectionFields, connectionRecordOf, connectionsJson, hasLocalOnlyField, LOCAL_ONLY_MESSAGE } from "./connections.ts";
 
 const unique = (ids: string[]) => new Set(ids).size === ids.length;
 
@@ -44,7 +44,7 @@ export function stateRoutes(o: { store: DeploymentStore; oauth: OAuth; catalog: 
         if (outside.length) {
           return fail(403, "url_not_in_catalog", `${outside.map((c) => c.url).join(", ")} ${outside.length === 1 ? "is" : "are"} not in this deployment's catalog`, { catalog: o.catalog });
         }
-        const connections: ConnectionRecord[] = parsed.data.connections.map((c) => ({ id: c.id, url: c.url, prefixTools: c.prefix_tools, oauth: c.oauth }));
+        const connections: ConnectionRecord[] = parsed.data.connections.map(({ id, ...c }) => connectionRecordOf(id, c));
         const agents: AgentRecord[] = parsed.data.agents.map((a) => ({ name: a.name, mcp: a.mcp, tools: a.tools, agents: a.agents }));
         const put = await store.putState({ connections, agents, prune: parsed.data.prune, ...(parsed.data.revision !== undefined ? { ifRevision: parsed.data.revision } : {}) });
         if (put.outcome === "revision_changed") {

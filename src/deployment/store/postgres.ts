@@ -8,6 +8,7 @@
 import type { ClientConfig, Pool, PoolClient, QueryResultRow } from "pg";
 import { failed, refused, SubsError } from "../../errors.ts";
 import { passwordInUrl } from "../config.ts";
+import { headerVariables } from "../../config/templates.ts";
 import { seal, type Key, type Sealed } from "../keys.ts";
 import {
   AgentRow,
@@ -31,7 +32,16 @@ import {
   sortHeldSessions,
   checkedAll,
   ConnectionRow,
+  CONNECTION_COLUMNS,
   connectionOf,
+  HeaderValueRow,
+  HeaderValueSummaryRow,
+  headersColumn,
+  headerValueAad,
+  headerValueOf,
+  headerValueSummaryOf,
+  headerValuesMigration,
+  sealHeaderValue,
   CredentialRow,
   credentialAad,
   credentialOf,
@@ -73,6 +83,8 @@ import {
   type NewApiToken,
   type PutMcpSession,
   type DeleteConnection,
+  type HeaderValueRecord,
+  type HeaderValueSummary,
   type PutAgent,
   type PutConnection,
   type PutState,
@@ -122,6 +134,8 @@ export const PG_MIGRATIONS: readonly string[] = [
   AUTHORIZED_BY,
   // The processes serving the store (sqlite.ts's seventh migration).
   `CREATE TABLE replicas (id TEXT PRIMARY KEY, listen TEXT NOT NULL, started_at BIGINT NOT NULL, seen_at BIGINT NOT NULL);`,
+  // Header templates and the values of their variables (sqlite.ts's eighth migration).
+  headerValuesMigration("BIGINT", ""),
 ];
 
 /** The advisory lock the migrations run under: any constant no other tool of the database uses ("subs" in ASCII). */
@@ -162,7 +176,7 @@ const REVISION = "revision";
 /** Thrown inside putState's transaction to roll it back: the plan was made from an older revision. */
 const STALE = Symbol("stale revision");
 /** A connection row as Postgres returns it: what putState compares a declaration with. */
-type RawConnection = { id: string; url: string; prefix_tools: boolean; oauth_json: string | null };
+type RawConnection = { id: string; url: string; prefix_tools: boolean; oauth_json: string | null; headers_json: string | null };
 /** A request waits this long for a connection before it is answered "store unavailable". */
 const CONNECT_TIMEOUT_MS = 2000;
 /** The longest one statement may run (a lock wait included) before Postgres cancels it. */
@@ -366,7 +380,7 @@ export class PostgresStore implements RekeyableStore {
   async checkKey() {
     await checkKey(this.#key, this.path, {
       read: () => this.keyCheck(),
-      anySealedKeyId: async () => (await this.#rows<{ key_id: string }>("SELECT key_id FROM credentials UNION SELECT key_id FROM registrations UNION SELECT key_id FROM authorizations LIMIT 1"))[0]?.key_id,
+      anySealedKeyId: async () => (await this.#rows<{ key_id: string }>("SELECT key_id FROM credentials UNION SELECT key_id FROM header_values UNION SELECT key_id FROM registrations UNION SELECT key_id FROM authorizations LIMIT 1"))[0]?.key_id,
       write: async (sealed) => void (await this.#rows("INSERT INTO meta (name, key_id, value) VALUES ($1, $2, $3) ON CONFLICT (name) DO NOTHING", [KEY_CHECK, sealed.keyId, sealed.value])),
     });
   }
@@ -390,11 +404,11 @@ export class PostgresStore implements RekeyableStore {
   }
 
   async listConnections(): Promise<ConnectionRecord[]> {
-    return checkedAll(ConnectionRow, await this.#rows("SELECT id, url, prefix_tools, oauth_json FROM connections ORDER BY id"), "connections").map(connectionOf);
+    return checkedAll(ConnectionRow, await this.#rows(`SELECT ${CONNECTION_COLUMNS} FROM connections ORDER BY id`), "connections").map(connectionOf);
   }
 
   async getConnection(id: string): Promise<ConnectionRecord | undefined> {
-    const [row] = await this.#rows("SELECT id, url, prefix_tools, oauth_json FROM connections WHERE id = $1", [id]);
+    const [row] = await this.#rows(`SELECT ${CONNECTION_COLUMNS} FROM connections WHERE id = $1`, [id]);
     return row === undefined ? undefined : connectionOf(checked(ConnectionRow, row, "connections"));
   }
 
@@ -402,27 +416,33 @@ export class PostgresStore implements RekeyableStore {
     const at = this.#now();
     return this.#transaction(async (db) => {
       await this.#lockDeclarations(db);
-      const [existing] = await this.#rows<RawConnection>("SELECT id, url, prefix_tools, oauth_json FROM connections WHERE id = $1 FOR UPDATE", [c.id], db);
+      const [existing] = await this.#rows<RawConnection>(`SELECT ${CONNECTION_COLUMNS} FROM connections WHERE id = $1 FOR UPDATE`, [c.id], db);
       // The same declaration again (a login declares before it authorizes) leaves the revision
       // an apply planned from valid.
       if (declares(existing, c)) return { created: false, urlChanged: false, dropped: undefined };
-      const { created, dropped } = await this.#writeConnection(db, c, existing, at);
+      const { created, credential: dropped } = await this.#writeConnection(db, c, existing, at);
       await this.#bumpRevision(db);
       return { created, urlChanged: existing !== undefined && existing.url !== c.url, dropped };
     });
   }
 
-  /** Inside a transaction: declares or replaces; a different url takes the credential out (returned). */
+  /**
+   * Inside a transaction: declares or replaces. A different url takes the credential out
+   * (returned), and with it every header value; a variable the headers no longer name loses its
+   * value (docs/deployment-protocol.md section 5). `values`: how many values went.
+   */
   async #writeConnection(db: Queryable, c: ConnectionRecord, existing: { url: string } | undefined, at: number) {
-    const dropped = existing && existing.url !== c.url ? await this.#takeCredential(db, c.id) : undefined;
+    const credential = existing && existing.url !== c.url ? await this.#takeCredential(db, c.id) : undefined;
     const [row] = await this.#rows<{ created: boolean }>(
-      `INSERT INTO connections (id, url, prefix_tools, oauth_json, created_at, updated_at) VALUES ($1, $2, $3, $4, $5, $5)
-       ON CONFLICT (id) DO UPDATE SET url = excluded.url, prefix_tools = excluded.prefix_tools, oauth_json = excluded.oauth_json, updated_at = excluded.updated_at
+      `INSERT INTO connections (id, url, prefix_tools, oauth_json, headers_json, created_at, updated_at) VALUES ($1, $2, $3, $4, $6, $5, $5)
+       ON CONFLICT (id) DO UPDATE SET url = excluded.url, prefix_tools = excluded.prefix_tools, oauth_json = excluded.oauth_json,
+         headers_json = excluded.headers_json, updated_at = excluded.updated_at
        RETURNING (xmax = 0) AS created`,
-      [c.id, c.url, c.prefixTools, c.oauth === undefined ? null : JSON.stringify(c.oauth), at],
+      [c.id, c.url, c.prefixTools, c.oauth === undefined ? null : JSON.stringify(c.oauth), at, headersColumn(c)],
       db,
     );
-    return { created: row?.created === true, dropped };
+    const values = await this.#count("DELETE FROM header_values WHERE connection_id = $1 AND (url <> $2 OR NOT (name = ANY($3::text[])))", [c.id, c.url, headerVariables(c.headers ?? {})], db);
+    return { created: row?.created === true, credential, values };
   }
 
   async #lockDeclarations(db: Queryable): Promise<void> {
@@ -462,7 +482,7 @@ export class PostgresStore implements RekeyableStore {
   async #applyState(db: Queryable, state: DeclaredState, at: number, current: { revision: string }): Promise<PutState> {
     await this.#lockDeclarations(db);
     current.revision = await this.#revision(db);
-    const before = new Map((await this.#rows<RawConnection>("SELECT id, url, prefix_tools, oauth_json FROM connections", [], db)).map((r) => [r.id, r]));
+    const before = new Map((await this.#rows<RawConnection>(`SELECT ${CONNECTION_COLUMNS} FROM connections`, [], db)).map((r) => [r.id, r]));
     const agentsBefore = new Map((await this.#rows<{ name: string; body_json: string }>("SELECT name, body_json FROM agents", [], db)).map((r) => [r.name, r.body_json]));
     const named = new Set(state.connections.map((c) => c.id));
     const kept = (id: string) => named.has(id) || (!state.prune && before.has(id));
@@ -478,10 +498,10 @@ export class PostgresStore implements RekeyableStore {
       if (declares(row, c)) continue;
       // A credential is bound to its url (docs/deployment-protocol.md section 5).
       const hadCredential = row !== undefined && row.url !== c.url && (await hasCredential(c.id));
-      const { dropped: took } = await this.#writeConnection(db, c, row, at);
-      if (took) dropped.push(took);
+      const written = await this.#writeConnection(db, c, row, at);
+      if (written.credential) dropped.push(written.credential);
       if (row && row.url !== c.url) ended.push({ id: c.id, why: "url_changed" });
-      changes.push({ kind: "connection", id: c.id, action: row ? "change" : "add", credentialDropped: hadCredential });
+      changes.push({ kind: "connection", id: c.id, action: row ? "change" : "add", credentialDropped: hadCredential || written.values > 0 });
     }
     for (const agent of state.agents) {
       const body = agentsBefore.get(agent.name);
@@ -499,7 +519,7 @@ export class PostgresStore implements RekeyableStore {
       }
       for (const id of [...before.keys()].sort()) {
         if (named.has(id)) continue;
-        const hadCredential = await hasCredential(id);
+        const hadCredential = (await hasCredential(id)) || (await this.#rows("SELECT 1 FROM header_values WHERE connection_id = $1", [id], db)).length > 0;
         const took = await this.#takeCredential(db, id);
         if (took) dropped.push(took);
         await this.#rows("DELETE FROM connections WHERE id = $1", [id], db);
@@ -583,6 +603,37 @@ export class PostgresStore implements RekeyableStore {
       if (deleted) await this.#bumpRevision(db);
       return deleted;
     });
+  }
+
+  async headerValueSummaries(): Promise<HeaderValueSummary[]> {
+    return checkedAll(HeaderValueSummaryRow, await this.#rows("SELECT connection_id, name, url, set_at, set_by FROM header_values ORDER BY connection_id, name"), "header_values").map(headerValueSummaryOf);
+  }
+
+  async headerValues(connectionId: string, url: string): Promise<HeaderValueRecord[]> {
+    const rows = checkedAll(HeaderValueRow, await this.#rows("SELECT * FROM header_values WHERE connection_id = $1 AND url = $2 ORDER BY name", [connectionId, url]), "header_values");
+    return rows.map((row) => headerValueOf(this.#key, row));
+  }
+
+  async putHeaderValue(v: HeaderValueRecord): Promise<boolean> {
+    const sealed = sealHeaderValue(this.#key, v);
+    return this.#transaction(async (db) => {
+      // FOR SHARE: a change of the url or the headers (FOR UPDATE) cannot slip between the check and the write.
+      const [declared] = await this.#rows(`SELECT ${CONNECTION_COLUMNS} FROM connections WHERE id = $1 FOR SHARE`, [v.connectionId], db);
+      if (declared === undefined) return false;
+      const connection = connectionOf(checked(ConnectionRow, declared, "connections"));
+      if (connection.url !== v.url || !headerVariables(connection.headers ?? {}).includes(v.name)) return false;
+      await this.#rows(
+        `INSERT INTO header_values (connection_id, name, url, set_at, set_by, key_id, sealed) VALUES ($1, $2, $3, $4, $5, $6, $7)
+         ON CONFLICT (connection_id, name) DO UPDATE SET url = excluded.url, set_at = excluded.set_at, set_by = excluded.set_by, key_id = excluded.key_id, sealed = excluded.sealed`,
+        [v.connectionId, v.name, v.url, v.setAt, v.setBy, sealed.keyId, sealed.value],
+        db,
+      );
+      return true;
+    });
+  }
+
+  async deleteHeaderValue(connectionId: string, name: string): Promise<boolean> {
+    return (await this.#count("DELETE FROM header_values WHERE connection_id = $1 AND name = $2", [connectionId, name])) > 0;
   }
 
   async credentialSummaries(): Promise<Array<Omit<CredentialRecord, "secret">>> {
@@ -901,6 +952,11 @@ export class PostgresStore implements RekeyableStore {
         const aad = credentialAad(row.id, row.url);
         const sealed = reseal(key, next, row, aad);
         await this.#rows("UPDATE credentials SET key_id = $1, sealed = $2 WHERE id = $3", [sealed.keyId, sealed.value, row.id], db);
+        n++;
+      }
+      for (const row of checkedAll(HeaderValueRow, await this.#rows("SELECT * FROM header_values FOR UPDATE", [], db), "header_values")) {
+        const sealed = reseal(key, next, row, headerValueAad(row.connection_id, row.url, row.name));
+        await this.#rows("UPDATE header_values SET key_id = $1, sealed = $2 WHERE connection_id = $3 AND name = $4", [sealed.keyId, sealed.value, row.connection_id, row.name], db);
         n++;
       }
       const regs = await this.#rows<{ authorization_server: string; redirect_uri: string; key_id: string; sealed: string }>(

@@ -15,6 +15,8 @@ import {
   type ConnectionRecord,
   type CredentialRecord,
   type CredentialSecret,
+  type HeaderValueRecord,
+  type HeaderValueSummary,
   type HeldMcpSession,
   type McpSessionCheck,
   type McpSessionKey,
@@ -62,7 +64,17 @@ const json = <T>(schema: z.ZodType<T>) => z.string().transform((text, ctx) => {
   }
 });
 
-export const ConnectionRow = z.object({ id: z.string(), url: z.string(), prefix_tools: Flag, oauth_json: json(OAuthSettingsSchema).nullable() });
+export const ConnectionRow = z.object({
+  id: z.string(),
+  url: z.string(),
+  prefix_tools: Flag,
+  oauth_json: json(OAuthSettingsSchema).nullable(),
+  headers_json: json(z.record(z.string(), z.string())).nullable(),
+});
+/** The columns of a connection every read selects. */
+export const CONNECTION_COLUMNS = "id, url, prefix_tools, oauth_json, headers_json";
+export const HeaderValueSummaryRow = z.object({ connection_id: z.string(), name: z.string(), url: z.string(), set_at: Ms, set_by: z.string().nullable() });
+export const HeaderValueRow = HeaderValueSummaryRow.extend({ key_id: z.string(), sealed: z.string() });
 export const AgentRow = z.object({ body_json: json(AgentSchema) });
 export const SummaryRow = z.object({ id: z.string(), url: z.string(), issuer: z.string(), authorized_at: Ms, authorized_by: z.string().nullable(), expires_at: Ms.nullable(), version: z.number().int() });
 export const CredentialRow = SummaryRow.extend({ key_id: z.string(), sealed: z.string() });
@@ -120,14 +132,21 @@ export const connectionOf = (row: z.output<typeof ConnectionRow>): ConnectionRec
   url: row.url,
   prefixTools: row.prefix_tools,
   oauth: row.oauth_json === null ? undefined : (row.oauth_json as ConnectionRecord["oauth"]),
+  ...(row.headers_json !== null ? { headers: row.headers_json } : {}),
 });
+/** The headers column of a declaration: none is NULL, so `{}` and absent are one declaration. */
+export const headersColumn = (c: Pick<ConnectionRecord, "headers">): string | null => (c.headers === undefined || Object.keys(c.headers).length === 0 ? null : JSON.stringify(c.headers));
 /**
  * Whether a connection's raw row already declares `c` exactly (SQLite keeps prefix_tools as 0/1,
  * Postgres as a boolean): such a write changes nothing and leaves the revision alone
  * (docs/deployment-protocol.md section 3.10).
  */
-export const declares = (row: { url: string; prefix_tools: number | boolean; oauth_json: string | null } | undefined, c: ConnectionRecord): boolean =>
-  row !== undefined && row.url === c.url && Boolean(row.prefix_tools) === c.prefixTools && row.oauth_json === (c.oauth === undefined ? null : JSON.stringify(c.oauth));
+export const declares = (row: { url: string; prefix_tools: number | boolean; oauth_json: string | null; headers_json: string | null } | undefined, c: ConnectionRecord): boolean =>
+  row !== undefined &&
+  row.url === c.url &&
+  Boolean(row.prefix_tools) === c.prefixTools &&
+  row.oauth_json === (c.oauth === undefined ? null : JSON.stringify(c.oauth)) &&
+  row.headers_json === headersColumn(c);
 
 export const agentOf = (row: z.output<typeof AgentRow>): AgentRecord => row.body_json as AgentRecord;
 export const tokenOf = (row: z.output<typeof TokenRow>): ApiTokenRecord => ({ id: row.id, name: row.name, role: row.role, createdAt: row.created_at, lastUsedAt: row.last_used_at, expiresAt: row.expires_at });
@@ -150,6 +169,7 @@ export const AUTHORIZED_BY = `ALTER TABLE credentials ADD COLUMN authorized_by T
 
 /** The additional authenticated data of a sealed value: the row it belongs to. */
 export const credentialAad = (id: string, url: string) => `credential\0${id}\0${url}`;
+export const headerValueAad = (connectionId: string, url: string, name: string) => `header-value\0${connectionId}\0${url}\0${name}`;
 export const registrationAad = (server: string, redirectUri: string) => `registration\0${server}\0${redirectUri}`;
 export const authorizationAad = (id: string) => `authorization\0${id}`;
 
@@ -164,6 +184,23 @@ export function credentialOf(key: Key | undefined, row: z.output<typeof Credenti
   const secret = JSON.parse(open(needKey(key), { keyId: row.key_id, value: row.sealed }, credentialAad(row.id, row.url))) as CredentialSecret;
   return { ...summaryOf(row), secret };
 }
+
+export const sealHeaderValue = (key: Key | undefined, v: HeaderValueRecord): Sealed => seal(needKey(key), v.value, headerValueAad(v.connectionId, v.url, v.name));
+export const headerValueSummaryOf = (r: z.output<typeof HeaderValueSummaryRow>): HeaderValueSummary => ({ connectionId: r.connection_id, name: r.name, url: r.url, setAt: r.set_at, setBy: r.set_by });
+export const headerValueOf = (key: Key | undefined, r: z.output<typeof HeaderValueRow>): HeaderValueRecord => ({
+  ...headerValueSummaryOf(r),
+  value: open(needKey(key), { keyId: r.key_id, value: r.sealed }, headerValueAad(r.connection_id, r.url, r.name)),
+});
+
+/**
+ * The migration that gives connections their header templates and the store the values of their
+ * variables (docs/deployment-protocol.md section 3.12), alike in both databases but for types.
+ */
+export const headerValuesMigration = (integer: "INTEGER" | "BIGINT", strict: string) => `ALTER TABLE connections ADD COLUMN headers_json TEXT;
+   CREATE TABLE header_values (
+     connection_id TEXT NOT NULL REFERENCES connections(id) ON DELETE CASCADE, name TEXT NOT NULL, url TEXT NOT NULL,
+     set_at ${integer} NOT NULL, set_by TEXT, key_id TEXT NOT NULL, sealed TEXT NOT NULL,
+     PRIMARY KEY (connection_id, name))${strict};`;
 
 export const sealRegistration = (key: Key | undefined, server: string, redirectUri: string, client: object): Sealed => seal(needKey(key), JSON.stringify(client), registrationAad(server, redirectUri));
 export const openRegistration = (key: Key | undefined, server: string, redirectUri: string, row: z.output<typeof SealedRow>) =>

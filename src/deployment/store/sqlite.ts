@@ -7,6 +7,7 @@ import { closeSync, constants, lstatSync, mkdirSync, openSync, chmodSync } from 
 import path from "node:path";
 import type BetterSqlite3 from "better-sqlite3";
 import { failed, refused } from "../../errors.ts";
+import { headerVariables } from "../../config/templates.ts";
 import { seal, type Key, type Sealed } from "../keys.ts";
 import {
   AgentRow,
@@ -30,7 +31,16 @@ import {
   needKey,
   checkedAll,
   ConnectionRow,
+  CONNECTION_COLUMNS,
   CredentialRow,
+  HeaderValueRow,
+  HeaderValueSummaryRow,
+  headersColumn,
+  headerValueAad,
+  headerValueOf,
+  headerValueSummaryOf,
+  headerValuesMigration,
+  sealHeaderValue,
   connectionOf,
   agentOf,
   credentialAad,
@@ -64,6 +74,8 @@ import {
   type CredentialRefresh,
   type DeclaredState,
   type DeleteConnection,
+  type HeaderValueRecord,
+  type HeaderValueSummary,
   type HeldMcpSession,
   type McpSessionCheck,
   type McpSessionKey,
@@ -132,11 +144,13 @@ export const MIGRATIONS: readonly string[] = [
   AUTHORIZED_BY,
   // The processes serving the store, each renewing its row while it does (rotate-key asks).
   `CREATE TABLE replicas (id TEXT PRIMARY KEY, listen TEXT NOT NULL, started_at INTEGER NOT NULL, seen_at INTEGER NOT NULL) STRICT;`,
+  // Header templates and the values of their variables (docs/deployment-protocol.md section 3.12).
+  headerValuesMigration("INTEGER", " STRICT"),
 ];
 
 const BUSY_TIMEOUT_MS = 5000;
 /** A connection row as SQLite holds it: what putState compares a declaration with, byte for byte. */
-type RawConnection = { id: string; url: string; prefix_tools: number; oauth_json: string | null };
+type RawConnection = { id: string; url: string; prefix_tools: number; oauth_json: string | null; headers_json: string | null };
 /** Thrown inside putState's transaction to roll it back: the plan was made from an older revision. */
 const STALE = Symbol("stale revision");
 /** The meta row of the declarations' revision (absent: "0"). */
@@ -249,7 +263,7 @@ export class SqliteStore implements RekeyableStore {
   async checkKey() {
     await checkKey(this.#key, path.basename(this.path), {
       read: async () => readKeyCheck(this.#db),
-      anySealedKeyId: async () => (this.#prepared("SELECT key_id FROM credentials UNION SELECT key_id FROM registrations UNION SELECT key_id FROM authorizations LIMIT 1").get() as { key_id: string } | undefined)?.key_id,
+      anySealedKeyId: async () => (this.#prepared("SELECT key_id FROM credentials UNION SELECT key_id FROM header_values UNION SELECT key_id FROM registrations UNION SELECT key_id FROM authorizations LIMIT 1").get() as { key_id: string } | undefined)?.key_id,
       write: async (sealed) => void this.#prepared("INSERT OR IGNORE INTO meta (name, key_id, value) VALUES (?, ?, ?)").run(KEY_CHECK, sealed.keyId, sealed.value),
     });
   }
@@ -279,11 +293,11 @@ export class SqliteStore implements RekeyableStore {
   }
 
   async listConnections(): Promise<ConnectionRecord[]> {
-    return checkedAll(ConnectionRow, this.#prepared("SELECT id, url, prefix_tools, oauth_json FROM connections ORDER BY id").all(), "connections").map(connectionOf);
+    return checkedAll(ConnectionRow, this.#prepared(`SELECT ${CONNECTION_COLUMNS} FROM connections ORDER BY id`).all(), "connections").map(connectionOf);
   }
 
   async getConnection(id: string): Promise<ConnectionRecord | undefined> {
-    const row = this.#prepared("SELECT id, url, prefix_tools, oauth_json FROM connections WHERE id = ?").get(id);
+    const row = this.#prepared(`SELECT ${CONNECTION_COLUMNS} FROM connections WHERE id = ?`).get(id);
     return row === undefined ? undefined : connectionOf(checked(ConnectionRow, row, "connections"));
   }
 
@@ -291,24 +305,34 @@ export class SqliteStore implements RekeyableStore {
     const at = this.#now();
     return this.#db
       .transaction((): PutConnection => {
-        const existing = this.#prepared("SELECT url, prefix_tools, oauth_json FROM connections WHERE id = ?").get(c.id) as { url: string; prefix_tools: number; oauth_json: string | null } | undefined;
+        const existing = this.#prepared(`SELECT ${CONNECTION_COLUMNS} FROM connections WHERE id = ?`).get(c.id) as RawConnection | undefined;
         // The same declaration again (a login declares before it authorizes) leaves the revision
         // an apply planned from valid.
         if (declares(existing, c)) return { created: false, urlChanged: false, dropped: undefined };
         this.#bumpRevision();
-        return { created: !existing, urlChanged: existing !== undefined && existing.url !== c.url, dropped: this.#writeConnection(c, existing, at) };
+        return { created: !existing, urlChanged: existing !== undefined && existing.url !== c.url, dropped: this.#writeConnection(c, existing, at).credential };
       })
       .immediate();
   }
 
-  /** Inside a transaction: declares or replaces; a different url takes the credential out (returned). */
-  #writeConnection(c: ConnectionRecord, existing: { url: string } | undefined, at: number): CredentialRecord | undefined {
-    const dropped = existing && existing.url !== c.url ? this.#takeCredential(c.id) : undefined;
+  /**
+   * Inside a transaction: declares or replaces. A different url takes the credential out
+   * (returned), and with it every header value; a variable the headers no longer name loses its
+   * value (docs/deployment-protocol.md section 5). `values`: how many values went.
+   */
+  #writeConnection(c: ConnectionRecord, existing: { url: string } | undefined, at: number): { credential: CredentialRecord | undefined; values: number } {
+    const credential = existing && existing.url !== c.url ? this.#takeCredential(c.id) : undefined;
     this.#prepared(
-      `INSERT INTO connections (id, url, prefix_tools, oauth_json, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?)
-       ON CONFLICT(id) DO UPDATE SET url = excluded.url, prefix_tools = excluded.prefix_tools, oauth_json = excluded.oauth_json, updated_at = excluded.updated_at`,
-    ).run(c.id, c.url, c.prefixTools ? 1 : 0, c.oauth === undefined ? null : JSON.stringify(c.oauth), at, at);
-    return dropped;
+      `INSERT INTO connections (id, url, prefix_tools, oauth_json, headers_json, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?)
+       ON CONFLICT(id) DO UPDATE SET url = excluded.url, prefix_tools = excluded.prefix_tools, oauth_json = excluded.oauth_json,
+         headers_json = excluded.headers_json, updated_at = excluded.updated_at`,
+    ).run(c.id, c.url, c.prefixTools ? 1 : 0, c.oauth === undefined ? null : JSON.stringify(c.oauth), headersColumn(c), at, at);
+    const values = this.#prepared("DELETE FROM header_values WHERE connection_id = ? AND (url <> ? OR name NOT IN (SELECT value FROM json_each(?)))").run(
+      c.id,
+      c.url,
+      JSON.stringify(headerVariables(c.headers ?? {})),
+    ).changes;
+    return { credential, values };
   }
 
   /** Deletes and returns the credential (decrypted when the key is here, for revocation). */
@@ -389,7 +413,7 @@ export class SqliteStore implements RekeyableStore {
    */
   #applyState(state: DeclaredState, at: number, current: { revision: string }): PutState {
     current.revision = this.#revision();
-    const before = new Map((this.#prepared("SELECT id, url, prefix_tools, oauth_json FROM connections").all() as RawConnection[]).map((r) => [r.id, r]));
+    const before = new Map((this.#prepared(`SELECT ${CONNECTION_COLUMNS} FROM connections`).all() as RawConnection[]).map((r) => [r.id, r]));
     const agentsBefore = new Map((this.#prepared("SELECT name, body_json FROM agents").all() as Array<{ name: string; body_json: string }>).map((r) => [r.name, r.body_json]));
     const named = new Set(state.connections.map((c) => c.id));
     const kept = (id: string) => named.has(id) || (!state.prune && before.has(id));
@@ -405,9 +429,10 @@ export class SqliteStore implements RekeyableStore {
       if (declares(row, c)) continue;
       // A credential is bound to its url (docs/deployment-protocol.md section 5).
       const hadCredential = row !== undefined && row.url !== c.url && this.#prepared("SELECT 1 FROM credentials WHERE id = ?").get(c.id) !== undefined;
-      took(this.#writeConnection(c, row, at));
+      const written = this.#writeConnection(c, row, at);
+      took(written.credential);
       if (row && row.url !== c.url) ended.push({ id: c.id, why: "url_changed" });
-      changes.push({ kind: "connection", id: c.id, action: row ? "change" : "add", credentialDropped: hadCredential });
+      changes.push({ kind: "connection", id: c.id, action: row ? "change" : "add", credentialDropped: hadCredential || written.values > 0 });
     }
     for (const agent of state.agents) {
       const body = agentsBefore.get(agent.name);
@@ -425,7 +450,7 @@ export class SqliteStore implements RekeyableStore {
       }
       for (const id of [...before.keys()].sort()) {
         if (named.has(id)) continue;
-        const hadCredential = this.#prepared("SELECT 1 FROM credentials WHERE id = ?").get(id) !== undefined;
+        const hadCredential = this.#prepared("SELECT 1 FROM credentials WHERE id = ? UNION ALL SELECT 1 FROM header_values WHERE connection_id = ?").get(id, id) !== undefined;
         took(this.#takeCredential(id));
         this.#prepared("DELETE FROM connections WHERE id = ?").run(id);
         ended.push({ id, why: "deleted" });
@@ -458,6 +483,36 @@ export class SqliteStore implements RekeyableStore {
   /** Inside a write transaction of declarations. */
   #bumpRevision() {
     this.#prepared("INSERT INTO meta (name, key_id, value) VALUES (?, NULL, '1') ON CONFLICT(name) DO UPDATE SET value = CAST(CAST(value AS INTEGER) + 1 AS TEXT)").run(REVISION);
+  }
+
+  async headerValueSummaries(): Promise<HeaderValueSummary[]> {
+    return checkedAll(HeaderValueSummaryRow, this.#prepared("SELECT connection_id, name, url, set_at, set_by FROM header_values ORDER BY connection_id, name").all(), "header_values").map(headerValueSummaryOf);
+  }
+
+  async headerValues(connectionId: string, url: string): Promise<HeaderValueRecord[]> {
+    const rows = checkedAll(HeaderValueRow, this.#prepared("SELECT * FROM header_values WHERE connection_id = ? AND url = ? ORDER BY name").all(connectionId, url), "header_values");
+    return rows.map((row) => headerValueOf(this.#key, row));
+  }
+
+  async putHeaderValue(v: HeaderValueRecord): Promise<boolean> {
+    const sealed = sealHeaderValue(this.#key, v);
+    return this.#db
+      .transaction(() => {
+        const declared = this.#prepared(`SELECT ${CONNECTION_COLUMNS} FROM connections WHERE id = ?`).get(v.connectionId);
+        if (declared === undefined) return false;
+        const connection = connectionOf(checked(ConnectionRow, declared, "connections"));
+        if (connection.url !== v.url || !headerVariables(connection.headers ?? {}).includes(v.name)) return false;
+        this.#prepared(
+          `INSERT INTO header_values (connection_id, name, url, set_at, set_by, key_id, sealed) VALUES (?, ?, ?, ?, ?, ?, ?)
+           ON CONFLICT(connection_id, name) DO UPDATE SET url = excluded.url, set_at = excluded.set_at, set_by = excluded.set_by, key_id = excluded.key_id, sealed = excluded.sealed`,
+        ).run(v.connectionId, v.name, v.url, v.setAt, v.setBy, sealed.keyId, sealed.value);
+        return true;
+      })
+      .immediate();
+  }
+
+  async deleteHeaderValue(connectionId: string, name: string): Promise<boolean> {
+    return this.#prepared("DELETE FROM header_values WHERE connection_id = ? AND name = ?").run(connectionId, name).changes > 0;
   }
 
   async credentialSummaries(): Promise<Array<Omit<CredentialRecord, "secret">>> {
@@ -797,6 +852,11 @@ export class SqliteStore implements RekeyableStore {
           const aad = credentialAad(row.id, row.url);
           const sealed = reseal(key, next, row, aad);
           this.#prepared("UPDATE credentials SET key_id = ?, sealed = ? WHERE id = ?").run(sealed.keyId, sealed.value, row.id);
+          n++;
+        }
+        for (const row of checkedAll(HeaderValueRow, this.#prepared("SELECT * FROM header_values").all(), "header_values")) {
+          const sealed = reseal(key, next, row, headerValueAad(row.connection_id, row.url, row.name));
+          this.#prepared("UPDATE header_values SET key_id = ?, sealed = ? WHERE connection_id = ? AND name = ?").run(sealed.keyId, sealed.value, row.connection_id, row.name);
           n++;
         }
         const regs = this.#prepared("SELECT authorization_server, redirect_uri, key_id, sealed FROM registrations").all() as Array<{

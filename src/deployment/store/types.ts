@@ -9,7 +9,17 @@ import type { AuthorizationServerMetadata, OAuthClientInformationMixed, OAuthTok
 export type OAuthSettings = { client_id?: string; client_metadata_url?: string; scopes?: string[] };
 export type ToolFilter = { include?: string[]; exclude?: string[]; read_only?: boolean; non_destructive?: boolean; idempotent?: boolean };
 
-export type ConnectionRecord = { id: string; url: string; prefixTools: boolean; oauth: OAuthSettings | undefined };
+/** `headers`: header name to template (docs/deployment-protocol.md section 3.2), filled only from the values held for it. */
+export type ConnectionRecord = { id: string; url: string; prefixTools: boolean; oauth: OAuthSettings | undefined; headers?: Record<string, string> | undefined };
+
+/**
+ * The value of a variable a connection's header templates name (docs/deployment-protocol.md
+ * section 3.12): sealed at rest, bound to the connection, the url it was handed over for and the
+ * variable; `setBy` is the name of the API token that handed it over.
+ */
+export type HeaderValueRecord = { connectionId: string; name: string; url: string; setAt: number; setBy: string | null; value: string };
+/** What may be said of a held value: everything but the value. */
+export type HeaderValueSummary = Omit<HeaderValueRecord, "value">;
 export type AgentRecord = { name: string; mcp: Array<{ id: string; tools?: ToolFilter }>; tools: string[]; agents: string[] };
 
 /** The part of a credential that is encrypted at rest. */
@@ -199,6 +209,20 @@ export interface DeploymentStore {
    */
   revision(): Promise<string>;
 
+  /** Every held header value's clear columns (never the value): what GET /v1/mcp needs. */
+  headerValueSummaries(): Promise<HeaderValueSummary[]>;
+  /** The values held for the connection and its url `url`, decrypted. */
+  headerValues(connectionId: string, url: string): Promise<HeaderValueRecord[]>;
+  /**
+   * Stores it, replacing one held for the same variable, only while the connection is declared
+   * with `value.url` and its headers name the variable; false (nothing stored) otherwise. A write
+   * of the connection that changes its url, or stops naming a variable, deletes the values that no
+   * longer apply in the same transaction.
+   */
+  putHeaderValue(value: HeaderValueRecord): Promise<boolean>;
+  /** Whether one was held (and is now deleted). */
+  deleteHeaderValue(connectionId: string, name: string): Promise<boolean>;
+
   /** Every credential's clear columns (no secret): what GET /v1/mcp needs. */
   credentialSummaries(): Promise<Array<Omit<CredentialRecord, "secret">>>;
   getCredential(id: string): Promise<CredentialRecord | undefined>;
@@ -313,7 +337,7 @@ export interface DeploymentStore {
 }
 
 export interface RekeyableStore extends DeploymentStore {
-  /** Re-encrypts every sealed value (credentials, registrations, pending authorizations) under `next`, in one transaction; how many values. */
+  /** Re-encrypts every sealed value (credentials, header values, registrations, pending authorizations) under `next`, in one transaction; how many values. */
   rekey(next: import("../keys.ts").Key): Promise<number>;
 }
 
