@@ -111,7 +111,10 @@ export async function run(given_argv: readonly string[], given: Context): Promis
       if (parseMistake && jsonFlagGiven(argv)) ctx.stdout.write(JSON.stringify({ error: parseMistakeJson(parseMistake) }, null, 2) + "\n");
       return 2;
     }
-    if (ctx.signal.aborted && !(error instanceof SubsError && error.kind !== "interrupted")) {
+    // Ctrl-C: a signal, or a key where the terminal is in raw mode (a hidden value's question,
+    // src/output/hidden-input.ts), which interrupts alike.
+    const stopped = ctx.signal.aborted || (error instanceof SubsError && error.kind === "interrupted");
+    if (stopped && !(error instanceof SubsError && error.kind !== "interrupted")) {
       // An interrupt that carries a report (what an apply did and did not do) still shows it.
       if (error instanceof SubsError && error.details) renderError(ctx, error, jsonRequested);
       ctx.stderr.write("Interrupted.\n");

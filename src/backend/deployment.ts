@@ -5,12 +5,13 @@ import type { ToolSource } from "../agents/fetch.ts";
 import type { ConnectorTool } from "../agents/resolve.ts";
 import { findConnections } from "../config/lookup.ts";
 import { assertNoLocalOnlyAuth, warnLocalOnlyAuth } from "../config/remote-rules.ts";
-import { isLocalServer, type Config, type ConnectionConfig, type RemoteConfig } from "../config/types.ts";
+import { headerVariables } from "../config/templates.ts";
+import { isLocalServer, type Config, type ConnectionConfig, type RemoteConfig, type RemoteConnection } from "../config/types.ts";
 import type { Context } from "../context.ts";
 import { failed, refused, SubsError } from "../errors.ts";
 import { DeploymentClient, deploymentBase } from "../remote/client.ts";
 import { listRemoteConnections, type RemoteListEntry } from "../remote/list.ts";
-import { loginOnDeployment } from "../remote/login.ts";
+import { handOverOnDeployment, headerValues, loginOnDeployment } from "../remote/login.ts";
 import { carryOut, hasChanges, planRemote, readRemoteState } from "../remote/plan.ts";
 import type { Reporter } from "../report.ts";
 import type { CheckProblem, ConnectionCheck } from "../status/check.ts";
@@ -140,12 +141,13 @@ async function authorizeOnDeployment(
   client: DeploymentClient,
   steps: (step: LoginStep) => void,
   connection: ConnectionConfig,
-  options: { browser: boolean; timeoutMs: number },
+  options: AuthorizeOptions,
 ): Promise<Authorized> {
   const id = connection.id;
   // Refused before any login starts (loginTargets); a local server runs on the machine that starts it.
   if (isLocalServer(connection)) throw new Error(`${id} is a local server, which a deployment cannot run`);
   const deployment = client.base.origin;
+  if (headerVariables(connection.headers ?? {}).length > 0) return handOver(ctx, client, steps, connection, options);
   steps({ step: "contacting_deployment", id, deployment });
   let waiting = false;
   let held;
@@ -185,6 +187,41 @@ async function authorizeOnDeployment(
     url: held.url,
     authorizedAt: held.authorized_at ?? null,
     expiresAt: held.expires_at ?? null,
+    secrets: [],
+  };
+}
+
+/**
+ * A connection whose headers name variables: the deployment fills them from values handed to it
+ * (docs/deployment-protocol.md section 3.12), and holding them is its authorization; no consent
+ * is started. Every value is had (asked, or read from this machine's variable) before anything
+ * is sent, and before any progress line, which would garble a question on the terminal.
+ */
+async function handOver(ctx: Context, client: DeploymentClient, steps: (step: LoginStep) => void, connection: RemoteConnection, options: AuthorizeOptions): Promise<Authorized> {
+  const { id } = connection;
+  const deployment = client.base.origin;
+  const ask = options.headerValue;
+  if (!ask) throw new Error(`${id}: its headers name variables, and nothing was given to ask for their values`);
+  const values = await headerValues(ctx, connection, (name) => ask({ id, name }));
+  const names = values.map((v) => v.name);
+  steps({ step: "handing_over", id, deployment, names });
+  let held;
+  try {
+    held = await handOverOnDeployment({ client, connection, values });
+  } catch (error) {
+    steps({ step: "hand_over_failed", id, deployment });
+    throw error;
+  }
+  steps({ step: "handed_over", id, deployment, names });
+  return {
+    result: "authorized",
+    target: "remote",
+    id,
+    deployment: client.base,
+    url: held.url,
+    authorizedAt: held.authorized_at ?? null,
+    expiresAt: held.expires_at ?? null,
+    secrets: names,
   };
 }
 
@@ -253,8 +290,11 @@ function remoteProblem(e: RemoteListEntry): CheckProblem | undefined {
   switch (e.status) {
     case "authorized":
       return undefined;
-    case "needs_login":
-      return { code: "needs_login", message: `${e.id}: the deployment holds no credential`, hint: `run \`subs mcp login ${e.id}\``, needsLogin: true };
+    case "needs_login": {
+      const unheld = e.secrets.filter((s) => !s.held).map((s) => s.name);
+      const what = unheld.length ? `no value for ${unheld.join(", ")}` : "no credential";
+      return { code: "needs_login", message: `${e.id}: the deployment holds ${what}`, hint: `run \`subs mcp login ${e.id}\``, needsLogin: true };
+    }
     case "refused":
       // Nothing to ask for: the deployment would refuse the list as it refuses calls.
       return { code: e.refused?.error ?? "refused", message: `${e.id}: the deployment refuses to use it${e.refused?.error === "url_not_in_catalog" ? ": its url is not in the deployment's catalog" : ""}`, hint: "the allowed URLs are listed above", needsLogin: false };

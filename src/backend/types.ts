@@ -32,6 +32,13 @@ export type AuthorizeOptions = {
   /** false under --no-browser */
   browser: boolean;
   timeoutMs: number;
+  /**
+   * The value of a variable connection `id`'s headers name, for a place that holds such values
+   * itself (a deployment: docs/deployment-protocol.md section 3.12). The command asks the person
+   * or reads this machine's variable; it throws (a usage error) when it can do neither. Without
+   * it such a connection cannot be logged in to there.
+   */
+  headerValue?: (request: { id: string; name: string }) => Promise<string>;
 };
 
 /** One connection authorized (or found to need no credential), as the place reports it. */
@@ -52,7 +59,17 @@ export type Authorized =
       /** How many tools the server offers with the new credential; null when listing them failed. */
       tools: number | null;
     }
-  | { result: "authorized"; target: "remote"; id: string; deployment: URL; url: string; authorizedAt: string | null; expiresAt: string | null };
+  | {
+      result: "authorized";
+      target: "remote";
+      id: string;
+      deployment: URL;
+      url: string;
+      authorizedAt: string | null;
+      expiresAt: string | null;
+      /** The variables whose values were handed to the deployment (never the values); empty after a consent. */
+      secrets: string[];
+    };
 
 export type ListedTool = { name: string; title?: string | null; description?: string | null; annotations?: object | null; [key: string]: unknown };
 
@@ -142,7 +159,11 @@ export type Backend = {
 export type LoginStep =
   | LocalLoginStep
   | { step: "contacting_deployment"; id: string; deployment: string }
-  | { step: "ready_on_deployment"; id: string; deployment: string };
+  | { step: "ready_on_deployment"; id: string; deployment: string }
+  /** The values of the variables a connection's headers name, handed to the deployment instead of a consent. */
+  | { step: "handing_over"; id: string; deployment: string; names: string[] }
+  | { step: "handed_over"; id: string; deployment: string; names: string[] }
+  | { step: "hand_over_failed"; id: string; deployment: string };
 
 export type BackendOptions = {
   ctx: Context;

@@ -1,7 +1,9 @@
 // Under [remote] the deployment holds credentials, so settings that name a variable on this
 // machine cannot work there: `auth.token_env` and `oauth.client_secret_env` belong to a local
 // engine (product.md, "The file"; connectors.md, "Where the credential lives"). Nor can a local
-// server (`command`): it is a process on the machine that starts it.
+// server (`command`): it is a process on the machine that starts it. `headers` can: the deployment
+// sends them itself and fills their templates from values handed to it by `subs mcp login`
+// (docs/deployment-protocol.md section 3.12), never from this machine's environment.
 import { ConfigError, formatDiagnostic, type Diagnostic } from "../errors.ts";
 import type { Reporter } from "../report.ts";
 import type { Config } from "./types.ts";
@@ -23,9 +25,6 @@ export function localOnlyAuthDiagnostics(config: Config, ids?: readonly string[]
         `[mcp.${id}] has \`command\`: a local server runs on the machine that starts it; the deployment in [remote] cannot run it`,
         "declare the server's url instead (a server the deployment reaches over HTTP), or keep this connection in a file without [remote]",
       );
-    }
-    if (connection.headers) {
-      refuse(["mcp", id, "headers"], `[mcp.${id}] has \`headers\`, which the deployment in [remote] does not send`, "remove `headers`, or keep this connection in a file without [remote]");
     }
     if (connection.auth) {
       refuse(

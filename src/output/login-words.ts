@@ -25,6 +25,11 @@ export const loginWords = {
   notGiven: (id: string) => `Consent not given for ${id}`,
   stopped: (id: string) => `Stopped waiting for consent for ${id}`,
   noConsent: (id: string) => `No consent for ${id}`,
+  /** A connection whose headers name variables, with [remote]: their values go to the deployment instead of a consent. */
+  askValue: (name: string, id: string) => `${name} for ${id} (input hidden): `,
+  handingOver: (id: string, names: readonly string[], deployment: string) => `Handing ${names.join(", ")} for ${id} to ${deployment}`,
+  handedOver: (id: string, names: readonly string[], deployment: string) => `${deployment} holds ${names.join(", ")} for ${id}`,
+  couldNotHandOver: (id: string, deployment: string) => `Could not hand the values for ${id} to ${deployment}`,
 } as const;
 
 /**
@@ -55,6 +60,13 @@ export function loginSteps(reporter: Reporter): (step: LoginStep) => void {
         return preparing.succeed(loginWords.authorizesAt(step.id, step.issuer));
       case "ready_on_deployment":
         return preparing.succeed(loginWords.authorizesThrough(step.id, step.deployment));
+      case "handing_over":
+        preparing = reporter.progress(loginWords.handingOver(step.id, step.names, step.deployment));
+        return;
+      case "handed_over":
+        return preparing.succeed(loginWords.handedOver(step.id, step.names, step.deployment));
+      case "hand_over_failed":
+        return preparing.fail(loginWords.couldNotHandOver(step.id, step.deployment));
       case "foreign_response":
         return reporter.warn(`a response that is not for this login (no \`state\`, or another one) reached the loopback listener; ignored, still waiting for ${step.id}`);
       case "opening_browser":

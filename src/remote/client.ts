@@ -142,6 +142,16 @@ export class DeploymentClient {
     await this.request("DELETE", this.url(`v1/mcp/${encodeURIComponent(id)}`), { schema: null, absentIsDone: true });
   }
 
+  /**
+   * Section 3.12: hands over the value of a variable the connection's `headers` name, which the
+   * deployment holds and fills the template with. Safe to repeat (it replaces the value held), so
+   * retried like the other PUTs. The caller has taught the run's secrets the value first: an
+   * answer or a --debug trace that quotes it is scrubbed.
+   */
+  async putSecret(id: string, name: string, value: string): Promise<void> {
+    await this.request("PUT", this.url(`v1/mcp/${encodeURIComponent(id)}/secrets/${encodeURIComponent(name)}`), { schema: null, body: { value } });
+  }
+
   async startAuthorization(id: string): Promise<CreatedAuthorization> {
     const url = this.url(`v1/mcp/${encodeURIComponent(id)}/authorizations`);
     const r = await this.request("POST", url, { schema: AuthorizationSchema, body: {} });
@@ -248,7 +258,7 @@ export class DeploymentClient {
     url: URL,
     options: { schema: S; body?: unknown; signal?: AbortSignal; once?: boolean },
   ): Promise<{ status: number; data: z.output<S> }>;
-  private async request(method: string, url: URL, options: { schema: null; absentIsDone?: boolean }): Promise<{ status: number; data: undefined }>;
+  private async request(method: string, url: URL, options: { schema: null; body?: unknown; absentIsDone?: boolean }): Promise<{ status: number; data: undefined }>;
   /** `once`: a single attempt, for a request that is not safe to repeat. */
   private async request(
     method: string,

@@ -4,12 +4,15 @@
 import { remoteConnectionsOf, type Config } from "../config/types.ts";
 import type { DeploymentClient } from "./client.ts";
 import { connectionBody, planRemote, type ConnectionField } from "./plan.ts";
-import type { RemoteConnection } from "./protocol.ts";
+import type { HeldSecret, RemoteConnection } from "./protocol.ts";
 
 export type RemoteListStatus =
-  /** The deployment holds a credential for this id and the file's url. */
+  /** The deployment holds a credential for this id and the file's url, or every value its headers name. */
   | "authorized"
-  /** Declared on the deployment with the file's url, not authorized. */
+  /**
+   * Declared on the deployment with the file's url, not authorized: no credential, or (its headers
+   * naming variables) a value it does not hold (`secrets`).
+   */
   | "needs_login"
   /** Declared on the deployment with the file's url, which it refuses to use (its url is outside its catalog). */
   | "refused"
@@ -35,6 +38,11 @@ export type RemoteListEntry = {
   agents: string[];
   /** Why the deployment will not use it, whatever the status, with the allowed URLs when the deployment gave them. */
   refused: RemoteRefusal | null;
+  /**
+   * The variables the deployment's `headers` name and whether it holds a value for each
+   * (docs/deployment-protocol.md section 2, `secrets`): names only. Empty when they name none.
+   */
+  secrets: HeldSecret[];
 };
 
 /** `refused` of the deployment's Connection (docs/deployment-protocol.md section 2), with the list's `catalog`. */
@@ -55,7 +63,15 @@ export function mergeRemoteView(config: Config, remote: RemoteConnection[], cata
   const entries: RemoteListEntry[] = remoteConnectionsOf(config).map((connection) => {
     const deployed = byId.get(connection.id) ?? null;
     const step = steps.get(connection.id)!;
-    const base = { id: connection.id, url: connectionBody(connection).url, deployment: deployed, agents: agentsOf(connection.id), differs: step.changed, refused: refusalOf(deployed) };
+    const base = {
+      id: connection.id,
+      url: connectionBody(connection).url,
+      deployment: deployed,
+      agents: agentsOf(connection.id),
+      differs: step.changed,
+      refused: refusalOf(deployed),
+      secrets: deployed?.secrets ?? [],
+    };
     if (!deployed) return { ...base, status: "not_applied", usable: false, drift: "not_applied" };
     const drift = step.action === "change" ? ("differs" as const) : null;
     if (step.changed.includes("url")) return { ...base, status: "url_changed", usable: false, drift };
@@ -67,7 +83,18 @@ export function mergeRemoteView(config: Config, remote: RemoteConnection[], cata
   const declared = new Set(config.connections.map((c) => c.id));
   for (const deployed of remote) {
     if (declared.has(deployed.id)) continue;
-    entries.push({ id: deployed.id, url: deployed.url, status: "not_in_file", usable: false, drift: "not_in_file", differs: [], deployment: deployed, agents: [], refused: refusalOf(deployed) });
+    entries.push({
+      id: deployed.id,
+      url: deployed.url,
+      status: "not_in_file",
+      usable: false,
+      drift: "not_in_file",
+      differs: [],
+      deployment: deployed,
+      agents: [],
+      refused: refusalOf(deployed),
+      secrets: deployed.secrets ?? [],
+    });
   }
   return entries;
 }

@@ -20,7 +20,7 @@ import type {
 
 export type Action = "add" | "change" | "remove" | "unchanged";
 
-export type ConnectionField = "url" | "prefix_tools" | "oauth";
+export type ConnectionField = "url" | "prefix_tools" | "oauth" | "headers";
 export type AgentField = "mcp" | "tools" | "agents";
 
 export type CredentialEffect =
@@ -88,6 +88,8 @@ export function connectionChanges(remote: RemoteConnection, body: ConnectionBody
   if (remote.url !== body.url) changed.push("url");
   if (remote.prefix_tools !== body.prefix_tools) changed.push("prefix_tools");
   if (canonical(normalOAuth(remote.oauth)) !== canonical(normalOAuth(body.oauth))) changed.push("oauth");
+  // Section 8: the same names and values, in any order; absent, null and {} are the same.
+  if (canonical(normalHeaders(remote.headers)) !== canonical(normalHeaders(body.headers))) changed.push("headers");
   return changed;
 }
 
@@ -97,7 +99,10 @@ export function connectionBody(connection: FileConnection): ConnectionBody {
   if (connection.oauth?.clientId !== undefined) oauth.client_id = connection.oauth.clientId;
   if (connection.oauth?.clientMetadataUrl !== undefined) oauth.client_metadata_url = connection.oauth.clientMetadataUrl;
   if (connection.oauth?.scopes !== undefined) oauth.scopes = [...new Set(connection.oauth.scopes)];
-  return { url: connection.url, prefix_tools: connection.prefixTools, ...(Object.keys(oauth).length ? { oauth } : {}) };
+  // Templates, not values: the values are handed over by `subs mcp login` (section 3.12). Sent
+  // only when the file has some, so a deployment without `headers` (section 9) sees no new field.
+  const headers = connection.headers && Object.keys(connection.headers).length ? { headers: { ...connection.headers } } : {};
+  return { url: connection.url, prefix_tools: connection.prefixTools, ...(Object.keys(oauth).length ? { oauth } : {}), ...headers };
 }
 
 /** One `mcp` entry as subs sends it. An empty filter takes every tool, like no filter: one spelling, so comparisons are stable. */
@@ -304,6 +309,10 @@ function normalOAuth(oauth: ConnectionOAuth | OAuthSettingsBody | null | undefin
   // An OAuth scope is a set (RFC 6749 §3.3; docs/deployment-protocol.md §8): order and repeats carry no meaning.
   if (oauth.scopes != null) out.scopes = [...new Set(oauth.scopes)].sort();
   return Object.keys(out).length ? out : undefined;
+}
+
+function normalHeaders(headers: Readonly<Record<string, string>> | null | undefined): Record<string, string> | undefined {
+  return headers && Object.keys(headers).length ? { ...headers } : undefined;
 }
 
 /** JSON with sorted keys and no null/undefined members: equal values compare equal. */

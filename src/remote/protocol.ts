@@ -26,11 +26,21 @@ const timestamp = z.iso.datetime({ offset: true });
 /** Section 2, `refused`: why the deployment will not use a declared connection (`url_not_in_catalog`). */
 export const RefusedSchema = z.object({ error: text(), message: orNull(z.string()) });
 
+/**
+ * Section 2, `secrets`: a variable the connection's `headers` name and whether the deployment holds
+ * a value for it (section 3.12). Never the value.
+ */
+export const HeldSecretSchema = z.object({ name: text(), held: z.boolean(), set_at: orNull(timestamp), set_by: orNull(text()) });
+export type HeldSecret = z.output<typeof HeldSecretSchema>;
+
 export const ConnectionSchema = z.object({
   id: text(),
   url: text(),
   prefix_tools: z.boolean(),
   oauth: orNull(ConnectionOAuthSchema),
+  /** Section 3.2: the header templates as last PUT (not secret: the values are held apart). */
+  headers: orNull(z.record(z.string(), z.string())),
+  secrets: orNull(z.array(HeldSecretSchema)),
   status: z.enum(["declared", "authorized"]),
   authorized_at: orNull(timestamp),
   authorized_by: orNull(text()),
@@ -45,8 +55,11 @@ export type RemoteConnection = z.output<typeof ConnectionSchema>;
  */
 export const ConnectionListSchema = z.object({ connections: z.array(ConnectionSchema), revision: orNull(text()), catalog: orNull(z.array(z.string())) });
 
-/** PUT /v1/mcp/{id}. Never carries `auth` or a client secret: the deployment rejects one that does. */
-export type ConnectionBody = { url: string; prefix_tools: boolean; oauth?: OAuthSettingsBody };
+/**
+ * PUT /v1/mcp/{id}. Never carries `auth` or a client secret: the deployment rejects one that does.
+ * `headers` only when the file has some (section 9: a deployment without them refuses the field).
+ */
+export type ConnectionBody = { url: string; prefix_tools: boolean; oauth?: OAuthSettingsBody; headers?: Record<string, string> };
 /** The non-secret OAuth settings as subs sends them: only the keys that are set. */
 export type OAuthSettingsBody = { client_id?: string; client_metadata_url?: string; scopes?: string[] };
 

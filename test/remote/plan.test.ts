@@ -28,6 +28,29 @@ describe("planRemote", () => {
     assert.deepEqual(changed.connections[0]!.body, { url: "https://a.example/mcp", prefix_tools: true, oauth: { client_id: "x", scopes: ["read", "write"] } });
   });
 
+  test("headers compare as names and values: order, null and {} do not count as changes; a value does", () => {
+    const file = config('[mcp.a]\nurl = "https://a.example/mcp"\nheaders = { "X-API-Key" = "${A_KEY}", "X-Client" = "subs" }\n\n[mcp.b]\nurl = "https://b.example/mcp"\n');
+    const same = planRemote(file, {
+      connections: [
+        remote({ id: "a", url: "https://a.example/mcp", headers: { "X-Client": "subs", "X-API-Key": "${A_KEY}" } }),
+        remote({ id: "b", url: "https://b.example/mcp", headers: {} }),
+      ],
+      agents: [],
+    });
+    assert.deepEqual(same.connections.map((s) => [s.id, s.action]), [["a", "unchanged"], ["b", "unchanged"]]);
+    const nulls = ConnectionListSchema.parse({ connections: [{ id: "b", url: "https://b.example/mcp", prefix_tools: true, status: "declared", headers: null, secrets: null }] }).connections;
+    assert.equal(planRemote(file, { connections: nulls, agents: [] }).connections[1]!.action, "unchanged");
+    const others: Array<Record<string, string> | undefined> = [{ "X-API-Key": "${B_KEY}", "X-Client": "subs" }, { "x-api-key": "${A_KEY}", "X-Client": "subs" }, { "X-API-Key": "${A_KEY}" }, undefined];
+    for (const headers of others) {
+      const changed = planRemote(file, { connections: [remote({ id: "a", url: "https://a.example/mcp", status: "authorized", ...(headers ? { headers } : {}) })], agents: [] });
+      assert.deepEqual([changed.connections[0]!.action, changed.connections[0]!.changed, changed.connections[0]!.credential], ["change", ["headers"], "kept"], JSON.stringify(headers));
+    }
+    // The body carries the templates when the file has headers, and no `headers` key otherwise (never null or {}).
+    const added = planRemote(file, { connections: [], agents: [] });
+    assert.deepEqual(added.connections[0]!.body, { url: "https://a.example/mcp", prefix_tools: true, headers: { "X-API-Key": "${A_KEY}", "X-Client": "subs" } });
+    assert.deepEqual(added.connections[1]!.body, { url: "https://b.example/mcp", prefix_tools: true });
+  });
+
   test("agents: an empty filter equals none; order of mcp entries matters", () => {
     const file = config('[mcp.a]\nurl = "https://a.example/mcp"\n[mcp.b]\nurl = "https://b.example/mcp"\n\n[agent.x]\nmcp = [{ id = "a", tools = {} }, "b"]\n');
     const connections = [remote({ id: "a", url: "https://a.example/mcp" }), remote({ id: "b", url: "https://b.example/mcp" })];
@@ -54,6 +77,25 @@ describe("planRemote", () => {
 });
 
 describe("mergeRemoteView", () => {
+  test("a connection whose headers name variables: `secrets` as the deployment gives them, names only", () => {
+    const file = config('[mcp.exa]\nurl = "https://mcp.exa.ai/mcp"\nheaders = { "X-API-Key" = "${EXA_API_KEY}", "X-Org" = "${ORG}" }\n');
+    const { connections } = ConnectionListSchema.parse({
+      connections: [
+        {
+          id: "exa",
+          url: "https://mcp.exa.ai/mcp",
+          prefix_tools: true,
+          status: "declared",
+          headers: { "X-API-Key": "${EXA_API_KEY}", "X-Org": "${ORG}" },
+          secrets: [{ name: "EXA_API_KEY", held: true, set_at: "2026-01-02T03:04:05Z", set_by: "ci" }, { name: "ORG", held: false }],
+        },
+      ],
+    });
+    const [entry] = mergeRemoteView(file, connections);
+    assert.deepEqual([entry!.status, entry!.usable, entry!.drift], ["needs_login", false, null]);
+    assert.deepEqual(entry!.secrets.map((s) => [s.name, s.held]), [["EXA_API_KEY", true], ["ORG", false]]);
+  });
+
   test("two ids on one url are two entries with their own status", () => {
     const file = config('[mcp.one]\nurl = "https://s.example/mcp"\n[mcp.two]\nurl = "https://s.example/mcp"\n');
     const view = mergeRemoteView(file, [remote({ id: "one", url: "https://s.example/mcp", status: "authorized" }), remote({ id: "two", url: "https://s.example/mcp" })]);
@@ -95,5 +137,10 @@ describe("localOnlyAuthDiagnostics", () => {
     ]);
     assert.deepEqual(localOnlyAuthDiagnostics(file, ["c"]), []);
     assert.equal(localOnlyAuthDiagnostics(file, ["b"]).length, 1);
+  });
+
+  test("`headers` is not refused: the deployment sends them, filled from the values handed to it", () => {
+    const file = config('[mcp.exa]\nurl = "https://mcp.exa.ai/mcp"\nheaders = { "X-API-Key" = "${EXA_API_KEY}" }\n');
+    assert.deepEqual(localOnlyAuthDiagnostics(file), []);
   });
 });

@@ -1,5 +1,6 @@
 // A deployment for the tests: implements docs/deployment-protocol.md for real, on loopback.
-// It holds declarations, agents and credentials in memory (its own token store), runs the OAuth
+// It holds declarations, agents, credentials and the values of header variables (section 3.12) in
+// memory (its own token store), runs the OAuth
 // client side itself with the SDK and its own redirect URI (/oauth/callback), refreshes what it
 // holds, can allow only catalog URLs (and then uses no connection outside it), and injects faults (error statuses, dropped connections,
 // delays) on demand. Section numbers in comments are the document's.
@@ -24,6 +25,7 @@ import { StreamableHTTPClientTransport, StreamableHTTPError } from "@modelcontex
 import { InvalidGrantError, OAuthError, ServerError } from "@modelcontextprotocol/sdk/server/auth/errors.js";
 import type { AuthorizationServerMetadata, OAuthClientInformationMixed, OAuthTokens } from "@modelcontextprotocol/sdk/shared/auth.js";
 import { LATEST_PROTOCOL_VERSION, type Tool } from "@modelcontextprotocol/sdk/types.js";
+import { expandTemplates, HEADER_NAME_PATTERN, headerVariables, literalSecretProblem, reservedHeaderProblem, templateProblem } from "../../../src/config/templates.ts";
 
 export type Fault = {
   method?: string;
@@ -70,7 +72,16 @@ export type Credential = {
   issuedBy?: IssuedBy;
 };
 
-type Declared = { id: string; url: string; prefix_tools: boolean; oauth?: { client_id?: string; client_metadata_url?: string; scopes?: string[] } };
+type Declared = {
+  id: string;
+  url: string;
+  prefix_tools: boolean;
+  oauth?: { client_id?: string; client_metadata_url?: string; scopes?: string[] };
+  /** Section 3.2: header templates, as PUT; absent when none (`{}` is none). */
+  headers?: Record<string, string>;
+};
+/** Section 3.12: a value handed over for a variable a connection's headers name, bound to the url it was handed over for. */
+export type HeldValue = { value: string; url: string; setAt: number };
 type Agent = { name: string; mcp: Array<{ id: string; tools?: Record<string, unknown> }>; tools: string[]; agents: string[] };
 type Authorization = {
   id: string;
@@ -123,6 +134,12 @@ export type RunningDeployment = {
   close(): Promise<void>;
 };
 
+/** The reference's own view: what it holds beyond the shape every test deployment has. */
+export type ReferenceDeployment = RunningDeployment & {
+  /** Section 3.12: the values handed over, per connection id, per variable name. */
+  headerValues: Map<string, Map<string, HeldValue>>;
+};
+
 /** Section 1: a connection id or agent name is one path segment that follows the file's rule. */
 const ID = /^[a-z0-9_-]+$/;
 const validId = (s: string) => ID.test(s) && !s.includes("__");
@@ -147,6 +164,7 @@ const ConnectionBodySchema = z.strictObject({
       scopes: z.array(z.string()).optional(),
     })
     .optional(),
+  headers: z.record(z.string(), z.string()).optional(),
 });
 const agentFields = {
   mcp: z.array(z.strictObject({ id: IdSchema, tools: FilterSchema.optional() })),
@@ -161,6 +179,44 @@ const StateBodySchema = z.strictObject({
   prune: z.boolean(),
   revision: z.string().min(1).optional(),
 });
+/** Section 3.2's limits on `headers`, and section 3.12's on a value (RFC 9110 section 5.5: no control character but a tab). */
+const MAX_HEADERS = 32;
+const MAX_VALUE_BYTES = 8 * 1024;
+const CONTROL = /[\u0000-\u0008\u000a-\u001f\u007f]/;
+/**
+ * Section 3.2: why `headers` cannot be declared, or undefined; the rules of the file's own
+ * `headers` (src/config/templates.ts). Never quotes a value: a literal secret is what it refuses.
+ */
+const headersProblem = (headers: Record<string, string> | undefined): string | undefined => {
+  if (!headers) return undefined;
+  const names = Object.keys(headers);
+  if (names.length > MAX_HEADERS) return `headers: at most ${MAX_HEADERS}`;
+  const seen = new Set<string>();
+  for (const name of names) {
+    const value = headers[name]!;
+    if (!HEADER_NAME_PATTERN.test(name)) return `headers: ${JSON.stringify(name)} is not a header name (an RFC 9110 token)`;
+    const reserved = reservedHeaderProblem(name);
+    if (reserved) return `headers: ${reserved.message}`;
+    if (seen.has(name.toLowerCase())) return `headers: two names differ only in case (${name})`;
+    seen.add(name.toLowerCase());
+    if (Buffer.byteLength(value, "utf8") > MAX_VALUE_BYTES) return `headers: the value of ${name} is longer than 8 KiB`;
+    if (CONTROL.test(value)) return `headers: the value of ${name} holds a control character`;
+    const template = templateProblem(value);
+    if (template) return `headers: ${name} ${template}`;
+    const literal = literalSecretProblem(name, value);
+    if (literal) return `headers: a literal value in ${name}, whose name says it holds a credential: hand the value over (PUT /v1/mcp/{id}/secrets/{name}) and declare a \${NAME} template`;
+  }
+  return undefined;
+};
+/** Absent, `{}`: none (section 3.2). */
+const headersOf = (headers: Record<string, string> | undefined) => (headers && Object.keys(headers).length ? { headers } : {});
+/** Two declarations alike, their headers compared as sets of names and values (section 8). */
+const sameDeclared = (a: Declared | undefined, b: Declared) => {
+  const canonical = (d: Declared) => JSON.stringify({ ...d, headers: d.headers ? Object.entries(d.headers).sort(([x], [y]) => (x < y ? -1 : 1)) : null });
+  return a !== undefined && canonical(a) === canonical(b);
+};
+const SecretBodySchema = z.strictObject({ value: z.string() });
+
 const hasLocalOnlyField = (body: unknown) => {
   const fields = body && typeof body === "object" ? (body as Record<string, unknown>) : undefined;
   const oauth = fields?.oauth && typeof fields.oauth === "object" ? (fields.oauth as object) : undefined;
@@ -203,12 +259,13 @@ const sameServer = (a: string, b: string) => {
   return plain(a) === plain(b);
 };
 
-export async function startDeployment(options: DeploymentOptions): Promise<RunningDeployment> {
+export async function startDeployment(options: DeploymentOptions): Promise<ReferenceDeployment> {
   const now = options.now ?? Date.now;
   const requests: string[] = [];
   const connections = new Map<string, Declared>();
   const agents = new Map<string, Agent>();
   const credentials = new Map<string, Credential>();
+  const headerValues = new Map<string, Map<string, HeldValue>>();
   const authorizations = new Map<string, Authorization>();
   /** Dynamic client registrations, per authorization server (reused across authorizations, section 4). */
   const registrations = new Map<string, OAuthClientInformationMixed>();
@@ -245,20 +302,52 @@ export async function startDeployment(options: DeploymentOptions): Promise<Runni
   const notInCatalog = (res: Response, c: Declared) =>
     fail(res, 403, "url_not_in_catalog", `${c.id}: ${c.url} is not in this deployment's catalog`, { catalog: options.catalog });
 
-  /** Section 2: `authorized` only with a credential it would use; `refused` outside the catalog. */
+  /** Section 3.12: the values held for `c`'s variables, for its current url, by name. */
+  const valuesFor = (c: Declared): Map<string, HeldValue> => {
+    const held = new Map<string, HeldValue>();
+    for (const name of headerVariables(c.headers ?? {})) {
+      const v = headerValues.get(c.id)?.get(name);
+      if (v && v.url === c.url) held.set(name, v);
+    }
+    return held;
+  };
+
+  /**
+   * Section 2: `authorized` only with what it would use: a credential for the url, or, when the
+   * headers name variables, a value for every one (section 3.12: without one, it sends nothing,
+   * whatever credential it holds). `refused` outside the catalog.
+   */
   const connectionJson = (c: Declared) => {
     const credential = credentials.get(c.id);
-    const held = credential && credential.url === c.url && inCatalog(c.url);
+    const variables = headerVariables(c.headers ?? {});
+    const values = valuesFor(c);
+    const oauthHeld = credential !== undefined && credential.url === c.url && inCatalog(c.url);
+    const held = variables.length > 0 ? values.size === variables.length && inCatalog(c.url) : oauthHeld;
+    const setAt = Math.max(0, ...[...values.values()].map((v) => v.setAt));
+    const authorizedAt = variables.length > 0 ? setAt : credential?.authorizedAt;
     return {
       id: c.id,
       url: c.url,
       prefix_tools: c.prefix_tools,
       ...(c.oauth ? { oauth: c.oauth } : {}),
+      ...(c.headers ? { headers: c.headers } : {}),
+      ...(variables.length
+        ? { secrets: variables.map((name) => ({ name, held: values.has(name), ...(values.has(name) ? { set_at: new Date(values.get(name)!.setAt).toISOString() } : {}) })) }
+        : {}),
       status: held ? "authorized" : "declared",
-      ...(held ? { authorized_at: new Date(credential.authorizedAt).toISOString() } : {}),
-      ...(held && credential.expiresAt ? { expires_at: new Date(credential.expiresAt).toISOString() } : {}),
+      ...(held && authorizedAt !== undefined ? { authorized_at: new Date(authorizedAt).toISOString() } : {}),
+      ...(held && oauthHeld && credential.expiresAt ? { expires_at: new Date(credential.expiresAt).toISOString() } : {}),
       ...(inCatalog(c.url) ? {} : { refused: { error: "url_not_in_catalog", message: `${c.id}: ${c.url} is not in this deployment's catalog` } }),
     };
+  };
+
+  /** Section 5: a value of a variable the headers no longer name, or handed over for another url, goes. */
+  const keepNamedValues = (c: Declared) => {
+    const held = headerValues.get(c.id);
+    if (!held) return;
+    const named = new Set(headerVariables(c.headers ?? {}));
+    for (const [name, v] of held) if (!named.has(name) || v.url !== c.url) held.delete(name);
+    if (held.size === 0) headerValues.delete(c.id);
   };
 
   const endPending = (id: string, error: string, message: string) => {
@@ -292,6 +381,7 @@ export async function startDeployment(options: DeploymentOptions): Promise<Runni
   const dropCredential = (id: string, reason: string): Promise<void> => {
     const credential = credentials.get(id);
     credentials.delete(id);
+    headerValues.delete(id);
     endPending(id, "connection_changed", reason);
     return credential ? revoke(credential) : Promise.resolve();
   };
@@ -522,18 +612,23 @@ export async function startDeployment(options: DeploymentOptions): Promise<Runni
   };
 
   type Listing = { tools: Tool[] } | { refused: 401 } | { refused: 403; scope: string | undefined };
-  /** tools/list to the end of its pages, with this access token. */
-  const listTools = async (url: string, accessToken: string): Promise<Listing> => {
+  /**
+   * tools/list to the end of its pages, with this access token (none: the headers alone, section
+   * 3.12) and the connection's headers, filled. `values`: what filled them, scrubbed from errors.
+   */
+  const listTools = async (url: string, accessToken: string | undefined, headers: Record<string, string> = {}, values: string[] = []): Promise<Listing> => {
     // The SDK reports a refusal by status only; the challenge names the scope (RFC 6750 section 3).
     let challenge: { scope?: string; error?: string } = {};
     const recording: typeof fetch = async (input, init) => {
-      const res = await fetch(input, init);
+      // Section 3.12: a held value goes to the connection's url, never where a redirect points.
+      const res = await fetch(input, values.length ? { ...init, redirect: "error" } : init);
       if (res.status === 401 || res.status === 403) challenge = extractWWWAuthenticateParams(res);
       return res;
     };
     const client = new Client({ name: "subs-test-deployment", version: "1.0.0" });
     try {
-      await client.connect(new StreamableHTTPClientTransport(new URL(url), { fetch: recording, requestInit: { headers: { authorization: `Bearer ${accessToken}` } } }));
+      const sent = { ...headers, ...(accessToken ? { authorization: `Bearer ${accessToken}` } : {}) };
+      await client.connect(new StreamableHTTPClientTransport(new URL(url), { fetch: recording, requestInit: { headers: sent } }));
       const tools: Tool[] = [];
       let cursor: string | undefined;
       do {
@@ -546,7 +641,7 @@ export async function startDeployment(options: DeploymentOptions): Promise<Runni
       const status = error instanceof StreamableHTTPError ? error.code : (error as { code?: unknown }).code;
       if (status === 401 || error instanceof UnauthorizedError) return { refused: 401 };
       if (status === 403 && challenge.error === "insufficient_scope") return { refused: 403, scope: challenge.scope };
-      throw new Refusal(502, "upstream_error", `${url}: ${problemOf(error, [accessToken])}`);
+      throw new Refusal(502, "upstream_error", `${url}: ${problemOf(error, [accessToken, ...values])}`);
     } finally {
       await client.close().catch(() => {});
     }
@@ -562,21 +657,36 @@ export async function startDeployment(options: DeploymentOptions): Promise<Runni
       if (credentials.get(id) === credential) credentials.delete(id);
       return notAuthorized(why);
     };
+    // Section 3.12: the headers filled from the values held for this url alone, never from the
+    // deployment's own environment; one missing, nothing is sent.
+    const variables = headerVariables(connection.headers ?? {});
+    const values = valuesFor(connection);
+    const unheld = variables.filter((name) => !values.has(name));
+    if (unheld.length) throw notAuthorized(`the deployment holds no value for ${unheld.join(", ")}`);
+    const filled = Object.fromEntries([...values].map(([name, v]) => [name, v.value]));
+    const headers = Object.fromEntries(Object.entries(connection.headers ?? {}).map(([name, template]) => [name, expandTemplates(template, filled, new Set())]));
+    const sentValues = [...values.values()].map((v) => v.value);
     let credential = credentials.get(id);
-    if (!credential || credential.url !== connection.url) throw notAuthorized("the deployment holds no credential for it");
+    if (!credential || credential.url !== connection.url) {
+      if (variables.length === 0) throw notAuthorized("the deployment holds no credential for it");
+      // The headers alone: no OAuth credential is held (section 3.12).
+      const listing = await listTools(connection.url, undefined, headers, sentValues);
+      if ("tools" in listing) return listing.tools;
+      throw notAuthorized(`${connection.url} refused the request with the values held for ${variables.join(", ")}`);
+    }
     let refreshed = false;
     if (credential.expiresAt !== null && now() >= credential.expiresAt) {
       const fresh = await refresh(id, credential);
       if (!fresh) throw unusable(credential, "its access token expired and could not be refreshed");
       [credential, refreshed] = [fresh, true];
     }
-    let listing = await listTools(connection.url, credential.tokens.access_token);
+    let listing = await listTools(connection.url, credential.tokens.access_token, headers, sentValues);
     if ("refused" in listing && listing.refused === 401 && !refreshed) {
       // Refused before its expiry: refresh once, retry once.
       const fresh = await refresh(id, credential);
       if (!fresh) throw unusable(credential, `${connection.url} refused the credential and it could not be refreshed`);
       credential = fresh;
-      listing = await listTools(connection.url, credential.tokens.access_token);
+      listing = await listTools(connection.url, credential.tokens.access_token, headers, sentValues);
     }
     if ("tools" in listing) return listing.tools;
     // The credential still holds its other scopes: kept (the fix is oauth.scopes and a new login).
@@ -645,13 +755,22 @@ export async function startDeployment(options: DeploymentOptions): Promise<Runni
     if (target.protocol === "http:" && !LOOPBACK.includes(target.hostname)) {
       return fail(res, 400, "invalid_request", "url must be https (plain http only to a loopback host)");
     }
+    const headersRefused = headersProblem(parsed.data.headers);
+    if (headersRefused) return fail(res, 400, "invalid_request", headersRefused);
     if (options.catalog && !options.catalog.includes(parsed.data.url)) {
       return fail(res, 403, "url_not_in_catalog", `${parsed.data.url} is not in this deployment's catalog`, { catalog: options.catalog });
     }
     const existing = connections.get(id);
-    const declared: Declared = { id, url: parsed.data.url, prefix_tools: parsed.data.prefix_tools, ...(parsed.data.oauth ? { oauth: parsed.data.oauth } : {}) };
+    const declared: Declared = {
+      id,
+      url: parsed.data.url,
+      prefix_tools: parsed.data.prefix_tools,
+      ...(parsed.data.oauth ? { oauth: parsed.data.oauth } : {}),
+      ...headersOf(parsed.data.headers),
+    };
     connections.set(id, declared);
     bump();
+    keepNamedValues(declared);
     if (existing && existing.url !== declared.url) await dropCredential(id, "the connection's url changed");
     send(res, existing ? 200 : 201, connectionJson(declared));
   });
@@ -664,6 +783,38 @@ export async function startDeployment(options: DeploymentOptions): Promise<Runni
     connections.delete(id);
     bump();
     await dropCredential(id, "the connection was deleted");
+    send(res, 204);
+  });
+
+  // Section 3.12. The reference has one API token, which may do everything: any token that may
+  // start a consent may hand a value over. No answer, and no error message, quotes the value.
+  v1.put("/mcp/:id/secrets/:variable", (req, res) => {
+    const { id, variable } = req.params as { id: string; variable: string };
+    const connection = connections.get(id);
+    if (!connection) return fail(res, 404, "not_found", `no connection ${id}`);
+    const parsed = SecretBodySchema.safeParse(req.body);
+    if (!parsed.success) return fail(res, 400, "invalid_request", 'the body must be {"value": string}');
+    const { value } = parsed.data;
+    if (value === "") return fail(res, 400, "invalid_request", "the value is empty");
+    if (Buffer.byteLength(value, "utf8") > MAX_VALUE_BYTES) return fail(res, 400, "invalid_request", "the value is longer than 8 KiB");
+    if (CONTROL.test(value)) return fail(res, 400, "invalid_request", "the value holds a control character other than a tab, which a header value cannot carry");
+    const variables = headerVariables(connection.headers ?? {});
+    if (!variables.includes(variable)) {
+      const named = variables.length ? `names ${variables.map((n) => `\${${n}}`).join(", ")}` : "names no variable";
+      return fail(res, 400, "unknown_variable", `${id}: its headers do not name \${${variable}}; they ${named}`);
+    }
+    if (!inCatalog(connection.url)) return notInCatalog(res, connection);
+    const held = headerValues.get(id) ?? new Map<string, HeldValue>();
+    held.set(variable, { value, url: connection.url, setAt: now() });
+    headerValues.set(id, held);
+    send(res, 204);
+  });
+
+  v1.delete("/mcp/:id/secrets/:variable", (req, res) => {
+    const { id, variable } = req.params as { id: string; variable: string };
+    const held = headerValues.get(id);
+    if (!connections.has(id) || !held?.delete(variable)) return fail(res, 404, "not_found", `no value held for ${variable} of ${id}`);
+    if (held.size === 0) headerValues.delete(id);
     send(res, 204);
   });
 
@@ -742,6 +893,8 @@ export async function startDeployment(options: DeploymentOptions): Promise<Runni
       for (const c of state.connections) {
         const target = new URL(c.url);
         if (target.protocol === "http:" && !LOOPBACK.includes(target.hostname)) return fail(res, 400, "invalid_request", "url must be https (plain http only to a loopback host)");
+        const headersRefused = headersProblem(c.headers);
+        if (headersRefused) return fail(res, 400, "invalid_request", `${c.id}: ${headersRefused}`);
       }
       if (options.catalog && state.connections.some((c) => !options.catalog!.includes(c.url))) {
         const outside = state.connections.filter((c) => !options.catalog!.includes(c.url)).map((c) => c.url);
@@ -750,10 +903,16 @@ export async function startDeployment(options: DeploymentOptions): Promise<Runni
       const kept = (id: string) => ids.includes(id) || (!state.prune && connections.has(id));
       const missing = [...new Set(state.agents.flatMap((a) => a.mcp.map((e) => e.id)))].filter((id) => !kept(id));
       if (missing.length) return fail(res, 409, "unknown_connection", `not declared: ${missing.join(", ")}`);
-      const declaredOf = ({ id, ...fields }: (typeof state.connections)[number]): Declared => ({ id, url: fields.url, prefix_tools: fields.prefix_tools, ...(fields.oauth ? { oauth: fields.oauth } : {}) });
+      const declaredOf = ({ id, ...fields }: (typeof state.connections)[number]): Declared => ({
+        id,
+        url: fields.url,
+        prefix_tools: fields.prefix_tools,
+        ...(fields.oauth ? { oauth: fields.oauth } : {}),
+        ...headersOf(fields.headers),
+      });
       const same = (a: unknown, b: unknown) => JSON.stringify(a) === JSON.stringify(b);
       const alreadySo =
-        state.connections.every((c) => same(connections.get(c.id), declaredOf(c))) &&
+        state.connections.every((c) => sameDeclared(connections.get(c.id), declaredOf(c))) &&
         state.agents.every(({ name, ...fields }) => same(agents.get(name), { name, ...fields })) &&
         (!state.prune || (connections.size === ids.length && agents.size === names.length));
       // A stale revision is refused only when the request would change something: the repeat of a
@@ -768,11 +927,12 @@ export async function startDeployment(options: DeploymentOptions): Promise<Runni
         const { id } = entry;
         const existing = connections.get(id);
         const declared = declaredOf(entry);
-        if (existing && same(existing, declared)) continue;
+        if (sameDeclared(existing, declared)) continue;
         const urlChanged = existing !== undefined && existing.url !== declared.url;
-        changes.push({ kind: "connection", id, action: existing ? "change" : "add", credential_dropped: urlChanged && credentials.has(id) });
+        changes.push({ kind: "connection", id, action: existing ? "change" : "add", credential_dropped: urlChanged && (credentials.has(id) || headerValues.has(id)) });
         connections.set(id, declared);
         if (urlChanged) drops.push([id, "the connection's url changed"]);
+        else keepNamedValues(declared);
       }
       for (const { name, ...fields } of state.agents) {
         const agent: Agent = { name, ...fields };
@@ -788,7 +948,7 @@ export async function startDeployment(options: DeploymentOptions): Promise<Runni
         }
         for (const id of [...connections.keys()].filter((i) => !ids.includes(i))) {
           connections.delete(id);
-          changes.push({ kind: "connection", id, action: "remove", credential_dropped: credentials.has(id) });
+          changes.push({ kind: "connection", id, action: "remove", credential_dropped: credentials.has(id) || headerValues.has(id) });
           drops.push([id, "the connection was deleted"]);
         }
       }
@@ -818,6 +978,7 @@ export async function startDeployment(options: DeploymentOptions): Promise<Runni
     connections,
     agents,
     credentials,
+    headerValues,
     fault: (f) => {
       faults.push({ ...f });
     },

@@ -159,6 +159,8 @@ export function remoteConnectionJson(e: RemoteListEntry) {
     differs: e.differs,
     deployment: e.deployment ? { url: e.deployment.url, prefix_tools: e.deployment.prefix_tools, status: e.deployment.status } : null,
     refused: e.refused,
+    // Names and whether each is held, never a value (the deployment never gives one).
+    secrets: e.secrets.map((h) => ({ name: h.name, held: h.held, set_at: h.set_at ?? null, set_by: h.set_by ?? null })),
   };
 }
 
@@ -211,8 +213,11 @@ function describeRemote(e: RemoteListEntry, now: number, style: Style): string {
       const by = e.deployment?.authorized_by ? ` by ${shown(e.deployment.authorized_by)}` : "";
       return style.green(`authorized${by}${expires !== null && expires > now ? ` (expires in ${shortDuration(expires - now)})` : ""}`) + differs;
     }
-    case "needs_login":
-      return style.yellow(`needs login · subs mcp login ${e.id}`) + differs;
+    case "needs_login": {
+      // The variable names come from the deployment: shown, never interpreted.
+      const unheld = e.secrets.filter((h) => !h.held).map((h) => shown(h.name));
+      return style.yellow(`needs login${unheld.length ? ` (${unheld.join(", ")} not held)` : ""} · subs mcp login ${e.id}`) + differs;
+    }
     case "refused":
       return style.red(e.refused?.error === "url_not_in_catalog" ? "refused: url not in the deployment's catalog" : `refused by the deployment (${e.refused?.error})`) + differs;
     case "url_changed":

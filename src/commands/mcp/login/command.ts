@@ -3,7 +3,7 @@ import { Option } from "commander";
 import { parsePort, parseSeconds } from "../../flags.ts";
 import { configOption, examples, jsonOption, type CommandDeclaration } from "../../options.ts";
 
-type LoginFlags = { config?: string; json?: boolean; all?: boolean; browser: boolean; port?: string; timeout: string };
+type LoginFlags = { config?: string; json?: boolean; all?: boolean; browser: boolean; port?: string; timeout: string; fromEnv?: boolean };
 
 export const mcpLogin: CommandDeclaration = {
   name: "login",
@@ -19,9 +19,13 @@ export const mcpLogin: CommandDeclaration = {
       .option("--no-browser", "print the URL instead of opening a browser (on a terminal, also accept the redirected URL pasted back)")
       .option("--port <n>", "a fixed loopback port for the redirect (default: chosen by the system)")
       .addOption(new Option("--timeout <seconds>", "how long to wait for consent").default("300", "300"))
+      .option(
+        "--from-env",
+        "with [remote], for a connection whose headers name variables: hand the deployment each value from this machine's variable of the same name, instead of asking on the terminal",
+      )
       .addHelpText(
         "after",
-        examples(["subs mcp login sentry", "subs mcp login sentry linear", "subs mcp login --all", "subs mcp login sentry --no-browser   # over SSH", "subs mcp login linear --port 8765"]),
+        examples(["subs mcp login sentry", "subs mcp login sentry linear", "subs mcp login --all", "subs mcp login sentry --no-browser   # over SSH", "subs mcp login linear --port 8765", "subs mcp login exa --from-env   # [remote]: hand $EXA_API_KEY to the deployment"]),
       )
       .action(async (ids: string[], opts: LoginFlags) => {
         setJson(Boolean(opts.json));
@@ -35,6 +39,7 @@ export const mcpLogin: CommandDeclaration = {
           browser: opts.browser,
           timeoutSeconds: parseSeconds(opts.timeout),
           json: Boolean(opts.json),
+          fromEnv: Boolean(opts.fromEnv),
         });
       });
   },

@@ -4,7 +4,7 @@ import { loadConfig } from "../../../config/load.ts";
 import type { Context } from "../../../context.ts";
 import { usage } from "../../../errors.ts";
 import { writeJson } from "../../../output/json.ts";
-import { loginSteps } from "../../../output/login-words.ts";
+import { loginSteps, loginWords } from "../../../output/login-words.ts";
 import { stderrReporter } from "../../../output/reporter.ts";
 import { MARK, styleFor, type Style } from "../../../output/style.ts";
 import { isoOrNull, shortDuration } from "../../../output/time.ts";
@@ -19,6 +19,11 @@ export type McpLoginOptions = {
   browser: boolean;
   timeoutSeconds: number;
   json: boolean;
+  /**
+   * `--from-env`: the values of a connection's header variables, handed to a deployment, come from
+   * this machine's variables of the same names instead of being asked for.
+   */
+  fromEnv: boolean;
 };
 
 /** The `--json` contract of `subs mcp login` (docs/commands.md, "subs mcp login"). Never holds a secret. */
@@ -46,6 +51,8 @@ export type RemoteLoginJson = {
   url: string;
   authorized_at: string | null;
   expires_at: string | null;
+  /** The variables of the connection's headers whose values were handed to the deployment (names only); empty after a consent. */
+  secrets: string[];
 };
 
 export async function mcpLoginCommand(ctx: Context, options: McpLoginOptions): Promise<void> {
@@ -56,6 +63,9 @@ export async function mcpLoginCommand(ctx: Context, options: McpLoginOptions): P
   const backend = await backendFor({ ctx, config, reporter, loginSteps: () => loginSteps(reporter) });
   const style = styleFor(ctx.color);
   const results: Array<LoginJson | RemoteLoginJson> = [];
+  // Without [remote] a connection's headers read this machine's variables whenever it connects.
+  if (options.fromEnv && backend.place.kind === "local") reporter.warn("--from-env is used only with [remote]: here a connection's headers read this machine's variables whenever it connects");
+  const headerValue = headerValueSource(ctx, options.fromEnv);
   try {
     const targets = await backend.loginTargets({ ids: options.ids, all: options.all, ...(options.port !== undefined ? { port: options.port } : {}) });
     if (options.all && targets.length === 0) {
@@ -71,6 +81,7 @@ export async function mcpLoginCommand(ctx: Context, options: McpLoginOptions): P
         ...(options.port !== undefined ? { port: options.port } : {}),
         browser: options.browser,
         timeoutMs: options.timeoutSeconds * 1000,
+        headerValue,
       });
       results.push(loginJson(outcome));
       if (outcome.result === "local") {
@@ -87,6 +98,37 @@ export async function mcpLoginCommand(ctx: Context, options: McpLoginOptions): P
   if (options.json) writeJson(ctx.stdout, results);
 }
 
+/**
+ * Where the value of a variable a connection's headers name comes from, for a deployment that
+ * holds it (docs/deployment-protocol.md section 3.12): with `--from-env` this machine's variable of
+ * that name, else the person at the terminal, typing it hidden. Neither possible is a usage error,
+ * raised before anything of that connection is sent. The value is never printed: the core teaches
+ * it to the run's secrets as soon as it has it.
+ */
+function headerValueSource(ctx: Context, fromEnv: boolean): (request: { id: string; name: string }) => Promise<string> {
+  let ask: ((prompt: string) => Promise<string>) | undefined;
+  return async ({ id, name }) => {
+    if (fromEnv) {
+      const value = ctx.env[name];
+      if (value === undefined) {
+        throw usage(`${id}: $${name} is not set; --from-env reads the value of ${name} from this machine's environment; nothing was sent`, {
+          hint: `export ${name}=<the value ${id} expects>, then run \`subs mcp login ${id} --from-env\` again (or, on a terminal, run it without --from-env and type the value)`,
+        });
+      }
+      return value;
+    }
+    const stdin = await ctx.terminalStdin?.();
+    if (!stdin) {
+      throw usage(`${id}: its headers need the value of ${name}, which subs asks for on a terminal, and stdin is not one; nothing was sent`, {
+        hint: `export ${name}=<the value ${id} expects>, then run \`subs mcp login ${id} --from-env\``,
+      });
+    }
+    const { hiddenInput } = await import("../../../output/hidden-input.ts");
+    ask ??= hiddenInput(ctx, stdin);
+    return ask(loginWords.askValue(name, id));
+  };
+}
+
 function loginJson(outcome: Authorized): LoginJson | RemoteLoginJson {
   const none = { issuer: null, scopes: [], expires_at: null, refreshable: false };
   switch (outcome.result) {
@@ -98,8 +140,8 @@ function loginJson(outcome: Authorized): LoginJson | RemoteLoginJson {
       return { id: outcome.id, result: "local", ...none, tools: null, token_env: null, token_env_set: null };
   }
   if (outcome.target === "remote") {
-    const { id, deployment, url, authorizedAt, expiresAt } = outcome;
-    return { id, result: "authorized", target: "remote", deployment: deployment.href, url, authorized_at: authorizedAt, expires_at: expiresAt };
+    const { id, deployment, url, authorizedAt, expiresAt, secrets } = outcome;
+    return { id, result: "authorized", target: "remote", deployment: deployment.href, url, authorized_at: authorizedAt, expires_at: expiresAt, secrets };
   }
   const { id, issuer, scopes, expiresAt, refreshable, tools } = outcome;
   return { id, result: "authorized", issuer, scopes, expires_at: isoOrNull(expiresAt), refreshable, tools, token_env: null, token_env_set: null };
@@ -113,7 +155,9 @@ function loginText(outcome: Exclude<Authorized, { result: "static" | "local" }>,
     // As a local login's result: the mark, who authorized it, then its expiry on a line of its own.
     const expiresAt = outcome.expiresAt ? Date.parse(outcome.expiresAt) : null;
     const expiry = expiresAt === null ? "" : `  expires in ${shortDuration(expiresAt - now)}, refreshed by the deployment\n`;
-    return `${style.green(MARK.success)} ${outcome.id}: authorized on ${outcome.deployment.origin}\n${expiry}`;
+    // Names only: the values went to the deployment and are never shown.
+    const held = outcome.secrets.length ? `  the deployment holds ${outcome.secrets.join(", ")} for its headers\n` : "";
+    return `${style.green(MARK.success)} ${outcome.id}: authorized on ${outcome.deployment.origin}\n${held}${expiry}`;
   }
   const expiry =
     outcome.expiresAt === null ? "does not expire" : `expires in ${shortDuration(outcome.expiresAt - now)}${outcome.refreshable ? ", refreshable" : ", not refreshable"}`;
