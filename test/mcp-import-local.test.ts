@@ -85,6 +85,20 @@ describe("subs mcp import: local servers and headers", () => {
     assert.match(result.skipped[0]!.message, /the deployment in \[remote\] cannot run it/);
   });
 
+  it("with [remote], headers come over as templates whose values the login hands to the deployment; nothing says to export them", async () => {
+    const dir = mkdtempSync(path.join(tmpdir(), "subs-import-remote-headers-"));
+    writeFileSync(path.join(dir, "substructure.toml"), `[remote]\nurl = "https://deploy.example.com"\n`);
+    writeFileSync(path.join(dir, ".mcp.json"), JSON.stringify({ mcpServers: { exa: { type: "http", url: "https://mcp.exa.ai/mcp", headers: { "X-API-Key": "${EXA_API_KEY}", "X-Other-Key": OTHER_KEY } } } }));
+    const ran = await runCli(["mcp", "import", "--from", "claude"], { cwd: dir });
+    assert.equal(ran.code, 0, ran.stderr);
+    const out = ran.stdout + ran.stderr;
+    assert.doesNotMatch(out, new RegExp(OTHER_KEY));
+    assert.match(out, /header X-Other-Key: Claude Code holds its value written in its file; not copied: the entry reads \$\{X_OTHER_KEY\}: hand its value to the deployment with `subs mcp login exa`/);
+    assert.match(out, /Next: `subs mcp login exa`, then `subs mcp list`\./);
+    const file = declared(path.join(dir, "substructure.toml"));
+    assert.match(file, /\[mcp\.exa\]\nurl = "https:\/\/mcp\.exa\.ai\/mcp"\nheaders = \{ X-API-Key = "\$\{EXA_API_KEY\}", X-Other-Key = "\$\{X_OTHER_KEY\}" \}/);
+  });
+
   it("from the files Claude Code's and Codex's own `mcp add` wrote (test/fixtures/import/README.md, \"local\")", async () => {
     const fixtures = path.join(REPO, "test", "fixtures", "import", "local");
     const dir = realpathSync(mkdtempSync(path.join(tmpdir(), "subs-import-real-")));

@@ -185,7 +185,7 @@ export function createPlanner(input: Omit<PlanInput, "found">): { plan: Plan; ad
       const id = uniqueId(validId(server.name), ids);
       ids.add(id);
       urls.set(sameUrl(server.url), { id, by: "import" });
-      const { tokenEnv, notes, headers } = authOf(id, server.headers, input.remote, input.secret);
+      const { tokenEnv, notes, headers } = authOf(id, server.headers, input.secret);
       if (tokenEnv !== undefined && input.remote) notes.unshift({ kind: "auth_on_deployment", env: tokenEnv });
       const written = tokenEnv !== undefined && !input.remote ? tokenEnv : undefined;
       const oauth = server.oauth ? oauthOf(id, server.oauth, { staticToken: written !== undefined, remote: input.remote }, notes) : null;
@@ -261,17 +261,17 @@ function variableSkipReason(headers: readonly Header[], secret: (value: string) 
 }
 
 /**
- * What the headers say: `auth.token_env` from Authorization, the other headers as templates (not
- * under [remote], whose deployment does not send them), and notes; no secret value is kept.
+ * What the headers say: `auth.token_env` from Authorization, the other headers as templates (under
+ * [remote] too: the deployment holds their variables' values), and notes; no secret value is kept.
  */
-function authOf(id: string, headers: readonly Header[], remote: boolean, secret: (value: string) => void): { tokenEnv: string | undefined; notes: Note[]; headers: Record<string, string> } {
+function authOf(id: string, headers: readonly Header[], secret: (value: string) => void): { tokenEnv: string | undefined; notes: Note[]; headers: Record<string, string> } {
   const notes: Note[] = [];
   const carried: Record<string, string> = {};
   let tokenEnv: string | undefined;
   let authorizationSeen = false;
   for (const header of headers) {
     const isAuthorization = header.name.toLowerCase() === "authorization";
-    if (!isAuthorization && !remote && HEADER_NAME_PATTERN.test(header.name) && !reservedHeaderProblem(header.name) && !isSecretKey(header.name) && !Object.hasOwn(carried, header.name)) {
+    if (!isAuthorization && HEADER_NAME_PATTERN.test(header.name) && !reservedHeaderProblem(header.name) && !isSecretKey(header.name) && !Object.hasOwn(carried, header.name)) {
       const suggested = envNameFor(header.name);
       carried[header.name] =
         "fromEnv" in header

@@ -71,7 +71,7 @@ function renderReport(ctx: Context, r: ImportResult, options: McpImportOptions):
       const auth = a.token_env !== null ? `  token from $${shown(a.token_env)}` : a.oauth?.client_id !== undefined ? `  OAuth client ${shown(a.oauth.client_id)}` : "";
       const where = a.url !== null ? shown(a.url) : `local: ${shown([a.command!, ...a.args].join(" "))}`;
       out(`  ${style.green("+")} ${a.id.padEnd(width)}  ${where}${auth}  ${style.dim(`(${origin(a.from)})`)}`);
-      for (const note of a.notes) out(`      ${style.yellow("!")} ${noteText(a, note)}`);
+      for (const note of a.notes) out(`      ${style.yellow("!")} ${noteText(a, note, r.config.remote)}`);
     }
   }
   if (r.already_declared.length > 0) {
@@ -99,9 +99,13 @@ function renderReport(ctx: Context, r: ImportResult, options: McpImportOptions):
   }
   out(`${style.green(MARK.success)} ${r.config.created ? `Wrote ${target} with` : `Added`} ${n}${r.config.created ? "" : ` to ${target}`}.`);
   const configArg = options.config !== undefined ? ` --config ${shellWord(options.config)}` : "";
-  // A local server needs no login; what it, or a header, reads must be exported.
+  // A local server needs no login; what it, or a header, reads must be exported — but with
+  // [remote] a header's variables are the deployment's, handed over by the login.
   const login = r.added.filter((a) => a.token_env === null && a.url !== null).map((a) => a.id);
-  const read = (a: (typeof r.added)[number]) => [...(a.token_env !== null ? [a.token_env] : []), ...[...a.args, ...Object.values(a.env), ...Object.values(a.headers)].flatMap(templateNames)];
+  const read = (a: (typeof r.added)[number]) => [
+    ...(a.token_env !== null ? [a.token_env] : []),
+    ...[...a.args, ...Object.values(a.env), ...(r.config.remote ? [] : Object.values(a.headers))].flatMap(templateNames),
+  ];
   const unset = [...new Set(r.added.flatMap((a) => read(a).filter((name) => !ctx.env[name])))];
   const steps: string[] = [];
   if (unset.length > 0) steps.push(`export ${listed(unset.map((name) => shown(name)))}`);
@@ -131,7 +135,8 @@ const listed = (names: readonly string[]) => (names.length > LISTED ? `${names.s
 /** The clients' settings that choose a server's tools: subs chooses them per agent. */
 const TOOL_FILTERS = new Set(["includeTools", "excludeTools", "enabled_tools", "disabled_tools"]);
 
-function noteText(a: Addition, note: Note): string {
+/** `remote`: the file has [remote], whose deployment holds the values of header templates (docs/remote.md). */
+function noteText(a: Addition, note: Note, remote: boolean): string {
   const client = CLIENT_TITLES[a.from.client];
   const auth = (env: string) => `add \`auth = { token_env = "${env}" }\` to [mcp.${a.id}]`;
   const login = `\`subs mcp login ${a.id}\``;
@@ -145,7 +150,7 @@ function noteText(a: Addition, note: Note): string {
     case "header_left_out":
       return note.credential
         ? `${shown(note.header)} carries a credential subs cannot send (it sends only Authorization: Bearer): left out; try ${login}`
-        : `header ${shown(note.header)} not imported: substructure.toml declares no custom headers`;
+        : `header ${shown(note.header)} not imported: subs sets it itself, or its name is not one a file can declare`;
     case "auth_on_deployment":
       return `token from $${shown(note.env)} not written: with [remote] the deployment holds credentials; authorize there with ${login}`;
     case "client_secret_left_out":
@@ -169,7 +174,9 @@ function noteText(a: Addition, note: Note): string {
     case "value_left_out": {
       const what = note.where === "env" ? `$${shown(note.name)} of its env` : note.where === "arg" ? `argument ${note.name}` : `header ${shown(note.name)}`;
       const why = note.input !== undefined ? `VS Code prompts for it (\${input:${shown(note.input)}})` : `${client} holds its value written in its file`;
-      return `${what}: ${why}; not copied: the entry reads \${${note.suggested_env}}: export ${note.suggested_env}`;
+      // With [remote], a header's value is handed to the deployment; a local server's is not run there.
+      const next = remote && note.where === "header" ? `hand its value to the deployment with ${login}` : `export ${note.suggested_env}`;
+      return `${what}: ${why}; not copied: the entry reads \${${note.suggested_env}}: ${next}`;
     }
     case "default_dropped":
       return `${note.where === "env" ? `$${shown(note.name)} of its env` : note.where === "arg" ? `argument ${note.name}` : `header ${shown(note.name)}`}: its \${NAME:-default} is \${NAME} here (subs has no defaults): the variable must be set`;
