@@ -179,16 +179,12 @@ async function authorizeOnDeployment(
     else steps({ step: "waited", id, outcome: ctx.signal.aborted ? "stopped" : code === "access_denied" || code === "authorization_failed" ? "not_given" : "no_consent" });
     throw error;
   }
-  return {
-    result: "authorized",
-    target: "remote",
-    id,
-    deployment: client.base,
-    url: held.url,
-    authorizedAt: held.authorized_at ?? null,
-    expiresAt: held.expires_at ?? null,
-    secrets: [],
-  };
+  return authorizedOn(client, id, held, []);
+}
+
+/** A login's result from the Connection the deployment answered after it. */
+function authorizedOn(client: DeploymentClient, id: string, held: { url: string; authorized_at?: string | null; expires_at?: string | null }, secrets: string[]): Authorized {
+  return { result: "authorized", target: "remote", id, deployment: client.base, url: held.url, authorizedAt: held.authorized_at ?? null, expiresAt: held.expires_at ?? null, secrets };
 }
 
 /**
@@ -213,16 +209,7 @@ async function handOver(ctx: Context, client: DeploymentClient, steps: (step: Lo
     throw error;
   }
   steps({ step: "handed_over", id, deployment, names });
-  return {
-    result: "authorized",
-    target: "remote",
-    id,
-    deployment: client.base,
-    url: held.url,
-    authorizedAt: held.authorized_at ?? null,
-    expiresAt: held.expires_at ?? null,
-    secrets: names,
-  };
+  return authorizedOn(client, id, held, names);
 }
 
 /** What a deployment tool source needs from the deployment client. */
