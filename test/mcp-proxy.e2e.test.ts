@@ -384,7 +384,7 @@ describe("subs mcp proxy (end to end)", () => {
     }
   });
 
-  it("3,000 calls, 16 in flight, leave no listener behind on a signal (no MaxListenersExceededWarning), and hold no memory per call", { timeout: 120_000 }, async () => {
+  it("3,000 calls, 16 in flight, leave no listener behind on a signal (no MaxListenersExceededWarning), and hold no memory per call", { timeout: 300_000 }, async () => {
     // The proxy runs in this process (run(), with the process's fetch for MCP requests as in
     // src/main.ts, stdin and stdout two in-memory pipes) so that its heap can be read. A leak is
     // judged by what stays after full collections, not by a resident-memory figure (which V8's

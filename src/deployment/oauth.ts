@@ -448,6 +448,12 @@ export class OAuth {
     learnCredential(credential, secrets);
     const second = await use(credential.secret.tokens.access_token);
     if (!isRefused(second)) return second;
+    // A token that had expired by the time it was refused (a loaded machine, a clock ahead of the
+    // server's) says nothing against the grant: the credential is kept, and the request may be
+    // retried. Only a token refused within its lifetime shows a grant the server no longer honours.
+    if (credential.expiresAt !== null && this.#o.now() >= credential.expiresAt) {
+      throw new Refusal(503, "unavailable", `${connection.id}: ${connection.url} refused the refreshed credential, which had expired on the way; retry`);
+    }
     await this.#o.store.deleteCredential(credential.id, credential.version);
     throw notAuthorized(`${connection.url} refused the refreshed credential`);
   }

@@ -572,6 +572,21 @@ for (const target of targets(STORES)) describe(`server-side OAuth: ${target.name
     // 25 s hold authorize and three calls with room (a margin of a full minute would refresh it at
     // once), and one of 2 s, waited past, whose refresh issues a token of an hour (so eight calls
     // however slow cannot find the new one due as well).
+    // The MCP server takes longer to answer than the token lives, as on a machine too loaded to
+    // deliver a request within a short lifetime: both tokens have expired when they are checked.
+    if (storeIndifferent) test("a refreshed token refused because it expired on its way is no rejected grant: 503 unavailable, the credential kept", async () => {
+      const brief = await authServer({ accessTokenTtlSeconds: 1 });
+      const slow = await startMcpServer({ tools: TOOLS, delayMs: 1_500, oauth: { authServer: brief } });
+      servers.push(slow);
+      await d.declare("slow", slow.url);
+      await authorize("slow");
+      const tools = await d.call("GET", "/v1/mcp/slow/tools");
+      assert.deepEqual([tools.status, tools.body.error], [503, "unavailable"], JSON.stringify(tools.body));
+      assert.match(tools.body.message, /expired on the way; retry/);
+      assert.ok(brief.counters.refreshes >= 1, "the refused token was refreshed first");
+      assert.equal(await statusOf("slow"), "authorized", "the grant is not given up over a late request");
+    });
+
     if (storeIndifferent) test("a short-lived access token is used for its first half, then refreshed ahead of its expiry once for eight requests at once", async () => {
       const halfLived = await authServer({ accessTokenTtlSeconds: 50 });
       const half = await mcpServer({ authServer: halfLived });
