@@ -110,6 +110,63 @@ test("mcp add: a mistake writes nothing (same bytes, same mtime); exit 2; a secr
   assert.equal(inline.read(), 'mcp = { a = { url = "https://a.example/mcp" } }\n');
 });
 
+test("mcp add -- <command> [args...]: a local server as Claude Code's and Codex's `mcp add` take one (--env, --cwd); --header on a url; it loads and lists", async () => {
+  const p = project(HEAD + TAIL);
+  const local = await runCli(["mcp", "add", "fs", "--env", "API_TOKEN=${FS_TOKEN}", "--env", "LOG_LEVEL=info", "--cwd", "docs", "--", "npx", "-y", "@modelcontextprotocol/server-filesystem", "--root", "."], { cwd: p.dir, env: { FS_TOKEN: "" } });
+  assert.equal(local.code, 0, local.stderr);
+  assert.match(local.stderr, /Added \[mcp\.fs\] to substructure\.toml\.\nNext: `subs mcp tools fs`\./, "its one variable is set: nothing to export, no login");
+  const keyed = await runInProcess(["mcp", "add", "exa", "https://mcp.exa.ai/mcp", "--header", "X-API-Key: ${EXA_API_KEY}", "--header", "X-Client:subs"], { cwd: p.dir });
+  assert.equal(keyed.code, 0, keyed.stderr);
+  assert.match(keyed.stderr, /Next: export EXA_API_KEY, then `subs mcp tools exa`\./);
+  assert.equal(
+    p.read(),
+    HEAD +
+      `\n[mcp.fs]\ncommand = "npx"\nargs = ["-y", "@modelcontextprotocol/server-filesystem", "--root", "."]\nenv = { API_TOKEN = "\${FS_TOKEN}", LOG_LEVEL = "info" }\ncwd = "docs"\n` +
+      `\n[mcp.exa]\nurl = "https://mcp.exa.ai/mcp"\nheaders = { X-API-Key = "\${EXA_API_KEY}", X-Client = "subs" }\n` +
+      TAIL,
+  );
+  const list = await runCli(["mcp", "list", "--json"], { cwd: p.dir });
+  assert.equal(list.code, 0, list.stderr);
+  assert.deepEqual(
+    JSON.parse(list.stdout).map((c: { id: string; command: string | null; unset_env: string[] }) => [c.id, c.command, c.unset_env]),
+    [
+      ["sentry", null, []],
+      ["fs", "npx", ["FS_TOKEN"]],
+      ["exa", null, ["EXA_API_KEY"]],
+    ],
+  );
+});
+
+test("mcp add: a local server's or a header's mistakes write nothing; a secret given as a value is refused and never echoed; a local server under [remote] is refused", async () => {
+  const p = project(HEAD + TAIL);
+  const cases: Array<[string[], RegExp]> = [
+    [["mcp", "add", "x", "--env", "GITHUB_TOKEN=ghp_SECRETVALUE", "--", "npx", "x"], /--env GITHUB_TOKEN would write a secret in the file; nothing was written\nhint: name the variable that holds it: --env 'GITHUB_TOKEN=\$\{GITHUB_TOKEN\}'/],
+    [["mcp", "add", "x", "https://x.example/mcp", "--header", "X-Api-Key: SECRETVALUE"], /--header X-Api-Key would write a secret in the file.*\nhint: .*--header 'X-Api-Key: \$\{X_API_KEY\}'/],
+    [["mcp", "add", "x", "https://x.example/mcp", "--header", "Authorization: Bearer SECRETVALUE"], /`Authorization` is the credential's header/],
+    [["mcp", "add", "x", "https://x.example/mcp", "--header", "no colon SECRETVALUE"], /--header takes "Name: value"/],
+    [["mcp", "add", "x", "https://x.example/mcp", "--header", "X-A: ${NOT CLOSED"], /--header X-A has `\$\{NOT CLOSED\}`|--header X-A has a `\$\{`/],
+    [["mcp", "add", "x", "https://x.example/mcp", "extra"], /a url takes no arguments/],
+    [["mcp", "add", "x", "https://x.example/mcp", "--env", "A=b"], /--env is for a local server; x is a url/],
+    [["mcp", "add", "x", "--token-env", "T", "--", "npx", "x"], /--token-env is for a server reached by url; x is a local server/],
+    [["mcp", "add", "x", "--env", "1BAD=x", "--", "npx"], /--env takes NAME=value/],
+    [["mcp", "add", "x"], /missing required argument|give the MCP server's url/],
+  ];
+  for (const [argv, message] of cases) {
+    const r = await runInProcess(argv, { cwd: p.dir });
+    assert.equal(r.code, 2, `${argv.join(" ")}: ${r.stderr}`);
+    assert.match(r.stderr, message, argv.join(" "));
+    assert.doesNotMatch(r.stderr + r.stdout, /SECRETVALUE/, argv.join(" "));
+    assert.equal(p.read(), HEAD + TAIL, argv.join(" "));
+  }
+  const remote = project(`[remote]\nurl = "https://deploy.example"\n`);
+  const refusedThere = await runInProcess(["mcp", "add", "fs", "--", "npx", "x"], { cwd: remote.dir });
+  assert.equal(refusedThere.code, 2, refusedThere.stderr);
+  assert.match(refusedThere.stderr, /the deployment in \[remote\] of substructure\.toml cannot run it; nothing was written/);
+  const keyedThere = await runInProcess(["mcp", "add", "exa", "https://mcp.exa.ai/mcp", "--header", "X-API-Key: ${EXA_API_KEY}"], { cwd: remote.dir });
+  assert.equal(keyedThere.code, 0, keyedThere.stderr);
+  assert.match(keyedThere.stderr, /Next: `subs mcp login exa`\./, "with [remote] the login hands the value to the deployment");
+});
+
 const REMOVE_BEFORE = `# Servers
 [mcp.sentry]
 url = "https://s.example/mcp"
