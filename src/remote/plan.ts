@@ -5,6 +5,7 @@
 // agents put, agents deleted, connections deleted. Every step is an idempotent PUT or DELETE, so a
 // run that stopped part-way converges when rerun.
 import { remoteConnectionsOf, type AgentConfig, type Config, type RemoteConnection as FileConnection } from "../config/types.ts";
+import { headerVariables } from "../config/templates.ts";
 import type { DeploymentClient } from "./client.ts";
 import type {
   AgentBody,
@@ -40,7 +41,7 @@ export type ConnectionStep = {
   /** The deployment's url before a url change. */
   previousUrl?: string;
   credential: CredentialEffect;
-  credentialReason?: "url_changed" | "declaration_removed";
+  credentialReason?: "url_changed" | "declaration_removed" | "headers_changed";
   body?: ConnectionBody;
 };
 
@@ -130,6 +131,12 @@ function remoteAgentBody(remote: RemoteAgent): AgentBody {
   return { mcp: remote.mcp.map(entryBody), tools: remote.tools, agents: remote.agents };
 }
 
+/** Whether the headers of `body` name a variable whose value `remote` does not hold. */
+function namesUnheld(body: ConnectionBody, remote: RemoteConnection): boolean {
+  const held = new Set((remote.secrets ?? []).filter((s) => s.held).map((s) => s.name));
+  return headerVariables(body.headers ?? {}).some((name) => !held.has(name));
+}
+
 export function planRemote(config: Config, state: RemoteState): RemotePlan {
   const remoteConnections = new Map(state.connections.map((c) => [c.id, c]));
   const connections: ConnectionStep[] = [];
@@ -156,6 +163,10 @@ export function planRemote(config: Config, state: RemoteState): RemotePlan {
         ...(held ? { credentialReason: "url_changed" as const } : {}),
         body,
       });
+    } else if (held && changed.includes("headers") && namesUnheld(body, remote)) {
+      // Its headers now name a variable the deployment holds no value for: it is not usable until
+      // `subs mcp login` hands that over (docs/deployment-protocol.md section 3.12).
+      connections.push({ kind: "connection", id: connection.id, action: "change", changed, url: body.url, credential: "dropped", credentialReason: "headers_changed", body });
     } else {
       connections.push({ kind: "connection", id: connection.id, action: "change", changed, url: body.url, credential: held ? "kept" : "none", body });
     }

@@ -42,8 +42,16 @@ describe("planRemote", () => {
     assert.equal(planRemote(file, { connections: nulls, agents: [] }).connections[1]!.action, "unchanged");
     const others: Array<Record<string, string> | undefined> = [{ "X-API-Key": "${B_KEY}", "X-Client": "subs" }, { "x-api-key": "${A_KEY}", "X-Client": "subs" }, { "X-API-Key": "${A_KEY}" }, undefined];
     for (const headers of others) {
-      const changed = planRemote(file, { connections: [remote({ id: "a", url: "https://a.example/mcp", status: "authorized", ...(headers ? { headers } : {}) })], agents: [] });
+      // Authorized with A_KEY held: the change keeps it usable.
+      const secrets = [{ name: "A_KEY", held: true }];
+      const changed = planRemote(file, { connections: [remote({ id: "a", url: "https://a.example/mcp", status: "authorized", secrets, ...(headers ? { headers } : {}) })], agents: [] });
       assert.deepEqual([changed.connections[0]!.action, changed.connections[0]!.changed, changed.connections[0]!.credential], ["change", ["headers"], "kept"], JSON.stringify(headers));
+    }
+    // Authorized without a value of A_KEY (by a consent, or with another variable's value): the
+    // new headers name one it does not hold, so it needs a login after the change.
+    for (const secrets of [undefined, [{ name: "B_KEY", held: true }], [{ name: "A_KEY", held: false }]]) {
+      const step = planRemote(file, { connections: [remote({ id: "a", url: "https://a.example/mcp", status: "authorized", ...(secrets ? { secrets } : {}) })], agents: [] }).connections[0]!;
+      assert.deepEqual([step.action, step.credential, step.credentialReason], ["change", "dropped", "headers_changed"], JSON.stringify(secrets));
     }
     // The body carries the templates when the file has headers, and no `headers` key otherwise (never null or {}).
     const added = planRemote(file, { connections: [], agents: [] });

@@ -15,7 +15,7 @@ import { stderrReporter } from "../../output/reporter.ts";
 import { MARK, styleFor, type Style } from "../../output/style.ts";
 import { shown } from "../../output/untrusted.ts";
 import { DeploymentError } from "../../remote/client.ts";
-import { hasChanges, type PlanStep, type RemotePlan, type StepOutcome } from "../../remote/plan.ts";
+import { hasChanges, type ConnectionStep, type PlanStep, type RemotePlan, type StepOutcome } from "../../remote/plan.ts";
 
 export type ApplyOptions = {
   config?: string;
@@ -155,11 +155,18 @@ function reportRemote(ctx: Context, config: Config, done: Extract<Applied, { tar
 }
 
 /** What the plan takes away: removed connections and agents, and credentials the deployment drops. */
+/** Why the deployment stops using a credential, in words. */
+const DROPPED: Record<NonNullable<ConnectionStep["credentialReason"]>, string> = {
+  url_changed: "url changed",
+  declaration_removed: "declaration removed",
+  headers_changed: "its headers name a value the deployment does not hold",
+};
+
 export function removals(plan: RemotePlan): string[] {
   const lines: string[] = [];
   for (const step of plan.connections) {
     if (step.action === "remove") lines.push(`connection ${step.id}${step.credential === "dropped" ? " and its credential" : ""}`);
-    else if (step.credential === "dropped") lines.push(`the credential of ${step.id} (${step.credentialReason === "url_changed" ? "url changed" : "declaration removed"})`);
+    else if (step.credential === "dropped") lines.push(`the credential of ${step.id} (${DROPPED[step.credentialReason ?? "declaration_removed"]})`);
   }
   for (const step of plan.agents) if (step.action === "remove") lines.push(`agent ${step.id}`);
   return lines;
@@ -199,7 +206,7 @@ function stepDetail(step: PlanStep): string {
   }
   if (step.action === "remove") parts.push(`${step.url}`, "not in the file");
   if (step.action === "unchanged") parts.push(step.credential === "kept" ? "unchanged (authorized)" : "unchanged (not authorized)");
-  if (step.credential === "dropped") parts.push(`credential dropped: ${step.credentialReason === "url_changed" ? "url changed" : "declaration removed"}`);
+  if (step.credential === "dropped") parts.push(`credential dropped: ${DROPPED[step.credentialReason ?? "declaration_removed"]}`);
   else if (step.action === "change") parts.push(step.credential === "kept" ? "credential kept" : "no credential");
   return parts.join("; ");
 }
