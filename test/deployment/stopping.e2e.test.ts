@@ -81,7 +81,13 @@ async function stopUnderCalls(server: Awaited<ReturnType<typeof heldServer>>, cl
   const stopped = victim.logs.find((l) => l.msg === "stopped");
   assert.deepEqual([stopped?.unfinished, stopped?.cut], [0, undefined], JSON.stringify(stopped));
   // Every client goes on, through the replica left, which continues its session from the store.
-  const again = await Promise.all(clients.map((c, n) => c.callTool({ name: "search", arguments: { n: 100 + n } }) as Promise<Called>));
+  const again = await Promise.all(
+    clients.map((c, n) =>
+      (c.callTool({ name: "search", arguments: { n: 100 + n } }) as Promise<Called>).catch((error: Error) => {
+        throw new Error(`client ${n} after the stop: ${error.message}`, { cause: error });
+      }),
+    ),
+  );
   again.forEach((r, n) => assert.deepEqual(r.content, [{ type: "text", text: JSON.stringify({ n: 100 + n }) }], `client ${n} after the stop`));
   return stopping;
 }
@@ -170,7 +176,13 @@ describe("SIGTERM on one of two replicas on Postgres behind Caddy, configured as
         return Number(/subs_deployment_http_requests_total\{method="GET",route="\/readyz",status="200"\} (\d+)/.exec(await res.text())?.[1] ?? 0);
       };
       await waitFor(async () => (await probes()) >= 2, "Caddy to probe the replica's /readyz twice", undefined, 250);
-      await stopUnderCalls(server, clients, victim);
+      try {
+        await stopUnderCalls(server, clients, victim);
+      } catch (error) {
+        // What Caddy said of its upstreams (a 502's cause: a refused dial, a reset, a health change) goes with the failure.
+        const said = caddy.log().split("\n").filter((line) => /error|unhealthy|healthy|502|refused|reset|EOF/i.test(line)).slice(-15);
+        throw new Error(`${(error as Error).message}\nCaddy said:\n${said.join("\n")}`, { cause: error });
+      }
       assert.ok(set.replicas[0]!.logs.some((l) => l.msg === "out of rotation"), "the replica waited for a probe to say 503 before refusing connections");
     } finally {
       for (const c of clients) await c.close().catch(() => {});
