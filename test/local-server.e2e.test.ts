@@ -164,6 +164,8 @@ mcp = ["own", "notes", { id = "fs", tools = { include = ["read_text_file", "list
     ["SIGTERM to `subs agent serve`", "term"],
     ["Ctrl-C (SIGINT) to `subs agent serve`", "int"],
     ["SIGKILL of the MCP client that started it", "client"],
+    // Nothing of subs runs on a SIGKILL: the watcher in the server's group ends it (local-server.ts, WATCHED).
+    ["SIGKILL of `subs agent serve` itself", "kill"],
   ] as const) {
     it(`no process is left after ${how}`, async () => {
       const file = path.join(cwd, `pids-${end}`);
@@ -185,10 +187,11 @@ mcp = ["own", "notes", { id = "fs", tools = { include = ["read_text_file", "list
         const session = await serveSession(["agent", "serve", "mixed"], { cwd, env: runEnv });
         await session.client.callTool({ name: "own__echo", arguments: { text: "x" } });
         assert.equal(pidsIn(file).length, 2);
-        session.child.kill(end === "term" ? "SIGTERM" : "SIGINT");
+        session.child.kill(end === "term" ? "SIGTERM" : end === "int" ? "SIGINT" : "SIGKILL");
         const exited = await within(session.exited, "subs agent serve to end");
         // A serve told to stop has done its job (docs/serve.md): exit 0.
-        assert.equal(exited.code, 0, session.stderr());
+        if (end === "kill") assert.equal(exited.signal, "SIGKILL");
+        else assert.equal(exited.code, 0, session.stderr());
       }
       for (const pid of pidsIn(file)) await waitFor(() => !running(pid), `pid ${pid} (the server or its child) to end`, 30_000);
     });

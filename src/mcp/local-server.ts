@@ -7,14 +7,15 @@
 // - its own process group (detached), so that ending it ends what it started too (`npx` runs the
 //   server as a child of its own): stdin closed first (the spec's way to ask a server to end), then
 //   SIGTERM to the group, then SIGKILL; every group still running when subs exits is killed by
-//   main.ts (Context.processGroups), however subs exits;
+//   main.ts (Context.processGroups), and when subs is killed outright (SIGKILL, which runs nothing
+//   of it) by a watcher (WATCHER);
 // - its stderr: a log file (0600) and, under --debug, subs's own stderr; never a serve's terminal.
 //   Its last lines name what went wrong when it exits before it should;
 // - bounds: one message on stdout may be as large as one HTTP answer (answer-cap.ts), its log
 //   file holds at most LOG_RUN_BYTES per start.
 import { spawn, type ChildProcess } from "node:child_process";
 import { createHash } from "node:crypto";
-import { closeSync, fstatSync, ftruncateSync, mkdirSync, openSync, writeSync } from "node:fs";
+import { closeSync, existsSync, fstatSync, ftruncateSync, mkdirSync, openSync, writeSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import type { Transport } from "@modelcontextprotocol/sdk/shared/transport.js";
@@ -85,6 +86,8 @@ export class LocalServerTransport implements Transport {
   onmessage?: (message: JSONRPCMessage) => void;
 
   #child: ChildProcess | undefined;
+  /** Ends the watcher of its group (WATCHER) once the group has ended. */
+  #watcher: (() => void) | undefined;
   #stdout = new LineBuffer();
   #stderr = new LineBuffer();
   #last: string[] = [];
@@ -131,7 +134,10 @@ export class LocalServerTransport implements Transport {
     this.#exited = new Promise((resolve) => child.once("close", () => resolve()));
     await new Promise<void>((resolve, reject) => {
       child.once("spawn", () => {
-        if (child.pid !== undefined) ctx.processGroups?.add(child.pid);
+        if (child.pid !== undefined) {
+          ctx.processGroups?.add(child.pid);
+          this.#watcher = watch(child.pid, ctx);
+        }
         resolve();
       });
       child.once("error", (error: NodeJS.ErrnoException) => {
@@ -160,6 +166,7 @@ export class LocalServerTransport implements Transport {
     });
     child.once("close", () => {
       if (child.pid !== undefined) ctx.processGroups?.delete(child.pid);
+      this.#watcher?.();
       const rest = this.#stderr.take();
       if (rest) this.#note(rest);
       if (!this.#ending) {
@@ -292,6 +299,38 @@ class LineBuffer {
     this.size = 0;
     return rest;
   }
+}
+
+const SH = "/bin/sh";
+/**
+ * A watcher for one server's group: a shell in a group of its own that waits on fd 3, a pipe whose
+ * other end subs holds and never writes. When subs ends, however it ends, the kernel closes that
+ * end and the watcher kills the group. A SIGKILL is the one end of subs that runs none of its code
+ * (a client that kills its servers outright), and without this what the server started (`npx`'s
+ * child) was left running.
+ */
+const WATCHER = 'read _ <&3; kill -KILL "-$1" 2>/dev/null';
+
+/**
+ * Starts the watcher of group `pgid`; returns what ends it once the group has ended: SIGKILL to the
+ * watcher first, so that closing its pipe never has it signal a group id the system may have given
+ * to someone else since. main.ts kills it with the groups when subs exits (Context.processGroups).
+ */
+function watch(pgid: number, ctx: Pick<Context, "processGroups">): (() => void) | undefined {
+  if (process.platform === "win32" || !existsSync(SH)) return undefined;
+  const watcher = spawn(SH, ["-c", WATCHER, "subs-watch", String(pgid)], { stdio: ["ignore", "ignore", "ignore", "pipe"], detached: true });
+  watcher.on("error", () => {});
+  const pipe = watcher.stdio[3] as (NodeJS.ReadableStream & { destroy(): void; unref?(): void }) | null;
+  pipe?.on("error", () => {});
+  // Neither keeps subs running: it is there for when subs is gone.
+  pipe?.unref?.();
+  watcher.unref();
+  if (watcher.pid !== undefined) ctx.processGroups?.add(watcher.pid);
+  return () => {
+    killGroup(watcher.pid, "SIGKILL");
+    if (watcher.pid !== undefined) ctx.processGroups?.delete(watcher.pid);
+    pipe?.destroy();
+  };
 }
 
 function killGroup(pid: number | undefined, signal: NodeJS.Signals): void {
