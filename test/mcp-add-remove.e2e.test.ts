@@ -74,6 +74,18 @@ test("mcp add: without any [mcp.*] section it goes at the end; CRLF files stay C
   assert.equal(appendSection(tricky, "[mcp.a]\n"), '[mcp.b]\nurl = "v"\n\n[mcp.a]\n\n[agent.x]\nmcp = [\n["b"][0],\n]\nnote = """\n[mcp.fake]\n"""\n');
 });
 
+/** Each command is exit 2 with its message, echoes no SECRETVALUE, and leaves the file as it was (and its mtime, when given). */
+async function refusedUnwritten(p: ReturnType<typeof project>, cases: Array<[string[], RegExp]>, mtimeMs?: number) {
+  for (const [argv, message] of cases) {
+    const r = await runInProcess(argv, { cwd: p.dir });
+    assert.equal(r.code, 2, `${argv.join(" ")}: ${r.stderr}`);
+    assert.match(r.stderr, message, argv.join(" "));
+    assert.doesNotMatch(r.stderr + r.stdout, /SECRETVALUE/, argv.join(" "));
+    assert.equal(p.read(), HEAD + TAIL, argv.join(" "));
+    if (mtimeMs !== undefined) assert.equal(statSync(p.file).mtimeMs, mtimeMs, argv.join(" "));
+  }
+}
+
 test("mcp add: a mistake writes nothing (same bytes, same mtime); exit 2; a secret is never taken", async () => {
   const p = project(HEAD + TAIL);
   const old = new Date("2020-01-01T00:00:00Z");
@@ -87,14 +99,7 @@ test("mcp add: a mistake writes nothing (same bytes, same mtime); exit 2; a secr
     [["mcp", "add", "x", "https://x.example/mcp", "--token-env", "ghp-SECRETVALUE"], /--token-env takes the name of an environment variable/],
     [["mcp", "add", "x", "https://x.example/mcp", "--token-env", "T", "--scopes", "a"], /--token-env declares a static token/],
   ];
-  for (const [argv, message] of cases) {
-    const r = await runInProcess(argv, { cwd: p.dir });
-    assert.equal(r.code, 2, `${argv.join(" ")}: ${r.stderr}`);
-    assert.match(r.stderr, message, argv.join(" "));
-    assert.doesNotMatch(r.stderr + r.stdout, /SECRETVALUE/, argv.join(" "));
-    assert.equal(p.read(), HEAD + TAIL, argv.join(" "));
-    assert.equal(statSync(p.file).mtimeMs, old.getTime(), argv.join(" "));
-  }
+  await refusedUnwritten(p, cases, old.getTime());
   // Under a CI pin every later command would refuse a token sent elsewhere: so is the edit.
   const pinned = await runInProcess(["mcp", "add", "x", "https://x.example/mcp", "--token-env", "T"], { cwd: p.dir, env: { SUBS_ALLOWED_TOKEN_HOSTS: "s.example" } });
   assert.equal(pinned.code, 2, pinned.stderr);
@@ -151,13 +156,7 @@ test("mcp add: a local server's or a header's mistakes write nothing; a secret g
     [["mcp", "add", "x", "--env", "1BAD=x", "--", "npx"], /--env takes NAME=value/],
     [["mcp", "add", "x"], /missing required argument|give the MCP server's url/],
   ];
-  for (const [argv, message] of cases) {
-    const r = await runInProcess(argv, { cwd: p.dir });
-    assert.equal(r.code, 2, `${argv.join(" ")}: ${r.stderr}`);
-    assert.match(r.stderr, message, argv.join(" "));
-    assert.doesNotMatch(r.stderr + r.stdout, /SECRETVALUE/, argv.join(" "));
-    assert.equal(p.read(), HEAD + TAIL, argv.join(" "));
-  }
+  await refusedUnwritten(p, cases);
   const remote = project(`[remote]\nurl = "https://deploy.example"\n`);
   const refusedThere = await runInProcess(["mcp", "add", "fs", "--", "npx", "x"], { cwd: remote.dir });
   assert.equal(refusedThere.code, 2, refusedThere.stderr);
