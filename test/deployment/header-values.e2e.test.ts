@@ -3,7 +3,7 @@
 // against the reference and a real `subs deployment serve` on SQLite and Postgres; then, on the
 // real server only, what only it has: the operator's environment never fills a template, the value
 // is sealed at rest, a `read` token can neither hand one over nor learn one, and an agent's MCP
-// endpoint calls an API-key server with the value it holds.
+// endpoint calls an API-key server with the value it holds. One deployment per target serves all.
 import assert from "node:assert/strict";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -44,12 +44,15 @@ for (const target of targets(STORES)) {
 
     before(async () => {
       ({ server: mcp, seen } = await apiKeyServer());
-      d = await target.start();
+      // The operator's environment holds a variable of the headers' name: it must never be used.
+      d = await target.start({ env: { OPERATOR_SECRET, EXA_API_KEY: OPERATOR_SECRET } });
     });
     after(async () => {
       await d.close();
       await mcp.close();
+      rmSync(dir, { recursive: true, force: true });
     });
+    const dir = mkdtempSync(path.join(tmpdir(), "subs-header-values-"));
 
     test("a declaration's headers are checked: a literal credential, Authorization, a transport header and a bad template are refused", async () => {
       for (const headers of [{ "X-API-Key": "literal-key-VALUE" }, { Authorization: "${TOKEN}" }, { "Mcp-Session-Id": "x" }, { "X-API-Key": "${NOT CLOSED" }]) {
@@ -136,97 +139,82 @@ for (const target of targets(STORES)) {
       assert.equal((await d.call("DELETE", "/v1/mcp/exa/secrets/EXA_API_KEY")).status, 404);
       assert.equal((await d.call("GET", "/v1/mcp")).body.connections.find((c: { id: string }) => c.id === "exa").status, "declared");
     });
-  });
-}
 
-for (const store of STORES) {
-  describe(`header values on subs deployment serve (${store}): what only the real server has`, () => {
-    let d: ServedDeployment;
-    let mcp: RunningMcpServer;
-    let seen: Awaited<ReturnType<typeof apiKeyServer>>["seen"];
-    const dir = mkdtempSync(path.join(tmpdir(), "subs-header-values-"));
+    // What only the real server has: its environment, its roles, its store and log, and the agents' endpoint.
+    if (target.kind !== "reference") describe("subs deployment serve", () => {
+      test("a template is never filled from the operator's environment, even with a variable of the same name", async () => {
+        const put = await callServed(d.served!, "PUT", "/v1/mcp/leaky", { url: mcp.url, prefix_tools: false, headers: { "X-API-Key": "${EXA_API_KEY}", "X-Leak": "${OPERATOR_SECRET}" } });
+        assert.equal(put.status, 201, JSON.stringify(put.body));
+        const tools = await callServed(d.served!, "GET", "/v1/mcp/leaky/tools");
+        assert.equal(tools.status, 409);
+        assert.match(tools.body.message, /EXA_API_KEY, OPERATOR_SECRET/);
+        assert.ok(!seen.some((s) => s.leak !== undefined || s.key === OPERATOR_SECRET), "the operator's value never left");
+        assert.equal((await callServed(d.served!, "DELETE", "/v1/mcp/leaky")).status, 204);
+      });
 
-    before(async () => {
-      ({ server: mcp, seen } = await apiKeyServer());
-      d = await startServedDeployment({ store, env: { OPERATOR_SECRET, EXA_API_KEY: OPERATOR_SECRET } });
-    });
-    after(async () => {
-      await d.close();
-      await mcp.close();
-      rmSync(dir, { recursive: true, force: true });
-    });
+      test("a read token can neither hand a value over nor learn it; a use token can; the store holds it sealed", async () => {
+        // Declared above, and holding no value since the DELETE.
+        assert.equal((await callServed(d.served!, "PUT", "/v1/mcp/exa", { url: mcp.url, prefix_tools: false, headers: HEADERS })).status, 200);
+        const read = await d.served!.tokenFor("read");
+        const refused = await callServed(d.served!, "PUT", "/v1/mcp/exa/secrets/EXA_API_KEY", { value: KEY }, read);
+        assert.equal(refused.status, 403);
+        assert.equal(refused.body.error, "forbidden");
+        const use = await d.served!.tokenFor("use");
+        assert.equal((await callServed(d.served!, "PUT", "/v1/mcp/exa/secrets/EXA_API_KEY", { value: KEY }, use)).status, 204);
+        const listed = await callServed(d.served!, "GET", "/v1/mcp", undefined, read);
+        assert.equal(listed.body.connections[0].status, "authorized");
+        assert.match(listed.body.connections[0].secrets[0].set_by, /use/);
+        for (const pathname of ["/v1/mcp", "/v1/mcp/exa/tools", "/v1/agents"]) {
+          assert.doesNotMatch(JSON.stringify((await callServed(d.served!, "GET", pathname, undefined, read)).body), new RegExp(KEY), pathname);
+        }
+        assert.doesNotMatch(await d.served!.storeContents(), new RegExp(KEY), "sealed at rest");
+        assert.doesNotMatch(JSON.stringify(d.served!.logs) + d.served!.stderr(), new RegExp(KEY), "never logged");
+      });
 
-    test("a template is never filled from the operator's environment, even with a variable of the same name", async () => {
-      const put = await callServed(d, "PUT", "/v1/mcp/leaky", { url: mcp.url, prefix_tools: false, headers: { "X-API-Key": "${EXA_API_KEY}", "X-Leak": "${OPERATOR_SECRET}" } });
-      assert.equal(put.status, 201, JSON.stringify(put.body));
-      const tools = await callServed(d, "GET", "/v1/mcp/leaky/tools");
-      assert.equal(tools.status, 409);
-      assert.match(tools.body.message, /EXA_API_KEY, OPERATOR_SECRET/);
-      assert.ok(!seen.some((s) => s.leak !== undefined || s.key === OPERATOR_SECRET), "the operator's value never left");
-      assert.equal((await callServed(d, "DELETE", "/v1/mcp/leaky")).status, 204);
-    });
+      test("an agent's MCP endpoint calls with the value it holds; without it the call is a tool error naming the login", async () => {
+        assert.equal((await callServed(d.served!, "PUT", "/v1/agents/researcher", { mcp: [{ id: "exa" }] })).status, 201);
+        const use = await d.served!.tokenFor("use");
+        const client = new Client({ name: "header-values-test", version: "1.0.0" });
+        await client.connect(new StreamableHTTPClientTransport(new URL(`${d.url}/v1/agents/researcher/mcp`), { requestInit: { headers: { authorization: `Bearer ${use}` } } }));
+        try {
+          assert.deepEqual(
+            (await client.listTools()).tools.map((t) => t.name),
+            ["web_search"],
+          );
+          const before = seen.length;
+          const result = (await client.callTool({ name: "web_search", arguments: { q: "mcp" } })) as { isError?: boolean; content: unknown };
+          assert.notEqual(result.isError, true, JSON.stringify(result));
+          assert.ok(seen.slice(before).some((s) => s.key === KEY && s.authorization === undefined), "the call carried the value and no stand-in");
+          assert.doesNotMatch(JSON.stringify(result), new RegExp(KEY));
 
-    test("a read token can neither hand a value over nor learn it; a use token can; the store holds it sealed", async () => {
-      assert.equal((await callServed(d, "PUT", "/v1/mcp/exa", { url: mcp.url, prefix_tools: false, headers: HEADERS })).status, 201);
-      const read = await d.tokenFor("read");
-      const refused = await callServed(d, "PUT", "/v1/mcp/exa/secrets/EXA_API_KEY", { value: KEY }, read);
-      assert.equal(refused.status, 403);
-      assert.equal(refused.body.error, "forbidden");
-      const use = await d.tokenFor("use");
-      assert.equal((await callServed(d, "PUT", "/v1/mcp/exa/secrets/EXA_API_KEY", { value: KEY }, use)).status, 204);
-      const listed = await callServed(d, "GET", "/v1/mcp", undefined, read);
-      assert.equal(listed.body.connections[0].status, "authorized");
-      assert.match(listed.body.connections[0].secrets[0].set_by, /use/);
-      for (const pathname of ["/v1/mcp", "/v1/mcp/exa/tools", "/v1/agents"]) {
-        assert.doesNotMatch(JSON.stringify((await callServed(d, "GET", pathname, undefined, read)).body), new RegExp(KEY), pathname);
-      }
-      assert.doesNotMatch(await d.storeContents(), new RegExp(KEY), "sealed at rest");
-      assert.doesNotMatch(JSON.stringify(d.logs) + d.stderr(), new RegExp(KEY), "never logged");
-    });
+          assert.equal((await callServed(d.served!, "DELETE", "/v1/mcp/exa/secrets/EXA_API_KEY")).status, 204);
+          const after = (await client.callTool({ name: "web_search", arguments: { q: "mcp" } })) as { isError?: boolean; content: Array<{ text: string }> };
+          assert.equal(after.isError, true);
+          assert.match(after.content.map((c) => c.text).join("\n"), /subs mcp login exa/);
+        } finally {
+          await client.close();
+        }
+      });
 
-    test("an agent's MCP endpoint calls with the value it holds; without it the call is a tool error naming the login", async () => {
-      assert.equal((await callServed(d, "PUT", "/v1/agents/researcher", { mcp: [{ id: "exa" }] })).status, 201);
-      const use = await d.tokenFor("use");
-      const client = new Client({ name: "header-values-test", version: "1.0.0" });
-      await client.connect(new StreamableHTTPClientTransport(new URL(`${d.url}/v1/agents/researcher/mcp`), { requestInit: { headers: { authorization: `Bearer ${use}` } } }));
-      try {
-        assert.deepEqual(
-          (await client.listTools()).tools.map((t) => t.name),
-          ["web_search"],
+      test("`subs apply` and `subs mcp login --from-env` through the built CLI: the deployment then holds the value and `mcp list` says authorized", async () => {
+        writeFileSync(
+          path.join(dir, "substructure.toml"),
+          `[remote]\nurl = "${d.url}"\n\n[mcp.search]\nurl = "${mcp.url}"\nheaders = { "X-API-Key" = "\${EXA_API_KEY}" }\n\n[agent.finder]\nmcp = ["search"]\n`,
         );
-        const before = seen.length;
-        const result = (await client.callTool({ name: "web_search", arguments: { q: "mcp" } })) as { isError?: boolean; content: unknown };
-        assert.notEqual(result.isError, true, JSON.stringify(result));
-        assert.ok(seen.slice(before).some((s) => s.key === KEY && s.authorization === undefined), "the call carried the value and no stand-in");
-        assert.doesNotMatch(JSON.stringify(result), new RegExp(KEY));
-
-        assert.equal((await callServed(d, "DELETE", "/v1/mcp/exa/secrets/EXA_API_KEY")).status, 204);
-        const after = (await client.callTool({ name: "web_search", arguments: { q: "mcp" } })) as { isError?: boolean; content: Array<{ text: string }> };
-        assert.equal(after.isError, true);
-        assert.match(after.content.map((c) => c.text).join("\n"), /subs mcp login exa/);
-      } finally {
-        await client.close();
-      }
-    });
-
-    test("`subs apply` and `subs mcp login --from-env` through the built CLI: the deployment then holds the value and `mcp list` says authorized", async () => {
-      writeFileSync(
-        path.join(dir, "substructure.toml"),
-        `[remote]\nurl = "${d.url}"\n\n[mcp.search]\nurl = "${mcp.url}"\nheaders = { "X-API-Key" = "\${EXA_API_KEY}" }\n\n[agent.finder]\nmcp = ["search"]\n`,
-      );
-      const env = { SUBSTRUCTURE_TOKEN: d.token, EXA_API_KEY: KEY };
-      const applied = await runCli(["apply", "--yes"], { cwd: dir, env });
-      assert.equal(applied.code, 0, applied.stderr);
-      const login = await runCli(["mcp", "login", "search", "--from-env"], { cwd: dir, env });
-      assert.equal(login.code, 0, login.stderr);
-      const list = await runCli(["mcp", "list", "--json"], { cwd: dir, env });
-      assert.equal(list.code, 0, list.stderr);
-      const search = (JSON.parse(list.stdout) as Array<{ id: string; status: string }>).find((c) => c.id === "search");
-      assert.equal(search?.status, "authorized", list.stdout);
-      const tools = await runCli(["mcp", "tools", "search", "--json"], { cwd: dir, env });
-      assert.equal(tools.code, 0, tools.stderr);
-      assert.match(tools.stdout, /web_search/);
-      for (const r of [applied, login, list, tools]) assert.doesNotMatch(r.stdout + r.stderr, new RegExp(KEY));
+        const env = { SUBSTRUCTURE_TOKEN: d.token, EXA_API_KEY: KEY };
+        const applied = await runCli(["apply", "--yes"], { cwd: dir, env });
+        assert.equal(applied.code, 0, applied.stderr);
+        const login = await runCli(["mcp", "login", "search", "--from-env"], { cwd: dir, env });
+        assert.equal(login.code, 0, login.stderr);
+        const list = await runCli(["mcp", "list", "--json"], { cwd: dir, env });
+        assert.equal(list.code, 0, list.stderr);
+        const search = (JSON.parse(list.stdout) as Array<{ id: string; status: string }>).find((c) => c.id === "search");
+        assert.equal(search?.status, "authorized", list.stdout);
+        const tools = await runCli(["mcp", "tools", "search", "--json"], { cwd: dir, env });
+        assert.equal(tools.code, 0, tools.stderr);
+        assert.match(tools.stdout, /web_search/);
+        for (const r of [applied, login, list, tools]) assert.doesNotMatch(r.stdout + r.stderr, new RegExp(KEY));
+      });
     });
   });
 }
