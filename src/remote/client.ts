@@ -442,7 +442,9 @@ export function toolsError(error: unknown, id: string): unknown {
     return new SubsError("failed", `${id} is not declared on the deployment`, { code: "not_applied", hint: `run \`subs apply\` (or \`subs mcp login ${id}\`, which declares it)` });
   }
   if (error instanceof DeploymentError && error.status === 409 && error.code === "not_authorized") {
-    return new SubsError("needs_login", `${id}: not authorized on the deployment`, { code: "needs_login", hint: `run \`subs mcp login ${id}\`` });
+    // The deployment's reason (no credential, a value not held, the server refused the values) is kept, as it worded it.
+    const why = error.body?.message ? ` (the deployment says: ${error.body.message})` : "";
+    return new SubsError("needs_login", `${id}: not authorized on the deployment${why}`, { code: "needs_login", hint: `run \`subs mcp login ${id}\`` });
   }
   return error;
 }
