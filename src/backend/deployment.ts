@@ -11,6 +11,7 @@ import type { Context } from "../context.ts";
 import { failed, refused, SubsError } from "../errors.ts";
 import { DeploymentClient, deploymentBase } from "../remote/client.ts";
 import { listRemoteConnections, type RemoteListEntry } from "../remote/list.ts";
+import { notHeld } from "../remote/protocol.ts";
 import { handOverOnDeployment, headerValues, loginOnDeployment } from "../remote/login.ts";
 import { carryOut, hasChanges, planRemote, readRemoteState } from "../remote/plan.ts";
 import type { Reporter } from "../report.ts";
@@ -278,7 +279,7 @@ function remoteProblem(e: RemoteListEntry): CheckProblem | undefined {
     case "authorized":
       return undefined;
     case "needs_login": {
-      const unheld = e.secrets.filter((s) => !s.held).map((s) => s.name);
+      const unheld = notHeld(e.secrets);
       const what = unheld.length ? `no value for ${unheld.join(", ")}` : "no credential";
       return { code: "needs_login", message: `${e.id}: the deployment holds ${what}`, hint: `run \`subs mcp login ${e.id}\``, needsLogin: true };
     }

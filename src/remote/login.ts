@@ -10,7 +10,7 @@ import type { Context } from "../context.ts";
 import { failed, SubsError, usage } from "../errors.ts";
 import { DeploymentError, sleep, type DeploymentClient } from "./client.ts";
 import { connectionBody, connectionChanges, type ConnectionField } from "./plan.ts";
-import type { RemoteConnection } from "./protocol.ts";
+import { notHeld, type RemoteConnection } from "./protocol.ts";
 
 export type RemoteLoginEvents = {
   /**
@@ -134,7 +134,7 @@ export async function handOverOnDeployment(options: { client: DeploymentClient; 
   }
   const now = (await client.listConnections()).find((c) => c.id === id);
   if (!now || now.status !== "authorized") {
-    const missing = (now?.secrets ?? []).filter((s) => !s.held).map((s) => s.name);
+    const missing = notHeld(now?.secrets);
     throw new SubsError("needs_login", `${id}: the deployment took the values but does not report it authorized${missing.length ? ` (it holds none for ${missing.join(", ")})` : ""}`, {
       code: "needs_login",
       hint: `run \`subs apply\` (the deployment's declaration of ${id} may differ from the file's), then \`subs mcp login ${id}\` again`,

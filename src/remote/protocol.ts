@@ -32,6 +32,8 @@ export const RefusedSchema = z.object({ error: text(), message: orNull(z.string(
  */
 export const HeldSecretSchema = z.object({ name: text(), held: z.boolean(), set_at: orNull(timestamp), set_by: orNull(text()) });
 export type HeldSecret = z.output<typeof HeldSecretSchema>;
+/** The variables of `secrets` the deployment holds no value for, in its order. */
+export const notHeld = (secrets: readonly HeldSecret[] | null | undefined): string[] => (secrets ?? []).filter((s) => !s.held).map((s) => s.name);
 
 export const ConnectionSchema = z.object({
   id: text(),
