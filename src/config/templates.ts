@@ -68,6 +68,11 @@ export function localVariables(process: { args: readonly string[]; env: Readonly
   return [...names];
 }
 
+/** The longest header value a deployment holds or is declared with (docs/deployment-protocol.md sections 3.2, 3.12). */
+export const MAX_HEADER_VALUE_BYTES = 8192;
+/** RFC 9110 section 5.5: a field value holds no control character but a tab. */
+export const HEADER_VALUE_CONTROL = /[\u0000-\u0008\u000a-\u001f\u007f]/;
+
 /** RFC 9110 §5.1: field-name = token. */
 export const HEADER_NAME_PATTERN = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/;
 

@@ -4,7 +4,7 @@
 // A connection whose headers name variables is authorized by handing their values over instead
 // (section 3.12): no consent is started.
 import type { Loopback } from "../auth/loopback.ts";
-import { headerVariables } from "../config/templates.ts";
+import { HEADER_VALUE_CONTROL, headerVariables, MAX_HEADER_VALUE_BYTES } from "../config/templates.ts";
 import type { RemoteConnection as ConnectionConfig } from "../config/types.ts";
 import type { Context } from "../context.ts";
 import { failed, SubsError, usage } from "../errors.ts";
@@ -80,8 +80,6 @@ async function declareAsFile(client: DeploymentClient, connection: ConnectionCon
   });
 }
 
-/** A value longer than this is refused by the deployment (section 3.12); said here before anything is sent. */
-const MAX_VALUE_BYTES = 8 * 1024;
 
 /** One variable the connection's headers name, with the value to hand over. Never printed. */
 export type HeaderValue = { name: string; value: string };
@@ -104,10 +102,9 @@ export async function headerValues(
     const problem =
       value === ""
         ? "is empty"
-        : Buffer.byteLength(value, "utf8") > MAX_VALUE_BYTES
-          ? `is longer than ${MAX_VALUE_BYTES / 1024} KiB`
-          : // RFC 9110 section 5.5: a header value holds no control character but a tab.
-            /[\u0000-\u0008\u000a-\u001f\u007f]/.test(value)
+        : Buffer.byteLength(value, "utf8") > MAX_HEADER_VALUE_BYTES
+          ? `is longer than ${MAX_HEADER_VALUE_BYTES / 1024} KiB`
+          : HEADER_VALUE_CONTROL.test(value)
             ? "holds a line break or another control character, which a header value cannot carry"
             : undefined;
     // The message names the variable, never the value.

@@ -3,7 +3,7 @@
 // with the deployment's credential.
 import { z } from "zod";
 import { ENV_NAME_PATTERN, isValidName } from "../../config/rules.ts";
-import { HEADER_NAME_PATTERN, headerVariables, literalSecretProblem, reservedHeaderProblem, templateProblem } from "../../config/templates.ts";
+import { HEADER_NAME_PATTERN, HEADER_VALUE_CONTROL as CONTROL, headerVariables, MAX_HEADER_VALUE_BYTES, literalSecretProblem, reservedHeaderProblem, templateProblem } from "../../config/templates.ts";
 import type { OAuth } from "../oauth.ts";
 import type { ConnectionRecord, DeploymentStore, HeaderValueSummary } from "../store/types.ts";
 import { inCatalog, NOT_IN_CATALOG, notInCatalogMessage } from "../catalog.ts";
@@ -12,9 +12,6 @@ import { BadBody, fail, IdSchema, iso, issueText, readJson, type Route } from ".
 
 /** Section 3.2: how many headers a declaration may set, and how long a value (a template, or one held) may be. */
 export const MAX_HEADERS = 32;
-export const MAX_HEADER_VALUE_BYTES = 8192;
-/** RFC 9110 section 5.5: a field value holds no control character but a tab. */
-const CONTROL = /[\u0000-\u0008\u000a-\u001f\u007f]/;
 
 /** Why a declaration's `headers` are refused (section 3.2), or undefined. Never quotes a value: a literal one may be a secret. */
 export function headersProblem(headers: Readonly<Record<string, string>>): string | undefined {
