@@ -68,6 +68,11 @@ export function localVariables(process: { args: readonly string[]; env: Readonly
   return [...names];
 }
 
+/**
+ * The most variables a declaration's headers may name on a deployment: each holds up to
+ * MAX_HEADER_VALUE_BYTES, and a `use` token may hand over every one (docs/deployment-protocol.md section 3.2).
+ */
+export const MAX_HEADER_VARIABLES = 16;
 /** The longest header value a deployment holds or is declared with (docs/deployment-protocol.md sections 3.2, 3.12). */
 export const MAX_HEADER_VALUE_BYTES = 8192;
 /** RFC 9110 section 5.5: a field value holds no control character but a tab. */

@@ -55,7 +55,7 @@ for (const target of targets(STORES)) {
     const dir = mkdtempSync(path.join(tmpdir(), "subs-header-values-"));
 
     test("a declaration's headers are checked: a literal credential, Authorization, a transport header and a bad template are refused", async () => {
-      for (const headers of [{ "X-API-Key": "literal-key-VALUE" }, { Authorization: "${TOKEN}" }, { "Mcp-Session-Id": "x" }, { "X-API-Key": "${NOT CLOSED" }]) {
+      for (const headers of [{ "X-API-Key": "literal-key-VALUE" }, { Authorization: "${TOKEN}" }, { "Mcp-Session-Id": "x" }, { "X-API-Key": "${NOT CLOSED" }, { "X-Many": Array.from({ length: 17 }, (_, n) => `\${V${n}}`).join(",") }]) {
         const put = await d.call("PUT", "/v1/mcp/bad", { url: mcp.url, prefix_tools: true, headers });
         assert.equal(put.status, 400, JSON.stringify(headers));
         assert.equal(put.body.error, "invalid_request");

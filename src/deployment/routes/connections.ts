@@ -3,7 +3,7 @@
 // with the deployment's credential.
 import { z } from "zod";
 import { ENV_NAME_PATTERN, isValidName } from "../../config/rules.ts";
-import { HEADER_NAME_PATTERN, HEADER_VALUE_CONTROL as CONTROL, headerVariables, MAX_HEADER_VALUE_BYTES, literalSecretProblem, reservedHeaderProblem, templateProblem } from "../../config/templates.ts";
+import { HEADER_NAME_PATTERN, HEADER_VALUE_CONTROL as CONTROL, headerVariables, MAX_HEADER_VALUE_BYTES, MAX_HEADER_VARIABLES, literalSecretProblem, reservedHeaderProblem, templateProblem } from "../../config/templates.ts";
 import type { OAuth } from "../oauth.ts";
 import type { ConnectionRecord, DeploymentStore, HeaderValueSummary } from "../store/types.ts";
 import { inCatalog, NOT_IN_CATALOG, notInCatalogMessage } from "../catalog.ts";
@@ -17,6 +17,7 @@ export const MAX_HEADERS = 32;
 export function headersProblem(headers: Readonly<Record<string, string>>): string | undefined {
   const names = Object.keys(headers);
   if (names.length > MAX_HEADERS) return `headers: at most ${MAX_HEADERS}`;
+  if (headerVariables(headers).length > MAX_HEADER_VARIABLES) return `headers: they name more than ${MAX_HEADER_VARIABLES} variables`;
   const seen = new Set<string>();
   for (const [name, value] of Object.entries(headers)) {
     if (!HEADER_NAME_PATTERN.test(name)) return `headers: ${JSON.stringify(name.slice(0, 100))} is not a header name`;

@@ -25,7 +25,7 @@ import { StreamableHTTPClientTransport, StreamableHTTPError } from "@modelcontex
 import { InvalidGrantError, OAuthError, ServerError } from "@modelcontextprotocol/sdk/server/auth/errors.js";
 import type { AuthorizationServerMetadata, OAuthClientInformationMixed, OAuthTokens } from "@modelcontextprotocol/sdk/shared/auth.js";
 import { LATEST_PROTOCOL_VERSION, type Tool } from "@modelcontextprotocol/sdk/types.js";
-import { expandTemplates, HEADER_NAME_PATTERN, headerVariables, literalSecretProblem, reservedHeaderProblem, templateProblem } from "../../../src/config/templates.ts";
+import { expandTemplates, HEADER_NAME_PATTERN, headerVariables, literalSecretProblem, MAX_HEADER_VARIABLES, reservedHeaderProblem, templateProblem } from "../../../src/config/templates.ts";
 
 export type Fault = {
   method?: string;
@@ -191,6 +191,7 @@ const headersProblem = (headers: Record<string, string> | undefined): string | u
   if (!headers) return undefined;
   const names = Object.keys(headers);
   if (names.length > MAX_HEADERS) return `headers: at most ${MAX_HEADERS}`;
+  if (headerVariables(headers).length > MAX_HEADER_VARIABLES) return `headers: they name more than ${MAX_HEADER_VARIABLES} variables`;
   const seen = new Set<string>();
   for (const name of names) {
     const value = headers[name]!;
