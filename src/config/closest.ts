@@ -34,13 +34,18 @@ export function closestNames(word: string, candidates: readonly string[], max: n
 }
 
 /** Levenshtein distance when it is at most 2, else 3. Only the band |i - j| <= 2 of the table is
- *  computed, in two reused rows, and a row past 2 everywhere ends it: O(length) per pair. */
+ *  computed, in two rows, and a row past 2 everywhere ends it: O(length) per pair. The rows are
+ *  kept between calls (a file of thousands of dangling names compares each with every candidate:
+ *  two fresh arrays per pair were most of that time). */
+let rows = [new Uint8Array(64), new Uint8Array(64)] as const;
 function editDistanceUpTo2(a: string, b: string): number {
   const FAR = 3;
   if (Math.abs(a.length - b.length) >= FAR) return FAR;
+  if (rows[0].length <= b.length) rows = [new Uint8Array(b.length * 2 + 1), new Uint8Array(b.length * 2 + 1)];
+  let [prev, row] = rows;
   // Cells outside the band are never written after this fill, so they read as FAR.
-  let prev = new Uint8Array(b.length + 1).fill(FAR);
-  let row = new Uint8Array(b.length + 1).fill(FAR);
+  prev.fill(FAR, 0, b.length + 1);
+  row.fill(FAR, 0, b.length + 1);
   for (let j = 0; j <= Math.min(b.length, 2); j++) prev[j] = j;
   for (let i = 1; i <= a.length; i++) {
     const lo = Math.max(1, i - 2);
