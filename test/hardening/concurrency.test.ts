@@ -12,7 +12,8 @@ import Database from "better-sqlite3";
 import { parse as parseToml } from "smol-toml";
 import { environment, leakedTokens, type Env, type Row } from "../auth/harness.ts";
 import { browserCommand } from "../support/browser.ts";
-import { runCli, signalOnce, type RunResult } from "../support/cli.ts";
+import { runAs, runCli, signalOnce, type RunResult } from "../support/cli.ts";
+import { STORES } from "../support/deployment-serve.ts";
 import { targets } from "../support/deployment-targets.ts";
 import { waitFor } from "../support/wait.ts";
 
@@ -35,7 +36,12 @@ function allOk(results: RunResult[], what: string) {
 
 test("8 processes at once on one db: logins, refreshes and applies lose or corrupt nothing; one refresh per rotation", { timeout: 120_000 }, async () => {
   const env = await environment({ as: { refreshDelayMs: 200 }, toml: (url) => toml(url, IDS) });
-  const cli = (argv: string[]) => runCli(argv, { cwd: env.dir, env: { BROWSER: browserCommand() }, timeoutMs: 60_000 });
+  // Every run's output is kept in env.outputs, which leakedTokens reads.
+  const kept = (r: RunResult) => (env.outputs.push(r.stdout, r.stderr), r);
+  const cli = async (argv: string[]) => kept(await runCli(argv, { cwd: env.dir, env: { BROWSER: browserCommand() }, timeoutMs: 60_000 }));
+  // What the races left in the db, read by a person's next commands, one at a time: run() in this
+  // process, with the child's HOME (the races above run mcp list's and mcp tools's path on the built CLI).
+  const next = async (argv: string[]) => kept(await runAs("in-process", argv, { cwd: env.dir, env: { HOME: env.dir } }));
   const expire = (ids: string[]) => {
     const db = new Database(path.join(env.dir, "substructure.db"));
     const update = db.prepare("UPDATE subs_credentials SET expires_at = ? WHERE id = ?");
@@ -85,16 +91,18 @@ test("8 processes at once on one db: logins, refreshes and applies lose or corru
     assert.deepEqual(final.map((r) => r.id), IDS.slice(0, 6), "a7 and a8 deleted, nothing else lost");
 
     // Every remaining credential is usable; the ones the mixed run touched work at the server.
-    const list = JSON.parse((await cli(["mcp", "list", "--json"])).stdout) as Array<{ id: string; status: string }>;
+    const list = JSON.parse((await next(["mcp", "list", "--json"])).stdout) as Array<{ id: string; status: string }>;
     assert.deepEqual(list.map((c) => [c.id, c.status]), IDS.slice(0, 6).map((id) => [id, "authorized"]));
-    allOk(await Promise.all(["a3", "a4", "a5"].map((id) => cli(["mcp", "tools", id]))), "tools");
+    for (const id of ["a3", "a4", "a5"]) allOk([await next(["mcp", "tools", id])], `tools ${id}`);
     assert.deepEqual(leakedTokens(env), []);
   } finally {
     await env.close();
   }
 });
 
-for (const target of targets()) test(`8 remote applies at once converge: the deployment ends as the file says, and a next run has nothing to write (${target.name})`, { timeout: 60_000 }, async () => {
+// The real server on each store (the reference deployment, a stand-in, adds nothing here: no fault
+// is injected and it speaks the whole protocol).
+for (const target of targets(STORES).filter((t) => t.kind !== "reference")) test(`8 remote applies at once converge: the deployment ends as the file says, and a next run has nothing to write (${target.name})`, { timeout: 60_000 }, async () => {
   const deployment = await target.start();
   const dir = mkdtempSync(path.join(tmpdir(), "subs-concurrent-remote-"));
   try {
