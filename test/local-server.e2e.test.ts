@@ -115,18 +115,17 @@ mcp = ["own"]
 
   // server-everything's `mcp call` is the next test's (get-env): an `echo` call of it here (which
   // ran) checked the same command on the same server, at a start of each of them; arguments
-  // reaching a local server are checked here, by the path server-filesystem reads.
-  it("server-filesystem from npm: `mcp tools` and `mcp call`, and its own refusal", async () => {
+  // reaching a local server are checked here, by the path server-filesystem reads. Its refusal of
+  // a path outside its directory is read in the served agent's session below, where it is already
+  // running (an `mcp call` of its own here started it once more; `mcp call`'s exit 1 for a tool's
+  // error is mcp-call.e2e.test.ts's).
+  it("server-filesystem from npm: `mcp tools` and `mcp call`", async () => {
     const tools = await runCli(["mcp", "tools", "fs"], { cwd, env });
     assert.equal(tools.code, 0, tools.stderr);
     assert.match(tools.stdout, /^read_text_file\tread-only\t/m);
     const read = await runCli(["mcp", "call", "fs", "read_text_file", "--args", JSON.stringify({ path: path.join(cwd, "docs", "hello.txt") })], { cwd, env });
     assert.equal(read.code, 0, read.stderr);
     assert.match(read.stdout, /hello from a local file/);
-    // The server's own rule, with its own words: outside the directory it was started on.
-    const outside = await runCli(["mcp", "call", "fs", "read_text_file", "--args", JSON.stringify({ path: "/etc/hostname" })], { cwd, env });
-    assert.equal(outside.code, 1);
-    assert.match(outside.stdout + outside.stderr, /outside allowed directories|Access denied/i);
   });
 
   it("server-everything from npm through `mcp call`: a server gets only the base variables and its own `env`; a template's value is a secret of the run", async () => {
@@ -155,6 +154,10 @@ mcp = ["own"]
       assert.deepEqual(echoed.content, [{ type: "text", text: "local" }]);
       const read = await session.client.callTool({ name: "fs__read_text_file", arguments: { path: path.join(cwd, "docs", "hello.txt") } });
       assert.match(JSON.stringify(read.content), /hello from a local file/);
+      // The server's own rule, with its own words: outside the directory it was started on.
+      const outside = await session.client.callTool({ name: "fs__read_text_file", arguments: { path: "/etc/hostname" } });
+      assert.equal(outside.isError, true, JSON.stringify(outside));
+      assert.match(JSON.stringify(outside.content), /outside allowed directories|Access denied/i);
       const remote = await session.client.callTool({ name: "notes__search_notes", arguments: { q: "x" } });
       assert.equal(remote.isError, undefined, JSON.stringify(remote));
       // Its stderr went to the log, not to the serve's stderr.
@@ -255,8 +258,10 @@ mcp = ["own"]
   it("with [remote], `subs apply` and `subs mcp login` refuse a local server at file:line:col, sending nothing", async () => {
     const dir = mkdtempSync(path.join(tmpdir(), "subs-local-remote-"));
     writeFileSync(path.join(dir, "substructure.toml"), `[remote]\nurl = "http://127.0.0.1:9"\n\n[mcp.fs]\ncommand = "npx"\nargs = ["-y", "@modelcontextprotocol/server-filesystem", "."]\n`);
+    // In-process: the refusal is the file's, read before anything is sent; the built CLI runs `mcp
+    // login` in this file (above) and `apply` with [remote] in the deployment's own tests.
     for (const argv of [["apply"], ["mcp", "login", "fs"]]) {
-      const refused = await runCli(argv, { cwd: dir, env: { SUBSTRUCTURE_TOKEN: "deployment-token-1234567" } });
+      const refused = await runInProcess(argv, { cwd: dir, env: { PATH: process.env.PATH ?? "/usr/bin:/bin", HOME: dir, SUBSTRUCTURE_TOKEN: "deployment-token-1234567" } });
       assert.equal(refused.code, 2, `${argv.join(" ")}: ${refused.stderr}`);
       assert.match(refused.stderr, /substructure\.toml:5:1: \[mcp\.fs\] has `command`: a local server runs on the machine that starts it/);
       assert.doesNotMatch(refused.stderr, /cannot reach|127\.0\.0\.1:9/);
