@@ -35,7 +35,7 @@ function fixture(files: Record<string, string>) {
 
 // The built CLI runs the first client's import (and the SIGTERM test's); the other clients' imports
 // run the same command in this process: each client's reader is part of the one module the CLI
-// loads for \`mcp import\` (no reader is loaded apart), so a child for each would check nothing more.
+// loads for `mcp import` (no reader is loaded apart), so a child for each would check nothing more.
 const cli = (f: ReturnType<typeof fixture>, argv: string[], env: Record<string, string> = {}) => runCli(["mcp", "import", ...argv], { cwd: f.dir, env: { HOME: f.home, ...env } });
 const inProcess = (f: ReturnType<typeof fixture>, argv: string[], env: Record<string, string> = {}) =>
   runInProcess(["mcp", "import", ...argv], { cwd: f.dir, env: { HOME: f.home, ...env } });
