@@ -1,6 +1,6 @@
 // Gemini CLI (pinned in tools/clients, installed by the test when missing) after `subs agent
-// connect`: `gemini mcp list` shows the server connected, and the model's request (`gemini -p`
-// against a fake Gemini API) declares exactly the tools subs lists, a token_env connection's
+// connect`: Gemini connects to the server, and the model's request (`gemini -p` against a fake
+// Gemini API) declares exactly the tools subs lists, a token_env connection's
 // included (Gemini strips every variable named like a secret from a server's environment unless
 // the entry maps it), started from a directory without a substructure.toml; a tool call made by
 // Gemini's own agent loop reaches the server that requires the token; `--remove` leaves the
@@ -49,10 +49,11 @@ describe("Gemini CLI after subs agent connect", () => {
   });
 
   const subs = (argv: string[]) => runCli([...argv, "--config", p.config], { cwd: p.elsewhere, env: cleanEnv(p.home) });
-  const listed = async (env: Record<string, string>) => (await geminiList({ home: p.home, cwd: p.elsewhere, env })).filter((s) => s.name !== "other");
 
-  // One `gemini mcp list` and one `gemini -p` for both entries (each gemini run costs about three
-  // seconds of CPU): the agent's entry and a connection's, side by side as a person would have them.
+  // One `gemini -p` for both entries (each gemini run costs about three seconds of CPU): the agent's
+  // entry and a connection's, side by side as a person would have them. No `gemini mcp list` (one
+  // ran here): the model is offered each entry's tools only once Gemini has connected to it, so the
+  // run says as much, and Gemini gives `mcp list` the same environment and settings.
   it("subs agent connect support and subs mcp connect tickets --to gemini: both connected (subs mcp proxy gets the token_env variable through Gemini's filter), the model offered exactly the agent's tools (the token_env connection's too), from another directory; a call reaches the server that needs the token; --remove restores the settings byte for byte", async () => {
     const before = readFileSync(projectSettings);
     const connected = await subs(["agent", "connect", "support", "--to", "gemini"]);
@@ -63,11 +64,6 @@ describe("Gemini CLI after subs agent connect", () => {
     const written = readFileSync(projectSettings, "utf8");
     assert.ok(!written.includes(TICKETS_TOKEN), "no token in the client's file");
 
-    const names = (l: Array<{ name: string; status: string }>) => l.sort((a, b) => a.name.localeCompare(b.name));
-    assert.deepEqual(names(await listed(p.env)), [
-      { name: "support", status: "Connected" },
-      { name: "tickets", status: "Connected" },
-    ]);
     const run = await geminiRun({ home: p.home, cwd: p.elsewhere, env: p.env, call: { tool: "mcp_support_tickets__lookup", args: { q: "crash" } } });
     assert.deepEqual(run.offered.filter((t) => t.startsWith("mcp_support_")), p.agentTools.map((t) => `mcp_support_${t}`), run.stderr);
     assert.deepEqual(run.offered.filter((t) => !t.startsWith("mcp_support_")), p.ticketsTools.map((t) => `mcp_tickets_${t}`), run.stderr);
@@ -87,7 +83,13 @@ describe("Gemini CLI after subs agent connect", () => {
     assert.ok(readFileSync(projectSettings).equals(before), "--remove: the settings as they were before connect");
   });
 
-  it("subs mcp proxy --http --token-file with the header from a variable set once from the file: connected before a restart of subs, and called after it", async () => {
+  // Gemini is started once, after the restart: each gemini run costs about three seconds of CPU,
+  // and one before the restart (a `gemini mcp list`, which ran here) checked the same entry, the
+  // same header from the same variable, against a subs that had just written the file. What the
+  // restart can break is what the run after it meets: a subs that made a new token would refuse
+  // the variable set from the first one's file. A first start's own token reaching a real client
+  // is checked in third-party-client.test.ts (the Inspector, for mcp proxy and agent serve --http).
+  it("subs mcp proxy --http --token-file with the header from a variable set once from the file: after a restart of subs, connected and called", async () => {
     const tokenFile = path.join(p.root, "gemini-tickets.token");
     const first = await serveHttp(p, ["mcp", "proxy", "tickets"], tokenFile);
     let second: HttpServed | undefined;
@@ -96,8 +98,6 @@ describe("Gemini CLI after subs agent connect", () => {
       const env = { SUBS_TICKETS_TOKEN: readFileSync(tokenFile, "utf8").trim() };
       const entry = { httpUrl: first.url, headers: { Authorization: "Bearer $SUBS_TICKETS_TOKEN" } };
       writeFileSync(userSettings, JSON.stringify({ ...BASE_SETTINGS, mcpServers: { tickets: entry } }, null, 2));
-      const tickets = async () => (await listed(env)).filter((s) => s.name === "tickets");
-      assert.deepEqual(await tickets(), [{ name: "tickets", status: "Connected" }]);
       await first.stop();
 
       second = await serveHttp(p, ["mcp", "proxy", "tickets"], tokenFile, first.port);

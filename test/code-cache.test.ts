@@ -49,8 +49,13 @@ function cacheAccepted(root = pkg): boolean {
   return r.stdout === "true";
 }
 
-/** A run that leaves a cache the next run uses: the state each test starts from. */
-function freshCache() {
+/**
+ * A run that leaves a cache the next run uses: the state each test starts from. Most tests end in
+ * it (a run, then the cache accepted), and then one node start asks whether it holds rather than
+ * a run making it again and a second start asking.
+ */
+function freshCache({ anew = false } = {}) {
+  if (!anew && existsSync(cache()) && cacheAccepted()) return;
   if (existsSync(cache())) unlinkSync(cache());
   list();
   assert.equal(cacheAccepted(), true);
@@ -302,7 +307,8 @@ test("a listing compiles and caches only the first group of the bundle; a group 
 });
 
 test("a user who cannot write dist/ (a global install by root) runs from the cache root made, and writes none", { skip: NOT_ROOT }, () => {
-  freshCache();
+  // Made anew: a cache holding `mcp list` alone, so --help below is a command it lacks.
+  freshCache({ anew: true });
   chmodSync(pkg, 0o755);
   chmodSync(project, 0o755);
   const before = `${statSync(cache()).ino}:${statSync(cache()).ctimeMs}:${statSync(seal()).ctimeMs}`;

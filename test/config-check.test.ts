@@ -49,15 +49,33 @@ function agree(raw: unknown, counts: Tally, context: () => string): void {
   counts.accepted++;
 }
 
+/**
+ * Each text's outcome once compared: both checks and the parse are functions of the text alone, so
+ * a text met again (the fuzzers' fixed mutations of one base come up again and again: the 1 MiB
+ * comment, the 200 KB url, the deep nestings) is counted as it came out the first time, not parsed
+ * and checked again. Of the 3,000 files of both fuzzers, 1,265 repeat one met before, and they are
+ * three fifths of the bytes.
+ */
+const outcomes = new Map<string, keyof Tally>();
+
 function agreeOnText(source: string | Buffer, counts: Tally, context: () => string): void {
+  const text = typeof source === "string" ? source : source.toString("utf8");
+  const known = outcomes.get(text);
+  if (known !== undefined) {
+    counts[known]++;
+    return;
+  }
+  const before = { ...counts };
   let raw: unknown;
   try {
-    raw = parse(typeof source === "string" ? source : source.toString("utf8"), { maxDepth: MAX_DEPTH });
+    raw = parse(text, { maxDepth: MAX_DEPTH });
   } catch {
     counts.unparsed++;
+    outcomes.set(text, "unparsed");
     return;
   }
   agree(raw, counts, context);
+  outcomes.set(text, counts.accepted > before.accepted ? "accepted" : "refused");
 }
 
 test("every fixture and the example: the walk answers as the full check does", () => {

@@ -121,14 +121,16 @@ test("npm run demo: Ctrl-C while waiting for consent stops subs and the servers,
   assert.equal(existsSync(dir), false);
 });
 
-/** A machine with no browser: no $BROWSER, no display, nothing xdg-open could run on PATH. */
+/**
+ * A machine with no browser: no $BROWSER, no display, nothing xdg-open could run on PATH. One
+ * directory for the file's three runs (making it runs a shell for each utility it links): no run
+ * writes to it, and no fake browser is put in it.
+ */
+let browserless: string | undefined;
+after(() => browserless && rmSync(browserless, { recursive: true, force: true }));
 async function headless(run: (env: Record<string, string>) => Promise<DemoRun>): Promise<DemoRun> {
-  const { bin } = browserlessPath();
-  try {
-    return await run({ PATH: bin });
-  } finally {
-    rmSync(bin, { recursive: true, force: true });
-  }
+  browserless ??= browserlessPath().bin;
+  return run({ PATH: browserless });
 }
 
 const NO_BROWSER = /No browser could be opened \(xdg-open exited with code 3: no browser found\)/;

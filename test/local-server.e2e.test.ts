@@ -13,7 +13,7 @@ import { tmpdir } from "node:os";
 import path from "node:path";
 import { after, before, describe, it } from "node:test";
 import { ensureTools } from "../scripts/tools.mjs";
-import { BIN, REPO, runCli } from "./support/cli.ts";
+import { BIN, REPO, runCli, runInProcess } from "./support/cli.ts";
 import { annotatedTool, startMcpServer, type RunningMcpServer } from "./support/mcp-server.ts";
 import { serveSession } from "./support/serve-client.ts";
 import { waitFor, within } from "./support/wait.ts";
@@ -78,6 +78,9 @@ auth = { token_env = "NOTES_TOKEN" }
 
 [agent.mixed]
 mcp = ["own", "notes", { id = "fs", tools = { include = ["read_text_file", "list_allowed_directories"] } }]
+
+[agent.lone]
+mcp = ["own"]
 `,
     );
   });
@@ -96,7 +99,8 @@ mcp = ["own", "notes", { id = "fs", tools = { include = ["read_text_file", "list
     assert.equal(byId.notes!.command, null);
     assert.deepEqual(pidsIn(pidsFile), [], "mcp list started a local server");
 
-    const unset = await runCli(["mcp", "list"], { cwd, env: { ...env, PIDS_FILE: undefined as unknown as string } });
+    // In-process: the built CLI's `mcp list` ran just above; this run is about its text for an unset variable.
+    const unset = await runInProcess(["mcp", "list"], { cwd, env: { ...env, HOME: cwd, PIDS_FILE: undefined as unknown as string } });
     assert.match(unset.stdout, /own\s.*\$PIDS_FILE unset/);
 
     const checked = await runCli(["mcp", "list", "--check", "--json"], { cwd, env });
@@ -109,23 +113,22 @@ mcp = ["own", "notes", { id = "fs", tools = { include = ["read_text_file", "list
     for (const pid of pids) assert.equal(running(pid), false, `pid ${pid} is left running after mcp list --check`);
   });
 
-  it("server-filesystem and server-everything from npm: `mcp tools` and `mcp call`", async () => {
+  // server-everything's `mcp call` is the next test's (get-env): an `echo` call of it here (which
+  // ran) checked the same command on the same server, at a start of each of them; arguments
+  // reaching a local server are checked here, by the path server-filesystem reads. Its refusal of
+  // a path outside its directory is read in the served agent's session below, where it is already
+  // running (an `mcp call` of its own here started it once more; `mcp call`'s exit 1 for a tool's
+  // error is mcp-call.e2e.test.ts's).
+  it("server-filesystem from npm: `mcp tools` and `mcp call`", async () => {
     const tools = await runCli(["mcp", "tools", "fs"], { cwd, env });
     assert.equal(tools.code, 0, tools.stderr);
     assert.match(tools.stdout, /^read_text_file\tread-only\t/m);
     const read = await runCli(["mcp", "call", "fs", "read_text_file", "--args", JSON.stringify({ path: path.join(cwd, "docs", "hello.txt") })], { cwd, env });
     assert.equal(read.code, 0, read.stderr);
     assert.match(read.stdout, /hello from a local file/);
-    // The server's own rule, with its own words: outside the directory it was started on.
-    const outside = await runCli(["mcp", "call", "fs", "read_text_file", "--args", JSON.stringify({ path: "/etc/hostname" })], { cwd, env });
-    assert.equal(outside.code, 1);
-    assert.match(outside.stdout + outside.stderr, /outside allowed directories|Access denied/i);
-    const echo = await runCli(["mcp", "call", "ev", "echo", "--args", '{"message":"from npm"}'], { cwd, env });
-    assert.equal(echo.code, 0, echo.stderr);
-    assert.match(echo.stdout, /Echo: from npm/);
   });
 
-  it("a server gets only the base variables and its own `env`; a template's value is a secret of the run", async () => {
+  it("server-everything from npm through `mcp call`: a server gets only the base variables and its own `env`; a template's value is a secret of the run", async () => {
     const shown = await runCli(["mcp", "call", "ev", "get-env", "--json"], { cwd, env: { ...env, USER: "someone", LANG: "C.UTF-8" } });
     assert.equal(shown.code, 0, shown.stderr);
     const text = (JSON.parse(shown.stdout) as { content: Array<{ text: string }> }).content.map((c) => c.text).join("");
@@ -151,6 +154,10 @@ mcp = ["own", "notes", { id = "fs", tools = { include = ["read_text_file", "list
       assert.deepEqual(echoed.content, [{ type: "text", text: "local" }]);
       const read = await session.client.callTool({ name: "fs__read_text_file", arguments: { path: path.join(cwd, "docs", "hello.txt") } });
       assert.match(JSON.stringify(read.content), /hello from a local file/);
+      // The server's own rule, with its own words: outside the directory it was started on.
+      const outside = await session.client.callTool({ name: "fs__read_text_file", arguments: { path: "/etc/hostname" } });
+      assert.equal(outside.isError, true, JSON.stringify(outside));
+      assert.match(JSON.stringify(outside.content), /outside allowed directories|Access denied/i);
       const remote = await session.client.callTool({ name: "notes__search_notes", arguments: { q: "x" } });
       assert.equal(remote.isError, undefined, JSON.stringify(remote));
       // Its stderr went to the log, not to the serve's stderr.
@@ -160,6 +167,8 @@ mcp = ["own", "notes", { id = "fs", tools = { include = ["read_text_file", "list
     }
   });
 
+  // An agent of `own` alone: the pids checked are its own and its child's, and the other local
+  // server of `mixed` (server-filesystem, which no check here looks at) cost a start in each round.
   for (const [how, end] of [
     ["SIGTERM to `subs agent serve`", "term"],
     ["Ctrl-C (SIGINT) to `subs agent serve`", "int"],
@@ -172,7 +181,7 @@ mcp = ["own", "notes", { id = "fs", tools = { include = ["read_text_file", "list
       const runEnv = { ...env, PIDS_FILE: file };
       if (end === "client") {
         // The client is a process of its own that starts subs as Claude Code does (stdio), then is killed.
-        const client = spawn(process.execPath, [CLIENT, BIN, "agent", "serve", "mixed"], {
+        const client = spawn(process.execPath, [CLIENT, BIN, "agent", "serve", "lone"], {
           cwd,
           env: { PATH: process.env.PATH ?? "/usr/bin:/bin", HOME: cwd, ...runEnv },
           stdio: ["ignore", "pipe", "pipe"],
@@ -184,7 +193,7 @@ mcp = ["own", "notes", { id = "fs", tools = { include = ["read_text_file", "list
         assert.equal(pidsIn(file).length, 2);
         client.kill("SIGKILL");
       } else {
-        const session = await serveSession(["agent", "serve", "mixed"], { cwd, env: runEnv });
+        const session = await serveSession(["agent", "serve", "lone"], { cwd, env: runEnv });
         await session.client.callTool({ name: "own__echo", arguments: { text: "x" } });
         assert.equal(pidsIn(file).length, 2);
         session.child.kill(end === "term" ? "SIGTERM" : end === "int" ? "SIGINT" : "SIGKILL");
@@ -231,10 +240,13 @@ mcp = ["own", "notes", { id = "fs", tools = { include = ["read_text_file", "list
   it("a program that is not there, and a variable that is not set, are said before anything runs", async () => {
     const dir = mkdtempSync(path.join(tmpdir(), "subs-local-missing-"));
     writeFileSync(path.join(dir, "substructure.toml"), `[mcp.gone]\ncommand = "no-such-program-7d1"\n\n[mcp.needs]\ncommand = "true"\nenv = { API_TOKEN = "\${NOT_SET_HERE}" }\n`);
-    const gone = await runCli(["mcp", "tools", "gone"], { cwd: dir });
+    // `mcp tools` in-process: the built CLI's start of a local server for it is the --debug test's,
+    // and these two stop before any start. `mcp login` of a local server runs as a person runs it.
+    const inProcessEnv = { PATH: process.env.PATH ?? "/usr/bin:/bin", HOME: dir };
+    const gone = await runInProcess(["mcp", "tools", "gone"], { cwd: dir, env: inProcessEnv });
     assert.equal(gone.code, 1);
     assert.match(gone.stderr, /gone: `no-such-program-7d1` was not found/);
-    const needs = await runCli(["mcp", "tools", "needs"], { cwd: dir });
+    const needs = await runInProcess(["mcp", "tools", "needs"], { cwd: dir, env: inProcessEnv });
     assert.equal(needs.code, 2);
     assert.match(needs.stderr, /needs: \$NOT_SET_HERE is not set/);
     const login = await runCli(["mcp", "login", "needs"], { cwd: dir });
@@ -246,8 +258,10 @@ mcp = ["own", "notes", { id = "fs", tools = { include = ["read_text_file", "list
   it("with [remote], `subs apply` and `subs mcp login` refuse a local server at file:line:col, sending nothing", async () => {
     const dir = mkdtempSync(path.join(tmpdir(), "subs-local-remote-"));
     writeFileSync(path.join(dir, "substructure.toml"), `[remote]\nurl = "http://127.0.0.1:9"\n\n[mcp.fs]\ncommand = "npx"\nargs = ["-y", "@modelcontextprotocol/server-filesystem", "."]\n`);
+    // In-process: the refusal is the file's, read before anything is sent; the built CLI runs `mcp
+    // login` in this file (above) and `apply` with [remote] in the deployment's own tests.
     for (const argv of [["apply"], ["mcp", "login", "fs"]]) {
-      const refused = await runCli(argv, { cwd: dir, env: { SUBSTRUCTURE_TOKEN: "deployment-token-1234567" } });
+      const refused = await runInProcess(argv, { cwd: dir, env: { PATH: process.env.PATH ?? "/usr/bin:/bin", HOME: dir, SUBSTRUCTURE_TOKEN: "deployment-token-1234567" } });
       assert.equal(refused.code, 2, `${argv.join(" ")}: ${refused.stderr}`);
       assert.match(refused.stderr, /substructure\.toml:5:1: \[mcp\.fs\] has `command`: a local server runs on the machine that starts it/);
       assert.doesNotMatch(refused.stderr, /cannot reach|127\.0\.0\.1:9/);
@@ -317,12 +331,15 @@ describe("header templates on a server at a url", () => {
 
   it("an unset variable is said by `mcp list` and stops a command before any request, naming it", async () => {
     const before = seen.length;
-    const listed = await runCli(["mcp", "list"], { cwd });
+    // In-process: the built CLI runs `mcp list` (the first describe) and `mcp tools exa` (above);
+    // what is checked here is what they say of an unset variable, and that nothing is sent.
+    const inProcessEnv = { PATH: process.env.PATH ?? "/usr/bin:/bin", HOME: cwd };
+    const listed = await runInProcess(["mcp", "list"], { cwd, env: inProcessEnv });
     assert.match(listed.stdout, /\$EXA_API_KEY unset \(headers\)/);
-    const json = await runCli(["mcp", "list", "--json"], { cwd });
+    const json = await runInProcess(["mcp", "list", "--json"], { cwd, env: inProcessEnv });
     const [entry] = JSON.parse(json.stdout) as Array<{ unset_env: string[]; usable: boolean }>;
     assert.deepEqual([entry!.unset_env, entry!.usable], [["EXA_API_KEY"], false]);
-    const tools = await runCli(["mcp", "tools", "exa"], { cwd });
+    const tools = await runInProcess(["mcp", "tools", "exa"], { cwd, env: inProcessEnv });
     assert.equal(tools.code, 2, tools.stderr);
     assert.match(tools.stderr, /exa: \$EXA_API_KEY is not set; \[mcp\.exa\] sends it in its headers/);
     assert.equal(seen.length, before, "no request went out");

@@ -33,6 +33,9 @@ function fixture(files: Record<string, string>) {
   return { root, home, dir, toml, read: () => readFileSync(toml, "utf8") };
 }
 
+// The built CLI runs the first client's import (and the SIGTERM test's); the other clients' imports
+// run the same command in this process: each client's reader is part of the one module the CLI
+// loads for `mcp import` (no reader is loaded apart), so a child for each would check nothing more.
 const cli = (f: ReturnType<typeof fixture>, argv: string[], env: Record<string, string> = {}) => runCli(["mcp", "import", ...argv], { cwd: f.dir, env: { HOME: f.home, ...env } });
 const inProcess = (f: ReturnType<typeof fixture>, argv: string[], env: Record<string, string> = {}) =>
   runInProcess(["mcp", "import", ...argv], { cwd: f.dir, env: { HOME: f.home, ...env } });
@@ -153,7 +156,7 @@ command = "uvx"
 args = ["mcp-server-git"]
 `,
   });
-  const r = await cli(f, ["--from", "codex", "--json"]);
+  const r = await inProcess(f, ["--from", "codex", "--json"]);
   assert.equal(r.code, 0, r.stderr);
   const out = JSON.parse(r.stdout);
   assert.deepEqual(
@@ -190,7 +193,7 @@ test("Cursor: .cursor/mcp.json and ~/.cursor/mcp.json; ${env:NAME} is token_env"
       mcpServers: { geonode: { url: "https://scraper.geonode.io/mcp", headers: { Authorization: "Bearer cursor_PASTED_TOKEN_9" } }, time: { command: "uvx", args: ["mcp-server-time"] } },
     }),
   });
-  const r = await cli(f, ["--from", "cursor"]);
+  const r = await inProcess(f, ["--from", "cursor"]);
   assert.equal(r.code, 0, r.stderr);
   assert.equal(
     f.read(),
@@ -218,7 +221,7 @@ test("VS Code: .vscode/mcp.json (JSON with comments, inputs) and the user profil
     "~/.config/Code/User/mcp.json": JSON.stringify({ servers: { context7: { type: "http", url: "https://mcp.context7.com/mcp" } } }),
     "~/.config/Code/User/settings.json": `{ "editor.fontSize": 14, "mcp": { "servers": { "deepwiki": { "type": "http", "url": "https://mcp.deepwiki.com/mcp" } } } }`,
   });
-  const r = await cli(f, ["--from", "vscode", "--json"]);
+  const r = await inProcess(f, ["--from", "vscode", "--json"]);
   assert.equal(r.code, 0, r.stderr);
   const out = JSON.parse(r.stdout);
   assert.deepEqual(
@@ -250,7 +253,7 @@ test("Gemini CLI: .gemini/settings.json and ~/.gemini/settings.json; httpUrl and
       },
     }),
   });
-  const r = await cli(f, ["--from", "gemini", "--json"]);
+  const r = await inProcess(f, ["--from", "gemini", "--json"]);
   assert.equal(r.code, 0, r.stderr);
   const out = JSON.parse(r.stdout);
   assert.deepEqual(

@@ -4,10 +4,11 @@
 // write). The built CLI (bin/subs.cjs) as a child runs: the pass-through of tools, resources,
 // prompts and completions, the pipe that sends before initialize is answered, the end on a closed
 // stdin and on SIGTERM, the refusal under [remote], the refusal that needs a login (exit 4, no
-// browser), the SDK's example server, and every `subs mcp login`. The other tests run run() in this
-// process, stdin and stdout two in-memory pipes (proxied's how): the same code a child runs, a
-// third of a second of CPU less each; the 3,000 calls among them, whose memory is judged by this
-// process's own heap.
+// browser), the SDK's example server, and the `subs mcp login` a running proxy picks up. The logins
+// that only set a test up run in this process (test/auth/cli-login.test.ts runs the built CLI's
+// login). The other tests run run() in this process, stdin and stdout two in-memory pipes
+// (proxied's how): the same code a child runs, a third of a second of CPU less each; the 3,000
+// calls among them, whose memory is judged by this process's own heap.
 import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
@@ -37,7 +38,7 @@ import {
 } from "@modelcontextprotocol/sdk/types.js";
 import { z } from "zod";
 import { run } from "../src/run.ts";
-import { BIN, ensureBuilt, runCli, testContext } from "./support/cli.ts";
+import { BIN, ensureBuilt, runAs, runCli, testContext } from "./support/cli.ts";
 import { browserCommand } from "./support/browser.ts";
 import { RICH_TOOLS, startRichServer, type RichServer } from "./support/mcp-rich-server.ts";
 import { startAuthServer, type RunningAuthServer } from "./support/oauth-server.ts";
@@ -532,7 +533,8 @@ describe("subs mcp proxy with OAuth (end to end)", () => {
     as = await startAuthServer();
     rich = await startRichServer({ oauth: { authServer: as } });
     writeFileSync(path.join(dir, "substructure.toml"), `[mcp.rich]\nurl = "${rich.url}"\n\n[mcp.locked]\nurl = "${rich.url}"\n`);
-    const login = await runCli(["mcp", "login", "rich"], { cwd: dir, env: { BROWSER: browserCommand() } });
+    // A login as the setup, in this process (the built CLI's login runs below, mid-session).
+    const login = await runAs("in-process", ["mcp", "login", "rich"], { cwd: dir, env: { HOME: dir }, consents: true });
     assert.equal(login.code, 0, login.stderr);
   });
 
@@ -544,17 +546,17 @@ describe("subs mcp proxy with OAuth (end to end)", () => {
 
   it("a connection that needs a login fails initialize with an error naming `subs mcp login`, exits 4, opens no browser", async () => {
     const authorizations = as.counters.authorizations;
-    await assert.rejects(proxied(dir, "locked", { env: { BROWSER: browserCommand() }, how: "cli" }), (error: McpError) => {
-      assert.equal(error.code, -32603);
-      assert.match(error.message, /locked: not logged in; run `subs mcp login locked`/);
-      assert.deepEqual(error.data, { code: "needs_login", hint: "run `subs mcp login locked`" });
-      return true;
-    });
-    // Once more by hand, to read the exit code and stderr: the client closes stdin after the answer.
-    const raw = await rawSession(dir, "locked", {});
+    // By hand, as a client's initialize (the error an SDK client's connect() rejects with is this
+    // answer's code, message and data), to read the exit code and stderr too: the client closes
+    // stdin after the answer. $BROWSER is set: a login started by the proxy would open it.
+    const raw = await rawSession(dir, "locked", { BROWSER: browserCommand() });
     assert.equal(raw.code, 4, raw.stderr);
     assert.match(raw.stderr, /locked: not logged in; run `subs mcp login locked`/);
-    assert.equal(JSON.parse(raw.stdout).error.message, "locked: not logged in; run `subs mcp login locked`");
+    assert.deepEqual(JSON.parse(raw.stdout).error, {
+      code: -32603,
+      message: "locked: not logged in; run `subs mcp login locked`",
+      data: { code: "needs_login", hint: "run `subs mcp login locked`" },
+    });
     assert.equal(as.counters.authorizations, authorizations, "no browser was opened");
   });
 
@@ -616,7 +618,7 @@ describe("subs mcp proxy with short-lived tokens (end to end)", () => {
     const rich = await startRichServer({ oauth: { authServer: as } });
     try {
       writeFileSync(path.join(dir, "substructure.toml"), `[mcp.rich]\nurl = "${rich.url}"\n`);
-      const login = await runCli(["mcp", "login", "rich"], { cwd: dir, env: { BROWSER: browserCommand() } });
+      const login = await runAs("in-process", ["mcp", "login", "rich"], { cwd: dir, env: { HOME: dir }, consents: true });
       assert.equal(login.code, 0, login.stderr);
       const p = await proxied(dir, "rich");
       try {
