@@ -228,7 +228,9 @@ if (options.via) {
     : `[mcp.everything]\nurl = ${JSON.stringify(upstream)}\n`;
   writeFileSync(path.join(dir, "substructure.toml"), declared);
   const vars = { tokenFile: path.join(dir, "subs-token"), upstream, root: root.replace(/\/$/, ""), tsx: import.meta.resolve("tsx") };
-  const env = { ...process.env, BROWSER: "false", NO_COLOR: "1" };
+  // XDG_STATE_HOME: the local server's log (src/mcp/local-server.ts) goes to this run's directory,
+  // removed with it, not to the runner's ~/.local/state.
+  const env = { ...process.env, BROWSER: "false", NO_COLOR: "1", XDG_STATE_HOME: dir };
   if (options.viaSetup) {
     const argv = words(options.viaSetup, vars);
     const setup = spawnSync(argv[0], argv.slice(1), { cwd: dir, env, encoding: "utf8", timeout: START_TIMEOUT_MS });
