@@ -42,7 +42,7 @@ function demoBundle(): Promise<string> {
 }
 after(() => rmSync(BUNDLES, { recursive: true, force: true }));
 
-type DemoRun = { code: number | null; stdout: string; stderr: string; ms: number };
+type DemoRun = { code: number | null; stdout: string; stderr: string };
 
 /**
  * Runs the demo (piped: no terminal): bundled, or with `asNpmRuns` the command `npm run demo` runs.
@@ -56,7 +56,6 @@ async function runDemo(
 ) {
   ensureBuilt();
   const args = options.asNpmRuns ? npmRunDemo() : [await demoBundle()];
-  const started = Date.now();
   return new Promise<DemoRun>((resolve, reject) => {
     const child = spawn(process.execPath, args, {
       cwd: REPO,
@@ -75,7 +74,7 @@ async function runDemo(
     child.on("error", reject);
     child.on("close", (code) => {
       clearTimeout(timer);
-      resolve({ code, stdout, stderr, ms: Date.now() - started });
+      resolve({ code, stdout, stderr });
     });
   });
 }
@@ -145,8 +144,8 @@ test("npm run demo with no browser: says so at once, Enter on stdin approves; lo
   assert.match(r.stdout, /^search_notes\tread-only\t/m);
   assert.match(r.stderr, /\$ subs mcp tools demo[\s\S]*Done/);
   assert.doesNotMatch(r.stderr + r.stdout, /\x1b/);
-  // The login would otherwise have waited out its 300 s timeout.
-  assert.ok(r.ms < 45_000, `took ${r.ms} ms`);
+  // A login that waited out its 300 s timeout instead would be killed at runDemo's 60 s and fail the
+  // exit code above: no figure of this machine's speed is needed to see it.
 });
 
 test("npm run demo whose $BROWSER fails: says so naming it; d on stdin denies; the demo stops, exit 1", async () => {
@@ -191,7 +190,7 @@ test("npm run demo with no browser and stdin already ended: stops at once with w
   assert.match(r.stderr, NO_BROWSER);
   assert.match(r.stderr, /No browser, and no answer on stdin \(it ended\)\. Run `npm run demo` in a terminal, or set BROWSER/);
   assert.doesNotMatch(r.stderr, /\$ subs mcp list/);
-  assert.ok(r.ms < 45_000, `took ${r.ms} ms`);
+  // Stopping "at once" rather than after the login's 300 s: runDemo kills a run at 60 s (exit code null).
   const dir = demoDir(r.stderr);
   assert.ok(dir);
   assert.equal(existsSync(dir), false);
