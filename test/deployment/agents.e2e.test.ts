@@ -29,9 +29,9 @@ for (const store of STORES) describe(`agents served by subs deployment serve (${
   let mcp: RunningMcpServer;
   let d: ServedDeployment;
   const tokens: Record<string, string> = {};
-  // `subs agent tools` and `deployment token create/revoke` run the built CLI against the SQLite
-  // store; against Postgres the same run() in this process (what is compared is their output and
-  // the store they change; crowd.e2e runs `agent tools` as a child against Postgres replicas).
+  // `subs agent tools` runs the built CLI against the SQLite store, against Postgres the same run()
+  // in this process; `deployment token create/revoke` in this process on both (tokens.e2e and
+  // limits.e2e run them as children): what is compared is their output and the store they change.
   const how: How = store === "sqlite" ? "cli" : "in-process";
   const endpoint = (name: string) => `${d.url}/v1/agents/${name}/mcp`;
   const client = async (name: string, token = tokens.use!) => {
@@ -122,7 +122,7 @@ for (const store of STORES) describe(`agents served by subs deployment serve (${
   });
 
   test("a session belongs to the token that started it: another use token gets 404 as for an unknown id; a revoked token gets 401", async () => {
-    const made = await runAs(how, ["deployment", "token", "create", "--name", "session-owner-a", "--role", "use", "--store", d.storeArg], { cwd: dir, env: { HOME: dir } });
+    const made = await runAs("in-process", ["deployment", "token", "create", "--name", "session-owner-a", "--role", "use", "--store", d.storeArg], { cwd: dir, env: { HOME: dir } });
     assert.equal(made.code, 0, made.stderr);
     const tokenA = made.stdout.trim();
     const tokenB = await d.tokenFor("use");
@@ -147,7 +147,7 @@ for (const store of STORES) describe(`agents served by subs deployment serve (${
       }
       assert.deepEqual((await a.listTools()).tools.map((t) => t.name), ["tracker__search_issues"], "A's session goes on (B's DELETE did not end it)");
 
-      const revoked = await runAs(how, ["deployment", "token", "revoke", "session-owner-a", "--store", d.storeArg], { cwd: dir, env: { HOME: dir } });
+      const revoked = await runAs("in-process", ["deployment", "token", "revoke", "session-owner-a", "--store", d.storeArg], { cwd: dir, env: { HOME: dir } });
       assert.equal(revoked.code, 0, revoked.stderr);
       const after = await send(tokenA, id, "POST", list);
       assert.deepEqual({ ...after, body: JSON.parse(after.body) }, UNAUTHORIZED, "a revoked token's next request on its session is refused as unauthenticated");
