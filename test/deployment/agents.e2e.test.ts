@@ -11,7 +11,7 @@ import path from "node:path";
 import { after, before, describe, test } from "node:test";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
-import { runCli } from "../support/cli.ts";
+import { runAs, type How } from "../support/cli.ts";
 import { waitFor } from "../support/wait.ts";
 import { authorizeServed, callServed, startServedDeployment, STORES, type ServedDeployment } from "../support/deployment-serve.ts";
 import { ensureInspector, inspect } from "../support/inspector.ts";
@@ -29,6 +29,10 @@ for (const store of STORES) describe(`agents served by subs deployment serve (${
   let mcp: RunningMcpServer;
   let d: ServedDeployment;
   const tokens: Record<string, string> = {};
+  // `subs agent tools` runs the built CLI against the SQLite store, against Postgres the same run()
+  // in this process; `deployment token create/revoke` in this process on both (tokens.e2e and
+  // limits.e2e run them as children): what is compared is their output and the store they change.
+  const how: How = store === "sqlite" ? "cli" : "in-process";
   const endpoint = (name: string) => `${d.url}/v1/agents/${name}/mcp`;
   const client = async (name: string, token = tokens.use!) => {
     const c = new Client({ name: "agents-test", version: "1.0.0" });
@@ -57,7 +61,7 @@ for (const store of STORES) describe(`agents served by subs deployment serve (${
 
   test("an SDK client with a use token lists exactly `subs agent tools` and calls with the deployment's credential, which it never sees", async () => {
     writeFileSync(path.join(dir, "substructure.toml"), `[remote]\nurl = "${d.url}"\n\n[mcp.tracker]\nurl = "${mcp.url}"\n\n[agent.triage]\nmcp = [{ id = "tracker", tools = { read_only = true, exclude = ["list_*"] } }]\n`);
-    const shown = await runCli(["agent", "tools", "triage", "--json"], { cwd: dir, env: { SUBSTRUCTURE_TOKEN: d.token } });
+    const shown = await runAs(how, ["agent", "tools", "triage", "--json"], { cwd: dir, env: { SUBSTRUCTURE_TOKEN: d.token } });
     assert.equal(shown.code, 0, shown.stderr);
     const expected = (JSON.parse(shown.stdout) as Listed).tools.map((t) => t.name);
     assert.deepEqual(expected, ["tracker__search_issues"]);
@@ -118,7 +122,7 @@ for (const store of STORES) describe(`agents served by subs deployment serve (${
   });
 
   test("a session belongs to the token that started it: another use token gets 404 as for an unknown id; a revoked token gets 401", async () => {
-    const made = await runCli(["deployment", "token", "create", "--name", "session-owner-a", "--role", "use", "--store", d.storeArg], { cwd: dir });
+    const made = await runAs("in-process", ["deployment", "token", "create", "--name", "session-owner-a", "--role", "use", "--store", d.storeArg], { cwd: dir, env: { HOME: dir } });
     assert.equal(made.code, 0, made.stderr);
     const tokenA = made.stdout.trim();
     const tokenB = await d.tokenFor("use");
@@ -143,7 +147,7 @@ for (const store of STORES) describe(`agents served by subs deployment serve (${
       }
       assert.deepEqual((await a.listTools()).tools.map((t) => t.name), ["tracker__search_issues"], "A's session goes on (B's DELETE did not end it)");
 
-      const revoked = await runCli(["deployment", "token", "revoke", "session-owner-a", "--store", d.storeArg], { cwd: dir });
+      const revoked = await runAs("in-process", ["deployment", "token", "revoke", "session-owner-a", "--store", d.storeArg], { cwd: dir, env: { HOME: dir } });
       assert.equal(revoked.code, 0, revoked.stderr);
       const after = await send(tokenA, id, "POST", list);
       assert.deepEqual({ ...after, body: JSON.parse(after.body) }, UNAUTHORIZED, "a revoked token's next request on its session is refused as unauthenticated");
@@ -164,27 +168,33 @@ for (const store of STORES) describe(`agents served by subs deployment serve (${
     }
   });
 
-  test("the MCP Inspector's CLI lists and calls with a use token, and is refused without a token and with a read token", async () => {
-    ensureInspector();
-    const http = ["--transport", "http", "--server-url", endpoint("triage"), "--stored-auth-only"];
-    const bearer = (t: string) => ["--header", `Authorization: Bearer ${t}`];
-    const listed = await inspect([...http, ...bearer(tokens.use!), "--method", "tools/list"], { cwd: dir, timeoutMs: 60_000 });
-    assert.equal(listed.code, 0, listed.stderr);
-    assert.deepEqual((listed.result as Listed).tools.map((t) => t.name), ["tracker__search_issues"]);
-    const called = await inspect([...http, ...bearer(tokens.use!), "--method", "tools/call", "--tool-name", "tracker__search_issues", "--tool-args-json", '{"via":"inspector"}'], { cwd: dir, timeoutMs: 60_000 });
-    assert.equal(called.code, 0, called.stderr);
-    assert.deepEqual((called.result as Called).content, [{ type: "text", text: '{"via":"inspector"}' }]);
-    // The Inspector says the deployment's refusal (code 3 is its auth error), with its body.
-    const forbidden = { error: "forbidden", message: "using agents' MCP endpoints needs a token with the role use or admin; this one's role is read" };
-    for (const [headers, error] of [
-      [[], { code: "auth_required", message: `Error POSTing to endpoint: ${JSON.stringify(UNAUTHORIZED.body)}` }],
-      [bearer(tokens.read!), { code: "auth_required", message: `Error POSTing to endpoint: ${JSON.stringify(forbidden)}`, status: 403 }],
-    ] as const) {
-      const refused = await inspect([...http, ...headers, "--method", "tools/list"], { cwd: dir, timeoutMs: 60_000 });
-      assert.deepEqual([refused.code, refused.error], [3, error], `refused (${headers.join(" ") || "no header"}): ${refused.stderr}`);
-      assert.equal(refused.result, undefined);
-    }
-  });
+  // One store: the Inspector is a client, and what it drives here (an agent's endpoint, a use
+  // token's session, the 401 and 403) is the same code on either store, which the SDK client's
+  // tests above hold on each. It runs on Postgres in replicas.e2e, against three replicas; here on
+  // SQLite. Each of its runs is a Node 22 process (about a second of CPU).
+  if (store === "sqlite") {
+    test("the MCP Inspector's CLI lists and calls with a use token, and is refused without a token and with a read token", async () => {
+      ensureInspector();
+      const http = ["--transport", "http", "--server-url", endpoint("triage"), "--stored-auth-only"];
+      const bearer = (t: string) => ["--header", `Authorization: Bearer ${t}`];
+      const listed = await inspect([...http, ...bearer(tokens.use!), "--method", "tools/list"], { cwd: dir, timeoutMs: 60_000 });
+      assert.equal(listed.code, 0, listed.stderr);
+      assert.deepEqual((listed.result as Listed).tools.map((t) => t.name), ["tracker__search_issues"]);
+      const called = await inspect([...http, ...bearer(tokens.use!), "--method", "tools/call", "--tool-name", "tracker__search_issues", "--tool-args-json", '{"via":"inspector"}'], { cwd: dir, timeoutMs: 60_000 });
+      assert.equal(called.code, 0, called.stderr);
+      assert.deepEqual((called.result as Called).content, [{ type: "text", text: '{"via":"inspector"}' }]);
+      // The Inspector says the deployment's refusal (code 3 is its auth error), with its body.
+      const forbidden = { error: "forbidden", message: "using agents' MCP endpoints needs a token with the role use or admin; this one's role is read" };
+      for (const [headers, error] of [
+        [[], { code: "auth_required", message: `Error POSTing to endpoint: ${JSON.stringify(UNAUTHORIZED.body)}` }],
+        [bearer(tokens.read!), { code: "auth_required", message: `Error POSTing to endpoint: ${JSON.stringify(forbidden)}`, status: 403 }],
+      ] as const) {
+        const refused = await inspect([...http, ...headers, "--method", "tools/list"], { cwd: dir, timeoutMs: 60_000 });
+        assert.deepEqual([refused.code, refused.error], [3, error], `refused (${headers.join(" ") || "no header"}): ${refused.stderr}`);
+        assert.equal(refused.result, undefined);
+      }
+    });
+  }
 
   test("a credential the authorization server no longer honours: the call is a tool error naming `subs mcp login tracker`", async () => {
     const c = await client("triage");

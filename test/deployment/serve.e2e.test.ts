@@ -2,10 +2,11 @@
 // protocol's error bodies, health, readiness, metrics, the request log, start-up refusals, a
 // graceful stop, and (Postgres) a database outage answered 503 and recovered from without a restart.
 import assert from "node:assert/strict";
-import { readFileSync, readdirSync, rmSync, writeFileSync } from "node:fs";
+import { writeFileSync } from "node:fs";
 import path from "node:path";
 import { after, before, describe, test } from "node:test";
-import { runCli } from "../support/cli.ts";
+import type { How } from "../support/cli.ts";
+import { serveOnce } from "../support/serve-once.ts";
 import { startServedDeployment, STORES, type ServedDeployment } from "../support/deployment-serve.ts";
 import { waitFor, within } from "../support/wait.ts";
 import { ownPostgresForThisFile } from "../support/postgres.ts";
@@ -171,26 +172,13 @@ for (const store of STORES) describe(`subs deployment serve (${store})`, () => {
       assert.ok(!JSON.stringify(d.logs).includes(pg.password), "the database password is in no log line");
     });
   }
-});
 
-for (const store of STORES) describe(`starting and stopping (${store})`, () => {
-  test("a wrong key refuses to start and decrypts nothing; a plain-http public URL is refused, located", async () => {
-    const d = await startServedDeployment({ store });
-    await d.stop();
-    writeFileSync(path.join(d.dir, "other.key"), "A".repeat(43) + "=", { mode: 0o600 });
-    const wrong = await runCli(["deployment", "serve", "--store", d.storeArg, "--key-file", "other.key", "--listen", "127.0.0.1:0"], { cwd: d.dir });
-    assert.equal(wrong.code, 2);
-    assert.match(wrong.stderr, store === "postgres" ? /does not open postgres:\/\/subs:\*\*\*@127\.0\.0\.1:\d+\/\w+: its values are sealed/ : /does not open deployment\.db/);
-    if (d.postgres) assert.ok(!wrong.stderr.includes(d.postgres.password));
-    const insecure = await runCli(["deployment", "serve", "--store", d.storeArg, "--key-file", "deployment.key"], { cwd: d.dir, env: { SUBS_DEPLOYMENT_PUBLIC_URL: "http://subs.example.com" } });
-    assert.equal(insecure.code, 2);
-    assert.match(insecure.stderr, /\$SUBS_DEPLOYMENT_PUBLIC_URL "http:\/\/subs\.example\.com": must be https/);
-    await d.close();
-    rmSync(d.dir, { recursive: true, force: true });
-  });
-
+  // What follows ends this deployment: the tests above count requests in its metrics (the PUT of
+  // the first test is the one PUT answered 201 the metrics test finds), so these come after them.
+  // One deployment per store for every test here, instead of one each for these three: the left
+  // request is done (and out of the in-flight count the SIGTERM test reads) once its client has
+  // gone, which that test waits for; the wrong key needs only a store a deployment made.
   test("a request its client leaves while the deployment still works on it is logged with its token", async () => {
-    const d = await startServedDeployment({ store });
     // A server that accepts and never answers: the consent's discovery waits on it.
     const { createServer } = await import("node:net");
     const silent = createServer(() => {});
@@ -212,40 +200,51 @@ for (const store of STORES) describe(`starting and stopping (${store})`, () => {
     } finally {
       held.forEach((s) => s.destroy());
       silent.close();
-      await d.close();
     }
   });
 
   test("SIGTERM lets a request in flight finish, then exits 0", async () => {
-    const d = await startServedDeployment({ store });
-    try {
-      // A PUT whose body is held back: in flight when SIGTERM comes, finished only once the server
-      // is stopping. An order, not timers: "100 Continue" says the server has the request; its
-      // "stopping" log line, that SIGTERM arrived.
-      const { request } = await import("node:http");
-      const url = new URL(`${d.url}/v1/mcp/slow`);
-      let received!: () => void;
-      const inFlight = new Promise<void>((r) => (received = r));
-      let req!: ReturnType<typeof request>;
-      const answered = new Promise<number>((resolve, reject) => {
-        req = request(url, { method: "PUT", headers: { authorization: `Bearer ${d.token}`, "content-type": "application/json", expect: "100-continue" } }, (res) => {
-          res.resume();
-          resolve(res.statusCode ?? 0);
-        });
-        req.on("error", reject);
-        req.on("continue", () => received());
-        req.write('{"url": "https://a.example/mcp", ');
+    // A PUT whose body is held back: in flight when SIGTERM comes, finished only once the server
+    // is stopping. An order, not timers: "100 Continue" says the server has the request; its
+    // "stopping" log line, that SIGTERM arrived.
+    const { request } = await import("node:http");
+    const url = new URL(`${d.url}/v1/mcp/slow`);
+    let received!: () => void;
+    const inFlight = new Promise<void>((r) => (received = r));
+    let req!: ReturnType<typeof request>;
+    const answered = new Promise<number>((resolve, reject) => {
+      req = request(url, { method: "PUT", headers: { authorization: `Bearer ${d.token}`, "content-type": "application/json", expect: "100-continue" } }, (res) => {
+        res.resume();
+        resolve(res.statusCode ?? 0);
       });
-      await within(inFlight, "the server to take the request (100 Continue)");
-      const exited = d.stop();
-      const stopping = await waitFor(() => d.logs.find((l) => l.msg === "stopping"), "the deployment to say it is stopping");
-      assert.equal(stopping.in_flight, 1, "the PUT was in flight when SIGTERM came");
-      req.end('"prefix_tools": true}');
-      assert.equal(await within(answered, "the answer to the PUT in flight"), 201);
-      assert.equal(await within(exited, "subs to exit"), 0);
-      assert.ok(d.logs.some((l) => l.msg === "stopped" && l.unfinished === 0));
-    } finally {
-      await d.close();
-    }
+      req.on("error", reject);
+      req.on("continue", () => received());
+      req.write('{"url": "https://a.example/mcp", ');
+    });
+    await within(inFlight, "the server to take the request (100 Continue)");
+    const exited = d.stop();
+    const stopping = await waitFor(() => d.logs.find((l) => l.msg === "stopping"), "the deployment to say it is stopping");
+    assert.equal(stopping.in_flight, 1, "the PUT was in flight when SIGTERM came");
+    req.end('"prefix_tools": true}');
+    assert.equal(await within(answered, "the answer to the PUT in flight"), 201);
+    assert.equal(await within(exited, "subs to exit"), 0);
+    assert.ok(d.logs.some((l) => l.msg === "stopped" && l.unfinished === 0));
+  });
+
+  test("a wrong key refuses to start and decrypts nothing; a plain-http public URL is refused, located", async () => {
+    // The shared deployment, stopped by the test before (stopping again is a no-op): its data
+    // directory and store, as a deployment that ran leaves them.
+    await d.stop();
+    writeFileSync(path.join(d.dir, "other.key"), "A".repeat(43) + "=", { mode: 0o600 });
+    // The built CLI on SQLite; on Postgres the same run() in this process (what is checked is the
+    // exit code and what it prints), bounded as the child is should it start instead.
+    const how: How = store === "sqlite" ? "cli" : "in-process";
+    const wrong = await serveOnce(["--store", d.storeArg, "--key-file", "other.key"], { cwd: d.dir, how });
+    assert.equal(wrong.code, 2);
+    assert.match(wrong.stderr, store === "postgres" ? /does not open postgres:\/\/subs:\*\*\*@127\.0\.0\.1:\d+\/\w+: its values are sealed/ : /does not open deployment\.db/);
+    if (d.postgres) assert.ok(!wrong.stderr.includes(d.postgres.password));
+    const insecure = await serveOnce(["--store", d.storeArg, "--key-file", "deployment.key"], { cwd: d.dir, env: { SUBS_DEPLOYMENT_PUBLIC_URL: "http://subs.example.com" }, how });
+    assert.equal(insecure.code, 2);
+    assert.match(insecure.stderr, /\$SUBS_DEPLOYMENT_PUBLIC_URL "http:\/\/subs\.example\.com": must be https/);
   });
 });

@@ -4,10 +4,14 @@
 // /proc/<pid>/cmdline) while the variable form is not, that the pg client is handed the password
 // subs resolved and looks for none of its own, and that no error shows any of a password, even
 // of a URL that does not parse.
-// `subs deployment serve` always runs as the built CLI (bin/subs.cjs) in a child, as do the
-// `deployment token list` of the command-line warning and the one refusing a password file others
-// may read; the other token commands run the same `run()` in this process, where what is checked
-// is what they print and their exit code, not the process.
+// `subs deployment serve` runs as the built CLI (bin/subs.cjs) in a child where the password is
+// given on the command line (its warning) and in --store-password-file, as do the `deployment token
+// list` of the command-line warning and the one refusing a password file others may read; the
+// other serves and token commands run the same `run()` in this process, where what is checked is
+// what they print, the listening line and their exit code, not the process (a child costs a Node
+// start-up and the bundle's load, about half a second of CPU each). Every place a password may come
+// from resolves in one function (postgresPassword, src/deployment/config.ts), for the server as for
+// the token commands, reading the run's environment (ctx.env), which in this process is the test's.
 import assert from "node:assert/strict";
 import { chmodSync, chownSync, existsSync, mkdtempSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -15,7 +19,7 @@ import path from "node:path";
 import { after, describe, test } from "node:test";
 import { redactPostgresUrl } from "../../src/deployment/config.ts";
 import { pgpassPassword } from "../../src/deployment/pgpass.ts";
-import { runCli, runInProcess } from "../support/cli.ts";
+import { runCli, runInProcess, type How } from "../support/cli.ts";
 import { postgresForThisFile } from "../support/postgres.ts";
 import { serveOnce } from "../support/serve-once.ts";
 import { waitFor } from "../support/wait.ts";
@@ -38,8 +42,8 @@ async function database() {
   return { withPassword, without: url.href, password: pg.password, port: url.port, name: url.pathname.slice(1) };
 }
 
-/** `subs deployment serve` with this test's key file, until it listens or exits. */
-const serve = (args: string[], options: { cwd: string; env?: Record<string, string> }) => serveOnce(["--key-file", "deployment.key", ...args], options);
+/** `subs deployment serve` with this test's key file, until it listens or exits: in this process unless `how` is "cli". */
+const serve = (args: string[], options: { cwd: string; env?: Record<string, string>; how?: How }) => serveOnce(["--key-file", "deployment.key", ...args], { how: "in-process", ...options });
 
 const WARNING = /subs: warning: --store holds the database password, which every user of this machine can read in the process list \(\/proc\/<pid>\/cmdline\) while subs runs: give it in --store-password-file FILE \(mode 0600\), \$PGPASSWORD or a pgpass file instead, or the whole URL in \$SUBS_DEPLOYMENT_STORE/;
 
@@ -47,7 +51,7 @@ describe("the Postgres store's password", () => {
   test("given in --store on the command line: a warning at start, naming what to use instead, and never the password; in $SUBS_DEPLOYMENT_STORE: no warning", async () => {
     const db = await database();
     const cwd = tempDir();
-    const flagged = await serve(["--store", db.withPassword], { cwd });
+    const flagged = await serve(["--store", db.withPassword], { cwd, how: "cli" });
     assert.equal(flagged.code, 0, flagged.stderr);
     assert.ok(flagged.listening, "it still starts");
     assert.match(flagged.stderr, WARNING);
@@ -70,14 +74,14 @@ describe("the Postgres store's password", () => {
     writeFileSync(path.join(cwd, "store-password"), `${db.password}\n`, { mode: 0o600 });
     const pgpass = `# host:port:database:user:password\n127.0.0.1:${db.port}:other_db:subs:wrong\n127.0.0.1:${db.port}:*:subs:${db.password}\n`;
     writeFileSync(path.join(cwd, "pgpass"), pgpass, { mode: 0o600 });
-    const runs: Array<[string, string[], Record<string, string>]> = [
-      ["--store-password-file", ["--store", db.without, "--store-password-file", "store-password"], {}],
-      ["$SUBS_DEPLOYMENT_STORE_PASSWORD_FILE", [], { SUBS_DEPLOYMENT_STORE: db.without, SUBS_DEPLOYMENT_STORE_PASSWORD_FILE: path.join(cwd, "store-password") }],
-      ["$PGPASSWORD", ["--store", db.without], { PGPASSWORD: db.password }],
-      ["$PGPASSFILE", ["--store", db.without], { PGPASSFILE: "pgpass" }],
+    const runs: Array<[string, string[], Record<string, string>, How]> = [
+      ["--store-password-file", ["--store", db.without, "--store-password-file", "store-password"], {}, "cli"],
+      ["$SUBS_DEPLOYMENT_STORE_PASSWORD_FILE", [], { SUBS_DEPLOYMENT_STORE: db.without, SUBS_DEPLOYMENT_STORE_PASSWORD_FILE: path.join(cwd, "store-password") }, "in-process"],
+      ["$PGPASSWORD", ["--store", db.without], { PGPASSWORD: db.password }, "in-process"],
+      ["$PGPASSFILE", ["--store", db.without], { PGPASSFILE: "pgpass" }, "in-process"],
     ];
-    for (const [how, args, env] of runs) {
-      const run = await serve(args, { cwd, env });
+    for (const [how, args, env, runAs] of runs) {
+      const run = await serve(args, { cwd, env, how: runAs });
       assert.equal(run.code, 0, `${how}: ${run.stderr}`);
       assert.ok(run.listening, `${how}: it connected to the store and listened`);
       assert.equal(run.listening!.store, `postgres://subs@127.0.0.1:${db.port}/${db.name}`, how);

@@ -12,7 +12,7 @@ import assert from "node:assert/strict";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
-import { after, afterEach, beforeEach, describe, test } from "node:test";
+import { after, afterEach, before, beforeEach, describe, test } from "node:test";
 import { runAs, runCli, runInProcess, type How } from "../support/cli.ts";
 import { startDeployment, type RunningDeployment } from "../support/deployment/server.ts";
 import { startServedDeployment, STORES } from "../support/deployment-serve.ts";
@@ -92,12 +92,40 @@ async function authorize(deployment: RunningDeployment, id: string) {
   await (deployment as { settled?: () => Promise<void> }).settled?.();
 }
 
-for (const [kind, start] of Object.entries(DEPLOYMENTS)) describe(`subs apply with [remote] (${kind})`, () => {
-  let deployment: RunningDeployment;
-  beforeEach(async () => {
-    deployment = await start();
+/**
+ * Empties a served deployment for the next test as a fresh one is (no declaration, agent or
+ * credential: pruned, its credentials dropped with their declarations), and its request log.
+ */
+async function emptied(deployment: RunningDeployment) {
+  const res = await fetch(`${deployment.url}/v1/state`, {
+    method: "PUT",
+    headers: { authorization: `Bearer ${tokenOf(deployment)}`, "content-type": "application/json" },
+    body: JSON.stringify({ connections: [], agents: [], prune: true }),
   });
-  afterEach(() => deployment.close());
+  assert.equal(res.status, 200, await res.text());
+  assert.deepEqual([deployment.connections.size, deployment.agents.size, deployment.credentials.size], [0, 0, 0]);
+  await allLogged(deployment);
+  deployment.requests.length = 0;
+}
+
+for (const [kind, start] of Object.entries(DEPLOYMENTS)) describe(`subs apply with [remote] (${kind})`, () => {
+  // A served deployment (a process, ~0.6 s of CPU to start) is started once for these tests and
+  // emptied between them: each test's apply prunes what its file does not name, so one test's
+  // leftovers would be its plan. The first test, "first apply creates", runs first, on the
+  // deployment as started. The reference (in this process, nothing to start) is fresh for each.
+  const served = kind !== V1_ONLY;
+  let deployment: RunningDeployment;
+  let tests = 0;
+  before(async () => {
+    if (served) deployment = await start();
+  });
+  after(() => (served ? deployment.close() : undefined));
+  beforeEach(async () => {
+    if (!served) deployment = await start();
+    else if (tests > 0) await emptied(deployment);
+    tests++;
+  });
+  afterEach(() => (served ? undefined : deployment.close()));
   const how: How = kind === CLI_ON ? "cli" : "in-process";
 
   test("first apply creates; a second reports no change and sends no write", async () => {

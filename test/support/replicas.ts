@@ -17,8 +17,8 @@ export type Replicas = {
   kill(n: number): Promise<void>;
   /** Starts a new process in place of replica `n`, on the same store. */
   revive(n: number): Promise<void>;
-  /** Stops every process (SIGTERM), then starts as many again on the same data directory. */
-  restartAll(): Promise<void>;
+  /** Stops every process (SIGTERM), then starts as many again on the same data directory (or `count`, fewer, in their place). */
+  restartAll(count?: number): Promise<void>;
   close(): Promise<void>;
 };
 
@@ -27,10 +27,10 @@ export async function startReplicas(count: number, options: Omit<ServeOptions, "
   const balancer = await startBalancer([], balancing);
   // The balancer's URL is their public URL, unless the test puts another front before them (Caddy).
   const env = { SUBS_DEPLOYMENT_PUBLIC_URL: balancer.url, ...options.env };
-  const startAll = async () => {
+  const startAll = async (n = count) => {
     // One after the other: the first creates the store and its key check.
     const started: ServedDeployment[] = [];
-    for (let n = 0; n < count; n++) started.push(await startServedDeployment({ ...options, dir, env }));
+    while (started.length < n) started.push(await startServedDeployment({ ...options, dir, env }));
     return started;
   };
   let replicas = await startAll().catch(async (error) => {
@@ -55,9 +55,9 @@ export async function startReplicas(count: number, options: Omit<ServeOptions, "
       replicas[n] = await startServedDeployment({ ...options, dir, env });
       balancer.backends[n] = replicas[n]!.direct;
     },
-    async restartAll() {
+    async restartAll(n) {
       await Promise.all(replicas.map((r) => r.close()));
-      replicas = await startAll();
+      replicas = await startAll(n);
       balancer.backends = replicas.map((r) => r.direct);
     },
     async close() {
