@@ -13,7 +13,7 @@ import { tmpdir } from "node:os";
 import path from "node:path";
 import { after, before, describe, it } from "node:test";
 import { ensureTools } from "../scripts/tools.mjs";
-import { BIN, REPO, runCli, runInProcess } from "./support/cli.ts";
+import { baseEnv, BIN, REPO, runCli, runInProcess } from "./support/cli.ts";
 import { annotatedTool, startMcpServer, type RunningMcpServer } from "./support/mcp-server.ts";
 import { serveSession } from "./support/serve-client.ts";
 import { waitFor, within } from "./support/wait.ts";
@@ -183,7 +183,7 @@ mcp = ["own"]
         // The client is a process of its own that starts subs as Claude Code does (stdio), then is killed.
         const client = spawn(process.execPath, [CLIENT, BIN, "agent", "serve", "lone"], {
           cwd,
-          env: { PATH: process.env.PATH ?? "/usr/bin:/bin", HOME: cwd, ...runEnv },
+          env: { ...baseEnv(cwd), ...runEnv },
           stdio: ["ignore", "pipe", "pipe"],
         });
         let out = "";
@@ -242,7 +242,7 @@ mcp = ["own"]
     writeFileSync(path.join(dir, "substructure.toml"), `[mcp.gone]\ncommand = "no-such-program-7d1"\n\n[mcp.needs]\ncommand = "true"\nenv = { API_TOKEN = "\${NOT_SET_HERE}" }\n`);
     // `mcp tools` in-process: the built CLI's start of a local server for it is the --debug test's,
     // and these two stop before any start. `mcp login` of a local server runs as a person runs it.
-    const inProcessEnv = { PATH: process.env.PATH ?? "/usr/bin:/bin", HOME: dir };
+    const inProcessEnv = baseEnv(dir);
     const gone = await runInProcess(["mcp", "tools", "gone"], { cwd: dir, env: inProcessEnv });
     assert.equal(gone.code, 1);
     assert.match(gone.stderr, /gone: `no-such-program-7d1` was not found/);
@@ -261,7 +261,7 @@ mcp = ["own"]
     // In-process: the refusal is the file's, read before anything is sent; the built CLI runs `mcp
     // login` in this file (above) and `apply` with [remote] in the deployment's own tests.
     for (const argv of [["apply"], ["mcp", "login", "fs"]]) {
-      const refused = await runInProcess(argv, { cwd: dir, env: { PATH: process.env.PATH ?? "/usr/bin:/bin", HOME: dir, SUBSTRUCTURE_TOKEN: "deployment-token-1234567" } });
+      const refused = await runInProcess(argv, { cwd: dir, env: { ...baseEnv(dir), SUBSTRUCTURE_TOKEN: "deployment-token-1234567" } });
       assert.equal(refused.code, 2, `${argv.join(" ")}: ${refused.stderr}`);
       assert.match(refused.stderr, /substructure\.toml:5:1: \[mcp\.fs\] has `command`: a local server runs on the machine that starts it/);
       assert.doesNotMatch(refused.stderr, /cannot reach|127\.0\.0\.1:9/);
@@ -333,7 +333,7 @@ describe("header templates on a server at a url", () => {
     const before = seen.length;
     // In-process: the built CLI runs `mcp list` (the first describe) and `mcp tools exa` (above);
     // what is checked here is what they say of an unset variable, and that nothing is sent.
-    const inProcessEnv = { PATH: process.env.PATH ?? "/usr/bin:/bin", HOME: cwd };
+    const inProcessEnv = baseEnv(cwd);
     const listed = await runInProcess(["mcp", "list"], { cwd, env: inProcessEnv });
     assert.match(listed.stdout, /\$EXA_API_KEY unset \(headers\)/);
     const json = await runInProcess(["mcp", "list", "--json"], { cwd, env: inProcessEnv });

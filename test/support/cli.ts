@@ -102,11 +102,14 @@ export type ChildOptions = {
   onSpawn?: (child: ReturnType<typeof spawn>) => void;
 };
 
+/** The environment a run of subs starts from here, child or in-process: PATH, and `home` as HOME. */
+export const baseEnv = (home: string): Record<string, string> => ({ PATH: process.env.PATH ?? "/usr/bin:/bin", HOME: home });
+
 /** Runs the real CLI (`bin/subs.cjs`) as a child process with a clean environment. */
 export function runCli(argv: string[], options: ChildOptions): Promise<RunResult> {
   ensureBuilt();
   return new Promise((resolve, reject) => {
-    const env: Record<string, string> = { PATH: process.env.PATH ?? "/usr/bin:/bin", HOME: options.cwd };
+    const env = baseEnv(options.cwd);
     for (const [k, v] of Object.entries(options.env ?? {})) if (v !== undefined) env[k] = v;
     const child = spawn(process.execPath, [BIN, ...argv], { cwd: options.cwd, env, stdio: ["pipe", "pipe", "pipe"] });
     let stdout = "";
