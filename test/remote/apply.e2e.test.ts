@@ -110,20 +110,17 @@ async function emptied(deployment: RunningDeployment) {
 
 for (const [kind, start] of Object.entries(DEPLOYMENTS)) describe(`subs apply with [remote] (${kind})`, () => {
   // A served deployment (a process, ~0.6 s of CPU to start) is started once for these tests and
-  // emptied between them: each test's apply prunes what its file does not name, so one test's
-  // leftovers would be its plan. The first test, "first apply creates", runs first, on the
-  // deployment as started. The reference (in this process, nothing to start) is fresh for each.
+  // emptied before each: each test's apply prunes what its file does not name, so one test's
+  // leftovers would be its plan. The reference (in this process, nothing to start) is fresh for each.
   const served = kind !== V1_ONLY;
   let deployment: RunningDeployment;
-  let tests = 0;
   before(async () => {
     if (served) deployment = await start();
   });
   after(() => (served ? deployment.close() : undefined));
   beforeEach(async () => {
-    if (!served) deployment = await start();
-    else if (tests > 0) await emptied(deployment);
-    tests++;
+    if (served) await emptied(deployment);
+    else deployment = await start();
   });
   afterEach(() => (served ? undefined : deployment.close()));
   const how: How = kind === CLI_ON ? "cli" : "in-process";
