@@ -80,7 +80,6 @@ async function declareAsFile(client: DeploymentClient, connection: ConnectionCon
   });
 }
 
-
 /** One variable the connection's headers name, with the value to hand over. Never printed. */
 export type HeaderValue = { name: string; value: string };
 
