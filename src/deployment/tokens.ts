@@ -115,7 +115,7 @@ export function storeTokens(store: DeploymentStore, now: () => number): TokenPla
       const gone = await removePersonFrom(store, name, now());
       if ("removed" in gone) return gone.removed;
       if (gone.refused === "not_found") throw failed(gone.message, { code: "not_found", hint: "`subs deployment person list` shows them" });
-      throw refused(gone.message, { code: "last_admin", hint: PERSON_LAST_ADMIN_HINT });
+      throw refused(gone.message, { code: "last_admin", hint: TOKEN_REFUSAL_HINTS.last_admin });
     },
     close: () => store.close(),
   };
@@ -158,8 +158,6 @@ const apiTokenJson = (t: RemoteApiToken): TokenJson => ({
   expires_at: t.expires_at ?? null,
   last_used_at: t.last_used_at ?? null,
 });
-
-const PERSON_LAST_ADMIN_HINT = "create an admin token for someone else first, then remove them";
 
 type TokenCtx = Pick<Context, "env" | "cwd" | "fetch" | "signal" | "now">;
 

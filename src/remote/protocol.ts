@@ -202,7 +202,7 @@ export type RemovedPerson = z.output<typeof RemovedPersonSchema>;
  */
 export const TOKEN_REFUSAL_HINTS = {
   name_taken: "choose another --name (`subs deployment token list` shows those in use)",
-  last_admin: "create another admin token first, then revoke this one",
+  last_admin: "make another admin token first (`subs deployment token create --role admin`), held by someone else when removing a person",
   too_many_tokens: "revoke tokens no longer used first",
   too_many_people: "remove people who left first (`subs deployment person list` shows them)",
 } as const;
