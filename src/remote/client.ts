@@ -12,6 +12,8 @@ import { errorCode, guardedFetch, HttpGuardError, httpTimeoutMs, isBlockedPort, 
 import {
   AgentListSchema,
   ApiTokenListSchema,
+  PersonListSchema,
+  RemovedPersonSchema,
   CreatedApiTokenSchema,
   AgentSchema,
   AuthorizationSchema,
@@ -25,6 +27,8 @@ import {
   type ApiTokenBody,
   type CreatedApiToken,
   type RemoteApiToken,
+  type RemotePerson,
+  type RemovedPerson,
   TOKEN_REFUSAL_HINTS,
   type AuthorizationStatus,
   type ConnectionBody,
@@ -247,6 +251,16 @@ export class DeploymentClient {
   /** Unlike the declarations' DELETEs, a 404 is an error here: the id named no token. */
   async revokeToken(id: string): Promise<void> {
     await this.request("DELETE", this.url(`v1/tokens/${encodeURIComponent(id)}`), { schema: null });
+  }
+
+  /** Section 3.13. */
+  async listPeople(): Promise<RemotePerson[]> {
+    return (await this.request("GET", this.url("v1/people"), { schema: PersonListSchema })).data.people;
+  }
+
+  /** Section 3.13; a 404 is an error (nobody by that name). A repeat after a lost answer finds nobody: sent once. */
+  async removePerson(name: string): Promise<RemovedPerson> {
+    return (await this.request("DELETE", this.url(`v1/people/${encodeURIComponent(name)}`), { schema: RemovedPersonSchema, once: true })).data;
   }
 
   private url(path: string): URL {

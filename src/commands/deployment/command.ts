@@ -4,13 +4,14 @@ import { backup } from "./backup/command.ts";
 import { checkKey } from "./check-key/command.ts";
 import { rotateKey } from "./rotate-key/command.ts";
 import { deploymentServe } from "./serve/command.ts";
+import { person } from "./person/command.ts";
 import { token } from "./token/command.ts";
 
 export const deployment: CommandDeclaration = {
   name: "deployment",
   declare(command) {
     command
-      .description("Run the team deployment `[remote]` talks to: serve it, manage its API tokens, rotate and check its key, back it up.")
+      .description("Run the team deployment `[remote]` talks to: serve it, manage its API tokens and people, rotate and check its key, back it up.")
       .addHelpText(
         "after",
         examples([
@@ -21,5 +22,5 @@ export const deployment: CommandDeclaration = {
         ]),
       );
   },
-  commands: [deploymentServe, token, rotateKey, backup, checkKey],
+  commands: [deploymentServe, token, person, rotateKey, backup, checkKey],
 };

@@ -2,7 +2,7 @@
 // token made over the API is shown in its 201 answer and nowhere else; a listing never carries a
 // token nor its hash; the last admin token that has not expired is never revoked.
 import type { DeploymentStore } from "../store/types.ts";
-import { CreateTokenBody, LAST_ADMIN, makeToken, tokenJson } from "../tokens.ts";
+import { CreateTokenBody, LAST_ADMIN, makeToken, PERSON_RULE, PersonName, personJson, removePersonFrom, tokenJson } from "../tokens.ts";
 import { fail, issueText, readJson, type Route } from "./answer.ts";
 
 /** `now`: the clock a revocation tells expired admin tokens by. */
@@ -33,6 +33,26 @@ export function tokenRoutes(o: { store: DeploymentStore; now: () => number }): R
         if (gone.outcome === "absent") return fail(404, "not_found", `no token has the id ${id}`);
         if (gone.outcome === "last_admin") return fail(409, "last_admin", LAST_ADMIN);
         return { status: 204 };
+      },
+    },
+    // People (section 3.13): the tokens' holders, admin only as the tokens are.
+    {
+      pattern: /^\/v1\/people\/?$/,
+      route: "/v1/people",
+      need: "admin",
+      methods: ["GET"],
+      run: async () => ({ status: 200, body: { people: (await store.listPeople()).map(personJson) } }),
+    },
+    {
+      pattern: /^\/v1\/people\/([^/]+)\/?$/,
+      route: "/v1/people/{name}",
+      need: "admin",
+      methods: ["DELETE"],
+      checkParams: ([name]) => (name !== undefined && PersonName.safeParse(name).success ? undefined : `a person's name is ${PERSON_RULE}`),
+      run: async (_m, _req, [name]) => {
+        const gone = await removePersonFrom(store, name!, o.now());
+        if ("refused" in gone) return fail(gone.refused === "not_found" ? 404 : 409, gone.refused, gone.message);
+        return { status: 200, body: gone.removed };
       },
     },
   ];
