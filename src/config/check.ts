@@ -47,7 +47,7 @@ function onlyKeys(table: Table, known: readonly string[]): boolean {
 
 const FILE_KEYS = ["db", "remote", "mcp", "agent"];
 const REMOTE_KEYS = ["url", "token_env"];
-const CONNECTION_KEYS = ["url", "command", "args", "env", "cwd", "headers", "auth", "oauth", "prefix_tools"];
+const CONNECTION_KEYS = ["url", "command", "args", "env", "cwd", "headers", "auth", "oauth", "credential", "prefix_tools"];
 const AUTH_KEYS = ["token_env"];
 const OAUTH_KEYS = ["client_id", "client_secret_env", "client_metadata_url", "scopes"];
 const AGENT_KEYS = ["mcp", "tools", "agents"];
@@ -176,18 +176,20 @@ function checkedConnection(c: unknown): Connection | typeof NO {
       if (o.client_id !== undefined && o.client_metadata_url !== undefined) return NO;
     }
   }
-  // The schema's key order: url, headers, auth, oauth, prefix_tools.
+  if (c.credential !== undefined && c.credential !== "shared" && c.credential !== "personal") return NO;
+  // The schema's key order: url, headers, auth, oauth, credential, prefix_tools.
   const out = { url: c.url } as Connection;
   if (headers !== undefined) out.headers = headers;
   if (auth !== undefined) out.auth = auth;
   if (oauth !== undefined) out.oauth = oauth;
+  if (c.credential !== undefined) out.credential = c.credential;
   out.prefix_tools = prefix_tools;
   return out;
 }
 
 /** A local server's table (`command`): none of a remote one's keys, its own checked, in the schema's key order. */
 function checkedLocal(c: Table, prefix_tools: boolean): Connection | typeof NO {
-  if (!isText(c.command) || c.url !== undefined || c.auth !== undefined || c.oauth !== undefined || c.headers !== undefined) return NO;
+  if (!isText(c.command) || c.url !== undefined || c.auth !== undefined || c.oauth !== undefined || c.headers !== undefined || c.credential !== undefined) return NO;
   const out = { command: c.command } as Connection;
   if (c.args !== undefined) {
     const args = arrayOf(c.args, isTemplated);

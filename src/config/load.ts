@@ -22,7 +22,7 @@ export { displayPathOf, MAX_DEPTH, type LoadOptions } from "./parse.ts";
 const KNOWN_KEYS: Array<[pattern: (p: KeyPath) => boolean, keys: string[]]> = [
   [(p) => p.length === 0, ["db", "remote", "mcp", "agent"]],
   [(p) => p.length === 1 && p[0] === "remote", ["url", "token_env"]],
-  [(p) => p.length === 2 && p[0] === "mcp", ["url", "command", "args", "env", "cwd", "headers", "auth", "oauth", "prefix_tools"]],
+  [(p) => p.length === 2 && p[0] === "mcp", ["url", "command", "args", "env", "cwd", "headers", "auth", "oauth", "credential", "prefix_tools"]],
   [(p) => p.length === 3 && p[0] === "mcp" && p[2] === "auth", ["token_env"]],
   [(p) => p.length === 3 && p[0] === "mcp" && p[2] === "oauth", ["client_id", "client_secret_env", "client_metadata_url", "scopes"]],
   [(p) => p.length === 2 && p[0] === "agent", ["mcp", "tools", "agents"]],
@@ -273,9 +273,14 @@ export function crossReferenceDiagnostics(raw: unknown, at: (keyPath: KeyPath, m
       out.push(at(["mcp", id], `[mcp.${id}] needs \`url\` (a server reached over HTTP) or \`command\` (a server subs starts on this machine)`));
     }
     if (c.command !== undefined) {
-      for (const key of ["url", "auth", "oauth", "headers"] as const) {
+      for (const key of ["url", "auth", "oauth", "headers", "credential"] as const) {
         if (c[key] === undefined) continue;
-        const why = key === "url" ? "a connection is reached at `url` or started with `command`, not both" : "a local server takes its credentials in `env`, e.g. env = { API_TOKEN = \"${MY_TOKEN}\" }";
+        const why =
+          key === "url"
+            ? "a connection is reached at `url` or started with `command`, not both"
+            : key === "credential"
+              ? "a local server holds no credential of subs': each person runs their own"
+              : "a local server takes its credentials in `env`, e.g. env = { API_TOKEN = \"${MY_TOKEN}\" }";
         out.push(at(["mcp", id, key], `[mcp.${id}] has \`command\` and \`${key}\``, why));
       }
     } else {

@@ -84,6 +84,7 @@ export function configOf(data: FileShape, parsed: Parsed, where: Where): Config 
     }
     const connection: RemoteConnection = { id, url: c.url!, prefixTools: c.prefix_tools };
     if (c.headers) connection.headers = c.headers;
+    if (c.credential === "personal") connection.credential = "personal";
     if (c.auth) connection.auth = { tokenEnv: c.auth.token_env };
     if (c.oauth) {
       const oauth: NonNullable<RemoteConnection["oauth"]> = {};

@@ -84,6 +84,7 @@ const connectionSchema = () =>
         scopes: z.optional(z.array(z.string().check(z.regex(SCOPE_PATTERN, { error: "is not a valid OAuth scope" })))),
       }),
     ),
+    credential: z.optional(z.enum(["shared", "personal"], { error: 'must be "shared" (one credential for everyone) or "personal" (one per person)' })),
     prefix_tools: z._default(z.boolean(), true),
   });
 

@@ -37,6 +37,11 @@ export type RemoteConnection = ConnectionBase & {
   oauth?: OAuthSettings;
   /** Headers sent with every MCP request to `url`, as written: literals and `${NAME}` templates (templates.ts). */
   headers?: Record<string, string>;
+  /**
+   * `personal`: a deployment holds one credential per person, and each person's agents call with
+   * theirs (docs/file.md); absent, one for the connection (`shared`). Locally there is one person.
+   */
+  credential?: "personal";
   process?: undefined;
 };
 
@@ -47,6 +52,7 @@ export type LocalConnection = ConnectionBase & {
   auth?: undefined;
   oauth?: undefined;
   headers?: undefined;
+  credential?: undefined;
 };
 
 export type ConnectionConfig = RemoteConnection | LocalConnection;

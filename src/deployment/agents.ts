@@ -81,6 +81,11 @@ export function agentEndpoints(o: AgentEndpointOptions): AgentEndpoints {
   const idleBefore = () => o.ctx.now() - DEFAULT_LIMITS.idleTimeoutMs;
   const displaceBefore = () => o.ctx.now() - DISPLACE_AFTER_MS;
   const state: CheckState = { checking: false, storeDown: false };
+  // The person of each token that has asked here: a session's owner is a token id, and its
+  // person's credentials are the ones its calls use (a personal connection's). Set from the
+  // request being answered, whose token is the owner of any session it starts or continues.
+  // At most one entry per token the store holds.
+  const persons = new Map<string, string>();
   const checks = setInterval(() => void checkHeld(o, byAgent, state), CHECK_MS);
   checks.unref();
   return {
@@ -112,7 +117,7 @@ export function agentEndpoints(o: AgentEndpointOptions): AgentEndpoints {
           // made visible and cut: a session that failed may quote a server.
           { now: o.ctx.now, stderr: { write: (text: string) => o.log("warn", foreignText(text.replace(/^subs: |\n$/g, ""), { scrub: (t) => t }, 500), { agent: name }) } },
           { maxSessions: DEFAULT_LIMITS.maxSessions, idleTimeoutMs: DEFAULT_LIMITS.idleTimeoutMs, maxCalls: DEFAULT_LIMITS.maxCalls },
-          (resumed) => agentSession(o, name, resumed),
+          (resumed, owner) => agentSession(o, name, resumed, owner === undefined ? undefined : persons.get(owner)),
           registry,
         );
         byAgent.set(agent.name, sessions);
@@ -120,6 +125,7 @@ export function agentEndpoints(o: AgentEndpointOptions): AgentEndpoints {
       // A session belongs to the token that started it: another token's request with its id is
       // 404, and a revoked token is 401 before it gets here (every request is authenticated);
       // what it still holds open is closed by the next check (checkHeld).
+      persons.set(token.id, token.person);
       await sessions.handle(req, res, token.id);
     },
     endStreams() {
@@ -182,10 +188,15 @@ async function checkHeld(o: AgentEndpointOptions, byAgent: ReadonlyMap<string, M
   }
 }
 
-/** One client session of an agent: the declaration as stored when it starts, served with the deployment's credentials. */
-function agentSession(o: AgentEndpointOptions, name: string, resumed: unknown): Session {
+/**
+ * One client session of an agent: the declaration as stored when it starts, served with the
+ * deployment's credentials: a personal connection's are those of `person`, the person of the
+ * token that owns the session (docs/deployment-protocol.md section 2).
+ */
+function agentSession(o: AgentEndpointOptions, name: string, resumed: unknown, person: string | undefined): Session {
   return {
     async open() {
+      if (person === undefined) throw new Error("the session's owner is not known here");
       const agent = await o.store.getAgent(name);
       if (!agent) throw new Error(`the agent ${name} was deleted`);
       const records = (await Promise.all(agent.mcp.map((m) => o.store.getConnection(m.id)))).filter((c): c is ConnectionRecord => c !== undefined);
@@ -210,7 +221,7 @@ function agentSession(o: AgentEndpointOptions, name: string, resumed: unknown): 
       };
       const secrets = new Secrets();
       const byStandIn = new Map([...standIns.values()].map((s) => [s.value, s.connection]));
-      const fetch = withDeploymentCredential(o, byStandIn, learningFetch(o.ctx.fetch, secrets, { answers: "issued" }), secrets);
+      const fetch = withDeploymentCredential(o, byStandIn, learningFetch(o.ctx.fetch, secrets, { answers: "issued" }), secrets, person);
       const session = await agentSessionFactory({ ...o.ctx, env, fetch, secrets }, config, name, {
         reporter: logReporter(o.log, name, secrets),
         timeoutMs: TOOLS_TIMEOUT_MS,
@@ -245,6 +256,7 @@ function withDeploymentCredential(
   byStandIn: ReadonlyMap<string, ConnectionRecord>,
   inner: typeof globalThis.fetch,
   secrets: Secrets,
+  person: string,
 ): typeof globalThis.fetch {
   return async (input, init) => {
     const headers = new Headers(init?.headers);
@@ -253,7 +265,7 @@ function withDeploymentCredential(
     if (!connection) return inner(input, init);
     const resendable = init?.body === undefined || init.body === null || typeof init.body === "string";
     try {
-      return await oauth.withAccess(connection, async (sent) => {
+      return await oauth.withAccess(connection, person, async (sent) => {
         // The stand-in named the connection; it goes no further (a connection with header values only sends none).
         headers.delete("authorization");
         for (const [name, value] of Object.entries(sent)) headers.set(name, value);
@@ -276,6 +288,9 @@ function withDeploymentCredential(
         log("error", "store unavailable", { connection: connection.id, error: error.message });
         throw new SubsError("failed", STORE_DOWN_MESSAGE, { code: "store_unavailable" });
       }
+      // Any other refusal (a refresh that failed, a server that refused a refreshed credential)
+      // in its own words, already made visible and scrubbed (oauth.ts), not as a dropped connection.
+      if (error instanceof Refusal) throw new SubsError("failed", error.message, { code: error.code });
       throw error;
     }
   };

@@ -23,7 +23,7 @@ import type { ClientSecret } from "./config.ts";
 import { foreignProblem, foreignText, oauthErrorCode } from "./foreign.ts";
 import { inCatalog, NOT_IN_CATALOG, notInCatalogMessage } from "./catalog.ts";
 import type { Metrics } from "./ops.ts";
-import { StoreUnavailable, type AuthorizationOutcome, type ConnectionRecord, type CredentialRecord, type DeploymentStore } from "./store/types.ts";
+import { holderFor, StoreUnavailable, type AuthorizationOutcome, type ConnectionRecord, type CredentialRecord, type DeploymentStore } from "./store/types.ts";
 
 /** An error answer of the protocol (section 6), decided deep in a handler. */
 export class Refusal extends Error {
@@ -171,9 +171,10 @@ export class OAuth {
 
   /**
    * Section 3.4: discovery, client, scopes, PKCE and state; a newer start supersedes a pending one.
-   * `by`: the name of the API token that asked, which the credential records as `authorized_by`.
+   * `by`: the name of the API token that asked, which the credential records as `authorized_by`;
+   * `person`: its person, whose credential it ends in when the connection is personal.
    */
-  async start(connection: ConnectionRecord, by: string | null, exchange = this.exchange()): Promise<{ authorizationUrl: string; id: string }> {
+  async start(connection: ConnectionRecord, by: string | null, person: string, exchange = this.exchange()): Promise<{ authorizationUrl: string; id: string }> {
     this.#allowed(connection);
     await this.#sweep();
     let discovery: Awaited<ReturnType<typeof discover>>;
@@ -208,6 +209,7 @@ export class OAuth {
         stateHash: stateHash(state),
         issuer: discovery.issuer,
         by,
+        person: holderFor(connection, person),
         issAdvertised: (discovery.metadata as { authorization_response_iss_parameter_supported?: unknown }).authorization_response_iss_parameter_supported === true,
         expiresAt: this.#o.now() + this.#o.ttlSeconds * 1000,
         secret: {
@@ -293,6 +295,7 @@ export class OAuth {
     const at = this.#o.now();
     const stored = await this.#o.store.putCredential({
       id: a.connectionId,
+      person: a.person,
       url: a.url,
       issuer: a.issuer,
       authorizedAt: at,
@@ -316,25 +319,33 @@ export class OAuth {
     return { status: 200, text: "Authorized. You can close this window." };
   }
 
-  /** RFC 7009 at the server that issued it, best effort: a failed revocation fails nothing (section 5). */
-  async revoke(credential: CredentialRecord | undefined): Promise<void> {
+  /**
+   * RFC 7009 at the server that issued it, best effort: a failed revocation fails nothing (section
+   * 5). What became of it: `revoked` (the server answered 200 for the refresh token, or for the
+   * access token when there is none), `not_offered` (its metadata names no revocation endpoint, or
+   * the connection is outside the catalog: nothing is sent then), `failed` (another answer, or none).
+   */
+  async revoke(credential: CredentialRecord | undefined): Promise<RevocationOutcome> {
     // Nothing is sent on behalf of a connection outside the catalog, not even to its revocation endpoint.
-    if (!credential || !inCatalog(this.#o.catalog, credential.url)) return;
+    if (!credential || !inCatalog(this.#o.catalog, credential.url)) return "not_offered";
     const { metadata, client, tokens } = credential.secret;
     const endpoint = metadata && revocationEndpoint(metadata);
-    if (!metadata || !endpoint) return;
+    if (!metadata || !endpoint) return "not_offered";
     const { fetch: exchangeFetch } = this.exchange();
     const fetch: typeof globalThis.fetch = (input, init) => exchangeFetch(input, { ...init, signal: AbortSignal.timeout(Math.min(REVOCATION_TIMEOUT_MS, httpTimeoutMs(this.#o.env))) });
+    let first: boolean | undefined;
     for (const [token, hint] of [
       [tokens.refresh_token, "refresh_token"],
       [tokens.access_token, "access_token"],
     ] as const) {
       if (!token) continue;
-      await postRevocation({ fetch, endpoint, metadata, client, token, hint }).then(
-        (r) => r.body?.cancel(),
-        () => {},
+      const ok = await postRevocation({ fetch, endpoint, metadata, client, token, hint }).then(
+        async (r) => (await r.body?.cancel(), r.status === 200),
+        () => false,
       );
+      first ??= ok;
     }
+    return first ? "revoked" : "failed";
   }
 
   /** Whether the MCP server's resource metadata now names another authorization server (section 3.6). */
@@ -351,7 +362,7 @@ export class OAuth {
 
   /** One refresh per credential version, however many requests ask; undefined when it cannot be refreshed (the credential is then deleted). */
   refresh(credential: CredentialRecord): Promise<CredentialRecord | undefined> {
-    const key = `${credential.id}\0${credential.version}`;
+    const key = `${credential.id}\0${credential.person}\0${credential.version}`;
     let pending = this.#refreshes.get(key);
     if (!pending) {
       pending = this.#refreshOnce(credential).finally(() => this.#refreshes.delete(key));
@@ -368,7 +379,7 @@ export class OAuth {
     let outcome = "refreshed";
     const exchange = this.exchange();
     const result = await this.#o.store
-      .refreshCredential(credential.id, credential.version, async (current) => {
+      .refreshCredential(credential.id, credential.person, credential.version, async (current) => {
         const { secret } = current;
         const refreshToken = secret.tokens.refresh_token;
         const dead = (why: string) => ((outcome = why), "delete" as const);
@@ -394,6 +405,7 @@ export class OAuth {
         const at = this.#o.now();
         return {
           id: current.id,
+          person: current.person,
           url: current.url,
           issuer: current.issuer,
           authorizedAt: current.authorizedAt,
@@ -418,11 +430,11 @@ export class OAuth {
    * Its tokens and client secret join `secrets`: whatever the caller then says of its use is
    * scrubbed of them, whoever quotes them (a server that issued them, one that echoes them).
    */
-  async credentialFor(connection: ConnectionRecord, secrets?: Secrets): Promise<CredentialRecord> {
+  async credentialFor(connection: ConnectionRecord, person: string, secrets?: Secrets): Promise<CredentialRecord> {
     this.#allowed(connection);
     const notAuthorized = (why: string) => new Refusal(409, "not_authorized", `${connection.id}: ${why}; run \`subs mcp login ${connection.id}\``);
-    let credential = await this.#o.store.getCredential(connection.id);
-    if (!credential || credential.url !== connection.url) throw notAuthorized("the deployment holds no credential for it");
+    let credential = await this.#o.store.getCredential(connection.id, holderFor(connection, person));
+    if (!credential || credential.url !== connection.url) throw notAuthorized(connection.credential === "personal" ? "the deployment holds no credential of yours for it (each person logs in to it)" : "the deployment holds no credential for it");
     if (refreshDue(credential, this.#o.now())) {
       const fresh = await this.refresh(credential);
       if (!fresh) throw notAuthorized("its access token expired and could not be refreshed");
@@ -437,8 +449,8 @@ export class OAuth {
    * once more (section 3.6). A credential that still fails is deleted: it can be neither used
    * nor refreshed.
    */
-  async withCredential<T>(connection: ConnectionRecord, use: (accessToken: string) => Promise<T | { refused: 401 }>, secrets?: Secrets): Promise<T> {
-    let credential = await this.credentialFor(connection, secrets);
+  async withCredential<T>(connection: ConnectionRecord, person: string, use: (accessToken: string) => Promise<T | { refused: 401 }>, secrets?: Secrets): Promise<T> {
+    let credential = await this.credentialFor(connection, person, secrets);
     const first = await use(credential.secret.tokens.access_token);
     if (!isRefused(first)) return first;
     const fresh = await this.refresh(credential);
@@ -454,7 +466,7 @@ export class OAuth {
     if (credential.expiresAt !== null && this.#o.now() >= credential.expiresAt) {
       throw new Refusal(503, "unavailable", `${connection.id}: ${connection.url} refused the refreshed credential, which had expired on the way; retry`);
     }
-    await this.#o.store.deleteCredential(credential.id, credential.version);
+    await this.#o.store.deleteCredential(credential.id, credential.person, credential.version);
     throw notAuthorized(`${connection.url} refused the refreshed credential`);
   }
 
@@ -486,27 +498,28 @@ export class OAuth {
    * values, and `Authorization` with a usable access token when it holds an OAuth credential for
    * the url (withCredential's refresh and retry). A connection whose headers name variables needs
    * no credential: without one it is sent the headers alone, and a 401 then says to hand over new
-   * values. One that names none needs the credential, as before headers existed.
+   * values. One that names none needs the credential, as before headers existed. `person`: the
+   * caller's, whose credential a personal connection uses.
    */
-  async withAccess<T>(connection: ConnectionRecord, use: (headers: Record<string, string>) => Promise<T | { refused: 401 }>, secrets?: Secrets): Promise<T> {
+  async withAccess<T>(connection: ConnectionRecord, person: string, use: (headers: Record<string, string>) => Promise<T | { refused: 401 }>, secrets?: Secrets): Promise<T> {
     const fixed = await this.headersFor(connection, secrets);
     if (headerVariables(connection.headers ?? {}).length > 0) {
-      const credential = await this.#o.store.getCredential(connection.id);
+      const credential = await this.#o.store.getCredential(connection.id, holderFor(connection, person));
       if (!credential || credential.url !== connection.url) {
         const answer = await use(fixed);
         if (!isRefused(answer)) return answer;
         throw new Refusal(409, "not_authorized", `${connection.id}: ${connection.url} refused the values of its headers; run \`subs mcp login ${connection.id}\` to hand over new ones`);
       }
     }
-    return this.withCredential(connection, (accessToken) => use({ ...fixed, authorization: `Bearer ${accessToken}` }), secrets);
+    return this.withCredential(connection, person, (accessToken) => use({ ...fixed, authorization: `Bearer ${accessToken}` }), secrets);
   }
 
   /**
    * Section 3.6: tools/list to the end, with the deployment's credential and header values. What
    * it returns is the server's and may quote either: its caller scrubs the answer with `secrets`.
    */
-  async tools(connection: ConnectionRecord, secrets: Secrets): Promise<Tool[]> {
-    return this.withAccess(connection, async (headers) => {
+  async tools(connection: ConnectionRecord, person: string, secrets: Secrets): Promise<Tool[]> {
+    return this.withAccess(connection, person, async (headers) => {
       const { connectMcp, listAllTools } = await import("../mcp/connect.ts");
       const { challengeRecorder } = await import("../mcp/open.ts");
       let challenge: { status: number; error?: string; scope?: string } | undefined;
@@ -546,5 +559,8 @@ function learnCredential(credential: CredentialRecord, secrets: Secrets | undefi
   const { tokens, client } = credential.secret;
   for (const value of [tokens.access_token, tokens.refresh_token, tokens.id_token, client.client_secret]) secrets.add(value);
 }
+
+/** What revoke() did with a credential's grant (RFC 7009). */
+export type RevocationOutcome = "revoked" | "not_offered" | "failed";
 
 const isRefused = (value: unknown): value is { refused: 401 } => typeof value === "object" && value !== null && (value as { refused?: unknown }).refused === 401 && Object.keys(value).length === 1;

@@ -49,7 +49,7 @@ export type AppOptions = {
 export function createApp(o: AppOptions) {
   const { store, oauth } = o;
   const now = o.now ?? Date.now;
-  const routes = [...connectionRoutes(o), ...agentRoutes(o), ...stateRoutes(o), ...tokenRoutes({ store, now })];
+  const routes = [...connectionRoutes(o), ...agentRoutes(o), ...stateRoutes(o), ...tokenRoutes({ store, now, revoke: (c) => oauth.revoke(c) })];
 
   /**
    * Answers one request; returns what the access log needs. A store that does not answer is a 503

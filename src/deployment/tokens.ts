@@ -10,7 +10,7 @@ import type { Reporter } from "../report.ts";
 import { TOKEN_REFUSAL_HINTS, type RemoteApiToken } from "../remote/protocol.ts";
 import { createToken } from "./access.ts";
 import { deploymentConfig, isLoopbackHost, type Flags } from "./config.ts";
-import { ROLES, type ApiTokenRecord, type DeploymentStore, type PersonRecord, type Role } from "./store/types.ts";
+import { ROLES, type ApiTokenRecord, type CredentialRecord, type DeploymentStore, type PersonRecord, type Role } from "./store/types.ts";
 
 /** How many tokens a deployment holds at most: a small team's people, laptops and CI jobs, with room to spare. */
 export const MAX_TOKENS = 1000;
@@ -40,8 +40,14 @@ export type CreateTokenRequest = z.output<typeof CreateTokenBody>;
 export type TokenJson = { id: string; name: string; role: string; person: string; created_at: string; expires_at: string | null; last_used_at: string | null };
 /** A person as section 3.13 lists them. */
 export type PersonJson = { name: string; created_at: string; tokens: number };
-/** What removing a person did (section 3.13): the tokens revoked with them. */
-export type RemovedPersonJson = { person: PersonJson; tokens: TokenJson[] };
+/**
+ * What removing a person did (section 3.13): the tokens revoked with them, and each personal
+ * credential of theirs the deployment deleted, with what its authorization server said of the
+ * revocation of its grant (RFC 7009): `revoked`, `not_offered` (it offers none), `failed`, or
+ * `not_attempted` (removed on the host, which holds no key to read the credential with).
+ */
+export type GrantJson = { connection: string; issuer: string; revocation: "revoked" | "not_offered" | "failed" | "not_attempted" };
+export type RemovedPersonJson = { person: PersonJson; tokens: TokenJson[]; grants: GrantJson[] };
 /** A new token, its value shown this once. */
 export type CreatedTokenJson = Omit<TokenJson, "last_used_at"> & { token: string };
 
@@ -60,11 +66,22 @@ export const personJson = (p: PersonRecord): PersonJson => ({ name: p.name, crea
  * Removes a person by section 3.13's rules, wherever it is asked for: what went, or the refusal
  * (`not_found`, `last_admin`) with its message.
  */
-export async function removePersonFrom(store: DeploymentStore, name: string, now: number): Promise<{ removed: RemovedPersonJson } | { refused: "not_found" | "last_admin"; message: string }> {
+export async function removePersonFrom(
+  store: DeploymentStore,
+  name: string,
+  now: number,
+  revoke?: (credential: CredentialRecord) => Promise<GrantJson["revocation"]>,
+): Promise<{ removed: RemovedPersonJson } | { refused: "not_found" | "last_admin"; message: string }> {
   const gone = await store.removePerson(name, now);
   if (gone.outcome === "absent") return { refused: "not_found", message: NO_PERSON(name) };
   if (gone.outcome === "last_admin") return { refused: "last_admin", message: LAST_ADMIN_PERSON(name) };
-  return { removed: { person: personJson(gone.person), tokens: gone.tokens.map(tokenJson) } };
+  const grants = await Promise.all(
+    gone.held.map(async (h): Promise<GrantJson> => {
+      const credential = gone.credentials.find((c) => c.id === h.id);
+      return { connection: h.id, issuer: h.issuer, revocation: credential && revoke ? await revoke(credential) : "not_attempted" };
+    }),
+  );
+  return { removed: { person: personJson(gone.person), tokens: gone.tokens.map(tokenJson), grants } };
 }
 
 /**
@@ -138,7 +155,7 @@ async function apiTokens(ctx: TokenCtx, remote: RemoteConfig, reporter: Reporter
     people: async () => (await client.listPeople()).map((p) => ({ name: p.name, created_at: p.created_at, tokens: p.tokens })),
     removePerson: async (name) => {
       const gone = await client.removePerson(name);
-      return { person: { name: gone.person.name, created_at: gone.person.created_at, tokens: gone.person.tokens }, tokens: gone.tokens.map(apiTokenJson) };
+      return { person: { name: gone.person.name, created_at: gone.person.created_at, tokens: gone.person.tokens }, tokens: gone.tokens.map(apiTokenJson), grants: (gone.grants ?? []).map((g) => ({ connection: g.connection, issuer: g.issuer, revocation: g.revocation })) };
     },
     close: async () => {},
   };

@@ -21,7 +21,7 @@ import type {
 
 export type Action = "add" | "change" | "remove" | "unchanged";
 
-export type ConnectionField = "url" | "prefix_tools" | "oauth" | "headers";
+export type ConnectionField = "url" | "prefix_tools" | "oauth" | "headers" | "credential";
 export type AgentField = "mcp" | "tools" | "agents";
 
 export type CredentialEffect =
@@ -41,7 +41,7 @@ export type ConnectionStep = {
   /** The deployment's url before a url change. */
   previousUrl?: string;
   credential: CredentialEffect;
-  credentialReason?: "url_changed" | "declaration_removed" | "headers_changed";
+  credentialReason?: "url_changed" | "declaration_removed" | "headers_changed" | "credential_changed";
   body?: ConnectionBody;
 };
 
@@ -91,6 +91,7 @@ export function connectionChanges(remote: RemoteConnection, body: ConnectionBody
   if (canonical(normalOAuth(remote.oauth)) !== canonical(normalOAuth(body.oauth))) changed.push("oauth");
   // Section 8: the same names and values, in any order; absent, null and {} are the same.
   if (canonical(normalHeaders(remote.headers)) !== canonical(normalHeaders(body.headers))) changed.push("headers");
+  if ((remote.credential ?? "shared") !== (body.credential ?? "shared")) changed.push("credential");
   return changed;
 }
 
@@ -103,7 +104,7 @@ export function connectionBody(connection: FileConnection): ConnectionBody {
   // Templates, not values: the values are handed over by `subs mcp login` (section 3.12). Sent
   // only when the file has some, so a deployment without `headers` (section 9) sees no new field.
   const headers = connection.headers && Object.keys(connection.headers).length ? { headers: { ...connection.headers } } : {};
-  return { url: connection.url, prefix_tools: connection.prefixTools, ...(Object.keys(oauth).length ? { oauth } : {}), ...headers };
+  return { url: connection.url, prefix_tools: connection.prefixTools, ...(Object.keys(oauth).length ? { oauth } : {}), ...headers, ...(connection.credential === "personal" ? { credential: "personal" as const } : {}) };
 }
 
 /** One `mcp` entry as subs sends it. An empty filter takes every tool, like no filter: one spelling, so comparisons are stable. */
@@ -163,6 +164,12 @@ export function planRemote(config: Config, state: RemoteState): RemotePlan {
         ...(held ? { credentialReason: "url_changed" as const } : {}),
         body,
       });
+    } else if (changed.includes("credential")) {
+      // Whose the credential is changed: what was held belonged to the other kind, and goes
+      // (docs/deployment-protocol.md section 5). Personal credentials may be held for others
+      // than the caller, whose own status is all `status` says.
+      const dropped = held || remote.credential === "personal";
+      connections.push({ kind: "connection", id: connection.id, action: "change", changed, url: body.url, credential: dropped ? "dropped" : "none", ...(dropped ? { credentialReason: "credential_changed" as const } : {}), body });
     } else if (held && changed.includes("headers") && namesUnheld(body, remote)) {
       // Its headers now name a variable the deployment holds no value for: it is not usable until
       // `subs mcp login` hands that over (docs/deployment-protocol.md section 3.12).

@@ -43,6 +43,8 @@ export const ConnectionSchema = z.object({
   /** Section 3.2: the header templates as last PUT (not secret: the values are held apart). */
   headers: orNull(z.record(z.string(), z.string())),
   secrets: orNull(z.array(HeldSecretSchema)),
+  /** Section 2: `personal`, one credential per person, `status` and the times being the caller's own; absent, `shared`. */
+  credential: orNull(z.enum(["shared", "personal"])),
   status: z.enum(["declared", "authorized"]),
   authorized_at: orNull(timestamp),
   authorized_by: orNull(text()),
@@ -59,9 +61,10 @@ export const ConnectionListSchema = z.object({ connections: z.array(ConnectionSc
 
 /**
  * PUT /v1/mcp/{id}. Never carries `auth` or a client secret: the deployment rejects one that does.
- * `headers` only when the file has some (section 9: a deployment without them refuses the field).
+ * `headers` only when the file has some, `credential` only when personal (section 9: a deployment
+ * without them refuses the field).
  */
-export type ConnectionBody = { url: string; prefix_tools: boolean; oauth?: OAuthSettingsBody; headers?: Record<string, string> };
+export type ConnectionBody = { url: string; prefix_tools: boolean; oauth?: OAuthSettingsBody; headers?: Record<string, string>; credential?: "personal" };
 /** The non-secret OAuth settings as subs sends them: only the keys that are set. */
 export type OAuthSettingsBody = { client_id?: string; client_metadata_url?: string; scopes?: string[] };
 
@@ -191,7 +194,12 @@ export type ApiTokenBody = { name: string; role: string; person?: string; expire
 export const PersonSchema = z.object({ name: text(), created_at: timestamp, tokens: z.int().check(z.nonnegative()) });
 export const PersonListSchema = z.object({ people: z.array(PersonSchema) });
 /** `DELETE /v1/people/{name}`: who went, with every token of theirs. */
-export const RemovedPersonSchema = z.object({ person: PersonSchema, tokens: z.array(ApiTokenSchema) });
+export const RemovedPersonSchema = z.object({
+  person: PersonSchema,
+  tokens: z.array(ApiTokenSchema),
+  /** Absent from a deployment without personal credentials. */
+  grants: orNull(z.array(z.object({ connection: text(), issuer: text(), revocation: z.enum(["revoked", "not_offered", "failed", "not_attempted"]) }))),
+});
 export type RemotePerson = z.output<typeof PersonSchema>;
 export type RemovedPerson = z.output<typeof RemovedPersonSchema>;
 

@@ -51,7 +51,8 @@ export type EarlyAnswers = {
  * heavy. `resumed`: the snapshot (SessionServer.snapshot) of a session another process started,
  * which this one continues; only the deployment's agent sessions are resumed.
  */
-export type SessionFactory = (resumed?: unknown) => Session;
+/** `owner`: who the session is for (the deployment: its API token's id), when the endpoint names one. */
+export type SessionFactory = (resumed?: unknown, owner?: string) => Session;
 
 /**
  * Removes every secret of the run from every message `transport` sends its client, whatever the

@@ -175,8 +175,9 @@ const KINDS: Kind[] = [
   },
 ];
 
-const credential = (id: string, url: string) => ({
+const credential = (id: string, url: string, person = "") => ({
   id,
+  person,
   url,
   issuer: "https://auth.example",
   authorizedAt: 1,
@@ -230,7 +231,7 @@ describe("the Postgres database", () => {
       const atServer = new Promise<void>((r) => (exchanging = r));
       let answer!: () => void;
       const answered = new Promise<void>((r) => (answer = r));
-      const refresh = store.refreshCredential("a", 1, async (current) => {
+      const refresh = store.refreshCredential("a", "", 1, async (current) => {
         exchanging();
         await answered;
         return { ...current, expiresAt: 1 };
@@ -243,7 +244,7 @@ describe("the Postgres database", () => {
       await new Promise((r) => setTimeout(r, 200));
       answer();
       await assert.rejects(refresh, (error: Error) => error.name === "StoreUnavailable" && !/pw|password/i.test(error.message));
-      assert.equal((await store.getCredential("a"))?.version, 1, "nothing was stored; the next refresh retries");
+      assert.equal((await store.getCredential("a", ""))?.version, 1, "nothing was stored; the next refresh retries");
     } finally {
       await store.close();
     }
@@ -252,25 +253,79 @@ describe("the Postgres database", () => {
 
 for (const kind of KINDS) {
   describe(`the ${kind.name} store`, () => {
+    test("personal credentials: one per person and connection, only for a personal connection; bound to their person; a change of kind or url takes every one; removing a person takes theirs", async () => {
+      const at = await kind.fresh();
+      const key = parseKey(newKeyText(), "test");
+      const store = await at.open(key);
+      const url = "https://p.example/mcp";
+      await store.putConnection({ id: "p", url, prefixTools: true, oauth: undefined, credential: "personal" });
+      await store.putConnection({ id: "s", url, prefixTools: true, oauth: undefined });
+      assert.equal((await store.getConnection("p"))?.credential, "personal");
+      assert.equal((await store.getConnection("s"))?.credential, undefined);
+      for (const person of ["alice", "bob"]) await store.addToken({ id: `t-${person}`, name: person, role: "use", person, hash: randomBytes(32) });
+      await store.addToken({ id: "t-admin", name: "admin", role: "admin", person: "ops", hash: randomBytes(32) });
+      assert.equal(await store.putCredential(credential("p", url, "alice")), true);
+      assert.equal(await store.putCredential(credential("p", url, "bob")), true);
+      assert.equal(await store.putCredential(credential("p", url)), false, "no shared credential for a personal connection");
+      assert.equal(await store.putCredential(credential("s", url, "alice")), false, "no personal credential for a shared one");
+      assert.equal(await store.putCredential(credential("s", url)), true);
+      assert.equal((await store.getCredential("p", "alice"))?.person, "alice");
+      assert.equal(await store.getCredential("p", ""), undefined);
+      assert.deepEqual((await store.credentialSummaries("bob")).map((c) => [c.id, c.person]), [["p", "bob"]]);
+      assert.deepEqual((await store.credentialSummaries("")).map((c) => [c.id, c.person]), [["s", ""]]);
+
+      // One refresh per person: alice's refresh leaves bob's credential at its version.
+      const aliceBefore = (await store.getCredential("p", "alice"))!;
+      const bobBefore = (await store.getCredential("p", "bob"))!;
+      const refreshed = await store.refreshCredential("p", "alice", aliceBefore.version, async (c) => ({ ...c, secret: { ...c.secret, tokens: { ...c.secret.tokens, access_token: "ACCESS-alice-2" } } }));
+      assert.equal(refreshed.outcome, "refreshed");
+      assert.equal((await store.getCredential("p", "alice"))?.secret.tokens.access_token, "ACCESS-alice-2");
+      assert.equal((await store.getCredential("p", "bob"))?.version, bobBefore.version);
+
+      // Sealed with its person: alice's sealed value put under bob's row opens for nobody.
+      await at.sql("UPDATE credentials SET sealed = (SELECT sealed FROM credentials WHERE id = 'p' AND person = 'alice') WHERE id = 'p' AND person = 'bob'");
+      await assert.rejects(store.getCredential("p", "bob"));
+      assert.equal(await store.deleteCredential("p", "bob", bobBefore.version), true);
+
+      // Removing alice takes her personal credentials, to be revoked; the shared one stays.
+      const removed = await store.removePerson("alice", Date.now());
+      assert.equal(removed.outcome, "removed");
+      if (removed.outcome !== "removed") return;
+      assert.deepEqual(removed.held.map((c) => [c.id, c.person]), [["p", "alice"]]);
+      assert.deepEqual(removed.credentials.map((c) => c.secret.tokens.access_token), ["ACCESS-alice-2"]);
+      assert.equal(await store.getCredential("p", "alice"), undefined);
+      assert.ok(await store.getCredential("s", ""));
+
+      // A change of kind takes every credential of the connection, handed back for revocation.
+      assert.equal(await store.putCredential(credential("p", url, "carol")), true);
+      const shared = await store.putConnection({ id: "p", url, prefixTools: true, oauth: undefined });
+      assert.deepEqual(shared.dropped.map((c) => c.person), ["carol"]);
+      assert.equal(await store.getCredential("p", "carol"), undefined);
+      const state = await store.putState({ connections: [{ id: "s", url, prefixTools: true, oauth: undefined, credential: "personal" }], agents: [], prune: false });
+      assert.equal(state.outcome, "applied");
+      if (state.outcome === "applied") assert.deepEqual(state.dropped.map((c) => [c.id, c.person]), [["s", ""]]);
+      await store.close();
+    });
+
     test("credentials are sealed: none in clear in the store; a url change drops one; a wrong key refuses and decrypts nothing", async () => {
       const at = await kind.fresh();
       const key = parseKey(newKeyText(), "test");
       const store = await at.open(key);
-      assert.deepEqual(await store.putConnection({ id: "a", url: "https://a.example/mcp", prefixTools: true, oauth: undefined }), { created: true, urlChanged: false, dropped: undefined });
+      assert.deepEqual(await store.putConnection({ id: "a", url: "https://a.example/mcp", prefixTools: true, oauth: undefined }), { created: true, urlChanged: false, dropped: [] });
       await store.putConnection({ id: "b", url: "https://a.example/mcp", prefixTools: true, oauth: { scopes: [] } });
       assert.deepEqual(await store.getConnection("b"), { id: "b", url: "https://a.example/mcp", prefixTools: true, oauth: { scopes: [] } });
       assert.equal(await store.putCredential(credential("a", "https://a.example/mcp")), true);
       assert.equal(await store.putCredential(credential("b", "https://other.example/mcp")), false, "never stored for another url than the declared one");
       assert.equal(await store.putCredential(credential("b", "https://a.example/mcp")), true);
-      assert.equal((await store.getCredential("a"))?.secret.tokens.access_token, "ACCESS-a-SECRET");
+      assert.equal((await store.getCredential("a", ""))?.secret.tokens.access_token, "ACCESS-a-SECRET");
       assert.doesNotMatch(await at.contents(), /SECRET/);
 
       const moved = await store.putConnection({ id: "a", url: "https://moved.example/mcp", prefixTools: true, oauth: undefined });
       assert.equal(moved.created, false);
       assert.equal(moved.urlChanged, true);
-      assert.equal(moved.dropped?.secret.tokens.refresh_token, "REFRESH-a-SECRET", "handed back for revocation");
-      assert.equal(await store.getCredential("a"), undefined);
-      assert.equal((await store.getCredential("b"))?.url, "https://a.example/mcp", "the other account's credential is untouched");
+      assert.deepEqual(moved.dropped.map((c) => c.secret.tokens.refresh_token), ["REFRESH-a-SECRET"], "handed back for revocation");
+      assert.equal(await store.getCredential("a", ""), undefined);
+      assert.equal((await store.getCredential("b", ""))?.url, "https://a.example/mcp", "the other account's credential is untouched");
       assert.equal((await store.putAgent({ name: "x", mcp: [{ id: "b" }, { id: "zz" }], tools: [], agents: [] })).outcome, "unknown_connection");
       assert.equal((await store.putAgent({ name: "x", mcp: [{ id: "b", tools: { read_only: false } }], tools: ["t"], agents: [] })).outcome, "created");
       assert.equal((await store.putAgent({ name: "x", mcp: [{ id: "b", tools: { read_only: false } }], tools: ["t"], agents: [] })).outcome, "updated");
@@ -289,7 +344,7 @@ for (const kind of KINDS) {
       await reopened.close();
       await assert.rejects(at.open(key), /does not open/, "the old key no longer opens it");
       const rotated = await at.open(next);
-      assert.equal((await rotated.getCredential("b"))?.secret.tokens.access_token, "ACCESS-b-SECRET");
+      assert.equal((await rotated.getCredential("b", ""))?.secret.tokens.access_token, "ACCESS-b-SECRET");
       assert.equal((await rotated.getRegistration("https://auth.example", "https://d.example/oauth/callback"))?.client_id, "reg");
       assert.deepEqual(await rotated.getAgent("x"), { name: "x", mcp: [{ id: "b", tools: { read_only: false } }], tools: ["t"], agents: [] });
       assert.deepEqual((await rotated.listAgents()).map((a) => a.name), ["x"]);
@@ -401,21 +456,21 @@ for (const kind of KINDS) {
       try {
         await store.putConnection({ id: "a", url: "https://a.example/mcp", prefixTools: false, oauth: undefined });
         await store.putCredential(credential("a", "https://a.example/mcp"));
-        const held = (await store.getCredential("a"))!;
+        const held = (await store.getCredential("a", ""))!;
         assert.deepEqual([held.version, held.authorizedBy], [1, "alice laptop"]);
         assert.deepEqual((await store.credentialSummaries()).map((c) => c.authorizedBy), ["alice laptop"], "who consented is in the clear columns GET /v1/mcp reads");
         const refreshed = (n: number) => ({ ...credential("a", "https://a.example/mcp"), secret: { ...credential("a", "").secret, tokens: { access_token: `NEW-${n}`, token_type: "Bearer" } } });
         const outcomes = await Promise.all([1, 2, 3, 4].map((n) => store.replaceCredential(held.version, refreshed(n))));
         assert.equal(outcomes.filter(Boolean).length, 1, "exactly one refresh of version 1 wins");
-        const after = (await store.getCredential("a"))!;
+        const after = (await store.getCredential("a", ""))!;
         assert.deepEqual([after.version, after.authorizedBy], [2, "alice laptop"], "a refresh keeps who consented");
         assert.equal(after.secret.tokens.access_token, `NEW-${outcomes.indexOf(true) + 1}`);
         assert.equal(await store.replaceCredential(2, { ...refreshed(9), url: "https://moved.example/mcp" }), false, "never for another url");
-        assert.equal(await store.deleteCredential("a", 1), false);
+        assert.equal(await store.deleteCredential("a", "", 1), false);
         assert.equal((await store.credentialSummaries()).map((c) => c.version).join(), "2");
         assert.equal(await store.putCredential(credential("a", "https://a.example/mcp")), true);
-        assert.equal((await store.getCredential("a"))?.version, 3, "a new consent bumps the version too");
-        assert.equal(await store.deleteCredential("a", 3), true);
+        assert.equal((await store.getCredential("a", ""))?.version, 3, "a new consent bumps the version too");
+        assert.equal(await store.deleteCredential("a", "", 3), true);
         assert.deepEqual(await store.credentialSummaries(), []);
       } finally {
         await store.close();
@@ -625,8 +680,8 @@ for (const kind of KINDS) {
       const b = await at.open(key);
       await a.putConnection({ id: "gh", url: "https://a.example/mcp", prefixTools: false, oauth: undefined });
       const secret = { tokens: { access_token: "at-0", token_type: "bearer", refresh_token: "rt-0" }, client: { client_id: "c" }, authorizationServerUrl: "https://as.example" };
-      assert.equal(await a.putCredential({ id: "gh", url: "https://a.example/mcp", issuer: "https://as.example", authorizedAt: 1, authorizedBy: null, expiresAt: 2, secret }), true);
-      return { at, a, b, version: (await a.getCredential("gh"))!.version, close: () => Promise.all([a.close(), b.close()]) };
+      assert.equal(await a.putCredential({ id: "gh", person: "", url: "https://a.example/mcp", issuer: "https://as.example", authorizedAt: 1, authorizedBy: null, expiresAt: 2, secret }), true);
+      return { at, a, b, version: (await a.getCredential("gh", ""))!.version, close: () => Promise.all([a.close(), b.close()]) };
     };
     const rotated = (n: number, ms = 200) => async (current: CredentialRecord) => {
       await new Promise((r) => setTimeout(r, ms));
@@ -637,7 +692,7 @@ for (const kind of KINDS) {
       const { a, b, version, close } = await open2();
       let exchanges = 0;
       const exchange = async (current: CredentialRecord) => (exchanges++, rotated(exchanges)(current));
-      const results = await Promise.all([a, b, a, b, a, b].map((s) => s.refreshCredential("gh", version, exchange)));
+      const results = await Promise.all([a, b, a, b, a, b].map((s) => s.refreshCredential("gh", "", version, exchange)));
       assert.equal(exchanges, 1);
       assert.deepEqual(results.map((r) => r.outcome).sort(), ["moved", "moved", "moved", "moved", "moved", "refreshed"]);
       assert.ok(results.every((r) => r.credential?.version === version + 1 && r.credential.secret.tokens.refresh_token === "rt-1"));
@@ -654,17 +709,17 @@ for (const kind of KINDS) {
       }, 400);
       let exchanges = 0;
       // An order, not a duration: the exchange ran only once the holder was dead.
-      const result = await b.refreshCredential("gh", version, async (c) => (assert.ok(killed, "the exchange waited for the holder to die"), exchanges++, rotated(1)(c)));
+      const result = await b.refreshCredential("gh", "", version, async (c) => (assert.ok(killed, "the exchange waited for the holder to die"), exchanges++, rotated(1)(c)));
       assert.equal(result.outcome, "refreshed");
       assert.equal(exchanges, 1);
       await assert.rejects(
-        a.refreshCredential("gh", version + 1, async () => {
+        a.refreshCredential("gh", "", version + 1, async () => {
           throw new Error("token endpoint down");
         }),
         /token endpoint down/,
       );
-      assert.equal((await a.getCredential("gh"))!.secret.tokens.refresh_token, "rt-1", "nothing stored");
-      const next = await b.refreshCredential("gh", version + 1, rotated(2));
+      assert.equal((await a.getCredential("gh", ""))!.secret.tokens.refresh_token, "rt-1", "nothing stored");
+      const next = await b.refreshCredential("gh", "", version + 1, rotated(2));
       assert.equal(next.outcome, "refreshed", "the lock was released");
       assert.equal(next.credential!.version, version + 2);
       await close();
@@ -679,9 +734,9 @@ for (const kind of KINDS) {
         return { started, begin };
       };
       const first = begun();
-      const slow = a.refreshCredential("gh", version, async (c) => (first.begin(), rotated(1, 6000)(c)));
+      const slow = a.refreshCredential("gh", "", version, async (c) => (first.begin(), rotated(1, 6000)(c)));
       await within(first.started, "the slow exchange to begin");
-      const waiting = await b.refreshCredential("gh", version, rotated(99));
+      const waiting = await b.refreshCredential("gh", "", version, rotated(99));
       assert.equal(waiting.outcome, "moved");
       assert.equal(waiting.credential?.secret.tokens.refresh_token, "rt-1");
       assert.equal((await slow).outcome, "refreshed");
@@ -691,13 +746,13 @@ for (const kind of KINDS) {
       const second = begun();
       let finish!: () => void;
       const finished = new Promise<void>((r) => (finish = r));
-      const during = a.refreshCredential("gh", version + 1, async (c) => (second.begin(), await finished, rotated(2, 0)(c)));
+      const during = a.refreshCredential("gh", "", version + 1, async (c) => (second.begin(), await finished, rotated(2, 0)(c)));
       await within(second.started, "the exchange to begin");
       const moved = await within(b.putConnection({ id: "gh", url: "https://moved.example/mcp", prefixTools: false, oauth: undefined }), "the url change while the exchange is held", 30_000);
       finish();
-      assert.equal(moved.dropped?.secret.tokens.refresh_token, "rt-1");
+      assert.deepEqual(moved.dropped.map((c) => c.secret.tokens.refresh_token), ["rt-1"]);
       assert.deepEqual(await during, { outcome: "moved", credential: undefined }, "the exchange's result is not stored for a credential that is gone");
-      assert.equal(await a.getCredential("gh"), undefined);
+      assert.equal(await a.getCredential("gh", ""), undefined);
       await close();
     });
   });
@@ -717,6 +772,7 @@ for (const kind of KINDS) {
       issuer: "https://as.example",
       issAdvertised: n % 2 === 0,
       by: n % 2 === 0 ? `token-${n}` : null,
+      person: "",
       expiresAt,
       secret: secret(n),
     });

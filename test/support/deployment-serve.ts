@@ -160,6 +160,7 @@ export async function startServedDeployment(options: ServeOptions = {}): Promise
     set(id: string, c: Credential) {
       pending = store.putCredential({
         id,
+        person: "",
         url: c.url,
         issuer: "https://test-issuer.invalid",
         authorizedAt: c.authorizedAt,

@@ -160,6 +160,7 @@ const DROPPED: Record<NonNullable<ConnectionStep["credentialReason"]>, string> =
   url_changed: "url changed",
   declaration_removed: "declaration removed",
   headers_changed: "its headers name a value the deployment does not hold",
+  credential_changed: "it changes between shared and personal: each person logs in again",
 };
 
 export function removals(plan: RemotePlan): string[] {

@@ -15,5 +15,7 @@ export function tokenReporter(ctx: Context): Reporter {
 export function removedPersonText(removed: RemovedPersonJson, where: string): string {
   const tokens = removed.tokens.map((t) => `${shown(t.id)} (${shown(t.name)})`);
   const revoked = tokens.length === 0 ? "they held no token" : `revoked with them: ${tokens.join(", ")}`;
-  return `subs: removed ${shown(removed.person.name)} from ${shown(where)}; ${revoked}\n`;
+  const WORDS = { revoked: "revoked at", not_offered: "not revoked (it offers no revocation):", failed: "could not be revoked at", not_attempted: "deleted, not revoked (the host holds no key; remove people over --url to revoke):" } as const;
+  const grants = removed.grants.map((g) => `subs:   ${shown(g.connection)}: their grant ${WORDS[g.revocation]} ${shown(g.issuer)}\n`).join("");
+  return `subs: removed ${shown(removed.person.name)} from ${shown(where)}; ${revoked}\n${grants}`;
 }

@@ -5,7 +5,7 @@ import { z } from "zod";
 import { ENV_NAME_PATTERN, isValidName } from "../../config/rules.ts";
 import { HEADER_NAME_PATTERN, HEADER_VALUE_CONTROL as CONTROL, headerVariables, MAX_HEADER_VALUE_BYTES, MAX_HEADER_VARIABLES, literalSecretProblem, reservedHeaderProblem, templateProblem } from "../../config/templates.ts";
 import type { OAuth } from "../oauth.ts";
-import type { ConnectionRecord, DeploymentStore, HeaderValueSummary } from "../store/types.ts";
+import { holderFor, SHARED, type ConnectionRecord, type DeploymentStore, type HeaderValueSummary } from "../store/types.ts";
 import { inCatalog, NOT_IN_CATALOG, notInCatalogMessage } from "../catalog.ts";
 import { isLoopbackHost } from "../config.ts";
 import { BadBody, fail, IdSchema, iso, issueText, readJson, type Route } from "./answer.ts";
@@ -53,6 +53,8 @@ export const connectionFields = {
       if (problem) ctx.addIssue({ code: "custom", message: problem });
     })
     .optional(),
+  /** Section 2: absent, `shared`. */
+  credential: z.enum(["shared", "personal"]).optional(),
 };
 const ConnectionBody = z.strictObject(connectionFields);
 
@@ -63,6 +65,7 @@ export const connectionRecordOf = (id: string, body: z.output<typeof ConnectionB
   prefixTools: body.prefix_tools,
   oauth: body.oauth,
   ...(body.headers && Object.keys(body.headers).length > 0 ? { headers: body.headers } : {}),
+  ...(body.credential === "personal" ? { credential: "personal" as const } : {}),
 });
 
 const ValueBody = z.strictObject({ value: z.string() });
@@ -87,7 +90,7 @@ export type ConnectionRoutesOptions = {
   now?: () => number;
 };
 
-type Held = { id: string; url: string; authorizedAt: number; authorizedBy: string | null; expiresAt: number | null };
+type Held = { id: string; person: string; url: string; authorizedAt: number; authorizedBy: string | null; expiresAt: number | null };
 
 /**
  * Section 2: a Connection; `authorized` only with a credential for its current url that the
@@ -95,6 +98,8 @@ type Held = { id: string; url: string; authorizedAt: number; authorizedBy: strin
  * outside the catalog is `declared` and says why in `refused`, whatever it holds: a client that
  * does not know `refused` then shows it needing a login (which the deployment refuses with the
  * catalog), never as usable. `values`: the header values held for it (never a value itself).
+ * `held`: the credential the caller would use: for a personal connection their own person's
+ * (`status` and the times are theirs), else the connection's.
  */
 export function connectionJson(c: ConnectionRecord, held: Held | undefined, catalog: readonly string[] | undefined, values: readonly HeaderValueSummary[] = []) {
   const allowed = inCatalog(catalog, c.url);
@@ -116,6 +121,7 @@ export function connectionJson(c: ConnectionRecord, held: Held | undefined, cata
     ...(c.oauth ? { oauth: c.oauth } : {}),
     ...(c.headers ? { headers: c.headers } : {}),
     ...(secrets.length > 0 ? { secrets } : {}),
+    ...(c.credential === "personal" ? { credential: "personal" } : {}),
     status: authorized ? "authorized" : "declared",
     ...(authorized && since ? { authorized_at: iso(since.at) } : {}),
     ...(authorized && since && since.by !== null ? { authorized_by: since.by } : {}),
@@ -124,11 +130,12 @@ export function connectionJson(c: ConnectionRecord, held: Held | undefined, cata
   };
 }
 
-/** Every declared Connection, as GET /v1/mcp answers them. */
-export async function connectionsJson(store: DeploymentStore, catalog: readonly string[] | undefined) {
-  const [connections, held, values] = await Promise.all([store.listConnections(), store.credentialSummaries(), store.headerValueSummaries()]);
-  const byId = new Map(held.map((h) => [h.id, h]));
-  return connections.map((c) => connectionJson(c, byId.get(c.id), catalog, values.filter((v) => v.connectionId === c.id)));
+/** Every declared Connection, as GET /v1/mcp answers them to a caller of `person`. */
+export async function connectionsJson(store: DeploymentStore, catalog: readonly string[] | undefined, person: string) {
+  const [connections, shared, own, values] = await Promise.all([store.listConnections(), store.credentialSummaries(SHARED), store.credentialSummaries(person), store.headerValueSummaries()]);
+  const sharedById = new Map(shared.map((h) => [h.id, h]));
+  const ownById = new Map(own.map((h) => [h.id, h]));
+  return connections.map((c) => connectionJson(c, (c.credential === "personal" ? ownById : sharedById).get(c.id), catalog, values.filter((v) => v.connectionId === c.id)));
 }
 
 export function connectionRoutes(o: ConnectionRoutesOptions): Route[] {
@@ -140,9 +147,9 @@ export function connectionRoutes(o: ConnectionRoutesOptions): Route[] {
       need: "read",
       methods: ["GET"],
       // The revision before the rows (store/types.ts, revision()).
-      run: async () => {
+      run: async (_m, _req, _params, token) => {
         const revision = await store.revision();
-        const connections = await connectionsJson(store, o.catalog);
+        const connections = await connectionsJson(store, o.catalog, token.person);
         // Section 3.1: the catalog goes with the refusals it explains, and only then.
         const refused = connections.some((c) => c.refused?.error === NOT_IN_CATALOG);
         return { status: 200, body: { connections, revision, ...(refused ? { catalog: o.catalog } : {}) } };
@@ -153,13 +160,13 @@ export function connectionRoutes(o: ConnectionRoutesOptions): Route[] {
       route: "/v1/mcp/{id}",
       need: "apply",
       methods: ["PUT", "DELETE"],
-      run: async (method, req, [id]) => {
+      run: async (method, req, [id], token) => {
         if (method === "DELETE") {
           const outcome = await store.deleteConnection(id!);
           if (outcome.outcome === "in_use") return fail(409, "connection_in_use", `agents ${outcome.agents.join(", ")} name ${id}; delete them first`, { agents: outcome.agents });
           if (outcome.outcome === "absent") return fail(404, "not_found", `no connection ${id}`);
           await oauth.endPending(id!, "connection_changed", "the connection was deleted");
-          await oauth.revoke(outcome.dropped);
+          await Promise.all(outcome.dropped.map((c) => oauth.revoke(c)));
           return { status: 204 };
         }
         const body = await readJson(req);
@@ -173,8 +180,8 @@ export function connectionRoutes(o: ConnectionRoutesOptions): Route[] {
         const put = await store.putConnection(record);
         // Section 5: a changed url ends pending consents too, whether or not a credential was held.
         if (put.urlChanged) await oauth.endPending(id!, "connection_changed", "the connection's url changed");
-        await oauth.revoke(put.dropped);
-        const held = (await store.credentialSummaries()).find((h) => h.id === id);
+        await Promise.all(put.dropped.map((c) => oauth.revoke(c)));
+        const held = (await store.credentialSummaries(holderFor(record, token.person))).find((h) => h.id === id);
         const values = (await store.headerValueSummaries()).filter((v) => v.connectionId === id);
         return { status: put.created ? 201 : 200, body: connectionJson(record, held, o.catalog, values) };
       },
@@ -191,7 +198,7 @@ export function connectionRoutes(o: ConnectionRoutesOptions): Route[] {
         });
         const connection = await store.getConnection(id!);
         if (!connection) return fail(404, "not_found", `no connection ${id}; declare it first (subs apply)`);
-        const started = await oauth.start(connection, token.name, oauth.exchange(secrets));
+        const started = await oauth.start(connection, token.name, token.person, oauth.exchange(secrets));
         return {
           status: 201,
           body: { authorization_url: started.authorizationUrl, poll_url: `${o.base}/v1/authorizations/${started.id}`, interval: o.pollInterval, expires_in: o.ttlSeconds },
@@ -253,10 +260,10 @@ export function connectionRoutes(o: ConnectionRoutesOptions): Route[] {
       route: "/v1/mcp/{id}/tools",
       need: "read",
       methods: ["GET"],
-      run: async (_m, _req, [id], _token, _res, secrets) => {
+      run: async (_m, _req, [id], token, _res, secrets) => {
         const connection = await store.getConnection(id!);
         if (!connection) return fail(404, "not_found", `no connection ${id}; run \`subs apply\``);
-        return { status: 200, body: { tools: await oauth.tools(connection, secrets) } };
+        return { status: 200, body: { tools: await oauth.tools(connection, token.person, secrets) } };
       },
     },
   ];

@@ -33,7 +33,7 @@ export function stateRoutes(o: { store: DeploymentStore; oauth: OAuth; catalog: 
       route: "/v1/state",
       need: "apply",
       methods: ["PUT"],
-      run: async (_m, req) => {
+      run: async (_m, req, _params, token) => {
         const body = await readJson(req);
         // Section 3.2's order, over every entry: local-only fields, then the body, then the catalog.
         const entries = body && typeof body === "object" ? (body as { connections?: unknown }).connections : undefined;
@@ -59,7 +59,7 @@ export function stateRoutes(o: { store: DeploymentStore; oauth: OAuth; catalog: 
           status: 200,
           body: {
             revision: put.revision,
-            connections: await connectionsJson(store, o.catalog),
+            connections: await connectionsJson(store, o.catalog, token.person),
             agents: await store.listAgents(),
             changes: put.changes.map((c) => ({ kind: c.kind, id: c.id, action: c.action, credential_dropped: c.credentialDropped })),
           },

@@ -1,12 +1,14 @@
 // The API tokens' routes (docs/deployment-protocol.md section 3.11), for admin tokens only: a
 // token made over the API is shown in its 201 answer and nowhere else; a listing never carries a
 // token nor its hash; the last admin token that has not expired is never revoked.
-import type { DeploymentStore } from "../store/types.ts";
+import type { RevocationOutcome } from "../oauth.ts";
+import type { CredentialRecord, DeploymentStore } from "../store/types.ts";
 import { CreateTokenBody, LAST_ADMIN, makeToken, PERSON_RULE, PersonName, personJson, removePersonFrom, tokenJson } from "../tokens.ts";
 import { fail, issueText, readJson, type Route } from "./answer.ts";
 
 /** `now`: the clock a revocation tells expired admin tokens by. */
-export function tokenRoutes(o: { store: DeploymentStore; now: () => number }): Route[] {
+/** `revoke`: a removed person's grants at their authorization servers (RFC 7009; oauth.ts). */
+export function tokenRoutes(o: { store: DeploymentStore; now: () => number; revoke: (credential: CredentialRecord) => Promise<RevocationOutcome> }): Route[] {
   const { store } = o;
   return [
     {
@@ -50,7 +52,7 @@ export function tokenRoutes(o: { store: DeploymentStore; now: () => number }): R
       methods: ["DELETE"],
       checkParams: ([name]) => (name !== undefined && PersonName.safeParse(name).success ? undefined : `a person's name is ${PERSON_RULE}`),
       run: async (_m, _req, [name]) => {
-        const gone = await removePersonFrom(store, name!, o.now());
+        const gone = await removePersonFrom(store, name!, o.now(), o.revoke);
         if ("refused" in gone) return fail(gone.refused === "not_found" ? 404 : 409, gone.refused, gone.message);
         return { status: 200, body: gone.removed };
       },

@@ -42,6 +42,11 @@ import {
   headerValueSummaryOf,
   headerValuesMigration,
   peopleMigration,
+  personalCredentialsMigration,
+  PERSON_REMOVED,
+  credentialColumn,
+  dropsCredentials,
+  type RawConnectionRow,
   PersonRow,
   personOf,
   sealHeaderValue,
@@ -144,6 +149,8 @@ export const PG_MIGRATIONS: readonly string[] = [
   headerValuesMigration("BIGINT", ""),
   // People (sqlite.ts's ninth migration).
   peopleMigration("BIGINT", ""),
+  // Personal credentials (sqlite.ts's tenth migration; here the key changes in place).
+  personalCredentialsMigration("BIGINT", ""),
 ];
 
 /** The advisory lock the migrations run under: any constant no other tool of the database uses ("subs" in ASCII). */
@@ -184,7 +191,7 @@ const REVISION = "revision";
 /** Thrown inside putState's transaction to roll it back: the plan was made from an older revision. */
 const STALE = Symbol("stale revision");
 /** A connection row as Postgres returns it: what putState compares a declaration with. */
-type RawConnection = { id: string; url: string; prefix_tools: boolean; oauth_json: string | null; headers_json: string | null };
+type RawConnection = RawConnectionRow;
 /** A request waits this long for a connection before it is answered "store unavailable". */
 const CONNECT_TIMEOUT_MS = 2000;
 /** The longest one statement may run (a lock wait included) before Postgres cancels it. */
@@ -427,30 +434,31 @@ export class PostgresStore implements RekeyableStore {
       const [existing] = await this.#rows<RawConnection>(`SELECT ${CONNECTION_COLUMNS} FROM connections WHERE id = $1 FOR UPDATE`, [c.id], db);
       // The same declaration again (a login declares before it authorizes) leaves the revision
       // an apply planned from valid.
-      if (declares(existing, c)) return { created: false, urlChanged: false, dropped: undefined };
-      const { created, credential: dropped } = await this.#writeConnection(db, c, existing, at);
+      if (declares(existing, c)) return { created: false, urlChanged: false, dropped: [] };
+      const { created, credentials: dropped } = await this.#writeConnection(db, c, existing, at);
       await this.#bumpRevision(db);
       return { created, urlChanged: existing !== undefined && existing.url !== c.url, dropped };
     });
   }
 
   /**
-   * Inside a transaction: declares or replaces. A different url takes the credential out
-   * (returned), and with it every header value; a variable the headers no longer name loses its
-   * value (docs/deployment-protocol.md section 5). `values`: how many values went.
+   * Inside a transaction: declares or replaces. A different url, or a change between shared and
+   * personal, takes every credential of it out (returned), and a different url every header
+   * value; a variable the headers no longer name loses its value (docs/deployment-protocol.md
+   * section 5). `values`: how many values went.
    */
-  async #writeConnection(db: Queryable, c: ConnectionRecord, existing: { url: string } | undefined, at: number) {
-    const credential = existing && existing.url !== c.url ? await this.#takeCredential(db, c.id) : undefined;
+  async #writeConnection(db: Queryable, c: ConnectionRecord, existing: RawConnection | undefined, at: number) {
+    const credentials = dropsCredentials(existing, c) ? await this.#takeCredentials(db, c.id) : [];
     const [row] = await this.#rows<{ created: boolean }>(
-      `INSERT INTO connections (id, url, prefix_tools, oauth_json, headers_json, created_at, updated_at) VALUES ($1, $2, $3, $4, $6, $5, $5)
+      `INSERT INTO connections (id, url, prefix_tools, oauth_json, headers_json, credential, created_at, updated_at) VALUES ($1, $2, $3, $4, $6, $7, $5, $5)
        ON CONFLICT (id) DO UPDATE SET url = excluded.url, prefix_tools = excluded.prefix_tools, oauth_json = excluded.oauth_json,
-         headers_json = excluded.headers_json, updated_at = excluded.updated_at
+         headers_json = excluded.headers_json, credential = excluded.credential, updated_at = excluded.updated_at
        RETURNING (xmax = 0) AS created`,
-      [c.id, c.url, c.prefixTools, c.oauth === undefined ? null : JSON.stringify(c.oauth), at, headersColumn(c)],
+      [c.id, c.url, c.prefixTools, c.oauth === undefined ? null : JSON.stringify(c.oauth), at, headersColumn(c), credentialColumn(c)],
       db,
     );
     const values = await this.#count("DELETE FROM header_values WHERE connection_id = $1 AND (url <> $2 OR NOT (name = ANY($3::text[])))", [c.id, c.url, headerVariables(c.headers ?? {})], db);
-    return { created: row?.created === true, credential, values };
+    return { created: row?.created === true, credentials, values };
   }
 
   async #lockDeclarations(db: Queryable): Promise<void> {
@@ -505,9 +513,9 @@ export class PostgresStore implements RekeyableStore {
       const row = before.get(c.id);
       if (declares(row, c)) continue;
       // A credential is bound to its url (docs/deployment-protocol.md section 5).
-      const hadCredential = row !== undefined && row.url !== c.url && (await hasCredential(c.id));
+      const hadCredential = dropsCredentials(row, c) && (await hasCredential(c.id));
       const written = await this.#writeConnection(db, c, row, at);
-      if (written.credential) dropped.push(written.credential);
+      dropped.push(...written.credentials);
       if (row && row.url !== c.url) ended.push({ id: c.id, why: "url_changed" });
       changes.push({ kind: "connection", id: c.id, action: row ? "change" : "add", credentialDropped: hadCredential || written.values > 0 });
     }
@@ -528,8 +536,7 @@ export class PostgresStore implements RekeyableStore {
       for (const id of [...before.keys()].sort()) {
         if (named.has(id)) continue;
         const hadCredential = (await hasCredential(id)) || (await this.#rows("SELECT 1 FROM header_values WHERE connection_id = $1", [id], db)).length > 0;
-        const took = await this.#takeCredential(db, id);
-        if (took) dropped.push(took);
+        dropped.push(...(await this.#takeCredentials(db, id)));
         await this.#rows("DELETE FROM connections WHERE id = $1", [id], db);
         ended.push({ id, why: "deleted" });
         changes.push({ kind: "connection", id, action: "remove", credentialDropped: hadCredential });
@@ -540,11 +547,11 @@ export class PostgresStore implements RekeyableStore {
     return { outcome: "applied", changes, ended, dropped, revision: await this.#revision(db) };
   }
 
-  /** Deletes and returns the credential (decrypted when the key is here, for revocation). */
-  async #takeCredential(db: Queryable, id: string): Promise<CredentialRecord | undefined> {
-    const [row] = await this.#rows("DELETE FROM credentials WHERE id = $1 RETURNING *", [id], db);
-    if (!row) return undefined;
-    return this.#key ? credentialOf(this.#key, checked(CredentialRow, row, "credentials")) : undefined;
+  /** Deletes and returns every credential of connection `id` (decrypted when the key is here, for revocation). */
+  async #takeCredentials(db: Queryable, id: string): Promise<CredentialRecord[]> {
+    const rows = checkedAll(CredentialRow, await this.#rows("DELETE FROM credentials WHERE id = $1 RETURNING *", [id], db), "credentials");
+    const key = this.#key;
+    return key ? rows.map((row) => credentialOf(key, row)).sort((a, b) => a.person.localeCompare(b.person)) : [];
   }
 
   async deleteConnection(id: string): Promise<DeleteConnection> {
@@ -556,7 +563,7 @@ export class PostgresStore implements RekeyableStore {
       const users = (await this.#rows<{ agent: string }>("SELECT agent FROM agent_connections WHERE connection = $1 ORDER BY agent", [id], db)).map((r) => r.agent);
       if (users.length) return { outcome: "in_use", agents: users };
       if (!held.length) return { outcome: "absent" };
-      const dropped = await this.#takeCredential(db, id);
+      const dropped = await this.#takeCredentials(db, id);
       await this.#rows("DELETE FROM connections WHERE id = $1", [id], db);
       await this.#bumpRevision(db);
       return { outcome: "deleted", dropped };
@@ -644,12 +651,14 @@ export class PostgresStore implements RekeyableStore {
     return (await this.#count("DELETE FROM header_values WHERE connection_id = $1 AND name = $2", [connectionId, name])) > 0;
   }
 
-  async credentialSummaries(): Promise<Array<Omit<CredentialRecord, "secret">>> {
-    return checkedAll(SummaryRow, await this.#rows("SELECT id, url, issuer, authorized_at, authorized_by, expires_at, version FROM credentials ORDER BY id"), "credentials").map(summaryOf);
+  async credentialSummaries(person?: string): Promise<Array<Omit<CredentialRecord, "secret">>> {
+    const columns = "id, person, url, issuer, authorized_at, authorized_by, expires_at, version";
+    const rows = person === undefined ? await this.#rows(`SELECT ${columns} FROM credentials ORDER BY id, person`) : await this.#rows(`SELECT ${columns} FROM credentials WHERE person = $1 ORDER BY id`, [person]);
+    return checkedAll(SummaryRow, rows, "credentials").map(summaryOf);
   }
 
-  async getCredential(id: string): Promise<CredentialRecord | undefined> {
-    const [row] = await this.#rows("SELECT * FROM credentials WHERE id = $1", [id]);
+  async getCredential(id: string, person: string): Promise<CredentialRecord | undefined> {
+    const [row] = await this.#rows("SELECT * FROM credentials WHERE id = $1 AND person = $2", [id, person]);
     return row === undefined ? undefined : credentialOf(this.#key, checked(CredentialRow, row, "credentials"));
   }
 
@@ -657,13 +666,14 @@ export class PostgresStore implements RekeyableStore {
     const sealed = sealCredential(this.#key, c);
     return this.#transaction(async (db) => {
       // FOR SHARE: a url change (putConnection, FOR UPDATE) cannot slip between the check and the write.
-      const [declared] = await this.#rows<{ url: string }>("SELECT url FROM connections WHERE id = $1 FOR SHARE", [c.id], db);
-      if (!declared || declared.url !== c.url) return false;
+      const [declared] = await this.#rows<{ url: string; credential: string }>("SELECT url, credential FROM connections WHERE id = $1 FOR SHARE", [c.id], db);
+      // A personal credential only for a personal connection, a shared one only for a shared one.
+      if (!declared || declared.url !== c.url || (declared.credential === "personal") !== (c.person !== "")) return false;
       await this.#rows(
-        `INSERT INTO credentials (id, url, issuer, authorized_at, authorized_by, expires_at, version, key_id, sealed) VALUES ($1, $2, $3, $4, $8, $5, 1, $6, $7)
-         ON CONFLICT (id) DO UPDATE SET url = excluded.url, issuer = excluded.issuer, authorized_at = excluded.authorized_at,
+        `INSERT INTO credentials (id, person, url, issuer, authorized_at, authorized_by, expires_at, version, key_id, sealed) VALUES ($1, $9, $2, $3, $4, $8, $5, 1, $6, $7)
+         ON CONFLICT (id, person) DO UPDATE SET url = excluded.url, issuer = excluded.issuer, authorized_at = excluded.authorized_at,
            authorized_by = excluded.authorized_by, expires_at = excluded.expires_at, version = credentials.version + 1, key_id = excluded.key_id, sealed = excluded.sealed`,
-        [c.id, c.url, c.issuer, c.authorizedAt, c.expiresAt, sealed.keyId, sealed.value, c.authorizedBy],
+        [c.id, c.url, c.issuer, c.authorizedAt, c.expiresAt, sealed.keyId, sealed.value, c.authorizedBy, c.person],
         db,
       );
       return true;
@@ -676,14 +686,14 @@ export class PostgresStore implements RekeyableStore {
     // refreshing the same version only one replaces it.
     const changed = await this.#count(
       `UPDATE credentials SET issuer = $4, authorized_at = $5, expires_at = $6, version = version + 1, key_id = $7, sealed = $8
-       WHERE id = $1 AND version = $2 AND url = $3`,
-      [c.id, version, c.url, c.issuer, c.authorizedAt, c.expiresAt, sealed.keyId, sealed.value],
+       WHERE id = $1 AND version = $2 AND url = $3 AND person = $9`,
+      [c.id, version, c.url, c.issuer, c.authorizedAt, c.expiresAt, sealed.keyId, sealed.value, c.person],
     );
     return changed > 0;
   }
 
-  async deleteCredential(id: string, version: number): Promise<boolean> {
-    return (await this.#count("DELETE FROM credentials WHERE id = $1 AND version = $2", [id, version])) > 0;
+  async deleteCredential(id: string, person: string, version: number): Promise<boolean> {
+    return (await this.#count("DELETE FROM credentials WHERE id = $1 AND person = $2 AND version = $3", [id, person, version])) > 0;
   }
 
   /**
@@ -695,7 +705,9 @@ export class PostgresStore implements RekeyableStore {
    * compare-and-swap on the version as replaceCredential. One pool connection is held per credential
    * being refreshed in this process (oauth.ts runs one refresh per credential version at a time).
    */
-  async refreshCredential(id: string, version: number, exchange: RefreshExchange): Promise<CredentialRefresh> {
+  async refreshCredential(id: string, person: string, version: number, exchange: RefreshExchange): Promise<CredentialRefresh> {
+    // One lock per credential: a shared one's is the connection id's, as before people; a connection id has no `/` (Postgres text takes no NUL).
+    const lock = person === "" ? id : `${id}/${person}`;
     const lost = { moved: false };
     const result = await this.#transaction(async (db): Promise<CredentialRefresh> => {
       await this.#rows(`SET LOCAL lock_timeout = ${REFRESH_WAIT_MS}`, [], db);
@@ -703,27 +715,27 @@ export class PostgresStore implements RekeyableStore {
       await this.#rows(`SET LOCAL idle_in_transaction_session_timeout = ${REFRESH_HOLD_MS}`, [], db);
       try {
         // The client-side read timeout too: the pool's (6 s) would give up on a wait Postgres allows.
-        await db.query({ text: "SELECT pg_advisory_xact_lock($1, hashtext($2))", values: [REFRESH_LOCKS, id], query_timeout: REFRESH_WAIT_MS + 10_000 } as never);
+        await db.query({ text: "SELECT pg_advisory_xact_lock($1, hashtext($2))", values: [REFRESH_LOCKS, lock], query_timeout: REFRESH_WAIT_MS + 10_000 } as never);
       } catch (error) {
         // SQLSTATE 55P03 lock_not_available: lock_timeout passed.
         if ((error as { code?: unknown }).code === "55P03") throw failed(`another process has been refreshing the credential of ${id} for over ${REFRESH_WAIT_MS / 1000}s`, { code: "refresh_busy" });
         this.#unavailable(error);
       }
       // READ COMMITTED: this reads what the previous holder committed before it released the lock.
-      const [row] = await this.#rows("SELECT * FROM credentials WHERE id = $1", [id], db);
+      const [row] = await this.#rows("SELECT * FROM credentials WHERE id = $1 AND person = $2", [id, person], db);
       const current = row === undefined ? undefined : credentialOf(this.#key, checked(CredentialRow, row, "credentials"));
       if (!current || current.version !== version) return { outcome: "moved", credential: current };
       const next = await exchange(current);
       const stored =
         next === "delete"
-          ? await this.#count("DELETE FROM credentials WHERE id = $1 AND version = $2 AND url = $3", [id, version, current.url], db)
+          ? await this.#count("DELETE FROM credentials WHERE id = $1 AND version = $2 AND url = $3 AND person = $4", [id, version, current.url, person], db)
           : await this.#writeRefreshed(db, version, next);
       if (stored > 0) return { outcome: "refreshed", credential: next === "delete" ? undefined : { ...next, version: version + 1 } };
       lost.moved = true;
       return { outcome: "moved", credential: undefined };
     });
     // A DELETE, url change or new consent came during the exchange: what is held now, read after the commit.
-    return lost.moved ? { outcome: "moved", credential: await this.getCredential(id) } : result;
+    return lost.moved ? { outcome: "moved", credential: await this.getCredential(id, person) } : result;
   }
 
   /** The compare-and-swap of replaceCredential, on the transaction's connection. */
@@ -731,8 +743,8 @@ export class PostgresStore implements RekeyableStore {
     const sealed = sealCredential(this.#key, c);
     return this.#count(
       `UPDATE credentials SET issuer = $4, authorized_at = $5, expires_at = $6, version = version + 1, key_id = $7, sealed = $8
-       WHERE id = $1 AND version = $2 AND url = $3`,
-      [c.id, version, c.url, c.issuer, c.authorizedAt, c.expiresAt, sealed.keyId, sealed.value],
+       WHERE id = $1 AND version = $2 AND url = $3 AND person = $9`,
+      [c.id, version, c.url, c.issuer, c.authorizedAt, c.expiresAt, sealed.keyId, sealed.value, c.person],
       db,
     );
   }
@@ -755,8 +767,14 @@ export class PostgresStore implements RekeyableStore {
     await this.#rows("DELETE FROM registrations WHERE authorization_server = $1 AND redirect_uri = $2", [server, redirectUri]);
   }
 
-  async #endPending(db: Queryable, connectionId: string, outcome: AuthorizationOutcome, at: number): Promise<void> {
-    await this.#rows("UPDATE authorizations SET status = $1, error = $2, message = $3, final_at = $4 WHERE connection_id = $5 AND status = 'pending'", [outcome.status, outcome.error ?? null, outcome.message ?? null, at, connectionId], db);
+  /** Ends the pending consents of the connection (of one person's credential only, with `person`). */
+  async #endPending(db: Queryable, connectionId: string, outcome: AuthorizationOutcome, at: number, person?: string): Promise<void> {
+    const only = person === undefined ? "" : " AND person = $6";
+    await this.#rows(
+      `UPDATE authorizations SET status = $1, error = $2, message = $3, final_at = $4 WHERE connection_id = $5 AND status = 'pending'${only}`,
+      [outcome.status, outcome.error ?? null, outcome.message ?? null, at, connectionId, ...(person === undefined ? [] : [person])],
+      db,
+    );
   }
 
   async startAuthorization(a: Omit<AuthorizationRecord, "outcome" | "finalAt" | "claimed">, superseded: AuthorizationOutcome, at: number): Promise<void> {
@@ -765,11 +783,11 @@ export class PostgresStore implements RekeyableStore {
       // Two starts for one connection on two replicas at once: the second waits, then supersedes
       // the first (READ COMMITTED would otherwise let each miss the other's uncommitted row).
       await this.#rows("SELECT pg_advisory_xact_lock($1, hashtext($2))", [CONSENT_LOCKS, a.connectionId], db);
-      await this.#endPending(db, a.connectionId, superseded, at);
+      await this.#endPending(db, a.connectionId, superseded, at, a.person);
       await this.#rows(
-        `INSERT INTO authorizations (id, connection_id, url, state_hash, issuer, iss_advertised, authorized_by, expires_at, status, claimed, key_id, sealed)
-         VALUES ($1, $2, $3, $4, $5, $6, $10, $7, 'pending', false, $8, $9)`,
-        [a.id, a.connectionId, a.url, a.stateHash, a.issuer, a.issAdvertised, a.expiresAt, sealed.keyId, sealed.value, a.by],
+        `INSERT INTO authorizations (id, connection_id, url, state_hash, issuer, iss_advertised, authorized_by, person, expires_at, status, claimed, key_id, sealed)
+         VALUES ($1, $2, $3, $4, $5, $6, $10, $11, $7, 'pending', false, $8, $9)`,
+        [a.id, a.connectionId, a.url, a.stateHash, a.issuer, a.issAdvertised, a.expiresAt, sealed.keyId, sealed.value, a.by, a.person],
         db,
       );
     });
@@ -932,7 +950,11 @@ export class PostgresStore implements RekeyableStore {
       await this.#rows("DELETE FROM api_tokens WHERE person = $1", [name], db);
       await this.#rows("DELETE FROM mcp_sessions WHERE owner = ANY($1::text[])", [tokens.map((t) => t.id)], db);
       await this.#rows("DELETE FROM people WHERE name = $1", [name], db);
-      return { outcome: "removed", person, tokens };
+      // Their personal credentials go with them, to be revoked at their servers (a person's name is never "").
+      const rows = checkedAll(CredentialRow, await this.#rows("DELETE FROM credentials WHERE person = $1 RETURNING *", [name], db), "credentials").sort((x, y) => x.id.localeCompare(y.id));
+      await this.#rows("UPDATE authorizations SET status = 'failed', error = $1, message = $2, final_at = $3 WHERE person = $4 AND status = 'pending'", [PERSON_REMOVED.error, PERSON_REMOVED.message, now, name], db);
+      const key = this.#key;
+      return { outcome: "removed", person, tokens, held: rows.map(summaryOf), credentials: key ? rows.map((row) => credentialOf(key, row)) : [] };
     });
   }
 
@@ -984,10 +1006,10 @@ export class PostgresStore implements RekeyableStore {
     const key = needKey(this.#key);
     const count = await this.#transaction(async (db) => {
       let n = 0;
-      for (const row of await this.#rows<{ id: string; url: string; key_id: string; sealed: string }>("SELECT id, url, key_id, sealed FROM credentials FOR UPDATE", [], db)) {
-        const aad = credentialAad(row.id, row.url);
+      for (const row of await this.#rows<{ id: string; person: string; url: string; key_id: string; sealed: string }>("SELECT id, person, url, key_id, sealed FROM credentials FOR UPDATE", [], db)) {
+        const aad = credentialAad(row.id, row.url, row.person);
         const sealed = reseal(key, next, row, aad);
-        await this.#rows("UPDATE credentials SET key_id = $1, sealed = $2 WHERE id = $3", [sealed.keyId, sealed.value, row.id], db);
+        await this.#rows("UPDATE credentials SET key_id = $1, sealed = $2 WHERE id = $3 AND person = $4", [sealed.keyId, sealed.value, row.id, row.person], db);
         n++;
       }
       for (const row of checkedAll(HeaderValueRow, await this.#rows("SELECT * FROM header_values FOR UPDATE", [], db), "header_values")) {

@@ -71,13 +71,16 @@ export const ConnectionRow = z.object({
   prefix_tools: Flag,
   oauth_json: json(OAuthSettingsSchema).nullable(),
   headers_json: json(z.record(z.string(), z.string())).nullable(),
+  credential: z.enum(["shared", "personal"]),
 });
 /** The columns of a connection every read selects. */
-export const CONNECTION_COLUMNS = "id, url, prefix_tools, oauth_json, headers_json";
+export const CONNECTION_COLUMNS = "id, url, prefix_tools, oauth_json, headers_json, credential";
+/** The credential column of a declaration. */
+export const credentialColumn = (c: Pick<ConnectionRecord, "credential">): "shared" | "personal" => c.credential ?? "shared";
 export const HeaderValueSummaryRow = z.object({ connection_id: z.string(), name: z.string(), url: z.string(), set_at: Ms, set_by: z.string().nullable() });
 export const HeaderValueRow = HeaderValueSummaryRow.extend({ key_id: z.string(), sealed: z.string() });
 export const AgentRow = z.object({ body_json: json(AgentSchema) });
-export const SummaryRow = z.object({ id: z.string(), url: z.string(), issuer: z.string(), authorized_at: Ms, authorized_by: z.string().nullable(), expires_at: Ms.nullable(), version: z.number().int() });
+export const SummaryRow = z.object({ id: z.string(), person: z.string(), url: z.string(), issuer: z.string(), authorized_at: Ms, authorized_by: z.string().nullable(), expires_at: Ms.nullable(), version: z.number().int() });
 export const CredentialRow = SummaryRow.extend({ key_id: z.string(), sealed: z.string() });
 /** An agent's MCP session row (no secret in it: the snapshot was scrubbed before it was stored). */
 export const McpSessionRow = z.object({ owner: z.string().nullable(), initialize_json: json(z.unknown()), snapshot_json: json(z.unknown()), last_used_at: Ms });
@@ -100,6 +103,7 @@ export const AuthorizationRow = z.object({
   issuer: z.string(),
   iss_advertised: Flag,
   authorized_by: z.string().nullable(),
+  person: z.string(),
   expires_at: Ms,
   status: z.enum(["pending", "authorized", "failed", "expired"]),
   error: z.string().nullable(),
@@ -134,6 +138,7 @@ export const connectionOf = (row: z.output<typeof ConnectionRow>): ConnectionRec
   prefixTools: row.prefix_tools,
   oauth: row.oauth_json === null ? undefined : (row.oauth_json as ConnectionRecord["oauth"]),
   ...(row.headers_json !== null ? { headers: row.headers_json } : {}),
+  ...(row.credential === "personal" ? { credential: "personal" as const } : {}),
 });
 /** The headers column of a declaration: none is NULL, so `{}` and absent are one declaration. */
 export const headersColumn = (c: Pick<ConnectionRecord, "headers">): string | null => (c.headers === undefined || Object.keys(c.headers).length === 0 ? null : JSON.stringify(c.headers));
@@ -142,17 +147,26 @@ export const headersColumn = (c: Pick<ConnectionRecord, "headers">): string | nu
  * Postgres as a boolean): such a write changes nothing and leaves the revision alone
  * (docs/deployment-protocol.md section 3.10).
  */
-export const declares = (row: { url: string; prefix_tools: number | boolean; oauth_json: string | null; headers_json: string | null } | undefined, c: ConnectionRecord): boolean =>
+export const declares = (row: RawConnectionRow | undefined, c: ConnectionRecord): boolean =>
   row !== undefined &&
   row.url === c.url &&
   Boolean(row.prefix_tools) === c.prefixTools &&
   row.oauth_json === (c.oauth === undefined ? null : JSON.stringify(c.oauth)) &&
-  row.headers_json === headersColumn(c);
+  row.headers_json === headersColumn(c) &&
+  row.credential === credentialColumn(c);
+/** A connection row as the database holds it (SQLite's prefix_tools is 0/1). */
+export type RawConnectionRow = { id: string; url: string; prefix_tools: number | boolean; oauth_json: string | null; headers_json: string | null; credential: string };
+/**
+ * Whether writing `c` over `row` takes its credentials out: a credential is bound to its url, and
+ * belongs to the connection or to a person, never to both kinds (docs/deployment-protocol.md section 5).
+ */
+export const dropsCredentials = (row: RawConnectionRow | undefined, c: ConnectionRecord): boolean => row !== undefined && (row.url !== c.url || row.credential !== credentialColumn(c));
 
 export const agentOf = (row: z.output<typeof AgentRow>): AgentRecord => row.body_json as AgentRecord;
 export const tokenOf = (row: z.output<typeof TokenRow>): ApiTokenRecord => ({ id: row.id, name: row.name, role: row.role, person: row.person, createdAt: row.created_at, lastUsedAt: row.last_used_at, expiresAt: row.expires_at });
 export const summaryOf = (r: z.output<typeof SummaryRow>): Omit<CredentialRecord, "secret"> => ({
   id: r.id,
+  person: r.person,
   url: r.url,
   issuer: r.issuer,
   authorizedAt: r.authorized_at,
@@ -181,8 +195,41 @@ export const peopleMigration = (integer: "INTEGER" | "BIGINT", strict: string) =
 export const PersonRow = z.object({ name: z.string().min(1), created_at: Ms, tokens: Ms });
 export const personOf = (row: z.output<typeof PersonRow>): PersonRecord => ({ name: row.name, createdAt: row.created_at, tokens: row.tokens });
 
-/** The additional authenticated data of a sealed value: the row it belongs to. */
-export const credentialAad = (id: string, url: string) => `credential\0${id}\0${url}`;
+/**
+ * Personal credentials (docs/deployment-protocol.md sections 2 and 5): a connection declares
+ * `credential` shared or personal, a credential belongs to a person ("" for a shared one, as every
+ * credential stored before was) and is keyed by both, and a consent says whose credential it ends
+ * in. SQLite cannot change a primary key: its table is made anew with the rows it held.
+ */
+export const personalCredentialsMigration = (integer: "INTEGER" | "BIGINT", strict: string) =>
+  strict
+    ? `ALTER TABLE connections ADD COLUMN credential TEXT NOT NULL DEFAULT 'shared';
+   CREATE TABLE credentials_by_person (
+     id TEXT NOT NULL REFERENCES connections(id) ON DELETE CASCADE, person TEXT NOT NULL, url TEXT NOT NULL, issuer TEXT NOT NULL,
+     authorized_at ${integer} NOT NULL, expires_at ${integer}, version INTEGER NOT NULL, key_id TEXT NOT NULL, sealed TEXT NOT NULL,
+     authorized_by TEXT, PRIMARY KEY (id, person))${strict};
+   INSERT INTO credentials_by_person (id, person, url, issuer, authorized_at, expires_at, version, key_id, sealed, authorized_by)
+     SELECT id, '', url, issuer, authorized_at, expires_at, version, key_id, sealed, authorized_by FROM credentials;
+   DROP TABLE credentials;
+   ALTER TABLE credentials_by_person RENAME TO credentials;
+   CREATE INDEX credentials_by_holder ON credentials(person);
+   ALTER TABLE authorizations ADD COLUMN person TEXT NOT NULL DEFAULT '';`
+    : `ALTER TABLE connections ADD COLUMN credential TEXT NOT NULL DEFAULT 'shared';
+   ALTER TABLE credentials ADD COLUMN person TEXT NOT NULL DEFAULT '';
+   ALTER TABLE credentials DROP CONSTRAINT credentials_pkey;
+   ALTER TABLE credentials ADD PRIMARY KEY (id, person);
+   CREATE INDEX credentials_by_holder ON credentials(person);
+   ALTER TABLE authorizations ADD COLUMN person TEXT NOT NULL DEFAULT '';`;
+
+/** How a removed person's consents in progress end (removePerson). */
+export const PERSON_REMOVED = { error: "person_removed", message: "the person who started it was removed from the deployment" };
+
+/**
+ * The additional authenticated data of a sealed value: the row it belongs to. A personal
+ * credential's names its person, so one person's sealed row moved under another's opens for nobody;
+ * a shared one's is as it always was.
+ */
+export const credentialAad = (id: string, url: string, person: string) => (person === "" ? `credential\0${id}\0${url}` : `credential\0${id}\0${url}\0${person}`);
 export const headerValueAad = (connectionId: string, url: string, name: string) => `header-value\0${connectionId}\0${url}\0${name}`;
 export const registrationAad = (server: string, redirectUri: string) => `registration\0${server}\0${redirectUri}`;
 export const authorizationAad = (id: string) => `authorization\0${id}`;
@@ -192,10 +239,10 @@ export function needKey(key: Key | undefined): Key {
   return key;
 }
 
-export const sealCredential = (key: Key | undefined, c: Omit<CredentialRecord, "version">): Sealed => seal(needKey(key), JSON.stringify(c.secret), credentialAad(c.id, c.url));
+export const sealCredential = (key: Key | undefined, c: Omit<CredentialRecord, "version">): Sealed => seal(needKey(key), JSON.stringify(c.secret), credentialAad(c.id, c.url, c.person));
 
 export function credentialOf(key: Key | undefined, row: z.output<typeof CredentialRow>): CredentialRecord {
-  const secret = JSON.parse(open(needKey(key), { keyId: row.key_id, value: row.sealed }, credentialAad(row.id, row.url))) as CredentialSecret;
+  const secret = JSON.parse(open(needKey(key), { keyId: row.key_id, value: row.sealed }, credentialAad(row.id, row.url, row.person))) as CredentialSecret;
   return { ...summaryOf(row), secret };
 }
 
@@ -233,6 +280,7 @@ export function authorizationOf(key: Key | undefined, row: z.output<typeof Autho
     issuer: row.issuer,
     issAdvertised: row.iss_advertised,
     by: row.authorized_by,
+    person: row.person,
     expiresAt: row.expires_at,
     outcome,
     finalAt: row.final_at,

@@ -41,6 +41,11 @@ import {
   headerValueSummaryOf,
   headerValuesMigration,
   peopleMigration,
+  personalCredentialsMigration,
+  PERSON_REMOVED,
+  credentialColumn,
+  dropsCredentials,
+  type RawConnectionRow,
   PersonRow,
   personOf,
   sealHeaderValue,
@@ -153,11 +158,13 @@ export const MIGRATIONS: readonly string[] = [
   // Header templates and the values of their variables (docs/deployment-protocol.md section 3.12).
   headerValuesMigration("INTEGER", " STRICT"),
   peopleMigration("INTEGER", " STRICT"),
+  // Personal credentials: one per (connection, person) (rows.ts says how).
+  personalCredentialsMigration("INTEGER", " STRICT"),
 ];
 
 const BUSY_TIMEOUT_MS = 5000;
 /** A connection row as SQLite holds it: what putState compares a declaration with, byte for byte. */
-type RawConnection = { id: string; url: string; prefix_tools: number; oauth_json: string | null; headers_json: string | null };
+type RawConnection = RawConnectionRow;
 /** Thrown inside putState's transaction to roll it back: the plan was made from an older revision. */
 const STALE = Symbol("stale revision");
 /** The meta row of the declarations' revision (absent: "0"). */
@@ -315,39 +322,41 @@ export class SqliteStore implements RekeyableStore {
         const existing = this.#prepared(`SELECT ${CONNECTION_COLUMNS} FROM connections WHERE id = ?`).get(c.id) as RawConnection | undefined;
         // The same declaration again (a login declares before it authorizes) leaves the revision
         // an apply planned from valid.
-        if (declares(existing, c)) return { created: false, urlChanged: false, dropped: undefined };
+        if (declares(existing, c)) return { created: false, urlChanged: false, dropped: [] };
         this.#bumpRevision();
-        return { created: !existing, urlChanged: existing !== undefined && existing.url !== c.url, dropped: this.#writeConnection(c, existing, at).credential };
+        return { created: !existing, urlChanged: existing !== undefined && existing.url !== c.url, dropped: this.#writeConnection(c, existing, at).credentials };
       })
       .immediate();
   }
 
   /**
-   * Inside a transaction: declares or replaces. A different url takes the credential out
-   * (returned), and with it every header value; a variable the headers no longer name loses its
-   * value (docs/deployment-protocol.md section 5). `values`: how many values went.
+   * Inside a transaction: declares or replaces. A different url, or a change between shared and
+   * personal, takes every credential of it out (returned), and a different url every header
+   * value; a variable the headers no longer name loses its value (docs/deployment-protocol.md
+   * section 5). `values`: how many values went.
    */
-  #writeConnection(c: ConnectionRecord, existing: { url: string } | undefined, at: number): { credential: CredentialRecord | undefined; values: number } {
-    const credential = existing && existing.url !== c.url ? this.#takeCredential(c.id) : undefined;
+  #writeConnection(c: ConnectionRecord, existing: RawConnection | undefined, at: number): { credentials: CredentialRecord[]; values: number } {
+    const credentials = dropsCredentials(existing, c) ? this.#takeCredentials(c.id) : [];
     this.#prepared(
-      `INSERT INTO connections (id, url, prefix_tools, oauth_json, headers_json, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?)
+      `INSERT INTO connections (id, url, prefix_tools, oauth_json, headers_json, credential, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)
        ON CONFLICT(id) DO UPDATE SET url = excluded.url, prefix_tools = excluded.prefix_tools, oauth_json = excluded.oauth_json,
-         headers_json = excluded.headers_json, updated_at = excluded.updated_at`,
-    ).run(c.id, c.url, c.prefixTools ? 1 : 0, c.oauth === undefined ? null : JSON.stringify(c.oauth), headersColumn(c), at, at);
+         headers_json = excluded.headers_json, credential = excluded.credential, updated_at = excluded.updated_at`,
+    ).run(c.id, c.url, c.prefixTools ? 1 : 0, c.oauth === undefined ? null : JSON.stringify(c.oauth), headersColumn(c), credentialColumn(c), at, at);
     const values = this.#prepared("DELETE FROM header_values WHERE connection_id = ? AND (url <> ? OR name NOT IN (SELECT value FROM json_each(?)))").run(
       c.id,
       c.url,
       JSON.stringify(headerVariables(c.headers ?? {})),
     ).changes;
-    return { credential, values };
+    return { credentials, values };
   }
 
-  /** Deletes and returns the credential (decrypted when the key is here, for revocation). */
-  #takeCredential(id: string): CredentialRecord | undefined {
-    const row = this.#prepared("SELECT * FROM credentials WHERE id = ?").get(id);
-    if (!row) return undefined;
+  /** Deletes and returns every credential of connection `id` (decrypted when the key is here, for revocation). */
+  #takeCredentials(id: string): CredentialRecord[] {
+    const rows = checkedAll(CredentialRow, this.#prepared("SELECT * FROM credentials WHERE id = ? ORDER BY person").all(id), "credentials");
+    if (rows.length === 0) return [];
     this.#prepared("DELETE FROM credentials WHERE id = ?").run(id);
-    return this.#key ? credentialOf(this.#key, checked(CredentialRow, row, "credentials")) : undefined;
+    const key = this.#key;
+    return key ? rows.map((row) => credentialOf(key, row)) : [];
   }
 
   async deleteConnection(id: string): Promise<DeleteConnection> {
@@ -356,7 +365,7 @@ export class SqliteStore implements RekeyableStore {
         const users = (this.#prepared("SELECT agent FROM agent_connections WHERE connection = ? ORDER BY agent").all(id) as Array<{ agent: string }>).map((r) => r.agent);
         if (users.length) return { outcome: "in_use", agents: users };
         if (!this.#prepared("SELECT 1 FROM connections WHERE id = ?").get(id)) return { outcome: "absent" };
-        const dropped = this.#takeCredential(id);
+        const dropped = this.#takeCredentials(id);
         this.#prepared("DELETE FROM connections WHERE id = ?").run(id);
         this.#bumpRevision();
         return { outcome: "deleted", dropped };
@@ -430,14 +439,14 @@ export class SqliteStore implements RekeyableStore {
     const changes: StateChange[] = [];
     const ended: Array<{ id: string; why: "url_changed" | "deleted" }> = [];
     const dropped: CredentialRecord[] = [];
-    const took = (credential: CredentialRecord | undefined) => void (credential && dropped.push(credential));
+    const took = (credentials: CredentialRecord[]) => void dropped.push(...credentials);
     for (const c of state.connections) {
       const row = before.get(c.id);
       if (declares(row, c)) continue;
       // A credential is bound to its url (docs/deployment-protocol.md section 5).
-      const hadCredential = row !== undefined && row.url !== c.url && this.#prepared("SELECT 1 FROM credentials WHERE id = ?").get(c.id) !== undefined;
+      const hadCredential = dropsCredentials(row, c) && this.#prepared("SELECT 1 FROM credentials WHERE id = ?").get(c.id) !== undefined;
       const written = this.#writeConnection(c, row, at);
-      took(written.credential);
+      took(written.credentials);
       if (row && row.url !== c.url) ended.push({ id: c.id, why: "url_changed" });
       changes.push({ kind: "connection", id: c.id, action: row ? "change" : "add", credentialDropped: hadCredential || written.values > 0 });
     }
@@ -458,7 +467,7 @@ export class SqliteStore implements RekeyableStore {
       for (const id of [...before.keys()].sort()) {
         if (named.has(id)) continue;
         const hadCredential = this.#prepared("SELECT 1 FROM credentials WHERE id = ? UNION ALL SELECT 1 FROM header_values WHERE connection_id = ?").get(id, id) !== undefined;
-        took(this.#takeCredential(id));
+        took(this.#takeCredentials(id));
         this.#prepared("DELETE FROM connections WHERE id = ?").run(id);
         ended.push({ id, why: "deleted" });
         changes.push({ kind: "connection", id, action: "remove", credentialDropped: hadCredential });
@@ -522,12 +531,14 @@ export class SqliteStore implements RekeyableStore {
     return this.#prepared("DELETE FROM header_values WHERE connection_id = ? AND name = ?").run(connectionId, name).changes > 0;
   }
 
-  async credentialSummaries(): Promise<Array<Omit<CredentialRecord, "secret">>> {
-    return checkedAll(SummaryRow, this.#prepared("SELECT id, url, issuer, authorized_at, authorized_by, expires_at, version FROM credentials").all(), "credentials").map(summaryOf);
+  async credentialSummaries(person?: string): Promise<Array<Omit<CredentialRecord, "secret">>> {
+    const columns = "id, person, url, issuer, authorized_at, authorized_by, expires_at, version";
+    const rows = person === undefined ? this.#prepared(`SELECT ${columns} FROM credentials`).all() : this.#prepared(`SELECT ${columns} FROM credentials WHERE person = ?`).all(person);
+    return checkedAll(SummaryRow, rows, "credentials").map(summaryOf);
   }
 
-  async getCredential(id: string): Promise<CredentialRecord | undefined> {
-    const row = this.#prepared("SELECT * FROM credentials WHERE id = ?").get(id);
+  async getCredential(id: string, person: string): Promise<CredentialRecord | undefined> {
+    const row = this.#prepared("SELECT * FROM credentials WHERE id = ? AND person = ?").get(id, person);
     return row === undefined ? undefined : credentialOf(this.#key, checked(CredentialRow, row, "credentials"));
   }
 
@@ -535,19 +546,20 @@ export class SqliteStore implements RekeyableStore {
     const sealed = sealCredential(this.#key, c);
     this.#db
       .prepare(
-        `INSERT INTO credentials (id, url, issuer, authorized_at, authorized_by, expires_at, version, key_id, sealed) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
-         ON CONFLICT(id) DO UPDATE SET url = excluded.url, issuer = excluded.issuer, authorized_at = excluded.authorized_at,
+        `INSERT INTO credentials (id, person, url, issuer, authorized_at, authorized_by, expires_at, version, key_id, sealed) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+         ON CONFLICT(id, person) DO UPDATE SET url = excluded.url, issuer = excluded.issuer, authorized_at = excluded.authorized_at,
            authorized_by = excluded.authorized_by, expires_at = excluded.expires_at, version = excluded.version, key_id = excluded.key_id, sealed = excluded.sealed`,
       )
-      .run(c.id, c.url, c.issuer, c.authorizedAt, c.authorizedBy, c.expiresAt, version, sealed.keyId, sealed.value);
+      .run(c.id, c.person, c.url, c.issuer, c.authorizedAt, c.authorizedBy, c.expiresAt, version, sealed.keyId, sealed.value);
   }
 
   async putCredential(c: Omit<CredentialRecord, "version">): Promise<boolean> {
     return this.#db
       .transaction(() => {
-        const declared = this.#prepared("SELECT url FROM connections WHERE id = ?").get(c.id) as { url: string } | undefined;
-        if (!declared || declared.url !== c.url) return false;
-        const held = this.#prepared("SELECT version FROM credentials WHERE id = ?").get(c.id) as { version: number } | undefined;
+        const declared = this.#prepared("SELECT url, credential FROM connections WHERE id = ?").get(c.id) as { url: string; credential: string } | undefined;
+        // A personal credential only for a personal connection, a shared one only for a shared one.
+        if (!declared || declared.url !== c.url || (declared.credential === "personal") !== (c.person !== "")) return false;
+        const held = this.#prepared("SELECT version FROM credentials WHERE id = ? AND person = ?").get(c.id, c.person) as { version: number } | undefined;
         this.#writeCredential(c, (held?.version ?? 0) + 1);
         return true;
       })
@@ -557,7 +569,7 @@ export class SqliteStore implements RekeyableStore {
   async replaceCredential(version: number, c: Omit<CredentialRecord, "version">): Promise<boolean> {
     return this.#db
       .transaction(() => {
-        const held = this.#prepared("SELECT version, url FROM credentials WHERE id = ?").get(c.id) as { version: number; url: string } | undefined;
+        const held = this.#prepared("SELECT version, url FROM credentials WHERE id = ? AND person = ?").get(c.id, c.person) as { version: number; url: string } | undefined;
         if (!held || held.version !== version || held.url !== c.url) return false;
         this.#writeCredential(c, version + 1);
         return true;
@@ -565,18 +577,20 @@ export class SqliteStore implements RekeyableStore {
       .immediate();
   }
 
-  async deleteCredential(id: string, version: number): Promise<boolean> {
-    return this.#prepared("DELETE FROM credentials WHERE id = ? AND version = ?").run(id, version).changes > 0;
+  async deleteCredential(id: string, person: string, version: number): Promise<boolean> {
+    return this.#prepared("DELETE FROM credentials WHERE id = ? AND person = ? AND version = ?").run(id, person, version).changes > 0;
   }
 
-  async refreshCredential(id: string, version: number, exchange: RefreshExchange): Promise<CredentialRefresh> {
+  async refreshCredential(id: string, person: string, version: number, exchange: RefreshExchange): Promise<CredentialRefresh> {
     const holder = randomUUID();
+    // One lease per credential: a shared one's keeps the connection's id, as before people; a connection id has no `/` (Postgres text takes no NUL).
+    const lease = person === "" ? id : `${id}/${person}`;
     const take = () =>
       this.#prepared(
         `INSERT INTO credential_leases (id, holder, until) VALUES (?, ?, ?)
          ON CONFLICT(id) DO UPDATE SET holder = excluded.holder, until = excluded.until WHERE credential_leases.until <= ?`,
-      ).run(id, holder, this.#now() + LEASE_MS, this.#now()).changes === 1;
-    const at = async (): Promise<CredentialRecord | undefined> => this.getCredential(id);
+      ).run(lease, holder, this.#now() + LEASE_MS, this.#now()).changes === 1;
+    const at = async (): Promise<CredentialRecord | undefined> => this.getCredential(id, person);
     const waitUntil = this.#now() + LEASE_WAIT_MS;
     while (!take()) {
       // Another process holds it: its result, once stored, is ours too.
@@ -587,7 +601,7 @@ export class SqliteStore implements RekeyableStore {
     }
     const renew = setInterval(() => {
       try {
-        this.#prepared("UPDATE credential_leases SET until = ? WHERE id = ? AND holder = ?").run(this.#now() + LEASE_MS, id, holder);
+        this.#prepared("UPDATE credential_leases SET until = ? WHERE id = ? AND holder = ?").run(this.#now() + LEASE_MS, lease, holder);
       } catch {
         // A busy store: the next renewal tries again, well within the lease.
       }
@@ -599,9 +613,9 @@ export class SqliteStore implements RekeyableStore {
       const next = await exchange(current);
       const stored = this.#db
         .transaction(() => {
-          const held = this.#prepared("SELECT version, url FROM credentials WHERE id = ?").get(id) as { version: number; url: string } | undefined;
+          const held = this.#prepared("SELECT version, url FROM credentials WHERE id = ? AND person = ?").get(id, person) as { version: number; url: string } | undefined;
           if (!held || held.version !== version || held.url !== current.url) return false;
-          if (next === "delete") this.#prepared("DELETE FROM credentials WHERE id = ?").run(id);
+          if (next === "delete") this.#prepared("DELETE FROM credentials WHERE id = ? AND person = ?").run(id, person);
           else this.#writeCredential(next, version + 1);
           return true;
         })
@@ -610,7 +624,7 @@ export class SqliteStore implements RekeyableStore {
       return { outcome: "refreshed", credential: next === "delete" ? undefined : { ...next, version: version + 1 } };
     } finally {
       clearInterval(renew);
-      this.#prepared("DELETE FROM credential_leases WHERE id = ? AND holder = ?").run(id, holder);
+      this.#prepared("DELETE FROM credential_leases WHERE id = ? AND holder = ?").run(lease, holder);
     }
   }
 
@@ -633,13 +647,16 @@ export class SqliteStore implements RekeyableStore {
     this.#prepared("DELETE FROM registrations WHERE authorization_server = ? AND redirect_uri = ?").run(server, redirectUri);
   }
 
-  #endPending(connectionId: string, outcome: AuthorizationOutcome, at: number) {
-    this.#prepared("UPDATE authorizations SET status = ?, error = ?, message = ?, final_at = ? WHERE connection_id = ? AND status = 'pending'").run(
+  /** Ends the pending consents of the connection (of one person's credential only, with `person`). */
+  #endPending(connectionId: string, outcome: AuthorizationOutcome, at: number, person?: string) {
+    const only = person === undefined ? "" : " AND person = ?";
+    this.#prepared(`UPDATE authorizations SET status = ?, error = ?, message = ?, final_at = ? WHERE connection_id = ? AND status = 'pending'${only}`).run(
       outcome.status,
       outcome.error ?? null,
       outcome.message ?? null,
       at,
       connectionId,
+      ...(person === undefined ? [] : [person]),
     );
   }
 
@@ -647,11 +664,11 @@ export class SqliteStore implements RekeyableStore {
     const sealed = sealAuthorization(this.#key, a);
     this.#db
       .transaction(() => {
-        this.#endPending(a.connectionId, superseded, at);
+        this.#endPending(a.connectionId, superseded, at, a.person);
         this.#prepared(
-          `INSERT INTO authorizations (id, connection_id, url, state_hash, issuer, iss_advertised, authorized_by, expires_at, status, claimed, key_id, sealed)
-           VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'pending', 0, ?, ?)`,
-        ).run(a.id, a.connectionId, a.url, a.stateHash, a.issuer, a.issAdvertised ? 1 : 0, a.by, a.expiresAt, sealed.keyId, sealed.value);
+          `INSERT INTO authorizations (id, connection_id, url, state_hash, issuer, iss_advertised, authorized_by, person, expires_at, status, claimed, key_id, sealed)
+           VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 'pending', 0, ?, ?)`,
+        ).run(a.id, a.connectionId, a.url, a.stateHash, a.issuer, a.issAdvertised ? 1 : 0, a.by, a.person, a.expiresAt, sealed.keyId, sealed.value);
       })
       .immediate();
   }
@@ -829,7 +846,12 @@ export class SqliteStore implements RekeyableStore {
         for (const t of tokens) this.#prepared("DELETE FROM mcp_sessions WHERE owner = ?").run(t.id);
         this.#prepared("DELETE FROM api_tokens WHERE person = ?").run(name);
         this.#prepared("DELETE FROM people WHERE name = ?").run(name);
-        return { outcome: "removed", person, tokens };
+        // Their personal credentials go with them, to be revoked at their servers (a person's name is never "").
+        const rows = checkedAll(CredentialRow, this.#prepared("SELECT * FROM credentials WHERE person = ? ORDER BY id").all(name), "credentials");
+        this.#prepared("DELETE FROM credentials WHERE person = ?").run(name);
+        this.#prepared("UPDATE authorizations SET status = 'failed', error = ?, message = ?, final_at = ? WHERE person = ? AND status = 'pending'").run(PERSON_REMOVED.error, PERSON_REMOVED.message, now, name);
+        const key = this.#key;
+        return { outcome: "removed", person, tokens, held: rows.map(summaryOf), credentials: key ? rows.map((row) => credentialOf(key, row)) : [] };
       })
       .immediate();
   }
@@ -883,10 +905,10 @@ export class SqliteStore implements RekeyableStore {
     const count = this.#db
       .transaction(() => {
         let n = 0;
-        for (const row of this.#prepared("SELECT id, url, key_id, sealed FROM credentials").all() as Array<{ id: string; url: string; key_id: string; sealed: string }>) {
-          const aad = credentialAad(row.id, row.url);
+        for (const row of this.#prepared("SELECT id, person, url, key_id, sealed FROM credentials").all() as Array<{ id: string; person: string; url: string; key_id: string; sealed: string }>) {
+          const aad = credentialAad(row.id, row.url, row.person);
           const sealed = reseal(key, next, row, aad);
-          this.#prepared("UPDATE credentials SET key_id = ?, sealed = ? WHERE id = ?").run(sealed.keyId, sealed.value, row.id);
+          this.#prepared("UPDATE credentials SET key_id = ?, sealed = ? WHERE id = ? AND person = ?").run(sealed.keyId, sealed.value, row.id, row.person);
           n++;
         }
         for (const row of checkedAll(HeaderValueRow, this.#prepared("SELECT * FROM header_values").all(), "header_values")) {

@@ -9,8 +9,16 @@ import type { AuthorizationServerMetadata, OAuthClientInformationMixed, OAuthTok
 export type OAuthSettings = { client_id?: string; client_metadata_url?: string; scopes?: string[] };
 export type ToolFilter = { include?: string[]; exclude?: string[]; read_only?: boolean; non_destructive?: boolean; idempotent?: boolean };
 
-/** `headers`: header name to template (docs/deployment-protocol.md section 3.2), filled only from the values held for it. */
-export type ConnectionRecord = { id: string; url: string; prefixTools: boolean; oauth: OAuthSettings | undefined; headers?: Record<string, string> | undefined };
+/**
+ * `headers`: header name to template (docs/deployment-protocol.md section 3.2), filled only from
+ * the values held for it. `credential`: `personal`, one credential per person (section 2); absent,
+ * one for the connection.
+ */
+export type ConnectionRecord = { id: string; url: string; prefixTools: boolean; oauth: OAuthSettings | undefined; headers?: Record<string, string> | undefined; credential?: "personal" | undefined };
+
+/** Whose credential a caller of `connection` uses: their person's for a personal one, else the connection's (`SHARED`). */
+export const SHARED = "";
+export const holderFor = (connection: Pick<ConnectionRecord, "credential">, person: string): string => (connection.credential === "personal" ? person : SHARED);
 
 /**
  * The value of a variable a connection's header templates name (docs/deployment-protocol.md
@@ -38,6 +46,8 @@ export type CredentialSecret = {
 
 export type CredentialRecord = {
   id: string;
+  /** The person it belongs to, for a personal connection; SHARED ("") for a shared one. */
+  person: string;
   /** The url it was issued for: it is never sent to another. */
   url: string;
   issuer: string;
@@ -78,7 +88,14 @@ export type PersonRecord = { name: string; createdAt: number; tokens: number };
  * `removed`: the person, every token of theirs and the sessions those started are gone;
  * `last_admin`: one of their tokens is the only admin token that has not expired, and nothing changed.
  */
-export type RemovePerson = { outcome: "removed"; person: PersonRecord; tokens: ApiTokenRecord[] } | { outcome: "absent" } | { outcome: "last_admin" };
+/**
+ * `held`: the personal credentials deleted with them (clear columns); `credentials`: the same,
+ * decrypted for revocation, when the key is here (a command on the host has none).
+ */
+export type RemovePerson =
+  | { outcome: "removed"; person: PersonRecord; tokens: ApiTokenRecord[]; held: Array<Omit<CredentialRecord, "secret">>; credentials: CredentialRecord[] }
+  | { outcome: "absent" }
+  | { outcome: "last_admin" };
 /** `last_admin`: it is the only admin token that has not expired, and is kept, so that someone can still manage tokens. */
 export type RevokeToken = { outcome: "revoked"; token: ApiTokenRecord } | { outcome: "absent" } | { outcome: "last_admin" };
 
@@ -112,6 +129,8 @@ export type AuthorizationRecord = {
   issAdvertised: boolean;
   /** The name of the API token that started it: the credential it ends in is `authorizedBy` it. */
   by: string | null;
+  /** Whose credential it ends in: the starter's person for a personal connection, else SHARED. */
+  person: string;
   expiresAt: number;
   outcome: AuthorizationOutcome;
   /** When it became final (null while pending). */
@@ -173,8 +192,9 @@ export type McpSessionCheck = {
   revoked: string[];
 };
 
-export type PutConnection = { created: boolean; urlChanged: boolean; dropped: CredentialRecord | undefined };
-export type DeleteConnection = { outcome: "deleted"; dropped: CredentialRecord | undefined } | { outcome: "absent" } | { outcome: "in_use"; agents: string[] };
+/** `dropped`: the credentials taken out with it (every person's), decrypted when the key is here, for revocation. */
+export type PutConnection = { created: boolean; urlChanged: boolean; dropped: CredentialRecord[] };
+export type DeleteConnection = { outcome: "deleted"; dropped: CredentialRecord[] } | { outcome: "absent" } | { outcome: "in_use"; agents: string[] };
 export type PutAgent = { outcome: "created" | "updated" } | { outcome: "unknown_connection"; missing: string[] };
 
 /**
@@ -202,7 +222,7 @@ export interface DeploymentStore {
   readonly path: string;
   listConnections(): Promise<ConnectionRecord[]>;
   getConnection(id: string): Promise<ConnectionRecord | undefined>;
-  /** Declares or replaces; a different url deletes the credential in the same transaction. */
+  /** Declares or replaces; a different url, or a change between shared and personal, deletes every credential of it in the same transaction. */
   putConnection(connection: ConnectionRecord): Promise<PutConnection>;
   /** Refused while an agent names it; the credential goes with it. */
   deleteConnection(id: string): Promise<DeleteConnection>;
@@ -240,17 +260,21 @@ export interface DeploymentStore {
   /** Whether one was held (and is now deleted). */
   deleteHeaderValue(connectionId: string, name: string): Promise<boolean>;
 
-  /** Every credential's clear columns (no secret): what GET /v1/mcp needs. */
-  credentialSummaries(): Promise<Array<Omit<CredentialRecord, "secret">>>;
-  getCredential(id: string): Promise<CredentialRecord | undefined>;
-  /** Stores a new credential for a connection still declared with `url`; false (nothing stored) otherwise. */
+  /** The clear columns (no secret) of the credentials of `person` (SHARED's are every shared one), or of everyone's: what GET /v1/mcp needs. */
+  credentialSummaries(person?: string): Promise<Array<Omit<CredentialRecord, "secret">>>;
+  /** The credential `person` holds for connection `id` (SHARED: the connection's). */
+  getCredential(id: string, person: string): Promise<CredentialRecord | undefined>;
+  /**
+   * Stores a new credential for a connection still declared with `url`, and as shared or personal
+   * as the credential's person says; false (nothing stored) otherwise.
+   */
   putCredential(credential: Omit<CredentialRecord, "version">): Promise<boolean>;
   /** Replaces the credential only if it is still at `version` (a refresh); false otherwise. */
   replaceCredential(version: number, credential: Omit<CredentialRecord, "version">): Promise<boolean>;
   /** Deletes it only if still at `version`; false otherwise. */
-  deleteCredential(id: string, version: number): Promise<boolean>;
+  deleteCredential(id: string, person: string, version: number): Promise<boolean>;
   /**
-   * One refresh per credential across every process on the store, so a rotating refresh token is
+   * One refresh per credential (a connection's, or one person's of it) across every process on the store, so a rotating refresh token is
    * sent once (OAuth 2.1 section 4.3.1: a reused one revokes the grant). Takes the credential's
    * lock, waiting while another holds it; under the lock re-reads the credential: not at `version`
    * any more (or gone, or for another url), it is `moved` and `exchange` is never called. Else it
@@ -266,7 +290,7 @@ export interface DeploymentStore {
    * credential's row (or pg_advisory_xact_lock on its id) in a transaction held across `exchange`,
    * which a dead session's disconnect releases. Waiting longer than a minute throws.
    */
-  refreshCredential(id: string, version: number, exchange: RefreshExchange): Promise<CredentialRefresh>;
+  refreshCredential(id: string, person: string, version: number, exchange: RefreshExchange): Promise<CredentialRefresh>;
 
   /** A client registered with an authorization server for a redirect URI, reused across consents. */
   getRegistration(authorizationServer: string, redirectUri: string): Promise<OAuthClientInformationMixed | undefined>;
@@ -274,9 +298,10 @@ export interface DeploymentStore {
   deleteRegistration(authorizationServer: string, redirectUri: string): Promise<void>;
 
   /**
-   * One transaction: every pending authorization of the same connection ends with `superseded`
-   * (final at `at`), then `authorization` is stored pending and unclaimed (section 3.4: a newer
-   * start supersedes a pending one, on whichever replica it ran).
+   * One transaction: every pending authorization of the same connection and person ends with
+   * `superseded` (final at `at`), then `authorization` is stored pending and unclaimed (section
+   * 3.4: a newer start supersedes a pending one, on whichever replica it ran; two people consenting
+   * to a personal connection at once do not).
    */
   startAuthorization(authorization: Omit<AuthorizationRecord, "outcome" | "finalAt" | "claimed">, superseded: AuthorizationOutcome, at: number): Promise<void>;
   getAuthorization(id: string): Promise<AuthorizationRecord | undefined>;
@@ -336,7 +361,8 @@ export interface DeploymentStore {
   /** Every person, oldest first, with how many tokens each holds. */
   listPeople(): Promise<PersonRecord[]>;
   /**
-   * The person, every token of theirs and every MCP session those started, in one transaction;
+   * The person, every token of theirs, every MCP session those started and every personal
+   * credential of theirs (returned, decrypted when the key is here, for revocation), in one transaction;
    * refused (nothing changed) when that would take the last admin token not expired at `now`.
    * Serialized with addToken and revokeToken.
    */

@@ -1,0 +1,187 @@
+// Personal connections (docs/deployment-protocol.md sections 2, 3.13 and 5) on a real `subs
+// deployment serve`, on each store, against node-oidc-provider with two accounts
+// (test/support/oidc-provider.ts) in front of an MCP server that says who each call came as:
+// alice and bob consent to one personal connection, each through a token of their own; each
+// one's agent session calls as that person, interleaved, none crossed; a person without a
+// credential gets no tool of it and is told to log in; a token the server stops accepting is
+// refreshed once per person under concurrent calls; removing bob revokes his grant at the
+// provider and leaves alice's working.
+import assert from "node:assert/strict";
+import { after, before, describe, test } from "node:test";
+import { Client } from "@modelcontextprotocol/sdk/client/index.js";
+import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
+import { LoggingMessageNotificationSchema } from "@modelcontextprotocol/sdk/types.js";
+import { InvalidTokenError } from "@modelcontextprotocol/sdk/server/auth/errors.js";
+import { callServed, startServedDeployment, STORES, type ServedDeployment } from "../support/deployment-serve.ts";
+import { startMcpServer, type RunningMcpServer } from "../support/mcp-server.ts";
+import { startOidcProvider, type RunningOidcProvider } from "../support/oidc-provider.ts";
+import { waitFor, within } from "../support/wait.ts";
+
+const ALICE = "alice@example.com";
+const BOB = "bob@example.com";
+const CAROL = "carol@example.com";
+
+for (const store of STORES) describe(`personal connections through subs deployment serve (${store})`, () => {
+  let provider: RunningOidcProvider;
+  let mcp: RunningMcpServer;
+  let d: ServedDeployment;
+  const tokens: Record<string, string> = {};
+  /** Access tokens the MCP server refuses from now on (by `jti`), as after a key rotation. */
+  const refused = new Set<string>();
+  const seen = new Set<string>();
+
+  before(async () => {
+    provider = await startOidcProvider({ accounts: [ALICE, BOB, CAROL] });
+    const protect = provider.protect();
+    const verify = protect.authServer.verifier.verifyAccessToken.bind(protect.authServer.verifier);
+    protect.authServer.verifier = {
+      async verifyAccessToken(token) {
+        const info = await verify(token);
+        const jti = String((JSON.parse(Buffer.from(token.split(".")[1]!, "base64url").toString()) as { jti?: string }).jti);
+        seen.add(jti);
+        if (refused.has(jti)) throw new InvalidTokenError("this token is no longer accepted");
+        return info;
+      },
+    };
+    mcp = await startMcpServer({ tools: [{ name: "whoami", inputSchema: { type: "object" }, reply: (_args, auth) => `you are ${String(auth?.extra?.sub)}` }], oauth: protect });
+    d = await startServedDeployment({ store });
+    for (const person of [ALICE, BOB, CAROL]) {
+      const made = await callServed(d, "POST", "/v1/tokens", { name: `${person} laptop`, role: "use", person });
+      assert.equal(made.status, 201, JSON.stringify(made.body));
+      tokens[person] = made.body.token;
+    }
+    const put = await callServed(d, "PUT", "/v1/mcp/who", { url: mcp.url, prefix_tools: false, credential: "personal" });
+    assert.equal(put.status, 201, JSON.stringify(put.body));
+    assert.equal(put.body.credential, "personal");
+    assert.equal((await callServed(d, "PUT", "/v1/agents/who", { mcp: [{ id: "who" }] })).status, 201);
+  });
+  after(async () => {
+    await d?.close();
+    await mcp?.close();
+    await provider?.close();
+  });
+
+  const statusFor = async (person: string) => (await callServed(d, "GET", "/v1/mcp", undefined, tokens[person])).body.connections.find((c: { id: string }) => c.id === "who");
+
+  /** A consent started with `person`'s token and given at the provider as that account. */
+  const consent = async (person: string) => {
+    const started = await callServed(d, "POST", "/v1/mcp/who/authorizations", {}, tokens[person]);
+    assert.equal(started.status, 201, JSON.stringify(started.body));
+    const page = await provider.consentAs(person, started.body.authorization_url);
+    assert.equal(page.status, 200, page.text);
+    const poll = new URL(started.body.poll_url, d.url).pathname;
+    return waitFor(async () => {
+      const body = (await callServed(d, "GET", poll, undefined, tokens[person])).body;
+      return body.status !== "pending" && body;
+    }, `${person}'s consent to end`);
+  };
+
+  /** An agent session started with `person`'s token; what it was told, by MCP log messages. */
+  const session = async (person: string) => {
+    const client = new Client({ name: "personal-test", version: "1.0.0" });
+    const told: string[] = [];
+    client.setNotificationHandler(LoggingMessageNotificationSchema, (n) => void told.push(String(n.params.data)));
+    await client.connect(new StreamableHTTPClientTransport(new URL(`${d.url}/v1/agents/who/mcp`), { requestInit: { headers: { authorization: `Bearer ${tokens[person]}` } } }));
+    const whoami = async () => {
+      const result = (await within(client.callTool({ name: "whoami", arguments: {} }), "a whoami call")) as { content: Array<{ text: string }>; isError?: boolean };
+      assert.ok(!result.isError, JSON.stringify(result));
+      return result.content[0]!.text;
+    };
+    return { client, told, whoami };
+  };
+
+  test("each person consents for themselves: the status each caller sees is their own; the other's consent supersedes nothing", async () => {
+    assert.equal((await statusFor(ALICE)).status, "declared");
+    assert.deepEqual(await consent(ALICE), { status: "authorized" });
+    const alice = await statusFor(ALICE);
+    assert.deepEqual([alice.status, alice.credential, alice.authorized_by], ["authorized", "personal", `${ALICE} laptop`]);
+    assert.equal((await statusFor(BOB)).status, "declared", "alice's credential is not bob's");
+    assert.deepEqual(await consent(BOB), { status: "authorized" });
+    assert.equal((await statusFor(BOB)).status, "authorized");
+    assert.equal((await statusFor(ALICE)).status, "authorized", "bob's consent left alice's credential in place");
+    assert.equal((await statusFor(CAROL)).status, "declared");
+    assert.deepEqual(provider.events.issued.map((g) => g.account), [ALICE, BOB]);
+  });
+
+  test("each person's session calls as that person: 100 calls each, interleaved, none crossed", async () => {
+    const a = await session(ALICE);
+    const b = await session(BOB);
+    try {
+      // Ten waves of ten calls each at once, alternating (a session takes 64 calls in progress at most).
+      const answers: string[][] = [];
+      for (let wave = 0; wave < 10; wave++) {
+        answers.push(...(await Promise.all(Array.from({ length: 20 }, (_, n) => (n % 2 === 0 ? a.whoami().then((t) => [ALICE, t]) : b.whoami().then((t) => [BOB, t]))))));
+      }
+      const crossed = answers.filter(([person, text]) => text !== `you are ${person}`);
+      assert.deepEqual(crossed, []);
+      assert.equal(answers.length, 200);
+    } finally {
+      await a.client.close();
+      await b.client.close();
+    }
+  });
+
+  test("a person without a credential gets none of its tools, and the session says to log in", async () => {
+    const c = await session(CAROL);
+    try {
+      const { tools } = await c.client.listTools();
+      assert.deepEqual(tools, []);
+      // Said in the deployment's log, for the agent (an MCP log message sent before the client
+      // opens its GET stream has nowhere to go over Streamable HTTP).
+      await waitFor(
+        () => d.logs.some((l) => l.agent === "who" && /no credential of yours/.test(String(l.msg)) && /run `subs mcp login who`/.test(String(l.msg))),
+        () => `a log line naming the login (told the client: ${JSON.stringify(c.told)})`,
+      );
+      const call = await c.client.callTool({ name: "whoami", arguments: {} }).catch((error: Error) => error);
+      assert.match(String((call as Error).message), /Unknown tool: whoami/);
+    } finally {
+      await c.client.close();
+    }
+  });
+
+  test("a token the server stops accepting is refreshed once per person, under concurrent calls; no rotated refresh token is presented twice", async () => {
+    const a = await session(ALICE);
+    const b = await session(BOB);
+    try {
+      // Listed (and so connected) before the tokens are refused: what follows is calls only.
+      await a.client.listTools();
+      await b.client.listTools();
+      for (const jti of seen) refused.add(jti);
+      const before = provider.events.refreshed;
+      const answers = await Promise.all(Array.from({ length: 10 }, (_, n) => (n % 2 === 0 ? a.whoami().then((t) => [ALICE, t]) : b.whoami().then((t) => [BOB, t]))));
+      assert.deepEqual(answers.filter(([person, text]) => text !== `you are ${person}`), []);
+      assert.equal(provider.events.refreshed - before, 2, "one refresh for alice, one for bob");
+      assert.equal(provider.events.reused, 0);
+    } finally {
+      await a.client.close();
+      await b.client.close();
+    }
+  });
+
+  test("removing bob revokes his tokens and his grant at the provider, and says so; alice's credential works on", async () => {
+    const bobGrant = provider.events.issued.find((g) => g.account === BOB)!.grantId;
+    const aliceGrant = provider.events.issued.find((g) => g.account === ALICE)!.grantId;
+    const removed = await callServed(d, "DELETE", `/v1/people/${encodeURIComponent(BOB)}`);
+    assert.equal(removed.status, 200, JSON.stringify(removed.body));
+    assert.deepEqual(removed.body.grants, [{ connection: "who", issuer: provider.issuer, revocation: "revoked" }]);
+    assert.ok(provider.events.revokedGrants.includes(bobGrant), "the provider revoked bob's grant");
+    assert.ok(!provider.events.revokedGrants.includes(aliceGrant), "and not alice's");
+    assert.equal((await callServed(d, "GET", "/v1/mcp", undefined, tokens[BOB])).status, 401);
+    const a = await session(ALICE);
+    try {
+      assert.equal(await a.whoami(), `you are ${ALICE}`);
+    } finally {
+      await a.client.close();
+    }
+  });
+
+  test("a change from personal to shared drops every person's credential and revokes each grant", async () => {
+    const aliceGrant = provider.events.issued.find((g) => g.account === ALICE)!.grantId;
+    assert.equal((await callServed(d, "DELETE", "/v1/agents/who")).status, 204);
+    const put = await callServed(d, "PUT", "/v1/mcp/who", { url: mcp.url, prefix_tools: false });
+    assert.equal(put.status, 200, JSON.stringify(put.body));
+    assert.equal(put.body.credential, undefined);
+    assert.equal((await statusFor(ALICE)).status, "declared");
+    await waitFor(() => provider.events.revokedGrants.includes(aliceGrant), "alice's grant to be revoked");
+  });
+});
