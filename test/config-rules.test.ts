@@ -39,6 +39,10 @@ const cases: Array<[rule: string, fixture: string, expected: string[]]> = [
     "unknown-key-filter.toml:5:35: unknown key `readonly` in [agent.triage.mcp[0].tools] | did you mean `read_only`?",
   ]],
   ["a wrong type", "wrong-type.toml", ["wrong-type.toml:3:1: `prefix_tools` must be a boolean"]],
+  ["`credential`: shared or personal, and a remote server's only", "credential-kind.toml", [
+    "credential-kind.toml:3:1: [mcp.fs] has `command` and `credential` | a local server holds no credential of subs': each person runs their own",
+    'credential-kind.toml:7:1: `credential` must be "shared" (one credential for everyone) or "personal" (one per person)',
+  ]],
   ["a missing url", "missing-url.toml", ["missing-url.toml:1:1: [mcp.sentry] needs `url` (a server reached over HTTP) or `command` (a server subs starts on this machine)"]],
   ["a local server: `command` and `url` together", "local-command-and-url.toml", [
     "local-command-and-url.toml:3:1: [mcp.fs] has `command` and `url` | a connection is reached at `url` or started with `command`, not both",
