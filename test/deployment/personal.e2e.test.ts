@@ -13,6 +13,7 @@ import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/
 import { LoggingMessageNotificationSchema } from "@modelcontextprotocol/sdk/types.js";
 import { InvalidTokenError } from "@modelcontextprotocol/sdk/server/auth/errors.js";
 import { callServed, startServedDeployment, STORES, type ServedDeployment } from "../support/deployment-serve.ts";
+import { startReplicas, type Replicas } from "../support/replicas.ts";
 import { startMcpServer, type RunningMcpServer } from "../support/mcp-server.ts";
 import { startOidcProvider, type RunningOidcProvider } from "../support/oidc-provider.ts";
 import { waitFor, within } from "../support/wait.ts";
@@ -183,5 +184,79 @@ for (const store of STORES) describe(`personal connections through subs deployme
     assert.equal(put.body.credential, undefined);
     assert.equal((await statusFor(ALICE)).status, "declared");
     await waitFor(() => provider.events.revokedGrants.includes(aliceGrant), "alice's grant to be revoked");
+  });
+});
+
+describe("personal connections across two replicas on one Postgres: one refresh per person, whichever replica each call reaches", () => {
+  let provider: RunningOidcProvider;
+  let mcp: RunningMcpServer;
+  let set: Replicas;
+  const tokens: Record<string, string> = {};
+  const refused = new Set<string>();
+  const seen = new Set<string>();
+
+  before(async () => {
+    provider = await startOidcProvider({ accounts: [ALICE, BOB] });
+    const protect = provider.protect();
+    const verify = protect.authServer.verifier.verifyAccessToken.bind(protect.authServer.verifier);
+    protect.authServer.verifier = {
+      async verifyAccessToken(token) {
+        const info = await verify(token);
+        const jti = String((JSON.parse(Buffer.from(token.split(".")[1]!, "base64url").toString()) as { jti?: string }).jti);
+        seen.add(jti);
+        if (refused.has(jti)) throw new InvalidTokenError("this token is no longer accepted");
+        return info;
+      },
+    };
+    mcp = await startMcpServer({ tools: [{ name: "whoami", inputSchema: { type: "object" }, reply: (_args, auth) => `you are ${String(auth?.extra?.sub)}` }], oauth: protect });
+    set = await startReplicas(2, { store: "postgres" });
+    const front = { url: set.balancer.url, token: set.front.token };
+    for (const person of [ALICE, BOB]) tokens[person] = (await callServed(front, "POST", "/v1/tokens", { name: `${person} laptop`, role: "use", person })).body.token;
+    assert.equal((await callServed(front, "PUT", "/v1/mcp/who", { url: mcp.url, prefix_tools: false, credential: "personal" })).status, 201);
+    assert.equal((await callServed(front, "PUT", "/v1/agents/who", { mcp: [{ id: "who" }] })).status, 201);
+    for (const person of [ALICE, BOB]) {
+      // Started through the balancer: the redirect and the polls may reach either replica.
+      const started = await callServed(front, "POST", "/v1/mcp/who/authorizations", {}, tokens[person]);
+      assert.equal((await provider.consentAs(person, started.body.authorization_url)).status, 200);
+      const poll = new URL(started.body.poll_url, front.url).pathname;
+      const outcome = await waitFor(async () => {
+        const body = (await callServed(front, "GET", poll, undefined, tokens[person])).body;
+        return body.status !== "pending" && body;
+      }, `${person}'s consent to end`);
+      assert.deepEqual(outcome, { status: "authorized" });
+    }
+  });
+  after(async () => {
+    await set?.close();
+    await mcp?.close();
+    await provider?.close();
+  });
+
+  test("alice and bob each call on both replicas at once after their tokens are refused: two refreshes in all, no rotated token presented twice, none crossed", async () => {
+    const sessions: Array<{ person: string; client: Client }> = [];
+    for (const replica of set.replicas) {
+      for (const person of [ALICE, BOB]) {
+        const client = new Client({ name: "personal-replicas", version: "1.0.0" });
+        await client.connect(new StreamableHTTPClientTransport(new URL(`${replica.direct}/v1/agents/who/mcp`), { requestInit: { headers: { authorization: `Bearer ${tokens[person]}` } } }));
+        assert.deepEqual((await client.listTools()).tools.map((t) => t.name), ["whoami"]);
+        sessions.push({ person, client });
+      }
+    }
+    try {
+      for (const jti of seen) refused.add(jti);
+      const before = provider.events.refreshed;
+      const answers = await Promise.all(
+        Array.from({ length: 24 }, async (_, n) => {
+          const { person, client } = sessions[n % sessions.length]!;
+          const result = (await within(client.callTool({ name: "whoami", arguments: {} }), "a whoami call")) as { content: Array<{ text: string }>; isError?: boolean };
+          return [person, result.isError ? `error: ${result.content[0]?.text}` : result.content[0]!.text];
+        }),
+      );
+      assert.deepEqual(answers.filter(([person, text]) => text !== `you are ${person}`), []);
+      assert.equal(provider.events.refreshed - before, 2, "one refresh per person across both replicas");
+      assert.equal(provider.events.reused, 0);
+    } finally {
+      await Promise.all(sessions.map((s) => s.client.close()));
+    }
   });
 });
