@@ -5,7 +5,7 @@ import { z } from "zod";
 import { ENV_NAME_PATTERN, isValidName } from "../../config/rules.ts";
 import { HEADER_NAME_PATTERN, HEADER_VALUE_CONTROL as CONTROL, headerVariables, MAX_HEADER_VALUE_BYTES, MAX_HEADER_VARIABLES, literalSecretProblem, reservedHeaderProblem, templateProblem } from "../../config/templates.ts";
 import type { OAuth } from "../oauth.ts";
-import type { ConnectionRecord, DeploymentStore, HeaderValueSummary } from "../store/types.ts";
+import type { ConnectionRecord, CredentialLoss, DeploymentStore, HeaderValueSummary } from "../store/types.ts";
 import { inCatalog, NOT_IN_CATALOG, notInCatalogMessage } from "../catalog.ts";
 import { isLoopbackHost } from "../config.ts";
 import { BadBody, fail, IdSchema, iso, issueText, readJson, type Route } from "./answer.ts";
@@ -87,7 +87,7 @@ export type ConnectionRoutesOptions = {
   now?: () => number;
 };
 
-type Held = { id: string; url: string; authorizedAt: number; authorizedBy: string | null; expiresAt: number | null };
+type Held = { id: string; url: string; authorizedAt: number; authorizedBy: string | null; expiresAt: number | null; refreshExpiresAt?: number | null };
 
 /**
  * Section 2: a Connection; `authorized` only with a credential for its current url that the
@@ -95,8 +95,11 @@ type Held = { id: string; url: string; authorizedAt: number; authorizedBy: strin
  * outside the catalog is `declared` and says why in `refused`, whatever it holds: a client that
  * does not know `refused` then shows it needing a login (which the deployment refuses with the
  * catalog), never as usable. `values`: the header values held for it (never a value itself).
+ * `loss`: the record a credential lost for good left (section 5), said as `lost` while the
+ * connection is not authorized at the url it was lost at: the status stays `declared` (section 9:
+ * a client of v1 knows two values), and `lost` says why.
  */
-export function connectionJson(c: ConnectionRecord, held: Held | undefined, catalog: readonly string[] | undefined, values: readonly HeaderValueSummary[] = []) {
+export function connectionJson(c: ConnectionRecord, held: Held | undefined, catalog: readonly string[] | undefined, values: readonly HeaderValueSummary[] = [], loss?: CredentialLoss) {
   const allowed = inCatalog(catalog, c.url);
   const credential = held !== undefined && held.url === c.url ? held : undefined;
   const variables = headerVariables(c.headers ?? {});
@@ -120,15 +123,18 @@ export function connectionJson(c: ConnectionRecord, held: Held | undefined, cata
     ...(authorized && since ? { authorized_at: iso(since.at) } : {}),
     ...(authorized && since && since.by !== null ? { authorized_by: since.by } : {}),
     ...(authorized && credential && credential.expiresAt !== null ? { expires_at: iso(credential.expiresAt) } : {}),
+    ...(authorized && credential && credential.refreshExpiresAt != null ? { refresh_expires_at: iso(credential.refreshExpiresAt) } : {}),
+    ...(!authorized && credential === undefined && loss !== undefined && loss.url === c.url ? { lost: { reason: loss.reason, message: loss.message, lost_at: iso(loss.lostAt) } } : {}),
     ...(allowed ? {} : { refused: { error: NOT_IN_CATALOG, message: notInCatalogMessage(c) } }),
   };
 }
 
 /** Every declared Connection, as GET /v1/mcp answers them. */
 export async function connectionsJson(store: DeploymentStore, catalog: readonly string[] | undefined) {
-  const [connections, held, values] = await Promise.all([store.listConnections(), store.credentialSummaries(), store.headerValueSummaries()]);
+  const [connections, held, values, losses] = await Promise.all([store.listConnections(), store.credentialSummaries(), store.headerValueSummaries(), store.credentialLosses()]);
   const byId = new Map(held.map((h) => [h.id, h]));
-  return connections.map((c) => connectionJson(c, byId.get(c.id), catalog, values.filter((v) => v.connectionId === c.id)));
+  const lostById = new Map(losses.map((l) => [l.id, l]));
+  return connections.map((c) => connectionJson(c, byId.get(c.id), catalog, values.filter((v) => v.connectionId === c.id), lostById.get(c.id)));
 }
 
 export function connectionRoutes(o: ConnectionRoutesOptions): Route[] {
@@ -176,7 +182,8 @@ export function connectionRoutes(o: ConnectionRoutesOptions): Route[] {
         await oauth.revoke(put.dropped);
         const held = (await store.credentialSummaries()).find((h) => h.id === id);
         const values = (await store.headerValueSummaries()).filter((v) => v.connectionId === id);
-        return { status: put.created ? 201 : 200, body: connectionJson(record, held, o.catalog, values) };
+        const loss = (await store.credentialLosses()).find((l) => l.id === id);
+        return { status: put.created ? 201 : 200, body: connectionJson(record, held, o.catalog, values, loss) };
       },
     },
     {

@@ -43,6 +43,10 @@ import {
   headerValuesMigration,
   sealHeaderValue,
   CredentialRow,
+  credentialLossesMigration,
+  LossRow,
+  lossOf,
+  SUMMARY_COLUMNS,
   credentialAad,
   credentialOf,
   declares,
@@ -72,10 +76,12 @@ import {
   type AuthorizationOutcome,
   type AuthorizationRecord,
   type ConnectionRecord,
+  type CredentialLoss,
   type CredentialRecord,
   type CredentialRefresh,
   type DeclaredState,
   type HeldMcpSession,
+  type Loss,
   type McpSessionCheck,
   type McpSessionKey,
   type OwnerCap,
@@ -136,6 +142,8 @@ export const PG_MIGRATIONS: readonly string[] = [
   `CREATE TABLE replicas (id TEXT PRIMARY KEY, listen TEXT NOT NULL, started_at BIGINT NOT NULL, seen_at BIGINT NOT NULL);`,
   // Header templates and the values of their variables (sqlite.ts's eighth migration).
   headerValuesMigration("BIGINT", ""),
+  // When a refresh token expires, and the record a credential lost for good leaves (sqlite.ts's ninth migration).
+  credentialLossesMigration("BIGINT", ""),
 ];
 
 /** The advisory lock the migrations run under: any constant no other tool of the database uses ("subs" in ASCII). */
@@ -433,6 +441,8 @@ export class PostgresStore implements RekeyableStore {
    */
   async #writeConnection(db: Queryable, c: ConnectionRecord, existing: { url: string } | undefined, at: number) {
     const credential = existing && existing.url !== c.url ? await this.#takeCredential(db, c.id) : undefined;
+    // A loss is bound to the url it happened at: another url starts with nothing to say.
+    await this.#rows("DELETE FROM credential_losses WHERE id = $1 AND url <> $2", [c.id, c.url], db);
     const [row] = await this.#rows<{ created: boolean }>(
       `INSERT INTO connections (id, url, prefix_tools, oauth_json, headers_json, created_at, updated_at) VALUES ($1, $2, $3, $4, $6, $5, $5)
        ON CONFLICT (id) DO UPDATE SET url = excluded.url, prefix_tools = excluded.prefix_tools, oauth_json = excluded.oauth_json,
@@ -637,7 +647,21 @@ export class PostgresStore implements RekeyableStore {
   }
 
   async credentialSummaries(): Promise<Array<Omit<CredentialRecord, "secret">>> {
-    return checkedAll(SummaryRow, await this.#rows("SELECT id, url, issuer, authorized_at, authorized_by, expires_at, version FROM credentials ORDER BY id"), "credentials").map(summaryOf);
+    return checkedAll(SummaryRow, await this.#rows(`SELECT ${SUMMARY_COLUMNS} FROM credentials ORDER BY id`), "credentials").map(summaryOf);
+  }
+
+  async credentialLosses(): Promise<CredentialLoss[]> {
+    return checkedAll(LossRow, await this.#rows("SELECT id, url, reason, message, lost_at FROM credential_losses ORDER BY id"), "credential_losses").map(lossOf);
+  }
+
+  /** Inside a transaction: the credential of `id` at `url` is gone, and why. */
+  async #recordLoss(db: Queryable, id: string, url: string, loss: Loss, at: number): Promise<void> {
+    await this.#rows(
+      `INSERT INTO credential_losses (id, url, reason, message, lost_at) VALUES ($1, $2, $3, $4, $5)
+       ON CONFLICT (id) DO UPDATE SET url = excluded.url, reason = excluded.reason, message = excluded.message, lost_at = excluded.lost_at`,
+      [id, url, loss.reason, loss.message, at],
+      db,
+    );
   }
 
   async getCredential(id: string): Promise<CredentialRecord | undefined> {
@@ -652,12 +676,15 @@ export class PostgresStore implements RekeyableStore {
       const [declared] = await this.#rows<{ url: string }>("SELECT url FROM connections WHERE id = $1 FOR SHARE", [c.id], db);
       if (!declared || declared.url !== c.url) return false;
       await this.#rows(
-        `INSERT INTO credentials (id, url, issuer, authorized_at, authorized_by, expires_at, version, key_id, sealed) VALUES ($1, $2, $3, $4, $8, $5, 1, $6, $7)
+        `INSERT INTO credentials (id, url, issuer, authorized_at, authorized_by, expires_at, refresh_expires_at, version, key_id, sealed) VALUES ($1, $2, $3, $4, $8, $5, $9, 1, $6, $7)
          ON CONFLICT (id) DO UPDATE SET url = excluded.url, issuer = excluded.issuer, authorized_at = excluded.authorized_at,
-           authorized_by = excluded.authorized_by, expires_at = excluded.expires_at, version = credentials.version + 1, key_id = excluded.key_id, sealed = excluded.sealed`,
-        [c.id, c.url, c.issuer, c.authorizedAt, c.expiresAt, sealed.keyId, sealed.value, c.authorizedBy],
+           authorized_by = excluded.authorized_by, expires_at = excluded.expires_at, refresh_expires_at = excluded.refresh_expires_at,
+           version = credentials.version + 1, key_id = excluded.key_id, sealed = excluded.sealed`,
+        [c.id, c.url, c.issuer, c.authorizedAt, c.expiresAt, sealed.keyId, sealed.value, c.authorizedBy, c.refreshExpiresAt ?? null],
         db,
       );
+      // A new consent: whatever was lost before is replaced.
+      await this.#rows("DELETE FROM credential_losses WHERE id = $1", [c.id], db);
       return true;
     });
   }
@@ -667,15 +694,20 @@ export class PostgresStore implements RekeyableStore {
     // One statement: the version compared and bumped under the row's lock, so of two replicas
     // refreshing the same version only one replaces it.
     const changed = await this.#count(
-      `UPDATE credentials SET issuer = $4, authorized_at = $5, expires_at = $6, version = version + 1, key_id = $7, sealed = $8
+      `UPDATE credentials SET issuer = $4, authorized_at = $5, expires_at = $6, refresh_expires_at = $9, version = version + 1, key_id = $7, sealed = $8
        WHERE id = $1 AND version = $2 AND url = $3`,
-      [c.id, version, c.url, c.issuer, c.authorizedAt, c.expiresAt, sealed.keyId, sealed.value],
+      [c.id, version, c.url, c.issuer, c.authorizedAt, c.expiresAt, sealed.keyId, sealed.value, c.refreshExpiresAt ?? null],
     );
     return changed > 0;
   }
 
-  async deleteCredential(id: string, version: number): Promise<boolean> {
-    return (await this.#count("DELETE FROM credentials WHERE id = $1 AND version = $2", [id, version])) > 0;
+  async deleteCredential(id: string, version: number, loss?: Loss, at = this.#now()): Promise<boolean> {
+    if (!loss) return (await this.#count("DELETE FROM credentials WHERE id = $1 AND version = $2", [id, version])) > 0;
+    return this.#transaction(async (db) => {
+      const [held] = await this.#rows<{ url: string }>("DELETE FROM credentials WHERE id = $1 AND version = $2 RETURNING url", [id, version], db);
+      if (held) await this.#recordLoss(db, id, held.url, loss, at);
+      return held !== undefined;
+    });
   }
 
   /**
@@ -707,10 +739,11 @@ export class PostgresStore implements RekeyableStore {
       if (!current || current.version !== version) return { outcome: "moved", credential: current };
       const next = await exchange(current);
       const stored =
-        next === "delete"
+        "delete" in next
           ? await this.#count("DELETE FROM credentials WHERE id = $1 AND version = $2 AND url = $3", [id, version, current.url], db)
           : await this.#writeRefreshed(db, version, next);
-      if (stored > 0) return { outcome: "refreshed", credential: next === "delete" ? undefined : { ...next, version: version + 1 } };
+      if (stored > 0 && "delete" in next) await this.#recordLoss(db, id, current.url, next.delete, this.#now());
+      if (stored > 0) return { outcome: "refreshed", credential: "delete" in next ? undefined : { ...next, version: version + 1 } };
       lost.moved = true;
       return { outcome: "moved", credential: undefined };
     });
@@ -722,9 +755,9 @@ export class PostgresStore implements RekeyableStore {
   async #writeRefreshed(db: Queryable, version: number, c: Omit<CredentialRecord, "version">): Promise<number> {
     const sealed = sealCredential(this.#key, c);
     return this.#count(
-      `UPDATE credentials SET issuer = $4, authorized_at = $5, expires_at = $6, version = version + 1, key_id = $7, sealed = $8
+      `UPDATE credentials SET issuer = $4, authorized_at = $5, expires_at = $6, refresh_expires_at = $9, version = version + 1, key_id = $7, sealed = $8
        WHERE id = $1 AND version = $2 AND url = $3`,
-      [c.id, version, c.url, c.issuer, c.authorizedAt, c.expiresAt, sealed.keyId, sealed.value],
+      [c.id, version, c.url, c.issuer, c.authorizedAt, c.expiresAt, sealed.keyId, sealed.value, c.refreshExpiresAt ?? null],
       db,
     );
   }

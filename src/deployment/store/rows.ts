@@ -6,6 +6,7 @@ import { z } from "zod";
 import { refused } from "../../errors.ts";
 import { KeyMismatch, open, seal, type Key, type Sealed } from "../keys.ts";
 import {
+  LOSS_REASONS,
   ROLES,
   type AgentRecord,
   type ApiTokenRecord,
@@ -13,6 +14,7 @@ import {
   type AuthorizationRecord,
   type AuthorizationSecret,
   type ConnectionRecord,
+  type CredentialLoss,
   type CredentialRecord,
   type CredentialSecret,
   type HeaderValueRecord,
@@ -76,7 +78,21 @@ export const CONNECTION_COLUMNS = "id, url, prefix_tools, oauth_json, headers_js
 export const HeaderValueSummaryRow = z.object({ connection_id: z.string(), name: z.string(), url: z.string(), set_at: Ms, set_by: z.string().nullable() });
 export const HeaderValueRow = HeaderValueSummaryRow.extend({ key_id: z.string(), sealed: z.string() });
 export const AgentRow = z.object({ body_json: json(AgentSchema) });
-export const SummaryRow = z.object({ id: z.string(), url: z.string(), issuer: z.string(), authorized_at: Ms, authorized_by: z.string().nullable(), expires_at: Ms.nullable(), version: z.number().int() });
+export const SummaryRow = z.object({
+  id: z.string(),
+  url: z.string(),
+  issuer: z.string(),
+  authorized_at: Ms,
+  authorized_by: z.string().nullable(),
+  expires_at: Ms.nullable(),
+  refresh_expires_at: Ms.nullable(),
+  version: z.number().int(),
+});
+/** The clear columns of a credential every summary selects. */
+export const SUMMARY_COLUMNS = "id, url, issuer, authorized_at, authorized_by, expires_at, refresh_expires_at, version";
+/** The record of a credential lost for good (credential_losses); its message was made visible and bounded before it was stored. */
+export const LossRow = z.object({ id: z.string(), url: z.string(), reason: z.enum(LOSS_REASONS), message: z.string().max(1000), lost_at: Ms });
+export const lossOf = (r: z.output<typeof LossRow>): CredentialLoss => ({ id: r.id, url: r.url, reason: r.reason, message: r.message, lostAt: r.lost_at });
 export const CredentialRow = SummaryRow.extend({ key_id: z.string(), sealed: z.string() });
 /** An agent's MCP session row (no secret in it: the snapshot was scrubbed before it was stored). */
 export const McpSessionRow = z.object({ owner: z.string().nullable(), initialize_json: json(z.unknown()), snapshot_json: json(z.unknown()), last_used_at: Ms });
@@ -157,6 +173,7 @@ export const summaryOf = (r: z.output<typeof SummaryRow>): Omit<CredentialRecord
   authorizedAt: r.authorized_at,
   authorizedBy: r.authorized_by,
   expiresAt: r.expires_at,
+  refreshExpiresAt: r.refresh_expires_at,
   version: r.version,
 });
 
@@ -166,6 +183,16 @@ export const summaryOf = (r: z.output<typeof SummaryRow>): Omit<CredentialRecord
  */
 export const AUTHORIZED_BY = `ALTER TABLE credentials ADD COLUMN authorized_by TEXT;
    ALTER TABLE authorizations ADD COLUMN authorized_by TEXT;`;
+
+/**
+ * When a credential's refresh token expires, where its server said (a clear column), and the record
+ * a credential lost for good leaves (docs/deployment-protocol.md section 5): one row per connection,
+ * bound to the url, deleted with the connection. No secret is in it.
+ */
+export const credentialLossesMigration = (integer: "INTEGER" | "BIGINT", strict: string) => `ALTER TABLE credentials ADD COLUMN refresh_expires_at ${integer};
+   CREATE TABLE credential_losses (
+     id TEXT PRIMARY KEY REFERENCES connections(id) ON DELETE CASCADE, url TEXT NOT NULL,
+     reason TEXT NOT NULL, message TEXT NOT NULL, lost_at ${integer} NOT NULL)${strict};`;
 
 /** The additional authenticated data of a sealed value: the row it belongs to. */
 export const credentialAad = (id: string, url: string) => `credential\0${id}\0${url}`;

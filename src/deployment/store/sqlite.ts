@@ -33,6 +33,10 @@ import {
   ConnectionRow,
   CONNECTION_COLUMNS,
   CredentialRow,
+  credentialLossesMigration,
+  LossRow,
+  lossOf,
+  SUMMARY_COLUMNS,
   HeaderValueRow,
   HeaderValueSummaryRow,
   headersColumn,
@@ -70,6 +74,7 @@ import {
   type AuthorizationOutcome,
   type AuthorizationRecord,
   type ConnectionRecord,
+  type CredentialLoss,
   type CredentialRecord,
   type CredentialRefresh,
   type DeclaredState,
@@ -77,6 +82,7 @@ import {
   type HeaderValueRecord,
   type HeaderValueSummary,
   type HeldMcpSession,
+  type Loss,
   type McpSessionCheck,
   type McpSessionKey,
   type OwnerCap,
@@ -146,6 +152,8 @@ export const MIGRATIONS: readonly string[] = [
   `CREATE TABLE replicas (id TEXT PRIMARY KEY, listen TEXT NOT NULL, started_at INTEGER NOT NULL, seen_at INTEGER NOT NULL) STRICT;`,
   // Header templates and the values of their variables (docs/deployment-protocol.md section 3.12).
   headerValuesMigration("INTEGER", " STRICT"),
+  // When a refresh token expires, and the record a credential lost for good leaves (rows.ts).
+  credentialLossesMigration("INTEGER", " STRICT"),
 ];
 
 const BUSY_TIMEOUT_MS = 5000;
@@ -322,6 +330,8 @@ export class SqliteStore implements RekeyableStore {
    */
   #writeConnection(c: ConnectionRecord, existing: { url: string } | undefined, at: number): { credential: CredentialRecord | undefined; values: number } {
     const credential = existing && existing.url !== c.url ? this.#takeCredential(c.id) : undefined;
+    // A loss is bound to the url it happened at: another url starts with nothing to say.
+    this.#prepared("DELETE FROM credential_losses WHERE id = ? AND url <> ?").run(c.id, c.url);
     this.#prepared(
       `INSERT INTO connections (id, url, prefix_tools, oauth_json, headers_json, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?)
        ON CONFLICT(id) DO UPDATE SET url = excluded.url, prefix_tools = excluded.prefix_tools, oauth_json = excluded.oauth_json,
@@ -516,7 +526,19 @@ export class SqliteStore implements RekeyableStore {
   }
 
   async credentialSummaries(): Promise<Array<Omit<CredentialRecord, "secret">>> {
-    return checkedAll(SummaryRow, this.#prepared("SELECT id, url, issuer, authorized_at, authorized_by, expires_at, version FROM credentials").all(), "credentials").map(summaryOf);
+    return checkedAll(SummaryRow, this.#prepared(`SELECT ${SUMMARY_COLUMNS} FROM credentials`).all(), "credentials").map(summaryOf);
+  }
+
+  async credentialLosses(): Promise<CredentialLoss[]> {
+    return checkedAll(LossRow, this.#prepared("SELECT id, url, reason, message, lost_at FROM credential_losses ORDER BY id").all(), "credential_losses").map(lossOf);
+  }
+
+  /** Inside a transaction: the credential of `id` at `url` is gone, and why. */
+  #recordLoss(id: string, url: string, loss: Loss, at: number) {
+    this.#prepared(
+      `INSERT INTO credential_losses (id, url, reason, message, lost_at) VALUES (?, ?, ?, ?, ?)
+       ON CONFLICT(id) DO UPDATE SET url = excluded.url, reason = excluded.reason, message = excluded.message, lost_at = excluded.lost_at`,
+    ).run(id, url, loss.reason, loss.message, at);
   }
 
   async getCredential(id: string): Promise<CredentialRecord | undefined> {
@@ -528,11 +550,12 @@ export class SqliteStore implements RekeyableStore {
     const sealed = sealCredential(this.#key, c);
     this.#db
       .prepare(
-        `INSERT INTO credentials (id, url, issuer, authorized_at, authorized_by, expires_at, version, key_id, sealed) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
+        `INSERT INTO credentials (id, url, issuer, authorized_at, authorized_by, expires_at, refresh_expires_at, version, key_id, sealed) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
          ON CONFLICT(id) DO UPDATE SET url = excluded.url, issuer = excluded.issuer, authorized_at = excluded.authorized_at,
-           authorized_by = excluded.authorized_by, expires_at = excluded.expires_at, version = excluded.version, key_id = excluded.key_id, sealed = excluded.sealed`,
+           authorized_by = excluded.authorized_by, expires_at = excluded.expires_at, refresh_expires_at = excluded.refresh_expires_at,
+           version = excluded.version, key_id = excluded.key_id, sealed = excluded.sealed`,
       )
-      .run(c.id, c.url, c.issuer, c.authorizedAt, c.authorizedBy, c.expiresAt, version, sealed.keyId, sealed.value);
+      .run(c.id, c.url, c.issuer, c.authorizedAt, c.authorizedBy, c.expiresAt, c.refreshExpiresAt ?? null, version, sealed.keyId, sealed.value);
   }
 
   async putCredential(c: Omit<CredentialRecord, "version">): Promise<boolean> {
@@ -542,6 +565,8 @@ export class SqliteStore implements RekeyableStore {
         if (!declared || declared.url !== c.url) return false;
         const held = this.#prepared("SELECT version FROM credentials WHERE id = ?").get(c.id) as { version: number } | undefined;
         this.#writeCredential(c, (held?.version ?? 0) + 1);
+        // A new consent: whatever was lost before is replaced.
+        this.#prepared("DELETE FROM credential_losses WHERE id = ?").run(c.id);
         return true;
       })
       .immediate();
@@ -558,8 +583,15 @@ export class SqliteStore implements RekeyableStore {
       .immediate();
   }
 
-  async deleteCredential(id: string, version: number): Promise<boolean> {
-    return this.#prepared("DELETE FROM credentials WHERE id = ? AND version = ?").run(id, version).changes > 0;
+  async deleteCredential(id: string, version: number, loss?: Loss, at = this.#now()): Promise<boolean> {
+    if (!loss) return this.#prepared("DELETE FROM credentials WHERE id = ? AND version = ?").run(id, version).changes > 0;
+    return this.#db
+      .transaction(() => {
+        const held = this.#prepared("DELETE FROM credentials WHERE id = ? AND version = ? RETURNING url").get(id, version) as { url: string } | undefined;
+        if (held) this.#recordLoss(id, held.url, loss, at);
+        return held !== undefined;
+      })
+      .immediate();
   }
 
   async refreshCredential(id: string, version: number, exchange: RefreshExchange): Promise<CredentialRefresh> {
@@ -594,13 +626,15 @@ export class SqliteStore implements RekeyableStore {
         .transaction(() => {
           const held = this.#prepared("SELECT version, url FROM credentials WHERE id = ?").get(id) as { version: number; url: string } | undefined;
           if (!held || held.version !== version || held.url !== current.url) return false;
-          if (next === "delete") this.#prepared("DELETE FROM credentials WHERE id = ?").run(id);
-          else this.#writeCredential(next, version + 1);
+          if ("delete" in next) {
+            this.#prepared("DELETE FROM credentials WHERE id = ?").run(id);
+            this.#recordLoss(id, current.url, next.delete, this.#now());
+          } else this.#writeCredential(next, version + 1);
           return true;
         })
         .immediate();
       if (!stored) return { outcome: "moved", credential: await at() };
-      return { outcome: "refreshed", credential: next === "delete" ? undefined : { ...next, version: version + 1 } };
+      return { outcome: "refreshed", credential: "delete" in next ? undefined : { ...next, version: version + 1 } };
     } finally {
       clearInterval(renew);
       this.#prepared("DELETE FROM credential_leases WHERE id = ? AND holder = ?").run(id, holder);
