@@ -433,7 +433,7 @@ export class OAuth {
   /** The words of a refusal for a connection whose credential is gone: why, when the store recorded it. */
   async #notAuthorized(connection: ConnectionRecord, fallback: string): Promise<Refusal> {
     const loss = await this.lossOf(connection).catch(() => undefined);
-    const why = loss ? `the deployment lost its credential (${loss.reason}: ${loss.message})` : fallback;
+    const why = loss ? `${fallback}: it was lost for good (${loss.reason}: ${loss.message})` : fallback;
     return new Refusal(409, "not_authorized", `${connection.id}: ${why}; run \`subs mcp login ${connection.id}\``);
   }
 
