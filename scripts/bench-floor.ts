@@ -13,8 +13,8 @@ import Database from "better-sqlite3";
 import { parse } from "smol-toml";
 import { checkedFile } from "../src/config/check.ts";
 import type { Config } from "../src/config/types.ts";
-import { checkedCredentialRow, checkedOpenConnectionRow } from "../src/store/row-check.ts";
-import type { CredentialRow, OpenConnectionRow } from "../src/store/schema.ts";
+import { checkedCredentialRow, checkedLostCredentialRow, checkedOpenConnectionRow } from "../src/store/row-check.ts";
+import type { CredentialRow, LostCredentialRow, OpenConnectionRow } from "../src/store/schema.ts";
 import { localStatuses, storedState } from "../src/status/status.ts";
 
 const fail = (message: string, code: number): never => {
@@ -35,6 +35,7 @@ const config = {
 
 let credentials: CredentialRow[] = [];
 let open: OpenConnectionRow[] = [];
+let lost: LostCredentialRow[] = [];
 let db: Database.Database | undefined;
 try {
   db = new Database(path.resolve(dir, data.db), { readonly: true, fileMustExist: true });
@@ -42,13 +43,14 @@ try {
 if (db) {
   credentials = db.prepare("SELECT * FROM subs_credentials ORDER BY id").all().map((row) => checkedCredentialRow(row) ?? fail("a stored credential is corrupt", 1));
   open = db.prepare("SELECT * FROM subs_open_connections ORDER BY id").all().map((row) => checkedOpenConnectionRow(row) ?? fail("a stored row is corrupt", 1));
+  lost = db.prepare("SELECT * FROM subs_lost_credentials ORDER BY id").all().map((row) => checkedLostCredentialRow(row) ?? fail("a stored row is corrupt", 1));
   db.close();
 }
 
 const iso = (ms: number | null) => (ms === null ? null : new Date(ms).toISOString());
 const declared = new Set(config.connections.map((c) => c.id));
 const list = [
-  ...localStatuses(config, storedState({ credentials, open }), process.env, Date.now()).map((s) => ({
+  ...localStatuses(config, storedState({ credentials, open, lost }), process.env, Date.now()).map((s) => ({
     id: s.id,
     url: s.url,
     auth: s.auth,
@@ -61,6 +63,8 @@ const list = [
     token_env: s.tokenEnv,
     logged_in_url: s.loggedInUrl,
     agents: s.agents,
+    refresh_expires_at: iso(s.refreshExpiresAt),
+    lost: s.lost ? { reason: s.lost.reason, message: s.lost.message, lost_at: iso(s.lost.lostAt) } : null,
   })),
   ...credentials
     .filter((row) => !declared.has(row.id))
@@ -77,6 +81,8 @@ const list = [
       token_env: null,
       logged_in_url: null,
       agents: [],
+      refresh_expires_at: row.refresh_token !== null ? iso(row.refresh_expires_at) : null,
+      lost: null,
     })),
 ];
 writeSync(1, `${JSON.stringify(list, null, 2)}\n`);

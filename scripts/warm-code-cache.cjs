@@ -44,6 +44,7 @@ async function warm(bundle) {
         token_type: "Bearer",
         refresh_token: "warm",
         expires_at: Date.now() + 3_600_000,
+        refresh_expires_at: null,
         scopes: "",
         created_at: Date.now(),
         updated_at: Date.now(),

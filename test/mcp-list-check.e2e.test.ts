@@ -149,10 +149,12 @@ describe("subs mcp list --check after a rejected refresh", () => {
       expireAndRevoke();
       const human = await runInProcess(["mcp", "list", "--check"], { cwd: env.dir });
       assert.equal(human.code, 4, human.stderr);
-      assert.equal(human.stdout, `demo\t${env.mcp.url}\toauth\tneeds login · subs mcp login demo\treachable · needs login\t-\n`);
+      // The row says why, from the record the rejected refresh left (docs/commands.md, "subs mcp list").
+      assert.equal(human.stdout, `demo\t${env.mcp.url}\toauth\tneeds login: refresh rejected (invalid_grant: refresh token is invalid, used or revoked) · subs mcp login demo\treachable · needs login\t-\n`);
       assert.match(human.stderr, /^demo: the authorization server rejected the refresh token \(.*invalid_grant.*\)\n  run `subs mcp login demo`$/m);
       const after = await runInProcess(["mcp", "list", "--json"], { cwd: env.dir });
       assert.equal(JSON.parse(after.stdout)[0].status, "needs_login", "the plain listing agrees with the check");
+      assert.equal(JSON.parse(after.stdout)[0].lost.reason, "refresh_rejected");
 
       assert.equal((await env.subs(["mcp", "login", "demo"])).code, 0);
       expireAndRevoke();

@@ -89,6 +89,8 @@ describe("subs mcp list", () => {
       token_env: null,
       logged_in_url: null,
       agents: [],
+      refresh_expires_at: null,
+      lost: null,
     });
     assert.deepEqual(JSON.parse(result.stdout).map((c: { id: string }) => c.id), ["fresh", "stale", "dead", "moved", "never", "static", "removed"], "file order, then undeclared ids");
     assert.doesNotMatch(result.stdout + result.stderr, SECRET);

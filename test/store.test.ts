@@ -9,8 +9,8 @@ import { parseConfig } from "../src/config/load.ts";
 import { exitCodeFor, SubsError } from "../src/errors.ts";
 import { silentReporter } from "../src/report.ts";
 import { openEnvironmentStore, storedRows, undeclaredCredentials } from "../src/store/environment.ts";
-import { checkedCredentialRow, checkedOpenConnectionRow } from "../src/store/row-check.ts";
-import { credentialRowSchema, MIGRATIONS, openConnectionRowSchema } from "../src/store/schema.ts";
+import { checkedCredentialRow, checkedLostCredentialRow, checkedOpenConnectionRow } from "../src/store/row-check.ts";
+import { credentialRowSchema, lostCredentialRowSchema, MIGRATIONS, openConnectionRowSchema } from "../src/store/schema.ts";
 import { openStore } from "../src/store/store.ts";
 import { seedCredentials } from "./support/credentials.ts";
 import { picker, prng } from "./support/prng.ts";
@@ -48,7 +48,7 @@ test("subs keeps to its own tables: the engine's tables survive and migrations r
   const db = new Database(dbPath);
   assert.deepEqual(db.prepare("SELECT id FROM sessions").all(), [{ id: "s1" }]);
   const tables = (db.prepare("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name").all() as { name: string }[]).map((t) => t.name);
-  assert.deepEqual(tables, ["sessions", "subs_clients", "subs_credentials", "subs_open_connections", "subs_schema"]);
+  assert.deepEqual(tables, ["sessions", "subs_clients", "subs_credentials", "subs_lost_credentials", "subs_open_connections", "subs_schema"]);
   db.close();
 });
 
@@ -63,11 +63,12 @@ test("a db an earlier subs wrote (schema 1) is migrated in place: its credential
   old.close();
   const opened = await openStore({ dbPath, create: false });
   assert.ok(opened);
-  assert.deepEqual(opened.store.listCredentials().map((r) => r.id), ["a"]);
+  assert.deepEqual(opened.store.listCredentials().map((r) => [r.id, r.refresh_expires_at]), [["a", null]]);
   assert.deepEqual(opened.store.listOpenConnections(), []);
+  assert.deepEqual(opened.store.listLostCredentials(), []);
   opened.store.close();
   const db = new Database(dbPath);
-  assert.equal((db.prepare("SELECT version FROM subs_schema").get() as { version: number }).version, 2);
+  assert.equal((db.prepare("SELECT version FROM subs_schema").get() as { version: number }).version, MIGRATIONS.length);
   db.close();
 });
 
@@ -90,6 +91,34 @@ test("a credential and a finding that the server needs none exclude each other; 
   db.close();
   const again = (await openStore({ dbPath, create: false }))!;
   assert.throws(() => again.store.listOpenConnections(), /what is stored for 'c' is corrupt/);
+  again.store.close();
+});
+
+test("a lost credential leaves its reason until a login replaces it or the id is deleted; a corrupt record is an error", async () => {
+  const dbPath = path.join(tempDir(), "substructure.db");
+  await seedCredentials(dbPath, [
+    { id: "a", url: "https://a.example/mcp", refresh_expires_at: 1_800_000_000_000 },
+    { id: "b", url: "https://b.example/mcp" },
+  ]);
+  const opened = (await openStore({ dbPath, create: false }))!;
+  const credential = opened.store.getCredential("a")!;
+  assert.equal(credential.refresh_expires_at, 1_800_000_000_000);
+  const record = { id: "a", url: "https://a.example/mcp", reason: "refresh_rejected", message: "invalid_grant: expired", lost_at: 5 };
+  opened.store.loseCredential(record);
+  assert.equal(opened.store.getCredential("a"), undefined);
+  assert.deepEqual(opened.store.listLostCredentials(), [record]);
+  opened.store.putCredential(credential);
+  assert.deepEqual(opened.store.listLostCredentials(), [], "a login clears it");
+  opened.store.loseCredential({ ...record, id: "b", url: "https://b.example/mcp" });
+  opened.store.deleteCredentials(["b"]);
+  assert.deepEqual(opened.store.listLostCredentials(), [], "apply's deletion clears it");
+  opened.store.loseCredential(record);
+  opened.store.close();
+  const db = new Database(dbPath);
+  db.prepare("UPDATE subs_lost_credentials SET url = ''").run();
+  db.close();
+  const again = (await openStore({ dbPath, create: false, readsOnly: true }))!;
+  assert.throws(() => again.store.listLostCredentials(), /lost credential of 'a' is corrupt/);
   again.store.close();
 });
 
@@ -143,12 +172,14 @@ test("the row checks answer as the schemas do (seed 0x5707e, 20000 rows of each 
   ];
   const credential = {
     id: "c1", url: "https://s.example/mcp", issuer: "https://auth.example", resource: null, client_json: '{"client_id":"a"}', access_token: "at",
-    token_type: "Bearer", refresh_token: "rt", expires_at: 1_700_000_000_000, scopes: "", created_at: 1, updated_at: 2,
+    token_type: "Bearer", refresh_token: "rt", expires_at: 1_700_000_000_000, refresh_expires_at: null, scopes: "", created_at: 1, updated_at: 2,
   };
   const open = { id: "c1", url: "https://s.example/mcp", checked_at: 1 };
+  const lost = { id: "c1", url: "https://s.example/mcp", reason: "refresh_rejected", message: "invalid_grant: expired", lost_at: 1 };
   for (const [base, check, schema] of [
     [credential, checkedCredentialRow, credentialRowSchema()],
     [open, checkedOpenConnectionRow, openConnectionRowSchema()],
+    [lost, checkedLostCredentialRow, lostCredentialRowSchema()],
   ] as const) {
     const counts = { accepted: 0, refused: 0 };
     for (let n = 0; n < 20_000; n++) {

@@ -14,6 +14,7 @@ import { clientAndLoopback, clientRejected, dropRegistration, dropRegistrationAf
 import { discover, type Discovery } from "./discovery.ts";
 import { oauthProblem } from "./errors.ts";
 import { pastedResponse, type ResponseCheck } from "./loopback.ts";
+import { grantLifetimeRecorder, refreshExpiryAfter } from "./grant-expiry.ts";
 import { checkedTokens } from "./tokens.ts";
 import { authFetch } from "../http/guarded-fetch.ts";
 import { cut } from "../text/cut.ts";
@@ -274,6 +275,7 @@ async function redeemCode(options: {
 }): Promise<AuthorizedResult> {
   const { ctx, connection, store, fetch, issuer, metadata, resource, scopes, client, code, codeVerifier, redirectUri } = options;
   let tokens: OAuthTokens;
+  const grant = grantLifetimeRecorder(fetch);
   try {
     tokens = await exchangeAuthorization(issuer, {
       metadata,
@@ -282,7 +284,7 @@ async function redeemCode(options: {
       codeVerifier,
       redirectUri,
       resource,
-      fetchFn: fetch,
+      fetchFn: grant.fetch,
     });
   } catch (error) {
     if (ctx.signal.aborted) throw interrupted();
@@ -309,6 +311,7 @@ async function redeemCode(options: {
       token_type: tokens.token_type,
       refresh_token: tokens.refresh_token ?? null,
       expires_at: expiresAt,
+      refresh_expires_at: tokens.refresh_token === undefined ? null : refreshExpiryAfter({ lifetimeSeconds: grant.lifetime(), rotated: true, previous: null, now }),
       scopes: granted.join(" "),
       created_at: now,
       updated_at: now,

@@ -12,11 +12,17 @@ import type { Store } from "../store/store.ts";
 import { clientRejected, credentialClient, dropRegistration, presentedClient, type CredentialClient } from "./client.ts";
 import { authorizationServerMetadata } from "./discovery.ts";
 import { grantRejected, oauthProblem } from "./errors.ts";
+import { grantLifetimeRecorder, refreshExpiryAfter } from "./grant-expiry.ts";
+import { Secrets } from "../secrets.ts";
+import { cut } from "../text/cut.ts";
+import { escaped } from "../text/unsafe.ts";
 import { checkedTokens } from "./tokens.ts";
 import { authFetch } from "../http/guarded-fetch.ts";
 
 /** Refresh this long before the expiry, so a token never expires in flight. */
 export const REFRESH_MARGIN_MS = 60_000;
+/** How long the recorded reason of a lost credential may be: a line, never a page a server chose. */
+const LOSS_MESSAGE_MAX = 300;
 
 export type RefreshContext = Pick<Context, "env" | "fetch" | "now">;
 
@@ -76,19 +82,32 @@ export async function freshCredential(options: {
     const fetch = authFetch(ctx);
     const metadata = await authorizationServerMetadata(current.issuer, { fetch, requirePkce: false });
     const client = credentialClient(current, store.path);
+    const presented = presentedClient(client, connection, ctx.env);
+    const grant = grantLifetimeRecorder(fetch);
     let tokens: OAuthTokens;
     try {
       tokens = await refreshAuthorization(current.issuer, {
         metadata,
-        clientInformation: presentedClient(client, connection, ctx.env),
+        clientInformation: presented,
         refreshToken: current.refresh_token,
         ...(current.resource !== null ? { resource: current.resource } : {}),
-        fetchFn: fetch,
+        fetchFn: grant.fetch,
       });
     } catch (error) {
       if (grantRejected(error)) {
         // The grant is dead; keeping it would only make every later command fail the same way.
-        store.deleteCredentials([current.id]);
+        // What stays is why, for `subs mcp list` to say until the next login: the server's words
+        // made visible, cut to a line, and scrubbed of what this credential held (a server may
+        // echo the refresh token it was sent).
+        const secrets = new Secrets();
+        for (const value of [current.refresh_token, current.access_token, presented.client_secret]) secrets.add(value);
+        store.loseCredential({
+          id: current.id,
+          url: current.url,
+          reason: "refresh_rejected",
+          message: secrets.scrub(cut(escaped(oauthProblem(error).replace(/\s+/g, " ").trim()), LOSS_MESSAGE_MAX)),
+          lost_at: ctx.now(),
+        });
         // A client the server no longer knows: its registration is dropped too, so the
         // login that follows registers anew instead of failing the same way.
         if (clientRejected(error) && dropRegistration(store, current.issuer, client)) {
@@ -107,6 +126,13 @@ export async function freshCredential(options: {
       // The SDK keeps the old refresh token when the server sends none (no rotation).
       refresh_token: tokens.refresh_token ?? current.refresh_token,
       expires_at: tokens.expires_in !== undefined ? now + Math.round(tokens.expires_in * 1000) : null,
+      // The refresh token's expiry goes with it (grant-expiry.ts).
+      refresh_expires_at: refreshExpiryAfter({
+        lifetimeSeconds: grant.lifetime(),
+        rotated: tokens.refresh_token !== undefined && tokens.refresh_token !== current.refresh_token,
+        previous: current.refresh_expires_at,
+        now,
+      }),
       scopes: tokens.scope !== undefined ? tokens.scope : current.scopes,
       updated_at: now,
     };

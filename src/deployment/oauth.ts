@@ -10,6 +10,7 @@ import type { Tool } from "@modelcontextprotocol/sdk/types.js";
 import { discover, revocationEndpoint, sameIssuer } from "../auth/discovery.ts";
 import { expandTemplates, headerVariables } from "../config/templates.ts";
 import { grantRejected } from "../auth/errors.ts";
+import { grantLifetimeRecorder, refreshExpiryAfter } from "../auth/grant-expiry.ts";
 import { issProblem } from "../auth/login.ts";
 import { REFRESH_MARGIN_MS } from "../auth/refresh.ts";
 import { postRevocation } from "../auth/revocation-request.ts";
@@ -23,7 +24,7 @@ import type { ClientSecret } from "./config.ts";
 import { foreignProblem, foreignText, oauthErrorCode } from "./foreign.ts";
 import { inCatalog, NOT_IN_CATALOG, notInCatalogMessage } from "./catalog.ts";
 import type { Metrics } from "./ops.ts";
-import { holderFor, StoreUnavailable, type AuthorizationOutcome, type ConnectionRecord, type CredentialRecord, type DeploymentStore } from "./store/types.ts";
+import { holderFor, StoreUnavailable, type AuthorizationOutcome, type ConnectionRecord, type CredentialLoss, type CredentialRecord, type DeploymentStore, type Loss, type LossReason } from "./store/types.ts";
 
 /** An error answer of the protocol (section 6), decided deep in a handler. */
 export class Refusal extends Error {
@@ -276,6 +277,7 @@ export class OAuth {
       return { status: 403, text: "This connection's URL is not in the deployment's catalog." };
     }
     let tokens: OAuthTokens;
+    const grant = grantLifetimeRecorder(exchange.fetch);
     try {
       tokens = await exchangeAuthorization(a.issuer, {
         metadata: secret.metadata,
@@ -284,7 +286,7 @@ export class OAuth {
         codeVerifier: secret.codeVerifier,
         redirectUri: this.#o.redirectUri,
         resource: new URL(secret.resource),
-        fetchFn: exchange.fetch,
+        fetchFn: grant.fetch,
       });
       tokens = checkedTokens(tokens, a.connectionId, a.issuer);
     } catch (error) {
@@ -301,6 +303,7 @@ export class OAuth {
       authorizedAt: at,
       authorizedBy: a.by,
       expiresAt: tokens.expires_in !== undefined ? at + Math.round(tokens.expires_in * 1000) : null,
+      refreshExpiresAt: tokens.refresh_token === undefined ? null : refreshExpiryAfter({ lifetimeSeconds: grant.lifetime(), rotated: true, previous: null, now: at }),
       secret: {
         tokens,
         client: secret.client,
@@ -382,23 +385,29 @@ export class OAuth {
       .refreshCredential(credential.id, credential.person, credential.version, async (current) => {
         const { secret } = current;
         const refreshToken = secret.tokens.refresh_token;
-        const dead = (why: string) => ((outcome = why), "delete" as const);
-        if (!refreshToken) return dead("no_refresh_token");
+        // Section 5: the secret material goes (it is useless), the loss and its reason stay.
+        const dead = (counted: string, reason: LossReason, message: string) => ((outcome = counted), { delete: { reason, message } });
+        if (!refreshToken) return dead("no_refresh_token", "no_refresh_token", "its access token expired and the authorization server issued no refresh token");
         for (const value of [refreshToken, secret.tokens.access_token, secret.client.client_secret]) exchange.secrets.add(value);
         // Section 3.6: never send the credential's tokens to an authorization server it did not come from.
-        if (await this.#serverMoved(current, exchange.fetch)) return dead("server_moved");
+        if (await this.#serverMoved(current, exchange.fetch)) {
+          return dead("server_moved", "server_moved", `${foreignText(current.url, exchange.secrets)} now names another authorization server than ${foreignText(current.issuer, exchange.secrets)}, which issued it`);
+        }
         let tokens: OAuthTokens;
+        const grant = grantLifetimeRecorder(exchange.fetch);
         try {
           tokens = await refreshAuthorization(secret.authorizationServerUrl, {
             ...(secret.metadata ? { metadata: secret.metadata } : {}),
             clientInformation: secret.client,
             refreshToken,
             ...(secret.resource ? { resource: new URL(secret.resource) } : {}),
-            fetchFn: exchange.fetch,
+            fetchFn: grant.fetch,
           });
           tokens = checkedTokens(tokens, current.id, current.issuer);
         } catch (error) {
-          if (grantRejected(error)) return dead("rejected");
+          // The server's own words, made visible, cut to a line and scrubbed of this exchange's
+          // secrets (foreign.ts): whatever it echoes, the refresh token included, is not kept.
+          if (grantRejected(error)) return dead("rejected", "refresh_rejected", `${foreignText(current.issuer, exchange.secrets)} rejected the refresh: ${foreignProblem(error, exchange.secrets)}`);
           this.#o.metrics.refresh("failed");
           throw upstreamFailure(`refreshing the credential of ${current.id} at ${current.issuer} failed`, error, exchange.secrets);
         }
@@ -411,6 +420,9 @@ export class OAuth {
           authorizedAt: current.authorizedAt,
           authorizedBy: current.authorizedBy,
           expiresAt: tokens.expires_in !== undefined ? at + Math.round(tokens.expires_in * 1000) : null,
+          // The refresh token's expiry goes with the refresh token (grant-expiry.ts): stated anew,
+          // unknown for a new one that came without it, kept with the one kept.
+          refreshExpiresAt: refreshExpiryAfter({ lifetimeSeconds: grant.lifetime(), rotated: tokens.refresh_token !== undefined && tokens.refresh_token !== refreshToken, previous: current.refreshExpiresAt ?? null, now: at }),
           // The old refresh token stays when the server sends none (no rotation).
           secret: { ...secret, tokens: { ...tokens, refresh_token: tokens.refresh_token ?? refreshToken } },
         };
@@ -426,18 +438,35 @@ export class OAuth {
   }
 
   /**
+   * Why `holder`'s credential of the connection (SHARED: the connection's) was lost, when it was
+   * lost for good at its current url and not replaced since.
+   */
+  async lossOf(connection: Pick<ConnectionRecord, "id" | "url">, holder: string): Promise<CredentialLoss | undefined> {
+    return (await this.#o.store.credentialLosses(holder)).find((l) => l.id === connection.id && l.url === connection.url);
+  }
+
+  /** The words of a refusal for a connection whose credential (of `holder`) is gone: why, when the store recorded it. */
+  async #notAuthorized(connection: ConnectionRecord, holder: string, fallback: string): Promise<Refusal> {
+    const loss = await this.lossOf(connection, holder).catch(() => undefined);
+    const why = loss ? `${fallback}: it was lost for good (${loss.reason}: ${loss.message})` : fallback;
+    return new Refusal(409, "not_authorized", `${connection.id}: ${why}; run \`subs mcp login ${connection.id}\``);
+  }
+
+  /**
    * The credential for the connection's current url, refreshed when it expires within the margin.
    * Its tokens and client secret join `secrets`: whatever the caller then says of its use is
    * scrubbed of them, whoever quotes them (a server that issued them, one that echoes them).
    */
   async credentialFor(connection: ConnectionRecord, person: string, secrets?: Secrets): Promise<CredentialRecord> {
     this.#allowed(connection);
-    const notAuthorized = (why: string) => new Refusal(409, "not_authorized", `${connection.id}: ${why}; run \`subs mcp login ${connection.id}\``);
-    let credential = await this.#o.store.getCredential(connection.id, holderFor(connection, person));
-    if (!credential || credential.url !== connection.url) throw notAuthorized(connection.credential === "personal" ? "the deployment holds no credential of yours for it (each person logs in to it)" : "the deployment holds no credential for it");
+    const holder = holderFor(connection, person);
+    let credential = await this.#o.store.getCredential(connection.id, holder);
+    if (!credential || credential.url !== connection.url) {
+      throw await this.#notAuthorized(connection, holder, connection.credential === "personal" ? "the deployment holds no credential of yours for it (each person logs in to it)" : "the deployment holds no credential for it");
+    }
     if (refreshDue(credential, this.#o.now())) {
       const fresh = await this.refresh(credential);
-      if (!fresh) throw notAuthorized("its access token expired and could not be refreshed");
+      if (!fresh) throw await this.#notAuthorized(connection, holder, "its access token expired and could not be refreshed");
       credential = fresh;
     }
     learnCredential(credential, secrets);
@@ -454,8 +483,7 @@ export class OAuth {
     const first = await use(credential.secret.tokens.access_token);
     if (!isRefused(first)) return first;
     const fresh = await this.refresh(credential);
-    const notAuthorized = (why: string) => new Refusal(409, "not_authorized", `${connection.id}: ${why}; run \`subs mcp login ${connection.id}\``);
-    if (!fresh) throw notAuthorized(`${connection.url} refused the credential and it could not be refreshed`);
+    if (!fresh) throw await this.#notAuthorized(connection, credential.person, `${connection.url} refused the credential and it could not be refreshed`);
     credential = fresh;
     learnCredential(credential, secrets);
     const second = await use(credential.secret.tokens.access_token);
@@ -466,8 +494,9 @@ export class OAuth {
     if (credential.expiresAt !== null && this.#o.now() >= credential.expiresAt) {
       throw new Refusal(503, "unavailable", `${connection.id}: ${connection.url} refused the refreshed credential, which had expired on the way; retry`);
     }
-    await this.#o.store.deleteCredential(credential.id, credential.person, credential.version);
-    throw notAuthorized(`${connection.url} refused the refreshed credential`);
+    const loss: Loss = { reason: "refused_after_refresh", message: `${connection.url} refused the access token a refresh had just issued` };
+    await this.#o.store.deleteCredential(credential.id, credential.person, credential.version, loss, this.#o.now());
+    throw new Refusal(409, "not_authorized", `${connection.id}: ${connection.url} refused the refreshed credential; run \`subs mcp login ${connection.id}\``);
   }
 
   /**

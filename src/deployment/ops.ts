@@ -4,6 +4,7 @@
 // A log line never carries a header, a query string or a body: the paths logged are the route's
 // pathname, which holds ids only (the callback's code and state are in its query, never logged).
 import type { Output } from "../context.ts";
+import { LOSS_REASONS, type CredentialLoss, type CredentialRecord } from "./store/types.ts";
 
 export type Log = (level: "info" | "warn" | "error", msg: string, fields?: Record<string, unknown>) => void;
 
@@ -13,6 +14,45 @@ export function jsonLog(out: Output, now: () => number): Log {
 
 const BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30];
 const label = (value: string) => value.replace(/[\\"\n]/g, (c) => (c === "\n" ? "\\n" : `\\${c}`));
+
+/**
+ * What /metrics says of the credentials, read from the store at each scrape (so every replica says
+ * the same): the seconds until each refresh token expires, where its server said (a gauge per
+ * connection and kind), and how many connections' credentials were lost for good and await a
+ * login, by reason and kind: `shared` (the credential belongs to the connection id) or `personal`
+ * (one per person: the gauge is the soonest of theirs, and names no person; a `read` token learns
+ * when someone's grant runs out, never whose). The connection label's values are the declared ids
+ * that hold such a credential: one series per declaration and kind an `apply` token made, never a
+ * value a server or a `read` token chooses, and they go when the declaration goes.
+ */
+export function credentialMetrics(summaries: ReadonlyArray<Omit<CredentialRecord, "secret">>, losses: readonly CredentialLoss[], now: number): string {
+  const lines: string[] = [];
+  lines.push(
+    "# HELP subs_deployment_credential_refresh_expiry_seconds Seconds until the refresh token (the grant) of a connection's credential expires, where its authorization server said (a personal connection's: the soonest of its people's); negative once past.",
+    "# TYPE subs_deployment_credential_refresh_expiry_seconds gauge",
+  );
+  const soonest = new Map<string, number>();
+  for (const c of summaries) {
+    if (c.refreshExpiresAt == null) continue;
+    const key = `${c.id}\n${kindOf(c.person)}`;
+    soonest.set(key, Math.min(soonest.get(key) ?? Infinity, c.refreshExpiresAt));
+  }
+  for (const [key, at] of [...soonest].sort(([a], [b]) => a.localeCompare(b))) {
+    const [id, kind] = key.split("\n") as [string, string];
+    lines.push(`subs_deployment_credential_refresh_expiry_seconds{connection="${label(id)}",kind="${kind}"} ${Math.round((at - now) / 1000)}`);
+  }
+  lines.push(
+    "# HELP subs_deployment_credentials_needing_login Credentials lost for good (a refresh rejected, no refresh token, the server moved, refused after a refresh) and not replaced by a new login, by kind and reason.",
+    "# TYPE subs_deployment_credentials_needing_login gauge",
+  );
+  for (const kind of ["shared", "personal"] as const) {
+    for (const reason of LOSS_REASONS) lines.push(`subs_deployment_credentials_needing_login{kind="${kind}",reason="${reason}"} ${losses.filter((l) => kindOf(l.person) === kind && l.reason === reason).length}`);
+  }
+  return `${lines.join("\n")}\n`;
+}
+
+/** A credential's kind, by its holder ("" for the connection's). */
+const kindOf = (person: string): "shared" | "personal" => (person === "" ? "shared" : "personal");
 
 export class Metrics {
   readonly #requests = new Map<string, number>();

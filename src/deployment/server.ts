@@ -4,7 +4,7 @@
 import { randomUUID } from "node:crypto";
 import type { IncomingMessage, ServerResponse } from "node:http";
 import { allows, authenticate, bearerOf, DOING, forbidden } from "./access.ts";
-import type { Log, Metrics } from "./ops.ts";
+import { credentialMetrics, type Log, type Metrics } from "./ops.ts";
 import { Refusal, type OAuth } from "./oauth.ts";
 import { agentRoutes, type AgentEndpoint } from "./routes/agents.ts";
 import { isValidName } from "../config/rules.ts";
@@ -126,7 +126,8 @@ export function createApp(o: AppOptions) {
       if (!allows(token.role, "read")) {
         send(fail(403, "forbidden", forbidden("reading metrics", "read", token.role)));
       } else {
-        res.writeHead(200, { "content-type": "text/plain; version=0.0.4; charset=utf-8" }).end(o.metrics.text());
+        const [summaries, losses] = await Promise.all([store.credentialSummaries(), store.credentialLosses()]);
+        res.writeHead(200, { "content-type": "text/plain; version=0.0.4; charset=utf-8" }).end(o.metrics.text() + credentialMetrics(summaries, losses, now()));
       }
       return { route: "/metrics", token };
     }

@@ -35,6 +35,15 @@ export type HeldSecret = z.output<typeof HeldSecretSchema>;
 /** The variables of `secrets` the deployment holds no value for, in its order. */
 export const notHeld = (secrets: readonly HeldSecret[] | null | undefined): string[] => (secrets ?? []).filter((s) => !s.held).map((s) => s.name);
 
+/**
+ * Section 2, `lost`: the deployment lost the connection's credential for good (section 5) and says
+ * why: `reason` (`refresh_rejected`, `no_refresh_token`, `server_moved`, `refused_after_refresh`,
+ * or a later one: any word), a line made visible by the deployment, and when. Shown, never
+ * interpreted (SECURITY.md, "What subs shows of server text").
+ */
+export const LostSchema = z.object({ reason: text(), message: orNull(z.string()), lost_at: orNull(timestamp) });
+export type RemoteLoss = z.output<typeof LostSchema>;
+
 export const ConnectionSchema = z.object({
   id: text(),
   url: text(),
@@ -49,6 +58,9 @@ export const ConnectionSchema = z.object({
   authorized_at: orNull(timestamp),
   authorized_by: orNull(text()),
   expires_at: orNull(timestamp),
+  /** When the refresh token (the grant) of the held credential expires, where its server said. */
+  refresh_expires_at: orNull(timestamp),
+  lost: orNull(LostSchema),
   refused: orNull(RefusedSchema),
 });
 export type RemoteConnection = z.output<typeof ConnectionSchema>;

@@ -22,7 +22,7 @@ export async function listLocalConnections(options: {
   reporter: Reporter;
 }): Promise<LocalListing> {
   const opened = await openEnvironmentStore(options.config, { create: false, readsOnly: true, reporter: options.reporter });
-  let rows: ReturnType<typeof storedRows> = { credentials: [], open: [] };
+  let rows: ReturnType<typeof storedRows> = { credentials: [], open: [], lost: [] };
   if (opened) {
     try {
       rows = storedRows(opened);

@@ -2,7 +2,7 @@
 // never touches the network, so 200 connections cost what 10 do (product.md, "Commands").
 import { isLocalServer, type Config, type ConnectionConfig, type RemoteConnection } from "../config/types.ts";
 import { headerVariables, localVariables } from "../config/templates.ts";
-import type { CredentialRow, OpenConnectionRow } from "../store/schema.ts";
+import type { CredentialRow, LostCredentialRow, OpenConnectionRow } from "../store/schema.ts";
 
 /** What a call carries: an OAuth credential, a static token, or (the server asked for none) nothing. */
 export type AuthKind = "oauth" | "static" | "none";
@@ -39,20 +39,31 @@ export type ConnectionStatus = {
   /** Absolute expiry of the access token (ms since epoch), when the server gave one. */
   expiresAt: number | null;
   refreshable: boolean;
+  /** When the refresh token (the grant) expires (ms since epoch), where the authorization server said; null when unknown. */
+  refreshExpiresAt: number | null;
+  /** Why it needs a login when its credential was lost for good at this url (its refresh rejected), until a new login. */
+  lost: CredentialLossInfo | null;
   tokenEnv: string | null;
   /** The url the stored credential was issued for, when it differs from the file's. */
   loggedInUrl: string | null;
   agents: string[];
 };
 
+/**
+ * Why a credential was lost for good, as both places say it (the local db's record, a deployment's
+ * `lost`): a reason word, one line made visible where it was recorded, and when.
+ */
+export type CredentialLossInfo = { reason: string; message: string | null; lostAt: number | null };
+
 /** What the local db holds, by connection id. */
 export type StoredState = {
   credentials: ReadonlyMap<string, CredentialRow>;
   open: ReadonlyMap<string, OpenConnectionRow>;
+  lost: ReadonlyMap<string, LostCredentialRow>;
 };
 
-export function storedState({ credentials, open }: { credentials: readonly CredentialRow[]; open: readonly OpenConnectionRow[] }): StoredState {
-  return { credentials: new Map(credentials.map((row) => [row.id, row])), open: new Map(open.map((row) => [row.id, row])) };
+export function storedState({ credentials, open, lost = [] }: { credentials: readonly CredentialRow[]; open: readonly OpenConnectionRow[]; lost?: readonly LostCredentialRow[] }): StoredState {
+  return { credentials: new Map(credentials.map((row) => [row.id, row])), open: new Map(open.map((row) => [row.id, row])), lost: new Map(lost.map((row) => [row.id, row])) };
 }
 
 export function localStatuses(config: Config, stored: StoredState, env: Readonly<Record<string, string | undefined>>, now: number): ConnectionStatus[] {
@@ -85,7 +96,14 @@ export function localStatuses(config: Config, stored: StoredState, env: Readonly
     if (connection.auth) return statusOf(connection, agents, env[connection.auth.tokenEnv] ? "env_set" : "env_unset");
     const row = credentials.get(connection.id);
     // Found open for another url: that finding says nothing about this one.
-    if (!row) return statusOf(connection, agents, stored.open.get(connection.id)?.url === connection.url ? "open" : "needs_login");
+    if (!row) {
+      if (stored.open.get(connection.id)?.url === connection.url) return statusOf(connection, agents, "open");
+      // Lost for good at this url: needs a login, and says why. A loss at another url says nothing of this one.
+      const lost = stored.lost.get(connection.id);
+      const status = statusOf(connection, agents, "needs_login");
+      if (lost && lost.url === connection.url) status.lost = { reason: lost.reason, message: lost.message, lostAt: lost.lost_at };
+      return status;
+    }
     if (row.url !== connection.url) return statusOf(connection, agents, "url_changed", row);
     const expired = row.expires_at !== null && row.expires_at <= now;
     if (expired && row.refresh_token === null) return statusOf(connection, agents, "needs_login", row);
@@ -108,6 +126,8 @@ function statusOf(connection: ConnectionConfig, agents: string[], status: LocalS
     scopes: row?.scopes ? row.scopes.split(" ") : [],
     expiresAt: row ? row.expires_at : null,
     refreshable: row ? row.refresh_token !== null : false,
+    refreshExpiresAt: row && row.refresh_token !== null ? row.refresh_expires_at : null,
+    lost: null,
     tokenEnv: connection.auth ? connection.auth.tokenEnv : null,
     loggedInUrl: row && status === "url_changed" ? row.url : null,
     agents,

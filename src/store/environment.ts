@@ -1,7 +1,7 @@
 import path from "node:path";
 import type { Config } from "../config/types.ts";
 import type { Reporter } from "../report.ts";
-import type { CredentialRow, OpenConnectionRow } from "./schema.ts";
+import type { CredentialRow, LostCredentialRow, OpenConnectionRow } from "./schema.ts";
 import { openStore, type Store } from "./store.ts";
 
 export type EnvironmentStore = { store: Store };
@@ -27,9 +27,9 @@ export async function openEnvironmentStore(config: Config, options: { create: bo
   return { store: opened.store };
 }
 
-/** Everything stored: credentials and findings that a server needs none, declared or not. */
-export function storedRows(opened: EnvironmentStore): { credentials: CredentialRow[]; open: OpenConnectionRow[] } {
-  return { credentials: opened.store.listCredentials(), open: opened.store.listOpenConnections() };
+/** Everything stored: credentials, findings that a server needs none, records of a lost credential, declared or not. */
+export function storedRows(opened: EnvironmentStore): { credentials: CredentialRow[]; open: OpenConnectionRow[]; lost: LostCredentialRow[] } {
+  return { credentials: opened.store.listCredentials(), open: opened.store.listOpenConnections(), lost: opened.store.listLostCredentials() };
 }
 
 export function undeclaredCredentials<Row extends { id: string }>(rows: readonly Row[], config: Config): Row[] {

@@ -27,4 +27,14 @@ export const MIGRATIONS: readonly string[] = [
      url TEXT NOT NULL,
      checked_at INTEGER NOT NULL
    ) STRICT;`,
+  // When a refresh token expires, where its server said (src/auth/grant-expiry.ts), and the record
+  // a credential the authorization server rejected for good leaves: why and when, never a token.
+  `ALTER TABLE subs_credentials ADD COLUMN refresh_expires_at INTEGER;
+   CREATE TABLE subs_lost_credentials (
+     id TEXT PRIMARY KEY,
+     url TEXT NOT NULL,
+     reason TEXT NOT NULL,
+     message TEXT NOT NULL,
+     lost_at INTEGER NOT NULL
+   ) STRICT;`,
 ];

@@ -20,6 +20,8 @@ const buildCredentialRowSchema = () =>
     token_type: text(),
     refresh_token: z.nullable(text()),
     expires_at: z.nullable(z.int()),
+    /** When the refresh token expires, where the authorization server said (null: unknown). */
+    refresh_expires_at: z.nullable(z.int()),
     scopes: z.string(),
     created_at: z.int(),
     updated_at: z.int(),
@@ -40,6 +42,22 @@ const buildOpenConnectionRowSchema = () =>
   });
 export const openConnectionRowSchema = lazily(buildOpenConnectionRowSchema);
 export type OpenConnectionRow = z.output<ReturnType<typeof buildOpenConnectionRowSchema>>;
+
+/**
+ * A credential the authorization server rejected for good (its refresh `invalid_grant`): the
+ * credential is deleted, and this says why until a new login for the id (`message`: one line,
+ * made visible and scrubbed of the credential's tokens before it was stored).
+ */
+const buildLostCredentialRowSchema = () =>
+  z.object({
+    id: text(),
+    url: text(),
+    reason: text(),
+    message: z.string(),
+    lost_at: z.int(),
+  });
+export const lostCredentialRowSchema = lazily(buildLostCredentialRowSchema);
+export type LostCredentialRow = z.output<ReturnType<typeof buildLostCredentialRowSchema>>;
 
 const buildClientRowSchema = () =>
   z.object({

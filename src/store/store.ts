@@ -3,8 +3,8 @@ import path from "node:path";
 import type BetterSqlite3 from "better-sqlite3";
 import { failed, refused } from "../errors.ts";
 import { MIGRATIONS } from "./migrations.ts";
-import { checkedCredentialRow, checkedOpenConnectionRow } from "./row-check.ts";
-import type { ClientRow, CredentialRow, OpenConnectionRow, StoredClient } from "./schema.ts";
+import { checkedCredentialRow, checkedLostCredentialRow, checkedOpenConnectionRow } from "./row-check.ts";
+import type { ClientRow, CredentialRow, LostCredentialRow, OpenConnectionRow, StoredClient } from "./schema.ts";
 
 /** zod's row schemas (schema.ts): what a store checks its writes and a refused row with. */
 type RowSchemas = typeof import("./schema.ts");
@@ -305,6 +305,7 @@ export function dbError(dbPath: string, error: unknown) {
 
 const credentialNamed = (id: string) => `the stored credential for ${id}`;
 const openConnectionNamed = (id: string) => `what is stored for ${id}`;
+const lostNamed = (id: string) => `the record of the lost credential of ${id}`;
 
 export class Store {
   constructor(
@@ -357,7 +358,10 @@ export class Store {
     return row === undefined ? undefined : this.credential(row);
   }
 
-  /** Stores the credential; it supersedes a finding that the server needed none (one transaction). */
+  /**
+   * Stores the credential; it supersedes a finding that the server needed none, and the record of
+   * a credential lost before (one transaction).
+   */
   putCredential(row: CredentialRow): void {
     const valid = this.rowSchemas.credentialRowSchema().parse(row);
     this.run(() =>
@@ -365,35 +369,65 @@ export class Store {
         .transaction(() => {
           this.db
             .prepare(
-              `INSERT INTO subs_credentials (id, url, issuer, resource, client_json, access_token, token_type, refresh_token, expires_at, scopes, created_at, updated_at)
-               VALUES (@id, @url, @issuer, @resource, @client_json, @access_token, @token_type, @refresh_token, @expires_at, @scopes, @created_at, @updated_at)
+              `INSERT INTO subs_credentials (id, url, issuer, resource, client_json, access_token, token_type, refresh_token, expires_at, refresh_expires_at, scopes, created_at, updated_at)
+               VALUES (@id, @url, @issuer, @resource, @client_json, @access_token, @token_type, @refresh_token, @expires_at, @refresh_expires_at, @scopes, @created_at, @updated_at)
                ON CONFLICT (id) DO UPDATE SET url = excluded.url, issuer = excluded.issuer, resource = excluded.resource,
                  client_json = excluded.client_json, access_token = excluded.access_token, token_type = excluded.token_type,
-                 refresh_token = excluded.refresh_token, expires_at = excluded.expires_at, scopes = excluded.scopes,
-                 updated_at = excluded.updated_at`,
+                 refresh_token = excluded.refresh_token, expires_at = excluded.expires_at, refresh_expires_at = excluded.refresh_expires_at,
+                 scopes = excluded.scopes, updated_at = excluded.updated_at`,
             )
             .run(valid);
           this.db.prepare("DELETE FROM subs_open_connections WHERE id = ?").run(valid.id);
+          this.db.prepare("DELETE FROM subs_lost_credentials WHERE id = ?").run(valid.id);
         })
         .immediate(),
     );
   }
 
-  /** Deletes what is stored for these ids: credentials, and findings that a server needs none. */
+  /** Deletes what is stored for these ids: credentials, findings that a server needs none, records of a loss. */
   deleteCredentials(ids: readonly string[]): void {
     if (ids.length === 0) return;
     this.run(() => {
       const credential = this.db.prepare("DELETE FROM subs_credentials WHERE id = ?");
       const open = this.db.prepare("DELETE FROM subs_open_connections WHERE id = ?");
+      const lost = this.db.prepare("DELETE FROM subs_lost_credentials WHERE id = ?");
       this.db
         .transaction(() =>
           ids.forEach((id) => {
             credential.run(id);
             open.run(id);
+            lost.run(id);
           }),
         )
         .immediate();
     });
+  }
+
+  /**
+   * The credential of `row.id` is dead for good (its refresh rejected): it is deleted, and `row`
+   * says why until a new login (one transaction). Runs inside withWriteLock's transaction too.
+   */
+  loseCredential(row: LostCredentialRow): void {
+    const valid = this.rowSchemas.lostCredentialRowSchema().parse(row);
+    this.run(() => {
+      const write = () => {
+        this.db.prepare("DELETE FROM subs_credentials WHERE id = ?").run(valid.id);
+        this.db
+          .prepare(
+            `INSERT INTO subs_lost_credentials (id, url, reason, message, lost_at) VALUES (@id, @url, @reason, @message, @lost_at)
+             ON CONFLICT (id) DO UPDATE SET url = excluded.url, reason = excluded.reason, message = excluded.message, lost_at = excluded.lost_at`,
+          )
+          .run(valid);
+      };
+      if (this.db.inTransaction) write();
+      else this.db.transaction(write).immediate();
+    });
+  }
+
+  /** Every record of a credential lost for good and not replaced by a login since. */
+  listLostCredentials(): LostCredentialRow[] {
+    const rows = this.run(() => this.db.prepare("SELECT * FROM subs_lost_credentials ORDER BY id").all());
+    return rows.map((row) => checkedLostCredentialRow(row) ?? this.valid(row, this.schemas?.lostCredentialRowSchema(), lostNamed));
   }
 
   listOpenConnections(): OpenConnectionRow[] {

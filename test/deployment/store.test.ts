@@ -476,6 +476,37 @@ for (const kind of KINDS) {
         await store.close();
       }
     });
+    test("a credential lost for good leaves its reason (not its secret) until a new consent, a url change or the connection's deletion; its refresh token's expiry is a clear column", async () => {
+      const at = await kind.fresh();
+      const store = await at.open(parseKey(newKeyText(), "test"));
+      try {
+        for (const id of ["a", "b", "c"]) await store.putConnection({ id, url: `https://${id}.example/mcp`, prefixTools: false, oauth: undefined });
+        await store.putCredential({ ...credential("a", "https://a.example/mcp"), refreshExpiresAt: 1_800_000_000_000 });
+        assert.deepEqual((await store.credentialSummaries()).map((c) => c.refreshExpiresAt), [1_800_000_000_000], "read without decrypting");
+        const held = (await store.getCredential("a", ""))!;
+        const refreshed = await store.refreshCredential("a", "", held.version, async () => ({ delete: { reason: "refresh_rejected", message: "invalid_grant: gone" } }));
+        assert.deepEqual(refreshed, { outcome: "refreshed", credential: undefined });
+        assert.equal(await store.getCredential("a", ""), undefined, "the secret material is gone");
+        const [lost] = await store.credentialLosses();
+        assert.deepEqual({ ...lost, lostAt: typeof lost?.lostAt }, { id: "a", person: "", url: "https://a.example/mcp", reason: "refresh_rejected", message: "invalid_grant: gone", lostAt: "number" });
+        await store.putCredential(credential("a", "https://a.example/mcp"));
+        assert.deepEqual(await store.credentialLosses(), [], "a new consent clears it");
+        await store.putCredential(credential("b", "https://b.example/mcp"));
+        await store.putCredential(credential("c", "https://c.example/mcp"));
+        const b = (await store.getCredential("b", ""))!;
+        assert.equal(await store.deleteCredential("b", "", b.version, { reason: "refused_after_refresh", message: "refused" }, 7), true);
+        const c = (await store.getCredential("c", ""))!;
+        await store.refreshCredential("c", "", c.version, async () => ({ delete: { reason: "no_refresh_token", message: "none" } }));
+        assert.deepEqual((await store.credentialLosses()).map((l) => [l.id, l.reason]), [["b", "refused_after_refresh"], ["c", "no_refresh_token"]]);
+        await store.putConnection({ id: "b", url: "https://b.example/mcp", prefixTools: true, oauth: undefined });
+        assert.equal((await store.credentialLosses()).length, 2, "a change that keeps the url keeps it");
+        await store.putConnection({ id: "b", url: "https://moved.example/mcp", prefixTools: true, oauth: undefined });
+        assert.equal(await store.deleteConnection("c").then((d) => d.outcome), "deleted");
+        assert.deepEqual(await store.credentialLosses(), [], "a url change and a deletion clear it");
+      } finally {
+        await store.close();
+      }
+    });
   });
 
   describe(`API tokens (${kind.name})`, () => {

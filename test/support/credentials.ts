@@ -18,6 +18,7 @@ export async function seedCredentials(dbPath: string, rows: Array<Partial<Creden
         token_type: "Bearer",
         refresh_token: `refresh-${row.id}-SECRET`,
         expires_at: now + 3600_000,
+        refresh_expires_at: null,
         scopes: "read",
         created_at: now,
         updated_at: now,

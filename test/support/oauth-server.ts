@@ -108,6 +108,12 @@ export type AuthServerOptions = {
    * absurd `expires_in` or an empty `access_token`, to check a client refuses it.
    */
   tokenResponse?: (tokens: OAuthTokens, grant: "authorization_code" | "refresh_token") => Record<string, unknown>;
+  /**
+   * Rejects every refresh as `invalid_grant` (a grant revoked or expired at the server) with the
+   * `error_description` this returns for the refresh token presented; undefined lets it through.
+   * A hostile server's description may echo the token or carry escape sequences.
+   */
+  refreshRejection?: (refreshToken: string) => string | undefined;
 };
 
 /** A direct error answer (never a redirect) from the authorization, token or revocation endpoint. */
@@ -290,6 +296,11 @@ export async function startAuthServer(initial: AuthServerOptions = {}): Promise<
     },
     async exchangeRefreshToken(client, refreshToken, _scopes, resource) {
       if (options.refreshDelayMs) await new Promise((r) => setTimeout(r, options.refreshDelayMs));
+      const rejection = options.refreshRejection?.(refreshToken);
+      if (rejection !== undefined) {
+        counters.rejectedRefreshes++;
+        throw new InvalidGrantError(rejection);
+      }
       const spent = rotated.get(refreshToken);
       const record = refreshTokens.get(refreshToken) ?? (spent && Date.now() - spent.usedAt <= (options.refreshReuseGraceMs ?? 0) ? spent : undefined);
       if (!record || record.client_id !== client.client_id) {

@@ -5,7 +5,7 @@ import { z } from "zod";
 import { ENV_NAME_PATTERN, isValidName } from "../../config/rules.ts";
 import { HEADER_NAME_PATTERN, HEADER_VALUE_CONTROL as CONTROL, headerVariables, MAX_HEADER_VALUE_BYTES, MAX_HEADER_VARIABLES, literalSecretProblem, reservedHeaderProblem, templateProblem } from "../../config/templates.ts";
 import type { OAuth } from "../oauth.ts";
-import { holderFor, SHARED, type ConnectionRecord, type DeploymentStore, type HeaderValueSummary } from "../store/types.ts";
+import { holderFor, SHARED, type ConnectionRecord, type CredentialLoss, type DeploymentStore, type HeaderValueSummary } from "../store/types.ts";
 import { inCatalog, NOT_IN_CATALOG, notInCatalogMessage } from "../catalog.ts";
 import { isLoopbackHost } from "../config.ts";
 import { BadBody, fail, IdSchema, iso, issueText, readJson, type Route } from "./answer.ts";
@@ -90,7 +90,7 @@ export type ConnectionRoutesOptions = {
   now?: () => number;
 };
 
-type Held = { id: string; person: string; url: string; authorizedAt: number; authorizedBy: string | null; expiresAt: number | null };
+type Held = { id: string; person: string; url: string; authorizedAt: number; authorizedBy: string | null; expiresAt: number | null; refreshExpiresAt?: number | null };
 
 /**
  * Section 2: a Connection; `authorized` only with a credential for its current url that the
@@ -99,9 +99,12 @@ type Held = { id: string; person: string; url: string; authorizedAt: number; aut
  * does not know `refused` then shows it needing a login (which the deployment refuses with the
  * catalog), never as usable. `values`: the header values held for it (never a value itself).
  * `held`: the credential the caller would use: for a personal connection their own person's
- * (`status` and the times are theirs), else the connection's.
+ * (`status` and the times are theirs), else the connection's. `loss`: the record that
+ * credential's loss for good left (section 5), said as `lost` while the connection is not
+ * authorized at the url it was lost at: the status stays `declared` (section 9: a client of v1
+ * knows two values), and `lost` says why.
  */
-export function connectionJson(c: ConnectionRecord, held: Held | undefined, catalog: readonly string[] | undefined, values: readonly HeaderValueSummary[] = []) {
+export function connectionJson(c: ConnectionRecord, held: Held | undefined, catalog: readonly string[] | undefined, values: readonly HeaderValueSummary[] = [], loss?: CredentialLoss) {
   const allowed = inCatalog(catalog, c.url);
   const credential = held !== undefined && held.url === c.url ? held : undefined;
   const variables = headerVariables(c.headers ?? {});
@@ -126,16 +129,28 @@ export function connectionJson(c: ConnectionRecord, held: Held | undefined, cata
     ...(authorized && since ? { authorized_at: iso(since.at) } : {}),
     ...(authorized && since && since.by !== null ? { authorized_by: since.by } : {}),
     ...(authorized && credential && credential.expiresAt !== null ? { expires_at: iso(credential.expiresAt) } : {}),
+    ...(authorized && credential && credential.refreshExpiresAt != null ? { refresh_expires_at: iso(credential.refreshExpiresAt) } : {}),
+    ...(!authorized && credential === undefined && loss !== undefined && loss.url === c.url ? { lost: { reason: loss.reason, message: loss.message, lost_at: iso(loss.lostAt) } } : {}),
     ...(allowed ? {} : { refused: { error: NOT_IN_CATALOG, message: notInCatalogMessage(c) } }),
   };
 }
 
 /** Every declared Connection, as GET /v1/mcp answers them to a caller of `person`. */
 export async function connectionsJson(store: DeploymentStore, catalog: readonly string[] | undefined, person: string) {
-  const [connections, shared, own, values] = await Promise.all([store.listConnections(), store.credentialSummaries(SHARED), store.credentialSummaries(person), store.headerValueSummaries()]);
-  const sharedById = new Map(shared.map((h) => [h.id, h]));
-  const ownById = new Map(own.map((h) => [h.id, h]));
-  return connections.map((c) => connectionJson(c, (c.credential === "personal" ? ownById : sharedById).get(c.id), catalog, values.filter((v) => v.connectionId === c.id)));
+  const [connections, shared, own, values, sharedLosses, ownLosses] = await Promise.all([
+    store.listConnections(),
+    store.credentialSummaries(SHARED),
+    store.credentialSummaries(person),
+    store.headerValueSummaries(),
+    store.credentialLosses(SHARED),
+    store.credentialLosses(person),
+  ]);
+  const byId = <T extends { id: string }>(rows: T[]) => new Map(rows.map((r) => [r.id, r]));
+  const [sharedById, ownById, sharedLost, ownLost] = [byId(shared), byId(own), byId(sharedLosses), byId(ownLosses)];
+  return connections.map((c) => {
+    const personal = c.credential === "personal";
+    return connectionJson(c, (personal ? ownById : sharedById).get(c.id), catalog, values.filter((v) => v.connectionId === c.id), (personal ? ownLost : sharedLost).get(c.id));
+  });
 }
 
 export function connectionRoutes(o: ConnectionRoutesOptions): Route[] {
@@ -183,7 +198,8 @@ export function connectionRoutes(o: ConnectionRoutesOptions): Route[] {
         await Promise.all(put.dropped.map((c) => oauth.revoke(c)));
         const held = (await store.credentialSummaries(holderFor(record, token.person))).find((h) => h.id === id);
         const values = (await store.headerValueSummaries()).filter((v) => v.connectionId === id);
-        return { status: put.created ? 201 : 200, body: connectionJson(record, held, o.catalog, values) };
+        const loss = (await store.credentialLosses(holderFor(record, token.person))).find((l) => l.id === id);
+        return { status: put.created ? 201 : 200, body: connectionJson(record, held, o.catalog, values, loss) };
       },
     },
     {

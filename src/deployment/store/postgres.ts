@@ -51,6 +51,10 @@ import {
   personOf,
   sealHeaderValue,
   CredentialRow,
+  credentialLossesMigration,
+  LossRow,
+  lossOf,
+  SUMMARY_COLUMNS,
   credentialAad,
   credentialOf,
   declares,
@@ -80,10 +84,12 @@ import {
   type AuthorizationOutcome,
   type AuthorizationRecord,
   type ConnectionRecord,
+  type CredentialLoss,
   type CredentialRecord,
   type CredentialRefresh,
   type DeclaredState,
   type HeldMcpSession,
+  type Loss,
   type McpSessionCheck,
   type McpSessionKey,
   type OwnerCap,
@@ -151,6 +157,8 @@ export const PG_MIGRATIONS: readonly string[] = [
   peopleMigration("BIGINT", ""),
   // Personal credentials (sqlite.ts's tenth migration; here the key changes in place).
   personalCredentialsMigration("BIGINT", ""),
+  // When a refresh token expires, and the record a credential lost for good leaves (sqlite.ts's eleventh migration).
+  credentialLossesMigration("BIGINT", ""),
 ];
 
 /** The advisory lock the migrations run under: any constant no other tool of the database uses ("subs" in ASCII). */
@@ -449,6 +457,8 @@ export class PostgresStore implements RekeyableStore {
    */
   async #writeConnection(db: Queryable, c: ConnectionRecord, existing: RawConnection | undefined, at: number) {
     const credentials = dropsCredentials(existing, c) ? await this.#takeCredentials(db, c.id) : [];
+    // A loss is bound to the url and the kind it happened at: another starts with nothing to say.
+    if (dropsCredentials(existing, c)) await this.#rows("DELETE FROM credential_losses WHERE id = $1", [c.id], db);
     const [row] = await this.#rows<{ created: boolean }>(
       `INSERT INTO connections (id, url, prefix_tools, oauth_json, headers_json, credential, created_at, updated_at) VALUES ($1, $2, $3, $4, $6, $7, $5, $5)
        ON CONFLICT (id) DO UPDATE SET url = excluded.url, prefix_tools = excluded.prefix_tools, oauth_json = excluded.oauth_json,
@@ -652,9 +662,30 @@ export class PostgresStore implements RekeyableStore {
   }
 
   async credentialSummaries(person?: string): Promise<Array<Omit<CredentialRecord, "secret">>> {
-    const columns = "id, person, url, issuer, authorized_at, authorized_by, expires_at, version";
-    const rows = person === undefined ? await this.#rows(`SELECT ${columns} FROM credentials ORDER BY id, person`) : await this.#rows(`SELECT ${columns} FROM credentials WHERE person = $1 ORDER BY id`, [person]);
+    const rows =
+      person === undefined
+        ? await this.#rows(`SELECT ${SUMMARY_COLUMNS} FROM credentials ORDER BY id, person`)
+        : await this.#rows(`SELECT ${SUMMARY_COLUMNS} FROM credentials WHERE person = $1 ORDER BY id`, [person]);
     return checkedAll(SummaryRow, rows, "credentials").map(summaryOf);
+  }
+
+  async credentialLosses(person?: string): Promise<CredentialLoss[]> {
+    const columns = "id, person, url, reason, message, lost_at";
+    const rows =
+      person === undefined
+        ? await this.#rows(`SELECT ${columns} FROM credential_losses ORDER BY id, person`)
+        : await this.#rows(`SELECT ${columns} FROM credential_losses WHERE person = $1 ORDER BY id`, [person]);
+    return checkedAll(LossRow, rows, "credential_losses").map(lossOf);
+  }
+
+  /** Inside a transaction: `person`'s credential of `id` at `url` is gone, and why. */
+  async #recordLoss(db: Queryable, id: string, person: string, url: string, loss: Loss, at: number): Promise<void> {
+    await this.#rows(
+      `INSERT INTO credential_losses (id, person, url, reason, message, lost_at) VALUES ($1, $6, $2, $3, $4, $5)
+       ON CONFLICT (id, person) DO UPDATE SET url = excluded.url, reason = excluded.reason, message = excluded.message, lost_at = excluded.lost_at`,
+      [id, url, loss.reason, loss.message, at, person],
+      db,
+    );
   }
 
   async getCredential(id: string, person: string): Promise<CredentialRecord | undefined> {
@@ -670,12 +701,15 @@ export class PostgresStore implements RekeyableStore {
       // A personal credential only for a personal connection, a shared one only for a shared one.
       if (!declared || declared.url !== c.url || (declared.credential === "personal") !== (c.person !== "")) return false;
       await this.#rows(
-        `INSERT INTO credentials (id, person, url, issuer, authorized_at, authorized_by, expires_at, version, key_id, sealed) VALUES ($1, $9, $2, $3, $4, $8, $5, 1, $6, $7)
+        `INSERT INTO credentials (id, person, url, issuer, authorized_at, authorized_by, expires_at, refresh_expires_at, version, key_id, sealed) VALUES ($1, $9, $2, $3, $4, $8, $5, $10, 1, $6, $7)
          ON CONFLICT (id, person) DO UPDATE SET url = excluded.url, issuer = excluded.issuer, authorized_at = excluded.authorized_at,
-           authorized_by = excluded.authorized_by, expires_at = excluded.expires_at, version = credentials.version + 1, key_id = excluded.key_id, sealed = excluded.sealed`,
-        [c.id, c.url, c.issuer, c.authorizedAt, c.expiresAt, sealed.keyId, sealed.value, c.authorizedBy, c.person],
+           authorized_by = excluded.authorized_by, expires_at = excluded.expires_at, refresh_expires_at = excluded.refresh_expires_at,
+           version = credentials.version + 1, key_id = excluded.key_id, sealed = excluded.sealed`,
+        [c.id, c.url, c.issuer, c.authorizedAt, c.expiresAt, sealed.keyId, sealed.value, c.authorizedBy, c.person, c.refreshExpiresAt ?? null],
         db,
       );
+      // A new consent: whatever was lost before is replaced.
+      await this.#rows("DELETE FROM credential_losses WHERE id = $1 AND person = $2", [c.id, c.person], db);
       return true;
     });
   }
@@ -685,15 +719,20 @@ export class PostgresStore implements RekeyableStore {
     // One statement: the version compared and bumped under the row's lock, so of two replicas
     // refreshing the same version only one replaces it.
     const changed = await this.#count(
-      `UPDATE credentials SET issuer = $4, authorized_at = $5, expires_at = $6, version = version + 1, key_id = $7, sealed = $8
+      `UPDATE credentials SET issuer = $4, authorized_at = $5, expires_at = $6, refresh_expires_at = $10, version = version + 1, key_id = $7, sealed = $8
        WHERE id = $1 AND version = $2 AND url = $3 AND person = $9`,
-      [c.id, version, c.url, c.issuer, c.authorizedAt, c.expiresAt, sealed.keyId, sealed.value, c.person],
+      [c.id, version, c.url, c.issuer, c.authorizedAt, c.expiresAt, sealed.keyId, sealed.value, c.person, c.refreshExpiresAt ?? null],
     );
     return changed > 0;
   }
 
-  async deleteCredential(id: string, person: string, version: number): Promise<boolean> {
-    return (await this.#count("DELETE FROM credentials WHERE id = $1 AND person = $2 AND version = $3", [id, person, version])) > 0;
+  async deleteCredential(id: string, person: string, version: number, loss?: Loss, at = this.#now()): Promise<boolean> {
+    if (!loss) return (await this.#count("DELETE FROM credentials WHERE id = $1 AND person = $2 AND version = $3", [id, person, version])) > 0;
+    return this.#transaction(async (db) => {
+      const [held] = await this.#rows<{ url: string }>("DELETE FROM credentials WHERE id = $1 AND person = $2 AND version = $3 RETURNING url", [id, person, version], db);
+      if (held) await this.#recordLoss(db, id, person, held.url, loss, at);
+      return held !== undefined;
+    });
   }
 
   /**
@@ -727,10 +766,11 @@ export class PostgresStore implements RekeyableStore {
       if (!current || current.version !== version) return { outcome: "moved", credential: current };
       const next = await exchange(current);
       const stored =
-        next === "delete"
+        "delete" in next
           ? await this.#count("DELETE FROM credentials WHERE id = $1 AND version = $2 AND url = $3 AND person = $4", [id, version, current.url, person], db)
           : await this.#writeRefreshed(db, version, next);
-      if (stored > 0) return { outcome: "refreshed", credential: next === "delete" ? undefined : { ...next, version: version + 1 } };
+      if (stored > 0 && "delete" in next) await this.#recordLoss(db, id, person, current.url, next.delete, this.#now());
+      if (stored > 0) return { outcome: "refreshed", credential: "delete" in next ? undefined : { ...next, version: version + 1 } };
       lost.moved = true;
       return { outcome: "moved", credential: undefined };
     });
@@ -742,9 +782,9 @@ export class PostgresStore implements RekeyableStore {
   async #writeRefreshed(db: Queryable, version: number, c: Omit<CredentialRecord, "version">): Promise<number> {
     const sealed = sealCredential(this.#key, c);
     return this.#count(
-      `UPDATE credentials SET issuer = $4, authorized_at = $5, expires_at = $6, version = version + 1, key_id = $7, sealed = $8
+      `UPDATE credentials SET issuer = $4, authorized_at = $5, expires_at = $6, refresh_expires_at = $10, version = version + 1, key_id = $7, sealed = $8
        WHERE id = $1 AND version = $2 AND url = $3 AND person = $9`,
-      [c.id, version, c.url, c.issuer, c.authorizedAt, c.expiresAt, sealed.keyId, sealed.value, c.person],
+      [c.id, version, c.url, c.issuer, c.authorizedAt, c.expiresAt, sealed.keyId, sealed.value, c.person, c.refreshExpiresAt ?? null],
       db,
     );
   }
@@ -952,6 +992,7 @@ export class PostgresStore implements RekeyableStore {
       await this.#rows("DELETE FROM people WHERE name = $1", [name], db);
       // Their personal credentials go with them, to be revoked at their servers (a person's name is never "").
       const rows = checkedAll(CredentialRow, await this.#rows("DELETE FROM credentials WHERE person = $1 RETURNING *", [name], db), "credentials").sort((x, y) => x.id.localeCompare(y.id));
+      await this.#rows("DELETE FROM credential_losses WHERE person = $1", [name], db);
       await this.#rows("UPDATE authorizations SET status = 'failed', error = $1, message = $2, final_at = $3 WHERE person = $4 AND status = 'pending'", [PERSON_REMOVED.error, PERSON_REMOVED.message, now, name], db);
       const key = this.#key;
       return { outcome: "removed", person, tokens, held: rows.map(summaryOf), credentials: key ? rows.map((row) => credentialOf(key, row)) : [] };

@@ -6,6 +6,7 @@ import { z } from "zod";
 import { refused } from "../../errors.ts";
 import { KeyMismatch, open, seal, type Key, type Sealed } from "../keys.ts";
 import {
+  LOSS_REASONS,
   ROLES,
   type AgentRecord,
   type ApiTokenRecord,
@@ -13,6 +14,7 @@ import {
   type AuthorizationRecord,
   type AuthorizationSecret,
   type ConnectionRecord,
+  type CredentialLoss,
   type CredentialRecord,
   type CredentialSecret,
   type HeaderValueRecord,
@@ -80,7 +82,22 @@ export const credentialColumn = (c: Pick<ConnectionRecord, "credential">): "shar
 export const HeaderValueSummaryRow = z.object({ connection_id: z.string(), name: z.string(), url: z.string(), set_at: Ms, set_by: z.string().nullable() });
 export const HeaderValueRow = HeaderValueSummaryRow.extend({ key_id: z.string(), sealed: z.string() });
 export const AgentRow = z.object({ body_json: json(AgentSchema) });
-export const SummaryRow = z.object({ id: z.string(), person: z.string(), url: z.string(), issuer: z.string(), authorized_at: Ms, authorized_by: z.string().nullable(), expires_at: Ms.nullable(), version: z.number().int() });
+export const SummaryRow = z.object({
+  id: z.string(),
+  person: z.string(),
+  url: z.string(),
+  issuer: z.string(),
+  authorized_at: Ms,
+  authorized_by: z.string().nullable(),
+  expires_at: Ms.nullable(),
+  refresh_expires_at: Ms.nullable(),
+  version: z.number().int(),
+});
+/** The clear columns of a credential every summary selects. */
+export const SUMMARY_COLUMNS = "id, person, url, issuer, authorized_at, authorized_by, expires_at, refresh_expires_at, version";
+/** The record of a credential lost for good (credential_losses); its message was made visible and bounded before it was stored. */
+export const LossRow = z.object({ id: z.string(), person: z.string(), url: z.string(), reason: z.enum(LOSS_REASONS), message: z.string().max(1000), lost_at: Ms });
+export const lossOf = (r: z.output<typeof LossRow>): CredentialLoss => ({ id: r.id, person: r.person, url: r.url, reason: r.reason, message: r.message, lostAt: r.lost_at });
 export const CredentialRow = SummaryRow.extend({ key_id: z.string(), sealed: z.string() });
 /** An agent's MCP session row (no secret in it: the snapshot was scrubbed before it was stored). */
 export const McpSessionRow = z.object({ owner: z.string().nullable(), initialize_json: json(z.unknown()), snapshot_json: json(z.unknown()), last_used_at: Ms });
@@ -172,6 +189,7 @@ export const summaryOf = (r: z.output<typeof SummaryRow>): Omit<CredentialRecord
   authorizedAt: r.authorized_at,
   authorizedBy: r.authorized_by,
   expiresAt: r.expires_at,
+  refreshExpiresAt: r.refresh_expires_at,
   version: r.version,
 });
 
@@ -220,6 +238,16 @@ export const personalCredentialsMigration = (integer: "INTEGER" | "BIGINT", stri
    ALTER TABLE credentials ADD PRIMARY KEY (id, person);
    CREATE INDEX credentials_by_holder ON credentials(person);
    ALTER TABLE authorizations ADD COLUMN person TEXT NOT NULL DEFAULT '';`;
+
+/**
+ * When a credential's refresh token expires, where its server said (a clear column), and the record
+ * a credential lost for good leaves (docs/deployment-protocol.md section 5): one row per connection
+ * and person ("" for a shared one), bound to the url, deleted with the connection. No secret is in it.
+ */
+export const credentialLossesMigration = (integer: "INTEGER" | "BIGINT", strict: string) => `ALTER TABLE credentials ADD COLUMN refresh_expires_at ${integer};
+   CREATE TABLE credential_losses (
+     id TEXT NOT NULL REFERENCES connections(id) ON DELETE CASCADE, person TEXT NOT NULL DEFAULT '', url TEXT NOT NULL,
+     reason TEXT NOT NULL, message TEXT NOT NULL, lost_at ${integer} NOT NULL, PRIMARY KEY (id, person))${strict};`;
 
 /** How a removed person's consents in progress end (removePerson). */
 export const PERSON_REMOVED = { error: "person_removed", message: "the person who started it was removed from the deployment" };

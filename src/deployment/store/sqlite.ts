@@ -33,6 +33,10 @@ import {
   ConnectionRow,
   CONNECTION_COLUMNS,
   CredentialRow,
+  credentialLossesMigration,
+  LossRow,
+  lossOf,
+  SUMMARY_COLUMNS,
   HeaderValueRow,
   HeaderValueSummaryRow,
   headersColumn,
@@ -78,6 +82,7 @@ import {
   type AuthorizationOutcome,
   type AuthorizationRecord,
   type ConnectionRecord,
+  type CredentialLoss,
   type CredentialRecord,
   type CredentialRefresh,
   type DeclaredState,
@@ -85,6 +90,7 @@ import {
   type HeaderValueRecord,
   type HeaderValueSummary,
   type HeldMcpSession,
+  type Loss,
   type McpSessionCheck,
   type McpSessionKey,
   type OwnerCap,
@@ -160,6 +166,8 @@ export const MIGRATIONS: readonly string[] = [
   peopleMigration("INTEGER", " STRICT"),
   // Personal credentials: one per (connection, person) (rows.ts says how).
   personalCredentialsMigration("INTEGER", " STRICT"),
+  // When a refresh token expires, and the record a credential lost for good leaves (rows.ts).
+  credentialLossesMigration("INTEGER", " STRICT"),
 ];
 
 const BUSY_TIMEOUT_MS = 5000;
@@ -337,6 +345,8 @@ export class SqliteStore implements RekeyableStore {
    */
   #writeConnection(c: ConnectionRecord, existing: RawConnection | undefined, at: number): { credentials: CredentialRecord[]; values: number } {
     const credentials = dropsCredentials(existing, c) ? this.#takeCredentials(c.id) : [];
+    // A loss is bound to the url and the kind it happened at: another starts with nothing to say.
+    if (dropsCredentials(existing, c)) this.#prepared("DELETE FROM credential_losses WHERE id = ?").run(c.id);
     this.#prepared(
       `INSERT INTO connections (id, url, prefix_tools, oauth_json, headers_json, credential, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)
        ON CONFLICT(id) DO UPDATE SET url = excluded.url, prefix_tools = excluded.prefix_tools, oauth_json = excluded.oauth_json,
@@ -532,9 +542,25 @@ export class SqliteStore implements RekeyableStore {
   }
 
   async credentialSummaries(person?: string): Promise<Array<Omit<CredentialRecord, "secret">>> {
-    const columns = "id, person, url, issuer, authorized_at, authorized_by, expires_at, version";
-    const rows = person === undefined ? this.#prepared(`SELECT ${columns} FROM credentials`).all() : this.#prepared(`SELECT ${columns} FROM credentials WHERE person = ?`).all(person);
+    const rows = person === undefined ? this.#prepared(`SELECT ${SUMMARY_COLUMNS} FROM credentials`).all() : this.#prepared(`SELECT ${SUMMARY_COLUMNS} FROM credentials WHERE person = ?`).all(person);
     return checkedAll(SummaryRow, rows, "credentials").map(summaryOf);
+  }
+
+  async credentialLosses(person?: string): Promise<CredentialLoss[]> {
+    const columns = "id, person, url, reason, message, lost_at";
+    const rows =
+      person === undefined
+        ? this.#prepared(`SELECT ${columns} FROM credential_losses ORDER BY id, person`).all()
+        : this.#prepared(`SELECT ${columns} FROM credential_losses WHERE person = ? ORDER BY id`).all(person);
+    return checkedAll(LossRow, rows, "credential_losses").map(lossOf);
+  }
+
+  /** Inside a transaction: `person`'s credential of `id` at `url` is gone, and why. */
+  #recordLoss(id: string, person: string, url: string, loss: Loss, at: number) {
+    this.#prepared(
+      `INSERT INTO credential_losses (id, person, url, reason, message, lost_at) VALUES (?, ?, ?, ?, ?, ?)
+       ON CONFLICT(id, person) DO UPDATE SET url = excluded.url, reason = excluded.reason, message = excluded.message, lost_at = excluded.lost_at`,
+    ).run(id, person, url, loss.reason, loss.message, at);
   }
 
   async getCredential(id: string, person: string): Promise<CredentialRecord | undefined> {
@@ -546,11 +572,12 @@ export class SqliteStore implements RekeyableStore {
     const sealed = sealCredential(this.#key, c);
     this.#db
       .prepare(
-        `INSERT INTO credentials (id, person, url, issuer, authorized_at, authorized_by, expires_at, version, key_id, sealed) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+        `INSERT INTO credentials (id, person, url, issuer, authorized_at, authorized_by, expires_at, refresh_expires_at, version, key_id, sealed) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
          ON CONFLICT(id, person) DO UPDATE SET url = excluded.url, issuer = excluded.issuer, authorized_at = excluded.authorized_at,
-           authorized_by = excluded.authorized_by, expires_at = excluded.expires_at, version = excluded.version, key_id = excluded.key_id, sealed = excluded.sealed`,
+           authorized_by = excluded.authorized_by, expires_at = excluded.expires_at, refresh_expires_at = excluded.refresh_expires_at,
+           version = excluded.version, key_id = excluded.key_id, sealed = excluded.sealed`,
       )
-      .run(c.id, c.person, c.url, c.issuer, c.authorizedAt, c.authorizedBy, c.expiresAt, version, sealed.keyId, sealed.value);
+      .run(c.id, c.person, c.url, c.issuer, c.authorizedAt, c.authorizedBy, c.expiresAt, c.refreshExpiresAt ?? null, version, sealed.keyId, sealed.value);
   }
 
   async putCredential(c: Omit<CredentialRecord, "version">): Promise<boolean> {
@@ -561,6 +588,8 @@ export class SqliteStore implements RekeyableStore {
         if (!declared || declared.url !== c.url || (declared.credential === "personal") !== (c.person !== "")) return false;
         const held = this.#prepared("SELECT version FROM credentials WHERE id = ? AND person = ?").get(c.id, c.person) as { version: number } | undefined;
         this.#writeCredential(c, (held?.version ?? 0) + 1);
+        // A new consent: whatever its holder lost before is replaced.
+        this.#prepared("DELETE FROM credential_losses WHERE id = ? AND person = ?").run(c.id, c.person);
         return true;
       })
       .immediate();
@@ -577,8 +606,15 @@ export class SqliteStore implements RekeyableStore {
       .immediate();
   }
 
-  async deleteCredential(id: string, person: string, version: number): Promise<boolean> {
-    return this.#prepared("DELETE FROM credentials WHERE id = ? AND person = ? AND version = ?").run(id, person, version).changes > 0;
+  async deleteCredential(id: string, person: string, version: number, loss?: Loss, at = this.#now()): Promise<boolean> {
+    if (!loss) return this.#prepared("DELETE FROM credentials WHERE id = ? AND person = ? AND version = ?").run(id, person, version).changes > 0;
+    return this.#db
+      .transaction(() => {
+        const held = this.#prepared("DELETE FROM credentials WHERE id = ? AND person = ? AND version = ? RETURNING url").get(id, person, version) as { url: string } | undefined;
+        if (held) this.#recordLoss(id, person, held.url, loss, at);
+        return held !== undefined;
+      })
+      .immediate();
   }
 
   async refreshCredential(id: string, person: string, version: number, exchange: RefreshExchange): Promise<CredentialRefresh> {
@@ -615,13 +651,15 @@ export class SqliteStore implements RekeyableStore {
         .transaction(() => {
           const held = this.#prepared("SELECT version, url FROM credentials WHERE id = ? AND person = ?").get(id, person) as { version: number; url: string } | undefined;
           if (!held || held.version !== version || held.url !== current.url) return false;
-          if (next === "delete") this.#prepared("DELETE FROM credentials WHERE id = ? AND person = ?").run(id, person);
-          else this.#writeCredential(next, version + 1);
+          if ("delete" in next) {
+            this.#prepared("DELETE FROM credentials WHERE id = ? AND person = ?").run(id, person);
+            this.#recordLoss(id, person, current.url, next.delete, this.#now());
+          } else this.#writeCredential(next, version + 1);
           return true;
         })
         .immediate();
       if (!stored) return { outcome: "moved", credential: await at() };
-      return { outcome: "refreshed", credential: next === "delete" ? undefined : { ...next, version: version + 1 } };
+      return { outcome: "refreshed", credential: "delete" in next ? undefined : { ...next, version: version + 1 } };
     } finally {
       clearInterval(renew);
       this.#prepared("DELETE FROM credential_leases WHERE id = ? AND holder = ?").run(lease, holder);
@@ -849,6 +887,7 @@ export class SqliteStore implements RekeyableStore {
         // Their personal credentials go with them, to be revoked at their servers (a person's name is never "").
         const rows = checkedAll(CredentialRow, this.#prepared("SELECT * FROM credentials WHERE person = ? ORDER BY id").all(name), "credentials");
         this.#prepared("DELETE FROM credentials WHERE person = ?").run(name);
+        this.#prepared("DELETE FROM credential_losses WHERE person = ?").run(name);
         this.#prepared("UPDATE authorizations SET status = 'failed', error = ?, message = ?, final_at = ? WHERE person = ? AND status = 'pending'").run(PERSON_REMOVED.error, PERSON_REMOVED.message, now, name);
         const key = this.#key;
         return { outcome: "removed", person, tokens, held: rows.map(summaryOf), credentials: key ? rows.map((row) => credentialOf(key, row)) : [] };

@@ -55,6 +55,12 @@ export type CredentialRecord = {
   /** The name of the API token that started the consent (kept through refreshes); null for a credential stored before it was recorded. */
   authorizedBy: string | null;
   expiresAt: number | null;
+  /**
+   * When the refresh token (the grant) expires, where the authorization server said so in its token
+   * answer (src/auth/grant-expiry.ts); null (or, in a record to store, absent) when unknown. A clear
+   * column, so that GET /v1/mcp and /metrics say it without decrypting anything.
+   */
+  refreshExpiresAt?: number | null;
   /** Bumped on every replacement: a refresh replaces only the version it refreshed. */
   version: number;
   secret: CredentialSecret;
@@ -143,8 +149,25 @@ export type AuthorizationRecord = {
 /** A `subs deployment serve` process, as it says in the store that it serves it (rotate-key asks). */
 export type ReplicaRecord = { id: string; listen: string; startedAt: number; seenAt: number };
 
-/** What a refresh under the credential's lock does with the credential it was given. */
-export type RefreshExchange = (current: CredentialRecord) => Promise<Omit<CredentialRecord, "version"> | "delete">;
+/**
+ * Why a credential was lost for good (docs/deployment-protocol.md section 5): the authorization
+ * server rejected its refresh (`invalid_grant` and its kin), it held no refresh token when its access
+ * token expired, the MCP server now names another authorization server, or the server refused the
+ * access token a refresh had just issued.
+ */
+export const LOSS_REASONS = ["refresh_rejected", "no_refresh_token", "server_moved", "refused_after_refresh"] as const;
+export type LossReason = (typeof LOSS_REASONS)[number];
+/** What is said of a loss: its reason, and one line (foreign.ts's visible, bounded, scrubbed form; never a token). */
+export type Loss = { reason: LossReason; message: string };
+/**
+ * The record a lost credential leaves (its secret material is deleted: it is useless): the
+ * connection it belonged to, the url it was issued for, why and when. A new consent for the
+ * connection, a change of its url or its deletion clears it.
+ */
+export type CredentialLoss = Loss & { id: string; person: string; url: string; lostAt: number };
+
+/** What a refresh under the credential's lock does with the credential it was given: a new one, or its deletion and why. */
+export type RefreshExchange = (current: CredentialRecord) => Promise<Omit<CredentialRecord, "version"> | { delete: Loss }>;
 /**
  * `refreshed`: the exchange ran and its result (or its deletion) is stored; `credential` is what is
  * held now (undefined once deleted). `moved`: the credential was no longer at that version (another
@@ -266,21 +289,33 @@ export interface DeploymentStore {
   getCredential(id: string, person: string): Promise<CredentialRecord | undefined>;
   /**
    * Stores a new credential for a connection still declared with `url`, and as shared or personal
-   * as the credential's person says; false (nothing stored) otherwise.
+   * as the credential's person says, clearing the record of its loss (a new consent); false
+   * (nothing stored) otherwise.
    */
   putCredential(credential: Omit<CredentialRecord, "version">): Promise<boolean>;
   /** Replaces the credential only if it is still at `version` (a refresh); false otherwise. */
   replaceCredential(version: number, credential: Omit<CredentialRecord, "version">): Promise<boolean>;
-  /** Deletes it only if still at `version`; false otherwise. */
-  deleteCredential(id: string, person: string, version: number): Promise<boolean>;
+  /**
+   * Deletes it only if still at `version`; false otherwise. With `loss`, the same transaction
+   * records why (credentialLosses), at `at`.
+   */
+  deleteCredential(id: string, person: string, version: number, loss?: Loss, at?: number): Promise<boolean>;
+  /**
+   * The record of every credential lost for good and not replaced since (no secret in it), of
+   * `person` (SHARED's: the shared ones) or of everyone's. A loss is recorded with the deletion
+   * that answers it, and cleared by putCredential for the same holder, by a write of the
+   * connection that changes its url or its kind, with the connection's deletion, and with its
+   * person's removal.
+   */
+  credentialLosses(person?: string): Promise<CredentialLoss[]>;
   /**
    * One refresh per credential (a connection's, or one person's of it) across every process on the store, so a rotating refresh token is
    * sent once (OAuth 2.1 section 4.3.1: a reused one revokes the grant). Takes the credential's
    * lock, waiting while another holds it; under the lock re-reads the credential: not at `version`
    * any more (or gone, or for another url), it is `moved` and `exchange` is never called. Else it
    * calls `exchange` (the request to the authorization server) still holding the lock, then in one
-   * transaction stores its result at `version + 1` — or deletes the credential when it answers
-   * "delete" — only if the credential is still at `version` (a DELETE or url change may run
+   * transaction stores its result at `version + 1` — or deletes the credential and records its
+   * loss (credentialLosses) when it answers `{ delete }` — only if the credential is still at `version` (a DELETE or url change may run
    * meanwhile: they take no lock). The lock is released however it ends; when `exchange` throws,
    * nothing is written and the error is thrown.
    *

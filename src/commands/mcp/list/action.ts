@@ -2,22 +2,40 @@
 // the everyday spellings of the command itself: loading commander and building the command was
 // about 1 ms of every listing (docs/speed.md). So this module imports nothing but the flag parser.
 import type { Context } from "../../../context.ts";
-import { parseSeconds } from "../../flags.ts";
+import { usage } from "../../../errors.ts";
+import { parseDuration, parseSeconds } from "../../flags.ts";
 import type { ProgramHooks } from "../../options.ts";
 
 /** The flags of `subs mcp list`, as its action takes them (`config` from before the command too). */
-export type ListFlags = { config?: string; json?: boolean; check?: boolean; timeout: string };
+export type ListFlags = { config?: string; json?: boolean; check?: boolean; timeout: string; warnWithin?: string };
+
+/**
+ * The warning window of `subs mcp list`, in seconds: `--warn-within`, else `$SUBS_WARN_WITHIN`,
+ * else undefined (the default, 7 days). `0` turns the warnings off.
+ */
+export function warnWithinSeconds(flag: string | undefined, env: Readonly<Record<string, string | undefined>>): number | undefined {
+  const [value, name] = flag !== undefined ? [flag, "--warn-within"] : env.SUBS_WARN_WITHIN !== undefined && env.SUBS_WARN_WITHIN !== "" ? [env.SUBS_WARN_WITHIN, "SUBS_WARN_WITHIN"] : [undefined, ""];
+  if (value === undefined) return undefined;
+  if (value === "0") return 0;
+  try {
+    return parseDuration(value, name);
+  } catch {
+    throw usage(`${name} must be a duration (seconds, or a whole number with s, m, h or d, e.g. 7d; 0 turns the warnings off), not ${JSON.stringify(value)}`);
+  }
+}
 
 /** `subs mcp list`'s action, for commander's tree (cli.ts) and for directMcpList's runs alike. */
 export async function mcpListAction(ctx: Context, { setJson, setExitCode }: Pick<ProgramHooks, "setJson" | "setExitCode">, flags: ListFlags): Promise<void> {
   setJson(Boolean(flags.json));
   const timeoutSeconds = parseSeconds(flags.timeout);
+  const warnWithin = warnWithinSeconds(flags.warnWithin, ctx.env);
   const { mcpListCommand } = await import("./run.ts");
   setExitCode(
     await mcpListCommand(ctx, {
       ...(flags.config !== undefined ? { config: flags.config } : {}),
       json: Boolean(flags.json),
       ...(flags.check ? { check: { timeoutSeconds } } : {}),
+      ...(warnWithin !== undefined ? { warnWithinSeconds: warnWithin } : {}),
     }),
   );
 }

@@ -6,11 +6,13 @@ import type { Context } from "../../../context.ts";
 import { writeJson } from "../../../output/json.ts";
 import { stderrReporter } from "../../../output/reporter.ts";
 import { styleFor, type Style } from "../../../output/style.ts";
+import type { Reporter } from "../../../report.ts";
 import { renderTable } from "../../../output/table.ts";
 import { shown } from "../../../output/untrusted.ts";
 import { isoOrNull, shortDuration } from "../../../output/time.ts";
 import type { RemoteListEntry } from "../../../remote/list.ts";
-import type { ConnectionStatus } from "../../../status/status.ts";
+import { DEFAULT_WARN_WITHIN_SECONDS, expiresWithin, grantWarnings, type GrantWarning } from "../../../status/grant.ts";
+import type { ConnectionStatus, CredentialLossInfo } from "../../../status/status.ts";
 import type { CredentialRow } from "../../../store/schema.ts";
 
 export type McpListOptions = {
@@ -18,6 +20,11 @@ export type McpListOptions = {
   json: boolean;
   /** `--check`: probe every server, each within this many seconds (docs/commands.md, "subs mcp list"). */
   check?: { timeoutSeconds: number };
+  /**
+   * `--warn-within` (or `$SUBS_WARN_WITHIN`): warn of a refresh token that expires within this many
+   * seconds (0: never); default DEFAULT_WARN_WITHIN_SECONDS.
+   */
+  warnWithinSeconds?: number;
 };
 
 /** The `--json` contract of `subs mcp list` (docs/commands.md, "subs mcp list"). Never holds a secret. */
@@ -40,7 +47,15 @@ export type ConnectionJson = {
   token_env: string | null;
   logged_in_url: string | null;
   agents: string[];
+  /** When the refresh token (the grant) expires, where the authorization server said; null when unknown. */
+  refresh_expires_at: string | null;
+  /** Why it needs a login, when its credential was lost for good (a refresh rejected); null otherwise. */
+  lost: LostJson | null;
 };
+
+/** `lost` of `subs mcp list --json` (docs/commands.md): why a credential was lost for good. */
+export type LostJson = { reason: string; message: string | null; lost_at: string | null };
+const lostJson = (l: CredentialLossInfo | null): LostJson | null => (l ? { reason: l.reason, message: l.message, lost_at: isoOrNull(l.lostAt) } : null);
 
 export function connectionJson(s: ConnectionStatus): ConnectionJson {
   return {
@@ -58,6 +73,8 @@ export function connectionJson(s: ConnectionStatus): ConnectionJson {
     token_env: s.tokenEnv,
     logged_in_url: s.loggedInUrl,
     agents: s.agents,
+    refresh_expires_at: isoOrNull(s.refreshExpiresAt),
+    lost: lostJson(s.lost),
   };
 }
 
@@ -82,6 +99,8 @@ export function undeclaredJson(row: CredentialRow): ConnectionJson {
     token_env: null,
     logged_in_url: null,
     agents: [],
+    refresh_expires_at: row.refresh_token !== null ? isoOrNull(row.refresh_expires_at) : null,
+    lost: null,
   };
 }
 
@@ -90,11 +109,17 @@ const UNDECLARED = "stored credential for an undeclared id · subs apply deletes
 /** Returns the exit code: 0, or with `--check` what checkExitCode says. */
 export async function mcpListCommand(ctx: Context, options: McpListOptions): Promise<number> {
   const config = await readConfig({ configPath: options.config, env: ctx.env, cwd: ctx.cwd });
-  const backend = await backendFor({ ctx, config, reporter: stderrReporter(ctx) });
+  const reporter = stderrReporter(ctx);
+  const backend = await backendFor({ ctx, config, reporter });
   const listing = await backend.list(options.check ? { check: { timeoutMs: options.check.timeoutSeconds * 1000 } } : {});
   const checked = listing.checks ? await import("./check.ts") : undefined;
   const style = styleFor(ctx.color);
-  const done = listing.target === "local" ? writeLocal(ctx, config, listing, options.json, style, checked) : writeRemote(ctx, config, listing, options.json, style, checked);
+  const windowMs = (options.warnWithinSeconds ?? DEFAULT_WARN_WITHIN_SECONDS) * 1000;
+  const done = listing.target === "local" ? writeLocal(ctx, config, listing, options.json, style, checked, windowMs) : writeRemote(ctx, config, listing, options.json, style, checked, windowMs);
+  // After the listing, with --json too (warnings are stderr's): each refresh token about to
+  // expire, with the login that replaces it before it does. The exit code stays the listing's.
+  const entries = listing.target === "local" ? listing.statuses : listing.entries.map(remoteGrant);
+  writeGrantWarnings(reporter, grantWarnings(entries, ctx.now(), windowMs), ctx.now());
   if (!listing.checks) return 0;
   if (!done) checked!.reportProblems(ctx, listing.checks);
   return checked!.checkExitCode(listing.checks.values());
@@ -102,8 +127,25 @@ export async function mcpListCommand(ctx: Context, options: McpListOptions): Pro
 
 type Checked = typeof import("./check.ts") | undefined;
 
+/** A deployment's entry as grantWarnings reads it: usable, and when its refresh token expires. */
+function remoteGrant(e: RemoteListEntry): { id: string; usable: boolean; refreshExpiresAt: number | null } {
+  const at = e.status === "authorized" && e.deployment?.refresh_expires_at ? Date.parse(e.deployment.refresh_expires_at) : Number.NaN;
+  return { id: e.id, usable: e.usable, refreshExpiresAt: Number.isNaN(at) ? null : at };
+}
+
+/** One line per refresh token about to expire, naming the login to run before it does. */
+function writeGrantWarnings(reporter: Reporter, warnings: readonly GrantWarning[], now: number): void {
+  for (const w of warnings) {
+    const words =
+      w.refreshExpiresAt > now
+        ? `its refresh token expires in ${shortDuration(w.refreshExpiresAt - now)} (${new Date(w.refreshExpiresAt).toISOString()}); run \`subs mcp login ${w.id}\` before then`
+        : `its refresh token expired ${shortDuration(now - w.refreshExpiresAt)} ago, so its next refresh will be refused; run \`subs mcp login ${w.id}\``;
+    reporter.warn(`${w.id}: ${words}`);
+  }
+}
+
 /** Writes the local listing; true when the failures of a check are not to be reported after it. */
-function writeLocal(ctx: Context, config: Config, listing: Extract<Listing, { target: "local" }>, json: boolean, style: Style, checked: Checked): boolean {
+function writeLocal(ctx: Context, config: Config, listing: Extract<Listing, { target: "local" }>, json: boolean, style: Style, checked: Checked, windowMs: number): boolean {
   const { statuses, undeclared, checks } = listing;
   if (json) {
     // Undeclared ids are never probed: nothing can name them. Their `check` is null.
@@ -124,7 +166,7 @@ function writeLocal(ctx: Context, config: Config, listing: Extract<Listing, { ta
       s.id,
       s.url ?? `local: ${shown(s.command!)}`,
       s.auth,
-      describeStatus(s, now, style),
+      describeStatus(s, now, style, windowMs),
       ...(checks ? [checked!.describeCheck(checks.get(s.id)!, style, s.tokenEnv)] : []),
       s.agents.join(", ") || "-",
     ]),
@@ -152,6 +194,9 @@ export function remoteConnectionJson(e: RemoteListEntry) {
     token_env: null,
     logged_in_url: e.status === "url_changed" ? (e.deployment?.url ?? null) : null,
     agents: e.agents,
+    refresh_expires_at: e.status === "authorized" ? (e.deployment?.refresh_expires_at ?? null) : null,
+    // The deployment's record of a credential lost for good, while it needs a login at this url.
+    lost: e.status === "needs_login" && e.deployment?.lost ? { reason: e.deployment.lost.reason, message: e.deployment.lost.message ?? null, lost_at: e.deployment.lost.lost_at ?? null } : null,
     target: "remote" as const,
     authorized_at: e.status === "authorized" ? (e.deployment?.authorized_at ?? null) : null,
     authorized_by: e.status === "authorized" ? (e.deployment?.authorized_by ?? null) : null,
@@ -165,7 +210,7 @@ export function remoteConnectionJson(e: RemoteListEntry) {
 }
 
 /** Writes the deployment's listing merged with the file; true when the failures of a check are not to be reported after it. */
-function writeRemote(ctx: Context, config: Config, listing: Extract<Listing, { target: "remote" }>, json: boolean, style: Style, checked: Checked): boolean {
+function writeRemote(ctx: Context, config: Config, listing: Extract<Listing, { target: "remote" }>, json: boolean, style: Style, checked: Checked, windowMs: number): boolean {
   const { entries, checks, url } = listing;
   if (json) {
     writeJson(ctx.stdout, entries.map((e) => (checks ? { ...remoteConnectionJson(e), check: checked!.checkJson(checks.get(e.id)!) } : remoteConnectionJson(e))));
@@ -176,7 +221,7 @@ function writeRemote(ctx: Context, config: Config, listing: Extract<Listing, { t
     return true;
   }
   const now = ctx.now();
-  const rows = entries.map((e) => [e.id, e.url, describeRemote(e, now, style), ...(checks ? [checked!.describeCheck(checks.get(e.id)!, style)] : []), e.agents.join(", ") || "-"]);
+  const rows = entries.map((e) => [e.id, e.url, describeRemote(e, now, style, windowMs), ...(checks ? [checked!.describeCheck(checks.get(e.id)!, style)] : []), e.agents.join(", ") || "-"]);
   const headers = ["ID", "URL", "STATUS ON " + url.host, ...(checks ? ["CHECK"] : []), "AGENTS"];
   ctx.stdout.write(renderTable(headers, rows, { tty: ctx.stdoutIsTTY, columns: ctx.stdoutColumns, style: style.bold }));
   const drifted = entries.filter((e) => e.drift !== null).length;
@@ -204,19 +249,33 @@ function writeRefusals(ctx: Context, entries: readonly RemoteListEntry[]): void 
   if (catalog) ctx.stderr.write(`  allowed URLs:\n${catalog.map((u) => `    ${shown(u)}\n`).join("")}`);
 }
 
-function describeRemote(e: RemoteListEntry, now: number, style: Style): string {
+/** How the table says a refresh token's expiry: in the warning window in yellow, else plain; nothing when unknown. */
+function refreshWords(refreshExpiresAt: number | null, now: number, style: Style, windowMs: number): string {
+  if (refreshExpiresAt === null) return "";
+  const words = refreshExpiresAt > now ? `refresh token expires in ${shortDuration(refreshExpiresAt - now)}` : `refresh token expired ${shortDuration(now - refreshExpiresAt)} ago`;
+  return ` · ${expiresWithin(refreshExpiresAt, now, windowMs) ? style.yellow(`${words} · subs mcp login`) : words}`;
+}
+
+/** Why a lost credential needs a login, as recorded (shown, never interpreted: it quotes a server). */
+function lostWords(lost: { reason: string; message: string | null } | null): string {
+  if (!lost) return "";
+  return `: ${shown(lost.reason.replaceAll("_", " "))}${lost.message ? ` (${shown(lost.message, { max: 200 })})` : ""}`;
+}
+
+function describeRemote(e: RemoteListEntry, now: number, style: Style, windowMs: number): string {
   const differs = e.drift === "differs" && e.status !== "url_changed" ? ` · ${e.differs.join(", ")} differ${e.differs.length === 1 ? "s" : ""} · subs apply` : "";
   switch (e.status) {
     case "authorized": {
       const expires = e.deployment?.expires_at ? Date.parse(e.deployment.expires_at) : null;
       // The token name comes from the deployment: shown, never interpreted (SECURITY.md, "What subs shows of server text").
       const by = e.deployment?.authorized_by ? ` by ${shown(e.deployment.authorized_by)}` : "";
-      return style.green(`authorized${by}${expires !== null && expires > now ? ` (expires in ${shortDuration(expires - now)})` : ""}`) + differs;
+      return style.green(`authorized${by}${expires !== null && expires > now ? ` (expires in ${shortDuration(expires - now)})` : ""}`) + refreshWords(remoteGrant(e).refreshExpiresAt, now, style, windowMs) + differs;
     }
     case "needs_login": {
       // The variable names come from the deployment: shown, never interpreted.
       const unheld = e.secrets.filter((h) => !h.held).map((h) => shown(h.name));
-      return style.yellow(`needs login${unheld.length ? ` (${unheld.join(", ")} not held)` : ""} · subs mcp login ${e.id}`) + differs;
+      const lost = e.deployment?.lost ? lostWords({ reason: e.deployment.lost.reason, message: e.deployment.lost.message ?? null }) : "";
+      return style.yellow(`needs login${lost}${unheld.length ? ` (${unheld.join(", ")} not held)` : ""} · subs mcp login ${e.id}`) + differs;
     }
     case "refused":
       return style.red(e.refused?.error === "url_not_in_catalog" ? "refused: url not in the deployment's catalog" : `refused by the deployment (${e.refused?.error})`) + differs;
@@ -229,22 +288,24 @@ function describeRemote(e: RemoteListEntry, now: number, style: Style): string {
   }
 }
 
-export function describeStatus(s: ConnectionStatus, now: number, style: Style): string {
-  const described = statusWords(s, now, style);
+export function describeStatus(s: ConnectionStatus, now: number, style: Style, windowMs = DEFAULT_WARN_WITHIN_SECONDS * 1000): string {
+  const described = statusWords(s, now, style, windowMs);
   // A remote server's headers read variables that are not set: said whatever its credential's state.
   if (s.command === null && s.unsetEnv.length > 0) return `${described} · ${style.red(`${s.unsetEnv.map((name) => `$${name}`).join(", ")} unset (headers)`)}`;
   return described;
 }
 
-function statusWords(s: ConnectionStatus, now: number, style: Style): string {
+function statusWords(s: ConnectionStatus, now: number, style: Style, windowMs: number): string {
   switch (s.status) {
     case "authorized": {
-      if (s.expiresAt === null) return style.green("authorized");
-      if (s.expiresAt <= now) return style.green(`authorized (expired ${shortDuration(now - s.expiresAt)} ago, refreshes on use)`);
-      return style.green(`authorized (expires in ${shortDuration(s.expiresAt - now)}${s.refreshable ? ", refreshable" : ""})`);
+      const refresh = refreshWords(s.refreshExpiresAt, now, style, windowMs);
+      if (s.expiresAt === null) return style.green("authorized") + refresh;
+      if (s.expiresAt <= now) return style.green(`authorized (expired ${shortDuration(now - s.expiresAt)} ago, refreshes on use)`) + refresh;
+      return style.green(`authorized (expires in ${shortDuration(s.expiresAt - now)}${s.refreshable ? ", refreshable" : ""})`) + refresh;
     }
     case "needs_login":
       // After --check a credential the server refused is shown needing a login, expired or not.
+      if (s.lost) return style.yellow(`needs login${lostWords(s.lost)} · subs mcp login ${s.id}`);
       return style.yellow(s.expiresAt !== null && s.expiresAt <= now ? `needs login (expired) · subs mcp login ${s.id}` : `needs login · subs mcp login ${s.id}`);
     case "url_changed":
       return style.yellow(`url changed since login · subs mcp login ${s.id}`);
