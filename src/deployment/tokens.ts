@@ -9,6 +9,7 @@ import { failed, refused, SubsError, usage } from "../errors.ts";
 import type { Reporter } from "../report.ts";
 import { TOKEN_REFUSAL_HINTS } from "../remote/protocol.ts";
 import { createToken } from "./access.ts";
+import { changeEntry, type Change } from "./audit.ts";
 import { deploymentConfig, isLoopbackHost, type Flags } from "./config.ts";
 import { ROLES, type ApiTokenRecord, type DeploymentStore, type Role } from "./store/types.ts";
 
@@ -51,6 +52,10 @@ export async function makeToken(store: DeploymentStore, request: CreateTokenRequ
   return { created: { ...json, token: made.token } };
 }
 
+/** What the record says of a token made or revoked (audit.ts): never its value. */
+export const createdDetail = (t: Pick<CreatedTokenJson, "id" | "name" | "role" | "expires_at">) => ({ token_id: t.id, name: t.name, role: t.role, expires_at: t.expires_at });
+export const revokedDetail = (t: Pick<ApiTokenRecord, "id" | "name" | "role">) => ({ token_id: t.id, name: t.name, role: t.role });
+
 /** Where the tokens are managed: the deployment's API, or its store on this host. */
 export interface TokenPlace {
   /** The deployment's URL or the store, as messages name it. */
@@ -62,13 +67,25 @@ export interface TokenPlace {
   close(): Promise<void>;
 }
 
-/** The tokens in a store, as the deployment's routes manage them. */
-export function storeTokens(store: DeploymentStore, now: () => number): TokenPlace {
+/**
+ * The tokens in a store, as the deployment's routes manage them. Each change goes into the record
+ * too (audit.ts), made by nobody's token (`detail.via`: "store"); `warn` is told when that write
+ * fails, which fails nothing.
+ */
+export function storeTokens(store: DeploymentStore, now: () => number, warn: (text: string) => void = () => {}): TokenPlace {
+  const recorded = async (change: Change) => {
+    try {
+      await store.appendAudit([changeEntry(change, now())]);
+    } catch (error) {
+      warn(`the change was made, but not written to the deployment's record: ${error instanceof Error ? error.message : String(error)}`);
+    }
+  };
   return {
     where: store.path,
     async create(request) {
       const made = await makeToken(store, request);
       if ("refused" in made) throw refused(made.message, { code: made.refused, hint: TOKEN_REFUSAL_HINTS[made.refused] });
+      await recorded({ kind: "token.create", actor: undefined, detail: { ...createdDetail(made.created), via: "store" } });
       return made.created;
     },
     list: async () => (await store.listTokens()).map(tokenJson),
@@ -76,6 +93,7 @@ export function storeTokens(store: DeploymentStore, now: () => number): TokenPla
       const gone = await store.revokeToken(id, now());
       if (gone.outcome === "absent") throw failed(`no token has the id ${JSON.stringify(id)}`, { code: "not_found", hint: "`subs deployment token list` shows them" });
       if (gone.outcome === "last_admin") throw refused(LAST_ADMIN, { code: "last_admin", hint: TOKEN_REFUSAL_HINTS.last_admin });
+      await recorded({ kind: "token.revoke", actor: undefined, detail: { ...revokedDetail(gone.token), via: "store" } });
     },
     close: () => store.close(),
   };
@@ -117,7 +135,7 @@ export async function tokenPlace(ctx: TokenCtx, target: TokenTarget, reporter: R
     const config = deploymentConfig(target.flags, ctx, { serve: false });
     for (const warning of config.warnings) reporter.warn(warning);
     const { openStore } = await import("./commands.ts");
-    return storeTokens(await openStore(config, undefined, { mustExist: true }), ctx.now);
+    return storeTokens(await openStore(config, undefined, { mustExist: true }), ctx.now, (text) => reporter.warn(text));
   }
   if (target.url !== undefined) return apiTokens(ctx, { url: checkedUrl(target.url), tokenEnv: "SUBSTRUCTURE_TOKEN" }, reporter);
   const remote = await projectRemote(ctx, target.config);

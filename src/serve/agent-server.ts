@@ -28,7 +28,7 @@ import { mcpError } from "../mcp/open.ts";
 import { scrubbedJson } from "../secrets.ts";
 import { possessive } from "../text/possessive.ts";
 import { z } from "zod";
-import { agentServerInfo, AGENT_SERVER_CAPABILITIES, type AgentSessionOptions } from "./agent-answer.ts";
+import { agentServerInfo, AGENT_SERVER_CAPABILITIES, type AgentSessionOptions, type ServedCallOutcome } from "./agent-answer.ts";
 import { ServedServer } from "./served-server.ts";
 import type { Scrubber, SessionServer } from "./session.ts";
 import { passedOn, rpcError } from "./rpc-error.ts";
@@ -44,6 +44,9 @@ import { localServerEffects, openUpstream, type Upstream, type UpstreamContext }
 const UpstreamResult = z.looseObject({});
 
 type Served = { connection: string; tool: Tool };
+type CallRequest = Parameters<Parameters<typeof Protocol.prototype.setRequestHandler<typeof CallToolRequestSchema>>[1]>;
+type CallToolRequest = CallRequest[0];
+type CallExtra = CallRequest[1];
 
 type Snapshot = { inspection: Inspection | undefined; tools: Tool[]; served: Map<string, Served> };
 
@@ -157,12 +160,17 @@ export async function startSession(
 
   // Registered past Server's own setRequestHandler, which parses a tools/call request a second
   // time and its result against CallToolResultSchema: Protocol still validates the request.
-  Protocol.prototype.setRequestHandler.call(server, CallToolRequestSchema, async (request, extra): Promise<CallToolResult | Result> => {
+  const observer = options.onCall;
+  const handleCall = async (request: CallToolRequest, extra: CallExtra, said: (outcome: ServedCallOutcome, target: Served | undefined) => void): Promise<CallToolResult | Result> => {
     const { name, arguments: args, _meta } = request.params;
     const s = await ready();
     const target = s.served.get(name);
     // MCP "Tools: Error Handling": an unknown tool is a protocol error (-32602), not a tool result.
-    if (!target) throw rpcError(ErrorCode.InvalidParams, `Unknown tool: ${name}`);
+    // Observed as refused, without its name: the text is whatever the client sent.
+    if (!target) {
+      said("refused", undefined);
+      throw rpcError(ErrorCode.InvalidParams, `Unknown tool: ${name}`);
+    }
     const progressToken = _meta?.progressToken;
     const { progressToken: _token, ...meta } = _meta ?? {};
     const call = (client: Client) =>
@@ -184,18 +192,35 @@ export async function startSession(
     try {
       upstream = await lazy.get(target.connection);
     } catch (error) {
+      said(failureOutcome(error), target);
       if (extra.signal.aborted) throw error;
       return callFailure(config.connections.find((c) => c.id === target.connection)!, error);
     }
     try {
       // A session the upstream ended is replaced and the call sent again, once (src/serve/upstream.ts).
-      return await upstream.run(call, extra.signal);
+      const result = await upstream.run(call, extra.signal);
+      said(result.isError === true ? "tool_error" : "ok", target);
+      return result;
     } catch (error) {
+      said(failureOutcome(error), target);
       if (extra.signal.aborted) throw error;
       const fromServer = upstreamRpcError(error);
       if (fromServer) throw fromServer;
       return callFailure(upstream.connection, error);
     }
+  };
+  Protocol.prototype.setRequestHandler.call(server, CallToolRequestSchema, (request, extra): Promise<CallToolResult | Result> => {
+    if (!observer) return handleCall(request, extra, () => {});
+    // Timed from the request's arrival; said once the answer is known, before it is sent.
+    const started = performance.now();
+    return handleCall(request, extra, (outcome, target) => {
+      try {
+        const given = extra.requestInfo?.headers?.["x-request-id"];
+        observer({ tool: target ? request.params.name : undefined, connection: target?.connection, outcome, durationMs: performance.now() - started, requestId: typeof given === "string" ? given : undefined });
+      } catch {
+        // An observer's failure is never the call's.
+      }
+    });
   });
 
   return {
@@ -285,6 +310,16 @@ function upstreamRpcError(error: unknown): Error | undefined {
 function callFailure(connection: ConnectionConfig, error: unknown): CallToolResult {
   const problem = subsErrorIn(error) ?? mcpError(connection, error, undefined);
   return { content: [{ type: "text", text: `${problem.message}${problem.hint ? ` (${problem.hint})` : ""}` }], isError: true };
+}
+
+/**
+ * A call that got no result (ServedCallOutcome): refused when the session may not run it (no
+ * usable credential, a connection outside the catalog: src/deployment/agents.ts's errors), else an
+ * upstream error (no answer, the connection failed, a JSON-RPC error, the client cancelled).
+ */
+function failureOutcome(error: unknown): ServedCallOutcome {
+  const known = subsErrorIn(error);
+  return known && (known.kind === "needs_login" || known.code === "needs_login" || known.code === "url_not_in_catalog") ? "refused" : "upstream_error";
 }
 
 function subsErrorIn(error: unknown): SubsError | undefined {

@@ -295,7 +295,7 @@ export class McpSessions {
       const refused = await this.registry?.admit?.(owner);
       if (refused) return jsonRpcError(res, refused.status, -32000, refused.message, refused.headers);
       try {
-        session = await this.newSession().open();
+        session = await this.newSession(undefined, owner).open();
       } catch (error) {
         this.ctx.stderr.write(`subs: could not start a session: ${error instanceof Error ? error.message : String(error)}\n`);
         return jsonRpcError(res, 500, -32603, "could not start the session");
@@ -369,7 +369,7 @@ export class McpSessions {
     let session: SessionServer;
     this.starting++;
     try {
-      session = await this.newSession(stored.snapshot).open();
+      session = await this.newSession(stored.snapshot, stored.owner).open();
     } catch (error) {
       this.ctx.stderr.write(`subs: could not continue a session started elsewhere: ${error instanceof Error ? error.message : String(error)}\n`);
       return undefined;

@@ -49,9 +49,11 @@ export type EarlyAnswers = {
 /**
  * Called once per client session, before the session's first message is handled; loads nothing
  * heavy. `resumed`: the snapshot (SessionServer.snapshot) of a session another process started,
- * which this one continues; only the deployment's agent sessions are resumed.
+ * which this one continues; only the deployment's agent sessions are resumed. `owner`: who started
+ * it, as the transport's caller named it (the deployment: its API token's id; its record names
+ * who made each call).
  */
-export type SessionFactory = (resumed?: unknown) => Session;
+export type SessionFactory = (resumed?: unknown, owner?: string) => Session;
 
 /**
  * Removes every secret of the run from every message `transport` sends its client, whatever the

@@ -2,11 +2,12 @@
 // token made over the API is shown in its 201 answer and nowhere else; a listing never carries a
 // token nor its hash; the last admin token that has not expired is never revoked.
 import type { DeploymentStore } from "../store/types.ts";
-import { CreateTokenBody, LAST_ADMIN, makeToken, tokenJson } from "../tokens.ts";
+import { CreateTokenBody, createdDetail, LAST_ADMIN, makeToken, revokedDetail, tokenJson } from "../tokens.ts";
+import { record, requestIdOf, type AuditSink } from "../audit.ts";
 import { fail, issueText, readJson, type Route } from "./answer.ts";
 
 /** `now`: the clock a revocation tells expired admin tokens by. */
-export function tokenRoutes(o: { store: DeploymentStore; now: () => number }): Route[] {
+export function tokenRoutes(o: { store: DeploymentStore; now: () => number; audit?: AuditSink }): Route[] {
   const { store } = o;
   return [
     {
@@ -14,12 +15,13 @@ export function tokenRoutes(o: { store: DeploymentStore; now: () => number }): R
       route: "/v1/tokens",
       need: "admin",
       methods: ["GET", "POST"],
-      run: async (method, req) => {
+      run: async (method, req, _params, token) => {
         if (method === "GET") return { status: 200, body: { tokens: (await store.listTokens()).map(tokenJson) } };
         const parsed = CreateTokenBody.safeParse(await readJson(req));
         if (!parsed.success) return fail(400, "invalid_request", issueText(parsed.error));
         const made = await makeToken(store, parsed.data);
         if ("refused" in made) return fail(409, made.refused, made.message);
+        await record(o.audit, { kind: "token.create", actor: token, requestId: requestIdOf(req), detail: createdDetail(made.created) });
         return { status: 201, body: made.created };
       },
     },
@@ -28,10 +30,11 @@ export function tokenRoutes(o: { store: DeploymentStore; now: () => number }): R
       route: "/v1/tokens/{id}",
       need: "admin",
       methods: ["DELETE"],
-      run: async (_m, _req, [id]) => {
+      run: async (_m, req, [id], token) => {
         const gone = await store.revokeToken(id!, o.now());
         if (gone.outcome === "absent") return fail(404, "not_found", `no token has the id ${id}`);
         if (gone.outcome === "last_admin") return fail(409, "last_admin", LAST_ADMIN);
+        await record(o.audit, { kind: "token.revoke", actor: token, requestId: requestIdOf(req), detail: revokedDetail(gone.token) });
         return { status: 204 };
       },
     },
