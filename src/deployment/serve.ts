@@ -142,7 +142,7 @@ export async function deploymentServeCommand(ctx: Context, options: { flags: Fla
   const { store } = await openWithKey(ctx, config);
   const log = jsonLog(ctx.stdout, ctx.now);
   const metrics = new Metrics();
-  // Every replica writes the record into the one store (audit.ts); written out before the store closes.
+  // Every replica writes the record into the one store; written out before the store closes.
   const audit = new AuditRecorder({ store, log, metrics, now: ctx.now, retentionMs: config.auditRetentionMs });
   let server: Server | undefined;
   let serving: { end(): Promise<void> } | undefined;
@@ -269,16 +269,7 @@ export async function deploymentServeCommand(ctx: Context, options: { flags: Fla
     await warnOutsideCatalog(store, config.catalog, log);
     serving = await sayServing(store, `${host}:${bound.port}`, ctx.now);
     audit.startPruning();
-    log("info", "listening", {
-      url: publicText,
-      listen: `${host}:${bound.port}`,
-      store: config.postgres?.redacted ?? config.dbPath,
-      catalog: config.catalog?.length ?? null,
-      redirect_uri: `${publicText}${CALLBACK_PATH}`,
-      max_connections: maxConnections,
-      max_sessions_per_token: maxSessionsPerToken,
-      audit_retention_s: config.auditRetentionMs / 1000,
-    });
+    log("info", "listening", { url: publicText, listen: `${host}:${bound.port}`, store: config.postgres?.redacted ?? config.dbPath, catalog: config.catalog?.length ?? null, redirect_uri: `${publicText}${CALLBACK_PATH}`, max_connections: maxConnections, max_sessions_per_token: maxSessionsPerToken, audit_retention_s: config.auditRetentionMs / 1000 });
 
     await new Promise<void>((resolve) => (ctx.signal.aborted ? resolve() : ctx.signal.addEventListener("abort", () => resolve(), { once: true })));
     stopping = true;

@@ -116,7 +116,7 @@ async function apiTokens(ctx: TokenCtx, remote: RemoteConfig, reporter: Reporter
   };
 }
 
-type TokenCtx = Pick<Context, "env" | "cwd" | "fetch" | "signal" | "now">;
+export type TokenCtx = Pick<Context, "env" | "cwd" | "fetch" | "signal" | "now">;
 
 /** Which deployment's tokens: `--url`, `--store` (on its host), else the project's `[remote]`. */
 export type TokenTarget = { url?: string; config?: string; flags: Flags };
@@ -148,7 +148,7 @@ export async function tokenPlace(ctx: TokenCtx, target: TokenTarget, reporter: R
 }
 
 /** `--url`: https, or plain http to a loopback host only (the protocol's rule for `[remote].url`). */
-function checkedUrl(text: string): string {
+export function checkedUrl(text: string): string {
   let url: URL;
   try {
     url = new URL(text);
@@ -163,7 +163,7 @@ function checkedUrl(text: string): string {
 }
 
 /** The `[remote]` of the file `--config` or $SUBS_CONFIG names, else of the nearest substructure.toml upward, if any. */
-async function projectRemote(ctx: TokenCtx, config: string | undefined): Promise<RemoteConfig | undefined> {
+export async function projectRemote(ctx: TokenCtx, config: string | undefined): Promise<RemoteConfig | undefined> {
   const { findConfigPath } = await import("../config/find.ts");
   let file: string;
   try {

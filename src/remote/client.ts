@@ -12,6 +12,8 @@ import { errorCode, guardedFetch, HttpGuardError, httpTimeoutMs, isBlockedPort, 
 import {
   AgentListSchema,
   ApiTokenListSchema,
+  AuditPageSchema,
+  type RemoteAuditPage,
   CreatedApiTokenSchema,
   AgentSchema,
   AuthorizationSchema,
@@ -247,6 +249,13 @@ export class DeploymentClient {
   /** Unlike the declarations' DELETEs, a 404 is an error here: the id named no token. */
   async revokeToken(id: string): Promise<void> {
     await this.request("DELETE", this.url(`v1/tokens/${encodeURIComponent(id)}`), { schema: null });
+  }
+
+  /** Section 3.13: one page of the record; `query` its filters and cursor (the one request sent with a query). */
+  async auditPage(query: URLSearchParams): Promise<RemoteAuditPage> {
+    const url = this.url("v1/audit");
+    url.search = query.toString();
+    return (await this.request("GET", url, { schema: AuditPageSchema })).data;
   }
 
   private url(path: string): URL {

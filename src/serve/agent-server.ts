@@ -160,8 +160,7 @@ export async function startSession(
 
   // Registered past Server's own setRequestHandler, which parses a tools/call request a second
   // time and its result against CallToolResultSchema: Protocol still validates the request.
-  const observer = options.onCall;
-  const handleCall = async (request: CallToolRequest, extra: CallExtra, said: (outcome: ServedCallOutcome, target: Served | undefined) => void): Promise<CallToolResult | Result> => {
+  const handleCall = async (request: CallToolRequest, extra: CallExtra, said: Said): Promise<CallToolResult | Result> => {
     const { name, arguments: args, _meta } = request.params;
     const s = await ready();
     const target = s.served.get(name);
@@ -171,23 +170,7 @@ export async function startSession(
       said("refused", undefined);
       throw rpcError(ErrorCode.InvalidParams, `Unknown tool: ${name}`);
     }
-    const progressToken = _meta?.progressToken;
-    const { progressToken: _token, ...meta } = _meta ?? {};
-    const call = (client: Client) =>
-      client.request(
-        { method: "tools/call", params: { name: target.tool.name, ...(args !== undefined ? { arguments: args } : {}), ...(Object.keys(meta).length > 0 ? { _meta: meta } : {}) } },
-        UpstreamResult,
-        {
-          // The client's notifications/cancelled aborts this signal; the SDK then cancels upstream.
-          signal: extra.signal,
-          timeout: options.requestTimeoutMs,
-          resetTimeoutOnProgress: true,
-          // Upstream progress goes back under the client's own token (MCP "Progress").
-          ...(progressToken !== undefined
-            ? { onprogress: (progress) => void extra.sendNotification({ method: "notifications/progress", params: { ...progress, progressToken } }).catch(() => {}) }
-            : {}),
-        },
-      );
+    const call = upstreamCall(target.tool.name, args, _meta, extra, options.requestTimeoutMs);
     let upstream: Upstream;
     try {
       upstream = await lazy.get(target.connection);
@@ -209,19 +192,7 @@ export async function startSession(
       return callFailure(upstream.connection, error);
     }
   };
-  Protocol.prototype.setRequestHandler.call(server, CallToolRequestSchema, (request, extra): Promise<CallToolResult | Result> => {
-    if (!observer) return handleCall(request, extra, () => {});
-    // Timed from the request's arrival; said once the answer is known, before it is sent.
-    const started = performance.now();
-    return handleCall(request, extra, (outcome, target) => {
-      try {
-        const given = extra.requestInfo?.headers?.["x-request-id"];
-        observer({ tool: target ? request.params.name : undefined, connection: target?.connection, outcome, durationMs: performance.now() - started, requestId: typeof given === "string" ? given : undefined });
-      } catch {
-        // An observer's failure is never the call's.
-      }
-    });
-  });
+  Protocol.prototype.setRequestHandler.call(server, CallToolRequestSchema, observed(options.onCall, handleCall));
 
   return {
     server,
@@ -237,6 +208,48 @@ export async function startSession(
       await Promise.all([...upstreams.values()].map((u) => u.close()));
       upstreams.clear();
     },
+  };
+}
+
+/** The request sent upstream for a call of `name` (the tool's own name on its connection). */
+function upstreamCall(name: string, args: CallToolRequest["params"]["arguments"], _meta: CallToolRequest["params"]["_meta"], extra: CallExtra, requestTimeoutMs: number) {
+  const progressToken = _meta?.progressToken;
+  const { progressToken: _token, ...meta } = _meta ?? {};
+  return (client: Client) =>
+    client.request(
+      { method: "tools/call", params: { name, ...(args !== undefined ? { arguments: args } : {}), ...(Object.keys(meta).length > 0 ? { _meta: meta } : {}) } },
+      UpstreamResult,
+      {
+        // The client's notifications/cancelled aborts this signal; the SDK then cancels upstream.
+        signal: extra.signal,
+        timeout: requestTimeoutMs,
+        resetTimeoutOnProgress: true,
+        // Upstream progress goes back under the client's own token (MCP "Progress").
+        ...(progressToken !== undefined
+          ? { onprogress: (progress) => void extra.sendNotification({ method: "notifications/progress", params: { ...progress, progressToken } }).catch(() => {}) }
+          : {}),
+      },
+    );
+}
+
+type Said = (outcome: ServedCallOutcome, target: Served | undefined) => void;
+
+/**
+ * The tools/call handler, telling `observer` (if any) how each call ended (AgentSessionOptions.onCall):
+ * timed from the request's arrival, said once the answer is known, before it is sent.
+ */
+function observed(observer: AgentSessionOptions["onCall"], handle: (request: CallToolRequest, extra: CallExtra, said: Said) => Promise<CallToolResult | Result>) {
+  return (request: CallToolRequest, extra: CallExtra): Promise<CallToolResult | Result> => {
+    if (!observer) return handle(request, extra, () => {});
+    const started = performance.now();
+    return handle(request, extra, (outcome, target) => {
+      try {
+        const given = extra.requestInfo?.headers?.["x-request-id"];
+        observer({ tool: target ? request.params.name : undefined, connection: target?.connection, outcome, durationMs: performance.now() - started, requestId: typeof given === "string" ? given : undefined });
+      } catch {
+        // An observer's failure is never the call's.
+      }
+    });
   };
 }
 

@@ -3,7 +3,7 @@
 // admin and read roles read it: it says who called what, which a `use` or `apply` token has no
 // need to know of others.
 import { z } from "zod";
-import { auditJson } from "../audit.ts";
+import { auditJson, type AuditEntryJson } from "../audit.ts";
 import { AUDIT_KINDS, type AuditFilter, type DeploymentStore } from "../store/types.ts";
 import { fail, issueText, type Route } from "./answer.ts";
 
@@ -24,6 +24,25 @@ const AuditQuery = z.strictObject({
   limit: z.string().regex(/^[1-9][0-9]{0,3}$/, `a whole number from 1 to ${AUDIT_PAGE_MAX}`).transform(Number).refine((n) => n <= AUDIT_PAGE_MAX, `at most ${AUDIT_PAGE_MAX}`).optional(),
 });
 
+/** A page of the record as section 3.13 answers it, or why the query is refused. */
+export type AuditPage = { entries: AuditEntryJson[]; next: string | null; has_more: boolean };
+
+/** The page a query asks for: the route's answer, and `subs deployment audit --store`'s on the host. */
+export async function auditPage(store: Pick<DeploymentStore, "listAudit">, params: URLSearchParams): Promise<{ page: AuditPage } | { problem: string }> {
+  const names = [...params.keys()];
+  const twice = names.find((name, n) => names.indexOf(name) !== n);
+  if (twice !== undefined) return { problem: `${twice.slice(0, 50)}: given twice` };
+  const parsed = AuditQuery.safeParse(Object.fromEntries(params));
+  if (!parsed.success) return { problem: issueText(parsed.error) };
+  const { after, limit = AUDIT_PAGE, ...rest } = parsed.data;
+  const filter = Object.fromEntries(Object.entries(rest).filter(([, v]) => v !== undefined)) as AuditFilter;
+  // One more than the page: whether there is more, without a count.
+  const found = await store.listAudit(filter, after ?? 0, limit + 1);
+  const page = found.slice(0, limit);
+  const last = page.at(-1);
+  return { page: { entries: page.map(auditJson), next: last !== undefined ? String(last.seq) : after !== undefined ? String(after) : null, has_more: found.length > limit } };
+}
+
 export function auditRoutes(o: { store: DeploymentStore }): Route[] {
   const { store } = o;
   return [
@@ -33,26 +52,8 @@ export function auditRoutes(o: { store: DeploymentStore }): Route[] {
       need: "audit",
       methods: ["GET"],
       run: async (_m, req) => {
-        const params = new URL(req.url ?? "/", "http://x").searchParams;
-        const names = [...params.keys()];
-        const twice = names.find((name, n) => names.indexOf(name) !== n);
-        if (twice !== undefined) return fail(400, "invalid_request", `${twice.slice(0, 50)}: given twice`);
-        const parsed = AuditQuery.safeParse(Object.fromEntries(params));
-        if (!parsed.success) return fail(400, "invalid_request", issueText(parsed.error));
-        const { after, limit = AUDIT_PAGE, ...rest } = parsed.data;
-        const filter = Object.fromEntries(Object.entries(rest).filter(([, v]) => v !== undefined)) as AuditFilter;
-        // One more than the page: whether there is more, without a count.
-        const found = await store.listAudit(filter, after ?? 0, limit + 1);
-        const page = found.slice(0, limit);
-        const last = page.at(-1);
-        return {
-          status: 200,
-          body: {
-            entries: page.map(auditJson),
-            next: last !== undefined ? String(last.seq) : after !== undefined ? String(after) : null,
-            has_more: found.length > limit,
-          },
-        };
+        const read = await auditPage(store, new URL(req.url ?? "/", "http://x").searchParams);
+        return "problem" in read ? fail(400, "invalid_request", read.problem) : { status: 200, body: read.page };
       },
     },
   ];
