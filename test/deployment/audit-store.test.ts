@@ -1,0 +1,246 @@
+// The record in both stores (docs/deployment-protocol.md section 3.13): appended in batches, a
+// batch written twice kept once, the filters, the cursor's pages, pruning in bounded deletes, rows
+// checked on the way back; and the writer (src/deployment/audit.ts): batched off the call's path,
+// a change waited for, a store that does not answer neither failing nor growing it, every entry
+// logged. Real SQLite files in temp dirs and a real Postgres (a database per test); no CLI run.
+import assert from "node:assert/strict";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import path from "node:path";
+import { after, describe, test } from "node:test";
+import Database from "better-sqlite3";
+import { AuditRecorder, callEntry, changeEntry, personOf } from "../../src/deployment/audit.ts";
+import { Metrics } from "../../src/deployment/ops.ts";
+import { auditPage } from "../../src/deployment/routes/audit.ts";
+import { redactPostgresUrl } from "../../src/deployment/config.ts";
+import { openPostgresStore } from "../../src/deployment/store/postgres.ts";
+import { openSqliteStore } from "../../src/deployment/store/sqlite.ts";
+import type { DeploymentStore, NewAuditEntry } from "../../src/deployment/store/types.ts";
+import { postgresForThisFile } from "../support/postgres.ts";
+
+const testPostgres = postgresForThisFile();
+const dirs: string[] = [];
+after(() => dirs.forEach((d) => rmSync(d, { recursive: true, force: true })));
+
+type Opened = { store: DeploymentStore; sql(statement: string): Promise<void>; second(): Promise<DeploymentStore> };
+const KINDS: Array<{ name: string; open(): Promise<Opened> }> = [
+  {
+    name: "sqlite",
+    async open() {
+      const dir = mkdtempSync(path.join(tmpdir(), "subs-audit-"));
+      dirs.push(dir);
+      const options = { storeDir: dir, dbPath: path.join(dir, "deployment.db"), key: undefined };
+      return {
+        store: await openSqliteStore(options),
+        sql: async (statement) => {
+          const raw = new Database(options.dbPath);
+          raw.exec(statement);
+          raw.close();
+        },
+        second: () => openSqliteStore(options),
+      };
+    },
+  },
+  {
+    name: "postgres",
+    async open() {
+      const pg = await testPostgres();
+      const url = await pg.database();
+      const open = () => openPostgresStore({ url, redacted: redactPostgresUrl(url), key: undefined });
+      return { store: await open(), sql: async (statement) => void (await pg.query(url, statement)), second: open };
+    },
+  },
+];
+
+const T0 = Date.parse("2026-12-06T09:00:00Z");
+const alice = { id: "aaaa00000001", name: "alice" };
+const bob = { id: "bbbb00000002", name: "bob" };
+const call = (n: number, who = alice, agent = "triage") =>
+  callEntry(agent, who, { tool: `sentry__t${n}`, connection: "sentry", outcome: n % 2 ? "ok" : "tool_error", durationMs: n + 0.123, requestId: `req-${n}` }, T0 + n * 1000);
+
+for (const kind of KINDS) {
+  describe(`the record in the ${kind.name} store`, () => {
+    test("appended in order with every field; filters; the cursor's pages; a batch written again kept once", async () => {
+      const { store } = await kind.open();
+      try {
+        const entries: NewAuditEntry[] = [
+          ...[1, 2, 3, 4].map((n) => call(n)),
+          call(5, bob, "support"),
+          changeEntry({ kind: "token.create", actor: alice, requestId: "req-t", detail: { token_id: "cccc", name: "ci", role: "apply", expires_at: null } }, T0 + 6000),
+          changeEntry({ kind: "consent.finish", actor: undefined, person: "bob", connection: "linear", outcome: "failed", detail: { authorization: "x1", error: "access_denied" } }, T0 + 7000),
+        ];
+        await store.appendAudit(entries.slice(0, 3));
+        await store.appendAudit(entries.slice(3));
+        // A batch whose answer was lost, written again: nothing twice.
+        await store.appendAudit(entries.slice(2, 5));
+        const all = await store.listAudit({}, 0, 100);
+        assert.deepEqual(
+          all.map(({ seq: _, ...e }) => e),
+          entries,
+        );
+        assert.ok(all.every((e, n) => n === 0 || e.seq > all[n - 1]!.seq), "seq grows");
+        assert.equal(all[0]!.person, personOf(alice));
+        assert.equal(all[0]!.durationMs, 1.12);
+        const ids = (filter: Parameters<DeploymentStore["listAudit"]>[0]) => store.listAudit(filter, 0, 100).then((l) => l.map((e) => e.id));
+        assert.deepEqual(await ids({ person: "bob" }), [entries[4]!.id, entries[6]!.id]);
+        assert.deepEqual(await ids({ agent: "support" }), [entries[4]!.id]);
+        assert.deepEqual(await ids({ connection: "linear" }), [entries[6]!.id]);
+        assert.deepEqual(await ids({ kind: "token.create" }), [entries[5]!.id]);
+        assert.deepEqual(await ids({ since: T0 + 2000, until: T0 + 4000 }), [entries[1]!.id, entries[2]!.id], "since inclusive, until exclusive");
+        assert.deepEqual(await ids({ person: "alice", kind: "tool.call", since: T0 + 3000 }), [entries[2]!.id, entries[3]!.id]);
+        // Pages of two, by the cursor, through the route's own paging.
+        const seen: string[] = [];
+        const query = new URLSearchParams({ limit: "2" });
+        for (let pages = 0; ; pages++) {
+          assert.ok(pages < 10);
+          const read = await auditPage(store, query);
+          assert.ok("page" in read);
+          seen.push(...read.page.entries.map((e) => e.request_id ?? e.kind));
+          if (!read.page.has_more) {
+            assert.equal(read.page.entries.length, 1, "7 entries in pages of 2: the last has one");
+            break;
+          }
+          query.set("after", read.page.next!);
+        }
+        assert.deepEqual(seen, ["req-1", "req-2", "req-3", "req-4", "req-5", "req-t", "consent.finish"]);
+        const empty = await auditPage(store, new URLSearchParams({ after: String(all.at(-1)!.seq) }));
+        assert.ok("page" in empty);
+        assert.deepEqual(empty.page, { entries: [], next: String(all.at(-1)!.seq), has_more: false }, "an empty page keeps the cursor");
+        for (const bad of ["limit=0", "limit=1001", "kind=tool.called", "since=yesterday", "after=-1", "bogus=1", "person=a&person=b"]) {
+          assert.ok("problem" in (await auditPage(store, new URLSearchParams(bad))), bad);
+        }
+      } finally {
+        await store.close();
+      }
+    });
+
+    test("pruned in bounded deletes, oldest first; a cursor past pruned entries still reads what follows", async () => {
+      const { store } = await kind.open();
+      try {
+        await store.appendAudit([1, 2, 3, 4, 5, 6].map((n) => call(n)));
+        const before = await store.listAudit({}, 0, 100);
+        assert.equal(await store.pruneAudit(T0 + 5000, 2), 2, "at most `max`");
+        assert.equal(await store.pruneAudit(T0 + 5000, 100), 2);
+        assert.equal(await store.pruneAudit(T0 + 5000, 100), 0);
+        assert.deepEqual((await store.listAudit({}, 0, 100)).map((e) => e.requestId), ["req-5", "req-6"]);
+        assert.deepEqual((await store.listAudit({}, before[1]!.seq, 100)).map((e) => e.requestId), ["req-5", "req-6"]);
+        // Every entry gone: a new one still comes after every cursor given before (seq is never reused).
+        await store.pruneAudit(T0 + 100_000, 100);
+        await store.appendAudit([call(7)]);
+        assert.deepEqual((await store.listAudit({}, before.at(-1)!.seq, 100)).map((e) => e.requestId), ["req-7"]);
+      } finally {
+        await store.close();
+      }
+    });
+
+    test("a row this subs cannot read is refused naming the table, never its values", async () => {
+      const opened = await kind.open();
+      try {
+        await opened.store.appendAudit([call(1)]);
+        await opened.sql("UPDATE audit SET kind = 'tool.secret-sauce', detail_json = 'not json'");
+        await assert.rejects(opened.store.listAudit({}, 0, 10), (error: Error) => /audit table holds a row/.test(error.message) && !/secret-sauce/.test(error.message));
+      } finally {
+        await opened.store.close();
+      }
+    });
+
+    test("two writers at once, as two replicas: every entry once, and seq in the order they became visible", async () => {
+      const opened = await kind.open();
+      const other = await opened.second();
+      try {
+        // 20 batches of 25 from each, interleaved: the count that showed Postgres's sequence handing
+        // out numbers in another order than commits is not needed here; the lock is what is held.
+        const batches = (who: typeof alice) => Array.from({ length: 20 }, (_, b) => Array.from({ length: 25 }, (_, n) => call(b * 25 + n, who)));
+        await Promise.all([...batches(alice).map((b) => opened.store.appendAudit(b)), ...batches(bob).map((b) => other.appendAudit(b))]);
+        const all = await opened.store.listAudit({}, 0, 1000);
+        assert.equal(all.length, 1000);
+        assert.equal(new Set(all.map((e) => e.id)).size, 1000);
+        // A reader that followed the cursor page by page sees the same entries as one read of all.
+        const followed: number[] = [];
+        for (let after = 0; ; ) {
+          const page = await other.listAudit({}, after, 137);
+          if (page.length === 0) break;
+          followed.push(...page.map((e) => e.seq));
+          after = page.at(-1)!.seq;
+        }
+        assert.deepEqual(followed, all.map((e) => e.seq));
+      } finally {
+        await other.close();
+        await opened.store.close();
+      }
+    });
+  });
+}
+
+describe("the writer", () => {
+  const lines: Array<{ level: string; msg: string; fields: Record<string, unknown> }> = [];
+  const log = (level: "info" | "warn" | "error", msg: string, fields: Record<string, unknown> = {}) => void lines.push({ level, msg, fields });
+
+  test("calls go in batches off the call's path; a change is written before change() resolves; each entry has its log line", async () => {
+    lines.length = 0;
+    const { store } = await KINDS[0]!.open();
+    const metrics = new Metrics();
+    const audit = new AuditRecorder({ store, log, metrics, now: Date.now, retentionMs: 86_400_000, flushMs: 50 });
+    try {
+      for (let n = 0; n < 10; n++) audit.call("triage", alice, { tool: "t", connection: "c", outcome: "ok", durationMs: 1, requestId: undefined });
+      assert.equal((await store.listAudit({}, 0, 100)).length, 0, "nothing written on the call's path");
+      await audit.change({ kind: "agent.declare", actor: bob, agent: "triage", detail: { created: true } });
+      const written = await store.listAudit({}, 0, 100);
+      assert.equal(written.length, 11, "the change waited for its batch, and the calls queued before it went with it");
+      assert.equal(written.at(-1)!.person, "bob");
+      assert.equal(metrics.auditWritten, 11);
+      assert.equal(lines.filter((l) => l.msg === "audit").length, 11);
+      assert.deepEqual(
+        new Set(lines.filter((l) => l.msg === "audit").map((l) => l.fields.audit_id)),
+        new Set(written.map((e) => e.id)),
+      );
+    } finally {
+      await audit.close();
+      await store.close();
+    }
+  });
+
+  test("a store that does not answer: the change goes on, the write is retried, a full queue drops and counts, and nothing is lost from the log", async () => {
+    lines.length = 0;
+    const { store } = await KINDS[0]!.open();
+    let down = true;
+    const flaky = {
+      appendAudit: (entries: readonly NewAuditEntry[]) => (down ? Promise.reject(new Error("the store does not answer")) : store.appendAudit(entries)),
+      pruneAudit: store.pruneAudit.bind(store),
+    };
+    const metrics = new Metrics();
+    const audit = new AuditRecorder({ store: flaky, log, metrics, now: Date.now, retentionMs: 86_400_000, flushMs: 20, queueMax: 5 });
+    try {
+      await audit.change({ kind: "agent.delete", actor: alice, agent: "a" });
+      for (let n = 0; n < 9; n++) audit.call("triage", alice, { tool: "t", connection: "c", outcome: "ok", durationMs: 1, requestId: undefined });
+      assert.equal(metrics.auditDropped, 5, "5 held (the change and 4 calls), 5 dropped");
+      assert.ok(lines.some((l) => l.level === "error" && /could not write the record/.test(l.msg)));
+      assert.ok(lines.some((l) => l.level === "error" && /dropped unwritten/.test(l.msg) && l.fields.dropped === 1), "the first loss is said at once, the next ones together later");
+      assert.equal(lines.filter((l) => l.msg === "audit").length, 6, "the change and the dropped calls are logged; the held ones at their next try");
+      down = false;
+      await audit.flush();
+      assert.equal(lines.filter((l) => l.msg === "audit").length, 10, "every entry logged once, the dropped ones too");
+      assert.equal((await store.listAudit({}, 0, 100)).length, 5);
+      assert.ok(metrics.auditWriteFailures >= 1);
+      assert.ok(lines.some((l) => /writing the record again/.test(l.msg)), JSON.stringify(lines.map((l) => l.msg)));
+    } finally {
+      await audit.close();
+      await store.close();
+    }
+  });
+
+  test("pruning deletes what is older than the retention", async () => {
+    lines.length = 0;
+    const { store } = await KINDS[0]!.open();
+    const audit = new AuditRecorder({ store, log, metrics: new Metrics(), now: () => T0 + 10_000, retentionMs: 4500 });
+    try {
+      await store.appendAudit([1, 2, 3, 4, 5, 6, 7].map((n) => call(n)));
+      assert.equal(await audit.prune(), 5);
+      assert.deepEqual((await store.listAudit({}, 0, 100)).map((e) => e.requestId), ["req-6", "req-7"]);
+      assert.ok(lines.some((l) => l.msg === "pruned the record" && l.fields.deleted === 5));
+    } finally {
+      await audit.close();
+      await store.close();
+    }
+  });
+});
