@@ -162,7 +162,11 @@ export async function startSession(
   // time and its result against CallToolResultSchema: Protocol still validates the request.
   const handleCall = async (request: CallToolRequest, extra: CallExtra, said: Said): Promise<CallToolResult | Result> => {
     const { name, arguments: args, _meta } = request.params;
-    const s = await ready();
+    // No tools to serve (their fetch failed): nothing was run, for want of the servers.
+    const s = await ready().catch((error: unknown) => {
+      said("upstream_error", undefined);
+      throw error;
+    });
     const target = s.served.get(name);
     // MCP "Tools: Error Handling": an unknown tool is a protocol error (-32602), not a tool result.
     // Observed as refused, without its name: the text is whatever the client sent.
@@ -192,7 +196,7 @@ export async function startSession(
       return callFailure(upstream.connection, error);
     }
   };
-  Protocol.prototype.setRequestHandler.call(server, CallToolRequestSchema, observed(options.onCall, handleCall));
+  Protocol.prototype.setRequestHandler.call(server, CallToolRequestSchema, observed(options.onCall, handleCall, secrets));
 
   return {
     server,
@@ -236,16 +240,17 @@ type Said = (outcome: ServedCallOutcome, target: Served | undefined) => void;
 
 /**
  * The tools/call handler, telling `observer` (if any) how each call ended (AgentSessionOptions.onCall):
- * timed from the request's arrival, said once the answer is known, before it is sent.
+ * timed from the request's arrival, said once the answer is known, before it is sent. The tool's
+ * name is scrubbed of the session's secrets, as everything the session sends is.
  */
-function observed(observer: AgentSessionOptions["onCall"], handle: (request: CallToolRequest, extra: CallExtra, said: Said) => Promise<CallToolResult | Result>) {
+function observed(observer: AgentSessionOptions["onCall"], handle: (request: CallToolRequest, extra: CallExtra, said: Said) => Promise<CallToolResult | Result>, secrets: Scrubber) {
   return (request: CallToolRequest, extra: CallExtra): Promise<CallToolResult | Result> => {
     if (!observer) return handle(request, extra, () => {});
     const started = performance.now();
     return handle(request, extra, (outcome, target) => {
       try {
         const given = extra.requestInfo?.headers?.["x-request-id"];
-        observer({ tool: target ? request.params.name : undefined, connection: target?.connection, outcome, durationMs: performance.now() - started, requestId: typeof given === "string" ? given : undefined });
+        observer({ tool: target ? secrets.scrub(request.params.name) : undefined, connection: target?.connection, outcome, durationMs: performance.now() - started, requestId: typeof given === "string" ? given : undefined });
       } catch {
         // An observer's failure is never the call's.
       }
