@@ -4,7 +4,7 @@
 // a change waited for, a store that does not answer neither failing nor growing it, every entry
 // logged. Real SQLite files in temp dirs and a real Postgres (a database per test); no CLI run.
 import assert from "node:assert/strict";
-import { mkdtempSync, rmSync } from "node:fs";
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { after, describe, test } from "node:test";
@@ -16,6 +16,8 @@ import { redactPostgresUrl } from "../../src/deployment/config.ts";
 import { openPostgresStore } from "../../src/deployment/store/postgres.ts";
 import { openSqliteStore } from "../../src/deployment/store/sqlite.ts";
 import type { DeploymentStore, NewAuditEntry } from "../../src/deployment/store/types.ts";
+import { newKeyText, parseKey } from "../../src/deployment/keys.ts";
+import { runInProcess } from "../support/cli.ts";
 import { postgresForThisFile } from "../support/postgres.ts";
 
 const testPostgres = postgresForThisFile();
@@ -242,5 +244,58 @@ describe("the writer", () => {
       await audit.close();
       await store.close();
     }
+  });
+});
+
+describe("the operator's commands on the host (in this process)", () => {
+  test("token create and revoke with --store, and rotate-key, go into the record by nobody's token; subs deployment audit --store reads it as a table and as JSON, filtered and paged", async () => {
+    const dir = mkdtempSync(path.join(tmpdir(), "subs-audit-host-"));
+    dirs.push(dir);
+    writeFileSync(path.join(dir, "old.key"), newKeyText(), { mode: 0o600 });
+    const store = await openSqliteStore({ storeDir: path.join(dir, "data"), dbPath: path.join(dir, "data", "deployment.db"), key: parseKey(readFileSync(path.join(dir, "old.key"), "utf8"), "t") });
+    await store.appendAudit([call(1), call(2, bob)]);
+    await store.close();
+    const run = (...argv: string[]) => runInProcess(argv, { cwd: dir, env: {} });
+    assert.equal((await run("deployment", "token", "create", "--name", "ops", "--role", "admin", "--store", "data")).code, 0);
+    const revoked = await run("deployment", "token", "revoke", "ops", "--store", "data");
+    assert.equal(revoked.code, 2, "the last admin token is kept");
+    assert.equal((await run("deployment", "token", "create", "--name", "ci", "--role", "apply", "--store", "data")).code, 0);
+    assert.equal((await run("deployment", "token", "revoke", "ci", "--store", "data")).code, 0, "revoked");
+    const rotated = await run("deployment", "rotate-key", "--store", "data", "--key-file", "old.key", "--new-key-file", "new.key");
+    assert.equal(rotated.code, 0, rotated.stderr);
+
+    const json = await run("deployment", "audit", "--store", "data", "--json");
+    assert.equal(json.code, 0, json.stderr);
+    const page = JSON.parse(json.stdout);
+    assert.deepEqual(
+      page.entries.map((e: { kind: string; person: string | null; token_id: string | null; detail: { via?: string; name?: string } | null }) => [e.kind, e.person, e.token_id, e.detail?.via ?? null, e.detail?.name ?? null]),
+      [
+        ["tool.call", "alice", alice.id, null, null],
+        ["tool.call", "bob", bob.id, null, null],
+        ["token.create", null, null, "store", "ops"],
+        ["token.create", null, null, "store", "ci"],
+        ["token.revoke", null, null, "store", "ci"],
+        ["key.rotate", null, null, "store", null],
+      ],
+    );
+    assert.equal(page.has_more, false);
+    assert.deepEqual(Object.keys(page.entries[0]), ["cursor", "at", "kind", "person", "token_id", "agent", "connection", "tool", "outcome", "duration_ms", "request_id", "detail"]);
+
+    const first = await run("deployment", "audit", "--store", "data", "--kind", "tool.call", "--limit", "1");
+    assert.equal(first.code, 0, first.stderr);
+    // Piped: one tab-separated line an entry, no header; the next page's cursor on stderr.
+    assert.deepEqual(first.stdout.trim().split("\t"), ["2026-12-06T09:00:01.000Z", "tool.call", "alice", "triage", "sentry", "sentry__t1", "ok", "1.12"]);
+    const next = /more entries: --after (\d+)/.exec(first.stderr)?.[1];
+    assert.ok(next, first.stderr);
+    const second = await run("deployment", "audit", "--store", "data", "--kind", "tool.call", "--after", next!, "--person", "bob", "--since", "2026-12-06T09:00:00Z");
+    assert.match(second.stdout, /^2026-12-06T09:00:02\.000Z\ttool\.call\tbob\t/);
+    assert.equal(second.stderr, "");
+    for (const [flag, value] of [["--limit", "0"], ["--since", "yesterday"], ["--kind", "tool.called"]] as const) {
+      const bad = await run("deployment", "audit", "--store", "data", flag, value);
+      assert.equal(bad.code, 2, `${flag} ${value}: ${bad.stderr}`);
+    }
+    const nowhere = await run("deployment", "audit", "--store", "elsewhere");
+    assert.equal(nowhere.code, 2);
+    assert.match(nowhere.stderr, /no deployment store/);
   });
 });
