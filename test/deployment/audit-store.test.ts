@@ -294,6 +294,22 @@ describe("the operator's commands on the host (in this process)", () => {
       const bad = await run("deployment", "audit", "--store", "data", flag, value);
       assert.equal(bad.code, 2, `${flag} ${value}: ${bad.stderr}`);
     }
+    // --follow: what is there, then what is written meanwhile, one JSON line an entry, until Ctrl-C.
+    const stop = new AbortController();
+    const following = runInProcess(["deployment", "audit", "--store", "data", "--kind", "tool.call", "--follow", "--json"], { cwd: dir, env: {}, signal: stop.signal });
+    const writer = await openSqliteStore({ storeDir: path.join(dir, "data"), dbPath: path.join(dir, "data", "deployment.db"), key: undefined });
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    await writer.appendAudit([call(3), call(4, bob)]);
+    await writer.close();
+    // Two polls apart (every 2 s): the new entries are read at the next.
+    await new Promise((resolve) => setTimeout(resolve, 2500));
+    stop.abort();
+    const followed = await following;
+    assert.equal(followed.code, 130, followed.stderr);
+    assert.deepEqual(
+      followed.stdout.trim().split("\n").map((line) => JSON.parse(line).request_id),
+      ["req-1", "req-2", "req-3", "req-4"],
+    );
     const nowhere = await run("deployment", "audit", "--store", "elsewhere");
     assert.equal(nowhere.code, 2);
     assert.match(nowhere.stderr, /no deployment store/);
