@@ -215,7 +215,8 @@ export class AuditRecorder implements AuditSink {
       const upTo = this.#push(changeEntry(change, this.#o.now()));
       if (upTo === undefined) return;
       const written = new Promise<void>((resolve) => this.#waiting.push({ upTo, resolve }));
-      this.#kick(0);
+      // At once, even while writes are being retried: its answer waits for this one attempt.
+      this.#kick(0, true);
       await written;
     } catch {
       // As for a call: the change is made; its entry's fate is in the log.
@@ -304,10 +305,13 @@ export class AuditRecorder implements AuditSink {
     return ++this.#queued;
   }
 
-  /** A write in `ms` (sooner if one was planned later), unless one runs: it looks again when it ends. */
-  #kick(ms: number): void {
+  /**
+   * A write in `ms` (sooner if one was planned later), unless one runs: it looks again when it
+   * ends. After a failure, not before the retry's wait, unless `now` (a change waiting).
+   */
+  #kick(ms: number, now = false): void {
     if (this.#writing || this.#closed) return;
-    const wait = Math.max(ms, this.#retryMs);
+    const wait = now ? ms : Math.max(ms, this.#retryMs);
     if (this.#timer !== undefined) {
       if (wait > 0) return;
       clearTimeout(this.#timer);
