@@ -21,7 +21,7 @@ const TARGET_MS = 0.2;
 
 /** CPU ms per recorded call, one round. */
 async function round(audit: AuditRecorder): Promise<number> {
-  const actor = { id: "3f9a61c0b2d4", name: "alice laptop" };
+  const actor = { id: "3f9a61c0b2d4", person: "alice@example.com" };
   const before = process.cpuUsage();
   for (let n = 0; n < CALLS; n++) {
     audit.call("triage", actor, { tool: "sentry__search_issues", connection: "sentry", outcome: "ok", durationMs: 12.345, requestId: "8d0c5e2a-4b1f-4a57-9d2e-0c1b2a3d4e5f" });

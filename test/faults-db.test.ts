@@ -91,17 +91,20 @@ describe("db faults", () => {
   test("a db locked by another process past the busy timeout: exit 1 'locked', then a rerun works", async () => {
     const dir = mkdtempSync(path.join(tmpdir(), "subs-fault-"));
     const dbPath = await environmentIn(dir);
-    // Another process (as the engine would be) holds the write lock for longer than the timeout.
+    // Another process (as the engine would be) holds the write lock until the run has ended: for
+    // longer than the timeout however slowly the run starts (a fixed hold of the timeout plus a
+    // few seconds ran out before a run on a loaded machine reached the db, which it then wrote).
     const holder = spawn(
       process.execPath,
-      ["-e", `const D=require("better-sqlite3");const db=new D(${JSON.stringify(dbPath)});db.exec("BEGIN IMMEDIATE");process.stdout.write("locked\\n");setTimeout(()=>{db.exec("ROLLBACK");db.close()},${BUSY_TIMEOUT_MS + 3000});`],
-      { cwd: process.cwd(), stdio: ["ignore", "pipe", "inherit"] },
+      ["-e", `const D=require("better-sqlite3");const db=new D(${JSON.stringify(dbPath)});db.exec("BEGIN IMMEDIATE");process.stdout.write("locked\\n");process.stdin.resume();process.stdin.on("end",()=>{db.exec("ROLLBACK");db.close()});`],
+      { cwd: process.cwd(), stdio: ["pipe", "pipe", "inherit"] },
     );
     await new Promise<void>((resolve) => holder.stdout.once("data", () => resolve()));
     const result = await runCli(["apply"], { cwd: dir, timeoutMs: BUSY_TIMEOUT_MS + 20_000 });
+    holder.stdin.end();
+    await new Promise((resolve) => holder.on("close", resolve));
     assert.equal(result.code, 1, result.stderr);
     assert.match(result.stderr, /substructure\.db is locked by another process/);
-    await new Promise((resolve) => holder.on("close", resolve));
     assert.deepEqual(rows(dbPath), ["gone", "kept"]);
     const rerun = await runCli(["apply"], { cwd: dir });
     assert.equal(rerun.code, 0, rerun.stderr);

@@ -3,22 +3,26 @@
 // and a presented token is hashed and compared with timingSafeEqual so the comparison's time says
 // nothing about how much of it matched.
 import { createHash, randomBytes, timingSafeEqual } from "node:crypto";
-import { expired, type AddToken, type ApiTokenRecord, type DeploymentStore, type Role } from "./store/types.ts";
+import { expired, type AddToken, type ApiTokenRecord, type DeploymentStore, type Role, type TokenLimits } from "./store/types.ts";
 
 /** A recognisable prefix, so secret scanners (and people) can tell a leaked token for what it is. */
 export const TOKEN_PREFIX = "subsd_";
 
 export const hashToken = (token: string) => createHash("sha256").update(token, "utf8").digest();
 
-/** Makes a token and stores its hash; the token is in the answer only (shown once, never stored). */
+/**
+ * Makes a token and stores its hash; the token is in the answer only (shown once, never stored).
+ * It belongs to `person`, or without one to the person named as the token is (a CI job's token is
+ * its own person, as a token from before people were kept is).
+ */
 export async function createToken(
   store: DeploymentStore,
-  request: { name: string; role: Role; lifetimeMs?: number | null },
-  max?: number,
+  request: { name: string; role: Role; person?: string; lifetimeMs?: number | null },
+  max?: TokenLimits,
 ): Promise<{ outcome: "created"; token: string; record: ApiTokenRecord } | Exclude<AddToken, { outcome: "added" }>> {
   const id = randomBytes(6).toString("hex");
   const token = `${TOKEN_PREFIX}${randomBytes(32).toString("base64url")}`;
-  const added = await store.addToken({ id, name: request.name, role: request.role, hash: hashToken(token), lifetimeMs: request.lifetimeMs ?? null }, max);
+  const added = await store.addToken({ id, name: request.name, role: request.role, person: request.person ?? request.name, hash: hashToken(token), lifetimeMs: request.lifetimeMs ?? null }, max);
   return added.outcome === "added" ? { outcome: "created", token, record: added.token } : added;
 }
 
@@ -37,7 +41,7 @@ export async function authenticate(store: DeploymentStore, bearer: string | unde
  * `apply` changes the declarations, `use` calls agents' MCP endpoints, `admin` manages API tokens.
  * A teammate's one `use` token covers their day (list, `subs mcp login`, their MCP client) without
  * the power to change or delete a declaration; CI's `apply` token consents but calls no tool.
- * `audit` reads the record of who called and changed what (section 3.13): `read` and `admin` only,
+ * `audit` reads the record of who called and changed what (section 3.14): `read` and `admin` only,
  * so a teammate's `use` token does not see the others' calls.
  */
 export type Need = "read" | "consent" | "apply" | "use" | "admin" | "audit";

@@ -87,7 +87,7 @@ export function agentEndpoints(o: AgentEndpointOptions): AgentEndpoints {
   // The tokens that reached an endpoint here, by id: a session's owner is a token id, and the
   // record names its person too. Every request is authenticated before it is handed here, so a
   // session started or continued here finds its owner's token in it.
-  const tokens = new Map<string, Pick<ApiTokenRecord, "id" | "name">>();
+  const tokens = new Map<string, Pick<ApiTokenRecord, "id" | "person">>();
   const checks = setInterval(() => void checkHeld(o, byAgent, state), CHECK_MS);
   checks.unref();
   return {
@@ -127,7 +127,7 @@ export function agentEndpoints(o: AgentEndpointOptions): AgentEndpoints {
       // A session belongs to the token that started it: another token's request with its id is
       // 404, and a revoked token is 401 before it gets here (every request is authenticated);
       // what it still holds open is closed by the next check (checkHeld).
-      if (tokens.get(token.id)?.name !== token.name) tokens.set(token.id, { id: token.id, name: token.name });
+      if (tokens.get(token.id)?.person !== token.person) tokens.set(token.id, { id: token.id, person: token.person });
       await sessions.handle(req, res, token.id);
     },
     endStreams() {

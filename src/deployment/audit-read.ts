@@ -1,4 +1,4 @@
-// `subs deployment audit`'s core: a page of the record (docs/deployment-protocol.md section 3.13)
+// `subs deployment audit`'s core: a page of the record (docs/deployment-protocol.md section 3.14)
 // from the deployment's API (--url, or the project's [remote], with a read or admin token) or from
 // its store on its host (--store), and the pages after it while following. Never prints: the
 // command renders what it returns.

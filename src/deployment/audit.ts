@@ -1,11 +1,11 @@
-// The record (docs/deployment-protocol.md section 3.13; docs/deployment-server.md, "The record"):
+// The record (docs/deployment-protocol.md section 3.14; docs/deployment-server.md, "The record"):
 // every tool call an agent's session serves and every change made to the deployment, written to
 // the store (one table every replica writes to) and as a JSON log line. Writing it never fails
 // what it records: entries are queued and written in batches off the call's path, a store error
 // is logged and the write retried, and a queue the store cannot drain is bounded: past it entries
 // are dropped from the store's copy (each still logged), counted in /metrics and said in the log.
 //
-// What "written" promises (section 3.13): a change is in the store before its answer is sent,
+// What "written" promises (section 3.14): a change is in the store before its answer is sent,
 // whenever the store answers (the route waits for its entry's batch); a tool call's entry within
 // FLUSH_MS of its answer and one write. A process killed (kill -9) loses at most the tool calls of
 // that last interval, never an acknowledged change.
@@ -15,11 +15,8 @@ import type { ServedToolCall } from "../serve/agent-answer.ts";
 import type { Log, Metrics } from "./ops.ts";
 import type { ApiTokenRecord, AuditEntry, AuditKind, DeploymentStore, NewAuditEntry } from "./store/types.ts";
 
-/**
- * Who a token acts for. Until tokens belong to persons, a token's person is its name; this is the
- * one place that says so.
- */
-export const personOf = (token: Pick<ApiTokenRecord, "name">): string => token.name;
+/** Who a token acts for: the person it belongs to (docs/deployment-protocol.md section 3.13). The one place that says so. */
+export const personOf = (token: Pick<ApiTokenRecord, "person">): string => token.person;
 
 /** How long a tool call's entry waits for others to be written with it. */
 export const FLUSH_MS = 200;
@@ -47,7 +44,7 @@ const LOSS_LOG_MS = 10_000;
 export type ServedCall = ServedToolCall;
 
 /** Who made a change or a call: the request's API token (none for the operator's commands on the host). */
-export type Actor = Pick<ApiTokenRecord, "id" | "name"> | undefined;
+export type Actor = Pick<ApiTokenRecord, "id" | "person"> | undefined;
 
 /** A change as a route reports it: its kind, what it is about, and what may be said of it (ids, counts, codes). */
 export type Change = {
@@ -117,7 +114,7 @@ export function changeEntry(change: Change, at: number): NewAuditEntry {
   };
 }
 
-/** An entry as GET /v1/audit answers it and `subs deployment audit --json` prints it (section 3.13). */
+/** An entry as GET /v1/audit answers it and `subs deployment audit --json` prints it (section 3.14). */
 export type AuditEntryJson = {
   cursor: string;
   at: string;

@@ -247,14 +247,16 @@ export class OAuth {
     // The first callback claims it, on whichever replica; the same redirect reaching another
     // replica (a retried request, a reloaded page) changes nothing and exchanges nothing.
     if (!(await this.#o.store.claimAuthorization(a.id, this.#o.now()))) return unknown;
-    // Its end goes into the record as made by whoever started it (`by`): the browser that reaches
-    // the redirect carries no API token. Only the code, never the server's message (section 3.13).
+    // Its end goes into the record as made by the token that started it (`by` names it), and its
+    // person: the browser that reaches the redirect carries no API token. Only the code, never the
+    // server's message (section 3.14).
     const final = async (outcome: Outcome) => {
       const ended = await this.#o.store.finishAuthorization(a.id, outcome, this.#o.now());
-      if (ended) {
+      if (ended && this.#o.audit) {
+        const starter = a.by === null ? undefined : await this.#o.store.listTokens().then((all) => all.find((t) => t.name === a.by), () => undefined);
         await record(this.#o.audit, {
           kind: "consent.finish",
-          actor: undefined,
+          actor: starter,
           person: a.by,
           connection: a.connectionId,
           outcome: outcome.status,

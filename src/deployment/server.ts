@@ -190,7 +190,7 @@ export const requestId = (req: IncomingMessage) => {
 
 /**
  * The request's id (requestId), made its X-Request-Id: the record names the request each entry
- * came from (section 3.13), and an agent's MCP transport reads headers from `rawHeaders`, where an
+ * came from (section 3.14), and an agent's MCP transport reads headers from `rawHeaders`, where an
  * absent or unusable id given by the client is replaced.
  */
 export function stampRequestId(req: IncomingMessage): string {

@@ -14,6 +14,8 @@ import {
   ApiTokenListSchema,
   AuditPageSchema,
   type RemoteAuditPage,
+  PersonListSchema,
+  RemovedPersonSchema,
   CreatedApiTokenSchema,
   AgentSchema,
   AuthorizationSchema,
@@ -27,6 +29,8 @@ import {
   type ApiTokenBody,
   type CreatedApiToken,
   type RemoteApiToken,
+  type RemotePerson,
+  type RemovedPerson,
   TOKEN_REFUSAL_HINTS,
   type AuthorizationStatus,
   type ConnectionBody,
@@ -251,7 +255,17 @@ export class DeploymentClient {
     await this.request("DELETE", this.url(`v1/tokens/${encodeURIComponent(id)}`), { schema: null });
   }
 
-  /** Section 3.13: one page of the record; `query` its filters and cursor (the one request sent with a query). */
+  /** Section 3.13. */
+  async listPeople(): Promise<RemotePerson[]> {
+    return (await this.request("GET", this.url("v1/people"), { schema: PersonListSchema })).data.people;
+  }
+
+  /** Section 3.13; a 404 is an error (nobody by that name). A repeat after a lost answer finds nobody: sent once. */
+  async removePerson(name: string): Promise<RemovedPerson> {
+    return (await this.request("DELETE", this.url(`v1/people/${encodeURIComponent(name)}`), { schema: RemovedPersonSchema, once: true })).data;
+  }
+
+  /** Section 3.14: one page of the record; `query` its filters and cursor (the one request sent with a query). */
   async auditPage(query: URLSearchParams): Promise<RemoteAuditPage> {
     const url = this.url("v1/audit");
     url.search = query.toString();

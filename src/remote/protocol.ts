@@ -164,6 +164,8 @@ export const ApiTokenSchema = z.object({
   id: text(),
   name: text(),
   role: text(),
+  /** Section 3.13; absent from a deployment from before people were kept. */
+  person: orNull(text()),
   created_at: timestamp,
   expires_at: orNull(timestamp),
   last_used_at: orNull(timestamp),
@@ -176,13 +178,22 @@ export const CreatedApiTokenSchema = z.object({
   id: text(),
   name: text(),
   role: text(),
+  person: orNull(text()),
   token: text(),
   created_at: timestamp,
   expires_at: orNull(timestamp),
 });
 export type CreatedApiToken = z.output<typeof CreatedApiTokenSchema>;
 /** `POST /v1/tokens`'s body; `expires_in` in seconds. */
-export type ApiTokenBody = { name: string; role: string; expires_in?: number };
+export type ApiTokenBody = { name: string; role: string; person?: string; expires_in?: number };
+
+/** Section 3.13: a person as `GET /v1/people` lists them. */
+export const PersonSchema = z.object({ name: text(), created_at: timestamp, tokens: z.int().check(z.nonnegative()) });
+export const PersonListSchema = z.object({ people: z.array(PersonSchema) });
+/** `DELETE /v1/people/{name}`: who went, with every token of theirs. */
+export const RemovedPersonSchema = z.object({ person: PersonSchema, tokens: z.array(ApiTokenSchema) });
+export type RemotePerson = z.output<typeof PersonSchema>;
+export type RemovedPerson = z.output<typeof RemovedPersonSchema>;
 
 /**
  * What to do about each refusal of section 3.11 (a name in use, the last admin token, the most
@@ -191,11 +202,12 @@ export type ApiTokenBody = { name: string; role: string; expires_in?: number };
  */
 export const TOKEN_REFUSAL_HINTS = {
   name_taken: "choose another --name (`subs deployment token list` shows those in use)",
-  last_admin: "create another admin token first, then revoke this one",
+  last_admin: "make another admin token first (`subs deployment token create --role admin`), held by someone else when removing a person",
   too_many_tokens: "revoke tokens no longer used first",
+  too_many_people: "remove people who left first (`subs deployment person list` shows them)",
 } as const;
 
-/** Section 3.13: one entry of the record (ids, names, codes and counts: never a call's arguments or result). */
+/** Section 3.14: one entry of the record (ids, names, codes and counts: never a call's arguments or result). */
 export const AuditEntrySchema = z.object({
   cursor: text(),
   at: timestamp,

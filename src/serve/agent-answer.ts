@@ -18,7 +18,7 @@ export type AgentSessionOptions = {
   requestTimeoutMs: number;
   /**
    * Told of each tools/call the session answered, after it answered: how it ended, never its
-   * arguments nor its result (the deployment's record, docs/deployment-protocol.md section 3.13).
+   * arguments nor its result (the deployment's record, docs/deployment-protocol.md section 3.14).
    * `subs agent serve` passes none. Whatever it throws is ignored.
    */
   onCall?: (call: ServedToolCall) => void;

@@ -1,4 +1,4 @@
-// The record in both stores (docs/deployment-protocol.md section 3.13): appended in batches, a
+// The record in both stores (docs/deployment-protocol.md section 3.14): appended in batches, a
 // batch written twice kept once, the filters, the cursor's pages, pruning in bounded deletes, rows
 // checked on the way back; and the writer (src/deployment/audit.ts): batched off the call's path,
 // a change waited for, a store that does not answer neither failing nor growing it, every entry
@@ -55,8 +55,8 @@ const KINDS: Array<{ name: string; open(): Promise<Opened> }> = [
 ];
 
 const T0 = Date.parse("2026-12-06T09:00:00Z");
-const alice = { id: "aaaa00000001", name: "alice" };
-const bob = { id: "bbbb00000002", name: "bob" };
+const alice = { id: "aaaa00000001", person: "alice" };
+const bob = { id: "bbbb00000002", person: "bob" };
 const call = (n: number, who = alice, agent = "triage") =>
   callEntry(agent, who, { tool: `sentry__t${n}`, connection: "sentry", outcome: n % 2 ? "ok" : "tool_error", durationMs: n + 0.123, requestId: `req-${n}` }, T0 + n * 1000);
 

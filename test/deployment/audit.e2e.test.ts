@@ -1,4 +1,4 @@
-// The record (docs/deployment-protocol.md section 3.13; docs/deployment-server.md, "The record") on
+// The record (docs/deployment-protocol.md section 3.14; docs/deployment-server.md, "The record") on
 // a real `subs deployment serve`, on SQLite and on Postgres: an agent's MCP session (the SDK's
 // client, a `use` token) makes calls that end ok, in a tool error, refused (the header value it
 // needs forgotten; a tool the session does not serve), and the changes around them (an apply, a
@@ -26,6 +26,7 @@ const ARG = "ARG-SECRET-7f3c9e1d2b";
 const RESULT = "RESULT-SECRET-5a8d0c4e6f";
 const VALUE = "VALUE-SECRET-1e2d3c4b5a";
 const SECRETS = [ARG, RESULT, VALUE];
+const ALICE = "alice@example.com";
 
 type Entry = {
   cursor: string;
@@ -103,14 +104,15 @@ for (const store of STORES) describe(`the record of subs deployment serve (${sto
   });
 
   const as = (name: string) => tokens[name]!.token;
-  const make = async (name: string, role: string) => {
-    const made = await callServed(d, "POST", "/v1/tokens", { name, role });
+  const make = async (name: string, role: string, person?: string) => {
+    const made = await callServed(d, "POST", "/v1/tokens", { name, role, ...(person ? { person } : {}) });
     assert.equal(made.status, 201, JSON.stringify(made.body));
     tokens[name] = { id: made.body.id, token: made.body.token };
   };
 
   test("every call and change is in the record, exactly, with its person and token; read and admin read it, use and apply may not; no argument, result or value anywhere", async () => {
-    await make("alice", "use");
+    // alice's token belongs to her person, the others each to a person named as the token.
+    await make("alice", "use", ALICE);
     await make("auditor", "read");
     await make("ci", "apply");
     const applied = await callServed(d, "PUT", "/v1/state", {
@@ -149,32 +151,35 @@ for (const store of STORES) describe(`the record of subs deployment serve (${sto
     }
     const revoked = await callServed(d, "DELETE", `/v1/tokens/${tokens.ci!.id}`);
     assert.equal(revoked.status, 204);
+    // Their person is kept with no token until removed.
+    assert.equal((await callServed(d, "DELETE", "/v1/people/ci")).status, 200);
 
     // Every change's entry was written before its answer; the calls' within a batch.
     const expected = [
-      ["token.create", admin.name, { token_id: tokens.alice!.id, name: "alice", role: "use" }],
-      ["token.create", admin.name, { token_id: tokens.auditor!.id, name: "auditor", role: "read" }],
-      ["token.create", admin.name, { token_id: tokens.ci!.id, name: "ci", role: "apply" }],
+      ["token.create", admin.name, { token_id: tokens.alice!.id, name: "alice", role: "use", person: ALICE }],
+      ["token.create", admin.name, { token_id: tokens.auditor!.id, name: "auditor", role: "read", person: "auditor" }],
+      ["token.create", admin.name, { token_id: tokens.ci!.id, name: "ci", role: "apply", person: "ci" }],
       ["apply", "ci"],
-      ["consent.start", "alice", "tracker"],
-      ["consent.finish", "alice", "tracker", "authorized"],
-      ["secret.set", "alice", "keyed"],
-      ["tool.call", "alice", "tracker", "ok", "tracker__echo"],
-      ["tool.call", "alice", "tracker", "tool_error", "tracker__fail"],
+      ["consent.start", ALICE, "tracker"],
+      ["consent.finish", ALICE, "tracker", "authorized"],
+      ["secret.set", ALICE, "keyed"],
+      ["tool.call", ALICE, "tracker", "ok", "tracker__echo"],
+      ["tool.call", ALICE, "tracker", "tool_error", "tracker__fail"],
       ["secret.delete", admin.name, "keyed"],
-      ["tool.call", "alice", "keyed", "refused", "keyed__lookup"],
-      ["tool.call", "alice", null, "refused", null],
-      ["token.revoke", admin.name, { token_id: tokens.ci!.id, name: "ci", role: "apply" }],
+      ["tool.call", ALICE, "keyed", "refused", "keyed__lookup"],
+      ["tool.call", ALICE, null, "refused", null],
+      ["token.revoke", admin.name, { token_id: tokens.ci!.id, name: "ci", role: "apply", person: "ci" }],
+      ["person.remove", admin.name, { removed: "ci", tokens: [] }],
     ] as const;
     const entries = await waitFor(async () => {
       const all = await readAll(d, as("auditor"));
       return all.length >= expected.length && all;
     }, "every entry to be in the record");
-    const tokenOf = (person: string | null) => (person === admin.name ? admin.id : person === null ? null : tokens[person]!.id);
+    const tokenOf = (person: string) => (person === admin.name ? admin.id : person === ALICE ? tokens.alice!.id : tokens[person]!.id);
     assert.deepEqual(
       entries.map((e) => [e.kind, e.person, e.token_id]),
-      expected.map(([kind, person]) => [kind, person, kind === "consent.finish" ? null : tokenOf(person)]),
-      "exactly these entries, in order, each with its person and token (a consent's end with its starter's person and no token: the browser carries none)",
+      expected.map(([kind, person]) => [kind, person, tokenOf(person)]),
+      "exactly these entries, in order, each with its person and token (a consent's end with the token that started it: the browser carries none)",
     );
     for (const [n, want] of expected.entries()) {
       const e = entries[n]!;
@@ -216,7 +221,8 @@ for (const store of STORES) describe(`the record of subs deployment serve (${sto
   test("filters and pages: by person, kind, connection and time; pages of 4 by the cursor hold every entry once", async () => {
     assert.ok(made.length > 0, "the first test made the record");
     const auditor = as("auditor");
-    assert.deepEqual((await readAll(d, auditor, "person=alice")).map((e) => e.cursor), made.filter((e) => e.person === "alice").map((e) => e.cursor));
+    assert.deepEqual((await readAll(d, auditor, `person=${encodeURIComponent(ALICE)}`)).map((e) => e.cursor), made.filter((e) => e.person === ALICE).map((e) => e.cursor));
+    assert.equal(made.filter((e) => e.person === ALICE).length, 7);
     assert.deepEqual((await readAll(d, auditor, "kind=tool.call&connection=tracker")).map((e) => e.outcome), ["ok", "tool_error"]);
     // Since the first call (inclusive) until the value's deletion that followed the second (exclusive).
     assert.deepEqual((await readAll(d, auditor, `since=${encodeURIComponent(made[7]!.at)}&until=${encodeURIComponent(made[9]!.at)}&kind=tool.call`)).map((e) => e.tool), ["tracker__echo", "tracker__fail"]);
@@ -237,13 +243,13 @@ for (const store of STORES) describe(`the record of subs deployment serve (${sto
     assert.deepEqual(JSON.parse(rest.stdout), { entries: made.filter((e) => e.kind === "tool.call").slice(3), next: made.filter((e) => e.kind === "tool.call").at(-1)!.cursor, has_more: false });
     if (how === "cli") {
       // The table: names shown as they are here, one tab-separated line per entry when piped.
-      const table = await runAs(how, ["deployment", "audit", "--url", d.url, "--person", "alice", "--kind", "tool.call"], { cwd: dir, env });
+      const table = await runAs(how, ["deployment", "audit", "--url", d.url, "--person", ALICE, "--kind", "tool.call"], { cwd: dir, env });
       assert.equal(table.code, 0, table.stderr);
       assert.deepEqual(table.stdout.trim().split("\n").map((l) => l.split("\t").slice(1, 7)), [
-        ["tool.call", "alice", "triage", "tracker", "tracker__echo", "ok"],
-        ["tool.call", "alice", "triage", "tracker", "tracker__fail", "tool_error"],
-        ["tool.call", "alice", "triage", "keyed", "keyed__lookup", "refused"],
-        ["tool.call", "alice", "triage", "-", "-", "refused"],
+        ["tool.call", ALICE, "triage", "tracker", "tracker__echo", "ok"],
+        ["tool.call", ALICE, "triage", "tracker", "tracker__fail", "tool_error"],
+        ["tool.call", ALICE, "triage", "keyed", "keyed__lookup", "refused"],
+        ["tool.call", ALICE, "triage", "-", "-", "refused"],
       ]);
       const refused = await runAs(how, ["deployment", "audit", "--url", d.url], { cwd: dir, env: { SUBSTRUCTURE_TOKEN: as("alice") } });
       assert.equal(refused.code, 1);

@@ -440,8 +440,9 @@ for (const kind of KINDS) {
       const listed = await runInProcess(["deployment", "token", "list", "--store", storeArg, "--json"], { cwd: dir });
       assert.equal(listed.code, 0, listed.stderr);
       const [row] = JSON.parse(listed.stdout);
-      assert.deepEqual(Object.keys(row), ["id", "name", "role", "created_at", "expires_at", "last_used_at"]);
+      assert.deepEqual(Object.keys(row), ["id", "name", "role", "person", "created_at", "expires_at", "last_used_at"]);
       assert.equal(row.role, "apply");
+      assert.equal(row.person, "ci", "without --person, the token is its own person, named as it is");
       assert.ok(!listed.stdout.includes(token));
 
       const store = await at.open(undefined);
@@ -503,8 +504,91 @@ for (const kind of KINDS) {
             ["cccccccccccc", "admin-cccccccccccc", null],
           ],
         );
-        const again = await store.addToken({ id: "eeeeeeeeeeee", name: "admin", role: "use", hash: randomBytes(32) });
+        // The later migration to people: each token its own person, named as it is now.
+        assert.deepEqual(tokens.map((t) => t.person), ["solo", "admin", "admin-bbbbbbbbbbbb", "admin-cccccccccccc"]);
+        assert.deepEqual((await store.listPeople()).map((p) => [p.name, p.tokens]), [["solo", 1], ["admin", 1], ["admin-bbbbbbbbbbbb", 1], ["admin-cccccccccccc", 1]]);
+        const again = await store.addToken({ id: "eeeeeeeeeeee", name: "admin", role: "use", person: "p", hash: randomBytes(32) });
         assert.deepEqual(again, { outcome: "name_taken" });
+      } finally {
+        await store.close();
+      }
+    });
+
+    test("people: a person's tokens are one identity; removing them revokes every token and session of theirs at once; the last admin is kept; both caps hold", async () => {
+      const at = await kind.fresh();
+      const { cwd: dir, storeArg } = at;
+      await (await at.open(undefined)).close();
+      const make = async (name: string, role: string, person?: string) => {
+        const r = await runInProcess(["deployment", "token", "create", "--name", name, "--role", role, ...(person ? ["--person", person] : []), "--store", storeArg], { cwd: dir });
+        assert.equal(r.code, 0, r.stderr);
+        return r.stdout.trim();
+      };
+      const admin = await make("root", "admin", "ops@example.com");
+      const aliceLaptop = await make("alice laptop", "use", "alice@example.com");
+      const aliceClaude = await make("alice claude", "use", "alice@example.com");
+      const bob = await make("bob laptop", "use", "bob+work@example.com");
+      const ci = await make("ci", "apply");
+      const listed = await runInProcess(["deployment", "token", "list", "--store", storeArg], { cwd: dir });
+      assert.match(listed.stdout, /\tuse\talice laptop\tcreated [^\t]+\tnever expires\tnever used\tof alice@example\.com\n/);
+      const people = await runInProcess(["deployment", "person", "list", "--store", storeArg, "--json"], { cwd: dir });
+      assert.equal(people.code, 0, people.stderr);
+      assert.deepEqual(
+        JSON.parse(people.stdout).map((p: { name: string; tokens: number }) => [p.name, p.tokens]),
+        [["ops@example.com", 1], ["alice@example.com", 2], ["bob+work@example.com", 1], ["ci", 1]],
+      );
+
+      const store = await at.open(undefined);
+      try {
+        const bobToken = (await authenticate(store, bob, Date.now()))!;
+        assert.equal(bobToken.person, "bob+work@example.com");
+        const saved = await store.putMcpSession({ agent: "a", id: "s-bob", owner: bobToken.id, initialize: {}, snapshot: null }, Date.now(), 0);
+        assert.equal(saved.outcome, "saved");
+
+        // --remove-person on one of two tokens: refused, nothing revoked.
+        const both = await runInProcess(["deployment", "token", "revoke", "alice laptop", "--remove-person", "--store", storeArg], { cwd: dir });
+        assert.equal(both.code, 2, both.stderr);
+        assert.match(both.stderr, /"alice@example\.com" holds 1 other token \([0-9a-f]{12}\); nothing was revoked/);
+        assert.ok(await authenticate(store, aliceLaptop, Date.now()), "nothing was revoked");
+
+        const removed = await runInProcess(["deployment", "person", "remove", "bob+work@example.com", "--store", storeArg, "--json"], { cwd: dir });
+        assert.equal(removed.code, 0, removed.stderr);
+        const body = JSON.parse(removed.stdout);
+        assert.equal(body.person.name, "bob+work@example.com");
+        assert.deepEqual(body.tokens.map((t: { name: string }) => t.name), ["bob laptop"]);
+        assert.match(removed.stderr, /removed bob\+work@example\.com from .*; revoked with them: [0-9a-f]{12} \(bob laptop\)/);
+        assert.equal(await authenticate(store, bob, Date.now()), undefined, "his token is refused");
+        assert.equal(await store.useMcpSession("a", "s-bob", Date.now(), 0), undefined, "his session is gone");
+        assert.ok(await authenticate(store, aliceClaude, Date.now()), "the others' tokens stand");
+        const gone = await runInProcess(["deployment", "person", "remove", "bob+work@example.com", "--store", storeArg], { cwd: dir });
+        assert.equal(gone.code, 1);
+        assert.match(gone.stderr, /no person is named "bob\+work@example\.com"/);
+
+        // One by one: a person whose tokens were all revoked is kept, with none, until removed.
+        assert.equal((await runInProcess(["deployment", "token", "revoke", "alice claude", "--store", storeArg], { cwd: dir })).code, 0);
+        assert.deepEqual((await store.listPeople()).find((p) => p.name === "alice@example.com")?.tokens, 1);
+        const last = await runInProcess(["deployment", "token", "revoke", "alice laptop", "--remove-person", "--store", storeArg], { cwd: dir });
+        assert.equal(last.code, 0, last.stderr);
+        assert.match(last.stderr, /revoked use token [0-9a-f]{12} \(alice laptop\)[^\n]*\nsubs: removed alice@example\.com from /);
+        assert.deepEqual((await store.listPeople()).map((p) => p.name), ["ops@example.com", "ci"]);
+
+        // The person holding the last admin token is kept, nothing changed.
+        const lastAdmin = await runInProcess(["deployment", "person", "remove", "ops@example.com", "--store", storeArg], { cwd: dir });
+        assert.equal(lastAdmin.code, 2);
+        assert.match(lastAdmin.stderr, /"ops@example\.com" holds the last admin token that has not expired/);
+        assert.ok(await authenticate(store, admin, Date.now()));
+        assert.ok(await authenticate(store, ci, Date.now()));
+
+        const badPerson = await runInProcess(["deployment", "token", "create", "--name", "x", "--role", "use", "--person", "-bob", "--store", storeArg], { cwd: dir });
+        assert.equal(badPerson.code, 2);
+        assert.match(badPerson.stderr, /--person "-bob": 1-128 letters, digits, spaces and \. _ @ \+ -/);
+
+        // Caps: a new person past `people` is refused with nothing stored; a known one is not new.
+        const caps = { tokens: 100, people: 2 };
+        const add = (id: string, person: string) => store.addToken({ id, name: id, role: "use", person, hash: randomBytes(32) }, caps);
+        assert.deepEqual(await add("t-new", "carol"), { outcome: "too_many_people", max: 2 });
+        assert.equal((await add("t-ci-2", "ci")).outcome, "added");
+        assert.equal((await store.listTokens()).some((t) => t.id === "t-new"), false);
+        assert.deepEqual((await store.listPeople()).map((p) => p.name), ["ops@example.com", "ci"]);
       } finally {
         await store.close();
       }
@@ -694,7 +778,7 @@ for (const kind of KINDS) {
   test("a session last used before the idle cut-off is gone for every reader; a use moves its last use; an idle-only end spares one used since", async () => {
     const at = await kind.fresh();
     const store = await at.open(parseKey(newKeyText(), "test"));
-    await store.addToken({ id: "tok1", name: "one", role: "use", hash: randomBytes(32) });
+    await store.addToken({ id: "tok1", name: "one", role: "use", person: "p", hash: randomBytes(32) });
     const session = { agent: "helper", id: "s1", owner: "tok1", initialize: { jsonrpc: "2.0", id: 0, method: "initialize" }, snapshot: { tools: [], served: [] } };
     assert.deepEqual(await store.putMcpSession(session, 1000, 0), { outcome: "saved" });
     assert.deepEqual(await store.useMcpSession("helper", "s1", 5000, 500), session, "used within the timeout: there, as stored");
@@ -712,7 +796,7 @@ for (const kind of KINDS) {
     const at = await kind.fresh();
     const key = parseKey(newKeyText(), "test");
     const [a, b] = [await at.open(key), await at.open(key)];
-    for (const id of ["alice", "bob"]) await a.addToken({ id, name: id, role: "use", hash: randomBytes(32) });
+    for (const id of ["alice", "bob"]) await a.addToken({ id, name: id, role: "use", person: "p", hash: randomBytes(32) });
     const session = (agent: string, id: string, owner: string) => ({ agent, id, owner, initialize: { method: "initialize" }, snapshot: null });
     // 12 starts of alice's at once, on two processes and two agents, with a cap of 5.
     const starts = await Promise.all(Array.from({ length: 12 }, (_, n) => [a, b][n % 2]!.putMcpSession(session(n % 3 ? "helper" : "triage", `a${n}`, "alice"), 1000 + n, 0, { max: 5, displaceBefore: 0 })));
@@ -733,7 +817,7 @@ for (const kind of KINDS) {
   test("at a token's cap, its least recently used session gives its place only when unused since the cut-off; a busy one never does", async () => {
     const at = await kind.fresh();
     const store = await at.open(parseKey(newKeyText(), "test"));
-    await store.addToken({ id: "alice", name: "alice", role: "use", hash: randomBytes(32) });
+    await store.addToken({ id: "alice", name: "alice", role: "use", person: "p", hash: randomBytes(32) });
     const put = (id: string, now: number, displaceBefore: number) => store.putMcpSession({ agent: "helper", id, owner: "alice", initialize: {}, snapshot: null }, now, 0, { max: 2, displaceBefore });
     assert.deepEqual(await put("s1", 1000, 0), { outcome: "saved" });
     assert.deepEqual(await put("s2", 2000, 0), { outcome: "saved" });
@@ -750,7 +834,7 @@ for (const kind of KINDS) {
   test("checking the sessions a process holds: one whose token was removed by hand goes with all of its owner's; busy ones are marked used; ended ones are not kept", async () => {
     const at = await kind.fresh();
     const store = await at.open(parseKey(newKeyText(), "test"));
-    for (const id of ["alice", "bob"]) await store.addToken({ id, name: id, role: "use", hash: randomBytes(32) });
+    for (const id of ["alice", "bob"]) await store.addToken({ id, name: id, role: "use", person: "p", hash: randomBytes(32) });
     const put = (agent: string, id: string, owner: string, at: number) => store.putMcpSession({ agent, id, owner, initialize: {}, snapshot: null }, at, 0);
     await put("helper", "a1", "alice", 1000);
     await put("triage", "a2", "alice", 1000);

@@ -19,7 +19,7 @@ import { runAs, type How } from "../support/cli.ts";
 import { callServed, startServedDeployment, STORES, type ServedDeployment } from "../support/deployment-serve.ts";
 import { waitFor } from "../support/wait.ts";
 
-type Listed = { id: string; name: string; role: string; created_at: string; expires_at: string | null; last_used_at: string | null };
+type Listed = { id: string; name: string; role: string; person: string; created_at: string; expires_at: string | null; last_used_at: string | null };
 
 /**
  * The store whose tests over the API run the built CLI. Over --url the store is the deployment's,
@@ -68,13 +68,13 @@ for (const store of STORES) describe(`API tokens over the API and on the host ($
     assert.match(plain.stderr, /made use token [0-9a-f]{12} \(alice laptop\) on http:\/\/127\.0\.0\.1:\d+; it never expires\. It is shown this once/);
 
     const { body } = await create("ci", "apply");
-    assert.deepEqual(Object.keys(body).sort(), ["created_at", "expires_at", "id", "name", "role", "token"]);
+    assert.deepEqual(Object.keys(body).sort(), ["created_at", "expires_at", "id", "name", "person", "role", "token"]);
     assert.deepEqual([body.name, body.role, body.expires_at], ["ci", "apply", null]);
 
     const tokens = await list();
     const ci = tokens.find((t) => t.name === "ci")!;
-    assert.deepEqual(Object.keys(ci), ["id", "name", "role", "created_at", "expires_at", "last_used_at"]);
-    assert.deepEqual([ci.id, ci.role, ci.last_used_at], [body.id, "apply", null]);
+    assert.deepEqual(Object.keys(ci), ["id", "name", "role", "person", "created_at", "expires_at", "last_used_at"]);
+    assert.deepEqual([ci.id, ci.role, ci.person, ci.last_used_at], [body.id, "apply", "ci", null]);
     const raw = await callServed(d, "GET", "/v1/tokens");
     assert.equal(raw.status, 200);
     assert.ok(!/hash|token"/.test(JSON.stringify(raw.body.tokens)), "no token nor hash field in GET /v1/tokens");
@@ -85,7 +85,7 @@ for (const store of STORES) describe(`API tokens over the API and on the host ($
 
     const table = await subs(["list", "--url", d.url], d.token, how);
     assert.equal(table.code, 0, table.stderr);
-    assert.match(table.stdout, new RegExp(`^${body.id}\\tapply\\tci\\tcreated \\S+\\tnever expires\\tlast used \\S+$`, "m"));
+    assert.match(table.stdout, new RegExp(`^${body.id}\\tapply\\tci\\tcreated \\S+\\tnever expires\\tlast used \\S+\\tof ci$`, "m"));
   });
 
   test("names are unique: a second token of a name is refused (exit 2 from the CLI, 409 name_taken from the API) and nothing is made", async () => {
@@ -111,6 +111,9 @@ for (const store of STORES) describe(`API tokens over the API and on the host ($
       { name: "ok", role: "use", expires_in: 1.5 },
       { name: "ok", role: "use", expires_in: 11 * 366 * 86400 },
       { name: "ok", role: "use", token: "subsd_mine" },
+      { name: "ok", role: "use", person: "" },
+      { name: "ok", role: "use", person: "a/b" },
+      { name: "ok", role: "use", person: "x".repeat(129) },
     ]) {
       const raw = await callServed(d, "POST", "/v1/tokens", body);
       assert.deepEqual([raw.status, raw.body.error], [400, "invalid_request"], JSON.stringify(body));
@@ -129,6 +132,8 @@ for (const store of STORES) describe(`API tokens over the API and on the host ($
         ["GET", "/v1/tokens", undefined],
         ["POST", "/v1/tokens", { name: `by-${role}`, role: "admin" }],
         ["DELETE", "/v1/tokens/000000000000", undefined],
+        ["GET", "/v1/people", undefined],
+        ["DELETE", "/v1/people/ci", undefined],
       ] as const) {
         const raw = await callServed(d, method, pathname, body, token);
         assert.deepEqual([raw.status, raw.body.error], [403, "forbidden"], `${role} ${method}`);
@@ -140,6 +145,36 @@ for (const store of STORES) describe(`API tokens over the API and on the host ($
       assert.match(listed.stderr, /^hint: ask the deployment's operator for a token with that role/m);
     }
     assert.ok(!(await list()).some((t) => t.name.startsWith("by-")), "none was made");
+  });
+
+  test("people over the API: a person's tokens, listed; removing them revokes each at once, on the next request; the CLI says which went", async () => {
+    const laptop = await create("dana laptop", "use", ["--person", "dana@example.com"]);
+    const client = await create("dana claude", "use", ["--person", "dana@example.com"]);
+    assert.equal(laptop.body.person, "dana@example.com");
+    assert.match(laptop.stderr, /\(dana laptop, of dana@example\.com\)/);
+    const raw = await callServed(d, "GET", "/v1/people");
+    assert.equal(raw.status, 200);
+    assert.deepEqual(
+      raw.body.people.find((p: { name: string }) => p.name === "dana@example.com"),
+      { name: "dana@example.com", created_at: laptop.body.created_at, tokens: 2 },
+    );
+    const listed = await runAs(how, ["deployment", "person", "list", "--url", d.url], { cwd, env: { SUBSTRUCTURE_TOKEN: d.token } });
+    assert.equal(listed.code, 0, listed.stderr);
+    assert.match(listed.stdout, /^dana@example\.com\tsince \S+\t2 tokens$/m);
+    assert.equal((await callServed(d, "GET", "/v1/mcp", undefined, client.body.token)).status, 200, "dana's token works");
+
+    const removed = await runAs(how, ["deployment", "person", "remove", "dana@example.com", "--url", d.url], { cwd, env: { SUBSTRUCTURE_TOKEN: d.token } });
+    assert.equal(removed.code, 0, removed.stderr);
+    assert.match(removed.stderr, new RegExp(`removed dana@example\\.com from http://127\\.0\\.0\\.1:\\d+; revoked with them: ${laptop.body.id} \\(dana laptop\\), ${client.body.id} \\(dana claude\\)`));
+    for (const token of [laptop.body.token, client.body.token]) {
+      const refused = await callServed(d, "GET", "/v1/mcp", undefined, token);
+      assert.deepEqual([refused.status, refused.body.error], [401, "unauthorized"]);
+    }
+    assert.ok(!(await list()).some((t) => t.person === "dana@example.com"));
+    const again = await callServed(d, "DELETE", "/v1/people/dana%40example.com");
+    assert.deepEqual([again.status, again.body.error], [404, "not_found"]);
+    const bad = await callServed(d, "DELETE", "/v1/people/-x");
+    assert.deepEqual([bad.status, bad.body.error], [400, "invalid_request"]);
   });
 
   test("a token past its expiry is refused as a wrong one (401), and shows its expiry in the list", async () => {
@@ -193,6 +228,8 @@ for (const store of STORES) describe(`API tokens over the API and on the host ($
     const own = admins[0]!;
     const raw = await callServed(d, "DELETE", `/v1/tokens/${own.id}`);
     assert.deepEqual([raw.status, raw.body.error], [409, "last_admin"]);
+    const person = await callServed(d, "DELETE", `/v1/people/${encodeURIComponent(own.person)}`);
+    assert.deepEqual([person.status, person.body.error], [409, "last_admin"], "nor its person removed");
     const cli = await subs(["revoke", own.name, "--url", d.url]);
     assert.equal(cli.code, 2);
     assert.match(cli.stderr, /last admin token/);

@@ -9,10 +9,11 @@ import express from "express";
 import { requireBearerAuth } from "@modelcontextprotocol/sdk/server/auth/middleware/bearerAuth.js";
 import { metadataHandler } from "@modelcontextprotocol/sdk/server/auth/handlers/metadata.js";
 import type { OAuthTokenVerifier } from "@modelcontextprotocol/sdk/server/auth/provider.js";
+import type { AuthInfo } from "@modelcontextprotocol/sdk/server/auth/types.js";
 
 export type TestTool = Tool & {
-  /** What a call returns as text; default echoes the arguments. */
-  reply?: (args: Record<string, unknown>) => string;
+  /** What a call returns as text; default echoes the arguments. `auth`: the caller's verified token, on a server with `oauth`. */
+  reply?: (args: Record<string, unknown>, auth?: AuthInfo) => string;
   /** The whole result a call returns (structuredContent, isError, several blocks), instead of `reply`'s text. */
   result?: (args: Record<string, unknown>) => CallToolResult;
   /**
@@ -120,7 +121,7 @@ export async function startMcpServer(options: McpServerOptions): Promise<Running
           }
         }
         if (tool.result) return tool.result(args);
-        return { content: [{ type: "text", text: tool.reply ? tool.reply(args) : JSON.stringify(args) }] };
+        return { content: [{ type: "text", text: tool.reply ? tool.reply(args, extra.authInfo) : JSON.stringify(args) }] };
       });
       const streams = options.tools.some((t) => t.work);
       const transport = new StreamableHTTPServerTransport({ sessionIdGenerator: undefined, enableJsonResponse: !streams });

@@ -5,13 +5,14 @@ import { backup } from "./backup/command.ts";
 import { checkKey } from "./check-key/command.ts";
 import { rotateKey } from "./rotate-key/command.ts";
 import { deploymentServe } from "./serve/command.ts";
+import { person } from "./person/command.ts";
 import { token } from "./token/command.ts";
 
 export const deployment: CommandDeclaration = {
   name: "deployment",
   declare(command) {
     command
-      .description("Run the team deployment `[remote]` talks to: serve it, manage its API tokens, read its record, rotate and check its key, back it up.")
+      .description("Run the team deployment `[remote]` talks to: serve it, manage its API tokens and people, read its record, rotate and check its key, back it up.")
       .addHelpText(
         "after",
         examples([
@@ -23,5 +24,5 @@ export const deployment: CommandDeclaration = {
         ]),
       );
   },
-  commands: [deploymentServe, token, audit, rotateKey, backup, checkKey],
+  commands: [deploymentServe, token, person, audit, rotateKey, backup, checkKey],
 };

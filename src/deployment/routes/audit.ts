@@ -1,4 +1,4 @@
-// GET /v1/audit (docs/deployment-protocol.md section 3.13): the record of served tool calls and
+// GET /v1/audit (docs/deployment-protocol.md section 3.14): the record of served tool calls and
 // changes, oldest first, filtered by the query and paged with a cursor (an entry's `seq`). Only the
 // admin and read roles read it: it says who called what, which a `use` or `apply` token has no
 // need to know of others.
@@ -24,7 +24,7 @@ const AuditQuery = z.strictObject({
   limit: z.string().regex(/^[1-9][0-9]{0,3}$/, `a whole number from 1 to ${AUDIT_PAGE_MAX}`).transform(Number).refine((n) => n <= AUDIT_PAGE_MAX, `at most ${AUDIT_PAGE_MAX}`).optional(),
 });
 
-/** A page of the record as section 3.13 answers it, or why the query is refused. */
+/** A page of the record as section 3.14 answers it, or why the query is refused. */
 export type AuditPage = { entries: AuditEntryJson[]; next: string | null; has_more: boolean };
 
 /** The page a query asks for: the route's answer, and `subs deployment audit --store`'s on the host. */

@@ -2,7 +2,7 @@
 // token made over the API is shown in its 201 answer and nowhere else; a listing never carries a
 // token nor its hash; the last admin token that has not expired is never revoked.
 import type { DeploymentStore } from "../store/types.ts";
-import { CreateTokenBody, createdDetail, LAST_ADMIN, makeToken, revokedDetail, tokenJson } from "../tokens.ts";
+import { CreateTokenBody, createdDetail, LAST_ADMIN, makeToken, PERSON_RULE, PersonName, personJson, removedDetail, removePersonFrom, revokedDetail, tokenJson } from "../tokens.ts";
 import { record, requestIdOf, type AuditSink } from "../audit.ts";
 import { fail, issueText, readJson, type Route } from "./answer.ts";
 
@@ -36,6 +36,27 @@ export function tokenRoutes(o: { store: DeploymentStore; now: () => number; audi
         if (gone.outcome === "last_admin") return fail(409, "last_admin", LAST_ADMIN);
         await record(o.audit, { kind: "token.revoke", actor: token, requestId: requestIdOf(req), detail: revokedDetail(gone.token) });
         return { status: 204 };
+      },
+    },
+    // People (section 3.13): the tokens' holders, admin only as the tokens are.
+    {
+      pattern: /^\/v1\/people\/?$/,
+      route: "/v1/people",
+      need: "admin",
+      methods: ["GET"],
+      run: async () => ({ status: 200, body: { people: (await store.listPeople()).map(personJson) } }),
+    },
+    {
+      pattern: /^\/v1\/people\/([^/]+)\/?$/,
+      route: "/v1/people/{name}",
+      need: "admin",
+      methods: ["DELETE"],
+      checkParams: ([name]) => (name !== undefined && PersonName.safeParse(name).success ? undefined : `a person's name is ${PERSON_RULE}`),
+      run: async (_m, req, [name], token) => {
+        const gone = await removePersonFrom(store, name!, o.now());
+        if ("refused" in gone) return fail(gone.refused === "not_found" ? 404 : 409, gone.refused, gone.message);
+        await record(o.audit, { kind: "person.remove", actor: token, requestId: requestIdOf(req), detail: removedDetail(gone.removed) });
+        return { status: 200, body: gone.removed };
       },
     },
   ];

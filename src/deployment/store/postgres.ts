@@ -47,6 +47,9 @@ import {
   headerValueOf,
   headerValueSummaryOf,
   headerValuesMigration,
+  peopleMigration,
+  PersonRow,
+  personOf,
   sealHeaderValue,
   CredentialRow,
   credentialAad,
@@ -90,7 +93,10 @@ import {
   type OwnerCap,
   type McpSessionRecord,
   type NewApiToken,
+  type PersonRecord,
   type PutMcpSession,
+  type RemovePerson,
+  type TokenLimits,
   type DeleteConnection,
   type HeaderValueRecord,
   type HeaderValueSummary,
@@ -145,7 +151,9 @@ export const PG_MIGRATIONS: readonly string[] = [
   `CREATE TABLE replicas (id TEXT PRIMARY KEY, listen TEXT NOT NULL, started_at BIGINT NOT NULL, seen_at BIGINT NOT NULL);`,
   // Header templates and the values of their variables (sqlite.ts's eighth migration).
   headerValuesMigration("BIGINT", ""),
-  // The record of calls and changes (sqlite.ts's ninth migration).
+  // People (sqlite.ts's ninth migration).
+  peopleMigration("BIGINT", ""),
+  // The record of calls and changes (sqlite.ts's tenth migration).
   auditMigration("BIGSERIAL PRIMARY KEY", "BIGINT", "DOUBLE PRECISION", ""),
 ];
 
@@ -906,15 +914,43 @@ export class PostgresStore implements RekeyableStore {
     return (await this.#count("DELETE FROM mcp_sessions WHERE agent = $1 AND id = $2 AND last_used_at < $3", [agent, id, idleBefore])) > 0;
   }
 
-  async addToken(t: NewApiToken, max?: number): Promise<AddToken> {
+  async addToken(t: NewApiToken, max?: TokenLimits): Promise<AddToken> {
     const at = this.#now();
     return this.#transaction(async (db): Promise<AddToken> => {
       await this.#rows("SELECT pg_advisory_xact_lock($1)", [TOKENS_LOCK], db);
-      if (max !== undefined && checked(CountRow, (await this.#rows("SELECT count(*) AS count FROM api_tokens", [], db))[0], "api_tokens").count >= max) return { outcome: "too_many", max };
+      if (max !== undefined && checked(CountRow, (await this.#rows("SELECT count(*) AS count FROM api_tokens", [], db))[0], "api_tokens").count >= max.tokens) return { outcome: "too_many", max: max.tokens };
       if ((await this.#rows("SELECT 1 FROM api_tokens WHERE name = $1", [t.name], db)).length > 0) return { outcome: "name_taken" };
+      if ((await this.#rows("SELECT 1 FROM people WHERE name = $1", [t.person], db)).length === 0) {
+        if (max !== undefined && checked(CountRow, (await this.#rows("SELECT count(*) AS count FROM people", [], db))[0], "people").count >= max.people) return { outcome: "too_many_people", max: max.people };
+        await this.#rows("INSERT INTO people (name, created_at) VALUES ($1, $2)", [t.person, at], db);
+      }
       const expiresAt = t.lifetimeMs == null ? null : at + t.lifetimeMs;
-      await this.#rows("INSERT INTO api_tokens (id, name, role, hash, created_at, expires_at) VALUES ($1, $2, $3, $4, $5, $6)", [t.id, t.name, t.role, t.hash, at, expiresAt], db);
-      return { outcome: "added", token: { id: t.id, name: t.name, role: t.role, createdAt: at, lastUsedAt: null, expiresAt } };
+      await this.#rows("INSERT INTO api_tokens (id, name, role, person, hash, created_at, expires_at) VALUES ($1, $2, $3, $4, $5, $6, $7)", [t.id, t.name, t.role, t.person, t.hash, at, expiresAt], db);
+      return { outcome: "added", token: { id: t.id, name: t.name, role: t.role, person: t.person, createdAt: at, lastUsedAt: null, expiresAt } };
+    });
+  }
+
+  async listPeople(): Promise<PersonRecord[]> {
+    const rows = await this.#rows("SELECT p.name, p.created_at, (SELECT count(*) FROM api_tokens t WHERE t.person = p.name) AS tokens FROM people p ORDER BY p.created_at, p.name");
+    return checkedAll(PersonRow, rows, "people").map(personOf);
+  }
+
+  async removePerson(name: string, now: number): Promise<RemovePerson> {
+    return this.#transaction(async (db): Promise<RemovePerson> => {
+      await this.#rows("SELECT pg_advisory_xact_lock($1)", [TOKENS_LOCK], db);
+      const [found] = await this.#rows("SELECT p.name, p.created_at, (SELECT count(*) FROM api_tokens t WHERE t.person = p.name) AS tokens FROM people p WHERE p.name = $1", [name], db);
+      if (!found) return { outcome: "absent" };
+      const person = personOf(checked(PersonRow, found, "people"));
+      // FOR UPDATE, as revokeToken locks its token: a session starting for one of them waits, then finds it gone.
+      const tokens = checkedAll(TokenRow, await this.#rows("SELECT * FROM api_tokens WHERE person = $1 ORDER BY created_at, id FOR UPDATE", [name], db), "api_tokens").map(tokenOf);
+      if (tokens.some((t) => t.role === "admin" && !expired(t, now))) {
+        const others = await this.#rows("SELECT 1 FROM api_tokens WHERE role = 'admin' AND person <> $1 AND (expires_at IS NULL OR expires_at > $2) LIMIT 1", [name, now], db);
+        if (others.length === 0) return { outcome: "last_admin" };
+      }
+      await this.#rows("DELETE FROM api_tokens WHERE person = $1", [name], db);
+      await this.#rows("DELETE FROM mcp_sessions WHERE owner = ANY($1::text[])", [tokens.map((t) => t.id)], db);
+      await this.#rows("DELETE FROM people WHERE name = $1", [name], db);
+      return { outcome: "removed", person, tokens };
     });
   }
 

@@ -24,6 +24,7 @@ import {
   type HeldMcpSession,
   type McpSessionCheck,
   type McpSessionKey,
+  type PersonRecord,
   type ReplicaRecord,
 } from "./types.ts";
 
@@ -114,7 +115,7 @@ export const AuthorizationRow = z.object({
 });
 /** What rekey reads of a sealed authorization: the id is its additional authenticated data. */
 export const SealedAuthorizationRow = SealedRow.extend({ id: z.string() });
-export const TokenRow = z.object({ id: z.string(), name: z.string(), role: z.enum(ROLES as [ApiTokenRecord["role"], ...ApiTokenRecord["role"][]]), hash: z.instanceof(Buffer), created_at: Ms, last_used_at: Ms.nullable(), expires_at: Ms.nullable() });
+export const TokenRow = z.object({ id: z.string(), name: z.string(), person: z.string().min(1), role: z.enum(ROLES as [ApiTokenRecord["role"], ...ApiTokenRecord["role"][]]), hash: z.instanceof(Buffer), created_at: Ms, last_used_at: Ms.nullable(), expires_at: Ms.nullable() });
 
 export const ReplicaRow = z.object({ id: z.string(), listen: z.string(), started_at: Ms, seen_at: Ms });
 export const replicaOf = (r: z.output<typeof ReplicaRow>): ReplicaRecord => ({ id: r.id, listen: r.listen, startedAt: r.started_at, seenAt: r.seen_at });
@@ -153,7 +154,7 @@ export const declares = (row: { url: string; prefix_tools: number | boolean; oau
   row.headers_json === headersColumn(c);
 
 export const agentOf = (row: z.output<typeof AgentRow>): AgentRecord => row.body_json as AgentRecord;
-export const tokenOf = (row: z.output<typeof TokenRow>): ApiTokenRecord => ({ id: row.id, name: row.name, role: row.role, createdAt: row.created_at, lastUsedAt: row.last_used_at, expiresAt: row.expires_at });
+export const tokenOf = (row: z.output<typeof TokenRow>): ApiTokenRecord => ({ id: row.id, name: row.name, role: row.role, person: row.person, createdAt: row.created_at, lastUsedAt: row.last_used_at, expiresAt: row.expires_at });
 export const summaryOf = (r: z.output<typeof SummaryRow>): Omit<CredentialRecord, "secret"> => ({
   id: r.id,
   url: r.url,
@@ -170,6 +171,19 @@ export const summaryOf = (r: z.output<typeof SummaryRow>): Omit<CredentialRecord
  */
 export const AUTHORIZED_BY = `ALTER TABLE credentials ADD COLUMN authorized_by TEXT;
    ALTER TABLE authorizations ADD COLUMN authorized_by TEXT;`;
+
+/**
+ * People (each API token belongs to one; docs/deployment-protocol.md section 3.13). A token made
+ * before them belongs to a person named after it, as its name is unique. No foreign key from the
+ * tokens: SQLite cannot add one with a default, and addToken and removePerson keep the two in step.
+ */
+export const peopleMigration = (integer: "INTEGER" | "BIGINT", strict: string) => `CREATE TABLE people (name TEXT PRIMARY KEY, created_at ${integer} NOT NULL)${strict};
+   ALTER TABLE api_tokens ADD COLUMN person TEXT NOT NULL DEFAULT '';
+   UPDATE api_tokens SET person = name;
+   INSERT INTO people (name, created_at) SELECT name, created_at FROM api_tokens;
+   CREATE INDEX api_tokens_by_person ON api_tokens(person);`;
+export const PersonRow = z.object({ name: z.string().min(1), created_at: Ms, tokens: Ms });
+export const personOf = (row: z.output<typeof PersonRow>): PersonRecord => ({ name: row.name, createdAt: row.created_at, tokens: row.tokens });
 
 /** The additional authenticated data of a sealed value: the row it belongs to. */
 export const credentialAad = (id: string, url: string) => `credential\0${id}\0${url}`;
@@ -301,7 +315,7 @@ export function sortHeldSessions(
 export const ownersOf = (held: HeldMcpSession[]): string[] => [...new Set(held.flatMap((h) => (h.owner === undefined ? [] : [h.owner])))];
 
 /**
- * The record (docs/deployment-protocol.md section 3.13), alike in both databases but for types:
+ * The record (docs/deployment-protocol.md section 3.14), alike in both databases but for types:
  * `seq` never reused (AUTOINCREMENT, a sequence), so a cursor past a pruned entry stays valid; `id`
  * unique, so a batch written again after a lost answer adds nothing.
  */

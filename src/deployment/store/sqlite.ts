@@ -46,6 +46,9 @@ import {
   headerValueOf,
   headerValueSummaryOf,
   headerValuesMigration,
+  peopleMigration,
+  PersonRow,
+  personOf,
   sealHeaderValue,
   connectionOf,
   agentOf,
@@ -91,7 +94,10 @@ import {
   type OwnerCap,
   type McpSessionRecord,
   type NewApiToken,
+  type PersonRecord,
   type PutMcpSession,
+  type RemovePerson,
+  type TokenLimits,
   type PutAgent,
   type PutConnection,
   type PutState,
@@ -155,7 +161,8 @@ export const MIGRATIONS: readonly string[] = [
   `CREATE TABLE replicas (id TEXT PRIMARY KEY, listen TEXT NOT NULL, started_at INTEGER NOT NULL, seen_at INTEGER NOT NULL) STRICT;`,
   // Header templates and the values of their variables (docs/deployment-protocol.md section 3.12).
   headerValuesMigration("INTEGER", " STRICT"),
-  // The record of calls and changes (docs/deployment-protocol.md section 3.13).
+  peopleMigration("INTEGER", " STRICT"),
+  // The record of calls and changes (docs/deployment-protocol.md section 3.14).
   auditMigration("INTEGER PRIMARY KEY AUTOINCREMENT", "INTEGER", "REAL", " STRICT"),
 ];
 
@@ -796,16 +803,44 @@ export class SqliteStore implements RekeyableStore {
     return this.#prepared("DELETE FROM mcp_sessions WHERE agent = ? AND id = ? AND last_used_at < ?").run(agent, id, idleBefore).changes > 0;
   }
 
-  async addToken(t: NewApiToken, max?: number): Promise<AddToken> {
+  async addToken(t: NewApiToken, max?: TokenLimits): Promise<AddToken> {
     const at = this.#now();
-    // IMMEDIATE: the write lock from the start, so the count and the name are checked in turn across processes.
+    // IMMEDIATE: the write lock from the start, so the counts and the name are checked in turn across processes.
     return this.#db
       .transaction((): AddToken => {
-        if (max !== undefined && checked(CountRow, this.#prepared("SELECT count(*) AS count FROM api_tokens").get(), "api_tokens").count >= max) return { outcome: "too_many", max };
+        if (max !== undefined && checked(CountRow, this.#prepared("SELECT count(*) AS count FROM api_tokens").get(), "api_tokens").count >= max.tokens) return { outcome: "too_many", max: max.tokens };
         if (this.#prepared("SELECT 1 FROM api_tokens WHERE name = ?").get(t.name) !== undefined) return { outcome: "name_taken" };
+        if (this.#prepared("SELECT 1 FROM people WHERE name = ?").get(t.person) === undefined) {
+          if (max !== undefined && checked(CountRow, this.#prepared("SELECT count(*) AS count FROM people").get(), "people").count >= max.people) return { outcome: "too_many_people", max: max.people };
+          this.#prepared("INSERT INTO people (name, created_at) VALUES (?, ?)").run(t.person, at);
+        }
         const expiresAt = t.lifetimeMs == null ? null : at + t.lifetimeMs;
-        this.#prepared("INSERT INTO api_tokens (id, name, role, hash, created_at, expires_at) VALUES (?, ?, ?, ?, ?, ?)").run(t.id, t.name, t.role, t.hash, at, expiresAt);
-        return { outcome: "added", token: { id: t.id, name: t.name, role: t.role, createdAt: at, lastUsedAt: null, expiresAt } };
+        this.#prepared("INSERT INTO api_tokens (id, name, role, person, hash, created_at, expires_at) VALUES (?, ?, ?, ?, ?, ?, ?)").run(t.id, t.name, t.role, t.person, t.hash, at, expiresAt);
+        return { outcome: "added", token: { id: t.id, name: t.name, role: t.role, person: t.person, createdAt: at, lastUsedAt: null, expiresAt } };
+      })
+      .immediate();
+  }
+
+  async listPeople(): Promise<PersonRecord[]> {
+    const rows = this.#prepared("SELECT p.name, p.created_at, (SELECT count(*) FROM api_tokens t WHERE t.person = p.name) AS tokens FROM people p ORDER BY p.created_at, p.name").all();
+    return checkedAll(PersonRow, rows, "people").map(personOf);
+  }
+
+  async removePerson(name: string, now: number): Promise<RemovePerson> {
+    return this.#db
+      .transaction((): RemovePerson => {
+        const found = this.#prepared("SELECT p.name, p.created_at, (SELECT count(*) FROM api_tokens t WHERE t.person = p.name) AS tokens FROM people p WHERE p.name = ?").get(name);
+        if (found === undefined) return { outcome: "absent" };
+        const person = personOf(checked(PersonRow, found, "people"));
+        const tokens = checkedAll(TokenRow, this.#prepared("SELECT * FROM api_tokens WHERE person = ? ORDER BY created_at, id").all(name), "api_tokens").map(tokenOf);
+        if (tokens.some((t) => t.role === "admin" && !expired(t, now))) {
+          const others = this.#prepared("SELECT 1 FROM api_tokens WHERE role = 'admin' AND person <> ? AND (expires_at IS NULL OR expires_at > ?) LIMIT 1").get(name, now);
+          if (others === undefined) return { outcome: "last_admin" };
+        }
+        for (const t of tokens) this.#prepared("DELETE FROM mcp_sessions WHERE owner = ?").run(t.id);
+        this.#prepared("DELETE FROM api_tokens WHERE person = ?").run(name);
+        this.#prepared("DELETE FROM people WHERE name = ?").run(name);
+        return { outcome: "removed", person, tokens };
       })
       .immediate();
   }

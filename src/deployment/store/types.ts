@@ -53,15 +53,32 @@ export type CredentialRecord = {
 export type Role = "admin" | "apply" | "use" | "read";
 export const ROLES: readonly Role[] = ["admin", "apply", "use", "read"];
 
-/** `expiresAt`: from then on the token is refused as an unknown one (null: never). */
-export type ApiTokenRecord = { id: string; name: string; role: Role; createdAt: number; lastUsedAt: number | null; expiresAt: number | null };
+/**
+ * `expiresAt`: from then on the token is refused as an unknown one (null: never). `person`: whom it
+ * belongs to (a person holds any number of tokens: a laptop, an MCP client, and shares their
+ * credentials); a token made before people were kept belongs to the person named after it.
+ */
+export type ApiTokenRecord = { id: string; name: string; role: Role; person: string; createdAt: number; lastUsedAt: number | null; expiresAt: number | null };
 /** Whether a token may no longer be used at `now`. */
 export const expired = (token: Pick<ApiTokenRecord, "expiresAt">, now: number) => token.expiresAt !== null && token.expiresAt <= now;
 
-/** A token to store: `hash` is the SHA-256 of the token; the token itself is never stored. */
-export type NewApiToken = { id: string; name: string; role: Role; hash: Buffer; lifetimeMs?: number | null };
-/** `name_taken`: names are unique; `too_many`: the store already holds `max` tokens. Nothing is stored then. */
-export type AddToken = { outcome: "added"; token: ApiTokenRecord } | { outcome: "name_taken" } | { outcome: "too_many"; max: number };
+/** A token to store: `hash` is the SHA-256 of the token; the token itself is never stored. `person` is made when new. */
+export type NewApiToken = { id: string; name: string; role: Role; person: string; hash: Buffer; lifetimeMs?: number | null };
+/**
+ * `name_taken`: names are unique; `too_many`: the store already holds `max.tokens` tokens;
+ * `too_many_people`: the token's person is new and the store already keeps `max.people`. Nothing
+ * is stored then.
+ */
+export type AddToken = { outcome: "added"; token: ApiTokenRecord } | { outcome: "name_taken" } | { outcome: "too_many"; max: number } | { outcome: "too_many_people"; max: number };
+/** The most tokens, and people, a store keeps (addToken). */
+export type TokenLimits = { tokens: number; people: number };
+/** A person, with how many tokens they hold now (none once all were revoked: they are kept until removed). */
+export type PersonRecord = { name: string; createdAt: number; tokens: number };
+/**
+ * `removed`: the person, every token of theirs and the sessions those started are gone;
+ * `last_admin`: one of their tokens is the only admin token that has not expired, and nothing changed.
+ */
+export type RemovePerson = { outcome: "removed"; person: PersonRecord; tokens: ApiTokenRecord[] } | { outcome: "absent" } | { outcome: "last_admin" };
 /** `last_admin`: it is the only admin token that has not expired, and is kept, so that someone can still manage tokens. */
 export type RevokeToken = { outcome: "revoked"; token: ApiTokenRecord } | { outcome: "absent" } | { outcome: "last_admin" };
 
@@ -182,7 +199,7 @@ export type PutState =
   | { outcome: "revision_changed"; revision: string };
 
 /**
- * What the record holds (docs/deployment-protocol.md section 3.13): every served tool call and every
+ * What the record holds (docs/deployment-protocol.md section 3.14): every served tool call and every
  * change. `person.remove` is written by the offboarding of a person, where it exists.
  */
 export const AUDIT_KINDS = [
@@ -359,11 +376,20 @@ export interface DeploymentStore {
   endMcpSession(agent: string, id: string, idleBefore?: number): Promise<boolean>;
 
   /**
-   * Stores a token, made now and expiring `lifetimeMs` later (never when absent), unless another has its name or the store holds `max` tokens already; token
-   * writes are serialized across processes, so neither check is raced past.
+   * Stores a token, made now and expiring `lifetimeMs` later (never when absent), and its person
+   * when new, unless another token has its name or the store holds `max` tokens (or, for a new
+   * person, people) already; token writes are serialized across processes, so no check is raced past.
    */
-  addToken(token: NewApiToken, max?: number): Promise<AddToken>;
+  addToken(token: NewApiToken, max?: TokenLimits): Promise<AddToken>;
   listTokens(): Promise<ApiTokenRecord[]>;
+  /** Every person, oldest first, with how many tokens each holds. */
+  listPeople(): Promise<PersonRecord[]>;
+  /**
+   * The person, every token of theirs and every MCP session those started, in one transaction;
+   * refused (nothing changed) when that would take the last admin token not expired at `now`.
+   * Serialized with addToken and revokeToken.
+   */
+  removePerson(name: string, now: number): Promise<RemovePerson>;
   /**
    * By id, with every MCP session it had, in one transaction; refused (nothing changed) for the
    * last admin token not expired at `now`. Serialized with addToken and every other revocation.

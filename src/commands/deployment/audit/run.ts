@@ -10,8 +10,7 @@ import { styleFor } from "../../../output/style.ts";
 import { renderTable } from "../../../output/table.ts";
 import { shown } from "../../../output/untrusted.ts";
 import type { RemoteAuditEntry } from "../../../remote/protocol.ts";
-import { stderrReporter } from "../../../output/reporter.ts";
-import type { Reporter } from "../../../report.ts";
+import { tokenReporter } from "../reporter.ts";
 
 const HEADER = ["TIME", "KIND", "PERSON", "AGENT", "CONNECTION", "TOOL", "OUTCOME", "MS"];
 
@@ -22,11 +21,9 @@ function row(e: RemoteAuditEntry): string[] {
   return [e.at, e.kind, field(e.person), field(e.agent), field(e.connection), field(e.tool), field(outcome), e.duration_ms === null || e.duration_ms === undefined ? "-" : String(e.duration_ms)];
 }
 
-/** The settings' warnings as `subs deployment` words them (`subs: warning: …`), and the API client's retries. */
-const auditReporter = (ctx: Context): Reporter => ({ ...stderrReporter(ctx), warn: (message) => void ctx.stderr.write(`subs: warning: ${shown(message, { multiline: true })}\n`) });
-
 export async function auditCommand(ctx: Context, options: { target: TokenTarget; request: AuditRequest; json: boolean; follow: boolean }) {
-  const reporter = auditReporter(ctx);
+  // The settings' warnings as `subs deployment` words them, and the API client's retries.
+  const reporter = tokenReporter(ctx);
   const style = styleFor(ctx.color);
   if (options.follow) {
     let first = true;

@@ -3,7 +3,7 @@
 import type { Context } from "../../../../context.ts";
 import { listApiTokens, type TokenTarget } from "../../../../deployment/tokens.ts";
 import { writeJson } from "../../../../output/json.ts";
-import { tokenReporter } from "../reporter.ts";
+import { tokenReporter } from "../../reporter.ts";
 import { shown } from "../../../../output/untrusted.ts";
 
 export async function tokenListCommand(ctx: Context, options: { target: TokenTarget; json: boolean }) {
@@ -16,6 +16,6 @@ export async function tokenListCommand(ctx: Context, options: { target: TokenTar
   for (const t of tokens) {
     const expires = t.expires_at === null ? "never expires" : `expires ${t.expires_at}`;
     const used = t.last_used_at === null ? "never used" : `last used ${t.last_used_at}`;
-    ctx.stdout.write(`${[t.id, t.role, t.name, `created ${t.created_at}`, expires, used].map((f) => shown(f)).join("\t")}\n`);
+    ctx.stdout.write(`${[t.id, t.role, t.name, `created ${t.created_at}`, expires, used, `of ${t.person}`].map((f) => shown(f)).join("\t")}\n`);
   }
 }

@@ -1,10 +1,10 @@
-// What `subs deployment token create|list|revoke` share: which deployment's tokens they manage
-// (src/deployment/tokens.ts, tokenPlace): its API at --url or at the project's [remote], or its
-// store on its host with --store.
+// What `subs deployment token …` and `subs deployment person …` share: which deployment's tokens
+// and people they manage (src/deployment/tokens.ts, tokenPlace): its API at --url or at the
+// project's [remote], or its store on its host with --store.
 import { Option, type Command } from "commander";
-import type { TokenTarget } from "../../../deployment/tokens.ts";
-import { configOption, type CommandScope } from "../../options.ts";
-import { flagsOf, settings, type DeploymentFlags } from "../options.ts";
+import type { TokenTarget } from "../../deployment/tokens.ts";
+import { configOption, type CommandScope } from "../options.ts";
+import { flagsOf, settings, type DeploymentFlags } from "./options.ts";
 
 export type TargetFlags = DeploymentFlags & { url?: string; config?: string };
 
