@@ -39,6 +39,8 @@ export async function auditBenchRows(print: (row: BenchRow) => void): Promise<Be
   // The log line written as the deployment writes it, to a sink that drops it (stdout's cost is the terminal's).
   const log = jsonLog({ write: () => true }, Date.now);
   const audit = new AuditRecorder({ store, log, metrics: new Metrics(), now: Date.now, retentionMs: 86_400_000 });
+  // The writer's timers do not keep a process alive (a server's sockets do): this one does, meanwhile.
+  const alive = setInterval(() => {}, 1000);
   try {
     await round(audit); // warm
     const perCall: number[] = [];
@@ -54,6 +56,7 @@ export async function auditBenchRows(print: (row: BenchRow) => void): Promise<Be
     print(row);
     return [row];
   } finally {
+    clearInterval(alive);
     await audit.close();
     await store.close();
     rmSync(dir, { recursive: true, force: true });
