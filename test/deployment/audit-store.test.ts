@@ -248,7 +248,7 @@ describe("the writer", () => {
 });
 
 describe("the operator's commands on the host (in this process)", () => {
-  test("token create and revoke with --store, and rotate-key, go into the record by nobody's token; subs deployment audit --store reads it as a table and as JSON, filtered and paged", async () => {
+  test("token create and revoke, person remove with --store, and rotate-key, go into the record by nobody's token; subs deployment audit --store reads it as a table and as JSON, filtered and paged", async () => {
     const dir = mkdtempSync(path.join(tmpdir(), "subs-audit-host-"));
     dirs.push(dir);
     writeFileSync(path.join(dir, "old.key"), newKeyText(), { mode: 0o600 });
@@ -261,6 +261,8 @@ describe("the operator's commands on the host (in this process)", () => {
     assert.equal(revoked.code, 2, "the last admin token is kept");
     assert.equal((await run("deployment", "token", "create", "--name", "ci", "--role", "apply", "--store", "data")).code, 0);
     assert.equal((await run("deployment", "token", "revoke", "ci", "--store", "data")).code, 0, "revoked");
+    const removed = await run("deployment", "person", "remove", "ci", "--store", "data");
+    assert.equal(removed.code, 0, removed.stderr);
     const rotated = await run("deployment", "rotate-key", "--store", "data", "--key-file", "old.key", "--new-key-file", "new.key");
     assert.equal(rotated.code, 0, rotated.stderr);
 
@@ -275,6 +277,7 @@ describe("the operator's commands on the host (in this process)", () => {
         ["token.create", null, null, "store", "ops"],
         ["token.create", null, null, "store", "ci"],
         ["token.revoke", null, null, "store", "ci"],
+        ["person.remove", null, null, "store", null],
         ["key.rotate", null, null, "store", null],
       ],
     );
