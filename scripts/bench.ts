@@ -182,6 +182,7 @@ const serve = await serveBenchRows(RUNS, BIN);
 serve.rows.forEach(printRow);
 rows.push(...serve.rows);
 rows.push(...(await (await import("./bench-deployment.ts")).deploymentBenchRows(printRow)));
+rows.push(...(await (await import("./bench-audit.ts")).auditBenchRows(printRow)));
 rows.push(...(await (await import("./bench-replicas.ts")).replicaBenchRows(printRow)));
 mkdirSync(path.join(REPO, "bench-results"), { recursive: true });
 const out = path.join(REPO, "bench-results", "bench.json");

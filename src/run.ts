@@ -207,7 +207,7 @@ export const COMMAND_TREE: Readonly<Record<string, readonly string[]>> = {
   completion: [],
   schema: [],
   agent: ["list", "tools", "serve", "connect"],
-  deployment: ["serve", "token", "person", "rotate-key", "backup", "check-key"],
+  deployment: ["serve", "token", "person", "audit", "rotate-key", "backup", "check-key"],
 };
 
 /**

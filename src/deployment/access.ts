@@ -41,8 +41,10 @@ export async function authenticate(store: DeploymentStore, bearer: string | unde
  * `apply` changes the declarations, `use` calls agents' MCP endpoints, `admin` manages API tokens.
  * A teammate's one `use` token covers their day (list, `subs mcp login`, their MCP client) without
  * the power to change or delete a declaration; CI's `apply` token consents but calls no tool.
+ * `audit` reads the record of who called and changed what (section 3.14): `read` and `admin` only,
+ * so a teammate's `use` token does not see the others' calls.
  */
-export type Need = "read" | "consent" | "apply" | "use" | "admin";
+export type Need = "read" | "consent" | "apply" | "use" | "admin" | "audit";
 
 export function allows(role: Role, need: Need): boolean {
   switch (role) {
@@ -53,7 +55,7 @@ export function allows(role: Role, need: Need): boolean {
     case "use":
       return need === "read" || need === "consent" || need === "use";
     case "read":
-      return need === "read";
+      return need === "read" || need === "audit";
   }
 }
 
@@ -64,6 +66,7 @@ export const DOING: Record<Need, string> = {
   apply: "changing the deployment",
   use: "using agents' MCP endpoints",
   admin: "managing API tokens",
+  audit: "reading the record of calls and changes",
 };
 
 /**

@@ -23,13 +23,14 @@ import { agentSessionFactory } from "../serve/agent-session.ts";
 import { DEFAULT_LIMITS } from "../serve/http.ts";
 import { McpSessions, type SessionRefusal, type SessionRegistry } from "../serve/http-sessions.ts";
 import type { Session } from "../serve/session.ts";
+import type { Actor, AuditSink } from "./audit.ts";
 import { foreignText } from "./foreign.ts";
 import { NOT_IN_CATALOG } from "./catalog.ts";
 import { Refusal, type OAuth } from "./oauth.ts";
 import type { Log, Metrics } from "./ops.ts";
 import type { AgentEndpoint } from "./routes/agents.ts";
 import { STORE_DOWN_MESSAGE } from "./routes/answer.ts";
-import { StoreUnavailable, type ConnectionRecord, type DeploymentStore } from "./store/types.ts";
+import { StoreUnavailable, type ApiTokenRecord, type ConnectionRecord, type DeploymentStore } from "./store/types.ts";
 
 const ResumedAgentSession = z.strictObject({ urls: z.record(z.string(), z.string()), session: z.unknown() });
 
@@ -62,6 +63,8 @@ export type AgentEndpointOptions = {
   log: Log;
   /** Sessions one API token may hold, on all agents and every process together (store-enforced). */
   maxSessionsPerToken: number;
+  /** The record: each served tool call, with the token that started its session (audit.ts). */
+  audit?: AuditSink;
 };
 
 export type AgentEndpoints = {
@@ -81,11 +84,10 @@ export function agentEndpoints(o: AgentEndpointOptions): AgentEndpoints {
   const idleBefore = () => o.ctx.now() - DEFAULT_LIMITS.idleTimeoutMs;
   const displaceBefore = () => o.ctx.now() - DISPLACE_AFTER_MS;
   const state: CheckState = { checking: false, storeDown: false };
-  // The person of each token that has asked here: a session's owner is a token id, and its
-  // person's credentials are the ones its calls use (a personal connection's). Set from the
-  // request being answered, whose token is the owner of any session it starts or continues.
-  // At most one entry per token the store holds.
-  const persons = new Map<string, string>();
+  // The tokens that reached an endpoint here, by id: a session's owner is a token id, and the
+  // record names its person too. Every request is authenticated before it is handed here, so a
+  // session started or continued here finds its owner's token in it.
+  const tokens = new Map<string, Pick<ApiTokenRecord, "id" | "person">>();
   const checks = setInterval(() => void checkHeld(o, byAgent, state), CHECK_MS);
   checks.unref();
   return {
@@ -117,7 +119,7 @@ export function agentEndpoints(o: AgentEndpointOptions): AgentEndpoints {
           // made visible and cut: a session that failed may quote a server.
           { now: o.ctx.now, stderr: { write: (text: string) => o.log("warn", foreignText(text.replace(/^subs: |\n$/g, ""), { scrub: (t) => t }, 500), { agent: name }) } },
           { maxSessions: DEFAULT_LIMITS.maxSessions, idleTimeoutMs: DEFAULT_LIMITS.idleTimeoutMs, maxCalls: DEFAULT_LIMITS.maxCalls },
-          (resumed, owner) => agentSession(o, name, resumed, owner === undefined ? undefined : persons.get(owner)),
+          (resumed, owner) => agentSession(o, name, resumed, owner === undefined ? undefined : tokens.get(owner)),
           registry,
         );
         byAgent.set(agent.name, sessions);
@@ -125,7 +127,7 @@ export function agentEndpoints(o: AgentEndpointOptions): AgentEndpoints {
       // A session belongs to the token that started it: another token's request with its id is
       // 404, and a revoked token is 401 before it gets here (every request is authenticated);
       // what it still holds open is closed by the next check (checkHeld).
-      persons.set(token.id, token.person);
+      if (tokens.get(token.id)?.person !== token.person) tokens.set(token.id, { id: token.id, person: token.person });
       await sessions.handle(req, res, token.id);
     },
     endStreams() {
@@ -190,13 +192,13 @@ async function checkHeld(o: AgentEndpointOptions, byAgent: ReadonlyMap<string, M
 
 /**
  * One client session of an agent: the declaration as stored when it starts, served with the
- * deployment's credentials: a personal connection's are those of `person`, the person of the
- * token that owns the session (docs/deployment-protocol.md section 2).
+ * deployment's credentials: a personal connection's are those of the person of the token that
+ * owns the session (docs/deployment-protocol.md section 2).
  */
-function agentSession(o: AgentEndpointOptions, name: string, resumed: unknown, person: string | undefined): Session {
+function agentSession(o: AgentEndpointOptions, name: string, resumed: unknown, owner: Actor): Session {
   return {
     async open() {
-      if (person === undefined) throw new Error("the session's owner is not known here");
+      if (owner === undefined) throw new Error("the session's owner is not known here");
       const agent = await o.store.getAgent(name);
       if (!agent) throw new Error(`the agent ${name} was deleted`);
       const records = (await Promise.all(agent.mcp.map((m) => o.store.getConnection(m.id)))).filter((c): c is ConnectionRecord => c !== undefined);
@@ -221,11 +223,12 @@ function agentSession(o: AgentEndpointOptions, name: string, resumed: unknown, p
       };
       const secrets = new Secrets();
       const byStandIn = new Map([...standIns.values()].map((s) => [s.value, s.connection]));
-      const fetch = withDeploymentCredential(o, byStandIn, learningFetch(o.ctx.fetch, secrets, { answers: "issued" }), secrets, person);
+      const fetch = withDeploymentCredential(o, byStandIn, learningFetch(o.ctx.fetch, secrets, { answers: "issued" }), secrets, owner.person);
       const session = await agentSessionFactory({ ...o.ctx, env, fetch, secrets }, config, name, {
         reporter: logReporter(o.log, name, secrets),
         timeoutMs: TOOLS_TIMEOUT_MS,
         requestTimeoutMs: REQUEST_TIMEOUT_MS,
+        ...(o.audit ? { onCall: (call) => o.audit!.call(name, owner, call) } : {}),
       })(kept?.data?.session).open();
       o.metrics.sessions++;
       // Started here, not continued from another process.

@@ -95,6 +95,11 @@ export async function rotateKeyCommand(ctx: Ctx & Pick<Context, "now">, options:
     }
     if (next.id === key.id) throw usage("--new-key-file holds the key the store already uses", { hint: "give a file with another key, or a path where a new one is made" });
     const count = await store.rekey(next);
+    // Into the record, by nobody's token: the operator on the host (a failed write fails nothing).
+    const { changeEntry } = await import("./audit.ts");
+    await store.appendAudit([changeEntry({ kind: "key.rotate", actor: undefined, detail: { from_key: key.id, to_key: next.id, values: count, via: "store" } }, ctx.now())]).catch((error: unknown) => {
+      ctx.stderr.write(`subs: warning: the rotation is done, but not written to the deployment's record: ${error instanceof Error ? error.message : String(error)}\n`);
+    });
     ctx.stderr.write(`subs: re-encrypted ${count} values from key ${key.id} to key ${next.id}; start the deployment with --key-file ${options.newKeyFile} from now on, and keep the old key (key ${key.id}) as long as you keep a backup made before now: those open with it alone\n`);
   } finally {
     await store.close();

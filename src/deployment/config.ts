@@ -20,12 +20,15 @@ export const SETTINGS = {
   catalog: { flag: "--catalog", env: "SUBS_DEPLOYMENT_CATALOG" },
   clientSecrets: { flag: "--client-secrets", env: "SUBS_DEPLOYMENT_CLIENT_SECRETS" },
   allowPrivate: { flag: "--allow-private", env: "SUBS_DEPLOYMENT_ALLOW_PRIVATE" },
+  auditRetention: { flag: "--audit-retention", env: "SUBS_DEPLOYMENT_AUDIT_RETENTION" },
 } as const;
 /** The key itself, base64 (a secret manager's variable), for when no key file is given. */
 export const KEY_ENV = "SUBS_DEPLOYMENT_KEY";
 export const DEFAULT_LISTEN = "127.0.0.1:8080";
 export const DEFAULT_STORE = "subs-deployment";
 export const DB_FILE = "deployment.db";
+/** How long the record keeps an entry unless the operator says otherwise (docs/deployment-server.md, "The record"). */
+export const DEFAULT_AUDIT_RETENTION = "90d";
 
 export type Setting = keyof typeof SETTINGS;
 export type Flags = Partial<Record<Setting, string>>;
@@ -54,6 +57,8 @@ export type DeploymentConfig = {
    * deployment on a laptop, serving servers on that laptop) and none otherwise.
    */
   allowed: Allowed;
+  /** How long the record keeps an entry, in milliseconds (docs/deployment-server.md, "The record"). */
+  auditRetentionMs: number;
   /** What the operator should hear at start (stderr), e.g. a password given on the command line. */
   warnings: string[];
 };
@@ -93,6 +98,18 @@ const ListenSchema = z.string().transform((text, ctx) => {
     return z.NEVER;
   }
   return { host, port: n };
+});
+
+const UNIT_MS = { s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000 } as const;
+/** A duration: a whole number and a unit (s, m, h, d), at most ten years. */
+export const RetentionSchema = z.string().transform((text, ctx) => {
+  const match = /^([1-9][0-9]{0,8})([smhd])$/.exec(text.trim());
+  const ms = match ? Number(match[1]) * UNIT_MS[match[2] as keyof typeof UNIT_MS] : NaN;
+  if (!(ms <= 3660 * UNIT_MS.d)) {
+    ctx.addIssue({ code: "custom", message: "must be a whole number and a unit: s, m, h or d (e.g. 90d, 12h), at most 3660d" });
+    return z.NEVER;
+  }
+  return ms;
 });
 
 const PublicUrlSchema = z.string().transform((text, ctx) => {
@@ -355,6 +372,7 @@ export function deploymentConfig(flags: Flags, ctx: { env: Env; cwd: string }, n
   };
   const listen = check("listen", ListenSchema, DEFAULT_LISTEN);
   const publicUrl = check("publicUrl", PublicUrlSchema, undefined);
+  const auditRetentionMs = need.serve ? check("auditRetention", RetentionSchema, DEFAULT_AUDIT_RETENTION) : undefined;
   const storeAt = pick(flags, ctx.env, "store");
   let postgres: PostgresTarget | undefined;
   if (storeAt && isPostgresUrl(storeAt.value)) {
@@ -429,5 +447,17 @@ export function deploymentConfig(flags: Flags, ctx: { env: Env; cwd: string }, n
     // One line: an error's message is shown on one line, its line breaks escaped (src/run.ts).
     throw usage(`the deployment's settings have ${problems.length} problems: ${listed.map((p, i) => `(${i + 1}) ${p}`).join(" ")}`, { hint: general });
   }
-  return { listen: listen!, publicUrl, storeDir, dbPath: path.join(storeDir, DB_FILE), postgres, key, catalog, clientSecrets, allowed, warnings };
+  return {
+    listen: listen!,
+    publicUrl,
+    storeDir,
+    dbPath: path.join(storeDir, DB_FILE),
+    postgres,
+    key,
+    catalog,
+    clientSecrets,
+    allowed,
+    auditRetentionMs: auditRetentionMs ?? UNIT_MS.d * 90,
+    warnings,
+  };
 }

@@ -21,6 +21,7 @@ import { authFetch, httpTimeoutMs } from "../http/guarded-fetch.ts";
 import { learningFetch, Secrets } from "../secrets.ts";
 import { VERSION } from "../version.ts";
 import type { ClientSecret } from "./config.ts";
+import { record, type AuditSink } from "./audit.ts";
 import { foreignProblem, foreignText, oauthErrorCode } from "./foreign.ts";
 import { inCatalog, NOT_IN_CATALOG, notInCatalogMessage } from "./catalog.ts";
 import type { Metrics } from "./ops.ts";
@@ -56,6 +57,8 @@ export type OAuthOptions = {
   clientSecrets?: ReadonlyMap<string, ClientSecret>;
   /** The only MCP server URLs the deployment uses (catalog.ts); undefined: any. */
   catalog?: readonly string[];
+  /** The record (audit.ts): a consent's end, on whichever replica its redirect reaches. */
+  audit?: AuditSink;
 };
 
 /**
@@ -247,7 +250,24 @@ export class OAuth {
     // The first callback claims it, on whichever replica; the same redirect reaching another
     // replica (a retried request, a reloaded page) changes nothing and exchanges nothing.
     if (!(await this.#o.store.claimAuthorization(a.id, this.#o.now()))) return unknown;
-    const final = (outcome: Outcome) => this.#o.store.finishAuthorization(a.id, outcome, this.#o.now());
+    // Its end goes into the record as made by the token that started it (`by` names it), and its
+    // person: the browser that reaches the redirect carries no API token. Only the code, never the
+    // server's message (section 3.14).
+    const final = async (outcome: Outcome) => {
+      const ended = await this.#o.store.finishAuthorization(a.id, outcome, this.#o.now());
+      if (ended && this.#o.audit) {
+        const starter = a.by === null ? undefined : await this.#o.store.listTokens().then((all) => all.find((t) => t.name === a.by), () => undefined);
+        await record(this.#o.audit, {
+          kind: "consent.finish",
+          actor: starter,
+          person: a.by,
+          connection: a.connectionId,
+          outcome: outcome.status,
+          detail: { authorization: a.id, ...(outcome.error !== undefined ? { error: outcome.error } : {}) },
+        });
+      }
+      return ended;
+    };
     const { secret } = a;
     // Whoever reaches the redirect URI chooses its parameters (the authorization server, or anyone
     // holding the state): what the poll then says of them is a summary without this exchange's secrets.

@@ -60,6 +60,12 @@ export class Metrics {
   readonly #refreshes = new Map<string, number>();
   sessions = 0;
   sessionsStarted = 0;
+  /** The record (src/deployment/audit.ts): entries written to the store, dropped unwritten, and writes that failed (retried). */
+  auditWritten = 0;
+  auditDropped = 0;
+  auditWriteFailures = 0;
+  /** Entries waiting to be written (a gauge). */
+  auditQueued = 0;
 
   request(method: string, route: string, status: number, seconds: number) {
     const key = `method="${label(method)}",route="${label(route)}",status="${status}"`;
@@ -92,6 +98,14 @@ export class Metrics {
     for (const [k, v] of this.#refreshes) lines.push(`subs_deployment_refreshes_total{outcome="${label(k)}"} ${v}`);
     lines.push("# HELP subs_deployment_mcp_sessions MCP sessions open on agents' endpoints.", "# TYPE subs_deployment_mcp_sessions gauge", `subs_deployment_mcp_sessions ${this.sessions}`);
     lines.push("# HELP subs_deployment_mcp_sessions_started_total MCP sessions started.", "# TYPE subs_deployment_mcp_sessions_started_total counter", `subs_deployment_mcp_sessions_started_total ${this.sessionsStarted}`);
+    lines.push("# HELP subs_deployment_audit_entries_total Entries of the record written to the store.", "# TYPE subs_deployment_audit_entries_total counter", `subs_deployment_audit_entries_total ${this.auditWritten}`);
+    lines.push(
+      "# HELP subs_deployment_audit_dropped_total Entries of the record dropped unwritten (the queue was full while the store did not answer); each is still in the log.",
+      "# TYPE subs_deployment_audit_dropped_total counter",
+      `subs_deployment_audit_dropped_total ${this.auditDropped}`,
+    );
+    lines.push("# HELP subs_deployment_audit_write_failures_total Writes of the record that failed (retried).", "# TYPE subs_deployment_audit_write_failures_total counter", `subs_deployment_audit_write_failures_total ${this.auditWriteFailures}`);
+    lines.push("# HELP subs_deployment_audit_queued Entries of the record waiting to be written.", "# TYPE subs_deployment_audit_queued gauge", `subs_deployment_audit_queued ${this.auditQueued}`);
     return `${lines.join("\n")}\n`;
   }
 }

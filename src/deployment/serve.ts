@@ -14,7 +14,8 @@ import { deploymentConfig, type Flags } from "./config.ts";
 import { warnOutsideCatalog } from "./catalog.ts";
 import { OAuth } from "./oauth.ts";
 import { jsonLog, Metrics, type Log } from "./ops.ts";
-import { CALLBACK_PATH, createApp, requestId } from "./server.ts";
+import { CALLBACK_PATH, createApp, stampRequestId } from "./server.ts";
+import { AuditRecorder } from "./audit.ts";
 
 /**
  * The /readyz probes a balancer sends: from the time between the last two, how long a stopping
@@ -141,6 +142,8 @@ export async function deploymentServeCommand(ctx: Context, options: { flags: Fla
   const { store } = await openWithKey(ctx, config);
   const log = jsonLog(ctx.stdout, ctx.now);
   const metrics = new Metrics();
+  // Every replica writes the record into the one store; written out before the store closes.
+  const audit = new AuditRecorder({ store, log, metrics, now: ctx.now, retentionMs: config.auditRetentionMs });
   let server: Server | undefined;
   let serving: { end(): Promise<void> } | undefined;
   try {
@@ -175,9 +178,10 @@ export async function deploymentServeCommand(ctx: Context, options: { flags: Fla
       ttlSeconds,
       intervalSeconds: pollInterval,
       clientSecrets: config.clientSecrets,
+      audit,
     });
     const { agentEndpoints } = await import("./agents.ts");
-    const agents = agentEndpoints({ ctx: outbound, store, oauth, metrics, log, maxSessionsPerToken });
+    const agents = agentEndpoints({ ctx: outbound, store, oauth, metrics, log, maxSessionsPerToken, audit });
     const app = createApp({
       store,
       oauth,
@@ -206,6 +210,7 @@ export async function deploymentServeCommand(ctx: Context, options: { flags: Fla
         tokenOf.set(req, token.id);
       },
       now: ctx.now,
+      audit,
     });
 
     let stopping = false;
@@ -220,7 +225,7 @@ export async function deploymentServeCommand(ctx: Context, options: { flags: Fla
     });
     listening.on("request", (req, res) => {
       const started = process.hrtime.bigint();
-      const id = requestId(req);
+      const id = stampRequestId(req);
       res.setHeader("x-request-id", id);
       if (stopping) res.setHeader("connection", "close");
       const path = (req.url ?? "/").split("?")[0]!;
@@ -263,13 +268,15 @@ export async function deploymentServeCommand(ctx: Context, options: { flags: Fla
     });
     await warnOutsideCatalog(store, config.catalog, log);
     serving = await sayServing(store, `${host}:${bound.port}`, ctx.now);
-    log("info", "listening", { url: publicText, listen: `${host}:${bound.port}`, store: config.postgres?.redacted ?? config.dbPath, catalog: config.catalog?.length ?? null, redirect_uri: `${publicText}${CALLBACK_PATH}`, max_connections: maxConnections, max_sessions_per_token: maxSessionsPerToken });
+    audit.startPruning();
+    log("info", "listening", { url: publicText, listen: `${host}:${bound.port}`, store: config.postgres?.redacted ?? config.dbPath, catalog: config.catalog?.length ?? null, redirect_uri: `${publicText}${CALLBACK_PATH}`, max_connections: maxConnections, max_sessions_per_token: maxSessionsPerToken, audit_retention_s: config.auditRetentionMs / 1000 });
 
     await new Promise<void>((resolve) => (ctx.signal.aborted ? resolve() : ctx.signal.addEventListener("abort", () => resolve(), { once: true })));
     stopping = true;
     await stopServing({ server: listening, sockets, agents, readiness, requests, log });
   } finally {
     server?.close();
+    await audit.close();
     await serving?.end();
     await store.close();
   }

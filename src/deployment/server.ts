@@ -15,6 +15,8 @@ import { BadBody, fail, segment, STORE_DOWN_MESSAGE, type Answer } from "./route
 import { connectionRoutes } from "./routes/connections.ts";
 import { stateRoutes } from "./routes/state.ts";
 import { tokenRoutes } from "./routes/tokens.ts";
+import { auditRoutes } from "./routes/audit.ts";
+import type { AuditSink } from "./audit.ts";
 import { StoreUnavailable, type ApiTokenRecord, type DeploymentStore } from "./store/types.ts";
 
 export { MAX_BODY_BYTES } from "./routes/answer.ts";
@@ -44,12 +46,14 @@ export type AppOptions = {
   authenticated?: (req: IncomingMessage, token: ApiTokenRecord) => void;
   /** The clock tokens expire by (Date.now unless given). */
   now?: () => number;
+  /** The record (audit.ts): the routes write each change to it; absent, nothing is recorded. */
+  audit?: AuditSink;
 };
 
 export function createApp(o: AppOptions) {
   const { store, oauth } = o;
   const now = o.now ?? Date.now;
-  const routes = [...connectionRoutes(o), ...agentRoutes(o), ...stateRoutes(o), ...tokenRoutes({ store, now, revoke: (c) => oauth.revoke(c) })];
+  const routes = [...connectionRoutes(o), ...agentRoutes(o), ...stateRoutes(o), ...tokenRoutes({ store, now, revoke: (c) => oauth.revoke(c), ...(o.audit ? { audit: o.audit } : {}) }), ...auditRoutes({ store })];
 
   /**
    * Answers one request; returns what the access log needs. A store that does not answer is a 503
@@ -184,3 +188,19 @@ export const requestId = (req: IncomingMessage) => {
   const given = req.headers["x-request-id"];
   return typeof given === "string" && /^[A-Za-z0-9._-]{1,64}$/.test(given) ? given : randomUUID();
 };
+
+/**
+ * The request's id (requestId), made its X-Request-Id: the record names the request each entry
+ * came from (section 3.14), and an agent's MCP transport reads headers from `rawHeaders`, where an
+ * absent or unusable id given by the client is replaced.
+ */
+export function stampRequestId(req: IncomingMessage): string {
+  const id = requestId(req);
+  if (req.headers["x-request-id"] === id) return id;
+  const raw: string[] = [];
+  for (let n = 0; n + 1 < req.rawHeaders.length; n += 2) if (req.rawHeaders[n]!.toLowerCase() !== "x-request-id") raw.push(req.rawHeaders[n]!, req.rawHeaders[n + 1]!);
+  raw.push("x-request-id", id);
+  req.rawHeaders.splice(0, req.rawHeaders.length, ...raw);
+  req.headers["x-request-id"] = id;
+  return id;
+}

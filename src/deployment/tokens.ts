@@ -9,6 +9,7 @@ import { failed, refused, SubsError, usage } from "../errors.ts";
 import type { Reporter } from "../report.ts";
 import { TOKEN_REFUSAL_HINTS, type RemoteApiToken } from "../remote/protocol.ts";
 import { createToken } from "./access.ts";
+import { changeEntry, type Change } from "./audit.ts";
 import { deploymentConfig, isLoopbackHost, type Flags } from "./config.ts";
 import { ROLES, type ApiTokenRecord, type CredentialRecord, type DeploymentStore, type PersonRecord, type Role } from "./store/types.ts";
 
@@ -98,6 +99,12 @@ export async function makeToken(store: DeploymentStore, request: CreateTokenRequ
   return { created: { ...json, token: made.token } };
 }
 
+/** What the record says of a token made or revoked (audit.ts): never its value. */
+export const createdDetail = (t: Pick<CreatedTokenJson, "id" | "name" | "role" | "person" | "expires_at">) => ({ token_id: t.id, name: t.name, role: t.role, person: t.person, expires_at: t.expires_at });
+export const revokedDetail = (t: Pick<ApiTokenRecord, "id" | "name" | "role" | "person">) => ({ token_id: t.id, name: t.name, role: t.role, person: t.person });
+/** What the record says of a person removed: who, and the tokens that went with them (ids and names). */
+export const removedDetail = (r: RemovedPersonJson) => ({ removed: r.person.name, tokens: r.tokens.map((t) => ({ token_id: t.id, name: t.name, role: t.role })), grants: r.grants });
+
 /** Where the tokens are managed: the deployment's API, or its store on this host. */
 export interface TokenPlace {
   /** The deployment's URL or the store, as messages name it. */
@@ -112,13 +119,25 @@ export interface TokenPlace {
   close(): Promise<void>;
 }
 
-/** The tokens in a store, as the deployment's routes manage them. */
-export function storeTokens(store: DeploymentStore, now: () => number): TokenPlace {
+/**
+ * The tokens in a store, as the deployment's routes manage them. Each change goes into the record
+ * too (audit.ts), made by nobody's token (`detail.via`: "store"); `warn` is told when that write
+ * fails, which fails nothing.
+ */
+export function storeTokens(store: DeploymentStore, now: () => number, warn: (text: string) => void = () => {}): TokenPlace {
+  const recorded = async (change: Change) => {
+    try {
+      await store.appendAudit([changeEntry(change, now())]);
+    } catch (error) {
+      warn(`the change was made, but not written to the deployment's record: ${error instanceof Error ? error.message : String(error)}`);
+    }
+  };
   return {
     where: store.path,
     async create(request) {
       const made = await makeToken(store, request);
       if ("refused" in made) throw refused(made.message, { code: made.refused, hint: TOKEN_REFUSAL_HINTS[made.refused] });
+      await recorded({ kind: "token.create", actor: undefined, detail: { ...createdDetail(made.created), via: "store" } });
       return made.created;
     },
     list: async () => (await store.listTokens()).map(tokenJson),
@@ -126,11 +145,15 @@ export function storeTokens(store: DeploymentStore, now: () => number): TokenPla
       const gone = await store.revokeToken(id, now());
       if (gone.outcome === "absent") throw failed(`no token has the id ${JSON.stringify(id)}`, { code: "not_found", hint: "`subs deployment token list` shows them" });
       if (gone.outcome === "last_admin") throw refused(LAST_ADMIN, { code: "last_admin", hint: TOKEN_REFUSAL_HINTS.last_admin });
+      await recorded({ kind: "token.revoke", actor: undefined, detail: { ...revokedDetail(gone.token), via: "store" } });
     },
     people: async () => (await store.listPeople()).map(personJson),
     async removePerson(name) {
       const gone = await removePersonFrom(store, name, now());
-      if ("removed" in gone) return gone.removed;
+      if ("removed" in gone) {
+        await recorded({ kind: "person.remove", actor: undefined, detail: { ...removedDetail(gone.removed), via: "store" } });
+        return gone.removed;
+      }
       if (gone.refused === "not_found") throw failed(gone.message, { code: "not_found", hint: "`subs deployment person list` shows them" });
       throw refused(gone.message, { code: "last_admin", hint: TOKEN_REFUSAL_HINTS.last_admin });
     },
@@ -176,7 +199,7 @@ const apiTokenJson = (t: RemoteApiToken): TokenJson => ({
   last_used_at: t.last_used_at ?? null,
 });
 
-type TokenCtx = Pick<Context, "env" | "cwd" | "fetch" | "signal" | "now">;
+export type TokenCtx = Pick<Context, "env" | "cwd" | "fetch" | "signal" | "now">;
 
 /** Which deployment's tokens: `--url`, `--store` (on its host), else the project's `[remote]`. */
 export type TokenTarget = { url?: string; config?: string; flags: Flags };
@@ -195,7 +218,7 @@ export async function tokenPlace(ctx: TokenCtx, target: TokenTarget, reporter: R
     const config = deploymentConfig(target.flags, ctx, { serve: false });
     for (const warning of config.warnings) reporter.warn(warning);
     const { openStore } = await import("./commands.ts");
-    return storeTokens(await openStore(config, undefined, { mustExist: true }), ctx.now);
+    return storeTokens(await openStore(config, undefined, { mustExist: true }), ctx.now, (text) => reporter.warn(text));
   }
   if (target.url !== undefined) return apiTokens(ctx, { url: checkedUrl(target.url), tokenEnv: "SUBSTRUCTURE_TOKEN" }, reporter);
   const remote = await projectRemote(ctx, target.config);
@@ -208,7 +231,7 @@ export async function tokenPlace(ctx: TokenCtx, target: TokenTarget, reporter: R
 }
 
 /** `--url`: https, or plain http to a loopback host only (the protocol's rule for `[remote].url`). */
-function checkedUrl(text: string): string {
+export function checkedUrl(text: string): string {
   let url: URL;
   try {
     url = new URL(text);
@@ -223,7 +246,7 @@ function checkedUrl(text: string): string {
 }
 
 /** The `[remote]` of the file `--config` or $SUBS_CONFIG names, else of the nearest substructure.toml upward, if any. */
-async function projectRemote(ctx: TokenCtx, config: string | undefined): Promise<RemoteConfig | undefined> {
+export async function projectRemote(ctx: TokenCtx, config: string | undefined): Promise<RemoteConfig | undefined> {
   const { findConfigPath } = await import("../config/find.ts");
   let file: string;
   try {

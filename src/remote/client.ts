@@ -12,6 +12,8 @@ import { errorCode, guardedFetch, HttpGuardError, httpTimeoutMs, isBlockedPort, 
 import {
   AgentListSchema,
   ApiTokenListSchema,
+  AuditPageSchema,
+  type RemoteAuditPage,
   PersonListSchema,
   RemovedPersonSchema,
   CreatedApiTokenSchema,
@@ -261,6 +263,13 @@ export class DeploymentClient {
   /** Section 3.13; a 404 is an error (nobody by that name). A repeat after a lost answer finds nobody: sent once. */
   async removePerson(name: string): Promise<RemovedPerson> {
     return (await this.request("DELETE", this.url(`v1/people/${encodeURIComponent(name)}`), { schema: RemovedPersonSchema, once: true })).data;
+  }
+
+  /** Section 3.14: one page of the record; `query` its filters and cursor (the one request sent with a query). */
+  async auditPage(query: URLSearchParams): Promise<RemoteAuditPage> {
+    const url = this.url("v1/audit");
+    url.search = query.toString();
+    return (await this.request("GET", url, { schema: AuditPageSchema })).data;
   }
 
   private url(path: string): URL {

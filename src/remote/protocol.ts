@@ -226,3 +226,23 @@ export const TOKEN_REFUSAL_HINTS = {
   too_many_tokens: "revoke tokens no longer used first",
   too_many_people: "remove people who left first (`subs deployment person list` shows them)",
 } as const;
+
+/** Section 3.14: one entry of the record (ids, names, codes and counts: never a call's arguments or result). */
+export const AuditEntrySchema = z.object({
+  cursor: text(),
+  at: timestamp,
+  kind: text(),
+  person: orNull(z.string()),
+  token_id: orNull(z.string()),
+  agent: orNull(z.string()),
+  connection: orNull(z.string()),
+  tool: orNull(z.string()),
+  outcome: orNull(z.string()),
+  duration_ms: orNull(z.number()),
+  request_id: orNull(z.string()),
+  detail: orNull(z.record(z.string(), z.unknown())),
+});
+export type RemoteAuditEntry = z.output<typeof AuditEntrySchema>;
+/** `GET /v1/audit`: a page, oldest first; `next` the cursor to continue after it. */
+export const AuditPageSchema = z.object({ entries: z.array(AuditEntrySchema), next: orNull(z.string()), has_more: z.boolean() });
+export type RemoteAuditPage = z.output<typeof AuditPageSchema>;

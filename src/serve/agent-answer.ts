@@ -16,7 +16,23 @@ export type AgentSessionOptions = {
    * so a long tool that reports progress is not cut short.
    */
   requestTimeoutMs: number;
+  /**
+   * Told of each tools/call the session answered, after it answered: how it ended, never its
+   * arguments nor its result (the deployment's record, docs/deployment-protocol.md section 3.14).
+   * `subs agent serve` passes none. Whatever it throws is ignored.
+   */
+  onCall?: (call: ServedToolCall) => void;
 };
+
+/**
+ * How a served call ended: `tool_error` the server's own result with isError; `refused` not run
+ * because the session may not (no usable credential: needs_login; a connection outside the
+ * catalog; a tool name the session does not serve); `upstream_error` no answer, the connection
+ * failed, or the server answered a JSON-RPC error; `ok` otherwise.
+ */
+export type ServedCallOutcome = "ok" | "tool_error" | "refused" | "upstream_error";
+/** `tool` and `connection`: the served name and its connection; both undefined for a name the session does not serve (its text is the client's, not recorded). `requestId`: the HTTP request's X-Request-Id, when it has one. */
+export type ServedToolCall = { tool: string | undefined; connection: string | undefined; outcome: ServedCallOutcome; durationMs: number; requestId: string | undefined };
 
 /** A snapshot that never changes during a session (listChanged false), and MCP log messages of what it left out. */
 export const AGENT_SERVER_CAPABILITIES = { tools: { listChanged: false }, logging: {} } satisfies ServerCapabilities;

@@ -28,7 +28,7 @@ import { mcpError } from "../mcp/open.ts";
 import { scrubbedJson } from "../secrets.ts";
 import { possessive } from "../text/possessive.ts";
 import { z } from "zod";
-import { agentServerInfo, AGENT_SERVER_CAPABILITIES, type AgentSessionOptions } from "./agent-answer.ts";
+import { agentServerInfo, AGENT_SERVER_CAPABILITIES, type AgentSessionOptions, type ServedCallOutcome } from "./agent-answer.ts";
 import { ServedServer } from "./served-server.ts";
 import type { Scrubber, SessionServer } from "./session.ts";
 import { passedOn, rpcError } from "./rpc-error.ts";
@@ -44,6 +44,9 @@ import { localServerEffects, openUpstream, type Upstream, type UpstreamContext }
 const UpstreamResult = z.looseObject({});
 
 type Served = { connection: string; tool: Tool };
+type CallRequest = Parameters<Parameters<typeof Protocol.prototype.setRequestHandler<typeof CallToolRequestSchema>>[1]>;
+type CallToolRequest = CallRequest[0];
+type CallExtra = CallRequest[1];
 
 type Snapshot = { inspection: Inspection | undefined; tools: Tool[]; served: Map<string, Served> };
 
@@ -157,46 +160,43 @@ export async function startSession(
 
   // Registered past Server's own setRequestHandler, which parses a tools/call request a second
   // time and its result against CallToolResultSchema: Protocol still validates the request.
-  Protocol.prototype.setRequestHandler.call(server, CallToolRequestSchema, async (request, extra): Promise<CallToolResult | Result> => {
+  const handleCall = async (request: CallToolRequest, extra: CallExtra, said: Said): Promise<CallToolResult | Result> => {
     const { name, arguments: args, _meta } = request.params;
-    const s = await ready();
+    // No tools to serve (their fetch failed): nothing was run, for want of the servers.
+    const s = await ready().catch((error: unknown) => {
+      said("upstream_error", undefined);
+      throw error;
+    });
     const target = s.served.get(name);
     // MCP "Tools: Error Handling": an unknown tool is a protocol error (-32602), not a tool result.
-    if (!target) throw rpcError(ErrorCode.InvalidParams, `Unknown tool: ${name}`);
-    const progressToken = _meta?.progressToken;
-    const { progressToken: _token, ...meta } = _meta ?? {};
-    const call = (client: Client) =>
-      client.request(
-        { method: "tools/call", params: { name: target.tool.name, ...(args !== undefined ? { arguments: args } : {}), ...(Object.keys(meta).length > 0 ? { _meta: meta } : {}) } },
-        UpstreamResult,
-        {
-          // The client's notifications/cancelled aborts this signal; the SDK then cancels upstream.
-          signal: extra.signal,
-          timeout: options.requestTimeoutMs,
-          resetTimeoutOnProgress: true,
-          // Upstream progress goes back under the client's own token (MCP "Progress").
-          ...(progressToken !== undefined
-            ? { onprogress: (progress) => void extra.sendNotification({ method: "notifications/progress", params: { ...progress, progressToken } }).catch(() => {}) }
-            : {}),
-        },
-      );
+    // Observed as refused, without its name: the text is whatever the client sent.
+    if (!target) {
+      said("refused", undefined);
+      throw rpcError(ErrorCode.InvalidParams, `Unknown tool: ${name}`);
+    }
+    const call = upstreamCall(target.tool.name, args, _meta, extra, options.requestTimeoutMs);
     let upstream: Upstream;
     try {
       upstream = await lazy.get(target.connection);
     } catch (error) {
+      said(failureOutcome(error), target);
       if (extra.signal.aborted) throw error;
       return callFailure(config.connections.find((c) => c.id === target.connection)!, error);
     }
     try {
       // A session the upstream ended is replaced and the call sent again, once (src/serve/upstream.ts).
-      return await upstream.run(call, extra.signal);
+      const result = await upstream.run(call, extra.signal);
+      said(result.isError === true ? "tool_error" : "ok", target);
+      return result;
     } catch (error) {
+      said(failureOutcome(error), target);
       if (extra.signal.aborted) throw error;
       const fromServer = upstreamRpcError(error);
       if (fromServer) throw fromServer;
       return callFailure(upstream.connection, error);
     }
-  });
+  };
+  Protocol.prototype.setRequestHandler.call(server, CallToolRequestSchema, observed(options.onCall, handleCall, secrets));
 
   return {
     server,
@@ -212,6 +212,49 @@ export async function startSession(
       await Promise.all([...upstreams.values()].map((u) => u.close()));
       upstreams.clear();
     },
+  };
+}
+
+/** The request sent upstream for a call of `name` (the tool's own name on its connection). */
+function upstreamCall(name: string, args: CallToolRequest["params"]["arguments"], _meta: CallToolRequest["params"]["_meta"], extra: CallExtra, requestTimeoutMs: number) {
+  const progressToken = _meta?.progressToken;
+  const { progressToken: _token, ...meta } = _meta ?? {};
+  return (client: Client) =>
+    client.request(
+      { method: "tools/call", params: { name, ...(args !== undefined ? { arguments: args } : {}), ...(Object.keys(meta).length > 0 ? { _meta: meta } : {}) } },
+      UpstreamResult,
+      {
+        // The client's notifications/cancelled aborts this signal; the SDK then cancels upstream.
+        signal: extra.signal,
+        timeout: requestTimeoutMs,
+        resetTimeoutOnProgress: true,
+        // Upstream progress goes back under the client's own token (MCP "Progress").
+        ...(progressToken !== undefined
+          ? { onprogress: (progress) => void extra.sendNotification({ method: "notifications/progress", params: { ...progress, progressToken } }).catch(() => {}) }
+          : {}),
+      },
+    );
+}
+
+type Said = (outcome: ServedCallOutcome, target: Served | undefined) => void;
+
+/**
+ * The tools/call handler, telling `observer` (if any) how each call ended (AgentSessionOptions.onCall):
+ * timed from the request's arrival, said once the answer is known, before it is sent. The tool's
+ * name is scrubbed of the session's secrets, as everything the session sends is.
+ */
+function observed(observer: AgentSessionOptions["onCall"], handle: (request: CallToolRequest, extra: CallExtra, said: Said) => Promise<CallToolResult | Result>, secrets: Scrubber) {
+  return (request: CallToolRequest, extra: CallExtra): Promise<CallToolResult | Result> => {
+    if (!observer) return handle(request, extra, () => {});
+    const started = performance.now();
+    return handle(request, extra, (outcome, target) => {
+      try {
+        const given = extra.requestInfo?.headers?.["x-request-id"];
+        observer({ tool: target ? secrets.scrub(request.params.name) : undefined, connection: target?.connection, outcome, durationMs: performance.now() - started, requestId: typeof given === "string" ? given : undefined });
+      } catch {
+        // An observer's failure is never the call's.
+      }
+    });
   };
 }
 
@@ -285,6 +328,16 @@ function upstreamRpcError(error: unknown): Error | undefined {
 function callFailure(connection: ConnectionConfig, error: unknown): CallToolResult {
   const problem = subsErrorIn(error) ?? mcpError(connection, error, undefined);
   return { content: [{ type: "text", text: `${problem.message}${problem.hint ? ` (${problem.hint})` : ""}` }], isError: true };
+}
+
+/**
+ * A call that got no result (ServedCallOutcome): refused when the session may not run it (no
+ * usable credential, a connection outside the catalog: src/deployment/agents.ts's errors), else an
+ * upstream error (no answer, the connection failed, a JSON-RPC error, the client cancelled).
+ */
+function failureOutcome(error: unknown): ServedCallOutcome {
+  const known = subsErrorIn(error);
+  return known && (known.kind === "needs_login" || known.code === "needs_login" || known.code === "url_not_in_catalog") ? "refused" : "upstream_error";
 }
 
 function subsErrorIn(error: unknown): SubsError | undefined {

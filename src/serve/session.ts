@@ -49,9 +49,10 @@ export type EarlyAnswers = {
 /**
  * Called once per client session, before the session's first message is handled; loads nothing
  * heavy. `resumed`: the snapshot (SessionServer.snapshot) of a session another process started,
- * which this one continues; only the deployment's agent sessions are resumed.
+ * which this one continues; only the deployment's agent sessions are resumed. `owner`: who started
+ * it, as the transport's caller named it (the deployment: its API token's id; its record names
+ * who made each call).
  */
-/** `owner`: who the session is for (the deployment: its API token's id), when the endpoint names one. */
 export type SessionFactory = (resumed?: unknown, owner?: string) => Session;
 
 /**

@@ -25,5 +25,5 @@ export function settings(command: Command, showKeyFile = false, storeHelp = STOR
 
 /** The settings given as flags, without the command's other options. */
 export function flagsOf(opts: DeploymentFlags): DeploymentFlags {
-  return Object.fromEntries(Object.entries(opts).filter(([k, v]) => ["listen", "publicUrl", "store", "storePasswordFile", "keyFile", "catalog", "clientSecrets", "allowPrivate"].includes(k) && v !== undefined));
+  return Object.fromEntries(Object.entries(opts).filter(([k, v]) => ["listen", "publicUrl", "store", "storePasswordFile", "keyFile", "catalog", "clientSecrets", "allowPrivate", "auditRetention"].includes(k) && v !== undefined));
 }

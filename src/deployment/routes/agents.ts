@@ -4,6 +4,7 @@ import type { IncomingMessage, ServerResponse } from "node:http";
 import { z } from "zod";
 import type { AgentRecord, ApiTokenRecord, DeploymentStore } from "../store/types.ts";
 import { isValidName } from "../../config/rules.ts";
+import { record, requestIdOf, type AuditSink } from "../audit.ts";
 import { fail, FilterSchema, IdSchema, issueText, readJson, type Route } from "./answer.ts";
 
 export type AgentEndpoint = (req: IncomingMessage, res: ServerResponse, agent: AgentRecord, token: ApiTokenRecord) => Promise<void>;
@@ -17,7 +18,7 @@ export const agentFields = {
 export const namesEachConnectionOnce = (b: { mcp: Array<{ id: string }> }) => new Set(b.mcp.map((e) => e.id)).size === b.mcp.length;
 const AgentBody = z.strictObject(agentFields).refine(namesEachConnectionOnce, "an mcp entry names the same connection twice");
 
-export function agentRoutes(o: { store: DeploymentStore; agentEndpoint?: AgentEndpoint }): Route[] {
+export function agentRoutes(o: { store: DeploymentStore; agentEndpoint?: AgentEndpoint; audit?: AuditSink }): Route[] {
   const { store } = o;
   return [
     {
@@ -36,14 +37,19 @@ export function agentRoutes(o: { store: DeploymentStore; agentEndpoint?: AgentEn
       route: "/v1/agents/{name}",
       need: "apply",
       methods: ["PUT", "DELETE"],
-      run: async (method, req, [name]) => {
-        if (method === "DELETE") return (await store.deleteAgent(name!)) ? { status: 204 } : fail(404, "not_found", `no agent ${name}`);
+      run: async (method, req, [name], token) => {
+        if (method === "DELETE") {
+          if (!(await store.deleteAgent(name!))) return fail(404, "not_found", `no agent ${name}`);
+          await record(o.audit, { kind: "agent.delete", actor: token, agent: name!, requestId: requestIdOf(req) });
+          return { status: 204 };
+        }
         const parsed = AgentBody.safeParse(await readJson(req));
         if (!parsed.success) return fail(400, "invalid_request", issueText(parsed.error));
         if (parsed.data.agents.includes(name!)) return fail(400, "invalid_request", `agent ${name} names itself as a sub-agent`);
         const agent: AgentRecord = { name: name!, mcp: parsed.data.mcp, tools: parsed.data.tools, agents: parsed.data.agents };
         const put = await store.putAgent(agent);
         if (put.outcome === "unknown_connection") return fail(409, "unknown_connection", `not declared: ${put.missing.join(", ")}; declare them first`);
+        await record(o.audit, { kind: "agent.declare", actor: token, agent: name!, requestId: requestIdOf(req), detail: { created: put.outcome === "created" } });
         return { status: put.outcome === "created" ? 201 : 200, body: agent };
       },
     },

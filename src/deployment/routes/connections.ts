@@ -8,6 +8,7 @@ import type { OAuth } from "../oauth.ts";
 import { holderFor, SHARED, type ConnectionRecord, type CredentialLoss, type DeploymentStore, type HeaderValueSummary } from "../store/types.ts";
 import { inCatalog, NOT_IN_CATALOG, notInCatalogMessage } from "../catalog.ts";
 import { isLoopbackHost } from "../config.ts";
+import { record, requestIdOf, type AuditSink } from "../audit.ts";
 import { BadBody, fail, IdSchema, iso, issueText, readJson, type Route } from "./answer.ts";
 
 /** Section 3.2: how many headers a declaration may set, and how long a value (a template, or one held) may be. */
@@ -88,6 +89,8 @@ export type ConnectionRoutesOptions = {
   pollInterval: number;
   ttlSeconds: number;
   now?: () => number;
+  /** The record of changes (audit.ts): each is written before its answer is sent. */
+  audit?: AuditSink;
 };
 
 type Held = { id: string; person: string; url: string; authorizedAt: number; authorizedBy: string | null; expiresAt: number | null; refreshExpiresAt?: number | null };
@@ -180,6 +183,7 @@ export function connectionRoutes(o: ConnectionRoutesOptions): Route[] {
           const outcome = await store.deleteConnection(id!);
           if (outcome.outcome === "in_use") return fail(409, "connection_in_use", `agents ${outcome.agents.join(", ")} name ${id}; delete them first`, { agents: outcome.agents });
           if (outcome.outcome === "absent") return fail(404, "not_found", `no connection ${id}`);
+          await record(o.audit, { kind: "connection.delete", actor: token, connection: id!, requestId: requestIdOf(req), detail: { credentials_dropped: outcome.dropped.length } });
           await oauth.endPending(id!, "connection_changed", "the connection was deleted");
           await Promise.all(outcome.dropped.map((c) => oauth.revoke(c)));
           return { status: 204 };
@@ -191,15 +195,22 @@ export function connectionRoutes(o: ConnectionRoutesOptions): Route[] {
         if (o.catalog && !o.catalog.includes(parsed.data.url)) {
           return fail(403, "url_not_in_catalog", `${parsed.data.url} is not in this deployment's catalog`, { catalog: o.catalog });
         }
-        const record = connectionRecordOf(id!, parsed.data);
-        const put = await store.putConnection(record);
+        const declared = connectionRecordOf(id!, parsed.data);
+        const put = await store.putConnection(declared);
+        await record(o.audit, {
+          kind: "connection.declare",
+          actor: token,
+          connection: id!,
+          requestId: requestIdOf(req),
+          detail: { created: put.created, url_changed: put.urlChanged, credentials_dropped: put.dropped.length },
+        });
         // Section 5: a changed url ends pending consents too, whether or not a credential was held.
         if (put.urlChanged) await oauth.endPending(id!, "connection_changed", "the connection's url changed");
         await Promise.all(put.dropped.map((c) => oauth.revoke(c)));
-        const held = (await store.credentialSummaries(holderFor(record, token.person))).find((h) => h.id === id);
+        const held = (await store.credentialSummaries(holderFor(declared, token.person))).find((h) => h.id === id);
         const values = (await store.headerValueSummaries()).filter((v) => v.connectionId === id);
-        const loss = (await store.credentialLosses(holderFor(record, token.person))).find((l) => l.id === id);
-        return { status: put.created ? 201 : 200, body: connectionJson(record, held, o.catalog, values, loss) };
+        const loss = (await store.credentialLosses(holderFor(declared, token.person))).find((l) => l.id === id);
+        return { status: put.created ? 201 : 200, body: connectionJson(declared, held, o.catalog, values, loss) };
       },
     },
     {
@@ -215,6 +226,7 @@ export function connectionRoutes(o: ConnectionRoutesOptions): Route[] {
         const connection = await store.getConnection(id!);
         if (!connection) return fail(404, "not_found", `no connection ${id}; declare it first (subs apply)`);
         const started = await oauth.start(connection, token.name, token.person, oauth.exchange(secrets));
+        await record(o.audit, { kind: "consent.start", actor: token, connection: id!, requestId: requestIdOf(req), detail: { authorization: started.id } });
         return {
           status: 201,
           body: { authorization_url: started.authorizationUrl, poll_url: `${o.base}/v1/authorizations/${started.id}`, interval: o.pollInterval, expires_in: o.ttlSeconds },
@@ -248,7 +260,9 @@ export function connectionRoutes(o: ConnectionRoutesOptions): Route[] {
         const connection = await store.getConnection(id!);
         if (method === "DELETE") {
           if (!connection) return fail(404, "not_found", `no connection ${id}`);
-          return (await store.deleteHeaderValue(id!, name!)) ? { status: 204 } : fail(404, "not_found", `the deployment holds no value of ${name} for ${id}`);
+          if (!(await store.deleteHeaderValue(id!, name!))) return fail(404, "not_found", `the deployment holds no value of ${name} for ${id}`);
+          await record(o.audit, { kind: "secret.delete", actor: token, connection: id!, requestId: requestIdOf(req), detail: { name: name! } });
+          return { status: 204 };
         }
         const body = await readJson(req);
         const parsed = ValueBody.safeParse(body);
@@ -268,6 +282,7 @@ export function connectionRoutes(o: ConnectionRoutesOptions): Route[] {
         const stored = await store.putHeaderValue({ connectionId: id!, name: name!, url: connection.url, setAt: (o.now ?? Date.now)(), setBy: token.name, value });
         // Its url or headers changed between the read and the write: what was handed over may not apply any more.
         if (!stored) return fail(409, "connection_changed", `${id} changed while the value was handed over; run \`subs mcp login ${id}\` again`);
+        await record(o.audit, { kind: "secret.set", actor: token, connection: id!, requestId: requestIdOf(req), detail: { name: name! } });
         return { status: 204 };
       },
     },

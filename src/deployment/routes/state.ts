@@ -5,6 +5,7 @@ import { z } from "zod";
 import type { OAuth } from "../oauth.ts";
 import type { AgentRecord, ConnectionRecord, DeploymentStore } from "../store/types.ts";
 import { agentFields, namesEachConnectionOnce } from "./agents.ts";
+import { record, requestIdOf, type AuditSink } from "../audit.ts";
 import { fail, IdSchema, issueText, readJson, type Route } from "./answer.ts";
 import { connectionFields, connectionRecordOf, connectionsJson, hasLocalOnlyField, LOCAL_ONLY_MESSAGE } from "./connections.ts";
 
@@ -25,7 +26,7 @@ const StateBody = z
   .refine((b) => unique(b.connections.map((c) => c.id)), "two connections have the same id")
   .refine((b) => unique(b.agents.map((a) => a.name)), "two agents have the same name");
 
-export function stateRoutes(o: { store: DeploymentStore; oauth: OAuth; catalog: string[] | undefined }): Route[] {
+export function stateRoutes(o: { store: DeploymentStore; oauth: OAuth; catalog: string[] | undefined; audit?: AuditSink }): Route[] {
   const { store, oauth } = o;
   return [
     {
@@ -51,6 +52,15 @@ export function stateRoutes(o: { store: DeploymentStore; oauth: OAuth; catalog: 
           return fail(409, "revision_changed", "the declarations changed since the revision this plan was made from; read them again", { revision: put.revision });
         }
         if (put.outcome === "unknown_connection") return fail(409, "unknown_connection", `not declared: ${put.missing.join(", ")}; declare them in the same request`);
+        // A repeat that finds everything done (section 7) changed nothing, and is no entry.
+        if (put.changes.length > 0) {
+          await record(o.audit, {
+            kind: "apply",
+            actor: token,
+            requestId: requestIdOf(req),
+            detail: { revision: put.revision, changes: put.changes.map((c) => ({ kind: c.kind, id: c.id, action: c.action, credential_dropped: c.credentialDropped })) },
+          });
+        }
         // Section 5, after the commit as for a single PUT or DELETE: pending consents of a changed
         // or removed connection end, and dropped credentials are revoked (best effort).
         for (const { id, why } of put.ended) oauth.endPending(id, "connection_changed", why === "deleted" ? "the connection was deleted" : "the connection's url changed");

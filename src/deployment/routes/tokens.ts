@@ -3,12 +3,15 @@
 // token nor its hash; the last admin token that has not expired is never revoked.
 import type { RevocationOutcome } from "../oauth.ts";
 import type { CredentialRecord, DeploymentStore } from "../store/types.ts";
-import { CreateTokenBody, LAST_ADMIN, makeToken, PERSON_RULE, PersonName, personJson, removePersonFrom, tokenJson } from "../tokens.ts";
+import { CreateTokenBody, createdDetail, LAST_ADMIN, makeToken, PERSON_RULE, PersonName, personJson, removedDetail, removePersonFrom, revokedDetail, tokenJson } from "../tokens.ts";
+import { record, requestIdOf, type AuditSink } from "../audit.ts";
 import { fail, issueText, readJson, type Route } from "./answer.ts";
 
-/** `now`: the clock a revocation tells expired admin tokens by. */
-/** `revoke`: a removed person's grants at their authorization servers (RFC 7009; oauth.ts). */
-export function tokenRoutes(o: { store: DeploymentStore; now: () => number; revoke: (credential: CredentialRecord) => Promise<RevocationOutcome> }): Route[] {
+/**
+ * `now`: the clock a revocation tells expired admin tokens by; `revoke`: a removed person's grants
+ * at their authorization servers (RFC 7009; oauth.ts).
+ */
+export function tokenRoutes(o: { store: DeploymentStore; now: () => number; revoke: (credential: CredentialRecord) => Promise<RevocationOutcome>; audit?: AuditSink }): Route[] {
   const { store } = o;
   return [
     {
@@ -16,12 +19,13 @@ export function tokenRoutes(o: { store: DeploymentStore; now: () => number; revo
       route: "/v1/tokens",
       need: "admin",
       methods: ["GET", "POST"],
-      run: async (method, req) => {
+      run: async (method, req, _params, token) => {
         if (method === "GET") return { status: 200, body: { tokens: (await store.listTokens()).map(tokenJson) } };
         const parsed = CreateTokenBody.safeParse(await readJson(req));
         if (!parsed.success) return fail(400, "invalid_request", issueText(parsed.error));
         const made = await makeToken(store, parsed.data);
         if ("refused" in made) return fail(409, made.refused, made.message);
+        await record(o.audit, { kind: "token.create", actor: token, requestId: requestIdOf(req), detail: createdDetail(made.created) });
         return { status: 201, body: made.created };
       },
     },
@@ -30,10 +34,11 @@ export function tokenRoutes(o: { store: DeploymentStore; now: () => number; revo
       route: "/v1/tokens/{id}",
       need: "admin",
       methods: ["DELETE"],
-      run: async (_m, _req, [id]) => {
+      run: async (_m, req, [id], token) => {
         const gone = await store.revokeToken(id!, o.now());
         if (gone.outcome === "absent") return fail(404, "not_found", `no token has the id ${id}`);
         if (gone.outcome === "last_admin") return fail(409, "last_admin", LAST_ADMIN);
+        await record(o.audit, { kind: "token.revoke", actor: token, requestId: requestIdOf(req), detail: revokedDetail(gone.token) });
         return { status: 204 };
       },
     },
@@ -51,9 +56,10 @@ export function tokenRoutes(o: { store: DeploymentStore; now: () => number; revo
       need: "admin",
       methods: ["DELETE"],
       checkParams: ([name]) => (name !== undefined && PersonName.safeParse(name).success ? undefined : `a person's name is ${PERSON_RULE}`),
-      run: async (_m, _req, [name]) => {
+      run: async (_m, req, [name], token) => {
         const gone = await removePersonFrom(store, name!, o.now(), o.revoke);
         if ("refused" in gone) return fail(gone.refused === "not_found" ? 404 : 409, gone.refused, gone.message);
+        await record(o.audit, { kind: "person.remove", actor: token, requestId: requestIdOf(req), detail: removedDetail(gone.removed) });
         return { status: 200, body: gone.removed };
       },
     },

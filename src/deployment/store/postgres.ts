@@ -11,6 +11,12 @@ import { passwordInUrl } from "../config.ts";
 import { headerVariables } from "../../config/templates.ts";
 import { seal, type Key, type Sealed } from "../keys.ts";
 import {
+  AUDIT_COLUMNS,
+  auditMigration,
+  auditOf,
+  AuditRow,
+  auditValues,
+  auditWhere,
   AgentRow,
   agentOf,
   AuthorizationRow,
@@ -80,6 +86,9 @@ import {
   StoreUnavailable,
   type AddToken,
   type AgentRecord,
+  type AuditEntry,
+  type AuditFilter,
+  type NewAuditEntry,
   type ApiTokenRecord,
   type AuthorizationOutcome,
   type AuthorizationRecord,
@@ -159,6 +168,8 @@ export const PG_MIGRATIONS: readonly string[] = [
   personalCredentialsMigration("BIGINT", ""),
   // When a refresh token expires, and the record a credential lost for good leaves (sqlite.ts's eleventh migration).
   credentialLossesMigration("BIGINT", ""),
+  // The record of calls and changes (sqlite.ts's twelfth migration).
+  auditMigration("BIGSERIAL PRIMARY KEY", "BIGINT", "DOUBLE PRECISION", ""),
 ];
 
 /** The advisory lock the migrations run under: any constant no other tool of the database uses ("subs" in ASCII). */
@@ -183,6 +194,13 @@ const CONSENT_LOCKS = 0x73756276;
  * count, and two revocations of the last two admin tokens do not both find the other still there.
  */
 const TOKENS_LOCK = 0x73756277;
+/**
+ * The advisory lock every write of the record takes first. A sequence hands out numbers when rows
+ * are inserted, not when they commit: two replicas' batches could become visible out of order, and
+ * a reader following the cursor (`subs deployment audit --follow`) would step past the one that
+ * committed later. Writers in turn, seq order is commit order.
+ */
+const AUDIT_LOCK = 0x73756278;
 /**
  * A refresh waits this long for another replica's: one exchange with an authorization server.
  * Set per transaction, overriding the 5 s statement timeout that would otherwise cancel a waiting
@@ -1041,6 +1059,32 @@ export class PostgresStore implements RekeyableStore {
     const token = tokenOf(row);
     if (!expired(token, now) && (row.last_used_at === null || now - row.last_used_at >= LAST_USED_RESOLUTION_MS)) await this.#rows("UPDATE api_tokens SET last_used_at = $1 WHERE id = $2", [now, row.id]);
     return { ...token, hash: row.hash };
+  }
+
+  async appendAudit(entries: readonly NewAuditEntry[]): Promise<void> {
+    if (entries.length === 0) return;
+    await this.#transaction(async (db) => {
+      await this.#rows("SELECT pg_advisory_xact_lock($1)", [AUDIT_LOCK], db);
+      // One statement for the batch: 12 columns a row, well under Postgres's 65535 parameters for a bounded batch.
+      const params: unknown[] = [];
+      const tuples = entries.map((e) => {
+        const values = auditValues(e);
+        const first = params.length;
+        params.push(...values);
+        return `(${values.map((_, n) => `$${first + n + 1}`).join(", ")})`;
+      });
+      await this.#rows(`INSERT INTO audit (${AUDIT_COLUMNS}) VALUES ${tuples.join(", ")} ON CONFLICT (id) DO NOTHING`, params, db);
+    });
+  }
+
+  async listAudit(filter: AuditFilter, after: number, limit: number): Promise<AuditEntry[]> {
+    const { where, params } = auditWhere(filter, after, (n) => `$${n}`);
+    const rows = await this.#rows(`SELECT seq, ${AUDIT_COLUMNS} FROM audit WHERE ${where} ORDER BY seq LIMIT $${params.length + 1}`, [...params, limit]);
+    return checkedAll(AuditRow, rows, "audit").map(auditOf);
+  }
+
+  async pruneAudit(before: number, max: number): Promise<number> {
+    return this.#count("DELETE FROM audit WHERE seq IN (SELECT seq FROM audit WHERE at < $1 ORDER BY seq LIMIT $2)", [before, max]);
   }
 
   async rekey(next: Key): Promise<number> {

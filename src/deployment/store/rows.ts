@@ -7,7 +7,11 @@ import { refused } from "../../errors.ts";
 import { KeyMismatch, open, seal, type Key, type Sealed } from "../keys.ts";
 import {
   LOSS_REASONS,
+  AUDIT_KINDS,
   ROLES,
+  type AuditEntry,
+  type AuditFilter,
+  type NewAuditEntry,
   type AgentRecord,
   type ApiTokenRecord,
   type AuthorizationOutcome,
@@ -385,3 +389,81 @@ export function sortHeldSessions(
 
 /** The distinct owners of the held sessions. */
 export const ownersOf = (held: HeldMcpSession[]): string[] => [...new Set(held.flatMap((h) => (h.owner === undefined ? [] : [h.owner])))];
+
+/**
+ * The record (docs/deployment-protocol.md section 3.14), alike in both databases but for types:
+ * `seq` never reused (AUTOINCREMENT, a sequence), so a cursor past a pruned entry stays valid; `id`
+ * unique, so a batch written again after a lost answer adds nothing.
+ */
+export const auditMigration = (seq: string, integer: "INTEGER" | "BIGINT", real: "REAL" | "DOUBLE PRECISION", strict: string) => `CREATE TABLE audit (
+     seq ${seq}, id TEXT NOT NULL UNIQUE, at ${integer} NOT NULL, kind TEXT NOT NULL,
+     person TEXT, token_id TEXT, agent TEXT, connection TEXT, tool TEXT, outcome TEXT,
+     duration_ms ${real}, request_id TEXT, detail_json TEXT)${strict};
+   CREATE INDEX audit_by_at ON audit(at);`;
+
+export const AUDIT_COLUMNS = "id, at, kind, person, token_id, agent, connection, tool, outcome, duration_ms, request_id, detail_json";
+export const AuditRow = z.object({
+  seq: Ms,
+  id: z.string(),
+  at: Ms,
+  kind: z.enum(AUDIT_KINDS),
+  person: z.string().nullable(),
+  token_id: z.string().nullable(),
+  agent: z.string().nullable(),
+  connection: z.string().nullable(),
+  tool: z.string().nullable(),
+  outcome: z.string().nullable(),
+  duration_ms: z.number().nullable(),
+  request_id: z.string().nullable(),
+  detail_json: json(z.record(z.string(), z.unknown())).nullable(),
+});
+export const auditOf = (r: z.output<typeof AuditRow>): AuditEntry => ({
+  seq: r.seq,
+  id: r.id,
+  at: r.at,
+  kind: r.kind,
+  person: r.person,
+  tokenId: r.token_id,
+  agent: r.agent,
+  connection: r.connection,
+  tool: r.tool,
+  outcome: r.outcome,
+  durationMs: r.duration_ms,
+  requestId: r.request_id,
+  detail: r.detail_json as Record<string, unknown> | null,
+});
+/** An entry's values in AUDIT_COLUMNS's order. */
+export const auditValues = (e: NewAuditEntry): unknown[] => [
+  e.id,
+  e.at,
+  e.kind,
+  e.person,
+  e.tokenId,
+  e.agent,
+  e.connection,
+  e.tool,
+  e.outcome,
+  e.durationMs,
+  e.requestId,
+  e.detail === null ? null : JSON.stringify(e.detail),
+];
+
+/**
+ * A listing's WHERE clause and its parameters, `placeholder(n)` naming the nth (from 1): `?` in
+ * SQLite, `$n` in Postgres.
+ */
+export function auditWhere(filter: AuditFilter, after: number, placeholder: (n: number) => string): { where: string; params: unknown[] } {
+  const params: unknown[] = [after];
+  const terms = [`seq > ${placeholder(1)}`];
+  const add = (column: string, op: string, value: unknown) => {
+    params.push(value);
+    terms.push(`${column} ${op} ${placeholder(params.length)}`);
+  };
+  if (filter.since !== undefined) add("at", ">=", filter.since);
+  if (filter.until !== undefined) add("at", "<", filter.until);
+  if (filter.person !== undefined) add("person", "=", filter.person);
+  if (filter.agent !== undefined) add("agent", "=", filter.agent);
+  if (filter.connection !== undefined) add("connection", "=", filter.connection);
+  if (filter.kind !== undefined) add("kind", "=", filter.kind);
+  return { where: terms.join(" AND "), params };
+}

@@ -10,6 +10,12 @@ import { failed, refused } from "../../errors.ts";
 import { headerVariables } from "../../config/templates.ts";
 import { seal, type Key, type Sealed } from "../keys.ts";
 import {
+  AUDIT_COLUMNS,
+  auditMigration,
+  auditOf,
+  AuditRow,
+  auditValues,
+  auditWhere,
   AgentRow,
   AuthorizationRow,
   authorizationOf,
@@ -78,6 +84,9 @@ import {
   expired,
   type AddToken,
   type AgentRecord,
+  type AuditEntry,
+  type AuditFilter,
+  type NewAuditEntry,
   type ApiTokenRecord,
   type AuthorizationOutcome,
   type AuthorizationRecord,
@@ -168,6 +177,8 @@ export const MIGRATIONS: readonly string[] = [
   personalCredentialsMigration("INTEGER", " STRICT"),
   // When a refresh token expires, and the record a credential lost for good leaves (rows.ts).
   credentialLossesMigration("INTEGER", " STRICT"),
+  // The record of calls and changes (docs/deployment-protocol.md section 3.14).
+  auditMigration("INTEGER PRIMARY KEY AUTOINCREMENT", "INTEGER", "REAL", " STRICT"),
 ];
 
 const BUSY_TIMEOUT_MS = 5000;
@@ -937,6 +948,27 @@ export class SqliteStore implements RekeyableStore {
     const token = tokenOf(row);
     if (!expired(token, now) && (row.last_used_at === null || now - row.last_used_at >= LAST_USED_RESOLUTION_MS)) this.#prepared("UPDATE api_tokens SET last_used_at = ? WHERE id = ?").run(now, row.id);
     return { ...token, hash: row.hash };
+  }
+
+  async appendAudit(entries: readonly NewAuditEntry[]): Promise<void> {
+    if (entries.length === 0) return;
+    // One IMMEDIATE transaction: SQLite's one writer orders seq as the entries become visible.
+    const insert = this.#prepared(`INSERT INTO audit (${AUDIT_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT(id) DO NOTHING`);
+    this.#db
+      .transaction(() => {
+        for (const e of entries) insert.run(...auditValues(e));
+      })
+      .immediate();
+  }
+
+  async listAudit(filter: AuditFilter, after: number, limit: number): Promise<AuditEntry[]> {
+    const { where, params } = auditWhere(filter, after, () => "?");
+    const rows = this.#prepared(`SELECT seq, ${AUDIT_COLUMNS} FROM audit WHERE ${where} ORDER BY seq LIMIT ?`).all(...params, limit);
+    return checkedAll(AuditRow, rows, "audit").map(auditOf);
+  }
+
+  async pruneAudit(before: number, max: number): Promise<number> {
+    return this.#prepared("DELETE FROM audit WHERE seq IN (SELECT seq FROM audit WHERE at < ? ORDER BY seq LIMIT ?)").run(before, max).changes;
   }
 
   async rekey(next: Key): Promise<number> {

@@ -241,6 +241,55 @@ export type PutState =
   | { outcome: "unknown_connection"; missing: string[] }
   | { outcome: "revision_changed"; revision: string };
 
+/**
+ * What the record holds (docs/deployment-protocol.md section 3.14): every served tool call and every
+ * change. `person.remove` is written by the offboarding of a person, where it exists.
+ */
+export const AUDIT_KINDS = [
+  "tool.call",
+  "apply",
+  "connection.declare",
+  "connection.delete",
+  "agent.declare",
+  "agent.delete",
+  "secret.set",
+  "secret.delete",
+  "consent.start",
+  "consent.finish",
+  "token.create",
+  "token.revoke",
+  "person.remove",
+  "key.rotate",
+] as const;
+export type AuditKind = (typeof AUDIT_KINDS)[number];
+/** How a served tool call ended (section 3.13). */
+export const CALL_OUTCOMES = ["ok", "tool_error", "refused", "upstream_error"] as const;
+export type CallOutcome = (typeof CALL_OUTCOMES)[number];
+
+/**
+ * One entry of the record, as written. Never a tool's arguments nor its result, never a secret:
+ * `detail` holds ids, counts and codes only. `id` is unique (random): a batch written again after
+ * an answer that was lost is not written twice.
+ */
+export type NewAuditEntry = {
+  id: string;
+  at: number;
+  kind: AuditKind;
+  person: string | null;
+  tokenId: string | null;
+  agent: string | null;
+  connection: string | null;
+  tool: string | null;
+  outcome: string | null;
+  durationMs: number | null;
+  requestId: string | null;
+  detail: Record<string, unknown> | null;
+};
+/** An entry as read back: `seq` orders the record and is the cursor of its pages. */
+export type AuditEntry = NewAuditEntry & { seq: number };
+/** A listing's filters; each absent one matches everything. `since` inclusive, `until` exclusive. */
+export type AuditFilter = { since?: number; until?: number; person?: string; agent?: string; connection?: string; kind?: AuditKind };
+
 export interface DeploymentStore {
   readonly path: string;
   listConnections(): Promise<ConnectionRecord[]>;
@@ -419,6 +468,17 @@ export interface DeploymentStore {
    * refuses an expired one). Its last use is recorded at most once a minute, and not once expired.
    */
   findToken(hash: Buffer): Promise<(ApiTokenRecord & { hash: Buffer }) | undefined>;
+
+  /**
+   * Writes the entries in one transaction, in order; an entry whose `id` is already there is
+   * skipped (a batch retried after a lost answer). Writers on every process are serialized, so
+   * `seq` grows in the order entries become visible: a reader following the cursor misses none.
+   */
+  appendAudit(entries: readonly NewAuditEntry[]): Promise<void>;
+  /** Up to `limit` entries matching `filter` with `seq` above `after` (0: from the first), oldest first. */
+  listAudit(filter: AuditFilter, after: number, limit: number): Promise<AuditEntry[]>;
+  /** Deletes at most `max` of the oldest entries made before `before`; how many it deleted. */
+  pruneAudit(before: number, max: number): Promise<number>;
 
   close(): Promise<void>;
 }

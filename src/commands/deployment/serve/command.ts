@@ -25,6 +25,7 @@ export const deploymentServe: CommandDeclaration = {
           "loopback, private and special-use addresses it may send requests to, beyond public ones: addresses or CIDR blocks, each with an optional :port, or all (env SUBS_DEPLOYMENT_ALLOW_PRIVATE; default: all when the public URL is loopback, else none)",
         ),
       )
+      .addOption(new Option("--audit-retention <duration>", "how long the record of tool calls and changes keeps an entry: a number and s, m, h or d (env SUBS_DEPLOYMENT_AUDIT_RETENTION; default 90d)"))
       .addHelpText(
         "after",
         "\nLimits, from the environment (docs/deployment-server.md, \"Limits\"):\n" +
