@@ -65,6 +65,7 @@ const list = [
     agents: s.agents,
     refresh_expires_at: iso(s.refreshExpiresAt),
     lost: s.lost ? { reason: s.lost.reason, message: s.lost.message, lost_at: iso(s.lost.lostAt) } : null,
+    credential: s.credential,
   })),
   ...credentials
     .filter((row) => !declared.has(row.id))
@@ -83,6 +84,7 @@ const list = [
       agents: [],
       refresh_expires_at: row.refresh_token !== null ? iso(row.refresh_expires_at) : null,
       lost: null,
+      credential: null,
     })),
 ];
 writeSync(1, `${JSON.stringify(list, null, 2)}\n`);

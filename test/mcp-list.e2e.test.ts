@@ -91,7 +91,9 @@ describe("subs mcp list", () => {
       agents: [],
       refresh_expires_at: null,
       lost: null,
+      credential: null,
     });
+    assert.equal(byId.fresh.credential, "shared", "a url connection says its kind; shared unless the file says personal");
     assert.deepEqual(JSON.parse(result.stdout).map((c: { id: string }) => c.id), ["fresh", "stale", "dead", "moved", "never", "static", "removed"], "file order, then undeclared ids");
     assert.doesNotMatch(result.stdout + result.stderr, SECRET);
 

@@ -43,6 +43,12 @@ export type RemoteListEntry = {
    * (docs/deployment-protocol.md section 2, `secrets`): names only. Empty when they name none.
    */
   secrets: HeldSecret[];
+  /**
+   * `personal`: one credential per person (docs/deployment-protocol.md section 2), so `status` is
+   * the caller's own. The deployment's kind, which its status follows (a file that says otherwise
+   * shows `credential` among `differs`); the file's for a connection not applied yet.
+   */
+  credential: "shared" | "personal";
 };
 
 /** `refused` of the deployment's Connection (docs/deployment-protocol.md section 2), with the list's `catalog`. */
@@ -71,6 +77,7 @@ export function mergeRemoteView(config: Config, remote: RemoteConnection[], cata
       differs: step.changed,
       refused: refusalOf(deployed),
       secrets: deployed?.secrets ?? [],
+      credential: deployed ? (deployed.credential ?? ("shared" as const)) : (connection.credential ?? ("shared" as const)),
     };
     if (!deployed) return { ...base, status: "not_applied", usable: false, drift: "not_applied" };
     const drift = step.action === "change" ? ("differs" as const) : null;
@@ -94,6 +101,7 @@ export function mergeRemoteView(config: Config, remote: RemoteConnection[], cata
       agents: [],
       refused: refusalOf(deployed),
       secrets: deployed.secrets ?? [],
+      credential: deployed.credential ?? ("shared" as const),
     });
   }
   return entries;

@@ -43,6 +43,8 @@ export type ConnectionStatus = {
   refreshExpiresAt: number | null;
   /** Why it needs a login when its credential was lost for good at this url (its refresh rejected), until a new login. */
   lost: CredentialLossInfo | null;
+  /** Whose credential a deployment would hold (the file's `credential`): locally there is one person either way. Null for a local server. */
+  credential: "shared" | "personal" | null;
   tokenEnv: string | null;
   /** The url the stored credential was issued for, when it differs from the file's. */
   loggedInUrl: string | null;
@@ -128,6 +130,7 @@ function statusOf(connection: ConnectionConfig, agents: string[], status: LocalS
     refreshable: row ? row.refresh_token !== null : false,
     refreshExpiresAt: row && row.refresh_token !== null ? row.refresh_expires_at : null,
     lost: null,
+    credential: connection.process ? null : (connection.credential ?? "shared"),
     tokenEnv: connection.auth ? connection.auth.tokenEnv : null,
     loggedInUrl: row && status === "url_changed" ? row.url : null,
     agents,

@@ -7,7 +7,11 @@
 // refreshed once per person under concurrent calls; removing bob revokes his grant at the
 // provider and leaves alice's working.
 import assert from "node:assert/strict";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import path from "node:path";
 import { after, before, describe, test } from "node:test";
+import { runInProcess } from "../support/cli.ts";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import { LoggingMessageNotificationSchema } from "@modelcontextprotocol/sdk/types.js";
@@ -102,6 +106,28 @@ for (const store of STORES) describe(`personal connections through subs deployme
     assert.equal((await statusFor(ALICE)).status, "authorized", "bob's consent left alice's credential in place");
     assert.equal((await statusFor(CAROL)).status, "declared");
     assert.deepEqual(provider.events.issued.map((g) => g.account), [ALICE, BOB]);
+  });
+
+  test("subs mcp list with [remote] shows each person their own: authorized (you), or needs your login; --json says personal", async () => {
+    const project = mkdtempSync(path.join(tmpdir(), "subs-personal-"));
+    try {
+      writeFileSync(
+        path.join(project, "substructure.toml"),
+        `[remote]\nurl = "${d.url}"\ntoken_env = "TEAM_TOKEN"\n\n[mcp.who]\nurl = "${mcp.url}"\nprefix_tools = false\ncredential = "personal"\n\n[agent.who]\nmcp = ["who"]\n`,
+      );
+      const list = (person: string, json = false) => runInProcess(["mcp", "list", ...(json ? ["--json"] : [])], { cwd: project, env: { TEAM_TOKEN: tokens[person] } });
+      const alice = await list(ALICE);
+      assert.equal(alice.code, 0, alice.stderr);
+      assert.match(alice.stdout, /^who\s.*authorized \(you\)/m);
+      const carol = await list(CAROL);
+      assert.match(carol.stdout, /^who\s.*needs your login · subs mcp login who/m);
+      const [entry] = JSON.parse((await list(ALICE, true)).stdout);
+      assert.deepEqual([entry.id, entry.status, entry.credential, entry.drift], ["who", "authorized", "personal", null]);
+      const [carols] = JSON.parse((await list(CAROL, true)).stdout);
+      assert.deepEqual([carols.status, carols.credential], ["needs_login", "personal"]);
+    } finally {
+      rmSync(project, { recursive: true, force: true });
+    }
   });
 
   test("each person's session calls as that person: 100 calls each, interleaved, none crossed", async () => {

@@ -51,6 +51,8 @@ export type ConnectionJson = {
   refresh_expires_at: string | null;
   /** Why it needs a login, when its credential was lost for good (a refresh rejected); null otherwise. */
   lost: LostJson | null;
+  /** `shared` or `personal` (the file's `credential`: one credential per person on a deployment); null for a local server. */
+  credential: "shared" | "personal" | null;
 };
 
 /** `lost` of `subs mcp list --json` (docs/commands.md): why a credential was lost for good. */
@@ -75,6 +77,7 @@ export function connectionJson(s: ConnectionStatus): ConnectionJson {
     agents: s.agents,
     refresh_expires_at: isoOrNull(s.refreshExpiresAt),
     lost: lostJson(s.lost),
+    credential: s.credential,
   };
 }
 
@@ -101,6 +104,7 @@ export function undeclaredJson(row: CredentialRow): ConnectionJson {
     agents: [],
     refresh_expires_at: row.refresh_token !== null ? isoOrNull(row.refresh_expires_at) : null,
     lost: null,
+    credential: null,
   };
 }
 
@@ -197,6 +201,7 @@ export function remoteConnectionJson(e: RemoteListEntry) {
     refresh_expires_at: e.status === "authorized" ? (e.deployment?.refresh_expires_at ?? null) : null,
     // The deployment's record of a credential lost for good, while it needs a login at this url.
     lost: e.status === "needs_login" && e.deployment?.lost ? { reason: e.deployment.lost.reason, message: e.deployment.lost.message ?? null, lost_at: e.deployment.lost.lost_at ?? null } : null,
+    credential: e.credential,
     target: "remote" as const,
     authorized_at: e.status === "authorized" ? (e.deployment?.authorized_at ?? null) : null,
     authorized_by: e.status === "authorized" ? (e.deployment?.authorized_by ?? null) : null,
@@ -268,14 +273,16 @@ function describeRemote(e: RemoteListEntry, now: number, style: Style, windowMs:
     case "authorized": {
       const expires = e.deployment?.expires_at ? Date.parse(e.deployment.expires_at) : null;
       // The token name comes from the deployment: shown, never interpreted (SECURITY.md, "What subs shows of server text").
-      const by = e.deployment?.authorized_by ? ` by ${shown(e.deployment.authorized_by)}` : "";
+      // A personal connection's status is the caller's own: "you" consented, through whichever token.
+      const by = e.credential === "personal" ? " (you)" : e.deployment?.authorized_by ? ` by ${shown(e.deployment.authorized_by)}` : "";
       return style.green(`authorized${by}${expires !== null && expires > now ? ` (expires in ${shortDuration(expires - now)})` : ""}`) + refreshWords(remoteGrant(e).refreshExpiresAt, now, style, windowMs) + differs;
     }
     case "needs_login": {
       // The variable names come from the deployment: shown, never interpreted.
       const unheld = e.secrets.filter((h) => !h.held).map((h) => shown(h.name));
       const lost = e.deployment?.lost ? lostWords({ reason: e.deployment.lost.reason, message: e.deployment.lost.message ?? null }) : "";
-      return style.yellow(`needs login${lost}${unheld.length ? ` (${unheld.join(", ")} not held)` : ""} · subs mcp login ${e.id}`) + differs;
+      const whose = e.credential === "personal" ? "needs your login" : "needs login";
+      return style.yellow(`${whose}${lost}${unheld.length ? ` (${unheld.join(", ")} not held)` : ""} · subs mcp login ${e.id}`) + differs;
     }
     case "refused":
       return style.red(e.refused?.error === "url_not_in_catalog" ? "refused: url not in the deployment's catalog" : `refused by the deployment (${e.refused?.error})`) + differs;
