@@ -224,7 +224,11 @@ agents = ["helper"]
     for (const name of ["nope", "search", "helper", "alpha__nope", "echo"]) {
       await assert.rejects(
         () => s.client.callTool({ name, arguments: {} }),
-        (error: unknown) => error instanceof McpError && error.code === -32602 && error.message === `MCP error -32602: Unknown tool: ${name}`,
+        // The session's unreachable connections are named, with what to do (a tool of theirs may be the one asked for).
+        (error: unknown) =>
+          error instanceof McpError &&
+          error.code === -32602 &&
+          error.message === `MCP error -32602: Unknown tool: ${name} (not served in this session: down: cannot reach http://127.0.0.1:2 (ECONNREFUSED); check the url in the file and that the server is up; locked: $LOCKED_TOKEN is not set; export LOCKED_TOKEN=… (the token locked authenticates with))`,
         name,
       );
     }

@@ -172,7 +172,12 @@ export async function startSession(
     // Observed as refused, without its name: the text is whatever the client sent.
     if (!target) {
       said("refused", undefined);
-      throw rpcError(ErrorCode.InvalidParams, `Unknown tool: ${name}`);
+      // The tools of a connection this session could not reach are left out; a call to one says
+      // why and what to run (a login), as the session's log messages did at its start, which a
+      // client over HTTP may have had no stream open to receive.
+      const missing = s.inspection?.unavailable ?? [];
+      const why = missing.length ? ` (not served in this session: ${missing.map((u) => `${u.message}${u.hint ? `; ${u.hint}` : ""}`).join("; ")})` : "";
+      throw rpcError(ErrorCode.InvalidParams, `Unknown tool: ${name}${why}`);
     }
     const call = upstreamCall(target.tool.name, args, _meta, extra, options.requestTimeoutMs);
     let upstream: Upstream;
