@@ -19,27 +19,10 @@ for (const store of STORES) describe(`a consent at node-oidc-provider, through s
   let provider: RunningOidcProvider;
   let mcp: RunningMcpServer;
   let d: ServedDeployment;
-  /** Access tokens the MCP server refuses from now on (by their `jti`), as a server does after a key rotation. */
-  const refused = new Set<string>();
-  const seen = new Set<string>();
 
   before(async () => {
     provider = await startOidcProvider({ accounts: ["alice@example.com", "bob@example.com"] });
-    const protect = provider.protect();
-    const verify = protect.authServer.verifier.verifyAccessToken.bind(protect.authServer.verifier);
-    protect.authServer.verifier = {
-      async verifyAccessToken(token) {
-        const info = await verify(token);
-        const jti = String((JSON.parse(Buffer.from(token.split(".")[1]!, "base64url").toString()) as { jti?: string }).jti);
-        seen.add(jti);
-        if (refused.has(jti)) {
-          const { InvalidTokenError } = await import("@modelcontextprotocol/sdk/server/auth/errors.js");
-          throw new InvalidTokenError("this token is no longer accepted");
-        }
-        return info;
-      },
-    };
-    mcp = await startMcpServer({ tools: [{ name: "whoami", inputSchema: { type: "object" }, reply: (_args, auth) => `you are ${String(auth?.extra?.sub)}` }], oauth: protect });
+    mcp = await startMcpServer({ tools: [{ name: "whoami", inputSchema: { type: "object" }, reply: (_args, auth) => `you are ${String(auth?.extra?.sub)}` }], oauth: provider.protect() });
     d = await startServedDeployment({ store });
   });
   after(async () => {
@@ -80,7 +63,7 @@ for (const store of STORES) describe(`a consent at node-oidc-provider, through s
 
     // The server stops accepting every token it has seen: the deployment refreshes (section 3.6),
     // once, and sends the call again with the new token.
-    for (const jti of seen) refused.add(jti);
+    provider.refuseSeenTokens();
     const before = provider.events.refreshed;
     assert.equal(await whoami(use), "you are alice@example.com");
     assert.equal(provider.events.refreshed - before, 1, "one refresh");

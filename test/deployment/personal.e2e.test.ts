@@ -15,7 +15,6 @@ import { runInProcess } from "../support/cli.ts";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import { LoggingMessageNotificationSchema } from "@modelcontextprotocol/sdk/types.js";
-import { InvalidTokenError } from "@modelcontextprotocol/sdk/server/auth/errors.js";
 import { callServed, startServedDeployment, STORES, type ServedDeployment } from "../support/deployment-serve.ts";
 import { startReplicas, type Replicas } from "../support/replicas.ts";
 import { startMcpServer, type RunningMcpServer } from "../support/mcp-server.ts";
@@ -31,24 +30,10 @@ for (const store of STORES) describe(`personal connections through subs deployme
   let mcp: RunningMcpServer;
   let d: ServedDeployment;
   const tokens: Record<string, string> = {};
-  /** Access tokens the MCP server refuses from now on (by `jti`), as after a key rotation. */
-  const refused = new Set<string>();
-  const seen = new Set<string>();
 
   before(async () => {
     provider = await startOidcProvider({ accounts: [ALICE, BOB, CAROL] });
-    const protect = provider.protect();
-    const verify = protect.authServer.verifier.verifyAccessToken.bind(protect.authServer.verifier);
-    protect.authServer.verifier = {
-      async verifyAccessToken(token) {
-        const info = await verify(token);
-        const jti = String((JSON.parse(Buffer.from(token.split(".")[1]!, "base64url").toString()) as { jti?: string }).jti);
-        seen.add(jti);
-        if (refused.has(jti)) throw new InvalidTokenError("this token is no longer accepted");
-        return info;
-      },
-    };
-    mcp = await startMcpServer({ tools: [{ name: "whoami", inputSchema: { type: "object" }, reply: (_args, auth) => `you are ${String(auth?.extra?.sub)}` }], oauth: protect });
+    mcp = await startMcpServer({ tools: [{ name: "whoami", inputSchema: { type: "object" }, reply: (_args, auth) => `you are ${String(auth?.extra?.sub)}` }], oauth: provider.protect() });
     d = await startServedDeployment({ store });
     for (const person of [ALICE, BOB, CAROL]) {
       const made = await callServed(d, "POST", "/v1/tokens", { name: `${person} laptop`, role: "use", person });
@@ -174,7 +159,7 @@ for (const store of STORES) describe(`personal connections through subs deployme
       // Listed (and so connected) before the tokens are refused: what follows is calls only.
       await a.client.listTools();
       await b.client.listTools();
-      for (const jti of seen) refused.add(jti);
+      provider.refuseSeenTokens();
       const before = provider.events.refreshed;
       const answers = await Promise.all(Array.from({ length: 10 }, (_, n) => (n % 2 === 0 ? a.whoami().then((t) => [ALICE, t]) : b.whoami().then((t) => [BOB, t]))));
       assert.deepEqual(answers.filter(([person, text]) => text !== `you are ${person}`), []);
@@ -219,23 +204,10 @@ describe("personal connections across two replicas on one Postgres: one refresh 
   let mcp: RunningMcpServer;
   let set: Replicas;
   const tokens: Record<string, string> = {};
-  const refused = new Set<string>();
-  const seen = new Set<string>();
 
   before(async () => {
     provider = await startOidcProvider({ accounts: [ALICE, BOB] });
-    const protect = provider.protect();
-    const verify = protect.authServer.verifier.verifyAccessToken.bind(protect.authServer.verifier);
-    protect.authServer.verifier = {
-      async verifyAccessToken(token) {
-        const info = await verify(token);
-        const jti = String((JSON.parse(Buffer.from(token.split(".")[1]!, "base64url").toString()) as { jti?: string }).jti);
-        seen.add(jti);
-        if (refused.has(jti)) throw new InvalidTokenError("this token is no longer accepted");
-        return info;
-      },
-    };
-    mcp = await startMcpServer({ tools: [{ name: "whoami", inputSchema: { type: "object" }, reply: (_args, auth) => `you are ${String(auth?.extra?.sub)}` }], oauth: protect });
+    mcp = await startMcpServer({ tools: [{ name: "whoami", inputSchema: { type: "object" }, reply: (_args, auth) => `you are ${String(auth?.extra?.sub)}` }], oauth: provider.protect() });
     set = await startReplicas(2, { store: "postgres" });
     const front = { url: set.balancer.url, token: set.front.token };
     for (const person of [ALICE, BOB]) tokens[person] = (await callServed(front, "POST", "/v1/tokens", { name: `${person} laptop`, role: "use", person })).body.token;
@@ -270,7 +242,7 @@ describe("personal connections across two replicas on one Postgres: one refresh 
       }
     }
     try {
-      for (const jti of seen) refused.add(jti);
+      provider.refuseSeenTokens();
       const before = provider.events.refreshed;
       const answers = await Promise.all(
         Array.from({ length: 24 }, async (_, n) => {

@@ -30,6 +30,11 @@ export type RunningOidcProvider = {
   consentAs(account: string, authorizationUrl: string): Promise<{ status: number; text: string }>;
   /** The resource-server side for startMcpServer's `oauth` (scope `mcp`). */
   protect(): ProtectOptions;
+  /**
+   * From now on the MCP server refuses (401) every access token it has accepted so far, as a
+   * server does after a key rotation: what a deployment then does is refresh.
+   */
+  refuseSeenTokens(): void;
   close(): Promise<void>;
 };
 
@@ -123,10 +128,16 @@ export async function startOidcProvider(options: { accounts: string[]; accessTok
   });
 
   const keySet = jose.createLocalJWKSet({ keys: [publicJwk] });
+  /** Access tokens accepted, and those refused from now on, by `jti`. */
+  const seen = new Set<string>();
+  const refused = new Set<string>();
   const verifier = {
     async verifyAccessToken(token: string): Promise<AuthInfo> {
       try {
         const { payload } = await jose.jwtVerify(token, keySet, { issuer });
+        const jti = String(payload.jti);
+        if (refused.has(jti)) throw new Error("this token is no longer accepted");
+        seen.add(jti);
         return {
           token,
           clientId: String(payload.client_id ?? ""),
@@ -153,6 +164,9 @@ export async function startOidcProvider(options: { accounts: string[]; accessTok
       }
     },
     protect: () => ({ authServer: { issuer, verifier }, scopesSupported: ["mcp"], requiredScopes: ["mcp"] }),
+    refuseSeenTokens: () => {
+      for (const jti of seen) refused.add(jti);
+    },
     close: () =>
       new Promise<void>((resolve) => {
         http.closeAllConnections();
