@@ -172,12 +172,7 @@ export async function startSession(
     // Observed as refused, without its name: the text is whatever the client sent.
     if (!target) {
       said("refused", undefined);
-      // The tools of a connection this session could not reach are left out; a call to one says
-      // why and what to run (a login), as the session's log messages did at its start, which a
-      // client over HTTP may have had no stream open to receive.
-      const missing = s.inspection?.unavailable ?? [];
-      const why = missing.length ? ` (not served in this session: ${missing.map((u) => `${u.message}${u.hint ? `; ${u.hint}` : ""}`).join("; ")})` : "";
-      throw rpcError(ErrorCode.InvalidParams, `Unknown tool: ${name}${why}`);
+      throw rpcError(ErrorCode.InvalidParams, `Unknown tool: ${name}${notServed(s.inspection)}`);
     }
     const call = upstreamCall(target.tool.name, args, _meta, extra, options.requestTimeoutMs);
     let upstream: Upstream;
@@ -261,6 +256,16 @@ function observed(observer: AgentSessionOptions["onCall"], handle: (request: Cal
       }
     });
   };
+}
+
+/**
+ * The tools of a connection the session could not reach are left out; a call to one says why and
+ * what to run (a login), as the session's log messages did at its start, which a client over HTTP
+ * may have had no stream open to receive. Empty when every connection answered.
+ */
+function notServed(inspection: Inspection | undefined): string {
+  const missing = inspection?.unavailable ?? [];
+  return missing.length ? ` (not served in this session: ${missing.map((u) => `${u.message}${u.hint ? `; ${u.hint}` : ""}`).join("; ")})` : "";
 }
 
 /** Each connection's upstream, opened once however many calls want it first. */
