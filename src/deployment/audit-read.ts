@@ -6,8 +6,8 @@ import type { Context } from "../context.ts";
 import { usage } from "../errors.ts";
 import type { Reporter } from "../report.ts";
 import type { RemoteAuditEntry, RemoteAuditPage } from "../remote/protocol.ts";
-import { deploymentConfig, RetentionSchema } from "./config.ts";
-import { checkedUrl, projectRemote, type TokenCtx, type TokenTarget } from "./tokens.ts";
+import { RetentionSchema } from "./config.ts";
+import { deploymentPlace, type TokenCtx, type TokenTarget } from "./tokens.ts";
 
 /** What to read: the filters and the cursor, as the command's flags give them. */
 export type AuditRequest = {
@@ -47,18 +47,12 @@ export function auditQuery(request: AuditRequest, now: number): URLSearchParams 
 /** Where the record is read: the deployment's API, or its store on this host. */
 type AuditPlace = { where: string; page(query: URLSearchParams): Promise<RemoteAuditPage>; close(): Promise<void> };
 
-/** `--store` is the store on this host (refused when there is none); `--url` the API there; neither, the project's `[remote]`. */
+/** The record where deploymentPlace (tokens.ts) says. */
 async function auditPlace(ctx: TokenCtx, target: TokenTarget, reporter: Reporter): Promise<AuditPlace> {
-  const storeGiven = target.flags.store !== undefined || Boolean(ctx.env.SUBS_DEPLOYMENT_STORE);
-  if (storeGiven && target.url !== undefined) {
-    throw usage("--url and --store name two places; give one", { hint: "--url for the deployment's API (from anywhere), --store for its store (on its host)" });
-  }
-  if (storeGiven) {
-    const config = deploymentConfig(target.flags, ctx, { serve: false });
-    for (const warning of config.warnings) reporter.warn(warning);
-    const { openStore } = await import("./commands.ts");
+  const place = await deploymentPlace(ctx, target, reporter, "a read or admin");
+  if ("store" in place) {
+    const { store } = place;
     const { auditPage } = await import("./routes/audit.ts");
-    const store = await openStore(config, undefined, { mustExist: true });
     return {
       where: store.path,
       async page(query) {
@@ -69,14 +63,8 @@ async function auditPlace(ctx: TokenCtx, target: TokenTarget, reporter: Reporter
       close: () => store.close(),
     };
   }
-  const remote = target.url !== undefined ? { url: checkedUrl(target.url), tokenEnv: "SUBSTRUCTURE_TOKEN" } : await projectRemote(ctx, target.config);
-  if (!remote) {
-    throw usage("which deployment? no --url, no --store, and no substructure.toml with [remote] here", {
-      hint: "give --url https://subs.example.com (a read or admin token in $SUBSTRUCTURE_TOKEN), or --store DIR|URL on the deployment's host",
-    });
-  }
   const { DeploymentClient } = await import("../remote/client.ts");
-  const client = new DeploymentClient({ remote, ctx, reporter });
+  const client = new DeploymentClient({ remote: place.remote, ctx, reporter });
   return { where: client.base.href.replace(/\/$/, ""), page: (query) => client.auditPage(query), close: async () => {} };
 }
 

@@ -205,11 +205,17 @@ export type TokenCtx = Pick<Context, "env" | "cwd" | "fetch" | "signal" | "now">
 export type TokenTarget = { url?: string; config?: string; flags: Flags };
 
 /**
- * `--store` (or $SUBS_DEPLOYMENT_STORE) is the store on this host, refused when there is none yet;
- * `--url` the API of the deployment there, with the token in $SUBSTRUCTURE_TOKEN; neither, the
- * API of the project's `[remote]`, with its token_env. Both is a usage error.
+ * Which deployment a host-or-API command works on: `--store` (or $SUBS_DEPLOYMENT_STORE) is the
+ * store on this host, opened, refused when there is none yet; `--url` the API of the deployment
+ * there, with the token in $SUBSTRUCTURE_TOKEN; neither, the API of the project's `[remote]`, with
+ * its token_env. Both is a usage error. `role`: the token the API needs, as the refusal names it.
  */
-export async function tokenPlace(ctx: TokenCtx, target: TokenTarget, reporter: Reporter): Promise<TokenPlace> {
+export async function deploymentPlace(
+  ctx: TokenCtx,
+  target: TokenTarget,
+  reporter: Reporter,
+  role: string,
+): Promise<{ store: DeploymentStore } | { remote: RemoteConfig }> {
   const storeGiven = target.flags.store !== undefined || Boolean(ctx.env.SUBS_DEPLOYMENT_STORE);
   if (storeGiven && target.url !== undefined) {
     throw usage("--url and --store name two places; give one", { hint: "--url for the deployment's API (from anywhere), --store for its store (on its host)" });
@@ -218,20 +224,26 @@ export async function tokenPlace(ctx: TokenCtx, target: TokenTarget, reporter: R
     const config = deploymentConfig(target.flags, ctx, { serve: false });
     for (const warning of config.warnings) reporter.warn(warning);
     const { openStore } = await import("./commands.ts");
-    return storeTokens(await openStore(config, undefined, { mustExist: true }), ctx.now, (text) => reporter.warn(text));
+    return { store: await openStore(config, undefined, { mustExist: true }) };
   }
-  if (target.url !== undefined) return apiTokens(ctx, { url: checkedUrl(target.url), tokenEnv: "SUBSTRUCTURE_TOKEN" }, reporter);
+  if (target.url !== undefined) return { remote: { url: checkedUrl(target.url), tokenEnv: "SUBSTRUCTURE_TOKEN" } };
   const remote = await projectRemote(ctx, target.config);
   if (!remote) {
     throw usage("which deployment? no --url, no --store, and no substructure.toml with [remote] here", {
-      hint: "give --url https://subs.example.com (an admin token in $SUBSTRUCTURE_TOKEN), or --store DIR|URL on the deployment's host",
+      hint: `give --url https://subs.example.com (${role} token in $SUBSTRUCTURE_TOKEN), or --store DIR|URL on the deployment's host`,
     });
   }
-  return apiTokens(ctx, remote, reporter);
+  return { remote };
+}
+
+/** The tokens where deploymentPlace says. */
+export async function tokenPlace(ctx: TokenCtx, target: TokenTarget, reporter: Reporter): Promise<TokenPlace> {
+  const place = await deploymentPlace(ctx, target, reporter, "an admin");
+  return "store" in place ? storeTokens(place.store, ctx.now, (text) => reporter.warn(text)) : apiTokens(ctx, place.remote, reporter);
 }
 
 /** `--url`: https, or plain http to a loopback host only (the protocol's rule for `[remote].url`). */
-export function checkedUrl(text: string): string {
+function checkedUrl(text: string): string {
   let url: URL;
   try {
     url = new URL(text);
@@ -246,7 +258,7 @@ export function checkedUrl(text: string): string {
 }
 
 /** The `[remote]` of the file `--config` or $SUBS_CONFIG names, else of the nearest substructure.toml upward, if any. */
-export async function projectRemote(ctx: TokenCtx, config: string | undefined): Promise<RemoteConfig | undefined> {
+async function projectRemote(ctx: TokenCtx, config: string | undefined): Promise<RemoteConfig | undefined> {
   const { findConfigPath } = await import("../config/find.ts");
   let file: string;
   try {
