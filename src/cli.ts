@@ -5,6 +5,7 @@
 import { Command, Help } from "commander";
 import { agent } from "./commands/agent/command.ts";
 import { apply } from "./commands/apply/command.ts";
+import { lock } from "./commands/lock/command.ts";
 import { completion } from "./commands/completion/command.ts";
 import { deployment } from "./commands/deployment/command.ts";
 import { init } from "./commands/init/command.ts";
@@ -18,7 +19,7 @@ import { VERSION } from "./version.ts";
 export { CommanderError } from "commander";
 
 /** The program's commands, in the order `subs --help` lists them; each group names its own. */
-const COMMANDS: readonly CommandDeclaration[] = [init, mcp, apply, completion, schema, agent, deployment];
+const COMMANDS: readonly CommandDeclaration[] = [init, mcp, apply, lock, completion, schema, agent, deployment];
 
 export function buildProgram(ctx: Context, hooks: ProgramHooks, only?: readonly string[]): Command {
   const { onParseMistake } = hooks;

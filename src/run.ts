@@ -80,7 +80,7 @@ export async function run(given_argv: readonly string[], given: Context): Promis
         path,
         args: [...action.args.filter((a) => !a.startsWith("-")), ...configArgs(config)],
         debug: Boolean(tree.opts().debug) || debugFromEnv(ctx.env),
-        writes: WRITING_COMMANDS.has(path) && !(action.opts() as { dryRun?: unknown }).dryRun,
+        writes: WRITING_COMMANDS.has(path) && !(action.opts() as { dryRun?: unknown }).dryRun && !(action.opts() as { check?: unknown }).check,
       });
     });
     // `subs` alone, or a group alone (`subs mcp`, `subs agent`), asked for nothing wrong: its help,
@@ -204,6 +204,7 @@ export const COMMAND_TREE: Readonly<Record<string, readonly string[]>> = {
   init: [],
   mcp: ["list", "login", "tools", "call", "proxy", "connect", "add", "remove", "import"],
   apply: [],
+  lock: [],
   completion: [],
   schema: [],
   agent: ["list", "tools", "serve", "connect"],
@@ -268,7 +269,7 @@ type Ran = {
  * The commands that change something: only after one of them does "nothing was changed" tell the
  * person anything. The others read, or write only a refreshed token on the way.
  */
-export const WRITING_COMMANDS = new Set(["subs init", "subs mcp add", "subs mcp remove", "subs mcp import", "subs mcp login", "subs apply", "subs agent connect", "subs mcp connect"]);
+export const WRITING_COMMANDS = new Set(["subs init", "subs mcp add", "subs mcp remove", "subs mcp import", "subs mcp login", "subs apply", "subs lock", "subs agent connect", "subs mcp connect"]);
 
 function renderError(ctx: Context, error: unknown, json: boolean, ran?: Ran): void {
   const style = styleFor(ctx.stderrColor);

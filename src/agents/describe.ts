@@ -1,6 +1,6 @@
 // Sentences for what resolve.ts decided, shared by the human output and the `message` fields of
 // `subs agent tools --json`. Pure: no colour, no I/O.
-import type { Claimant, DroppedTool, FilteredTool, Warning } from "./resolve.ts";
+import type { Claimant, DroppedTool, FilteredTool, Warning, WithheldTool } from "./resolve.ts";
 import { possessive } from "../text/possessive.ts";
 
 export function describeClaimant(c: Claimant): string {
@@ -59,4 +59,14 @@ export function describeWarning(w: Warning, agent: string): string {
     case "name_declared_twice":
       return `agent \`${agent}\`: \`${w.name}\` is declared more than once (${w.as.map((k) => (k === "declared" ? "tool" : "sub-agent")).join(", ")}); rename one`;
   }
+}
+
+const FIELD_WORDS = { title: "title", description: "description", inputSchema: "input schema", outputSchema: "output schema", annotations: "annotations" } as const;
+
+/** Why substructure.lock keeps a tool from the model, and what to run once it is reviewed. */
+export function describeWithheld(w: WithheldTool): string {
+  const subject = `${possessive(w.connection)} \`${w.tool}\``;
+  return w.reason === "not_locked"
+    ? `${subject} is withheld: not locked (it is not in substructure.lock); review it with \`subs lock\``
+    : `${subject} is withheld: changed since locked (${w.fields.map((f) => FIELD_WORDS[f]).join(", ") || "its digest"}); review the change with \`subs lock\``;
 }

@@ -2,6 +2,7 @@
 // connectors.md ("Give it to an agent", "Filtering", "Names", "When tools are fetched") as one
 // pure function. No I/O here: fetching is fetch.ts, printing is the command's.
 import picomatch from "picomatch";
+import { changedFields, digestOf, faceOf, type FaceField, type ToolLock } from "../config/tool-lock.ts";
 import type { AgentConfig, ConnectionConfig, McpToolsFilter } from "../config/types.ts";
 
 /**
@@ -23,6 +24,7 @@ export type ConnectorTool = {
   title?: string | null;
   description?: string | null;
   inputSchema?: unknown;
+  outputSchema?: unknown;
   annotations?: ToolAnnotations | null;
 };
 
@@ -45,7 +47,16 @@ export type ResolveInput = {
   connections: ReadonlyArray<Pick<ConnectionConfig, "id" | "prefixTools">>;
   /** One outcome per connection the agent names, by id. */
   outcomes: ReadonlyMap<string, FetchOutcome>;
+  /**
+   * substructure.lock, when there is one: a connector tool is kept only when its connection and
+   * name are in it with the same digest, and then with only its locked fields (docs/file.md,
+   * "Reviewing tools"). Absent: nothing is withheld.
+   */
+  lock?: ToolLock | undefined;
 };
+
+/** A tool the agent's filter kept but the lock does not allow: a new tool, or one that changed since it was locked. */
+export type WithheldTool = { connection: string; tool: string; name: string; reason: "not_locked" } | { connection: string; tool: string; name: string; reason: "changed"; fields: FaceField[] };
 
 export type ModelTool =
   | { name: string; kind: "connector"; connection: string; tool: ConnectorTool }
@@ -108,6 +119,8 @@ export type ResolvedTools = {
   tools: ModelTool[];
   filtered: FilteredTool[];
   dropped: DroppedTool[];
+  /** Kept by the filter, left out by substructure.lock; empty without one. */
+  withheld: WithheldTool[];
   unavailable: Unavailable[];
   warnings: Warning[];
 };
@@ -123,6 +136,7 @@ export function resolveAgentTools(input: ResolveInput): ResolvedTools {
   const warnings: Warning[] = [];
   const filtered: FilteredTool[] = [];
   const unavailable: Unavailable[] = [];
+  const withheld: WithheldTool[] = [];
 
   // Declared tools and sub-agent ids keep their names; they are what connector tools collide with.
   const reserved = new Map<string, Claimant[]>();
@@ -155,7 +169,17 @@ export function resolveAgentTools(input: ResolveInput): ResolvedTools {
     if (entry.tools && kept.length === 0 && outcome.tools.length > 0) {
       warnings.push({ code: "filter_keeps_nothing", connection: entry.id, offered: outcome.tools.length });
     }
-    for (const tool of kept) candidates.push({ name: prefixedName(connection, tool.name), connection: entry.id, tool });
+    for (const tool of kept) {
+      const name = prefixedName(connection, tool.name);
+      if (!input.lock) {
+        candidates.push({ name, connection: entry.id, tool });
+        continue;
+      }
+      // Withheld before names are given: a tool that is not served claims no name.
+      const verdict = lockVerdict(input.lock, entry.id, tool);
+      if (verdict.ok) candidates.push({ name, connection: entry.id, tool: verdict.tool });
+      else withheld.push({ connection: entry.id, tool: tool.name, name, ...verdict.why });
+    }
   }
 
   const byName = new Map<string, Candidate[]>();
@@ -184,7 +208,22 @@ export function resolveAgentTools(input: ResolveInput): ResolvedTools {
   if (tools.length > TOOL_LIMIT) {
     warnings.push({ code: "too_many_tools", count: tools.length, fromConnections: connectorTools.length, limit: TOOL_LIMIT });
   }
-  return { agent: agent.name, tools, filtered, dropped, unavailable, warnings };
+  return { agent: agent.name, tools, filtered, dropped, withheld, unavailable, warnings };
+}
+
+type Verdict = { ok: true; tool: ConnectorTool } | { ok: false; why: { reason: "not_locked" } | { reason: "changed"; fields: FaceField[] } };
+
+/**
+ * Whether `lock` allows `tool` of `connection`: in it under its name with the digest its fields
+ * give now. An allowed tool is its locked face alone, so nothing that was not reviewed (`_meta`, a
+ * field MCP adds later) reaches the model.
+ */
+export function lockVerdict(lock: ToolLock, connection: string, tool: ConnectorTool): Verdict {
+  const locked = lock.connections.get(connection)?.get(tool.name);
+  if (!locked) return { ok: false, why: { reason: "not_locked" } };
+  const face = faceOf(tool);
+  if (digestOf(face) !== locked.digest) return { ok: false, why: { reason: "changed", fields: changedFields(locked, face) } };
+  return { ok: true, tool: face as ConnectorTool };
 }
 
 /**

@@ -2,6 +2,7 @@
 // before the MCP SDK loads) and the session's server (agent-server.ts): the two must answer
 // `initialize` alike.
 import type { InitializeResult, ServerCapabilities } from "@modelcontextprotocol/sdk/types.js";
+import type { ToolLock } from "../config/tool-lock.ts";
 import type { Reporter } from "../report.ts";
 import { VERSION } from "../version.ts";
 import { answeredVersion, type InitializeParams } from "./handshake.ts";
@@ -22,6 +23,12 @@ export type AgentSessionOptions = {
    * `subs agent serve` passes none. Whatever it throws is ignored.
    */
   onCall?: (call: ServedToolCall) => void;
+  /**
+   * substructure.lock, read at the start of each session (a lock written meanwhile applies to the
+   * next session): what it does not allow is withheld (src/agents/resolve.ts). Absent or
+   * resolving to undefined: nothing is withheld.
+   */
+  lock?: () => Promise<ToolLock | undefined>;
 };
 
 /**

@@ -16,7 +16,7 @@ import {
   type LoggingLevel,
   type Result,
 } from "@modelcontextprotocol/sdk/types.js";
-import { describeDropped, describeWarning } from "../agents/describe.ts";
+import { describeDropped, describeWarning, describeWithheld } from "../agents/describe.ts";
 import type { ToolSource } from "../agents/fetch.ts";
 import { findAgent, inspectAgentTools, type Inspection } from "../agents/inspect.ts";
 import type { Config, ConnectionConfig } from "../config/types.ts";
@@ -110,7 +110,9 @@ export async function startSession(
   const snapshot: Promise<Snapshot> =
     resumed !== undefined
       ? Promise.resolve(resumedSnapshot(resumed, config))
-      : inspectAgentTools({ config, agent: agentName, source, timeoutMs: options.timeoutMs, signal: sessionSignal }).then(servedSnapshot);
+      : (options.lock?.() ?? Promise.resolve(undefined)).then((lock) =>
+          inspectAgentTools({ config, agent: agentName, source, timeoutMs: options.timeoutMs, signal: sessionSignal, lock }).then(servedSnapshot),
+        );
   snapshot.then(
     (s) => {
       if (!s.inspection) return;
@@ -172,7 +174,7 @@ export async function startSession(
     // Observed as refused, without its name: the text is whatever the client sent.
     if (!target) {
       said("refused", undefined);
-      throw rpcError(ErrorCode.InvalidParams, `Unknown tool: ${name}${notServed(s.inspection)}`);
+      throw rpcError(ErrorCode.InvalidParams, `Unknown tool: ${name}${notServed(s.inspection, name)}`);
     }
     const call = upstreamCall(target.tool.name, args, _meta, extra, options.requestTimeoutMs);
     let upstream: Upstream;
@@ -263,7 +265,9 @@ function observed(observer: AgentSessionOptions["onCall"], handle: (request: Cal
  * what to run (a login), as the session's log messages did at its start, which a client over HTTP
  * may have had no stream open to receive. Empty when every connection answered.
  */
-function notServed(inspection: Inspection | undefined): string {
+function notServed(inspection: Inspection | undefined, name: string): string {
+  const withheld = inspection?.withheld.find((w) => w.name === name);
+  if (withheld) return ` (${describeWithheld(withheld)})`;
   const missing = inspection?.unavailable ?? [];
   return missing.length ? ` (not served in this session: ${missing.map((u) => `${u.message}${u.hint ? `; ${u.hint}` : ""}`).join("; ")})` : "";
 }
@@ -309,7 +313,7 @@ function resumedSnapshot(resumed: unknown, config: Config): Snapshot {
 
 type Report = { level: LoggingLevel; text: string };
 
-/** Everything a session leaves out and why: unavailable connections, dropped names, warnings. */
+/** Everything a session leaves out and why: unavailable connections, dropped names, tools substructure.lock withholds, warnings. */
 function reports(r: Inspection): Report[] {
   return [
     ...r.unavailable.map((u) => ({
@@ -317,6 +321,7 @@ function reports(r: Inspection): Report[] {
       text: `${u.message}; this session serves none of ${possessive(u.connection)} tools${u.hint ? `; hint: ${u.hint}` : ""}`,
     })),
     ...r.dropped.map((d) => ({ level: "warning" as const, text: `not served: ${describeDropped(d)}` })),
+    ...r.withheld.map((w) => ({ level: "warning" as const, text: `not served: ${describeWithheld(w)}` })),
     ...r.warnings.map((w) => ({ level: "warning" as const, text: describeWarning(w, r.agent) })),
   ];
 }

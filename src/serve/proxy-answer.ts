@@ -4,6 +4,7 @@ import type { InitializeResult, ServerCapabilities } from "@modelcontextprotocol
 import type { ConnectionConfig } from "../config/types.ts";
 import type { Context } from "../context.ts";
 import type { SubsError } from "../errors.ts";
+import type { ToolLock } from "../config/tool-lock.ts";
 import type { Reporter } from "../report.ts";
 import { negotiated } from "./handshake.ts";
 import type { UpstreamInitializeResult } from "../mcp/client-handshake.ts";
@@ -15,6 +16,12 @@ export type ProxyOptions = {
   onUnavailable?: (error: SubsError) => void;
   /** --debug shows every HTTP exchange, which only the SDK's client's requests do: no initialize by hand. */
   debug?: boolean;
+  /**
+   * substructure.lock, read once per session: when there is one, only its tools of this connection
+   * are listed and may be called, each with only its locked fields (src/agents/resolve.ts's
+   * lockVerdict). Absent or resolving to undefined: everything crosses as it is.
+   */
+  lock?: () => Promise<ToolLock | undefined>;
 };
 
 export type ProxyContext = Pick<Context, "env" | "fetch" | "now" | "signal" | "secrets">;

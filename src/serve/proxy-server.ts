@@ -25,7 +25,11 @@ import {
   type Result,
 } from "@modelcontextprotocol/sdk/types.js";
 import { z } from "zod";
+import { describeWithheld } from "../agents/describe.ts";
+import { lockVerdict, type ConnectorTool, type WithheldTool } from "../agents/resolve.ts";
+import type { ToolLock } from "../config/tool-lock.ts";
 import { whereIs, type Config, type ConnectionConfig } from "../config/types.ts";
+import { listAllTools } from "../mcp/connect.ts";
 import { SubsError } from "../errors.ts";
 import { anySignal } from "../http/deadline.ts";
 import { connectionError } from "../mcp/open.ts";
@@ -127,9 +131,19 @@ class ProxiedSession {
   // Streamable HTTP puts it on that request's response stream. The upstream's transport does not
   // say which of several it came with; then it goes on the session's own stream.
   private readonly inFlight = new Set<RequestId>();
+  // substructure.lock, read once for the session; a lock that cannot be read refuses every tool.
+  private readonly lock: Promise<{ lock: ToolLock | undefined } | { broken: Error }>;
+  // Under a lock: each tool the upstream listed last, as served (its locked face) or withheld.
+  private verdicts: Map<string, { ok: true } | { ok: false; withheld: WithheldTool }> | undefined;
+  private readonly told = new Set<string>();
 
   constructor(private readonly given: ProxiedSessionOptions) {
     const { connection, learnt } = given;
+    this.lock = (given.options.lock?.() ?? Promise.resolve(undefined)).then(
+      (lock) => ({ lock }),
+      (error: unknown) => ({ broken: error instanceof Error ? error : new Error(String(error)) }),
+    );
+    this.lock.catch(() => {});
     const server = new ProxyServer({ name: `subs-proxy-${connection.id}`, version: VERSION }, undefined, learnt.secrets);
     this.server = server;
     // A ping crosses to the other end too: the client learns whether the server answers, not just subs.
@@ -239,6 +253,11 @@ class ProxiedSession {
     }
     this.inFlight.add(extra.requestId);
     try {
+      if (request.method === "tools/list" || request.method === "tools/call") {
+        const locked = await this.lock;
+        if ("broken" in locked) throw rpcError(ErrorCode.InternalError, `substructure.lock: ${locked.broken.message}; no tool is served until it is fixed`);
+        if (locked.lock) return await this.underLock(locked.lock, upstream, request, extra);
+      }
       const result = await upstream.run((client) => forward(client as unknown as Side, request, extra as unknown as Extra), extra.signal);
       this.remember(request);
       return result;
@@ -252,6 +271,59 @@ class ProxiedSession {
     } finally {
       this.inFlight.delete(extra.requestId);
     }
+  }
+
+  /**
+   * tools/list and tools/call when substructure.lock exists (docs/file.md, "Reviewing tools"): a
+   * listing keeps the tools the lock allows, each as locked; a call of any other name is refused as
+   * an unknown tool is (MCP "Tools: Error Handling": -32602), saying why. A call before any listing
+   * lists the tools first, so the verdict is on what the server offers now.
+   */
+  private async underLock(lock: ToolLock, upstream: Upstream, request: JSONRPCRequest, extra: { requestId: RequestId; signal: AbortSignal }): Promise<Result> {
+    if (request.method === "tools/list") {
+      const result = await upstream.run((client) => forward(client as unknown as Side, request, extra as unknown as Extra), extra.signal);
+      const listed = Array.isArray(result.tools) ? (result.tools as ConnectorTool[]) : [];
+      const first = !(request.params as { cursor?: unknown } | undefined)?.cursor;
+      return { ...result, tools: this.judge(lock, listed, first) };
+    }
+    const name = (request.params as { name?: unknown } | undefined)?.name;
+    if (!this.verdicts) {
+      const tools = await upstream.run((client) => listAllTools(client, { signal: extra.signal }), extra.signal);
+      this.judge(lock, tools as ConnectorTool[], true);
+    }
+    const verdict = typeof name === "string" ? this.verdicts?.get(name) : undefined;
+    if (!verdict?.ok) {
+      const why = verdict ? describeWithheld(verdict.withheld) : `not offered by ${this.given.connection.id}, or not in substructure.lock`;
+      throw rpcError(ErrorCode.InvalidParams, `Unknown tool: ${String(name)} (${why})`);
+    }
+    return upstream.run((client) => forward(client as unknown as Side, request, extra as unknown as Extra), extra.signal);
+  }
+
+  /** The tools of one listing page that the lock allows, as locked; what it withholds is said on stderr once a session. */
+  private judge(lock: ToolLock, tools: readonly ConnectorTool[], firstPage: boolean): ConnectorTool[] {
+    const { connection, options } = this.given;
+    if (firstPage || !this.verdicts) this.verdicts = new Map();
+    if (!lock.connections.has(connection.id) && !this.told.has("")) {
+      this.told.add("");
+      options.reporter.warn(`${connection.id}: substructure.lock holds none of its tools (no agent names it), so all are withheld; name it in an agent's \`mcp\` and run \`subs lock\``);
+    }
+    const served: ConnectorTool[] = [];
+    for (const tool of tools) {
+      if (typeof tool?.name !== "string") continue;
+      const verdict = lockVerdict(lock, connection.id, tool);
+      if (verdict.ok) {
+        this.verdicts.set(tool.name, { ok: true });
+        served.push(verdict.tool);
+        continue;
+      }
+      const withheld: WithheldTool = { connection: connection.id, tool: tool.name, name: tool.name, ...verdict.why };
+      this.verdicts.set(tool.name, { ok: false, withheld });
+      if (lock.connections.has(connection.id) && !this.told.has(`t:${tool.name}`)) {
+        this.told.add(`t:${tool.name}`);
+        options.reporter.warn(`not served: ${describeWithheld(withheld)}`);
+      }
+    }
+    return served;
   }
 
   /** Subscriptions and the log level, as the upstream accepted them. */

@@ -1,8 +1,9 @@
-import { describeDropped, describeFiltered, describeWarning } from "../../../agents/describe.ts";
+import { describeDropped, describeFiltered, describeWarning, describeWithheld } from "../../../agents/describe.ts";
 import { findAgent, inspectAgentTools, type Inspection } from "../../../agents/inspect.ts";
 import type { Claimant, FilteredTool, ModelTool, Warning } from "../../../agents/resolve.ts";
 import { backendFor } from "../../../backend/choose.ts";
 import { loadConfig } from "../../../config/load.ts";
+import { readToolLock } from "../../../config/tool-lock.ts";
 import type { Context } from "../../../context.ts";
 import { stderrReporter } from "../../../output/reporter.ts";
 import { writeJson } from "../../../output/json.ts";
@@ -29,6 +30,8 @@ export async function agentToolsCommand(ctx: Context, options: AgentToolsOptions
   // The servers themselves, or with [remote] the deployment, which lists them with its credentials.
   const source = (await backendFor({ ctx, config, reporter })).toolSource({ timeoutMs: options.timeoutSeconds * 1000 });
   const agentConfig = findAgent(config, options.agent);
+  // Under [remote] the deployment decides what it serves; locally substructure.lock does.
+  const lock = config.remote ? undefined : readToolLock(config.path, ctx.cwd);
   const n = agentConfig.mcp.length;
   const fetching = n > 0 ? fetchingProgress(ctx, reporter, `Fetching tools from ${n} connection${n === 1 ? "" : "s"} for ${agentConfig.name}`) : silentProgress;
   let result: Inspection;
@@ -39,6 +42,7 @@ export async function agentToolsCommand(ctx: Context, options: AgentToolsOptions
       source,
       timeoutMs: options.timeoutSeconds * 1000,
       signal: ctx.signal,
+      lock,
     });
   } catch (error) {
     fetching.fail(`Could not fetch ${possessive(agentConfig.name)} tools`);
@@ -78,6 +82,8 @@ export type AgentToolsJson = {
     message: string;
   }>;
   dropped: Array<{ name: string; connection: string; tool: string; reason: string; with: ClaimantJson[]; message: string }>;
+  /** Kept by the filter, withheld by substructure.lock; `fields`: what changed (`changed` only). */
+  withheld: Array<{ name: string; connection: string; tool: string; reason: "changed" | "not_locked"; fields: string[] | null; message: string }>;
   unavailable: Array<{ connection: string; code: string; message: string; hint: string | null }>;
   warnings: Array<{ code: Warning["code"]; message: string; connection: string | null; [detail: string]: unknown }>;
 };
@@ -116,6 +122,14 @@ export function agentToolsJson(r: Inspection): AgentToolsJson {
       message: describeFiltered(f),
     })),
     dropped: r.dropped.map((d) => ({ name: d.name, connection: d.connection, tool: d.tool, reason: d.reason, with: d.with.map(claimantJson), message: describeDropped(d) })),
+    withheld: r.withheld.map((w) => ({
+      name: w.name,
+      connection: w.connection,
+      tool: w.tool,
+      reason: w.reason,
+      fields: w.reason === "changed" ? w.fields : null,
+      message: describeWithheld(w),
+    })),
     unavailable: r.unavailable.map((u) => ({ connection: u.connection, code: u.code, message: u.message, hint: u.hint ?? null })),
     warnings: r.warnings.map((w) => warningJson(w, r.agent)),
   };
@@ -149,6 +163,10 @@ function renderHuman(ctx: Context, r: Inspection, verbose: boolean): void {
     if (u.hint) ctx.stderr.write(`  ${err.dim("hint:")} ${shown(u.hint, { multiline: true })}\n`);
   }
   for (const d of r.dropped) ctx.stderr.write(`${err.yellow("dropped:")} ${shown(describeDropped(d))}\n`);
+  for (const w of r.withheld) {
+    const why = w.reason === "changed" ? `changed since locked (${w.fields.join(", ")})` : "not locked";
+    ctx.stderr.write(`${err.yellow("withheld:")} ${possessive(w.connection)} \`${shown(w.tool)}\` would be \`${shown(w.name)}\`: ${why}; \`subs lock\` reviews it\n`);
+  }
 
   const byConnection = new Map<string, FilteredTool[]>();
   for (const f of r.filtered) byConnection.set(f.connection, [...(byConnection.get(f.connection) ?? []), f]);

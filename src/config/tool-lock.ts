@@ -1,0 +1,240 @@
+// substructure.lock: the connector tools a person reviewed, beside substructure.toml and committed
+// with it (docs/file.md, "Reviewing tools"). A server can change its tools at any time (a
+// description rewritten to steer the model, a schema that now takes a path, a new tool); with a
+// lock, a tool is served only as it was locked (src/agents/resolve.ts). This module is the file's
+// format: what of a tool is locked and its digest, the text `subs lock` writes (deterministic, so a
+// change is a readable diff: schemas are pretty-printed JSON with sorted keys, one property a
+// line), and the reader, which checks every entry like substructure.toml is checked (every
+// problem at file:line:col) and refuses an entry whose digest its fields do not give.
+import { createHash } from "node:crypto";
+import { readFileSync } from "node:fs";
+import path from "node:path";
+import { parse, TomlError } from "smol-toml";
+import { z } from "zod";
+import { ConfigError, failed, type Diagnostic } from "../errors.ts";
+import { displayPathOf } from "./parse.ts";
+import { indexPositions, type KeyPath, type PositionIndex } from "./positions.ts";
+
+export const LOCK_FILE = "substructure.lock";
+export const LOCK_VERSION = 1;
+
+/** The fields of a tool the model sees (MCP "Tools": name, title, description, schemas, annotations): what is locked. */
+export type ToolFace = {
+  name: string;
+  title?: string;
+  description?: string;
+  inputSchema?: unknown;
+  outputSchema?: unknown;
+  annotations?: Record<string, unknown>;
+};
+
+export type LockedTool = ToolFace & { digest: string };
+
+export type ToolLock = {
+  /** Absolute path of substructure.lock. */
+  path: string;
+  /** By connection id, then by the tool's name on the connection. */
+  connections: ReadonlyMap<string, ReadonlyMap<string, LockedTool>>;
+};
+
+export const FACE_FIELDS = ["title", "description", "inputSchema", "outputSchema", "annotations"] as const;
+export type FaceField = (typeof FACE_FIELDS)[number];
+
+/** A served tool's face: only the locked fields (a `null` is absent: the deployment's JSON carries nulls). Anything else (`_meta`, unknown keys) is not locked, so not served. */
+export function faceOf(tool: { name: string; title?: unknown; description?: unknown; inputSchema?: unknown; outputSchema?: unknown; annotations?: unknown }): ToolFace {
+  const face: ToolFace = { name: tool.name };
+  if (typeof tool.title === "string") face.title = tool.title;
+  if (typeof tool.description === "string") face.description = tool.description;
+  if (tool.inputSchema !== undefined && tool.inputSchema !== null) face.inputSchema = tool.inputSchema;
+  if (tool.outputSchema !== undefined && tool.outputSchema !== null) face.outputSchema = tool.outputSchema;
+  if (tool.annotations !== undefined && tool.annotations !== null && typeof tool.annotations === "object") face.annotations = tool.annotations as Record<string, unknown>;
+  return face;
+}
+
+/** JSON with every object's keys sorted and undefined left out: one text per value, whatever order a server sent its keys in. */
+export function canonicalJson(value: unknown, indent?: number): string {
+  return JSON.stringify(sortKeys(value), null, indent);
+}
+
+function sortKeys(value: unknown): unknown {
+  if (Array.isArray(value)) return value.map(sortKeys);
+  if (value === null || typeof value !== "object") return value;
+  const out: Record<string, unknown> = {};
+  for (const key of Object.keys(value).sort()) {
+    const v = (value as Record<string, unknown>)[key];
+    if (v !== undefined) out[key] = sortKeys(v);
+  }
+  return out;
+}
+
+/** sha256 of the face's canonical JSON, `sha256:<hex>`. */
+export function digestOf(face: ToolFace): string {
+  const { name, title, description, inputSchema, outputSchema, annotations } = face;
+  return `sha256:${createHash("sha256").update(canonicalJson({ name, title, description, inputSchema, outputSchema, annotations })).digest("hex")}`;
+}
+
+export const lockPathOf = (configPath: string) => path.join(path.dirname(configPath), LOCK_FILE);
+
+/** The fields in which two faces of one tool differ (by their canonical JSON). */
+export function changedFields(locked: ToolFace, now: ToolFace): FaceField[] {
+  return FACE_FIELDS.filter((f) => canonicalJson(locked[f]) !== canonicalJson(now[f]));
+}
+
+// ---- Writing -------------------------------------------------------------------------------
+
+const HEADER = [
+  "# substructure.lock: the MCP tools each agent's connections may serve, as they were reviewed.",
+  "# Written by `subs lock`; commit it beside substructure.toml. A tool that is not here, or whose",
+  "# fields differ from these, is withheld from every agent (docs/file.md, \"Reviewing tools\").",
+  "# `subs lock --check` (for CI) says what changed. Do not edit by hand: each digest is checked.",
+];
+
+/** The lock's text for `tools` (by connection, then name); the same tools always give the same bytes. */
+export function renderLock(tools: ReadonlyMap<string, ReadonlyMap<string, ToolFace>>): string {
+  const lines = [...HEADER, `version = ${LOCK_VERSION}`];
+  for (const connection of [...tools.keys()].sort()) {
+    const byName = tools.get(connection)!;
+    for (const name of [...byName.keys()].sort()) {
+      const face = byName.get(name)!;
+      lines.push("", `[mcp.${tomlKey(connection)}.tools.${tomlKey(name)}]`, `digest = ${tomlString(digestOf(face))}`);
+      if (face.title !== undefined) lines.push(`title = ${tomlString(face.title)}`);
+      if (face.description !== undefined) lines.push(`description = ${tomlString(face.description)}`);
+      if (face.annotations !== undefined) lines.push(`annotations = ${tomlString(canonicalJson(face.annotations))}`);
+      if (face.inputSchema !== undefined) lines.push(`input_schema = ${tomlString(canonicalJson(face.inputSchema, 2))}`);
+      if (face.outputSchema !== undefined) lines.push(`output_schema = ${tomlString(canonicalJson(face.outputSchema, 2))}`);
+    }
+  }
+  return lines.join("\n") + "\n";
+}
+
+const BARE_KEY = /^[A-Za-z0-9_-]+$/;
+export const tomlKey = (key: string) => (BARE_KEY.test(key) ? key : basicString(key));
+
+const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
+
+/**
+ * A TOML string that parses back to exactly `text`. Text of several lines goes in a multi-line
+ * literal string, read as written, when TOML allows it there unchanged (TOML v1.0.0, "String": no
+ * `'''`, no control character but tab and LF; a CR would be a line ending a parser may normalize;
+ * a trailing `'` would run into the closing delimiter). Anything else is a basic string, every
+ * control character escaped. A lone surrogate has no TOML form: refused.
+ */
+export function tomlString(text: string): string {
+  if (LONE_SURROGATE.test(text)) throw failed("a tool's text is not valid Unicode (a lone surrogate), which substructure.lock cannot hold");
+  // eslint-disable-next-line no-control-regex
+  if (text.includes("\n") && !text.includes("'''") && !/[\u0000-\u0008\u000b-\u001f\u007f]/.test(text) && !text.endsWith("'")) return `'''\n${text}'''`;
+  return basicString(text);
+}
+
+function basicString(text: string): string {
+  let out = '"';
+  for (const char of text) {
+    const code = char.codePointAt(0)!;
+    if (char === '"') out += '\\"';
+    else if (char === "\\") out += "\\\\";
+    else if (char === "\n") out += "\\n";
+    else if (char === "\t") out += "\\t";
+    else if (code < 0x20 || code === 0x7f) out += `\\u${code.toString(16).toUpperCase().padStart(4, "0")}`;
+    else out += char;
+  }
+  return out + '"';
+}
+
+// ---- Reading -------------------------------------------------------------------------------
+
+const JsonText = z.string();
+const Entry = z.strictObject({
+  digest: z.string().regex(/^sha256:[0-9a-f]{64}$/, "expected sha256:<64 hex digits>"),
+  title: z.string().optional(),
+  description: z.string().optional(),
+  annotations: JsonText.optional(),
+  input_schema: JsonText.optional(),
+  output_schema: JsonText.optional(),
+});
+const LockSchema = z.strictObject({
+  version: z.literal(LOCK_VERSION, { error: `expected version = ${LOCK_VERSION}, the only version this subs reads` }),
+  mcp: z.record(z.string(), z.strictObject({ tools: z.record(z.string(), Entry) })).optional(),
+});
+
+/**
+ * The lock beside the config file at `configPath`, checked; undefined when there is none (then
+ * nothing is withheld). A lock that cannot be read or is wrong is an error: a broken lock never
+ * means "no lock".
+ */
+export function readToolLock(configPath: string, cwd: string): ToolLock | undefined {
+  const file = lockPathOf(configPath);
+  const source = readLockSource(file, cwd);
+  return source === undefined ? undefined : parseToolLock(source, { path: file, cwd });
+}
+
+/** The text of the lock at `file`, undefined when there is none. */
+export function readLockSource(file: string, cwd: string): string | undefined {
+  try {
+    return readFileSync(file, "utf8");
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code === "ENOENT") return undefined;
+    throw failed(`cannot read ${displayPathOf(file, cwd)}: ${(error as NodeJS.ErrnoException).code ?? String(error)}`);
+  }
+}
+
+/** `source`, the text of the lock at `where.path`, checked: every problem at file:line:col, all at once. */
+export function parseToolLock(source: string, where: { path: string; cwd: string }): ToolLock {
+  const shownPath = displayPathOf(where.path, where.cwd);
+  const at = (line: number, col: number, message: string, hint?: string): Diagnostic => ({ file: shownPath, line, col, message, ...(hint ? { hint } : {}) });
+  let raw: unknown;
+  try {
+    raw = parse(source, { maxDepth: 16 });
+  } catch (error) {
+    if (error instanceof TomlError) throw new ConfigError([at(error.line, error.column, `invalid TOML: ${(error.message.split("\n")[0] ?? "").replace(/^Invalid TOML document:\s*/, "")}`)]);
+    throw error;
+  }
+  let positions: PositionIndex | undefined;
+  const locate = (keyPath: KeyPath) => (positions ??= indexPositions(source)).locate(keyPath);
+  const diagnostic = (keyPath: KeyPath, message: string, hint?: string) => {
+    const { line, col } = locate(keyPath);
+    return at(line, col, message, hint);
+  };
+  const REGENERATE = "run `subs lock` to write it again from what the servers offer";
+
+  const checked = LockSchema.safeParse(raw);
+  if (!checked.success) {
+    throw new ConfigError(
+      checked.error.issues.map((issue) => {
+        const keyPath = issue.path.filter((p): p is string | number => typeof p !== "symbol");
+        if (issue.code === "unrecognized_keys") return diagnostic([...keyPath, issue.keys[0]!], `unknown key \`${issue.keys.join("`, `")}\``, REGENERATE);
+        return diagnostic(keyPath, issue.message, REGENERATE);
+      }),
+    );
+  }
+  const diagnostics: Diagnostic[] = [];
+  const connections = new Map<string, Map<string, LockedTool>>();
+  for (const [connection, { tools }] of Object.entries(checked.data.mcp ?? {})) {
+    const byName = new Map<string, LockedTool>();
+    for (const [name, entry] of Object.entries(tools)) {
+      const keyPath = ["mcp", connection, "tools", name];
+      const face: ToolFace = { name };
+      if (entry.title !== undefined) face.title = entry.title;
+      if (entry.description !== undefined) face.description = entry.description;
+      let jsonOk = true;
+      for (const [key, field] of [["annotations", "annotations"], ["input_schema", "inputSchema"], ["output_schema", "outputSchema"]] as const) {
+        const text = entry[key];
+        if (text === undefined) continue;
+        try {
+          const value: unknown = JSON.parse(text);
+          if (field === "annotations" && (value === null || typeof value !== "object" || Array.isArray(value))) throw new Error("not an object");
+          (face as Record<string, unknown>)[field] = value;
+        } catch {
+          jsonOk = false;
+          diagnostics.push(diagnostic([...keyPath, key], `\`${key}\` is not ${field === "annotations" ? "a JSON object" : "JSON"}`, REGENERATE));
+        }
+      }
+      if (jsonOk && digestOf(face) !== entry.digest) {
+        diagnostics.push(diagnostic([...keyPath, "digest"], `the digest of \`${name}\` does not match its fields: the entry was edited by hand`, `review the change, then ${REGENERATE}`));
+      }
+      byName.set(name, { ...face, digest: entry.digest });
+    }
+    connections.set(connection, byName);
+  }
+  if (diagnostics.length > 0) throw new ConfigError(diagnostics);
+  return { path: where.path, connections };
+}
