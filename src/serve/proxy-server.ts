@@ -255,7 +255,7 @@ class ProxiedSession {
     try {
       if (request.method === "tools/list" || request.method === "tools/call") {
         const locked = await this.lock;
-        if ("broken" in locked) throw rpcError(ErrorCode.InternalError, `substructure.lock: ${locked.broken.message}; no tool is served until it is fixed`);
+        if ("broken" in locked) throw new McpError(ErrorCode.InternalError, `${locked.broken.message}; no tool is served until substructure.lock is fixed (\`subs lock\` writes it anew)`);
         if (locked.lock) return await this.underLock(locked.lock, upstream, request, extra);
       }
       const result = await upstream.run((client) => forward(client as unknown as Side, request, extra as unknown as Extra), extra.signal);
@@ -294,7 +294,8 @@ class ProxiedSession {
     const verdict = typeof name === "string" ? this.verdicts?.get(name) : undefined;
     if (!verdict?.ok) {
       const why = verdict ? describeWithheld(verdict.withheld) : `not offered by ${this.given.connection.id}, or not in substructure.lock`;
-      throw rpcError(ErrorCode.InvalidParams, `Unknown tool: ${String(name)} (${why})`);
+      // An McpError: the catch in onRequest passes it on as it is (asJsonRpcError).
+      throw new McpError(ErrorCode.InvalidParams, `Unknown tool: ${String(name)} (${why})`);
     }
     return upstream.run((client) => forward(client as unknown as Side, request, extra as unknown as Extra), extra.signal);
   }
