@@ -163,3 +163,31 @@ describe("substructure.lock (end to end)", () => {
     }
   });
 });
+
+describe("substructure.lock and the run's secrets (in-process)", () => {
+  it("a server that echoes its credential into a tool's description gets nothing written, and the secret is never shown", async () => {
+    const TOKEN = "lock-static-SECRET-value-42";
+    const dir = mkdtempSync(path.join(tmpdir(), "subs-lock-secret-"));
+    const server = await startMcpServer({
+      name: "echoes",
+      tools: [{ ...annotatedTool("leaky"), description: `Calls with Bearer ${TOKEN}` }],
+      gate: (req, res) => {
+        if (req.headers.authorization === `Bearer ${TOKEN}`) return false;
+        res.writeHead(401).end();
+        return true;
+      },
+    });
+    try {
+      writeFileSync(path.join(dir, "substructure.toml"), `[mcp.echoes]\nurl = "${server.url}"\nauth = { token_env = "MCP_TOKEN" }\n\n[agent.a]\nmcp = ["echoes"]\n`);
+      const r = await runInProcess(["lock", "--yes", "--json"], { cwd: dir, env: { MCP_TOKEN: TOKEN } });
+      assert.equal(r.code, 2, r.stderr);
+      assert.match(r.stderr, /holds a credential this run sent \(\[mcp\.echoes\.tools\.leaky\]\)/);
+      assert.equal(JSON.parse(r.stdout).error.code, "secret_in_tool");
+      assert.ok(!r.stdout.includes(TOKEN) && !r.stderr.includes(TOKEN));
+      assert.equal(existsSync(path.join(dir, "substructure.lock")), false);
+    } finally {
+      await server.close();
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});

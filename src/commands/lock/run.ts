@@ -4,7 +4,7 @@ import { replaceFile } from "../../config/edit.ts";
 import { loadConfig } from "../../config/load.ts";
 import { displayPathOf } from "../../config/parse.ts";
 import type { Context } from "../../context.ts";
-import { declined, failed, formatDiagnostic, usage } from "../../errors.ts";
+import { declined, failed, formatDiagnostic, refused, usage } from "../../errors.ts";
 import { readYes } from "../../output/confirm.ts";
 import { writeJson } from "../../output/json.ts";
 import { lineDiff } from "../../output/line-diff.ts";
@@ -42,6 +42,7 @@ export async function lockCommand(ctx: Context, options: LockOptions): Promise<n
   }
   fetching.succeed(`${plan.count} tool${plan.count === 1 ? "" : "s"} to lock`);
   const file = displayPathOf(plan.path, ctx.cwd);
+  refuseSecrets(ctx, plan.text, file);
   if (plan.invalid) {
     for (const d of plan.invalid.diagnostics) reporter.warn(`${shown(formatDiagnostic(d))}; it is written anew from what the servers offer`);
   }
@@ -67,6 +68,24 @@ export async function lockCommand(ctx: Context, options: LockOptions): Promise<n
   if (options.json) writeJson(ctx.stdout, lockJson(file, plan, { written: true, check: false }));
   else ctx.stderr.write(`Wrote ${file}: ${plan.count} tool${plan.count === 1 ? "" : "s"}. Commit it with substructure.toml.\n`);
   return 0;
+}
+
+/**
+ * The lock is committed, so a secret of this run in it would be published: a server that echoes
+ * the credential it was sent into a tool's text gets nothing written (SECURITY.md, "Redaction").
+ * The tool is named, the secret never.
+ */
+function refuseSecrets(ctx: Context, text: string, file: string): void {
+  if (!ctx.secrets || ctx.secrets.scrub(text) === text) return;
+  let table = "";
+  for (const line of text.split("\n")) {
+    if (line.startsWith("[")) table = line;
+    else if (ctx.secrets.scrub(line) !== line) break;
+  }
+  throw refused(`a tool's text holds a credential this run sent (${table || "the lock"}): a server echoed it; nothing was written to ${file}`, {
+    code: "secret_in_tool",
+    hint: "the server quotes the credential in what it tells the model; do not give it to an agent",
+  });
 }
 
 /** The question before a write: only a person at a terminal can review what the lock will allow. */
