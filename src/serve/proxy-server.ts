@@ -306,7 +306,7 @@ class ProxiedSession {
     if (firstPage || !this.verdicts) this.verdicts = new Map();
     if (!lock.connections.has(connection.id) && !this.told.has("")) {
       this.told.add("");
-      options.reporter.warn(`${connection.id}: substructure.lock holds none of its tools (no agent names it), so all are withheld; name it in an agent's \`mcp\` and run \`subs lock\``);
+      options.reporter.warn(`${connection.id}: substructure.lock holds none of its tools (no agent names it, or no agent's filter keeps any), so all are withheld; name it in an agent's \`mcp\` and run \`subs lock\``);
     }
     const served: ConnectorTool[] = [];
     for (const tool of tools) {
