@@ -9,6 +9,7 @@ import assert from "node:assert/strict";
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
+import { Readable } from "node:stream";
 import { after, before, describe, it } from "node:test";
 import type { AgentToolsJson } from "../src/commands/agent/tools/run.ts";
 import type { LockJson } from "../src/commands/lock/run.ts";
@@ -185,6 +186,28 @@ describe("substructure.lock and the run's secrets (in-process)", () => {
       assert.equal(JSON.parse(r.stdout).error.code, "secret_in_tool");
       assert.ok(!r.stdout.includes(TOKEN) && !r.stderr.includes(TOKEN));
       assert.equal(existsSync(path.join(dir, "substructure.lock")), false);
+    } finally {
+      await server.close();
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});
+
+describe("subs lock's question on a terminal (in-process)", () => {
+  it("asks before writing: no changes nothing (exit 1, declined), yes writes", async () => {
+    const dir = mkdtempSync(path.join(tmpdir(), "subs-lock-ask-"));
+    const server = await startMcpServer({ name: "s", tools: [annotatedTool("one")] });
+    try {
+      writeFileSync(path.join(dir, "substructure.toml"), `[mcp.s]\nurl = "${server.url}"\n\n[agent.a]\nmcp = ["s"]\n`);
+      const terminal = (answer: string) => ({ cwd: dir, stderrIsTTY: true, terminalStdin: async () => Readable.from([answer]) });
+      const no = await runInProcess(["lock"], terminal("n\n"));
+      assert.equal(no.code, 1, no.stderr);
+      assert.match(no.stderr, /Write substructure\.lock\? \[y\/N\] /);
+      assert.match(no.stderr, /not written/);
+      assert.equal(existsSync(path.join(dir, "substructure.lock")), false);
+      const yes = await runInProcess(["lock"], terminal("y\n"));
+      assert.equal(yes.code, 0, yes.stderr);
+      assert.match(readFileSync(path.join(dir, "substructure.lock"), "utf8"), /^\[mcp\.s\.tools\.one\]$/m);
     } finally {
       await server.close();
       rmSync(dir, { recursive: true, force: true });

@@ -30,6 +30,8 @@ const FIELD_WORDS = { title: "title", description: "description", inputSchema: "
 export async function lockCommand(ctx: Context, options: LockOptions): Promise<number> {
   const config = loadConfig({ configPath: options.config, env: ctx.env, cwd: ctx.cwd });
   const reporter = stderrReporter(ctx);
+  // Said, not refused: the lock is still the reviewed record, and `--check` still sees drift.
+  if (config.remote) reporter.warn("with [remote], the tools come from the deployment, which does not enforce substructure.lock: its agents are served what their connections offer");
   const timeoutMs = options.timeoutSeconds * 1000;
   const source = (await backendFor({ ctx, config, reporter })).toolSource({ timeoutMs });
   const fetching = fetchingProgress(ctx, reporter, "Fetching the tools of every connection an agent names");
