@@ -1,8 +1,9 @@
 // `subs agent tools` with [remote]: the lists come from the deployment's `GET /v1/mcp/{id}/tools`
-// (the reference, and a real `subs deployment serve`) and go through the same rules as locally. A
+// (the reference, and a real `subs deployment serve`) and go through the same rules as locally, as
+// they do for `subs lock`. A
 // deployment slow to answer is the reference's alone: a real server injects no delay.
 import assert from "node:assert/strict";
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { after, before, describe, it } from "node:test";
@@ -67,6 +68,14 @@ for (const target of targets()) describe(`subs agent tools with [remote] (${targ
       [["fresh", "needs_login", "run `subs mcp login fresh`"]],
     );
     assert.ok(!r.stdout.includes(deployment.token) && !r.stderr.includes(deployment.token));
+  });
+
+  it("subs lock lists through the deployment too: a connection that needs login there fails it (exit 4), and nothing is written", async () => {
+    const r = await runCli(["lock", "--yes", "--json"], { cwd: dir, env: { SUBSTRUCTURE_TOKEN: deployment.token } });
+    assert.equal(r.code, 4, r.stderr);
+    assert.equal(JSON.parse(r.stdout).error.hint, "run `subs mcp login fresh`");
+    assert.match(r.stderr, /does not enforce substructure\.lock/);
+    assert.equal(existsSync(path.join(dir, "substructure.lock")), false);
   });
 
   it("a rejected deployment token is one error for the command, not one per connection (exit 1)", async () => {
