@@ -1,7 +1,7 @@
 // `subs agent tools` with [remote]: the lists come from the deployment's `GET /v1/mcp/{id}/tools`
 // (the reference, and a real `subs deployment serve`) and go through the same rules as locally, as
-// they do for `subs lock`. A
-// deployment slow to answer is the reference's alone: a real server injects no delay.
+// they do for `subs lock`. A deployment slow to answer is the reference's alone: a real server
+// injects no delay.
 import assert from "node:assert/strict";
 import { existsSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
