@@ -5,7 +5,8 @@ import assert from "node:assert/strict";
 import { createHash } from "node:crypto";
 import { test } from "node:test";
 import { ConfigError } from "../src/errors.ts";
-import { digestOf, faceOf, parseToolLock, renderLock, type ToolFace } from "../src/config/tool-lock.ts";
+import { digestOf, faceOf, renderLock, type ToolFace } from "../src/config/tool-lock.ts";
+import { parseToolLock } from "../src/config/tool-lock-parse.ts";
 import { lockVerdict, resolveAgentTools, type ConnectorTool } from "../src/agents/resolve.ts";
 import { diffLock } from "../src/agents/lock.ts";
 

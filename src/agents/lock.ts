@@ -11,7 +11,6 @@ import {
   digestOf,
   faceOf,
   lockPathOf,
-  parseToolLock,
   readLockSource,
   renderLock,
   type FaceField,
@@ -62,7 +61,7 @@ export async function planLock(options: PlanLockOptions): Promise<LockPlan> {
   let invalid: ConfigError | undefined;
   const current = readLockSource(lockPath, options.cwd);
   try {
-    before = current === undefined ? undefined : parseToolLock(current, { path: lockPath, cwd: options.cwd });
+    before = current === undefined ? undefined : (await import("../config/tool-lock-parse.ts")).parseToolLock(current, { path: lockPath, cwd: options.cwd });
   } catch (error) {
     if (options.strict || !(error instanceof ConfigError)) throw error;
     invalid = error;

@@ -28,7 +28,7 @@ export async function agentServeCommand(ctx: Context, options: AgentServeOptions
     timeoutMs: options.timeoutSeconds * 1000,
     requestTimeoutMs: options.requestTimeoutSeconds * 1000,
     // Loaded with the session's server, past the initialize answer (docs/speed.md).
-    lock: async () => (await import("../../../config/tool-lock.ts")).readToolLock(config.path, ctx.cwd),
+    lock: async () => (await import("../../../config/tool-lock-read.ts")).readToolLock(config.path, ctx.cwd),
   });
   try {
     if (options.http) {

@@ -3,7 +3,7 @@ import { findAgent, inspectAgentTools, type Inspection } from "../../../agents/i
 import type { Claimant, FilteredTool, ModelTool, Warning } from "../../../agents/resolve.ts";
 import { backendFor } from "../../../backend/choose.ts";
 import { loadConfig } from "../../../config/load.ts";
-import { readToolLock } from "../../../config/tool-lock.ts";
+import { readToolLock } from "../../../config/tool-lock-read.ts";
 import type { Context } from "../../../context.ts";
 import { stderrReporter } from "../../../output/reporter.ts";
 import { writeJson } from "../../../output/json.ts";
@@ -31,7 +31,7 @@ export async function agentToolsCommand(ctx: Context, options: AgentToolsOptions
   const source = (await backendFor({ ctx, config, reporter })).toolSource({ timeoutMs: options.timeoutSeconds * 1000 });
   const agentConfig = findAgent(config, options.agent);
   // Under [remote] the deployment decides what it serves; locally substructure.lock does.
-  const lock = config.remote ? undefined : readToolLock(config.path, ctx.cwd);
+  const lock = config.remote ? undefined : await readToolLock(config.path, ctx.cwd);
   const n = agentConfig.mcp.length;
   const fetching = n > 0 ? fetchingProgress(ctx, reporter, `Fetching tools from ${n} connection${n === 1 ? "" : "s"} for ${agentConfig.name}`) : silentProgress;
   let result: Inspection;

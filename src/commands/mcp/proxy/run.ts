@@ -44,7 +44,7 @@ export async function mcpProxyCommand(ctx: Context, options: McpProxyOptions): P
     reporter: stderrReporter(ctx),
     onUnavailable: (error) => (unavailable ??= error),
     // Loaded with the session's server, past the initialize answer (docs/speed.md).
-    lock: async () => (await import("../../../config/tool-lock.ts")).readToolLock(config.path, ctx.cwd),
+    lock: async () => (await import("../../../config/tool-lock-read.ts")).readToolLock(config.path, ctx.cwd),
     ...(options.debug ? { debug: true } : {}),
   });
   if (options.http) {
