@@ -33,6 +33,7 @@ const NASTY = [
   "tab\tand\u000b vertical",
   "backslashes \\ \\n \\u0041 literally\nnext",
   "unicode: é 漢字 🙂 \u2028 \u2029 \ufeff",
+  "bidi \u202e reversed \u2066 isolate \u2069 and C1 \u0085 \u009b CSI\nnext line",
   "#[not a table]\n[mcp.x.tools.y]\ndigest = \"sha256:00\"",
 ];
 
@@ -56,8 +57,11 @@ test("hostile text in every field is written and read back exactly, keys include
   assert.deepEqual(read.connections.get("other_id")!.get("bare"), { name: "bare", digest: digestOf({ name: "bare" }) });
   // Deterministic: the same tools, in another order, give the same bytes.
   assert.equal(renderLock(lockOf({ other_id: [{ name: "bare" }], "conn-1": [...faces].reverse() })), text);
-  // No raw control character but line feeds reaches the file: escapes are shown, never run.
-  assert.doesNotMatch(text, /[\u0000-\u0009\u000b-\u001f\u007f]/);
+  // No raw control character but line feeds, and no bidi override, reaches the file: a reviewer's
+  // terminal or diff view shows each as an escape, never runs or hides it.
+  assert.doesNotMatch(text, /[\u0000-\u0009\u000b-\u001f\u007f-\u009f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069\u2028\u2029]/);
+  // A lone surrogate has no TOML form: refused, never written as something else.
+  assert.throws(() => renderLock(lockOf({ s: [{ name: "t", description: "half \ud800 a pair" }] })), /lone surrogate/);
 });
 
 test("a multi-line description is a block of its own lines, and a schema one property a line", () => {

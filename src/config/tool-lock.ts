@@ -10,6 +10,7 @@ import { createHash } from "node:crypto";
 import { readFileSync } from "node:fs";
 import path from "node:path";
 import { failed } from "../errors.ts";
+import { UNSAFE, UNSAFE_IN_LINES } from "../text/unsafe.ts";
 import { displayPathOf } from "./parse.ts";
 
 export const LOCK_FILE = "substructure.lock";
@@ -113,17 +114,19 @@ const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[
  * A TOML string that parses back to exactly `text`. Text of several lines goes in a multi-line
  * literal string, read as written, when TOML allows it there unchanged (TOML v1.0.0, "String": no
  * `'''`, no control character but tab and LF; a CR would be a line ending a parser may normalize;
- * a trailing `'` would run into the closing delimiter). Anything else is a basic string, every
- * control character escaped. A lone surrogate has no TOML form: refused.
+ * a trailing `'` would run into the closing delimiter) and it holds nothing a reviewer's terminal
+ * or diff view would act on or hide (src/text/unsafe.ts: C0 and C1 controls, bidi overrides, as
+ * in Trojan Source). Anything else is a basic string with each of those escaped, so a reviewed
+ * diff shows every character. A lone surrogate has no TOML form: refused.
  */
 export function tomlString(text: string): string {
-  if (LONE_SURROGATE.test(text)) throw failed("a tool's text is not valid Unicode (a lone surrogate), which substructure.lock cannot hold");
-  // eslint-disable-next-line no-control-regex
-  if (text.includes("\n") && !text.includes("'''") && !/[\u0000-\u0008\u000b-\u001f\u007f]/.test(text) && !text.endsWith("'")) return `'''\n${text}'''`;
+  // A lone surrogate matches UNSAFE_IN_LINES: basicString refuses it.
+  if (text.includes("\n") && !text.includes("'''") && !UNSAFE_IN_LINES.test(text) && !text.endsWith("'")) return `'''\n${text}'''`;
   return basicString(text);
 }
 
 function basicString(text: string): string {
+  if (LONE_SURROGATE.test(text)) throw failed("a tool's name or text is not valid Unicode (a lone surrogate), which substructure.lock cannot hold");
   let out = '"';
   for (const char of text) {
     const code = char.codePointAt(0)!;
@@ -131,7 +134,7 @@ function basicString(text: string): string {
     else if (char === "\\") out += "\\\\";
     else if (char === "\n") out += "\\n";
     else if (char === "\t") out += "\\t";
-    else if (code < 0x20 || code === 0x7f) out += `\\u${code.toString(16).toUpperCase().padStart(4, "0")}`;
+    else if (UNSAFE.test(char)) out += `\\u${code.toString(16).toUpperCase().padStart(4, "0")}`;
     else out += char;
   }
   return out + '"';
