@@ -61,7 +61,8 @@ export function describeWarning(w: Warning, agent: string): string {
   }
 }
 
-const FIELD_WORDS = { title: "title", description: "description", inputSchema: "input schema", outputSchema: "output schema", annotations: "annotations" } as const;
+/** A locked field in words, as `subs lock` and `subs agent tools` show it. */
+export const FIELD_WORDS = { title: "title", description: "description", inputSchema: "input schema", outputSchema: "output schema", annotations: "annotations" } as const;
 
 /** Why substructure.lock keeps a tool from the model, and what to run once it is reviewed. */
 export function describeWithheld(w: WithheldTool): string {

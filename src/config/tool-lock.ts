@@ -97,12 +97,17 @@ export function renderLock(tools: ReadonlyMap<string, ReadonlyMap<string, ToolFa
       lines.push("", `[mcp.${tomlKey(connection)}.tools.${tomlKey(name)}]`, `digest = ${tomlString(digestOf(face))}`);
       if (face.title !== undefined) lines.push(`title = ${tomlString(face.title)}`);
       if (face.description !== undefined) lines.push(`description = ${tomlString(face.description)}`);
-      if (face.annotations !== undefined) lines.push(`annotations = ${tomlString(canonicalJson(face.annotations))}`);
+      if (face.annotations !== undefined) lines.push(`annotations = ${jsonLine(canonicalJson(face.annotations))}`);
       if (face.inputSchema !== undefined) lines.push(`input_schema = ${tomlString(canonicalJson(face.inputSchema, 2))}`);
       if (face.outputSchema !== undefined) lines.push(`output_schema = ${tomlString(canonicalJson(face.outputSchema, 2))}`);
     }
   }
   return lines.join("\n") + "\n";
+}
+
+/** One line of JSON: a literal string, read as written, where TOML allows it (no `'`, nothing unsafe), so its quotes need no escapes. */
+function jsonLine(json: string): string {
+  return json.includes("'") || UNSAFE.test(json) ? basicString(json) : `'${json}'`;
 }
 
 const BARE_KEY = /^[A-Za-z0-9_-]+$/;

@@ -1,3 +1,4 @@
+import { FIELD_WORDS } from "../../agents/describe.ts";
 import { planLock, type LockChange, type LockPlan } from "../../agents/lock.ts";
 import { backendFor } from "../../backend/choose.ts";
 import { replaceFile } from "../../config/edit.ts";
@@ -23,8 +24,6 @@ export type LockOptions = {
   /** Per connection. */
   timeoutSeconds: number;
 };
-
-const FIELD_WORDS = { title: "title", description: "description", inputSchema: "input schema", outputSchema: "output schema", annotations: "annotations" } as const;
 
 /** Exit codes (docs/commands.md, "subs lock"): 0 written or up to date; 1 --check found a difference, or the question was answered no. */
 export async function lockCommand(ctx: Context, options: LockOptions): Promise<number> {

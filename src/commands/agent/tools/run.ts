@@ -1,4 +1,4 @@
-import { describeDropped, describeFiltered, describeWarning, describeWithheld } from "../../../agents/describe.ts";
+import { describeDropped, describeFiltered, describeWarning, describeWithheld, FIELD_WORDS } from "../../../agents/describe.ts";
 import { findAgent, inspectAgentTools, type Inspection } from "../../../agents/inspect.ts";
 import type { Claimant, FilteredTool, ModelTool, Warning } from "../../../agents/resolve.ts";
 import { backendFor } from "../../../backend/choose.ts";
@@ -164,7 +164,7 @@ function renderHuman(ctx: Context, r: Inspection, verbose: boolean): void {
   }
   for (const d of r.dropped) ctx.stderr.write(`${err.yellow("dropped:")} ${shown(describeDropped(d))}\n`);
   for (const w of r.withheld) {
-    const why = w.reason === "changed" ? `changed since locked (${w.fields.join(", ")})` : "not locked";
+    const why = w.reason === "changed" ? `changed since locked (${w.fields.map((f) => FIELD_WORDS[f]).join(", ")})` : "not locked";
     ctx.stderr.write(`${err.yellow("withheld:")} ${possessive(w.connection)} \`${shown(w.tool)}\` would be \`${shown(w.name)}\`: ${why}; \`subs lock\` reviews it\n`);
   }
 
