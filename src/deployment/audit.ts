@@ -320,9 +320,16 @@ export class AuditRecorder implements AuditSink {
     this.#timer.unref();
   }
 
+  /**
+   * Logs each queued entry not logged yet. Those logged are the queue's first ones (every call
+   * logs all it finds, and entries join at the end): found from the end, so a long queue costs
+   * only its new entries.
+   */
   #logQueued(): void {
-    for (const q of this.#queue) {
-      if (q.logged) continue;
+    let n = this.#queue.length;
+    while (n > 0 && !this.#queue[n - 1]!.logged) n--;
+    for (; n < this.#queue.length; n++) {
+      const q = this.#queue[n]!;
       q.logged = true;
       this.#o.log("info", "audit", logFields(q.entry));
     }
@@ -331,9 +338,11 @@ export class AuditRecorder implements AuditSink {
   async #write(): Promise<void> {
     if (this.#writing) return this.#writing;
     this.#writing = (async () => {
-      // The log line first: it is the record's other copy, whatever the store does.
-      this.#logQueued();
       while (this.#queue.length > 0) {
+        // The log line first: it is the record's other copy, whatever the store does. In the loop,
+        // not before it: entries queued while a batch was being written are written by the next
+        // turn, and their log lines must come before that too.
+        this.#logQueued();
         const batch = this.#queue.slice(0, BATCH_MAX);
         try {
           await this.#o.store.appendAudit(batch.map((q) => q.entry));

@@ -19,6 +19,7 @@ import type { DeploymentStore, NewAuditEntry } from "../../src/deployment/store/
 import { newKeyText, parseKey } from "../../src/deployment/keys.ts";
 import { runInProcess } from "../support/cli.ts";
 import { postgresForThisFile } from "../support/postgres.ts";
+import { waitFor } from "../support/wait.ts";
 
 const testPostgres = postgresForThisFile();
 const dirs: string[] = [];
@@ -225,6 +226,41 @@ describe("the writer", () => {
       assert.equal((await store.listAudit({}, 0, 100)).length, 5);
       assert.ok(metrics.auditWriteFailures >= 1);
       assert.ok(lines.some((l) => /writing the record again/.test(l.msg)), JSON.stringify(lines.map((l) => l.msg)));
+    } finally {
+      await audit.close();
+      await store.close();
+    }
+  });
+
+  test("an entry queued while a write is in flight has its log line before the store holds it", async () => {
+    lines.length = 0;
+    const { store } = await KINDS[0]!.open();
+    // The store's first write is held until the test lets it go: the second call is queued meanwhile,
+    // and the same write goes on to write it (the loop takes what was queued during its last batch).
+    let release!: () => void;
+    const held = new Promise<void>((resolve) => (release = resolve));
+    let writes = 0;
+    const slow = {
+      appendAudit: async (entries: readonly NewAuditEntry[]) => {
+        if (writes++ === 0) await held;
+        return store.appendAudit(entries);
+      },
+      pruneAudit: store.pruneAudit.bind(store),
+    };
+    const audit = new AuditRecorder({ store: slow, log, metrics: new Metrics(), now: Date.now, retentionMs: 86_400_000, flushMs: 20 });
+    try {
+      audit.call("triage", alice, { tool: "first", connection: "c", outcome: "ok", durationMs: 1, requestId: undefined });
+      await waitFor(() => writes === 1, "the first write to start");
+      audit.call("triage", alice, { tool: "second", connection: "c", outcome: "ok", durationMs: 1, requestId: undefined });
+      release();
+      await audit.flush();
+      const written = await store.listAudit({}, 0, 100);
+      assert.deepEqual(written.map((e) => e.tool), ["first", "second"]);
+      assert.deepEqual(
+        lines.filter((l) => l.msg === "audit").map((l) => l.fields.tool),
+        ["first", "second"],
+        "each entry the store holds has its log line",
+      );
     } finally {
       await audit.close();
       await store.close();
