@@ -48,7 +48,7 @@ test("subs keeps to its own tables: the engine's tables survive and migrations r
   const db = new Database(dbPath);
   assert.deepEqual(db.prepare("SELECT id FROM sessions").all(), [{ id: "s1" }]);
   const tables = (db.prepare("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name").all() as { name: string }[]).map((t) => t.name);
-  assert.deepEqual(tables, ["sessions", "subs_clients", "subs_credentials", "subs_lost_credentials", "subs_open_connections", "subs_schema"]);
+  assert.deepEqual(tables, ["sessions", "subs_clients", "subs_credentials", "subs_lost_credentials", "subs_open_connections", "subs_refresh_leases", "subs_schema"]);
   db.close();
 });
 

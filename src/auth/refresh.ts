@@ -1,7 +1,9 @@
 // A usable access token for a connection: the stored one, refreshed first when it has expired or
 // expires within a minute. Refresh tokens may rotate (OAuth 2.1 §4.3.1), so when several subs
-// processes race, exactly one refreshes: BEGIN IMMEDIATE takes the db's write lock before the row
-// is re-read, the others wait on the busy timeout and then find the new token.
+// processes race, exactly one refreshes: the one holding the credential's refresh lease in the db
+// (Store.withRefreshLease); the others wait for it and then find the new token. The refresh itself
+// holds no lock on the db, and what it stores it stores only over the credential it refreshed:
+// a login or an apply meanwhile wins.
 import { refreshAuthorization } from "@modelcontextprotocol/sdk/client/auth.js";
 import type { OAuthTokens } from "@modelcontextprotocol/sdk/shared/auth.js";
 import type { ConnectionConfig } from "../config/types.ts";
@@ -24,7 +26,8 @@ export const REFRESH_MARGIN_MS = 60_000;
 /** How long the recorded reason of a lost credential may be: a line, never a page a server chose. */
 const LOSS_MESSAGE_MAX = 300;
 
-export type RefreshContext = Pick<Context, "env" | "fetch" | "now">;
+/** `signal` (Ctrl-C) ends a wait for another process's refresh. */
+export type RefreshContext = Pick<Context, "env" | "fetch" | "now"> & { signal?: AbortSignal };
 
 export function urlChanged(id: string): SubsError {
   return new SubsError("needs_login", `${id}: url changed since login; the stored credential is never sent to the new url`, {
@@ -70,15 +73,26 @@ export async function freshCredential(options: {
   if (rejectedAt === undefined ? isFresh(row, ctx.now()) : superseded(row)) return row;
   if (row.refresh_token === null) throw needsLogin(connection.id, "the access token expired and the server issued no refresh token");
 
-  const outcome = await store.withWriteLock(async (): Promise<{ row: CredentialRow } | { rejected: string }> => {
-    // Re-read under the lock: another process may have refreshed while this one waited.
+  type Outcome = { row: CredentialRow } | { rejected: string };
+  /** The credential as another process left it, when that is the answer: no refresh of ours. */
+  const settled = (): Outcome | undefined => {
     const current = storedCredential(store, connection);
     if (rejectedAt === undefined ? isFresh(current, ctx.now()) : superseded(current)) return { row: current };
     // Another process refreshed meanwhile: use its token while it is valid at all, even when the
     // server issues lifetimes shorter than the refresh margin (else each waiter would refresh again).
     if (rejectedAt === undefined && current.access_token !== row.access_token && (current.expires_at === null || current.expires_at > ctx.now())) return { row: current };
+    return undefined;
+  };
+  const outcome = await store.withRefreshLease(connection.id, settled, async (): Promise<Outcome> => {
+    const current = storedCredential(store, connection);
     if (current.refresh_token === null) return { rejected: "the access token expired and the server issued no refresh token" };
-    // Held under the write lock: the deadline bounds how long other processes wait on it.
+    /** Writes `write` only over the credential this refresh started from; else the row as it is now (a login or an apply came meanwhile). */
+    const overCurrent = (write: () => Outcome): Outcome =>
+      store.exclusive(() => {
+        const now = store.getCredential(connection.id);
+        if (now && now.access_token === current.access_token && now.refresh_token === current.refresh_token && now.updated_at === current.updated_at) return write();
+        return { row: storedCredential(store, connection) };
+      });
     const fetch = authFetch(ctx);
     const metadata = await authorizationServerMetadata(current.issuer, { fetch, requirePkce: false });
     const client = credentialClient(current, store.path);
@@ -101,13 +115,18 @@ export async function freshCredential(options: {
         // echo the refresh token it was sent).
         const secrets = new Secrets();
         for (const value of [current.refresh_token, current.access_token, presented.client_secret]) secrets.add(value);
-        store.loseCredential({
-          id: current.id,
-          url: current.url,
-          reason: "refresh_rejected",
-          message: secrets.scrub(cut(escaped(oauthProblem(error).replace(/\s+/g, " ").trim()), LOSS_MESSAGE_MAX)),
-          lost_at: ctx.now(),
+        const lost = overCurrent(() => {
+          store.loseCredential({
+            id: current.id,
+            url: current.url,
+            reason: "refresh_rejected",
+            message: secrets.scrub(cut(escaped(oauthProblem(error).replace(/\s+/g, " ").trim()), LOSS_MESSAGE_MAX)),
+            lost_at: ctx.now(),
+          });
+          return { rejected: "" };
         });
+        // A login meanwhile: its credential is the answer, the rejected grant is gone anyway.
+        if ("row" in lost) return lost;
         // A client the server no longer knows: its registration is dropped too, so the
         // login that follows registers anew instead of failing the same way.
         if (clientRejected(error) && dropRegistration(store, current.issuer, client)) {
@@ -136,9 +155,11 @@ export async function freshCredential(options: {
       scopes: tokens.scope !== undefined ? tokens.scope : current.scopes,
       updated_at: now,
     };
-    store.putCredential(next);
-    return { row: next };
-  });
+    return overCurrent(() => {
+      store.putCredential(next);
+      return { row: next };
+    });
+  }, ctx.signal);
   if ("rejected" in outcome) throw needsLogin(connection.id, outcome.rejected);
   return outcome.row;
 }

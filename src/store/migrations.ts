@@ -37,4 +37,12 @@ export const MIGRATIONS: readonly string[] = [
      message TEXT NOT NULL,
      lost_at INTEGER NOT NULL
    ) STRICT;`,
+  // Who is refreshing a credential, until when (src/auth/refresh.ts): the refresh runs over the
+  // network without holding the db's write lock, so other commands never wait on a slow server.
+  // A lease is deleted when released and ignored once expired (its holder died).
+  `CREATE TABLE subs_refresh_leases (
+     id TEXT PRIMARY KEY,
+     holder TEXT NOT NULL,
+     until INTEGER NOT NULL
+   ) STRICT;`,
 ];

@@ -1,7 +1,8 @@
 import { closeSync, constants, fchmodSync, fstatSync, lstatSync, mkdirSync, openSync, readSync, realpathSync, type Stats } from "node:fs";
+import { randomUUID } from "node:crypto";
 import path from "node:path";
 import type BetterSqlite3 from "better-sqlite3";
-import { failed, refused } from "../errors.ts";
+import { failed, interrupted, refused } from "../errors.ts";
 import { MIGRATIONS } from "./migrations.ts";
 import { checkedCredentialRow, checkedLostCredentialRow, checkedOpenConnectionRow } from "./row-check.ts";
 import type { ClientRow, CredentialRow, LostCredentialRow, OpenConnectionRow, StoredClient } from "./schema.ts";
@@ -11,6 +12,11 @@ type RowSchemas = typeof import("./schema.ts");
 
 /** Long enough to outwait a running engine's write, short enough to fail clearly. */
 export const BUSY_TIMEOUT_MS = 5000;
+/** A refresh lease's length; renewed every third of it while the refresh runs. */
+const LEASE_MS = 15_000;
+/** How often a process waiting for another's refresh looks again, and for how long at most. */
+const LEASE_POLL_MS = 50;
+const LEASE_WAIT_MS = 60_000;
 
 export type OpenOptions = {
   dbPath: string;
@@ -512,19 +518,57 @@ export class Store {
   }
 
   /**
-   * Like exclusive(), for work that awaits (a token refresh over the network): BEGIN IMMEDIATE
-   * holds the write lock across the await, so other processes wait on the busy timeout and then
-   * read what this one wrote.
+   * Runs `work` (a token refresh over the network) while this process holds the refresh lease of
+   * credential `id`, so that of several processes refreshing one rotating refresh token exactly one
+   * presents it. Only the lease's own writes take the db's write lock, each for one statement: a
+   * slow authorization server holds up no other command (a login, a listing, an apply), which
+   * waiting on the write lock across the refresh did, past the busy timeout. A process that finds
+   * the lease held waits, asking `settled` each time it looks (the holder's result, once stored,
+   * is its answer too); `settled` is asked once more after taking it, since the holder may have
+   * stored its result between the look and the take. The holder renews the lease every third of
+   * LEASE_MS while `work` runs, so only a dead holder's lease lapses. Leases are between processes,
+   * so they are timed by the machine's clock (Date.now), not a context's.
    */
-  async withWriteLock<T>(fn: () => Promise<T>): Promise<T> {
-    this.run(() => this.db.exec("BEGIN IMMEDIATE"));
+  async withRefreshLease<T>(id: string, settled: () => T | undefined, work: () => Promise<T>, signal?: AbortSignal): Promise<T> {
+    const holder = randomUUID();
+    const take = () =>
+      this.run(
+        () =>
+          this.db
+            .prepare(
+              `INSERT INTO subs_refresh_leases (id, holder, until) VALUES (?, ?, ?)
+               ON CONFLICT (id) DO UPDATE SET holder = excluded.holder, until = excluded.until WHERE subs_refresh_leases.until <= ?`,
+            )
+            .run(id, holder, Date.now() + LEASE_MS, Date.now()).changes === 1,
+      );
+    const waitUntil = Date.now() + LEASE_WAIT_MS;
+    for (;;) {
+      const done = settled();
+      if (done !== undefined) return done;
+      if (take()) break;
+      if (Date.now() > waitUntil) {
+        throw failed(`another subs process has been refreshing the credential of ${id} for over ${LEASE_WAIT_MS / 1000}s`, { hint: "retry; if it goes on, check the authorization server", code: "refresh_busy" });
+      }
+      if (signal?.aborted) throw interrupted();
+      await new Promise((resolve) => setTimeout(resolve, LEASE_POLL_MS + Math.random() * LEASE_POLL_MS));
+    }
+    const renew = setInterval(() => {
+      try {
+        this.db.prepare("UPDATE subs_refresh_leases SET until = ? WHERE id = ? AND holder = ?").run(Date.now() + LEASE_MS, id, holder);
+      } catch {
+        // A busy db: the next renewal tries again, well within the lease.
+      }
+    }, LEASE_MS / 3);
+    renew.unref();
     try {
-      const result = await fn();
-      this.run(() => this.db.exec("COMMIT"));
-      return result;
-    } catch (error) {
-      if (this.db.inTransaction) this.db.exec("ROLLBACK");
-      throw error;
+      return settled() ?? (await work());
+    } finally {
+      clearInterval(renew);
+      try {
+        this.run(() => this.db.prepare("DELETE FROM subs_refresh_leases WHERE id = ? AND holder = ?").run(id, holder));
+      } catch {
+        // Left behind, it lapses in LEASE_MS and is taken over.
+      }
     }
   }
 

@@ -100,6 +100,59 @@ test("8 processes at once on one db: logins, refreshes and applies lose or corru
   }
 });
 
+// A refresh runs over the network without holding the db's write lock (src/auth/refresh.ts: a
+// lease in the db says who refreshes): while one connection's refresh waits on a slow authorization
+// server, a login of another connection and a refresh of a third both complete. The authorization
+// server holds the first refresh until they have, so the order is forced, not timed: when the refresh
+// held the write lock across the network, the login failed "database is locked" after the db's 5 s
+// busy timeout, and the other refresh waited behind the first.
+test("a refresh waiting on a slow authorization server holds up no other command: a login and another connection's refresh complete meanwhile", { timeout: 60_000 }, async () => {
+  let releaseHeld!: () => void;
+  const held = new Promise<void>((resolve) => (releaseHeld = resolve));
+  let heldToken: string | undefined;
+  let holding = false;
+  const env = await environment({
+    as: {
+      refreshHold: async (token) => {
+        // The first refresh only: the one the test holds in flight.
+        if (heldToken !== undefined && token !== heldToken) return;
+        heldToken = token;
+        holding = true;
+        await held;
+      },
+    },
+    toml: (url) => toml(url, ["r1", "r2", "r3"]),
+  });
+  const cli = (argv: string[]) => runCli(argv, { cwd: env.dir, env: { BROWSER: browserCommand() }, timeoutMs: 60_000 });
+  const expire = (ids: string[]) => {
+    const db = new Database(path.join(env.dir, "substructure.db"));
+    const update = db.prepare("UPDATE subs_credentials SET expires_at = ? WHERE id = ?");
+    for (const id of ids) update.run(Date.now() - 1000, id);
+    db.close();
+  };
+  try {
+    allOk(await Promise.all(["r1", "r3"].map((id) => cli(["mcp", "login", id]))), "login");
+    expire(["r1"]);
+    const slow = cli(["mcp", "tools", "r1", "--json"]);
+    await waitFor(() => holding, "r1's refresh to reach the authorization server");
+    const login = await cli(["mcp", "login", "r2"]);
+    assert.equal(login.code, 0, login.stderr);
+    expire(["r3"]);
+    const other = await cli(["mcp", "tools", "r3", "--json"]);
+    assert.equal(other.code, 0, other.stderr);
+    assert.equal(env.as.counters.refreshes, 1, "r3's refresh answered while r1's is still held");
+    releaseHeld();
+    const first = await slow;
+    assert.equal(first.code, 0, first.stderr);
+    assert.equal(env.as.counters.refreshes, 2);
+    assert.equal(env.as.counters.rejectedRefreshes, 0);
+    assert.deepEqual(rows(env).map((r) => r.id), ["r1", "r2", "r3"]);
+  } finally {
+    releaseHeld();
+    await env.close();
+  }
+});
+
 // The real server on each store (the reference deployment, a stand-in, adds nothing here: no fault
 // is injected and it speaks the whole protocol).
 for (const target of targets(STORES).filter((t) => t.kind !== "reference")) test(`8 remote applies at once converge: the deployment ends as the file says, and a next run has nothing to write (${target.name})`, { timeout: 60_000 }, async () => {

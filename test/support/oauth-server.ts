@@ -72,6 +72,8 @@ export type AuthServerOptions = {
    * exchange open until it has done what must happen meanwhile (a DELETE, a newer consent).
    */
   codeExchangeHold?: () => Promise<void>;
+  /** Awaited when a refresh request arrives, before it is answered: a test holds a refresh in flight. */
+  refreshHold?: (refreshToken: string) => Promise<void>;
   /** Delay before answering a refresh (widens the window for refresh-race tests). */
   refreshDelayMs?: number;
   /**
@@ -295,6 +297,7 @@ export async function startAuthServer(initial: AuthServerOptions = {}): Promise<
       return answerTokens(issue({ client_id: client.client_id, scopes: record.scopes, resource: record.resource }), "authorization_code");
     },
     async exchangeRefreshToken(client, refreshToken, _scopes, resource) {
+      await options.refreshHold?.(refreshToken);
       if (options.refreshDelayMs) await new Promise((r) => setTimeout(r, options.refreshDelayMs));
       const rejection = options.refreshRejection?.(refreshToken);
       if (rejection !== undefined) {
