@@ -30,6 +30,14 @@ function rows(env: Env): Row[] {
   }
 }
 
+/** Marks the stored credentials of `ids` expired: the next command that uses one refreshes it. */
+function expireCredentials(env: Env, ids: string[]) {
+  const db = new Database(path.join(env.dir, "substructure.db"));
+  const update = db.prepare("UPDATE subs_credentials SET expires_at = ? WHERE id = ?");
+  for (const id of ids) update.run(Date.now() - 1000, id);
+  db.close();
+}
+
 function allOk(results: RunResult[], what: string) {
   results.forEach((r, i) => assert.equal(r.code, 0, `${what} #${i}: ${r.stderr}`));
 }
@@ -42,12 +50,7 @@ test("8 processes at once on one db: logins, refreshes and applies lose or corru
   // What the races left in the db, read by a person's next commands, one at a time: run() in this
   // process, with the child's HOME (the races above run mcp list's and mcp tools's path on the built CLI).
   const next = async (argv: string[]) => kept(await runAs("in-process", argv, { cwd: env.dir, env: { HOME: env.dir } }));
-  const expire = (ids: string[]) => {
-    const db = new Database(path.join(env.dir, "substructure.db"));
-    const update = db.prepare("UPDATE subs_credentials SET expires_at = ? WHERE id = ?");
-    for (const id of ids) update.run(Date.now() - 1000, id);
-    db.close();
-  };
+  const expire = (ids: string[]) => expireCredentials(env, ids);
   try {
     // 1. Eight logins at once, one id each, into a db none of them has created yet.
     allOk(await Promise.all(IDS.map((id) => cli(["mcp", "login", id]))), "login");
@@ -124,12 +127,7 @@ test("a refresh waiting on a slow authorization server holds up no other command
     toml: (url) => toml(url, ["r1", "r2", "r3"]),
   });
   const cli = (argv: string[]) => runCli(argv, { cwd: env.dir, env: { BROWSER: browserCommand() }, timeoutMs: 60_000 });
-  const expire = (ids: string[]) => {
-    const db = new Database(path.join(env.dir, "substructure.db"));
-    const update = db.prepare("UPDATE subs_credentials SET expires_at = ? WHERE id = ?");
-    for (const id of ids) update.run(Date.now() - 1000, id);
-    db.close();
-  };
+  const expire = (ids: string[]) => expireCredentials(env, ids);
   try {
     allOk(await Promise.all(["r1", "r3"].map((id) => cli(["mcp", "login", id]))), "login");
     expire(["r1"]);
