@@ -30,8 +30,9 @@ export async function agentToolsCommand(ctx: Context, options: AgentToolsOptions
   // The servers themselves, or with [remote] the deployment, which lists them with its credentials.
   const source = (await backendFor({ ctx, config, reporter })).toolSource({ timeoutMs: options.timeoutSeconds * 1000 });
   const agentConfig = findAgent(config, options.agent);
-  // Under [remote] the deployment decides what it serves; locally substructure.lock does.
-  const lock = config.remote ? undefined : await readToolLock(config.path, ctx.cwd);
+  // substructure.lock withholds here as where the agent is served: locally, and under [remote] on
+  // the deployment, once `subs apply` has sent it (docs/deployment-protocol.md section 3.10).
+  const lock = await readToolLock(config.path, ctx.cwd);
   const n = agentConfig.mcp.length;
   const fetching = n > 0 ? fetchingProgress(ctx, reporter, `Fetching tools from ${n} connection${n === 1 ? "" : "s"} for ${agentConfig.name}`) : silentProgress;
   let result: Inspection;
