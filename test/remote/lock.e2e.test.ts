@@ -14,6 +14,7 @@ import path from "node:path";
 import { after, before, describe, it } from "node:test";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
+import { digestOf } from "../../src/config/tool-lock.ts";
 import { runCli } from "../support/cli.ts";
 import { targets, type TargetDeployment } from "../support/deployment-targets.ts";
 import { annotatedTool, startMcpServer, type RunningMcpServer, type TestTool } from "../support/mcp-server.ts";
@@ -146,6 +147,11 @@ for (const target of targets(["sqlite", "postgres"])) describe(`substructure.loc
       assert.match(put.body.message, /digest of sentry\/get does not match its fields/);
       const after = await deployment.call("GET", "/v1/agents");
       assert.deepEqual([after.body.revision, after.body.lock], [before.body.revision, before.body.lock]);
+      // Past the bounds (section 3.10): refused as a whole, every digest right.
+      const many = Array.from({ length: 1001 }, (_, n) => ({ connection: "sentry", name: `t${n}`, digest: digestOf({ name: `t${n}` }) }));
+      const big = await deployment.call("PUT", "/v1/state", { connections, agents, prune: true, lock: { tools: many } });
+      assert.deepEqual([big.status, big.body.error], [413, "lock_too_large"]);
+      assert.equal((await deployment.call("GET", "/v1/agents")).body.revision, before.body.revision);
       // The same lock again is no change; null removes it, and nothing is withheld.
       const same = await deployment.call("PUT", "/v1/state", { connections, agents, prune: true, lock: before.body.lock });
       assert.deepEqual([same.status, same.body.changes], [200, []]);

@@ -170,6 +170,8 @@ export function removals(plan: RemotePlan): string[] {
     else if (step.credential === "dropped") lines.push(`the credential of ${step.id} (${DROPPED[step.credentialReason ?? "declaration_removed"]})`);
   }
   for (const step of plan.agents) if (step.action === "remove") lines.push(`agent ${step.id}`);
+  // Asked like a removal: without its lock the deployment serves every tool the filters keep.
+  if (plan.lock.action === "remove") lines.push("its substructure.lock (no lock file here): its agents are then served every tool their filters keep");
   return lines;
 }
 
