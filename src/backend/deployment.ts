@@ -13,7 +13,8 @@ import { DeploymentClient, deploymentBase } from "../remote/client.ts";
 import { listRemoteConnections, type RemoteListEntry } from "../remote/list.ts";
 import { notHeld } from "../remote/protocol.ts";
 import { handOverOnDeployment, headerValues, loginOnDeployment } from "../remote/login.ts";
-import { carryOut, hasChanges, planRemote, readRemoteState } from "../remote/plan.ts";
+import { carryOut, hasChanges, planLock, planRemote, readRemoteState, type LockStep } from "../remote/plan.ts";
+import type { ToolLock } from "../config/tool-lock.ts";
 import type { Reporter } from "../report.ts";
 import type { CheckProblem, ConnectionCheck } from "../status/check.ts";
 import type { Applied, ApplyRequest, AuthorizeOptions, Authorized, Backend, BackendOptions, CallResult, Listing, ListedTool, LoginStep, Place } from "./types.ts";
@@ -97,6 +98,11 @@ class DeploymentBackend implements Backend {
 
   toolSource(): ToolSource {
     return deploymentToolSource(this.ctx, this.remote, this.reporter, { check: true });
+  }
+
+  async servedLock(lock: ToolLock | undefined): Promise<LockStep> {
+    const held = (await this.client().readAgents()).lock;
+    return planLock(held === undefined ? {} : { lock: held }, lock);
   }
 
   async apply(request: ApplyRequest): Promise<Applied> {

@@ -75,8 +75,11 @@ for (const target of targets(["sqlite", "postgres"])) describe(`substructure.loc
     assert.equal(dry.code, 0, dry.stderr);
     if (target.kind === "reference") {
       assert.match(dry.stdout, /= substructure\.lock {2}not sent: the deployment does not enforce locks/);
+      const inspected = await cli(["agent", "tools", "triage"]);
+      assert.match(inspected.stderr, /the deployment does not enforce substructure\.lock/);
       return;
     }
+    assert.match((await cli(["agent", "tools", "triage"])).stderr, /the deployment holds no substructure\.lock yet/);
     assert.match(dry.stdout, /\+ substructure\.lock {2}sent \(3 tools\); the deployment withholds every other tool/);
     assert.match(dry.stdout, /tools each agent's model is served: no change/);
     const json = JSON.parse((await cli(["apply", "--dry-run", "--json"])).stdout) as ApplyJson;
@@ -129,6 +132,11 @@ for (const target of targets(["sqlite", "postgres"])) describe(`substructure.loc
       const json = JSON.parse((await cli(["apply", "--dry-run", "--json"])).stdout) as ApplyJson;
       assert.deepEqual(json.surface, [{ agent: "triage", gain: ["sentry__get", "sentry__lookup", "sentry__wipe"], lose: [], unlisted: [] }]);
       assert.deepEqual(await names(await served()), ["sentry__search"], "a dry run changes nothing");
+      // `subs agent tools` resolves with the lock beside the file, and says the deployment's differs.
+      const inspected = await cli(["agent", "tools", "triage", "--json"]);
+      assert.equal(inspected.code, 0, inspected.stderr);
+      assert.deepEqual(JSON.parse(inspected.stdout).tools.map((t: { name: string }) => t.name).sort(), ["sentry__get", "sentry__lookup", "sentry__search", "sentry__wipe"]);
+      assert.match(inspected.stderr, /the deployment holds another substructure\.lock than this one.*run `subs apply`/);
 
       const r = await cli(["apply"]);
       assert.equal(r.code, 0, r.stderr);
