@@ -185,6 +185,14 @@ const cases: Case[] = [
     expect: { local: ["answered", false], deployment: ["refused", "refused", "remote_unsupported"] },
   },
   {
+    name: "the lock where agents are served, without a lock file: locally the file's (none to compare); a deployment's matches",
+    run: async (b) => {
+      const step = await b.servedLock(undefined);
+      return step === undefined ? "the file's" : step.action;
+    },
+    expect: { local: "the file's", deployment: "unchanged" },
+  },
+  {
     name: "apply --dry-run: the place already matches the file",
     run: async (b) => {
       const applied = await b.apply({ dryRun: true, confirm: async () => assert.fail("a dry run asks nothing") });

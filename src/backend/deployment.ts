@@ -13,13 +13,16 @@ import { DeploymentClient, deploymentBase } from "../remote/client.ts";
 import { listRemoteConnections, type RemoteListEntry } from "../remote/list.ts";
 import { notHeld } from "../remote/protocol.ts";
 import { handOverOnDeployment, headerValues, loginOnDeployment } from "../remote/login.ts";
-import { carryOut, hasChanges, planRemote, readRemoteState } from "../remote/plan.ts";
+import { carryOut, hasChanges, planLock, planRemote, readRemoteState, type LockStep } from "../remote/plan.ts";
+import type { ToolLock } from "../config/tool-lock.ts";
 import type { Reporter } from "../report.ts";
 import type { CheckProblem, ConnectionCheck } from "../status/check.ts";
 import type { Applied, ApplyRequest, AuthorizeOptions, Authorized, Backend, BackendOptions, CallResult, Listing, ListedTool, LoginStep, Place } from "./types.ts";
 
 /** Plans made and sent at most this often when the deployment keeps changing under them. */
 const REPLANS = 3;
+/** Each connection's list for the plan's surface, as `subs agent tools`'s default --timeout. */
+const SURFACE_TIMEOUT_MS = 10_000;
 
 export function deploymentBackend(options: BackendOptions, remote: RemoteConfig): Backend {
   return new DeploymentBackend(options, remote);
@@ -97,14 +100,34 @@ class DeploymentBackend implements Backend {
     return deploymentToolSource(this.ctx, this.remote, this.reporter, { check: true });
   }
 
+  async servedLock(lock: ToolLock | undefined): Promise<LockStep> {
+    const held = (await this.client().readAgents()).lock;
+    return planLock(held === undefined ? {} : { lock: held }, lock);
+  }
+
   async apply(request: ApplyRequest): Promise<Applied> {
     const { config, url, reporter } = this;
     // Everything that can be refused is refused before the first request.
     assertNoLocalOnlyAuth(config);
+    // A lock that is wrong is an error before anything is sent, as the file's own are.
+    const fileLock = await (await import("../config/tool-lock-read.ts")).readToolLock(config.path, this.ctx.cwd);
     const deployment = this.client();
     for (let attempt = 1; ; attempt++) {
       const state = await readRemoteState(deployment);
-      const plan = planRemote(config, state);
+      const plan = planRemote(config, state, fileLock);
+      // What each agent would gain and lose, where a lock is involved: the lists cost a request
+      // to every server the agents name, which a plan without locks does not need.
+      if (fileLock !== undefined || state.lock) {
+        const { surfaceChanges } = await import("../remote/surface.ts");
+        plan.surface = await surfaceChanges({
+          config,
+          state,
+          lock: plan.lock.enforced ? fileLock : undefined,
+          source: deploymentToolSource(this.ctx, this.remote, reporter, { check: false }),
+          timeoutMs: SURFACE_TIMEOUT_MS,
+          signal: this.ctx.signal,
+        });
+      }
       request.onPlan?.(plan, url);
       if (request.dryRun || !hasChanges(plan)) return { target: "remote", url, plan, dryRun: request.dryRun, outcomes: [] };
       await request.confirm({ target: "remote", plan, url });

@@ -142,6 +142,10 @@ class LocalBackend implements Backend {
     return { target: "local", dbPath: config.dbPath, result };
   }
 
+  async servedLock(): Promise<undefined> {
+    return undefined;
+  }
+
   async forget(id: string): Promise<"done"> {
     await forgetLocally(this.ctx, this.config, id, this.reporter);
     return "done";

@@ -12,7 +12,8 @@ import type { LoginStep as LocalLoginStep } from "../auth/login.ts";
 import type { Config, ConnectionConfig } from "../config/types.ts";
 import type { Context } from "../context.ts";
 import type { RemoteListEntry } from "../remote/list.ts";
-import type { RemotePlan, StepOutcome } from "../remote/plan.ts";
+import type { LockStep, RemotePlan, StepOutcome } from "../remote/plan.ts";
+import type { ToolLock } from "../config/tool-lock.ts";
 import type { Reporter } from "../report.ts";
 import type { ConnectionCheck } from "../status/check.ts";
 import type { ConnectionStatus } from "../status/status.ts";
@@ -140,6 +141,12 @@ export type Backend = {
   call(request: CallRequest): Promise<CallResult>;
   /** Where `subs agent tools` (and `mcp list --check`) get each connection's list. */
   toolSource(options: { timeoutMs: number }): ToolSource;
+  /**
+   * The lock where the agents are served against the file's (`lock`): a deployment's, as `subs
+   * apply` would plan it (docs/deployment-protocol.md section 3.10); undefined locally, where the
+   * file's lock is the one served.
+   */
+  servedLock(lock: ToolLock | undefined): Promise<LockStep | undefined>;
   /** Makes the place match the file: deletes (locally) or plans and carries out (a deployment). */
   apply(request: ApplyRequest): Promise<Applied>;
   /**

@@ -27,6 +27,7 @@ import type { Actor, AuditSink } from "./audit.ts";
 import { foreignText } from "./foreign.ts";
 import { NOT_IN_CATALOG } from "./catalog.ts";
 import { Refusal, type OAuth } from "./oauth.ts";
+import { toolLockOf } from "./lock.ts";
 import type { Log, Metrics } from "./ops.ts";
 import type { AgentEndpoint } from "./routes/agents.ts";
 import { STORE_DOWN_MESSAGE } from "./routes/answer.ts";
@@ -228,6 +229,13 @@ function agentSession(o: AgentEndpointOptions, name: string, resumed: unknown, o
         reporter: logReporter(o.log, name, secrets),
         timeoutMs: TOOLS_TIMEOUT_MS,
         requestTimeoutMs: REQUEST_TIMEOUT_MS,
+        // The lock held when the session starts (docs/deployment-protocol.md section 3.10, "The
+        // lock"): what it withholds is said in the log, and a call to it is refused saying why,
+        // as `subs agent serve` does. A session continued on another replica keeps its snapshot.
+        lock: async () => {
+          const held = await o.store.getLock();
+          return held === undefined ? undefined : toolLockOf(held);
+        },
         ...(o.audit ? { onCall: (call) => o.audit!.call(name, owner, call) } : {}),
       })(kept?.data?.session).open();
       o.metrics.sessions++;

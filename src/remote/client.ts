@@ -11,6 +11,7 @@ import { withDeadline } from "../http/deadline.ts";
 import { errorCode, guardedFetch, HttpGuardError, httpTimeoutMs, isBlockedPort, isDnsFailure, isUntrustedCertificate, UNTRUSTED_CERTIFICATE_HINT } from "../http/guarded-fetch.ts";
 import {
   AgentListSchema,
+  type LockBody,
   ApiTokenListSchema,
   AuditPageSchema,
   type RemoteAuditPage,
@@ -208,9 +209,10 @@ export class DeploymentClient {
     return this.readAgents().then((r) => r.agents);
   }
 
-  async readAgents(): Promise<{ agents: RemoteAgent[]; revision: string | undefined }> {
+  /** `lock`: undefined from a deployment that does not hold locks, null when it holds none (section 3.10). */
+  async readAgents(): Promise<{ agents: RemoteAgent[]; revision: string | undefined; lock: LockBody | null | undefined }> {
     const { data } = await this.request("GET", this.url("v1/agents"), { schema: AgentListSchema });
-    return { agents: data.agents, revision: data.revision ?? undefined };
+    return { agents: data.agents, revision: data.revision ?? undefined, lock: data.lock };
   }
 
   async putAgent(name: string, body: AgentBody): Promise<{ agent: RemoteAgent; created: boolean }> {

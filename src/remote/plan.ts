@@ -4,13 +4,16 @@
 // step by step in an order in which no agent ever names a missing connection: connections put,
 // agents put, agents deleted, connections deleted. Every step is an idempotent PUT or DELETE, so a
 // run that stopped part-way converges when rerun.
+import { canonicalJson, LOCK_FILE, type ToolLock } from "../config/tool-lock.ts";
 import { remoteConnectionsOf, type AgentConfig, type Config, type RemoteConnection as FileConnection } from "../config/types.ts";
 import { headerVariables } from "../config/templates.ts";
 import type { DeploymentClient } from "./client.ts";
+import type { AgentSurface } from "./surface.ts";
 import type {
   AgentBody,
   ConnectionBody,
   ConnectionOAuth,
+  LockBody,
   OAuthSettingsBody,
   RemoteAgent,
   RemoteConnection,
@@ -53,15 +56,39 @@ export type AgentStep = {
   body?: AgentBody;
 };
 
-export type PlanStep = ConnectionStep | AgentStep;
+/**
+ * substructure.lock on the deployment (section 3.10, "The lock"). `enforced`: the deployment holds
+ * locks; without, nothing is sent (it would refuse the field) and its agents are served every tool
+ * their filters keep. `body`: what is sent, the file's entries or null when there is no lock file.
+ */
+export type LockStep = {
+  kind: "lock";
+  id: string;
+  action: Action;
+  changed: [];
+  enforced: boolean;
+  /** Tools the file's lock names (0 without one). */
+  tools: number;
+  body: LockBody | null;
+};
 
-export type RemotePlan = { connections: ConnectionStep[]; agents: AgentStep[] };
+export type PlanStep = ConnectionStep | AgentStep | LockStep;
+
+export type RemotePlan = {
+  connections: ConnectionStep[];
+  agents: AgentStep[];
+  lock: LockStep;
+  /** What each agent's model would gain and lose (src/remote/surface.ts), where a lock is involved; absent otherwise. */
+  surface?: AgentSurface[];
+};
 
 export type RemoteState = {
   connections: RemoteConnection[];
   agents: RemoteAgent[];
   /** The declarations' revision both reads saw (section 3.10); absent from a deployment of v1 alone. */
   revision?: string;
+  /** The lock the deployment holds, null for none; undefined when it does not hold locks (section 9). */
+  lock?: LockBody | null | undefined;
 };
 
 /** Reads that saw two revisions (a write landed between them) are made again, at most this often. */
@@ -75,7 +102,7 @@ export async function readRemoteState(client: DeploymentClient): Promise<RemoteS
     if (connections.status === "rejected") throw connections.reason;
     if (agents.status === "rejected") throw agents.reason;
     const { revision } = connections.value;
-    const state = { connections: connections.value.connections, agents: agents.value.agents };
+    const state: RemoteState = { connections: connections.value.connections, agents: agents.value.agents, ...(agents.value.lock !== undefined ? { lock: agents.value.lock } : {}) };
     if (revision === agents.value.revision) return revision === undefined ? state : { ...state, revision };
     // Torn: the two lists are of different revisions. Without one revision, PUT /v1/state goes
     // without a check, as a v1 deployment's requests do.
@@ -117,14 +144,52 @@ export function agentBody(agent: AgentConfig): AgentBody {
   return { mcp: agent.mcp.map(entryBody), tools: agent.tools, agents: agent.agents };
 }
 
-/** The whole file as PUT /v1/state carries it: every connection and agent, the rest pruned. */
-export function stateBody(config: Config, revision?: string): StateBody {
+/**
+ * The whole file as PUT /v1/state carries it: every connection and agent, the rest pruned, and the
+ * lock to a deployment that holds locks (`lock`: the plan's lock step).
+ */
+export function stateBody(config: Config, revision?: string, lock?: LockStep): StateBody {
   return {
     connections: remoteConnectionsOf(config).map((c) => ({ id: c.id, ...connectionBody(c) })),
     agents: config.agents.map((a) => ({ name: a.name, ...agentBody(a) })),
     prune: true,
     ...(revision !== undefined ? { revision } : {}),
+    ...(lock?.enforced ? { lock: lock.body } : {}),
   };
+}
+
+/** substructure.lock as PUT /v1/state carries it: its entries by connection, then name. */
+export function lockBody(lock: ToolLock): LockBody {
+  const tools: LockBody["tools"] = [];
+  for (const [connection, byName] of [...lock.connections].sort(([a], [b]) => cmp(a, b))) {
+    for (const [name, t] of [...byName].sort(([a], [b]) => cmp(a, b))) {
+      tools.push({
+        connection,
+        name,
+        digest: t.digest,
+        ...(t.title !== undefined ? { title: t.title } : {}),
+        ...(t.description !== undefined ? { description: t.description } : {}),
+        ...(t.inputSchema !== undefined ? { input_schema: t.inputSchema } : {}),
+        ...(t.outputSchema !== undefined ? { output_schema: t.outputSchema } : {}),
+        ...(t.annotations !== undefined ? { annotations: t.annotations } : {}),
+      });
+    }
+  }
+  return { tools };
+}
+const cmp = (a: string, b: string) => (a < b ? -1 : a > b ? 1 : 0);
+
+/** One text per lock, whatever order its entries came in: the deployment keeps its own order. */
+const lockKey = (lock: LockBody) => canonicalJson([...lock.tools].sort((a, b) => (a.connection === b.connection ? cmp(a.name, b.name) : cmp(a.connection, b.connection))));
+
+/** The lock step: what the deployment holds against the file's lock (`fileLock`, undefined without a lock file). */
+export function planLock(state: Pick<RemoteState, "lock">, fileLock: ToolLock | undefined): LockStep {
+  const body = fileLock ? lockBody(fileLock) : null;
+  const base = { kind: "lock" as const, id: LOCK_FILE, changed: [] as [], tools: body?.tools.length ?? 0, body };
+  if (state.lock === undefined) return { ...base, action: "unchanged", enforced: false };
+  const held = state.lock;
+  const action: Action = held === null ? (body === null ? "unchanged" : "add") : body === null ? "remove" : lockKey(held) === lockKey(body) ? "unchanged" : "change";
+  return { ...base, action, enforced: true };
 }
 
 /** The deployment's agent in the shape subs would PUT, so the two compare field by field. */
@@ -138,7 +203,7 @@ function namesUnheld(body: ConnectionBody, remote: RemoteConnection): boolean {
   return headerVariables(body.headers ?? {}).some((name) => !held.has(name));
 }
 
-export function planRemote(config: Config, state: RemoteState): RemotePlan {
+export function planRemote(config: Config, state: RemoteState, fileLock?: ToolLock): RemotePlan {
   const remoteConnections = new Map(state.connections.map((c) => [c.id, c]));
   const connections: ConnectionStep[] = [];
   for (const connection of remoteConnectionsOf(config)) {
@@ -208,10 +273,10 @@ export function planRemote(config: Config, state: RemoteState): RemotePlan {
   }
   const named = new Set(config.agents.map((a) => a.name));
   for (const remote of state.agents) if (!named.has(remote.name)) agents.push({ kind: "agent", id: remote.name, action: "remove", changed: [] });
-  return { connections, agents };
+  return { connections, agents, lock: planLock(state, fileLock) };
 }
 
-export const hasChanges = (plan: RemotePlan) => [...plan.connections, ...plan.agents].some((s) => s.action !== "unchanged");
+export const hasChanges = (plan: RemotePlan) => [...plan.connections, ...plan.agents, plan.lock].some((s) => s.action !== "unchanged");
 
 export type StepOutcome = { step: PlanStep; outcome: "applied" | "failed" | "not_attempted"; error?: unknown };
 
@@ -222,6 +287,8 @@ const CONCURRENCY = 4;
 function phasesOf(plan: RemotePlan): PlanStep[][] {
   const put = (s: PlanStep) => s.action === "add" || s.action === "change";
   return [
+    // Only a deployment with PUT /v1/state holds locks: the lock is never a step of its own.
+    plan.lock.action === "unchanged" ? [] : [plan.lock],
     plan.connections.filter(put),
     plan.agents.filter(put),
     plan.agents.filter((s) => s.action === "remove"),
@@ -250,11 +317,12 @@ export async function carryOut(
   const steps = phasesOf(plan).flat();
   let answer: Awaited<ReturnType<DeploymentClient["putState"]>>;
   try {
-    answer = await client.putState(stateBody(config, options.revision));
+    answer = await client.putState(stateBody(config, options.revision, plan.lock));
   } catch (error) {
     return { atomic: true, outcomes: steps.map((step) => ({ step, outcome: "failed", error })) };
   }
   if (answer === "revision_changed") return answer;
+  // A deployment without PUT /v1/state has no locks (section 9): its plan has no lock step.
   if (answer === "unsupported") return { atomic: false, outcomes: await executePlan(client, plan, options) };
   // Made from the revision it was applied at, the plan is what changed.
   const outcomes = steps.map((step): StepOutcome => ({ step, outcome: "applied" }));
@@ -301,6 +369,7 @@ export async function executePlan(
 }
 
 async function runStep(client: DeploymentClient, step: PlanStep): Promise<void> {
+  if (step.kind === "lock") throw new Error("a lock is sent only with PUT /v1/state");
   if (step.kind === "connection") {
     if (step.action === "remove") await client.deleteConnection(step.id);
     else await client.putConnection(step.id, step.body!);

@@ -99,7 +99,30 @@ export const AgentSchema = z.object({
 });
 export type RemoteAgent = z.output<typeof AgentSchema>;
 
-export const AgentListSchema = z.object({ agents: z.array(AgentSchema), revision: orNull(text()) });
+/**
+ * One tool of substructure.lock as a deployment holds it (section 3.10, "The lock"). Checked for
+ * its shape only: what `subs` does with it is compare it and resolve tools against it, and the
+ * deployment checked each digest.
+ */
+export const LockEntrySchema = z.object({
+  connection: text(),
+  name: text(),
+  digest: text(),
+  title: z.optional(z.string()),
+  description: z.optional(z.string()),
+  input_schema: z.optional(z.unknown()),
+  output_schema: z.optional(z.unknown()),
+  annotations: z.optional(z.record(z.string(), z.unknown())),
+});
+export type LockEntry = z.output<typeof LockEntrySchema>;
+export const LockBodySchema = z.object({ tools: z.array(LockEntrySchema) });
+export type LockBody = z.output<typeof LockBodySchema>;
+
+/**
+ * `lock`: absent from a deployment that does not hold locks (section 9), null when it holds none.
+ * Kept apart from `undefined` on purpose: that is what tells `subs apply` whether to send one.
+ */
+export const AgentListSchema = z.object({ agents: z.array(AgentSchema), revision: orNull(text()), lock: z.optional(z.nullable(LockBodySchema)) });
 
 /** PUT /v1/agents/{name}. */
 export type AgentBody = { mcp: Array<{ id: string; tools?: ToolFilter }>; tools: string[]; agents: string[] };
@@ -111,6 +134,8 @@ export type StateBody = {
   prune: boolean;
   /** The revision the plan was made from: refused with 409 revision_changed when it moved on. */
   revision?: string;
+  /** The lock, to a deployment that holds locks (section 3.10): null for none. Absent keeps the one it holds. */
+  lock?: LockBody | null;
 };
 
 export const StateAnswerSchema = z.object({
@@ -119,7 +144,7 @@ export const StateAnswerSchema = z.object({
   agents: z.array(AgentSchema),
   changes: z.array(
     z.object({
-      kind: z.enum(["connection", "agent"]),
+      kind: z.enum(["connection", "agent", "lock"]),
       id: text(),
       action: z.enum(["add", "change", "remove"]),
       credential_dropped: orNull(z.boolean()),

@@ -48,7 +48,8 @@ type CallRequest = Parameters<Parameters<typeof Protocol.prototype.setRequestHan
 type CallToolRequest = CallRequest[0];
 type CallExtra = CallRequest[1];
 
-type Snapshot = { inspection: Inspection | undefined; tools: Tool[]; served: Map<string, Served> };
+/** `withheld`: why each tool substructure.lock withholds is not served, by the name it would have (kept for a resumed session). */
+type Snapshot = { inspection: Inspection | undefined; tools: Tool[]; served: Map<string, Served>; withheld: Map<string, string> };
 
 /**
  * A session's tools as served, kept so that another process can continue the session with the
@@ -58,6 +59,9 @@ type Snapshot = { inspection: Inspection | undefined; tools: Tool[]; served: Map
 const ResumedSnapshot = z.strictObject({
   tools: z.array(z.looseObject({ name: z.string() })),
   served: z.array(z.tuple([z.string(), z.strictObject({ connection: z.string(), tool: z.looseObject({ name: z.string() }) })])),
+  // So that a call to a withheld tool is refused with its reason on any replica. Optional: a
+  // snapshot from before it is still read.
+  withheld: z.array(z.tuple([z.string(), z.string()])).optional(),
 });
 export type ResumedSnapshot = z.infer<typeof ResumedSnapshot>;
 
@@ -174,7 +178,8 @@ export async function startSession(
     // Observed as refused, without its name: the text is whatever the client sent.
     if (!target) {
       said("refused", undefined);
-      throw rpcError(ErrorCode.InvalidParams, `Unknown tool: ${name}${notServed(s.inspection, name)}`);
+      const withheld = s.withheld.get(name);
+      throw rpcError(ErrorCode.InvalidParams, `Unknown tool: ${name}${withheld !== undefined ? ` (${withheld})` : notServed(s.inspection, name)}`);
     }
     const call = upstreamCall(target.tool.name, args, _meta, extra, options.requestTimeoutMs);
     let upstream: Upstream;
@@ -204,7 +209,7 @@ export async function startSession(
     server,
     async snapshot() {
       const s = await snapshot;
-      const kept: ResumedSnapshot = { tools: s.tools, served: [...s.served] };
+      const kept: ResumedSnapshot = { tools: s.tools, served: [...s.served], ...(s.withheld.size ? { withheld: [...s.withheld] } : {}) };
       return scrubbedJson(kept, (text) => secrets.scrub(text));
     },
     async close() {
@@ -266,8 +271,6 @@ function observed(observer: AgentSessionOptions["onCall"], handle: (request: Cal
  * may have had no stream open to receive. Empty when every connection answered.
  */
 function notServed(inspection: Inspection | undefined, name: string): string {
-  const withheld = inspection?.withheld.find((w) => w.name === name);
-  if (withheld) return ` (${describeWithheld(withheld)})`;
   const missing = inspection?.unavailable ?? [];
   return missing.length ? ` (not served in this session: ${missing.map((u) => `${u.message}${u.hint ? `; ${u.hint}` : ""}`).join("; ")})` : "";
 }
@@ -300,7 +303,7 @@ function servedSnapshot(inspection: Inspection): Snapshot {
     served.set(t.name, { connection: t.connection, tool: t.tool as Tool });
     tools.push({ ...(t.tool as Tool), name: t.name });
   }
-  return { inspection, tools, served };
+  return { inspection, tools, served, withheld: new Map(inspection.withheld.map((w) => [w.name, describeWithheld(w)])) };
 }
 
 /** The snapshot another process kept (ResumedSnapshot), served as it is. */
@@ -308,7 +311,7 @@ function resumedSnapshot(resumed: unknown, config: Config): Snapshot {
   const parsed = ResumedSnapshot.parse(resumed);
   const known = new Set(config.connections.map((c) => c.id));
   if (!parsed.served.every(([, s]) => known.has(s.connection))) throw new Error("the session's snapshot names a connection the agent no longer has");
-  return { inspection: undefined, tools: parsed.tools as Tool[], served: new Map(parsed.served as Array<[string, Served]>) };
+  return { inspection: undefined, tools: parsed.tools as Tool[], served: new Map(parsed.served as Array<[string, Served]>), withheld: new Map(parsed.withheld ?? []) };
 }
 
 type Report = { level: LoggingLevel; text: string };

@@ -13,6 +13,7 @@ import { authorizeServed, callServed, STORES } from "../support/deployment-serve
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import { annotatedTool, startMcpServer, type RunningMcpServer } from "../support/mcp-server.ts";
+import { digestOf, faceOf } from "../../src/config/tool-lock.ts";
 import { ensureInspector, inspect } from "../support/inspector.ts";
 import { echoesOf, startQuotingServer } from "../support/mcp-quoting-server.ts";
 import { startAuthServer, type RunningAuthServer } from "../support/oauth-server.ts";
@@ -212,6 +213,33 @@ for (const store of STORES) describe(`subs deployment serve as three replicas on
       await client.close();
     } finally {
       await quoting.close();
+    }
+  });
+
+  test("under a lock, a session continued on another replica refuses a withheld tool with the reason, as the replica that started it does", async () => {
+    const authServer = await startAuthServer();
+    const mcp = await startMcpServer({ tools: [annotatedTool("search"), annotatedTool("wipe")], oauth: { authServer } });
+    servers.push(authServer, mcp);
+    assert.deepEqual(await authorizeServed(set.front, "locked", { url: mcp.url }), { status: "authorized" });
+    const listed = (await call("GET", "/v1/mcp/locked/tools")).body.tools as Array<{ name: string }>;
+    const face = faceOf(listed.find((t) => t.name === "search")!);
+    const entry = { connection: "locked", name: "search", digest: digestOf(face), ...(face.description !== undefined ? { description: face.description } : {}), ...(face.inputSchema !== undefined ? { input_schema: face.inputSchema } : {}), ...(face.annotations !== undefined ? { annotations: face.annotations } : {}) };
+    const connections = (await call("GET", "/v1/mcp")).body.connections.map((c: { id: string; url: string; prefix_tools: boolean }) => ({ id: c.id, url: c.url, prefix_tools: c.prefix_tools }));
+    const put = await call("PUT", "/v1/state", { connections, agents: [{ name: "locked", mcp: [{ id: "locked" }] }], prune: false, lock: { tools: [entry] } });
+    assert.equal(put.status, 200, JSON.stringify(put.body));
+    try {
+      const useToken = await set.front.tokenFor("use");
+      const client = new Client({ name: "replicas-lock-test", version: "1.0.0" });
+      await client.connect(new StreamableHTTPClientTransport(new URL(`${set.balancer.url}/v1/agents/locked/mcp`), { requestInit: { headers: { authorization: `Bearer ${useToken}` } } }));
+      assert.deepEqual((await client.listTools()).tools.map((t) => t.name), ["search"]);
+      for (let n = 0; n < 3; n++) {
+        set.balancer.next = n;
+        await assert.rejects(client.callTool({ name: "wipe", arguments: {} }), (e: Error & { code?: number }) => e.code === -32602 && /`wipe` is withheld: not locked/.test(e.message), `replica ${n}`);
+      }
+      await client.close();
+    } finally {
+      // The lock holds for every agent of the set: gone for the tests after this one.
+      assert.equal((await call("PUT", "/v1/state", { connections, agents: [], prune: false, lock: null })).status, 200);
     }
   });
 

@@ -15,6 +15,7 @@ import { MIGRATIONS, openSqliteStore } from "../../src/deployment/store/sqlite.t
 import type { Key } from "../../src/deployment/keys.ts";
 import type { CredentialRecord, RekeyableStore } from "../../src/deployment/store/types.ts";
 import { redactPostgresUrl } from "../../src/deployment/config.ts";
+import { digestOf } from "../../src/config/tool-lock.ts";
 import Database from "better-sqlite3";
 import pgClient from "pg";
 import { runInProcess } from "../support/cli.ts";
@@ -503,6 +504,68 @@ for (const kind of KINDS) {
         await store.putConnection({ id: "b", url: "https://moved.example/mcp", prefixTools: true, oauth: undefined });
         assert.equal(await store.deleteConnection("c").then((d) => d.outcome), "deleted");
         assert.deepEqual(await store.credentialLosses(), [], "a url change and a deletion clear it");
+      } finally {
+        await store.close();
+      }
+    });
+
+    test("the lock: held with the declarations, in one transaction; the same lock again is no change; null removes it; a store written before it migrates; a row edited by hand is damage", async () => {
+      const at = await kind.fresh();
+      // The schema the previous subs wrote, with a declaration in it.
+      if (kind.name === "sqlite") {
+        const storeDir = path.join(at.cwd, "data");
+        const { mkdirSync } = await import("node:fs");
+        mkdirSync(storeDir, { mode: 0o700 });
+        const raw = new Database(path.join(storeDir, "deployment.db"));
+        raw.exec("CREATE TABLE schema_version (version INTEGER NOT NULL) STRICT");
+        for (const sql of MIGRATIONS.slice(0, -1)) raw.exec(sql);
+        raw.prepare("INSERT INTO schema_version (version) VALUES (?)").run(MIGRATIONS.length - 1);
+        raw.prepare("INSERT INTO connections (id, url, prefix_tools, created_at, updated_at) VALUES ('c', 'https://c.example/mcp', 1, 0, 0)").run();
+        raw.close();
+      } else {
+        await at.sql("CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, applied_at BIGINT NOT NULL)");
+        for (const [n, sql] of PG_MIGRATIONS.slice(0, -1).entries()) {
+          await at.sql(sql);
+          await at.sql("INSERT INTO schema_migrations (version, applied_at) VALUES ($1, 0)", [n + 1]);
+        }
+        await at.sql("INSERT INTO connections (id, url, prefix_tools, created_at, updated_at) VALUES ('c', 'https://c.example/mcp', true, 0, 0)");
+      }
+      const store = await at.open(undefined);
+      try {
+        assert.deepEqual((await store.listConnections()).map((c) => c.id), ["c"], "the migration keeps the declarations");
+        assert.equal(await store.getLock(), undefined, "a store from before locks holds none");
+        const connections = [{ id: "c", url: "https://c.example/mcp", prefixTools: true, oauth: undefined }];
+        const agents = [{ name: "a", mcp: [{ id: "c" }], tools: [], agents: [] }];
+        const entry = (name: string, description: string) => {
+          const face = { name, description, inputSchema: { type: "object" } };
+          return { connection: "c", name, digest: digestOf(face), description, input_schema: { type: "object" } };
+        };
+        const lock = { tools: [entry("search", "Search."), entry("fetch", "Fetch.")] };
+        const first = await store.putState({ connections, agents, prune: true, lock });
+        assert.equal(first.outcome, "applied");
+        if (first.outcome !== "applied") return;
+        assert.deepEqual(first.changes.map((c) => [c.kind, c.id, c.action]), [["agent", "a", "add"], ["lock", "substructure.lock", "add"]]);
+        assert.deepEqual((await store.getLock())?.tools.map((t) => t.name), ["fetch", "search"], "kept in one order");
+        const again = await store.putState({ connections, agents, prune: true, lock: { tools: [...lock.tools].reverse() }, ifRevision: first.revision });
+        assert.deepEqual(again.outcome === "applied" && again.changes, [], "the same lock in another order is no change");
+        const kept = await store.putState({ connections, agents, prune: true });
+        assert.deepEqual(kept.outcome === "applied" && kept.changes, [], "no lock sent: the one held is kept");
+        assert.ok(await store.getLock());
+        // A stale revision with a lock change changes nothing.
+        const changed = { tools: [entry("search", "Search everything."), entry("fetch", "Fetch.")] };
+        assert.equal((await store.putState({ connections, agents, prune: true, lock: changed, ifRevision: "0" })).outcome, "revision_changed");
+        assert.equal((await store.getLock())?.tools.find((t) => t.name === "search")?.description, "Search.");
+        const change = await store.putState({ connections, agents, prune: true, lock: changed, ifRevision: first.revision });
+        assert.ok(change.outcome === "applied" && change.revision !== first.revision, "a lock change is a change of revision");
+        assert.deepEqual(change.outcome === "applied" && change.changes.map((c) => [c.kind, c.action]), [["lock", "change"]]);
+        // Edited by hand in the store: an error, never a lock that allows what it says.
+        await at.sql("UPDATE tool_lock SET body_json = replace(body_json, 'Search everything.', 'Search and send.')");
+        await assert.rejects(store.getLock(), /tool_lock table holds a row this subs cannot read/);
+        await at.sql("UPDATE tool_lock SET body_json = 'not json'");
+        await assert.rejects(store.getLock(), /tool_lock table/);
+        const removed = await store.putState({ connections, agents, prune: true, lock: null });
+        assert.deepEqual(removed.outcome === "applied" && removed.changes.map((c) => [c.kind, c.action]), [["lock", "remove"]]);
+        assert.equal(await store.getLock(), undefined);
       } finally {
         await store.close();
       }

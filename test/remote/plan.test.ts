@@ -5,8 +5,10 @@ import { describe, test } from "node:test";
 import { parseConfig } from "../../src/config/load.ts";
 import { localOnlyAuthDiagnostics } from "../../src/config/remote-rules.ts";
 import { mergeRemoteView } from "../../src/remote/list.ts";
-import { planRemote } from "../../src/remote/plan.ts";
-import { AgentListSchema, ConnectionListSchema, type RemoteConnection } from "../../src/remote/protocol.ts";
+import { removals } from "../../src/commands/apply/run.ts";
+import { digestOf, type ToolLock } from "../../src/config/tool-lock.ts";
+import { hasChanges, lockBody, planRemote, stateBody } from "../../src/remote/plan.ts";
+import { AgentListSchema, ConnectionListSchema, type LockBody, type RemoteConnection } from "../../src/remote/protocol.ts";
 
 const config = (body: string) => parseConfig(`[remote]\nurl = "https://deploy.example.com"\n\n${body}`, { path: "/p/substructure.toml", cwd: "/p" });
 const remote = (c: Partial<RemoteConnection> & { id: string; url: string }): RemoteConnection => ({ prefix_tools: true, status: "declared", ...c });
@@ -150,5 +152,37 @@ describe("localOnlyAuthDiagnostics", () => {
   test("`headers` is not refused: the deployment sends them, filled from the values handed to it", () => {
     const file = config('[mcp.exa]\nurl = "https://mcp.exa.ai/mcp"\nheaders = { "X-API-Key" = "${EXA_API_KEY}" }\n');
     assert.deepEqual(localOnlyAuthDiagnostics(file), []);
+  });
+});
+
+describe("the lock step", () => {
+  const face = (name: string, description: string) => ({ name, description, inputSchema: { type: "object" } });
+  const lockOf = (...faces: Array<ReturnType<typeof face>>): ToolLock => ({
+    path: "/p/substructure.lock",
+    connections: new Map([["a", new Map(faces.map((f) => [f.name, { ...f, digest: digestOf(f) }]))]]),
+  });
+  const file = config('[mcp.a]\nurl = "https://a.example/mcp"\n\n[agent.x]\nmcp = ["a"]\n');
+  const state = (lock: LockBody | null | undefined) => ({ connections: [remote({ id: "a", url: "https://a.example/mcp" })], agents: [{ name: "x", mcp: [{ id: "a" }], tools: [], agents: [] }], ...(lock !== undefined ? { lock } : {}) });
+  const lock = lockOf(face("search", "Search."), face("get", "Get."));
+
+  test("the same entries in another order are unchanged; a changed field is a change; none held is an add; no lock file removes the held one, asked like a removal", () => {
+    const body = lockBody(lock);
+    assert.deepEqual(body.tools.map((t) => t.name), ["get", "search"], "sent in one order");
+    assert.equal(planRemote(file, state({ tools: [...body.tools].reverse() }), lock).lock.action, "unchanged");
+    assert.equal(hasChanges(planRemote(file, state({ tools: [...body.tools].reverse() }), lock)), false);
+    assert.equal(planRemote(file, state(lockBody(lockOf(face("search", "Search and send."), face("get", "Get.")))), lock).lock.action, "change");
+    assert.equal(planRemote(file, state(null), lock).lock.action, "add");
+    const removed = planRemote(file, state(body));
+    assert.deepEqual([removed.lock.action, removed.lock.body], ["remove", null]);
+    assert.match(removals(removed).join("\n"), /its substructure\.lock \(no lock file here\)/);
+    assert.equal(planRemote(file, state(null)).lock.action, "unchanged");
+  });
+
+  test("a deployment that does not hold locks is sent none: the step is unchanged and not enforced", () => {
+    const plan = planRemote(file, state(undefined), lock);
+    assert.deepEqual([plan.lock.action, plan.lock.enforced, plan.lock.tools], ["unchanged", false, 2]);
+    assert.equal("lock" in stateBody(file, undefined, plan.lock), false);
+    assert.deepEqual(stateBody(file, undefined, planRemote(file, state(null), lock).lock).lock, lockBody(lock));
+    assert.equal(stateBody(file, undefined, planRemote(file, state(lockBody(lock))).lock).lock, null);
   });
 });

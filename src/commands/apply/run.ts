@@ -170,6 +170,8 @@ export function removals(plan: RemotePlan): string[] {
     else if (step.credential === "dropped") lines.push(`the credential of ${step.id} (${DROPPED[step.credentialReason ?? "declaration_removed"]})`);
   }
   for (const step of plan.agents) if (step.action === "remove") lines.push(`agent ${step.id}`);
+  // Asked like a removal: without its lock the deployment serves every tool the filters keep.
+  if (plan.lock.action === "remove") lines.push("its substructure.lock (no lock file here): its agents are then served every tool their filters keep");
   return lines;
 }
 
@@ -188,12 +190,37 @@ function renderPlan(plan: RemotePlan, url: string, style: Style): string {
   };
   section("connections", plan.connections);
   section("agents", plan.agents);
-  const count = (a: string) => [...plan.connections, ...plan.agents].filter((s) => s.action === a).length;
+  const lock = plan.lock;
+  // Said only where there is a lock, in the file or on the deployment: a plan without one is as before.
+  const lockShown = lock.tools > 0 || lock.action !== "unchanged";
+  if (lockShown) lines.push(`  lock:`, `    ${color(lock.action, `${SIGN[lock.action]} ${lock.id}`)}  ${stepDetail(lock)}`);
+  if (plan.surface?.length === 0) lines.push("  tools each agent's model is served: no change");
+  if (plan.surface?.length) {
+    // Tool names and servers' words are the servers': shown, never interpreted.
+    lines.push("  tools each agent's model would be served, against what it is served now:");
+    for (const s of plan.surface) {
+      const parts = [
+        ...(s.gain.length ? [style.green(`+ ${s.gain.map((t) => shown(t)).join(", ")}`)] : []),
+        ...(s.lose.length ? [style.red(`- ${s.lose.map((t) => shown(t)).join(", ")}`)] : []),
+      ];
+      lines.push(`    ${shown(s.agent)}: ${parts.length ? parts.join("; ") : "no change"}`);
+      for (const u of s.unlisted) lines.push(`      ${style.yellow("?")} ${shown(u.connection)}: not listed (${shown(u.message)}); its tools are not counted`);
+    }
+  }
+  const count = (a: string) => [...plan.connections, ...plan.agents, ...(lockShown ? [plan.lock] : [])].filter((s) => s.action === a).length;
   lines.push(`  ${count("add")} to add, ${count("change")} to change, ${count("remove")} to remove, ${count("unchanged")} unchanged.`);
   return lines.join("\n") + "\n";
 }
 
 function stepDetail(step: PlanStep): string {
+  if (step.kind === "lock") {
+    // Section 9: a deployment without locks serves every tool its agents' filters keep.
+    if (!step.enforced) return "not sent: the deployment does not enforce locks; its agents are served every tool their filters keep";
+    const tools = `${step.tools} tool${step.tools === 1 ? "" : "s"}`;
+    if (step.action === "remove") return "no lock file: the deployment's lock is removed, nothing withheld";
+    if (step.action === "unchanged") return step.body ? `unchanged (${tools})` : "none";
+    return `${step.action === "add" ? "sent" : "changed"} (${tools}); the deployment withholds every other tool`;
+  }
   if (step.kind === "agent") {
     if (step.action === "change") return `${step.changed.join(", ")} changed`;
     return step.action === "unchanged" ? "unchanged" : step.action === "add" ? "new agent" : "not in the file";
@@ -248,5 +275,7 @@ function planJson(plan: RemotePlan, url: string, options: { dryRun: boolean; out
       applied: applied.has(s),
     })),
     agents: plan.agents.map((s) => ({ name: s.id, action: s.action, changed: s.changed, applied: applied.has(s) })),
+    lock: { action: plan.lock.action, enforced: plan.lock.enforced, tools: plan.lock.tools, applied: applied.has(plan.lock) },
+    surface: plan.surface?.map((s) => ({ agent: s.agent, gain: s.gain, lose: s.lose, unlisted: s.unlisted })) ?? null,
   };
 }

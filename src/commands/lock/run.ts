@@ -29,8 +29,6 @@ export type LockOptions = {
 export async function lockCommand(ctx: Context, options: LockOptions): Promise<number> {
   const config = loadConfig({ configPath: options.config, env: ctx.env, cwd: ctx.cwd });
   const reporter = stderrReporter(ctx);
-  // Said, not refused: the lock is still the reviewed record, and `--check` still sees drift.
-  if (config.remote) reporter.warn("with [remote], the tools come from the deployment, which does not enforce substructure.lock: its agents are served what their connections offer");
   const timeoutMs = options.timeoutSeconds * 1000;
   const source = (await backendFor({ ctx, config, reporter })).toolSource({ timeoutMs });
   const fetching = fetchingProgress(ctx, reporter, "Fetching the tools of every connection an agent names");
@@ -67,7 +65,8 @@ export async function lockCommand(ctx: Context, options: LockOptions): Promise<n
     throw failed(`cannot write ${file}: ${(error as NodeJS.ErrnoException).code ?? String(error)}; nothing was written`);
   }
   if (options.json) writeJson(ctx.stdout, lockJson(file, plan, { written: true, check: false }));
-  else ctx.stderr.write(`Wrote ${file}: ${plan.count} tool${plan.count === 1 ? "" : "s"}. Commit it with substructure.toml.\n`);
+  // With [remote] the deployment enforces the lock `subs apply` sends it (docs/deployment-protocol.md section 3.10).
+  else ctx.stderr.write(`Wrote ${file}: ${plan.count} tool${plan.count === 1 ? "" : "s"}. Commit it with substructure.toml${config.remote ? ", and run `subs apply` to send it to the deployment" : ""}.\n`);
   return 0;
 }
 

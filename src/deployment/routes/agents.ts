@@ -26,10 +26,11 @@ export function agentRoutes(o: { store: DeploymentStore; agentEndpoint?: AgentEn
       route: "/v1/agents",
       need: "read",
       methods: ["GET"],
-      // The revision before the rows (store/types.ts, revision()).
+      // The revision before the rows (store/types.ts, revision()); the lock the agents are served
+      // under beside them (section 3.10, "The lock"), null when none is held.
       run: async () => {
         const revision = await store.revision();
-        return { status: 200, body: { agents: await store.listAgents(), revision } };
+        return { status: 200, body: { agents: await store.listAgents(), revision, lock: (await store.getLock()) ?? null } };
       },
     },
     {

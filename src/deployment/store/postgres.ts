@@ -80,7 +80,11 @@ import {
   summaryOf,
   TokenRow,
   tokenOf,
+  lockMigration,
+  lockOf,
+  LockRow,
 } from "./rows.ts";
+import { lockText } from "../lock.ts";
 import {
   expired,
   StoreUnavailable,
@@ -97,6 +101,8 @@ import {
   type CredentialRecord,
   type CredentialRefresh,
   type DeclaredState,
+  LOCK_CHANGE_ID,
+  type LockRecord,
   type HeldMcpSession,
   type Loss,
   type McpSessionCheck,
@@ -170,6 +176,8 @@ export const PG_MIGRATIONS: readonly string[] = [
   credentialLossesMigration("BIGINT", ""),
   // The record of calls and changes (sqlite.ts's twelfth migration).
   auditMigration("BIGSERIAL PRIMARY KEY", "BIGINT", "DOUBLE PRECISION", ""),
+  // The lock the agents are served under (sqlite.ts's thirteenth migration).
+  lockMigration("BIGINT", ""),
 ];
 
 /** The advisory lock the migrations run under: any constant no other tool of the database uses ("subs" in ASCII). */
@@ -507,6 +515,11 @@ export class PostgresStore implements RekeyableStore {
     return this.#revision();
   }
 
+  async getLock(): Promise<LockRecord | undefined> {
+    const [row] = await this.#rows("SELECT body_json FROM tool_lock WHERE id = 1");
+    return row === undefined ? undefined : lockOf(checked(LockRow, row, "tool_lock"));
+  }
+
   async putState(state: DeclaredState): Promise<PutState> {
     const at = this.#now();
     const current = { revision: "" };
@@ -568,6 +581,17 @@ export class PostgresStore implements RekeyableStore {
         await this.#rows("DELETE FROM connections WHERE id = $1", [id], db);
         ended.push({ id, why: "deleted" });
         changes.push({ kind: "connection", id, action: "remove", credentialDropped: hadCredential });
+      }
+    }
+    if (state.lock !== undefined) {
+      // A lock is a declaration too: the same text again is no change (src/deployment/lock.ts).
+      const [row] = await this.#rows<{ body_json: string }>("SELECT body_json FROM tool_lock WHERE id = 1", [], db);
+      const held = row?.body_json;
+      const text = state.lock === null ? undefined : lockText(state.lock);
+      if (held !== text) {
+        if (text === undefined) await this.#rows("DELETE FROM tool_lock WHERE id = 1", [], db);
+        else await this.#rows("INSERT INTO tool_lock (id, body_json, updated_at) VALUES (1, $1, $2) ON CONFLICT (id) DO UPDATE SET body_json = excluded.body_json, updated_at = excluded.updated_at", [text, at], db);
+        changes.push({ kind: "lock", id: LOCK_CHANGE_ID, action: held === undefined ? "add" : text === undefined ? "remove" : "change", credentialDropped: false });
       }
     }
     if (changes.length && state.ifRevision !== undefined && state.ifRevision !== current.revision) throw STALE;

@@ -5,6 +5,7 @@
 import { z } from "zod";
 import { refused } from "../../errors.ts";
 import { KeyMismatch, open, seal, type Key, type Sealed } from "../keys.ts";
+import { LockSchema, tamperedEntries } from "../lock.ts";
 import {
   LOSS_REASONS,
   AUDIT_KINDS,
@@ -24,6 +25,7 @@ import {
   type HeaderValueRecord,
   type HeaderValueSummary,
   type HeldMcpSession,
+  type LockRecord,
   type McpSessionCheck,
   type McpSessionKey,
   type PersonRecord,
@@ -467,3 +469,14 @@ export function auditWhere(filter: AuditFilter, after: number, placeholder: (n: 
   if (filter.kind !== undefined) add("kind", "=", filter.kind);
   return { where: terms.join(" AND "), params };
 }
+
+// ---- The lock (docs/deployment-protocol.md section 3.10, "The lock") ----------------------------
+
+/** One row or none: the lock its agents are served under, in its canonical text (src/deployment/lock.ts). */
+export const lockMigration = (integer: "INTEGER" | "BIGINT", strict: string) =>
+  `CREATE TABLE tool_lock (id ${integer} PRIMARY KEY CHECK (id = 1), body_json TEXT NOT NULL, updated_at ${integer} NOT NULL)${strict};`;
+/** Checked as PUT /v1/state checks it, digests included: a row edited by hand is damage, never a lock. */
+export const LockRow = z.object({
+  body_json: json(LockSchema).refine((lock) => tamperedEntries(lock).length === 0, "an entry's digest does not match its fields"),
+});
+export const lockOf = (row: z.output<typeof LockRow>): LockRecord => row.body_json as LockRecord;

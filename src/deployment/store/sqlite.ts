@@ -79,7 +79,11 @@ import {
   summaryOf,
   TokenRow,
   tokenOf,
+  lockMigration,
+  lockOf,
+  LockRow,
 } from "./rows.ts";
+import { lockText } from "../lock.ts";
 import {
   expired,
   type AddToken,
@@ -95,6 +99,8 @@ import {
   type CredentialRecord,
   type CredentialRefresh,
   type DeclaredState,
+  LOCK_CHANGE_ID,
+  type LockRecord,
   type DeleteConnection,
   type HeaderValueRecord,
   type HeaderValueSummary,
@@ -179,6 +185,8 @@ export const MIGRATIONS: readonly string[] = [
   credentialLossesMigration("INTEGER", " STRICT"),
   // The record of calls and changes (docs/deployment-protocol.md section 3.14).
   auditMigration("INTEGER PRIMARY KEY AUTOINCREMENT", "INTEGER", "REAL", " STRICT"),
+  // The lock the agents are served under (docs/deployment-protocol.md section 3.10, "The lock").
+  lockMigration("INTEGER", " STRICT"),
 ];
 
 const BUSY_TIMEOUT_MS = 5000;
@@ -494,6 +502,16 @@ export class SqliteStore implements RekeyableStore {
         changes.push({ kind: "connection", id, action: "remove", credentialDropped: hadCredential });
       }
     }
+    if (state.lock !== undefined) {
+      // A lock is a declaration too: the same text again is no change (src/deployment/lock.ts).
+      const held = (this.#prepared("SELECT body_json FROM tool_lock WHERE id = 1").get() as { body_json: string } | undefined)?.body_json;
+      const text = state.lock === null ? undefined : lockText(state.lock);
+      if (held !== text) {
+        if (text === undefined) this.#prepared("DELETE FROM tool_lock WHERE id = 1").run();
+        else this.#prepared("INSERT INTO tool_lock (id, body_json, updated_at) VALUES (1, ?, ?) ON CONFLICT(id) DO UPDATE SET body_json = excluded.body_json, updated_at = excluded.updated_at").run(text, at);
+        changes.push({ kind: "lock", id: LOCK_CHANGE_ID, action: held === undefined ? "add" : text === undefined ? "remove" : "change", credentialDropped: false });
+      }
+    }
     if (changes.length && state.ifRevision !== undefined && state.ifRevision !== current.revision) throw STALE;
     if (changes.length) this.#bumpRevision();
     return { outcome: "applied", changes, ended, dropped, revision: this.#revision() };
@@ -511,6 +529,11 @@ export class SqliteStore implements RekeyableStore {
 
   async revision(): Promise<string> {
     return this.#revision();
+  }
+
+  async getLock(): Promise<LockRecord | undefined> {
+    const row = this.#prepared("SELECT body_json FROM tool_lock WHERE id = 1").get();
+    return row === undefined ? undefined : lockOf(checked(LockRow, row, "tool_lock"));
   }
 
   #revision(): string {

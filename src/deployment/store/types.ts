@@ -224,8 +224,24 @@ export type PutAgent = { outcome: "created" | "updated" } | { outcome: "unknown_
  * The whole declared state (PUT /v1/state): with `prune`, whatever it does not name goes. With
  * `ifRevision`, applied only while the declarations are still at that revision.
  */
-export type DeclaredState = { connections: ConnectionRecord[]; agents: AgentRecord[]; prune: boolean; ifRevision?: string };
-export type StateChange = { kind: "connection" | "agent"; id: string; action: "add" | "change" | "remove"; credentialDropped: boolean };
+export type DeclaredState = {
+  connections: ConnectionRecord[];
+  agents: AgentRecord[];
+  prune: boolean;
+  ifRevision?: string;
+  /**
+   * The lock its agents are served under (docs/deployment-protocol.md section 3.10, "The lock"):
+   * null holds none; absent keeps the one held (a client that does not know locks).
+   */
+  lock?: LockRecord | null;
+};
+/** A held lock: substructure.lock's entries, as PUT /v1/state carries them (src/deployment/lock.ts checks them). */
+export type LockRecord = {
+  tools: Array<{ connection: string; name: string; digest: string; title?: string; description?: string; input_schema?: unknown; output_schema?: unknown; annotations?: Record<string, unknown> }>;
+};
+/** The lock's change is named by the file it comes from. */
+export const LOCK_CHANGE_ID = "substructure.lock";
+export type StateChange = { kind: "connection" | "agent" | "lock"; id: string; action: "add" | "change" | "remove"; credentialDropped: boolean };
 export type PutState =
   | {
       outcome: "applied";
@@ -317,6 +333,8 @@ export interface DeploymentStore {
    * PUT /v1/state, never applied over a change.
    */
   revision(): Promise<string>;
+  /** The lock PUT /v1/state last set (checked as it is read: a corrupt row is an error); undefined when none is held. */
+  getLock(): Promise<LockRecord | undefined>;
 
   /** Every held header value's clear columns (never the value): what GET /v1/mcp needs. */
   headerValueSummaries(): Promise<HeaderValueSummary[]>;

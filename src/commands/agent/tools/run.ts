@@ -2,15 +2,18 @@ import { describeDropped, describeFiltered, describeWarning, describeWithheld, F
 import { findAgent, inspectAgentTools, type Inspection } from "../../../agents/inspect.ts";
 import type { Claimant, FilteredTool, ModelTool, Warning } from "../../../agents/resolve.ts";
 import { backendFor } from "../../../backend/choose.ts";
+import type { Backend } from "../../../backend/types.ts";
 import { loadConfig } from "../../../config/load.ts";
 import { readToolLock } from "../../../config/tool-lock-read.ts";
+import type { ToolLock } from "../../../config/tool-lock.ts";
 import type { Context } from "../../../context.ts";
 import { stderrReporter } from "../../../output/reporter.ts";
 import { writeJson } from "../../../output/json.ts";
 import { styleFor } from "../../../output/style.ts";
 import { renderTable } from "../../../output/table.ts";
 import { shown } from "../../../output/untrusted.ts";
-import { fetchingProgress, silentProgress } from "../../../report.ts";
+import { fetchingProgress, silentProgress, type Reporter } from "../../../report.ts";
+import type { LockStep } from "../../../remote/plan.ts";
 import { possessive } from "../../../text/possessive.ts";
 
 export type AgentToolsOptions = {
@@ -28,10 +31,12 @@ export async function agentToolsCommand(ctx: Context, options: AgentToolsOptions
   const config = loadConfig({ configPath: options.config, env: ctx.env, cwd: ctx.cwd });
   const reporter = stderrReporter(ctx);
   // The servers themselves, or with [remote] the deployment, which lists them with its credentials.
-  const source = (await backendFor({ ctx, config, reporter })).toolSource({ timeoutMs: options.timeoutSeconds * 1000 });
+  const backend = await backendFor({ ctx, config, reporter });
+  const source = backend.toolSource({ timeoutMs: options.timeoutSeconds * 1000 });
   const agentConfig = findAgent(config, options.agent);
-  // Under [remote] the deployment decides what it serves; locally substructure.lock does.
-  const lock = config.remote ? undefined : await readToolLock(config.path, ctx.cwd);
+  // substructure.lock withholds here as where the agent is served: locally, and under [remote] on
+  // the deployment, once `subs apply` has sent it (docs/deployment-protocol.md section 3.10).
+  const lock = await readToolLock(config.path, ctx.cwd);
   const n = agentConfig.mcp.length;
   const fetching = n > 0 ? fetchingProgress(ctx, reporter, `Fetching tools from ${n} connection${n === 1 ? "" : "s"} for ${agentConfig.name}`) : silentProgress;
   let result: Inspection;
@@ -51,6 +56,7 @@ export async function agentToolsCommand(ctx: Context, options: AgentToolsOptions
   const answered = n - result.unavailable.length;
   if (result.unavailable.length === 0) fetching.succeed(`${answered} of ${n} connection${n === 1 ? "" : "s"} answered`);
   else fetching.fail(`${answered} of ${n} connection${n === 1 ? "" : "s"} answered`);
+  if (config.remote) await sayServedLock(backend, lock, reporter);
   if (options.json) writeJson(ctx.stdout, agentToolsJson(result));
   else renderHuman(ctx, result, options.verbose);
   if (result.unavailable.length === 0) return 0;
@@ -197,3 +203,27 @@ function renderHuman(ctx: Context, r: Inspection, verbose: boolean): void {
   ctx.stderr.write(`Agent \`${r.agent}\`: its model sees ${r.tools.length} tool${r.tools.length === 1 ? "" : "s"} (${parts.join(", ")})${r.target === "remote" ? ", as the deployment lists them" : ""}.\n`);
 }
 
+
+/**
+ * Under [remote] the list above is resolved with the lock beside the file, which is what `subs
+ * apply` sends; said when the deployment serves under another lock or none (a lock not applied
+ * yet, or a deployment that does not hold locks: docs/deployment-protocol.md sections 3.10, 9).
+ * Its failure is said, never the command's: the list stands.
+ */
+async function sayServedLock(backend: Backend, lock: ToolLock | undefined, reporter: Reporter): Promise<void> {
+  let step: LockStep | undefined;
+  try {
+    step = await backend.servedLock(lock);
+  } catch (error) {
+    reporter.warn(`could not read the lock the deployment holds: ${shown(error instanceof Error ? error.message : String(error))}`);
+    return;
+  }
+  if (!step) return;
+  if (!step.enforced) {
+    if (lock) reporter.warn("the deployment does not enforce substructure.lock: its agents are served every tool their filters keep");
+    return;
+  }
+  if (step.action === "add") reporter.warn("the deployment holds no substructure.lock yet, and serves every tool the filters keep: run `subs apply` to send this one");
+  else if (step.action === "change") reporter.warn("the deployment holds another substructure.lock than this one, and serves what that one allows: run `subs apply` to send this one");
+  else if (step.action === "remove") reporter.warn("the deployment holds a substructure.lock and there is none here: it withholds what that lock does not allow until `subs apply`");
+}

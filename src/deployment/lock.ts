@@ -1,0 +1,72 @@
+// The lock a deployment holds (docs/deployment-protocol.md section 3.10, "The lock"): the entries
+// of substructure.lock as `subs apply` sends them, checked as the file is (each digest recomputed
+// from its fields with the function that wrote it, src/config/tool-lock.ts), bounded, and kept in
+// one canonical text so that the same lock sent again is no change. Its agents' sessions withhold
+// what it does not allow, as `subs agent serve` does (src/agents/resolve.ts).
+import { z } from "zod";
+import { canonicalJson, digestOf, LOCK_FILE, type LockedTool, type ToolFace, type ToolLock } from "../config/tool-lock.ts";
+import { IdSchema } from "./routes/answer.ts";
+import type { LockRecord } from "./store/types.ts";
+
+/** The most entries a lock may hold, and the most bytes of its canonical text (section 3.10): past either, `lock_too_large`. */
+export const MAX_LOCK_TOOLS = 1000;
+export const MAX_LOCK_BYTES = 768 * 1024;
+
+const Json = z.unknown().refine((v) => v !== null && v !== undefined, "expected a JSON value, not null");
+export const LockEntrySchema = z.strictObject({
+  connection: IdSchema,
+  name: z.string().min(1).max(1000),
+  digest: z.string().regex(/^sha256:[0-9a-f]{64}$/, "expected sha256:<64 hex digits>"),
+  title: z.string().optional(),
+  description: z.string().optional(),
+  input_schema: Json.optional(),
+  output_schema: Json.optional(),
+  annotations: z.record(z.string(), z.unknown()).optional(),
+});
+export type LockEntry = z.output<typeof LockEntrySchema>;
+export const LockSchema = z
+  .strictObject({ tools: z.array(LockEntrySchema) })
+  .refine((l) => new Set(l.tools.map((t) => `${t.connection}\n${t.name}`)).size === l.tools.length, "the lock names a connection's tool twice");
+export type DeployedLock = z.output<typeof LockSchema>;
+
+/** A tool's face as an entry gives it (the fields the digest covers). */
+export function faceOfEntry(e: LockRecord["tools"][number]): ToolFace {
+  const face: ToolFace = { name: e.name };
+  if (e.title !== undefined) face.title = e.title;
+  if (e.description !== undefined) face.description = e.description;
+  if (e.input_schema !== undefined) face.inputSchema = e.input_schema;
+  if (e.output_schema !== undefined) face.outputSchema = e.output_schema;
+  if (e.annotations !== undefined) face.annotations = e.annotations;
+  return face;
+}
+
+/** The entries whose digest their fields do not give (edited by hand, or sent wrong), as `connection/name`. */
+export function tamperedEntries(lock: LockRecord): string[] {
+  return lock.tools.filter((e) => digestOf(faceOfEntry(e)) !== e.digest).map((e) => `${e.connection}/${e.name}`);
+}
+
+/** The lock's one text: entries sorted by connection then name, keys sorted. What the store keeps and compares. */
+export function lockText(lock: LockRecord): string {
+  const tools = [...lock.tools].sort((a, b) => (a.connection === b.connection ? cmp(a.name, b.name) : cmp(a.connection, b.connection)));
+  return canonicalJson({ tools });
+}
+const cmp = (a: string, b: string) => (a < b ? -1 : a > b ? 1 : 0);
+
+/** Why the lock is too large to hold (a message), or undefined. */
+export function lockTooLarge(lock: LockRecord): string | undefined {
+  if (lock.tools.length > MAX_LOCK_TOOLS) return `the lock holds ${lock.tools.length} tools; a deployment holds at most ${MAX_LOCK_TOOLS}`;
+  const bytes = Buffer.byteLength(lockText(lock));
+  if (bytes > MAX_LOCK_BYTES) return `the lock is ${bytes} bytes; a deployment holds at most ${MAX_LOCK_BYTES}`;
+  return undefined;
+}
+
+/** The lock as the serving engine reads it (src/agents/resolve.ts's `lock`). */
+export function toolLockOf(lock: LockRecord): ToolLock {
+  const connections = new Map<string, Map<string, LockedTool>>();
+  for (const e of lock.tools) {
+    let byName = connections.get(e.connection);
+    if (!byName) connections.set(e.connection, (byName = new Map()));
+    byName.set(e.name, { ...faceOfEntry(e), digest: e.digest });
+  }
+  return { path: LOCK_FILE, connections };
+}
