@@ -6,7 +6,7 @@
 // Then serve start: launch to the answer of initialize, alone and four at once, and to
 // the first tools/list of an agent of 20 connections.
 //   node --import tsx scripts/bench-serve.ts        (also part of `npm run bench`)
-import { spawn } from "node:child_process";
+import { spawn, spawnSync } from "node:child_process";
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
@@ -171,6 +171,60 @@ export async function benchSessionStart(servers = 20, delayMs = 200, runs = 3): 
   }
 }
 
+/**
+ * What substructure.lock costs a served call (docs/file.md, "Reviewing tools"): the same upstream
+ * served by `subs agent serve` and by `subs mcp proxy` from a project with a lock (written by
+ * `subs lock --yes`) and from one without, `calls` calls each with `inFlight` in flight, in
+ * alternating rounds so that load on the machine affects both alike; the medians are compared.
+ * The lock is judged when the tools are listed; a call only finds its name among them.
+ */
+export async function benchLockedCalls(calls = 1000, inFlight = 32): Promise<BenchRow[]> {
+  const upstream = await startUpstream();
+  const project = (lock: boolean) => {
+    const dir = mkdtempSync(path.join(tmpdir(), `subs-bench-lock-${lock ? "on" : "off"}-`));
+    writeFileSync(path.join(dir, "substructure.toml"), `[mcp.up]\nurl = "${upstream.url}"\nauth = { token_env = "BENCH_TOKEN" }\n\n[agent.bench]\nmcp = ["up"]\n`);
+    return dir;
+  };
+  const env = { BENCH_TOKEN: "bench" };
+  const locked = project(true);
+  const open = project(false);
+  const sessions: Awaited<ReturnType<typeof serveSession>>[] = [];
+  try {
+    const lockRun = spawnSync(process.execPath, [BIN, "lock", "--yes"], { cwd: locked, env: { PATH: process.env.PATH ?? "", HOME: locked, ...env }, encoding: "utf8" });
+    if (lockRun.status !== 0) throw new Error(`subs lock exited ${lockRun.status}: ${lockRun.stderr}`);
+    const rows: BenchRow[] = [];
+    for (const [what, argv, tool] of [
+      ["subs agent serve", ["agent", "serve", "bench"], "up__echo"],
+      ["subs mcp proxy", ["mcp", "proxy", "up"], "echo"],
+    ] as const) {
+      const withLock = await serveSession([...argv], { cwd: locked, env });
+      const without = await serveSession([...argv], { cwd: open, env });
+      sessions.push(withLock, without);
+      // Both list first, as a client does: under the lock, the listing is where a tool is judged.
+      for (const session of [withLock, without]) {
+        const names = (await session.client.listTools()).tools.map((t) => t.name);
+        if (!names.includes(tool)) throw new Error(`${what} serves no ${tool}: ${names.join(", ")}\n${session.stderr()}`);
+        await timeCalls(session.client, tool, 200, inFlight);
+      }
+      const on: number[] = [];
+      const off: number[] = [];
+      const rounds = 4;
+      for (let r = 0; r < rounds; r++) {
+        on.push(...(await timeCalls(withLock.client, tool, calls / rounds, inFlight)));
+        off.push(...(await timeCalls(without.client, tool, calls / rounds, inFlight)));
+      }
+      const against = `${what}: a call without a lock (median, ${inFlight} in flight)`;
+      rows.push({ name: against, ms: percentile(off, 50), ratio: 1, against, target: null });
+      rows.push({ name: `${what}: a call under substructure.lock`, ms: percentile(on, 50), ratio: percentile(on, 50) / percentile(off, 50), against, target: 1.1 });
+    }
+    return rows;
+  } finally {
+    await Promise.all(sessions.map((s) => s.close()));
+    upstream.stop();
+    for (const dir of [locked, open]) rmSync(dir, { recursive: true, force: true });
+  }
+}
+
 const FLOOR = "node -e 0";
 
 /** Launches `argv` and resolves with the ms until its exit (no `initialize`), or until the first line it answers `initialize` with. */
@@ -262,6 +316,7 @@ export async function serveBenchRows(runs: number, bin: string): Promise<{ calls
     rows: [
       ...(await benchServeStart(runs, bin)),
       { name: "subs agent serve: first tools/list, 20 servers at 200 ms", ms: start.all, ratio: start.ratio, against: "the same with 1 server", target: 1.2 },
+      ...(await benchLockedCalls()),
     ],
   };
 }
