@@ -7,11 +7,11 @@ import { z } from "zod";
 import { ConfigError, type Diagnostic } from "../errors.ts";
 import { displayPathOf } from "./parse.ts";
 import { indexPositions, type KeyPath, type PositionIndex } from "./positions.ts";
-import { digestOf, LOCK_VERSION, type LockedTool, type ToolFace, type ToolLock } from "./tool-lock.ts";
+import { DIGEST_PATTERN, digestOf, LOCK_VERSION, type LockedTool, type ToolFace, type ToolLock } from "./tool-lock.ts";
 
 const JsonText = z.string();
 const Entry = z.strictObject({
-  digest: z.string().regex(/^sha256:[0-9a-f]{64}$/, "expected sha256:<64 hex digits>"),
+  digest: z.string().regex(DIGEST_PATTERN, "expected sha256:<64 hex digits>"),
   title: z.string().optional(),
   description: z.string().optional(),
   annotations: JsonText.optional(),

@@ -49,6 +49,40 @@ export function faceOf(tool: { name: string; title?: unknown; description?: unkn
   return face;
 }
 
+/** One entry of the lock as the deployment protocol carries it (docs/deployment-protocol.md section 3.10, "The lock"). */
+export type LockEntryFields = {
+  connection: string;
+  name: string;
+  digest: string;
+  title?: string | undefined;
+  description?: string | undefined;
+  input_schema?: unknown;
+  output_schema?: unknown;
+  annotations?: Record<string, unknown> | undefined;
+};
+
+/** A tool's face as an entry gives it (the fields the digest covers). */
+export function faceOfEntry(e: LockEntryFields): ToolFace {
+  const face: ToolFace = { name: e.name };
+  if (e.title !== undefined) face.title = e.title;
+  if (e.description !== undefined) face.description = e.description;
+  if (e.input_schema !== undefined) face.inputSchema = e.input_schema;
+  if (e.output_schema !== undefined) face.outputSchema = e.output_schema;
+  if (e.annotations !== undefined) face.annotations = e.annotations;
+  return face;
+}
+
+/** The lock the protocol's entries make, as the resolver reads one (src/agents/resolve.ts's `lock`). */
+export function lockOfEntries(entries: readonly LockEntryFields[]): ToolLock {
+  const connections = new Map<string, Map<string, LockedTool>>();
+  for (const e of entries) {
+    let byName = connections.get(e.connection);
+    if (!byName) connections.set(e.connection, (byName = new Map()));
+    byName.set(e.name, { ...faceOfEntry(e), digest: e.digest });
+  }
+  return { path: LOCK_FILE, connections };
+}
+
 /** JSON with every object's keys sorted and undefined left out: one text per value, whatever order a server sent its keys in. */
 export function canonicalJson(value: unknown, indent?: number): string {
   return JSON.stringify(sortKeys(value), null, indent);
@@ -64,6 +98,9 @@ function sortKeys(value: unknown): unknown {
   }
   return out;
 }
+
+/** What digestOf writes: a digest any other way is refused where a lock is read. */
+export const DIGEST_PATTERN = /^sha256:[0-9a-f]{64}$/;
 
 /** sha256 of the face's canonical JSON, `sha256:<hex>`. */
 export function digestOf(face: ToolFace): string {

@@ -4,7 +4,7 @@
 // one canonical text so that the same lock sent again is no change. Its agents' sessions withhold
 // what it does not allow, as `subs agent serve` does (src/agents/resolve.ts).
 import { z } from "zod";
-import { canonicalJson, digestOf, LOCK_FILE, type LockedTool, type ToolFace, type ToolLock } from "../config/tool-lock.ts";
+import { canonicalJson, DIGEST_PATTERN, digestOf, faceOfEntry, lockOfEntries, type ToolLock } from "../config/tool-lock.ts";
 import { IdSchema } from "./routes/answer.ts";
 import type { LockRecord } from "./store/types.ts";
 
@@ -16,7 +16,7 @@ const Json = z.unknown().refine((v) => v !== null && v !== undefined, "expected 
 export const LockEntrySchema = z.strictObject({
   connection: IdSchema,
   name: z.string().min(1).max(1000),
-  digest: z.string().regex(/^sha256:[0-9a-f]{64}$/, "expected sha256:<64 hex digits>"),
+  digest: z.string().regex(DIGEST_PATTERN, "expected sha256:<64 hex digits>"),
   title: z.string().optional(),
   description: z.string().optional(),
   input_schema: Json.optional(),
@@ -28,17 +28,6 @@ export const LockSchema = z
   .strictObject({ tools: z.array(LockEntrySchema) })
   .refine((l) => new Set(l.tools.map((t) => `${t.connection}\n${t.name}`)).size === l.tools.length, "the lock names a connection's tool twice");
 export type DeployedLock = z.output<typeof LockSchema>;
-
-/** A tool's face as an entry gives it (the fields the digest covers). */
-export function faceOfEntry(e: LockRecord["tools"][number]): ToolFace {
-  const face: ToolFace = { name: e.name };
-  if (e.title !== undefined) face.title = e.title;
-  if (e.description !== undefined) face.description = e.description;
-  if (e.input_schema !== undefined) face.inputSchema = e.input_schema;
-  if (e.output_schema !== undefined) face.outputSchema = e.output_schema;
-  if (e.annotations !== undefined) face.annotations = e.annotations;
-  return face;
-}
 
 /** The entries whose digest their fields do not give (edited by hand, or sent wrong), as `connection/name`. */
 export function tamperedEntries(lock: LockRecord): string[] {
@@ -61,12 +50,4 @@ export function lockTooLarge(lock: LockRecord): string | undefined {
 }
 
 /** The lock as the serving engine reads it (src/agents/resolve.ts's `lock`). */
-export function toolLockOf(lock: LockRecord): ToolLock {
-  const connections = new Map<string, Map<string, LockedTool>>();
-  for (const e of lock.tools) {
-    let byName = connections.get(e.connection);
-    if (!byName) connections.set(e.connection, (byName = new Map()));
-    byName.set(e.name, { ...faceOfEntry(e), digest: e.digest });
-  }
-  return { path: LOCK_FILE, connections };
-}
+export const toolLockOf = (lock: LockRecord): ToolLock => lockOfEntries(lock.tools);

@@ -6,8 +6,7 @@
 // 3.6). A connection that cannot be listed is said, never a failure: the plan stands without it.
 import { fetchConnectionTools, type ToolSource } from "../agents/fetch.ts";
 import { resolveAgentTools, type FetchOutcome } from "../agents/resolve.ts";
-import type { LockedTool, ToolLock } from "../config/tool-lock.ts";
-import { LOCK_FILE } from "../config/tool-lock.ts";
+import { lockOfEntries, type ToolLock } from "../config/tool-lock.ts";
 import type { AgentConfig, Config, ConnectionConfig } from "../config/types.ts";
 import type { LockBody, RemoteAgent, RemoteConnection } from "./protocol.ts";
 
@@ -43,7 +42,7 @@ export async function surfaceChanges(o: SurfaceOptions): Promise<AgentSurface[]>
   for (const id of named) {
     if (!declared.has(id)) outcomes.set(id, { ok: false, error: { code: "not_applied", message: `${id}: not declared on the deployment yet, so its tools cannot be listed`, needsLogin: false } });
   }
-  const heldLock = o.state.lock ? toolLockOf(o.state.lock) : undefined;
+  const heldLock = o.state.lock ? lockOfEntries(o.state.lock.tools) : undefined;
   const served = (agent: AgentConfig, connections: ReadonlyArray<Pick<ConnectionConfig, "id" | "prefixTools">>, lock: ToolLock | undefined) =>
     new Set(resolveAgentTools({ agent, connections, outcomes, lock }).tools.map((t) => t.name));
   const now = new Map(remoteAgents.map((a) => [a.name, served(a, remoteConnections, heldLock)]));
@@ -81,19 +80,3 @@ function agentOf(a: RemoteAgent): AgentConfig {
   } as AgentConfig;
 }
 
-/** The lock the deployment holds, as the resolver reads one. */
-function toolLockOf(lock: LockBody): ToolLock {
-  const connections = new Map<string, Map<string, LockedTool>>();
-  for (const e of lock.tools) {
-    let byName = connections.get(e.connection);
-    if (!byName) connections.set(e.connection, (byName = new Map()));
-    const t: LockedTool = { name: e.name, digest: e.digest };
-    if (e.title !== undefined) t.title = e.title;
-    if (e.description !== undefined) t.description = e.description;
-    if (e.input_schema !== undefined) t.inputSchema = e.input_schema;
-    if (e.output_schema !== undefined) t.outputSchema = e.output_schema;
-    if (e.annotations !== undefined) t.annotations = e.annotations;
-    byName.set(e.name, t);
-  }
-  return { path: LOCK_FILE, connections };
-}
