@@ -3,7 +3,7 @@
 // the real CLI in process for the operator's commands.
 import assert from "node:assert/strict";
 import { randomBytes } from "node:crypto";
-import { mkdtempSync, readFileSync, readdirSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { after, describe, test } from "node:test";
@@ -514,12 +514,7 @@ for (const kind of KINDS) {
       // The schema the previous subs wrote, with a declaration in it.
       if (kind.name === "sqlite") {
         const storeDir = path.join(at.cwd, "data");
-        const { mkdirSync } = await import("node:fs");
-        mkdirSync(storeDir, { mode: 0o700 });
-        const raw = new Database(path.join(storeDir, "deployment.db"));
-        raw.exec("CREATE TABLE schema_version (version INTEGER NOT NULL) STRICT");
-        for (const sql of MIGRATIONS.slice(0, -1)) raw.exec(sql);
-        raw.prepare("INSERT INTO schema_version (version) VALUES (?)").run(MIGRATIONS.length - 1);
+        const raw = olderSqliteStore(storeDir, MIGRATIONS.length - 1);
         raw.prepare("INSERT INTO connections (id, url, prefix_tools, created_at, updated_at) VALUES ('c', 'https://c.example/mcp', 1, 0, 0)").run();
         raw.close();
       } else {
@@ -625,12 +620,7 @@ for (const kind of KINDS) {
       if (kind.name === "sqlite") {
         // The schema the previous subs wrote, with the rows it allowed.
         const storeDir = path.join(at.cwd, "data");
-        const { mkdirSync } = await import("node:fs");
-        mkdirSync(storeDir, { mode: 0o700 });
-        const raw = new Database(path.join(storeDir, "deployment.db"));
-        raw.exec("CREATE TABLE schema_version (version INTEGER NOT NULL) STRICT");
-        for (const sql of MIGRATIONS.slice(0, 4)) raw.exec(sql);
-        raw.prepare("INSERT INTO schema_version (version) VALUES (4)").run();
+        const raw = olderSqliteStore(storeDir, 4);
         for (const [id, name, created] of rows) raw.prepare("INSERT INTO api_tokens (id, name, role, hash, created_at) VALUES (?, ?, 'admin', ?, ?)").run(id, name, randomBytes(32), created);
         raw.close();
       } else {
@@ -1011,4 +1001,14 @@ for (const kind of KINDS) {
     await store.close();
   });
   });
+}
+
+/** The SQLite store in `storeDir` as a subs that knew the first `version` migrations left it, open for a test to add its rows. */
+function olderSqliteStore(storeDir: string, version: number): Database.Database {
+  mkdirSync(storeDir, { mode: 0o700 });
+  const raw = new Database(path.join(storeDir, "deployment.db"));
+  raw.exec("CREATE TABLE schema_version (version INTEGER NOT NULL) STRICT");
+  for (const sql of MIGRATIONS.slice(0, version)) raw.exec(sql);
+  raw.prepare("INSERT INTO schema_version (version) VALUES (?)").run(version);
+  return raw;
 }
