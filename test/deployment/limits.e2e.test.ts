@@ -144,6 +144,8 @@ describe("connections of subs deployment serve", () => {
     assert.deepEqual(probes, [200, 200], "health probes, without a token, are answered");
     const listed = await fetch(`${d.direct}/v1/mcp`, { headers: { authorization: `Bearer ${d.token}` } });
     assert.equal(listed.status, 200, "the admin token's request is answered");
+    // Longer than a balancer keeps an idle upstream connection, so the balancer closes it first.
+    assert.equal(listed.headers.get("keep-alive"), "timeout=75");
     await listed.text();
 
     // A connection that sent no request at all is closed after a few seconds, wherever the cap is.

@@ -174,7 +174,10 @@ describe("Postgres down for 10 s under traffic on two replicas", () => {
         assert.equal(heldResult.content[0]!.text, "the deployment's store does not answer; retry in a few seconds");
 
         for (const d of replicas) {
-          const res = await fetch(`${d.url}/readyz`);
+          // A request that gets no answer at all names why, and what the replica said meanwhile.
+          const res = await fetch(`${d.url}/readyz`).catch((e: Error) => {
+            throw new Error(`GET /readyz on ${d.url} got no answer (${e.message}: ${String((e.cause as Error | undefined)?.message ?? e.cause)}); the replica's stderr:\n${d.stderr()}`);
+          });
           assert.deepEqual([res.status, await res.json()], [503, { error: "unavailable", message: "the store does not answer" }]);
           assert.equal(res.headers.get("retry-after"), "2");
         }
