@@ -13,7 +13,7 @@ import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import { runAs, type How } from "../support/cli.ts";
 import { waitFor } from "../support/wait.ts";
-import { authorizeServed, callServed, startServedDeployment, STORES, type ServedDeployment } from "../support/deployment-serve.ts";
+import { authorizeServed, callServed, startServedDeployment, FEATURE_STORES, type ServedDeployment } from "../support/deployment-serve.ts";
 import { ensureInspector, inspect } from "../support/inspector.ts";
 import { annotatedTool, startMcpServer, type RunningMcpServer } from "../support/mcp-server.ts";
 import { startAuthServer, type RunningAuthServer } from "../support/oauth-server.ts";
@@ -23,7 +23,7 @@ type Listed = { tools: Array<{ name: string }> };
 const UNAUTHORIZED = { status: 401, body: { error: "unauthorized", message: "missing or invalid API token" }, challenge: 'Bearer realm="subs-deployment"' };
 type Called = { content: Array<{ type: string; text: string }>; isError?: boolean };
 
-for (const store of STORES) describe(`agents served by subs deployment serve (${store})`, () => {
+for (const store of FEATURE_STORES) describe(`agents served by subs deployment serve (${store})`, () => {
   const dir = mkdtempSync(path.join(tmpdir(), "subs-deploy-agents-"));
   let authServer: RunningAuthServer;
   let mcp: RunningMcpServer;

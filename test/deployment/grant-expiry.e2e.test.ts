@@ -1,5 +1,6 @@
-// Credentials that warn before they die, on a real `subs deployment serve` (SQLite and Postgres,
-// one served deployment per store, shared by the file's tests): a real authorization server
+// Credentials that warn before they die, on a real `subs deployment serve` (FEATURE_STORES; the
+// grant's expiry and loss kept by both stores: test/deployment/store.test.ts; one served deployment
+// per store, shared by the file's tests): a real authorization server
 // (test/support/oauth-server.ts) that states its refresh tokens' lifetime (refresh_token_expires_in,
 // as GitHub does) and, when told, rejects refreshes with invalid_grant and a hostile description (an
 // escape sequence, the refresh token it was sent); a protected MCP server; `subs` with `[remote]`.
@@ -13,7 +14,7 @@ import { tmpdir } from "node:os";
 import path from "node:path";
 import { after, before, describe, test } from "node:test";
 import { runAs } from "../support/cli.ts";
-import { callServed, startServedDeployment, STORES, type ServedDeployment } from "../support/deployment-serve.ts";
+import { callServed, startServedDeployment, FEATURE_STORES, type ServedDeployment } from "../support/deployment-serve.ts";
 import { annotatedTool, startMcpServer, type RunningMcpServer } from "../support/mcp-server.ts";
 import { startAuthServer, type RunningAuthServer } from "../support/oauth-server.ts";
 
@@ -23,7 +24,7 @@ const hostile = (token: string) => `grant revoked \u001b[31mRED\u001b[0m for ${t
 
 type Listed = { id: string; status: string; usable: boolean; refresh_expires_at: string | null; lost: { reason: string; message: string | null; lost_at: string | null } | null };
 
-for (const store of STORES) {
+for (const store of FEATURE_STORES) {
   describe(`credentials that warn before they die: subs deployment serve, ${store}`, () => {
     const dir = mkdtempSync(path.join(tmpdir(), "subs-grant-expiry-"));
     let d: ServedDeployment;

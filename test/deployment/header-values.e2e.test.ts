@@ -1,6 +1,7 @@
 // A connection's header templates on a deployment (docs/deployment-protocol.md sections 2, 3.2,
 // 3.12 and 5): the rules of the declaration and of the values handed over, held by the same test
-// against the reference and a real `subs deployment serve` on SQLite and Postgres; then, on the
+// against the reference and a real `subs deployment serve` (SQLite: the values' sealing and
+// re-sealing on both stores is test/deployment/store.test.ts); then, on the
 // real server only, what only it has: the operator's environment never fills a template, the value
 // is sealed at rest, a `read` token can neither hand one over nor learn one, and an agent's MCP
 // endpoint calls an API-key server with the value it holds. One deployment per target serves all.
@@ -12,7 +13,7 @@ import { after, before, describe, test } from "node:test";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import { runCli } from "../support/cli.ts";
-import { callServed, startServedDeployment, STORES, type ServedDeployment } from "../support/deployment-serve.ts";
+import { callServed, startServedDeployment, FEATURE_STORES, type ServedDeployment } from "../support/deployment-serve.ts";
 import { targets, type TargetDeployment } from "../support/deployment-targets.ts";
 import { annotatedTool, startMcpServer, type RunningMcpServer } from "../support/mcp-server.ts";
 
@@ -36,7 +37,7 @@ async function apiKeyServer() {
   return { server, seen };
 }
 
-for (const target of targets(STORES)) {
+for (const target of targets(FEATURE_STORES)) {
   describe(`header values on ${target.name}`, () => {
     let d: TargetDeployment;
     let mcp: RunningMcpServer;

@@ -2,20 +2,20 @@
 // (test/support/oidc-provider.ts), a certified OpenID Provider with dynamic registration, PKCE,
 // resource indicators, JWT access tokens for the MCP server's audience, refresh tokens rotated on
 // every use and revocation, in front of an MCP server that checks its tokens and says who each
-// call came as. A real `subs deployment serve` on each store: a consent given as one account, an
-// agent's session calling as that account, a token the server stops accepting refreshed once
-// (the rotated refresh token never presented twice), and a deleted connection's grant revoked at
-// the provider (RFC 7009).
+// call came as. A real `subs deployment serve` (FEATURE_STORES: the store changes none of it): a
+// consent given as one account, an agent's session calling as that account, a token the server
+// stops accepting refreshed once (the rotated refresh token never presented twice), and a deleted
+// connection's grant revoked at the provider (RFC 7009).
 import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
-import { callServed, startServedDeployment, STORES, type ServedDeployment } from "../support/deployment-serve.ts";
+import { callServed, startServedDeployment, FEATURE_STORES, type ServedDeployment } from "../support/deployment-serve.ts";
 import { startMcpServer, type RunningMcpServer } from "../support/mcp-server.ts";
 import { startOidcProvider, type RunningOidcProvider } from "../support/oidc-provider.ts";
 import { waitFor, within } from "../support/wait.ts";
 
-for (const store of STORES) describe(`a consent at node-oidc-provider, through subs deployment serve (${store})`, () => {
+for (const store of FEATURE_STORES) describe(`a consent at node-oidc-provider, through subs deployment serve (${store})`, () => {
   let provider: RunningOidcProvider;
   let mcp: RunningMcpServer;
   let d: ServedDeployment;

@@ -1,5 +1,6 @@
 // Personal connections (docs/deployment-protocol.md sections 2, 3.13 and 5) on a real `subs
-// deployment serve`, on each store, against node-oidc-provider with two accounts
+// deployment serve` (FEATURE_STORES; a person's credentials in both stores: test/deployment/
+// store.test.ts; two replicas on Postgres: the last test here), against node-oidc-provider with two accounts
 // (test/support/oidc-provider.ts) in front of an MCP server that says who each call came as:
 // alice and bob consent to one personal connection, each through a token of their own; each
 // one's agent session calls as that person, interleaved, none crossed; a person without a
@@ -15,7 +16,7 @@ import { runInProcess } from "../support/cli.ts";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import { LoggingMessageNotificationSchema } from "@modelcontextprotocol/sdk/types.js";
-import { callServed, startServedDeployment, STORES, type ServedDeployment } from "../support/deployment-serve.ts";
+import { callServed, startServedDeployment, FEATURE_STORES, type ServedDeployment } from "../support/deployment-serve.ts";
 import { startReplicas, type Replicas } from "../support/replicas.ts";
 import { startMcpServer, type RunningMcpServer } from "../support/mcp-server.ts";
 import { startOidcProvider, type RunningOidcProvider } from "../support/oidc-provider.ts";
@@ -25,7 +26,7 @@ const ALICE = "alice@example.com";
 const BOB = "bob@example.com";
 const CAROL = "carol@example.com";
 
-for (const store of STORES) describe(`personal connections through subs deployment serve (${store})`, () => {
+for (const store of FEATURE_STORES) describe(`personal connections through subs deployment serve (${store})`, () => {
   let provider: RunningOidcProvider;
   let mcp: RunningMcpServer;
   let d: ServedDeployment;

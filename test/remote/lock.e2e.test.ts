@@ -1,6 +1,6 @@
 // substructure.lock on a deployment (docs/deployment-protocol.md section 3.10, "The lock"), on the
 // built CLI throughout: `subs lock --yes` and `subs apply` against a real `subs deployment serve`
-// (SQLite and Postgres), whose agent endpoint an SDK client reaches over Streamable HTTP. An MCP
+// (SQLite: the lock's storage on both stores is test/deployment/store.test.ts), whose agent endpoint an SDK client reaches over Streamable HTTP. An MCP
 // server on loopback changes a description and a schema and adds a tool between runs: the agent
 // is then served only what the lock allows, a call to a withheld tool is refused saying why (and
 // recorded as refused), `subs apply --dry-run` shows what the agent would gain once the lock is
@@ -16,6 +16,7 @@ import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import { digestOf } from "../../src/config/tool-lock.ts";
 import { runCli } from "../support/cli.ts";
+import { FEATURE_STORES } from "../support/deployment-serve.ts";
 import { targets, type TargetDeployment } from "../support/deployment-targets.ts";
 import { annotatedTool, startMcpServer, type RunningMcpServer, type TestTool } from "../support/mcp-server.ts";
 import { waitFor } from "../support/wait.ts";
@@ -25,7 +26,7 @@ type ApplyJson = {
   surface: Array<{ agent: string; gain: string[]; lose: string[]; unlisted: Array<{ connection: string; message: string }> }> | null;
 };
 
-for (const target of targets(["sqlite", "postgres"])) describe(`substructure.lock on a deployment (${target.name})`, () => {
+for (const target of targets(FEATURE_STORES)) describe(`substructure.lock on a deployment (${target.name})`, () => {
   let deployment: TargetDeployment;
   let sentry: RunningMcpServer;
   let tools: TestTool[];

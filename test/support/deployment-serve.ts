@@ -22,9 +22,17 @@ import { stopChild, waitFor, within, WAIT_MS } from "./wait.ts";
 
 const postgres = postgresForThisFile();
 
-/** The stores a served deployment can run on: the tests that take a `store` run on each. */
+/** The stores a served deployment can run on: the tests where the store matters run on each. */
 export const STORES = ["sqlite", "postgres"] as const;
 export type StoreKind = (typeof STORES)[number];
+/**
+ * Where a feature's end-to-end test runs when the store does not change what it checks. Every
+ * method of the store is tested on both stores in test/deployment/store.test.ts; a feature runs on
+ * Postgres as well where the store is what the test is about: several processes sharing it (replicas,
+ * races across processes, the session cap), its contents read back (secrets at rest, a restart), the
+ * host's commands opening it, or it failing (outage).
+ */
+export const FEATURE_STORES: readonly StoreKind[] = ["sqlite"];
 
 export type ServeOptions = {
   catalog?: string[];
