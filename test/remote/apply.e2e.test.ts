@@ -15,7 +15,7 @@ import path from "node:path";
 import { after, afterEach, before, beforeEach, describe, test } from "node:test";
 import { runAs, runCli, runInProcess, type How } from "../support/cli.ts";
 import { startDeployment, type RunningDeployment } from "../support/deployment/server.ts";
-import { startServedDeployment, STORES } from "../support/deployment-serve.ts";
+import { FEATURE_STORES, startServedDeployment } from "../support/deployment-serve.ts";
 import { waitFor } from "../support/wait.ts";
 
 const TOKEN = "deploy-api-token-SECRET";
@@ -33,7 +33,7 @@ const V1_ONLY = "reference, v1 only";
 const CLI_ON = "subs deployment serve, sqlite";
 const DEPLOYMENTS: Record<string, (catalog?: string[]) => Promise<RunningDeployment>> = {
   [V1_ONLY]: (catalog) => startDeployment({ token: TOKEN, protocol: "v1", ...(catalog ? { catalog } : {}) }),
-  ...Object.fromEntries(STORES.map((store) => [`subs deployment serve, ${store}`, (catalog?: string[]) => startServedDeployment({ store, ...(catalog ? { catalog } : {}) })])),
+  ...Object.fromEntries(FEATURE_STORES.map((store) => [`subs deployment serve, ${store}`, (catalog?: string[]) => startServedDeployment({ store, ...(catalog ? { catalog } : {}) })])),
 };
 // A renamed deployment would leave no test on the built CLI.
 assert.ok(CLI_ON in DEPLOYMENTS, `no deployment named ${CLI_ON}`);

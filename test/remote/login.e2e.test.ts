@@ -1,13 +1,12 @@
 // `subs mcp login`, `subs mcp list` and `subs mcp tools` with [remote], end to end, against a real
 // `subs deployment serve`, which runs the OAuth flow itself against a test authorization server and
-// keeps the tokens. On the SQLite store the first test (login, list and tools) and --no-browser (no
-// $BROWSER started) run the built CLI (bin/subs.cjs) as a person does, a redirect-following
-// $BROWSER playing the person who consents, and so does Ctrl-C (a signal to the process) on each
-// store; the rest, the same first tests on Postgres included, run the same `run()` in this process
-// with an opener that follows the URL as that $BROWSER does (consentingBrowser) and logs it as
-// that $BROWSER does, where what is checked is the deployment's state and what is printed, not the
-// process (a tenth of the CPU: a child costs a Node start-up and the bundle's load per run, and
-// its $BROWSER another). The deployments themselves stay real processes.
+// keeps the tokens. The first test (login, list and tools), --no-browser (no $BROWSER started) and
+// Ctrl-C (a signal to the process) run the built CLI (bin/subs.cjs) as a person does, a
+// redirect-following $BROWSER playing the person who consents; the rest run the same `run()` in
+// this process with an opener that follows the URL as that $BROWSER does (consentingBrowser) and
+// logs it as that $BROWSER does, where what is checked is the deployment's state and what is
+// printed, not the process (a tenth of the CPU: a child costs a Node start-up and the bundle's load
+// per run, and its $BROWSER another). The deployment itself stays a real process.
 import assert from "node:assert/strict";
 import { appendFileSync, existsSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -16,20 +15,22 @@ import { after, before, describe, test } from "node:test";
 import { consentingBrowser } from "../support/browser.ts";
 import { runAs, runCli, runInProcess, signalOnce, type How } from "../support/cli.ts";
 import type { RunningDeployment } from "../support/deployment/server.ts";
-import { callServed, startServedDeployment, STORES, type ServedDeployment } from "../support/deployment-serve.ts";
+import { callServed, startServedDeployment, FEATURE_STORES, type ServedDeployment } from "../support/deployment-serve.ts";
 import { annotatedTool, startMcpServer, type RunningMcpServer } from "../support/mcp-server.ts";
 import { startAuthServer, type RunningAuthServer } from "../support/oauth-server.ts";
 
 const TOKEN = "deploy-api-token-SECRET";
 type Timing = { pollInterval: number; authorizationTtl?: number };
 /**
- * The same tests against a real `subs deployment serve` process on each of its stores. The
+ * The same tests against a real `subs deployment serve` process (FEATURE_STORES: the consents and
+ * credentials these make are held on both stores by test/deployment/store.test.ts, and on Postgres
+ * end to end by oauth.e2e, replicas.e2e and chaos.e2e). The
  * reference deployment is not among them: it ran the same CLI paths a third time. The CLI's login
  * is also held to a second implementation of the protocol (test/remote-alt/login.e2e.test.ts) and
  * to the reference where a test makes it misbehave (test/hardening/).
  */
 const DEPLOYMENTS: Record<string, (timing: Timing) => Promise<RunningDeployment>> = {
-  ...Object.fromEntries(STORES.map((store) => [`subs deployment serve, ${store}`, (timing: Timing) => startServedDeployment({ store, ...timing })])),
+  ...Object.fromEntries(FEATURE_STORES.map((store) => [`subs deployment serve, ${store}`, (timing: Timing) => startServedDeployment({ store, ...timing })])),
 };
 /**
  * The deployment whose first tests run the built CLI. The store is the deployment's: the CLI's
