@@ -15,6 +15,7 @@
 import { randomBytes } from "node:crypto";
 import { z } from "zod";
 import type { Config, ConnectionConfig } from "../config/types.ts";
+import { lockOfEntries } from "../config/tool-lock.ts";
 import type { Context } from "../context.ts";
 import { SubsError } from "../errors.ts";
 import { silentProgress, type Reporter } from "../report.ts";
@@ -27,7 +28,6 @@ import type { Actor, AuditSink } from "./audit.ts";
 import { foreignText } from "./foreign.ts";
 import { NOT_IN_CATALOG } from "./catalog.ts";
 import { Refusal, type OAuth } from "./oauth.ts";
-import { toolLockOf } from "./lock.ts";
 import type { Log, Metrics } from "./ops.ts";
 import type { AgentEndpoint } from "./routes/agents.ts";
 import { STORE_DOWN_MESSAGE } from "./routes/answer.ts";
@@ -234,7 +234,7 @@ function agentSession(o: AgentEndpointOptions, name: string, resumed: unknown, o
         // as `subs agent serve` does. A session continued on another replica keeps its snapshot.
         lock: async () => {
           const held = await o.store.getLock();
-          return held === undefined ? undefined : toolLockOf(held);
+          return held === undefined ? undefined : lockOfEntries(held.tools);
         },
         ...(o.audit ? { onCall: (call) => o.audit!.call(name, owner, call) } : {}),
       })(kept?.data?.session).open();

@@ -4,7 +4,7 @@
 // one canonical text so that the same lock sent again is no change. Its agents' sessions withhold
 // what it does not allow, as `subs agent serve` does (src/agents/resolve.ts).
 import { z } from "zod";
-import { canonicalJson, DIGEST_PATTERN, digestOf, faceOfEntry, lockOfEntries, type ToolLock } from "../config/tool-lock.ts";
+import { canonicalJson, DIGEST_PATTERN, digestOf, faceOfEntry } from "../config/tool-lock.ts";
 import { IdSchema } from "./routes/answer.ts";
 import type { LockRecord } from "./store/types.ts";
 
@@ -48,6 +48,3 @@ export function lockTooLarge(lock: LockRecord): string | undefined {
   if (bytes > MAX_LOCK_BYTES) return `the lock is ${bytes} bytes; a deployment holds at most ${MAX_LOCK_BYTES}`;
   return undefined;
 }
-
-/** The lock as the serving engine reads it (src/agents/resolve.ts's `lock`). */
-export const toolLockOf = (lock: LockRecord): ToolLock => lockOfEntries(lock.tools);
