@@ -109,22 +109,18 @@ const PROBES = ["/healthz", "/readyz"] as const;
 
 const DRAIN_MS = 10_000;
 /**
- * How long an idle kept-alive connection stays open. Node's default, 5 s, is shorter than what the
- * balancers in front of replicas keep an idle upstream connection (nginx's upstream keepalive and
- * AWS's load balancers 60 s, Caddy 2 min): a request sent on a connection the deployment is closing
- * at that moment fails (a 502 the client sees). Longer than theirs, the balancer closes first.
- * Clients are told it as a `Keep-Alive: timeout=75` hint; either side may close an idle connection
- * at any time (RFC 9112 §9.3), so what avoids the race is who closes first.
- */
-const KEEP_ALIVE_MS = 75_000;
-
-/**
  * What one deployment holds open at most (docs/deployment-server.md, "Limits"): connections (a new
  * one past the cap displaces the oldest that has carried no authenticated request: connections.ts),
  * the time a new connection has to send a whole first request or an authenticated one, the time
- * to receive a request, and the MCP sessions of one API token, on all agents and every process.
+ * to receive a request, the MCP sessions of one API token, on all agents and every process, and
+ * how long an idle connection is kept. That last is Node's 5 s by default, shorter than the balancers
+ * in front of replicas keep an idle upstream connection (nginx's upstream keepalive and AWS's load
+ * balancers 60 s, Caddy 2 min): a request sent on a connection the deployment is closing at that
+ * moment fails (a 502 the client sees). Either side may close an idle connection at any time (RFC
+ * 9112 §9.3), so what avoids the race is who closes first: longer than theirs, the balancer does.
+ * Clients are told it as `Keep-Alive: timeout=75`.
  */
-export const LIMITS = { maxConnections: 1000, preAuthMs: 5000, headersTimeoutMs: 10_000, requestTimeoutMs: 30_000, maxSessionsPerToken: 16, keepAliveMs: KEEP_ALIVE_MS };
+export const LIMITS = { maxConnections: 1000, preAuthMs: 5000, headersTimeoutMs: 10_000, requestTimeoutMs: 30_000, maxSessionsPerToken: 16, keepAliveMs: 75_000 };
 
 /** A positive number of seconds from the environment, else the default; anything else is a usage error. */
 function seconds(ctx: Pick<Context, "env">, name: string, fallback: number): number {
