@@ -199,11 +199,17 @@ describe("--http", () => {
     }
   });
 
+  // Two rounds of 50, where six ran: a round's calls go past the session's cap of 64 calls in
+  // progress (src/serve/http.ts) only if the round before was let go, and a call not cancelled
+  // upstream, or a POST left open there, shows in the first round. Tried: with the closed POST's
+  // calls not taken off the session's count, round 2 is refused (the upstream gets 64 of 100);
+  // with its cancellation not passed on, none is cancelled upstream and all 100 POSTs stay open there.
+  const DROPPED = 100;
   for (const [command, tool] of [
     [["mcp", "proxy", "rich"], "hang"],
     [["agent", "serve", "triage"], "rich__hang"],
   ] as const) {
-    it(`${command.slice(0, 2).join(" ")} --http: 300 calls whose client closed the POST are cancelled upstream (notifications/cancelled), leaving no request open there`, async () => {
+    it(`${command.slice(0, 2).join(" ")} --http: ${DROPPED} calls whose client closed the POST are cancelled upstream (notifications/cancelled), leaving no request open there`, async () => {
       const calls = () => rich.events.filter((e) => e === "call hang").length;
       const cancelled = () => rich.events.filter((e) => e === "hang cancelled").length;
       const [callsBefore, cancelledBefore] = [calls(), cancelled()];
@@ -211,13 +217,13 @@ describe("--http", () => {
       try {
         const client = await connect(served);
         const session = (client.transport as StreamableHTTPClientTransport).sessionId!;
-        for (let round = 0; round < 6; round++) {
+        for (let round = 0; round < DROPPED / 50; round++) {
           const dropped = await Promise.all(Array.from({ length: 50 }, (_, n) => rawCall(served, session, 1000 + round * 50 + n, tool)));
           await waitFor(() => calls() - callsBefore === (round + 1) * 50, () => `the upstream to get ${(round + 1) * 50} calls (${calls() - callsBefore})`);
           for (const call of dropped) call.drop();
         }
-        await waitFor(() => cancelled() - cancelledBefore === 300 && rich.openPosts === 0, () => `300 cancelled upstream (${cancelled() - cancelledBefore}) and no POST open there (${rich.openPosts})`);
-        assert.equal(rich.events.filter((e) => /^cancelled \d+$/.test(e)).length >= 300, true, "each as notifications/cancelled");
+        await waitFor(() => cancelled() - cancelledBefore === DROPPED && rich.openPosts === 0, () => `${DROPPED} cancelled upstream (${cancelled() - cancelledBefore}) and no POST open there (${rich.openPosts})`);
+        assert.equal(rich.events.filter((e) => /^cancelled \d+$/.test(e)).length >= DROPPED, true, "each as notifications/cancelled");
         // The session goes on.
         const echoed = await client.callTool({ name: tool.replace("hang", "echo"), arguments: { text: "still here" } });
         assert.match(JSON.stringify(echoed.content), /still here/);
