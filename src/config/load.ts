@@ -9,7 +9,7 @@ import { escaped, firstUnsafe } from "../text/unsafe.ts";
 import { checkedFile } from "./check.ts";
 import { closest } from "./closest.ts";
 import { findConfigPath } from "./find.ts";
-import { configOf, MAX_DEPTH, parseToml, type LoadOptions, type Where } from "./parse.ts";
+import { configOf, MAX_DEPTH, parseToml, type LoadOptions, type Parsed, type Where } from "./parse.ts";
 import type { KeyPath } from "./positions.ts";
 import { readConfigFile } from "./read.ts";
 import { assertSecretDestinations } from "./secret-pins.ts";
@@ -48,12 +48,16 @@ export function parseConfig(source: string, where: Where): Config {
   const parsed = parseToml(source, where);
   // Nearly every file is valid: one walk says so (check.ts). Any other goes through every check
   // below, which says what is wrong.
-  const data =
-    checkedFile(parsed.raw, parsed.dir) ??
-    fullCheck(parsed.raw, parsed.dir, (keyPath, message, hint) => {
-      const { line, col } = parsed.locate(keyPath);
-      return parsed.diagnostic(line, col, message, hint);
-    });
+  const data = checkedFile(parsed.raw, parsed.dir);
+  return data ? configOf(data, parsed, where) : fullyCheckedConfig(parsed, where);
+}
+
+/** The Config of a parsed file check.ts's walk did not accept: every check below, which throws what is wrong. */
+export function fullyCheckedConfig(parsed: Parsed, where: Where): Config {
+  const data = fullCheck(parsed.raw, parsed.dir, (keyPath, message, hint) => {
+    const { line, col } = parsed.locate(keyPath);
+    return parsed.diagnostic(line, col, message, hint);
+  });
   return configOf(data, parsed, where);
 }
 

@@ -11,8 +11,8 @@ import { assertSecretDestinations } from "./secret-pins.ts";
 
 /**
  * What loadConfig (load.ts) returns, for a run that can wait: the file found, read and parsed, and
- * accepted by the walk; a file the walk does not accept goes to load.ts, loaded now, which checks
- * it in full and says what is wrong.
+ * accepted by the walk; a file the walk does not accept goes, parsed, to load.ts, loaded now, which
+ * checks it in full and says what is wrong.
  */
 export async function readConfig(options: LoadOptions): Promise<Config> {
   const file = findConfigPath({ explicit: options.configPath, env: options.env, cwd: options.cwd });
@@ -20,8 +20,7 @@ export async function readConfig(options: LoadOptions): Promise<Config> {
   const where = { path: file, cwd: options.cwd };
   const parsed = parseToml(source, where);
   const data = checkedFile(parsed.raw, parsed.dir);
-  if (!data) return (await import("./load.ts")).loadConfigText(file, source, options);
-  const config = configOf(data, parsed, where);
+  const config = data ? configOf(data, parsed, where) : (await import("./load.ts")).fullyCheckedConfig(parsed, where);
   // Where environment secrets may go, when CI pins it (SUBS_ALLOWED_REMOTE, SUBS_ALLOWED_TOKEN_HOSTS).
   assertSecretDestinations(config, options.env);
   return config;
