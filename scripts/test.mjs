@@ -68,7 +68,11 @@ const installed = installing && exited(installing);
 // The whole suite: the type check runs beside the test files rather than before them (a
 // minute of the run is not spent on one core), and one Postgres serves every file that needs one
 // (test/support/postgres-shared.ts; each file's own initdb cost about two seconds of CPU).
-const typecheckChild = named.length === 0 ? spawn(process.execPath, [path.join(root, "node_modules", "typescript", "bin", "tsc"), "--noEmit"], { cwd: root, stdio: ["ignore", "pipe", "pipe"] }) : undefined;
+// A larger young generation and no GC helper threads: tsc allocates fast and long, and its helper
+// threads only take turns with the test files here (alone on an idle 2-core machine: 21.4 s of user
+// CPU with these flags against 23.6 s without, the mean of four and of six runs, each within ±2 s).
+const TSC_NODE_FLAGS = ["--max-semi-space-size=64", "--single-threaded-gc"];
+const typecheckChild = named.length === 0 ? spawn(process.execPath, [...TSC_NODE_FLAGS, path.join(root, "node_modules", "typescript", "bin", "tsc"), "--noEmit"], { cwd: root, stdio: ["ignore", "pipe", "pipe"] }) : undefined;
 const typecheck = typecheckChild && exited(typecheckChild, { keepOutput: true });
 // Postgres starts (about two seconds) while the files are bundled.
 const postgresStarting = named.length === 0 ? sharedPostgres() : undefined;
