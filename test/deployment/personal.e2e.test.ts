@@ -94,7 +94,7 @@ for (const store of FEATURE_STORES) describe(`personal connections through subs 
     assert.deepEqual(provider.events.issued.map((g) => g.account), [ALICE, BOB]);
   });
 
-  test("subs mcp list with [remote] shows each person their own: authorized (you), or needs your login; --json says personal", async () => {
+  test("subs mcp list with [remote] shows each person their own: authorized by you, or needs your login; --json says personal", async () => {
     const project = mkdtempSync(path.join(tmpdir(), "subs-personal-"));
     try {
       writeFileSync(
@@ -104,7 +104,7 @@ for (const store of FEATURE_STORES) describe(`personal connections through subs 
       const list = (person: string, json = false) => runInProcess(["mcp", "list", ...(json ? ["--json"] : [])], { cwd: project, env: { TEAM_TOKEN: tokens[person] } });
       const alice = await list(ALICE);
       assert.equal(alice.code, 0, alice.stderr);
-      assert.match(alice.stdout, /^who\s.*authorized \(you\)/m);
+      assert.match(alice.stdout, /^who\s.*authorized by you \(expires in [^)]+\)\t/m);
       const carol = await list(CAROL);
       assert.match(carol.stdout, /^who\s.*needs your login · subs mcp login who/m);
       const [entry] = JSON.parse((await list(ALICE, true)).stdout);

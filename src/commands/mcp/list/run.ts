@@ -274,7 +274,7 @@ function describeRemote(e: RemoteListEntry, now: number, style: Style, windowMs:
       const expires = e.deployment?.expires_at ? Date.parse(e.deployment.expires_at) : null;
       // The token name comes from the deployment: shown, never interpreted (SECURITY.md, "What subs shows of server text").
       // A personal connection's status is the caller's own: "you" consented, through whichever token.
-      const by = e.credential === "personal" ? " (you)" : e.deployment?.authorized_by ? ` by ${shown(e.deployment.authorized_by)}` : "";
+      const by = e.credential === "personal" ? " by you" : e.deployment?.authorized_by ? ` by ${shown(e.deployment.authorized_by)}` : "";
       return style.green(`authorized${by}${expires !== null && expires > now ? ` (expires in ${shortDuration(expires - now)})` : ""}`) + refreshWords(remoteGrant(e).refreshExpiresAt, now, style, windowMs) + differs;
     }
     case "needs_login": {
