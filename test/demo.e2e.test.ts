@@ -4,15 +4,15 @@
 // Every test runs the demo as a process of its own, and the demo runs the built CLI (bin/subs.cjs)
 // for each step. The first test runs the command `npm run demo` runs (package.json's "demo",
 // through tsx); the others run scripts/demo.ts bundled once for this file into plain JavaScript
-// (scripts/test-bundle.mjs, as the test files are) with plain `node`: loading tsx cost about a
+// (test/support/script-bundle.ts) with plain `node`: loading tsx cost about a
 // second of CPU in each run, and what they check is the demo's answers, not how it is loaded.
 import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
 import { existsSync, readFileSync, rmSync } from "node:fs";
 import path from "node:path";
 import { after, test } from "node:test";
-import { pathToFileURL } from "node:url";
 import { ensureBuilt, REPO } from "./support/cli.ts";
+import { scriptBundle } from "./support/script-bundle.ts";
 import { browserlessPath } from "./support/fake-browser.ts";
 
 const CLICK = path.join(REPO, "test", "support", "click-approve.mjs");
@@ -24,23 +24,6 @@ function npmRunDemo(): string[] {
   assert.equal(command, "node", `package.json's "demo" script runs node: ${script}`);
   return args;
 }
-
-// Named as scripts/test.mjs names its own runs' bundles (run-<pid>), so that the next `npm test`
-// removes it if this process was killed before `after` did.
-const BUNDLES = path.join(REPO, ".test-build", `run-${process.pid}`);
-let bundled: Promise<string> | undefined;
-/** scripts/demo.ts as one plain ES module (and its chunks), its `import.meta.url` its own source's. */
-function demoBundle(): Promise<string> {
-  bundled ??= (async () => {
-    // Loaded from its own file, not bundled into this one: the bundler writes each module's own
-    // `import.meta.url` into its source, and in scripts/test-bundle.mjs those words are its code.
-    const { bundleTests } = (await import(pathToFileURL(path.join(REPO, "scripts", "test-bundle.mjs")).href)) as typeof import("../scripts/test-bundle.mjs");
-    const [built] = await bundleTests(REPO, [path.join("scripts", "demo.ts")], BUNDLES);
-    return built!.bundle;
-  })();
-  return bundled;
-}
-after(() => rmSync(BUNDLES, { recursive: true, force: true }));
 
 type DemoRun = { code: number | null; stdout: string; stderr: string };
 
@@ -55,7 +38,7 @@ async function runDemo(
   options: { input?: string; keepStdin?: boolean; asNpmRuns?: boolean } = {},
 ) {
   ensureBuilt();
-  const args = options.asNpmRuns ? npmRunDemo() : [await demoBundle()];
+  const args = options.asNpmRuns ? npmRunDemo() : [await scriptBundle(path.join("scripts", "demo.ts"))];
   return new Promise<DemoRun>((resolve, reject) => {
     const child = spawn(process.execPath, args, {
       cwd: REPO,

@@ -16,18 +16,19 @@ import path from "node:path";
 import { after, before, describe, it } from "node:test";
 import { BIN, ensureBuilt, REPO } from "../support/cli.ts";
 import { annotatedTool, startMcpServer } from "../support/mcp-server.ts";
+import { scriptBundle } from "../support/script-bundle.ts";
 import { dependantsOf } from "../support/signals.ts";
 
 const GC_OFTEN = path.join(REPO, "test", "support", "gc-often.cjs");
-const CHILD = path.join(REPO, "test", "support", "deadline-child.ts");
+const CHILD = path.join("test", "support", "deadline-child.ts");
 
 type Ran = { code: number | null; stdout: string; stderr: string; ms: number; killed: boolean };
 
 /**
  * Runs node with GC exposed and forced often; killed after `limitMs` (a deadline that did not
  * hold). `collects: "itself"`: the child starts collecting once loaded (deadline-child.ts), not
- * from its first line: under tsx, loading with a full collection every 50 ms took over 20 s with
- * two suites running, and the limit ended a child that had not yet reached its deadline.
+ * from its first line: loaded under tsx (as it once ran) with a full collection every 50 ms, it took
+ * over 20 s with two suites running, and the limit ended a child that had not yet reached its deadline.
  */
 function runWithGc(args: string[], options: { cwd: string; env?: Record<string, string>; limitMs: number; collects?: "itself" }): Promise<Ran> {
   return new Promise((resolve, reject) => {
@@ -99,7 +100,7 @@ describe("deadlines under garbage collection", () => {
   });
 
   it("revocation of a deleted section's credential gives up at its deadline", async () => {
-    const r = await runWithGc(["--import", "tsx", CHILD, "revoke"], { cwd: REPO, limitMs: 20_000, collects: "itself" });
+    const r = await runWithGc([await scriptBundle(CHILD), "revoke"], { cwd: REPO, limitMs: 20_000, collects: "itself" });
     assert.equal(r.killed, false, `still waiting after 20 s: the revocation deadline was lost\n${r.stderr}`);
     assert.equal(r.code, 0, r.stderr);
     const { ms } = JSON.parse(r.stdout) as { ms: number };
@@ -107,7 +108,7 @@ describe("deadlines under garbage collection", () => {
   });
 
   it("withDeadline aborts a fetch at its deadline with a TimeoutError", async () => {
-    const r = await runWithGc(["--import", "tsx", CHILD, "deadline"], { cwd: REPO, limitMs: 20_000, collects: "itself" });
+    const r = await runWithGc([await scriptBundle(CHILD), "deadline"], { cwd: REPO, limitMs: 20_000, collects: "itself" });
     assert.equal(r.killed, false, r.stderr);
     assert.equal(r.code, 0, r.stderr);
     const { ms, error } = JSON.parse(r.stdout) as { ms: number; error: string };
