@@ -4,8 +4,8 @@
 // Every test runs the demo as a process of its own, and the demo runs the built CLI (bin/subs.cjs)
 // for each step. The first test runs the command `npm run demo` runs (package.json's "demo",
 // through tsx); the others run scripts/demo.ts bundled once for this file into plain JavaScript
-// (test/support/script-bundle.ts) with plain `node`: loading tsx cost about a
-// second of CPU in each run, and what they check is the demo's answers, not how it is loaded.
+// (test/support/script-bundle.ts) with plain `node`: loading tsx cost about a second of CPU in each
+// run, and what they check is the demo's answers, not how it is loaded.
 import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
 import { existsSync, readFileSync, rmSync } from "node:fs";

@@ -1,10 +1,11 @@
 // A spinner only on a terminal, never when piped or in CI.
 import assert from "node:assert/strict";
 import { spawnSync } from "node:child_process";
+import path from "node:path";
 import { PassThrough } from "node:stream";
-import { fileURLToPath } from "node:url";
 import { test } from "node:test";
 import { loadSpinner, startProgress } from "../src/output/progress.ts";
+import { scriptBundle } from "./support/script-bundle.ts";
 
 function capture(isTTY: boolean) {
   const stream = Object.assign(new PassThrough(), { isTTY, columns: 80, cursorTo() {}, clearLine() {}, moveCursor() {} });
@@ -25,9 +26,9 @@ test("piped or in CI: plain lines, no control characters", async () => {
   }
 });
 
-test("on a terminal: an animated line with the elapsed time, ending in the final text", () => {
+test("on a terminal: an animated line with the elapsed time, ending in the final text", async () => {
   const env = Object.fromEntries(Object.entries(process.env).filter(([k]) => k !== "CI" && k !== "TERM"));
-  const child = spawnSync(process.execPath, ["--import", "tsx", fileURLToPath(new URL("./support/progress-on-terminal.ts", import.meta.url))], {
+  const child = spawnSync(process.execPath, [await scriptBundle(path.join("test", "support", "progress-on-terminal.ts"))], {
     env: { ...env, TERM: "xterm-256color" },
     encoding: "utf8",
   });

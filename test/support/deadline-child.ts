@@ -1,6 +1,6 @@
-// Run by test/net/deadline-gc.test.ts, bundled (script-bundle.ts), as `node --expose-gc`: one deadline-bound call
-// against a loopback server that accepts and never answers, with garbage collected every 50 ms
-// from the moment it is loaded (as gc-often.cjs does from a process's start). Prints
+// Run by test/net/deadline-gc.test.ts, bundled (script-bundle.ts), as `node --expose-gc`: one
+// deadline-bound call against a loopback server that accepts and never answers, with garbage
+// collected every 50 ms from the moment it is loaded (as gc-often.cjs does from a process's start). Prints
 // {"ms": elapsed, "error": name or message} on stdout.
 import net from "node:net";
 import type { AddressInfo } from "node:net";
