@@ -5,14 +5,15 @@
 import { processContext as contextOfProcess, type Context } from "./context.ts";
 import { run } from "./run.ts";
 
-let mcpFetch: typeof globalThis.fetch | undefined;
+let directFetch: typeof globalThis.fetch | undefined;
 /**
- * The process's fetch: MCP requests over node:http (src/http/mcp-fetch.ts), the rest through
- * Node's fetch. Loaded on the first request: most runs (`subs mcp list`) make none.
+ * The process's fetch: what follows its own redirects (MCP, OAuth, a deployment) over node:http
+ * (src/http/mcp-fetch.ts), anything else through Node's fetch. Loaded on the first request: most
+ * runs (`subs mcp list`) make none.
  */
 const processFetch: typeof globalThis.fetch = async (input, init) => {
-  mcpFetch ??= (await import("./http/mcp-fetch.ts")).mcpFetch(globalThis.fetch);
-  return mcpFetch(input, init);
+  directFetch ??= (await import("./http/mcp-fetch.ts")).directFetch(globalThis.fetch);
+  return directFetch(input, init);
 };
 
 /** The context of the real process, with the process's fetch. */

@@ -178,7 +178,7 @@ describe("each rule fails on a tree that breaks it", () => {
       // output/, and the context loading the MCP requests' fetch from http/ lazily.
       "backend/deployment.ts": 'import { loginWords } from "../output/login-words.ts";\nexport const a = loginWords;\n',
       "backend/local.ts": 'import { shown } from "../output/untrusted.ts";\nimport type { LoginStep } from "../auth/login.ts";\nexport const b = (s: LoginStep) => shown(String(s));\n',
-      "context.ts": 'export const fetch = async () => (await import("./http/mcp-fetch.ts")).mcpFetch;\n',
+      "context.ts": 'export const fetch = async () => (await import("./http/mcp-fetch.ts")).directFetch;\n',
       // A type alone is an import: the engine naming a shape that output/ or backend/ owns.
       "mcp/open.ts": 'import type { Style } from "../output/style.ts";\nexport type S = Style;\n',
       "serve/x.ts": 'export type B = typeof import("../backend/local.ts");\nexport { a } from "../mcp/step.ts";\n',

@@ -1,17 +1,17 @@
-// The node:http fetch behind MCP Streamable HTTP requests (src/http/mcp-fetch.ts)
-// against a real loopback server: what the SDK's transport relies on of fetch.
+// The node:http fetch behind every request subs follows the redirects of itself (src/http/mcp-fetch.ts)
+// against a real loopback server: what the SDK's transport and the OAuth requests rely on of fetch.
 import assert from "node:assert/strict";
 import { getEventListeners } from "node:events";
 import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
 import { after, before, describe, it } from "node:test";
-import { mcpFetch } from "../src/http/mcp-fetch.ts";
+import { directFetch } from "../src/http/mcp-fetch.ts";
 import { refusedUrl } from "./support/ports.ts";
 import { within } from "./support/wait.ts";
 
 const MCP_ACCEPT = "application/json, text/event-stream";
 
-describe("mcpFetch", () => {
+describe("directFetch", () => {
   let base = "";
   const sockets = new Set<unknown>();
   let release = () => {};
@@ -31,6 +31,10 @@ describe("mcpFetch", () => {
           res.write("data: one\n\n");
           // The second event only once the client has read the first: the body streams.
           release = () => res.end("data: two\n\n");
+          return;
+        case "/form":
+          res.writeHead(200, { "content-type": "application/json" });
+          res.end(JSON.stringify({ body, type: req.headers["content-type"], length: req.headers["content-length"] }));
           return;
         case "/hang":
           return;
@@ -56,7 +60,7 @@ describe("mcpFetch", () => {
   const refuse: typeof globalThis.fetch = async () => {
     throw new Error("the fallback fetch was used");
   };
-  const fetch = mcpFetch(refuse);
+  const fetch = directFetch(refuse);
   const post = (path: string, extra: RequestInit = {}) =>
     fetch(`${base}${path}`, {
       method: "POST",
@@ -148,16 +152,46 @@ describe("mcpFetch", () => {
     assert.equal((error.cause as { code?: string }).code, "ECONNREFUSED");
   });
 
+  it("sends a form body as fetch does (an OAuth token request): encoded, with fetch's content-type", async () => {
+    const response = await fetch(`${base}/form`, { method: "POST", redirect: "manual", headers: { accept: "application/json" }, body: new URLSearchParams({ grant_type: "authorization_code", code: "a b&c" }) });
+    assert.equal(response.status, 200);
+    assert.deepEqual(await response.json(), { body: "grant_type=authorization_code&code=a+b%26c", type: "application/x-www-form-urlencoded;charset=UTF-8", length: "42" });
+  });
+
+  it("sends a GET that accepts JSON only (OAuth discovery, a deployment) the same way", async () => {
+    const response = await fetch(`${base}/json`, { method: "GET", redirect: "manual", headers: { accept: "application/json" } });
+    assert.equal(response.status, 200);
+    assert.equal(((await response.json()) as { method: string }).method, "GET");
+  });
+
+  it("refuses a port fetch blocks before connecting, as undici does, except to an MCP request", async () => {
+    // Refused before any connection: one tried would be answered or fail ECONNREFUSED, not "bad port".
+    for (const port of [25, 6000, 10080]) {
+      const error = await fetch(`http://127.0.0.1:${port}/token`, { method: "POST", redirect: "manual", headers: { accept: "application/json" }, body: new URLSearchParams({ a: "b" }) }).then(
+        () => assert.fail("answered"),
+        (e: unknown) => e,
+      );
+      assert.ok(error instanceof TypeError);
+      assert.equal((error.cause as Error).message, "bad port", String(port));
+    }
+    // Sent: answered (another test file's server may be on 6000) or refused by the kernel, not by the list.
+    const outcome = await fetch("http://127.0.0.1:6000/mcp", { method: "POST", redirect: "manual", headers: { accept: MCP_ACCEPT }, body: "{}" }).then(
+      () => "answered",
+      (e: unknown) => ((e as Error).cause as Error | undefined)?.message,
+    );
+    assert.notEqual(outcome, "bad port");
+  });
+
   it("leaves every other request to the fetch it wraps", async () => {
     const seen: string[] = [];
-    const wrapped = mcpFetch(async (input) => {
-      seen.push(String(input));
+    const wrapped = directFetch(async (input) => {
+      seen.push(input instanceof Request ? input.url : String(input));
       return new Response("fallback");
     });
-    // Redirects followed by fetch (OAuth, a deployment), a body that is not a string, no SSE accepted.
+    // Redirects followed by fetch, a body that is neither a string nor a form, a Request object.
     await wrapped(`${base}/json`, { method: "POST", headers: { accept: MCP_ACCEPT }, body: "{}" });
-    await wrapped(`${base}/json`, { method: "POST", redirect: "manual", headers: { accept: MCP_ACCEPT }, body: new URLSearchParams({ a: "b" }) });
-    await wrapped(`${base}/json`, { method: "GET", redirect: "manual", headers: { accept: "application/json" } });
+    await wrapped(`${base}/json`, { method: "POST", redirect: "manual", headers: { accept: MCP_ACCEPT }, body: new Blob(["{}"]) });
+    await wrapped(new Request(`${base}/json`), { redirect: "manual" });
     assert.deepEqual(seen, [`${base}/json`, `${base}/json`, `${base}/json`]);
   });
 });

@@ -1,18 +1,23 @@
-// The fetch behind every MCP Streamable HTTP request subs sends (docs/speed.md, "Serving"). Node's
-// global fetch (undici) builds per request a Request with its own AbortController, a clone of the
-// body's web stream, a fetch controller and the web streams of the answer: with `subs agent serve`
-// and `subs mcp proxy` under load that was the largest share of their CPU per tool call. This sends
-// the requests the MCP SDK's transport makes (a string body or none, redirects left to the SDK,
-// which follows them itself: sdk shared/transport.js) with node:http on kept-alive sockets, and
-// answers with a real Response whose body streams as it arrives (SSE). Any other request (OAuth
-// discovery, token requests, a deployment) goes to the fetch it wraps, unchanged. `nodeFetch`
-// sends every request this way, each socket through a lookup of the caller's: the deployment
-// decides there which addresses it reaches (src/http/address-policy.ts).
+// The fetch behind every request subs sends whose redirects it follows itself or refuses: MCP
+// Streamable HTTP (the SDK's transport follows them: sdk shared/transport.js), the OAuth requests of
+// guardedFetch (src/http/guarded-fetch.ts, within one origin) and a deployment's (src/remote/client.ts
+// refuses them). They go over node:http on
+// kept-alive sockets, answered with a real Response whose body streams as it arrives (SSE). Two
+// costs of Node's global fetch (undici) it saves (docs/speed.md, "Serving" and "What makes
+// start-up cheap"): per request, a Request with its own AbortController, a clone of the body's web
+// stream, a fetch controller and the web streams of the answer, which with `subs agent serve` and
+// `subs mcp proxy` under load was the largest share of their CPU per tool call; and once per
+// process, compiling undici's HTTP parser (llhttp, WebAssembly) on its first request: one request
+// from `node -e` took 0.35 s of CPU with fetch, 0.14 s over node:http, on a 2-core machine.
+// Any other request (a Request object, a streamed body, redirects left to fetch) goes to the fetch
+// it wraps, unchanged. `nodeFetch` sends every request this way, each socket through a lookup of
+// the caller's: the deployment decides there which addresses it reaches (src/http/address-policy.ts).
 //
 // What it keeps of fetch: a 3xx under redirect "manual" is returned as it is (what undici does in
-// Node); an aborted signal rejects with its reason, before the answer and while its body is read;
-// a network failure rejects with TypeError("fetch failed") and the cause, as undici does; one
-// listener per request on the signal, removed when the request ends (never one left behind: see
+// Node), and under "error" fails as undici's "unexpected redirect"; an aborted signal rejects with its reason, before the answer and while its body is read;
+// a network failure rejects with TypeError("fetch failed") and the cause, as undici does; a
+// URLSearchParams body is sent form-encoded, with the content-type fetch gives it; one listener per
+// request on the signal, removed when the request ends (never one left behind: see
 // src/serve/upstream.ts on undici's).
 import type { Agent, ClientRequest, IncomingMessage } from "node:http";
 import type { LookupFunction, Socket } from "node:net";
@@ -22,13 +27,12 @@ type Fetch = typeof globalThis.fetch;
 /** Statuses whose answer has no body (Fetch standard, "null body status"). */
 const NULL_BODY = new Set([101, 103, 204, 205, 304]);
 
-/** An MCP transport's request: its answer may be SSE (the SDK always accepts text/event-stream). */
-function isMcpRequest(input: Parameters<Fetch>[0], init: RequestInit | undefined): init is RequestInit {
-  if (init?.redirect !== "manual") return false;
+/** A request sent here: a URL, redirects left to the caller or refused, a string, form or no body. */
+function sentHere(input: Parameters<Fetch>[0], init: RequestInit | undefined): init is RequestInit {
+  if (init?.redirect !== "manual" && init?.redirect !== "error") return false;
   if (typeof input !== "string" && !(input instanceof URL)) return false;
-  if (init.body !== undefined && init.body !== null && typeof init.body !== "string") return false;
-  const accept = init.headers instanceof Headers ? init.headers.get("accept") : new Headers(init.headers).get("accept");
-  return accept?.includes("text/event-stream") ?? false;
+  const body = init.body;
+  return body === undefined || body === null || typeof body === "string" || body instanceof URLSearchParams;
 }
 
 function destroyIdle(this: Socket) {
@@ -42,7 +46,7 @@ type Transports = { request: (url: URL, options: RequestOptions, onResponse: (re
 let transports: Promise<Transports> | undefined;
 
 /**
- * node:http and node:https, loaded on the first MCP request (a command that sends none never loads
+ * node:http and node:https, loaded on the first request (a command that sends none never loads
  * them), each with one keep-alive agent. Idle sockets close after 4 s, undici's default, and
  * sooner when the server's Keep-Alive hint says so (Node's agent), so a request rarely meets a
  * socket the server is closing.
@@ -65,12 +69,38 @@ function loadTransports() {
   return transports;
 }
 
-export function mcpFetch(fallback: Fetch): Fetch {
+/**
+ * The ports fetch refuses before connecting (Fetch standard, "port blocking"; undici's list): those
+ * of other protocols (SMTP on 25, IRC on 6667, …). The OAuth and deployment requests sent here
+ * were fetch's before and keep its refusal: their URLs include what a server's metadata names (a
+ * token or registration endpoint), and a hostile one must not make subs post a body to a mail
+ * server on localhost. MCP requests never had it (their URL is the file's).
+ */
+const BAD_PORTS = new Set([
+  "1", "7", "9", "11", "13", "15", "17", "19", "20", "21", "22", "23", "25", "37", "42", "43", "53", "69", "77", "79",
+  "87", "95", "101", "102", "103", "104", "109", "110", "111", "113", "115", "117", "119", "123", "135", "137",
+  "139", "143", "161", "179", "389", "427", "465", "512", "513", "514", "515", "526", "530", "531", "532",
+  "540", "548", "554", "556", "563", "587", "601", "636", "989", "990", "993", "995", "1719", "1720", "1723",
+  "2049", "3659", "4045", "4190", "5060", "5061", "6000", "6566", "6665", "6666", "6667", "6668", "6669", "6679",
+  "6697", "10080",
+]);
+
+/** An MCP transport's request: the SDK always accepts text/event-stream. */
+function isMcpRequest(init: RequestInit): boolean {
+  const accept = init.headers instanceof Headers ? init.headers.get("accept") : new Headers(init.headers).get("accept");
+  return accept?.includes("text/event-stream") ?? false;
+}
+
+/** `fallback` for what is not sent here (see sentHere); node:http for the rest. */
+export function directFetch(fallback: Fetch): Fetch {
+  const direct = nodeFetch(() => ({}));
   return (input, init) => {
-    if (!isMcpRequest(input, init)) return fallback(input, init);
+    if (!sentHere(input, init)) return fallback(input, init);
     const url = new URL(input as string | URL);
     if (url.protocol !== "http:" && url.protocol !== "https:") return fallback(input, init);
-    return loadTransports().then((t) => send(t.request, url, init, undefined));
+    // As undici refuses it (src/http/guarded-fetch.ts, isBlockedPort, reads this cause).
+    if (BAD_PORTS.has(url.port) && !isMcpRequest(init)) return Promise.reject(new TypeError("fetch failed", { cause: new Error("bad port") }));
+    return direct(input, init);
   };
 }
 
@@ -106,7 +136,8 @@ export function nodeFetch(connection: (url: URL) => Connection): Fetch {
     const response = await send(t.request, url, { ...init, headers, body: body instanceof URLSearchParams ? body.toString() : body }, to.lookup);
     if (response.status >= 300 && response.status < 400 && response.headers.has("location") && init.redirect !== "manual") {
       await response.body?.cancel().catch(() => {});
-      throw new TypeError("fetch failed", { cause: new Error(`${url.origin} answered a redirect, which is not followed here`) });
+      // Under "error", undici's words for it (what a deployment's client reports: src/remote/client.ts).
+      throw new TypeError("fetch failed", { cause: new Error(init.redirect === "error" ? "unexpected redirect" : `${url.origin} answered a redirect, which is not followed here`) });
     }
     return response;
   };

@@ -1,9 +1,10 @@
 // Fetch refuses a few ports before connecting (Fetch standard, "port blocking"), as browsers do.
-// subs sends MCP requests with node:http, which has no such list, and everything else (OAuth
-// discovery, tokens, a deployment) with fetch: a server that is up on 6000 then answers its MCP
-// request and "cannot be reached" for its metadata. The message says why and what to change,
-// not "check that the server is up". Run as users run it (the built CLI): the MCP requests' own
-// fetch is the real context's.
+// subs sends its requests with node:http, which has no such list, and keeps fetch's refusal for all
+// but MCP requests (src/http/mcp-fetch.ts): OAuth discovery, tokens and a deployment go to URLs a
+// server's metadata may name. A server that is up on 6000 then answers its MCP request and "cannot
+// be reached" for its metadata. The message says why and what to change, not "check that the
+// server is up". Run as users run it (the built CLI): the MCP requests' own fetch is the real
+// context's.
 import assert from "node:assert/strict";
 import { createServer, type Server } from "node:http";
 import { after, before, test } from "node:test";

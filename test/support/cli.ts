@@ -6,7 +6,7 @@ import { mkdirSync, readdirSync, rmdirSync, statSync } from "node:fs";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import type { Context } from "../../src/context.ts";
-import { mcpFetch } from "../../src/http/mcp-fetch.ts";
+import { directFetch } from "../../src/http/mcp-fetch.ts";
 import { run } from "../../src/run.ts";
 import { browserCommand, consentingBrowser } from "./browser.ts";
 
@@ -17,10 +17,10 @@ export type RunResult = { code: number; stdout: string; stderr: string };
 
 export type TestContextOptions = Partial<Omit<Context, "stdout" | "stderr">> & { cwd: string };
 
-// The fetch the real process gives its context (src/main.ts): MCP requests over node:http
-// (src/http/mcp-fetch.ts), the rest through Node's fetch. With Node's fetch alone, an in-process
-// run's MCP requests, redirects and failures would take another path than the CLI's.
-const processFetch = mcpFetch(globalThis.fetch);
+// The fetch the real process gives its context (src/main.ts): what follows its own redirects over
+// node:http (src/http/mcp-fetch.ts), the rest through Node's fetch. With Node's fetch alone, an
+// in-process run's requests, redirects and failures would take another path than the CLI's.
+const processFetch = directFetch(globalThis.fetch);
 
 /** A Context for in-process runs: captured output, no terminal, an empty environment by default, the process's fetch. */
 export function testContext(options: TestContextOptions) {
