@@ -4,17 +4,16 @@
 // would. SUBS_TEST_BROWSER=ignore only records the URL (timeouts, Ctrl-C);
 // SUBS_TEST_BROWSER_LOG=FILE appends each URL to FILE.
 import { appendFileSync } from "node:fs";
+import { exchange, redirects } from "./http-exchange.mjs";
 
 const url = process.argv[process.argv.length - 1];
 if (process.env.SUBS_TEST_BROWSER_LOG) appendFileSync(process.env.SUBS_TEST_BROWSER_LOG, `${url}\n`);
 if (process.env.SUBS_TEST_BROWSER !== "ignore") {
-  let target = new URL(url);
+  let target = url;
   for (let hop = 0; hop < 6; hop++) {
-    const answer = await fetch(target, { redirect: "manual" });
-    const location = answer.headers.get("location");
-    await answer.body?.cancel();
-    if (answer.status >= 300 && answer.status < 400 && location) {
-      target = new URL(location, target);
+    const answer = await exchange(target);
+    if (redirects(answer)) {
+      target = answer.location;
       continue;
     }
     if (hop === 0) {
