@@ -162,6 +162,9 @@ describe("directFetch", () => {
     const response = await fetch(`${base}/json`, { method: "GET", redirect: "manual", headers: { accept: "application/json" } });
     assert.equal(response.status, 200);
     assert.equal(((await response.json()) as { method: string }).method, "GET");
+    // With no accept of the caller's, fetch's: */* (a registration request names none).
+    const bare = await fetch(`${base}/json`, { method: "POST", redirect: "manual", body: "{}" });
+    assert.equal(((await bare.json()) as { accept: string }).accept, "*/*");
   });
 
   it("refuses a port fetch blocks before connecting, as undici does, except to an MCP request", async () => {

@@ -1,24 +1,25 @@
 // The fetch behind every request subs sends whose redirects it follows itself or refuses: MCP
 // Streamable HTTP (the SDK's transport follows them: sdk shared/transport.js), the OAuth requests of
-// guardedFetch (src/http/guarded-fetch.ts, within one origin) and a deployment's (src/remote/client.ts
-// refuses them). They go over node:http on
-// kept-alive sockets, answered with a real Response whose body streams as it arrives (SSE). Two
-// costs of Node's global fetch (undici) it saves (docs/speed.md, "Serving" and "What makes
-// start-up cheap"): per request, a Request with its own AbortController, a clone of the body's web
-// stream, a fetch controller and the web streams of the answer, which with `subs agent serve` and
-// `subs mcp proxy` under load was the largest share of their CPU per tool call; and once per
-// process, compiling undici's HTTP parser (llhttp, WebAssembly) on its first request: one request
-// from `node -e` took 0.35 s of CPU with fetch, 0.14 s over node:http, on a 2-core machine.
-// Any other request (a Request object, a streamed body, redirects left to fetch) goes to the fetch
-// it wraps, unchanged. `nodeFetch` sends every request this way, each socket through a lookup of
-// the caller's: the deployment decides there which addresses it reaches (src/http/address-policy.ts).
+// guardedFetch (src/http/guarded-fetch.ts, within one origin) and a deployment's
+// (src/remote/client.ts refuses them). They go over node:http on kept-alive sockets, answered with
+// a real Response whose body streams as it arrives (SSE). Two costs of Node's global fetch
+// (undici) it saves (docs/speed.md, "Serving" and "What makes start-up cheap"): per request, a
+// Request with its own AbortController, a clone of the body's web stream, a fetch controller and
+// the web streams of the answer, which with `subs agent serve` and `subs mcp proxy` under load was
+// the largest share of their CPU per tool call; and once per process, compiling undici's HTTP
+// parser (llhttp, WebAssembly) on its first request: one request from `node -e` took 0.35 s of CPU
+// with fetch, 0.14 s over node:http, on a 2-core machine. Any other request (a Request object, a
+// streamed body, redirects left to fetch) goes to the fetch it wraps, unchanged. `nodeFetch` sends
+// every request this way, each socket through a lookup of the caller's: the deployment decides
+// there which addresses it reaches (src/http/address-policy.ts).
 //
 // What it keeps of fetch: a 3xx under redirect "manual" is returned as it is (what undici does in
-// Node), and under "error" fails as undici's "unexpected redirect"; an aborted signal rejects with its reason, before the answer and while its body is read;
-// a network failure rejects with TypeError("fetch failed") and the cause, as undici does; a
-// URLSearchParams body is sent form-encoded, with the content-type fetch gives it; one listener per
-// request on the signal, removed when the request ends (never one left behind: see
-// src/serve/upstream.ts on undici's).
+// Node), and under "error" fails as undici's "unexpected redirect"; an aborted signal rejects with
+// its reason, before the answer and while its body is read; a network failure rejects with
+// TypeError("fetch failed") and the cause, as undici does; a URLSearchParams body is sent
+// form-encoded, with the content-type fetch gives it; `accept: */*` when the caller names none
+// (Fetch standard, "fetching"); one listener per request on the signal, removed when the request
+// ends (never one left behind: see src/serve/upstream.ts on undici's).
 import type { Agent, ClientRequest, IncomingMessage } from "node:http";
 import type { LookupFunction, Socket } from "node:net";
 
@@ -149,6 +150,7 @@ function send(request: Transports["request"], url: URL, init: RequestInit, looku
   const headers: Record<string, string> = {};
   new Headers(init.headers).forEach((value, name) => (headers[name] = value));
   // undici's defaults where the caller set none; no compression is asked for (none to undo).
+  headers["accept"] ??= "*/*";
   headers["user-agent"] ??= "node";
   headers["accept-encoding"] = "identity";
   const body = typeof init.body === "string" ? init.body : undefined;
