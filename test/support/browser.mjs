@@ -4,23 +4,15 @@
 // would. SUBS_TEST_BROWSER=ignore only records the URL (timeouts, Ctrl-C);
 // SUBS_TEST_BROWSER_LOG=FILE appends each URL to FILE.
 import { appendFileSync } from "node:fs";
-import { exchange, redirects } from "./http-exchange.mjs";
+import { visit } from "./http-exchange.mjs";
 
 const url = process.argv[process.argv.length - 1];
 if (process.env.SUBS_TEST_BROWSER_LOG) appendFileSync(process.env.SUBS_TEST_BROWSER_LOG, `${url}\n`);
 if (process.env.SUBS_TEST_BROWSER !== "ignore") {
-  let target = url;
-  for (let hop = 0; hop < 6; hop++) {
-    const answer = await exchange(target);
-    if (redirects(answer)) {
-      target = answer.location;
-      continue;
-    }
-    if (hop === 0) {
-      // No redirect from the authorization endpoint: there is no consent to give.
-      process.stderr.write(`browser.mjs: the authorization endpoint answered ${answer.status} without a redirect\n`);
-      process.exit(1);
-    }
-    break;
+  const last = await visit(url);
+  if (last.hops === 0) {
+    // No redirect from the authorization endpoint: there is no consent to give.
+    process.stderr.write(`browser.mjs: the authorization endpoint answered ${last.status} without a redirect\n`);
+    process.exit(1);
   }
 }

@@ -2,7 +2,7 @@
 // $BROWSER for the demo test: opens the authorization URL (the last argument), reads the consent
 // page as a person would, and clicks a button (Approve by default; CLICK=deny for Deny): it posts
 // the page's form, then follows the redirect to the loopback callback, as the browser would.
-import { exchange, redirects } from "./http-exchange.mjs";
+import { exchange, visit } from "./http-exchange.mjs";
 
 const url = process.argv[process.argv.length - 1];
 const decision = process.env.CLICK ?? "approve";
@@ -10,14 +10,8 @@ const fail = (message) => {
   process.stderr.write(`click-approve: ${message}\n`);
   process.exit(1);
 };
-/** GET, following redirects as a browser does: the last answer, its body read. */
-async function visit(target) {
-  let answer = await exchange(target, { read: true });
-  for (let hop = 0; hop < 5 && redirects(answer); hop++) answer = await exchange(answer.location, { read: true });
-  return answer;
-}
 // Followed as a browser does: subs's one-time loopback link redirects to the authorization page.
-const page = await visit(url);
+const page = await visit(url, { read: true });
 const html = page.text;
 if (page.status < 200 || page.status > 299 || !/<form[^>]*method="post"/i.test(html)) fail(`no consent form at the authorization URL (${page.status})`);
 const action = html.match(/<form[^>]*action="([^"]+)"/i)?.[1];
@@ -30,4 +24,4 @@ const answer = await exchange(new URL(action, page.url).href, {
   body: new URLSearchParams({ request, decision }).toString(),
 });
 if (!answer.location) fail(`the consent form answered ${answer.status} without a redirect`);
-await visit(answer.location);
+await visit(answer.location, { read: true });

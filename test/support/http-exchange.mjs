@@ -33,4 +33,12 @@ export function exchange(url, { method = "GET", headers = {}, body, read = false
 }
 
 /** Whether an answer sends the browser on (a 3xx with a Location). */
-export const redirects = (answer) => answer.status >= 300 && answer.status < 400 && answer.location !== undefined;
+const redirects = (answer) => answer.status >= 300 && answer.status < 400 && answer.location !== undefined;
+
+/** GET, following up to five redirects as a browser does: the last answer, with how many redirects led to it. */
+export async function visit(url, { read = false } = {}) {
+  let answer = await exchange(url, { read });
+  let hops = 0;
+  for (; hops < 5 && redirects(answer); hops++) answer = await exchange(answer.location, { read });
+  return { ...answer, hops };
+}
