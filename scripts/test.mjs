@@ -9,7 +9,7 @@ import { availableParallelism } from "node:os";
 import path from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
 import { bundleTests } from "./test-bundle.mjs";
-import { DEBIAN_PEERS, ensureDebian, missingDebian, toolsCurrent } from "./tools.mjs";
+import { DEBIAN_PEERS, TOOL_FOLDERS, ensureDebian, missingDebian, toolsCurrent } from "./tools.mjs";
 
 // Above the slowest test that names no limit of its own, on a loaded two-core machine. A test that
 // needs longer says so with its own `{ timeout }`.
@@ -45,21 +45,22 @@ if (recording && named.length > 0) {
 const DURATIONS = path.join(root, "scripts", "test-durations.json");
 // Read before anything starts: a file that cannot be read stops the run here, saying so.
 const seconds = named.length === 0 ? recordedSeconds() : {};
-// The whole suite installs the dev tools its real-client tests drive (tools/conformance,
-// tools/clients; scripts/tools.mjs) and the Debian packages its real peers need (Caddy), when a
-// fresh machine lacks them, in a child beside the first test files, and starts the files that
-// use scripts/tools.mjs last: by then the install is done. Left to the first test that needs them,
-// a fresh clone's install ran inside that test's time limit, which two suites at once on a 2-core
-// machine exceeded (150 s); done before any test started, the whole run waited for the download.
+// The whole suite installs the dev tools its real-client tests drive (every folder of tools/,
+// scripts/tools.mjs) and the Debian packages its real peers need (Caddy), when the machine lacks
+// them, in a child beside the first test files, and starts the files that use scripts/tools.mjs
+// last: by then the install is done. Left to the first test that needs them, a fresh clone's
+// install ran inside that test's time limit, which two suites at once on a 2-core machine exceeded
+// (150 s); done before any test started, the whole run waited for the download. CI installs them
+// in a step of their own first (`npm run tools:install` in .ci/run), so there is nothing to do here.
 // A named file installs what it needs itself.
 // A Debian package this machine cannot install (not root, no apt-get) stops the run at once, saying what to install.
 const missingPeers = named.length === 0 ? missingDebian(DEBIAN_PEERS) : [];
 if (missingPeers.length > 0 && process.getuid?.() !== 0) ensureDebian(DEBIAN_PEERS, "npm test");
 const installing =
-  named.length === 0 && (!toolsCurrent("conformance") || !toolsCurrent("clients") || missingPeers.length > 0)
+  named.length === 0 && (TOOL_FOLDERS.some((name) => !toolsCurrent(name)) || missingPeers.length > 0)
     ? spawn(
         process.execPath,
-        ["--input-type=module", "-e", `import { DEBIAN_PEERS, ensureDebian, ensureTools } from "./scripts/tools.mjs"; for (const name of ["conformance", "clients"]) ensureTools(name, "npm test"); ensureDebian(DEBIAN_PEERS, "npm test");`],
+        ["--input-type=module", "-e", `import { DEBIAN_PEERS, TOOL_FOLDERS, ensureDebian, ensureTools } from "./scripts/tools.mjs"; for (const name of TOOL_FOLDERS) ensureTools(name, "npm test"); ensureDebian(DEBIAN_PEERS, "npm test");`],
         { cwd: root, stdio: ["ignore", "ignore", "pipe"] },
       )
     : undefined;

@@ -1,3 +1,4 @@
+export declare const TOOL_FOLDERS: string[];
 export declare function toolsDir(name: string): string;
 export declare function ensureTools(name: string, label: string): string;
 export type DebianPeer = { command: string; package: string };

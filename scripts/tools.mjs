@@ -12,6 +12,9 @@ import { mkdirSync, readFileSync, rmdirSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 
+/** Every folder of tools/, each installed from its own lock file. */
+export const TOOL_FOLDERS = ["conformance", "clients", "servers"];
+
 /** The absolute path of tools/NAME/, with a trailing separator. */
 export function toolsDir(name) {
   return fileURLToPath(new URL(`../tools/${name}/`, import.meta.url));
@@ -108,3 +111,15 @@ export const DEBIAN_PEERS = [
   { command: "caddy", package: "caddy" },
   { command: "systemd-analyze", package: "systemd" },
 ];
+
+// `npm run tools:install` (.ci/run's step after `npm ci`): every folder of tools/ and the Debian
+// peers, what `npm test` would otherwise install beside its first files. Nothing when all are there.
+if (process.argv[1] && path.resolve(process.argv[1]) === fileURLToPath(import.meta.url)) {
+  try {
+    for (const name of TOOL_FOLDERS) ensureTools(name, "tools:install");
+    ensureDebian(DEBIAN_PEERS, "tools:install");
+  } catch (error) {
+    process.stderr.write(`${error.message}\n`);
+    process.exitCode = 1;
+  }
+}
