@@ -60,7 +60,7 @@ const installing =
   named.length === 0 && (TOOL_FOLDERS.some((name) => !toolsCurrent(name)) || missingPeers.length > 0)
     ? spawn(
         process.execPath,
-        ["--input-type=module", "-e", `import { DEBIAN_PEERS, TOOL_FOLDERS, ensureDebian, ensureTools } from "./scripts/tools.mjs"; for (const name of TOOL_FOLDERS) ensureTools(name, "npm test"); ensureDebian(DEBIAN_PEERS, "npm test");`],
+        ["--input-type=module", "-e", `import { ensureAllTools } from "./scripts/tools.mjs"; ensureAllTools("npm test");`],
         { cwd: root, stdio: ["ignore", "ignore", "pipe"] },
       )
     : undefined;

@@ -112,12 +112,17 @@ export const DEBIAN_PEERS = [
   { command: "systemd-analyze", package: "systemd" },
 ];
 
-// `npm run tools:install` (.ci/run's step after `npm ci`): every folder of tools/ and the Debian
-// peers, what `npm test` would otherwise install beside its first files. Nothing when all are there.
+/** Every folder of tools/ and the Debian peers, each only when missing; throws when one fails. */
+export function ensureAllTools(label) {
+  for (const name of TOOL_FOLDERS) ensureTools(name, label);
+  ensureDebian(DEBIAN_PEERS, label);
+}
+
+// `npm run tools:install` (.ci/run's step after `npm ci`): what `npm test` would otherwise install
+// beside its first files. Nothing when all are there.
 if (process.argv[1] && path.resolve(process.argv[1]) === fileURLToPath(import.meta.url)) {
   try {
-    for (const name of TOOL_FOLDERS) ensureTools(name, "tools:install");
-    ensureDebian(DEBIAN_PEERS, "tools:install");
+    ensureAllTools("tools:install");
   } catch (error) {
     process.stderr.write(`${error.message}\n`);
     process.exitCode = 1;
