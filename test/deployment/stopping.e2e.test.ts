@@ -179,9 +179,18 @@ describe("SIGTERM on one of two replicas on Postgres behind Caddy, configured as
       try {
         await stopUnderCalls(server, clients, victim);
       } catch (error) {
-        // What Caddy said of its upstreams (a 502's cause: a refused dial, a reset, a health change) goes with the failure.
-        const said = caddy.log().split("\n").filter((line) => /error|unhealthy|healthy|502|refused|reset|EOF/i.test(line)).slice(-15);
-        throw new Error(`${(error as Error).message}\nCaddy said:\n${said.join("\n")}`, { cause: error });
+        // What Caddy said of its upstreams (a 502's cause: a refused dial, a reset; a 503's "no
+        // upstreams available": its health checker's "HTTP request failed" or "unexpected status
+        // code") and each replica's count of /readyz answers by status and time (a probe answered
+        // 200 is not logged, and one answered after Caddy's 2 s health_timeout still counts as 200).
+        const said = caddy.log().split("\n").filter((line) => /error|health|host is|502|refused|reset|EOF/i.test(line)).slice(-15);
+        const probed = await Promise.all(
+          set.replicas.map(async (r, n) => {
+            const metrics = await fetch(`${r.direct}/metrics`, { headers: { authorization: `Bearer ${r.token}` }, signal: AbortSignal.timeout(5_000) }).then((res) => res.text()).catch((e: Error) => `(no answer: ${e.message})`);
+            return metrics.split("\n").filter((line) => line.includes('route="/readyz"') || line.startsWith("(")).map((line) => `replica ${n}: ${line}`);
+          }),
+        );
+        throw new Error(`${(error as Error).message}\nCaddy said:\n${said.join("\n")}\nThe replicas' /readyz answers:\n${probed.flat().join("\n")}`, { cause: error });
       }
       assert.ok(set.replicas[0]!.logs.some((l) => l.msg === "out of rotation"), "the replica waited for a probe to say 503 before refusing connections");
     } finally {
