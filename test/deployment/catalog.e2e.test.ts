@@ -226,9 +226,14 @@ describe("a connection whose url the catalog left out, after a restart with --ca
 
   test("restarted without the catalog, the kept credential serves again (refreshed first: it expired meanwhile)", async () => {
     await d.close();
+    // The token the refresh issues lives an hour: with the 1 s lifetime it can expire again on a
+    // loaded machine between the refresh and the requests it was for, and the deployment then
+    // rightly answers 409 "refused the refreshed credential" (seen once, two suites at once).
+    authServer.set({ refreshedAccessTokenTtlSeconds: 3600 });
     d = await startServedDeployment({ dir: dataDir });
     const back = await callServed(d, "GET", "/v1/mcp/tracker/tools", undefined, tokens.read);
     assert.equal(back.status, 200, JSON.stringify(back.body));
+    assert.equal(authServer.counters.refreshes, baseline.refreshes + 1, "the expired token was refreshed once, now");
     assert.deepEqual(back.body.tools.map((t: { name: string }) => t.name), ["search_issues"]);
     const listed = await callServed(d, "GET", "/v1/mcp", undefined, tokens.read);
     assert.equal(listed.body.connections.find((c: { id: string }) => c.id === "tracker").status, "authorized");
