@@ -57,6 +57,9 @@ const newClient = async (front: string, token: string) => {
   return client;
 };
 
+/** A replica's /metrics, read on its own address with its admin token. */
+const metricsOf = (r: ServedDeployment, init: RequestInit = {}) => fetch(`${r.direct}/metrics`, { ...init, headers: { authorization: `Bearer ${r.token}` } }).then((res) => res.text());
+
 const getsOn = (r: ServedDeployment) => r.logs.filter((l) => l.msg === "request" && l.method === "GET" && l.path === "/v1/agents/triage/mcp" && l.status === 200);
 
 /**
@@ -172,21 +175,21 @@ describe("SIGTERM on one of two replicas on Postgres behind Caddy, configured as
       // a balancer that probes, and on SIGTERM serves on until a probe has been answered 503.
       const victim = set.replicas[0]!;
       const probes = async () => {
-        const res = await fetch(`${victim.direct}/metrics`, { headers: { authorization: `Bearer ${victim.token}` } });
-        return Number(/subs_deployment_http_requests_total\{method="GET",route="\/readyz",status="200"\} (\d+)/.exec(await res.text())?.[1] ?? 0);
+        return Number(/subs_deployment_http_requests_total\{method="GET",route="\/readyz",status="200"\} (\d+)/.exec(await metricsOf(victim))?.[1] ?? 0);
       };
       await waitFor(async () => (await probes()) >= 2, "Caddy to probe the replica's /readyz twice", undefined, 250);
       try {
         await stopUnderCalls(server, clients, victim);
       } catch (error) {
         // What Caddy said of its upstreams (a 502's cause: a refused dial, a reset; a 503's "no
-        // upstreams available": its health checker's "HTTP request failed" or "unexpected status
-        // code") and each replica's count of /readyz answers by status and time (a probe answered
-        // 200 is not logged, and one answered after Caddy's 2 s health_timeout still counts as 200).
-        const said = caddy.log().split("\n").filter((line) => /error|health|host is|502|refused|reset|EOF/i.test(line)).slice(-15);
+        // upstreams available": its health checker's "HTTP request failed" or "status code out of
+        // tolerances") and each replica's count of /readyz answers by status and time (a probe
+        // answered 200 is not logged, and one answered after Caddy's 2 s health_timeout still
+        // counts as 200).
+        const said = caddy.log().split("\n").filter((line) => /error|health|502|refused|reset|EOF/i.test(line)).slice(-15);
         const probed = await Promise.all(
           set.replicas.map(async (r, n) => {
-            const metrics = await fetch(`${r.direct}/metrics`, { headers: { authorization: `Bearer ${r.token}` }, signal: AbortSignal.timeout(5_000) }).then((res) => res.text()).catch((e: Error) => `(no answer: ${e.message})`);
+            const metrics = await metricsOf(r, { signal: AbortSignal.timeout(5_000) }).catch((e: Error) => `(no answer: ${e.message})`);
             return metrics.split("\n").filter((line) => line.includes('route="/readyz"') || line.startsWith("(")).map((line) => `replica ${n}: ${line}`);
           }),
         );
