@@ -26,8 +26,9 @@ class ReadinessProbes {
   #interval: number | undefined;
   #answered503: (() => void) | undefined;
 
-  probed(at: number, stopping: boolean): void {
-    if (stopping) return void this.#answered503?.();
+  /** A probe's answer has gone: `status` as sent (one written just before SIGTERM is 200, and says nothing of the rotation). */
+  probed(at: number, status: number, stopping: boolean): void {
+    if (stopping) return void (status === 503 && this.#answered503?.());
     if (this.#last !== undefined) this.#interval = at - this.#last;
     this.#last = at;
   }
@@ -246,7 +247,7 @@ export async function deploymentServeCommand(ctx: Context, options: { flags: Fla
         // answers ended (tests read "everything before this request" from it).
         const probe = PROBES.find((p) => path === `${base}${p}`);
         if (probe) route = probe;
-        if (probe === "/readyz") readiness.probed(ctx.now(), stopping);
+        if (probe === "/readyz") readiness.probed(ctx.now(), res.statusCode, stopping);
         metrics.request(req.method ?? "", route, res.statusCode, seconds);
         // A balancer's or orchestrator's health probes (every few seconds, per replica) would
         // bury the requests people make; one that fails is logged. /metrics counts them all.

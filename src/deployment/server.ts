@@ -98,15 +98,19 @@ export function createApp(o: AppOptions) {
       return { route: "/healthz" };
     }
     if (path === "/readyz") {
+      const stopping = fail(503, "unavailable", "stopping: finishing the requests in flight");
       if (o.stopping?.()) {
-        send(fail(503, "unavailable", "stopping: finishing the requests in flight"));
+        send(stopping);
         return { route: "/readyz" };
       }
       const problem = await o.ready().then(
         () => undefined,
         (error: unknown) => (error instanceof SubsError && !(error instanceof StoreUnavailable) ? `${error.message}${error.hint ? `; ${error.hint}` : ""}` : "the store does not answer"),
       );
-      send(problem === undefined ? { status: 200, body: { status: "ready" } } : { ...fail(503, "unavailable", problem), headers: { "retry-after": "2" } });
+      // SIGTERM may have come while the store answered: a 200 sent now would keep the balancer
+      // sending to a replica that is about to refuse connections.
+      if (o.stopping?.()) send(stopping);
+      else send(problem === undefined ? { status: 200, body: { status: "ready" } } : { ...fail(503, "unavailable", problem), headers: { "retry-after": "2" } });
       return { route: "/readyz" };
     }
     if (path === CALLBACK_PATH) {

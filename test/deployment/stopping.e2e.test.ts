@@ -10,7 +10,8 @@ import { after, before, describe, test } from "node:test";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import { caddyAddress, startCaddy, type RunningCaddy } from "../support/caddy.ts";
-import { authorizeServed, callServed, type ServedDeployment } from "../support/deployment-serve.ts";
+import pg from "pg";
+import { authorizeServed, callServed, startServedDeployment, type ServedDeployment } from "../support/deployment-serve.ts";
 import { annotatedTool, startMcpServer, type RunningMcpServer } from "../support/mcp-server.ts";
 import { startAuthServer, type RunningAuthServer } from "../support/oauth-server.ts";
 import { startReplicas, type Replicas } from "../support/replicas.ts";
@@ -198,6 +199,37 @@ describe("SIGTERM on one of two replicas on Postgres behind Caddy, configured as
       assert.ok(set.replicas[0]!.logs.some((l) => l.msg === "out of rotation"), "the replica waited for a probe to say 503 before refusing connections");
     } finally {
       for (const c of clients) await c.close().catch(() => {});
+    }
+  });
+});
+
+describe("a probe whose store query is still running when SIGTERM comes (Postgres)", () => {
+  let d: ServedDeployment | undefined;
+  after(async () => void (await d?.stop()));
+
+  test("is answered 503, not the 200 its store query found, and only that answer takes the replica out of rotation", async () => {
+    d = await startServedDeployment({ store: "postgres" });
+    const readyz = `${d.direct}/readyz`;
+    // Probed twice: the replica knows a balancer probes it, and on SIGTERM waits for a 503 answer.
+    for (let n = 0; n < 2; n++) assert.equal((await fetch(readyz)).status, 200);
+    // The next probe's store query waits on a lock held here, until the replica is stopping.
+    const holder = new pg.Client({ connectionString: d.storeArg });
+    await holder.connect();
+    try {
+      await holder.query("BEGIN");
+      await holder.query("LOCK TABLE api_tokens IN ACCESS EXCLUSIVE MODE");
+      const answer = fetch(readyz).then(async (res) => ({ status: res.status, body: await res.text() }));
+      await waitFor(async () => Number((await holder.query("SELECT count(*) AS n FROM pg_locks WHERE NOT granted")).rows[0].n) > 0, "the probe's store query to wait for the lock", undefined, 50);
+      const exited = d.stop();
+      await waitFor(() => d!.logs.find((l) => l.msg === "stopping"), "the replica to say it is stopping");
+      await holder.query("ROLLBACK");
+      const { status, body } = await within(answer, "the probe's answer");
+      assert.deepEqual([status, JSON.parse(body)], [503, { error: "unavailable", message: "stopping: finishing the requests in flight" }]);
+      assert.equal(await within(exited, "the replica to exit"), 0);
+      const order = d.logs.filter((l) => ["stopping", "out of rotation", "no readiness probe came", "stopped"].includes(String(l.msg)) || l.path === "/readyz").map((l) => (l.path ? `${l.path} ${l.status}` : l.msg));
+      assert.deepEqual(order, ["stopping", "/readyz 503", "out of rotation", "stopped"]);
+    } finally {
+      await holder.end().catch(() => {});
     }
   });
 });
