@@ -214,9 +214,17 @@ describe("Postgres down for 10 s under traffic on two replicas", () => {
     // Every failure said the store was unavailable.
     for (const o of outcomes) {
       if (o.ok) continue;
-      const when = `${o.loop} on replica ${o.replica}: ${o.error} (from ${o.start - down} to ${o.end - down} ms after the store went down; up again at ${up - down} ms, ready at ${recovered - down} ms)`;
-      if (o.kind === "read") assert.match(o.error!, /^503 2 \{"error":"store_unavailable","message":"the deployment's store does not answer; retry in a few seconds"\}$/, when);
-      else assert.ok((o.error!.startsWith("503 ") && STORE_DOWN.test(o.error!)) || o.error === "tool error: the deployment's store does not answer; retry in a few seconds", when);
+      const said = o.kind === "read" ? /^503 2 \{"error":"store_unavailable","message":"the deployment's store does not answer; retry in a few seconds"\}$/.test(o.error!) : (o.error!.startsWith("503 ") && STORE_DOWN.test(o.error!)) || o.error === "tool error: the deployment's store does not answer; retry in a few seconds";
+      if (said) continue;
+      // What the replica said meanwhile, but for what went well and the reads refused as expected
+      // (a request is logged as it ends: one never answered is not).
+      const d = replicas[o.replica]!;
+      const usual = (l: Record<string, unknown>) => (l.msg === "request" && (Number(l.status) < 400 || l.path === "/v1/mcp")) || (l.msg === "audit" && l.outcome === "ok");
+      const meanwhile = d.logs.filter((l) => Date.parse(String(l.time)) >= o.start - 1000 && Date.parse(String(l.time)) <= o.end && !usual(l)).slice(-40);
+      assert.fail(
+        `${o.loop} on replica ${o.replica}: ${o.error} (from ${o.start - down} to ${o.end - down} ms after the store went down; up again at ${up - down} ms, ready at ${recovered - down} ms)\n` +
+          `replica ${o.replica}'s log meanwhile:\n${meanwhile.map((l) => JSON.stringify(l)).join("\n")}\nits stderr:\n${d.stderr().slice(-4000)}`,
+      );
     }
     // Nothing answered while the database was down, on either replica, and every loop was answered
     // again and again meanwhile; everything after it came back.
