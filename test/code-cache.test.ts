@@ -23,7 +23,11 @@ const env = { PATH: process.env.PATH };
 before(() => {
   ensureBuilt();
   pkg = mkdtempSync(path.join(tmpdir(), "subs-cache-pkg-"));
-  for (const part of ["bin", "dist", "package.json"]) cpSync(path.join(REPO, part), path.join(pkg, part), { recursive: true });
+  // Not a cache another file's CLI is writing into the repository's dist/ at this moment (a
+  // command's first run rewrites it at exit, through `subs.cjs.cache.<pid>.tmp`): copied, that
+  // file would be left in this copy's dist/ as if a run here had left it.
+  const inProgress = /\.\d+\.tmp$/;
+  for (const part of ["bin", "dist", "package.json"]) cpSync(path.join(REPO, part), path.join(pkg, part), { recursive: true, filter: (from) => !inProgress.test(from) });
   symlinkSync(path.join(REPO, "node_modules"), path.join(pkg, "node_modules"));
   project = mkdtempSync(path.join(tmpdir(), "subs-cache-project-"));
   writeFileSync(path.join(project, "substructure.toml"), '[mcp.alpha]\nurl = "https://alpha.example.com/mcp"\n');
