@@ -212,14 +212,15 @@ describe("a probe whose store query is still running when SIGTERM comes (Postgre
     const readyz = `${d.direct}/readyz`;
     // Probed twice: the replica knows a balancer probes it, and on SIGTERM waits for a 503 answer.
     for (let n = 0; n < 2; n++) assert.equal((await fetch(readyz)).status, 200);
-    // The next probe's store query waits on a lock held here, until the replica is stopping.
+    // The next probe's store query waits on a lock held here, until the replica is stopping (the
+    // wait is read in pg_locks for this database's table: other files share the server).
     const holder = new pg.Client({ connectionString: d.storeArg });
     await holder.connect();
     try {
       await holder.query("BEGIN");
       await holder.query("LOCK TABLE api_tokens IN ACCESS EXCLUSIVE MODE");
       const answer = fetch(readyz).then(async (res) => ({ status: res.status, body: await res.text() }));
-      await waitFor(async () => Number((await holder.query("SELECT count(*) AS n FROM pg_locks WHERE NOT granted")).rows[0].n) > 0, "the probe's store query to wait for the lock", undefined, 50);
+      await waitFor(async () => Number((await holder.query("SELECT count(*) AS n FROM pg_locks WHERE NOT granted AND database = (SELECT oid FROM pg_database WHERE datname = current_database()) AND relation = 'api_tokens'::regclass")).rows[0].n) > 0, "the probe's store query to wait for the lock", undefined, 50);
       const exited = d.stop();
       await waitFor(() => d!.logs.find((l) => l.msg === "stopping"), "the replica to say it is stopping");
       await holder.query("ROLLBACK");
