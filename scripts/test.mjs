@@ -25,7 +25,11 @@ const files = readdirSync(path.join(root, "test"), { recursive: true })
 // waiting (for a token to expire, a server to start, a child to exit), so with one file per core
 // a 2-core machine idles (timed file by file on a shared 2-core machine, the files' CPU time was
 // about two thirds of their wall-clock time). The whole suite on an idle 2-core machine: 548 s with
-// three files at a time, 510 s with four. SUBS_TEST_CONCURRENCY sets it (1 to run the files one by one).
+// three files at a time, 510 s with four. More than four costs more than it fills: with four, the
+// two cores idled about 28 s of a 405 s run (moments when every file was waiting at once), and
+// with five and six the idle went (15 s, 1 s) but the run took 442 and 450 s, its CPU time growing
+// from 779 to 865 and 896 s (one run each, one after the other, on this project's 2-core VM).
+// SUBS_TEST_CONCURRENCY sets it (1 to run the files one by one).
 const concurrency = Number(process.env.SUBS_TEST_CONCURRENCY) || Math.max(2, availableParallelism() + 2);
 const args = process.argv.slice(2);
 const named = args.filter((a) => a.endsWith(".ts"));
