@@ -62,3 +62,25 @@ test("a file whose tests all passed but whose process stays alive is ended, fail
   assert.notEqual(code, 0, out);
   assert.match(out, /tests have all ended, but its process was still running \d+ s later; ending it\. Still open: .*TCPServerWrap ×1/, out);
 });
+
+test("an error thrown from a callback fails the test that started it, and what a test or suite declares is its child", { timeout: 150_000 }, async () => {
+  const { code, out } = await runner(["test/fixtures/runner/async-context.ts"]);
+  assert.notEqual(code, 0, out);
+  const thrown: Array<[test: string, error: string]> = [
+    ["a timer's callback throws", "thrown by a timer"],
+    ["a promise rejected after an await, unhandled", "rejected after an await"],
+    ["a socket's callback throws", "thrown by a connection handler"],
+    ["its test whose immediate throws", "thrown by an immediate"],
+  ];
+  for (const [name, error] of thrown) {
+    const failed = result(out, name);
+    assert.match(failed, /^\s*not ok/, failed);
+    assert.match(failed, new RegExp(`error: '${error}'`), failed);
+  }
+  assert.match(result(out, "a test beside them passes"), /^ok/);
+  assert.match(result(out, "its before hook ran first"), /^ {4}ok/);
+  assert.match(result(out, "declared inside, after the await"), /^ {4}ok/);
+  assert.match(result(out, "a test that declares another after an await"), /^ok/);
+  assert.match(result(out, "no async hook with destroy is enabled, and one with init only"), /^ok/);
+  assert.doesNotMatch(out, /generated asynchronous activity after the test ended/);
+});
